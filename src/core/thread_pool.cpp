@@ -1,0 +1,76 @@
+#include "core/thread_pool.h"
+
+#include <algorithm>
+
+namespace edgelm {
+namespace {
+constexpr int kSpinIterations = 20000;
+}
+
+ThreadPool::ThreadPool(int n_threads) {
+  const int n_workers = std::max(0, n_threads - 1);
+  workers_.reserve(static_cast<size_t>(n_workers));
+  for (int i = 0; i < n_workers; ++i) workers_.emplace_back([this, i] { worker_loop(i + 1); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+int ThreadPool::hardware_threads() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+void ThreadPool::run_chunk(int index) {
+  const size_t n_chunks = static_cast<size_t>(n_threads());
+  const size_t begin = job_n_ * static_cast<size_t>(index) / n_chunks;
+  const size_t end = job_n_ * static_cast<size_t>(index + 1) / n_chunks;
+  if (begin < end) (*job_)(begin, end);
+}
+
+void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn) {
+  if (n == 0) return;
+  if (workers_.empty() || n == 1) {
+    fn(0, n);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &fn;
+    job_n_ = n;
+    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  run_chunk(0);
+  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    int spins = 0;
+    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) ++spins;
+    if (generation_.load(std::memory_order_acquire) == seen) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+    }
+    bool stop = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      seen = generation_.load(std::memory_order_acquire);
+      stop = stop_;
+    }
+    if (stop) return;
+    run_chunk(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace edgelm

@@ -1,0 +1,50 @@
+// A fixed pool of worker threads for data-parallel loops inside one forward pass.
+//
+// parallel_for splits [0, n) into one contiguous chunk per thread (the caller's thread takes
+// chunk 0), so equal work per item means all threads finish together. Workers spin briefly on
+// a new job before sleeping: a decode step lasts milliseconds, and a futex wake per step would
+// cost more than the spin. Not reentrant: one parallel_for at a time per pool.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace edgelm {
+
+class ThreadPool {
+ public:
+  // n_threads counts the caller: 1 means no worker threads at all.
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int n_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) over disjoint chunks covering [0, n); returns when all are done.
+  void parallel_for(size_t n, const std::function<void(size_t begin, size_t end)>& fn);
+
+  // Number of hardware threads, at least 1.
+  static int hardware_threads();
+
+ private:
+  void worker_loop(int index);
+  void run_chunk(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  bool stop_ = false;
+  // Current job; written by the caller before generation_ is bumped.
+  const std::function<void(size_t, size_t)>* job_ = nullptr;
+  size_t job_n_ = 0;
+};
+
+}  // namespace edgelm

@@ -1,0 +1,55 @@
+// A model file in memory: metadata plus named tensors whose bytes live in a backing store
+// (the file's mmap, or buffers a converter filled). GGUF files and llama2.c checkpoints both
+// load into this one shape, so everything above the format layer reads a single thing.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "format/gguf_value.h"
+
+namespace edgelm::format {
+
+constexpr int kMaxDims = 4;
+
+struct TensorInfo {
+  std::string name;
+  DType type = DType::f32;
+  int n_dims = 0;
+  // ne[0] is the innermost (contiguous) dimension, as in GGUF: a weight applied as
+  // y[out] = W[out, in] x[in] has ne = {in, out}. Unused dims are 1.
+  std::array<int64_t, kMaxDims> ne{1, 1, 1, 1};
+  uint64_t offset = 0;  // offset within the data section (GGUF only)
+  uint64_t n_bytes = 0;
+  const uint8_t* data = nullptr;
+
+  int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  std::string shape_string() const;  // e.g. "[64, 512]"
+};
+
+class ModelFile {
+ public:
+  uint32_t version = 3;      // GGUF version (3 for converted files)
+  uint32_t alignment = 32;   // general.alignment
+  GgufMetadata metadata;
+  std::vector<TensorInfo> tensors;
+
+  const TensorInfo* find_tensor(std::string_view name) const;
+
+  // Keeps the storage behind TensorInfo::data alive as long as this file.
+  void keep_alive(std::shared_ptr<const void> storage) { storage_.push_back(std::move(storage)); }
+
+ private:
+  std::vector<std::shared_ptr<const void>> storage_;
+};
+
+// Opens a model by sniffing its first bytes: GGUF, or a llama2.c checkpoint (which needs the
+// llama2.c tokenizer.bin path for its vocabulary; empty means "no vocabulary").
+Result<ModelFile> open_model_file(const std::string& path, const std::string& tokenizer_path = "");
+
+}  // namespace edgelm::format
