@@ -1,0 +1,46 @@
+// A loaded model: its file (which owns the mapped weight bytes), config and weights, and the
+// FP32 reference forward pass over a run of tokens of one sequence.
+//
+// The reference forward is deliberately plain (loops, float32, one obvious order of
+// operations): it is the oracle that every faster path (quantized kernels, batched engine)
+// is tested against, and it stays in the tree for that.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/thread_pool.h"
+#include "format/model_file.h"
+#include "model/arch.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace edgelm::model {
+
+using TokenId = int32_t;
+
+class Model {
+ public:
+  // Takes the opened file; reads config and weights from it.
+  static Result<std::unique_ptr<Model>> load(format::ModelFile file);
+
+  const ModelConfig& config() const { return config_; }
+  const Weights& weights() const { return weights_; }
+  const format::ModelFile& file() const { return file_; }
+
+  // Runs tokens at positions [cache.n_past(), cache.n_past() + n) and appends their keys and
+  // values to the cache. Writes the logits of the last token into logits ([n_vocab]) unless it
+  // is empty. Errors: a token id outside the vocabulary, or the context would overflow.
+  Status forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool) const;
+
+ private:
+  Model(format::ModelFile file, ModelConfig config, Weights weights)
+      : file_(std::move(file)), config_(config), weights_(std::move(weights)) {}
+
+  format::ModelFile file_;
+  ModelConfig config_;
+  Weights weights_;
+};
+
+}  // namespace edgelm::model
