@@ -102,8 +102,9 @@ Status parse_llama2c_tokenizer(const uint8_t* data, size_t size, GgufMetadata& m
     int32_t len = 0;
     if (!take(&score, 4) || !take(&len, 4))
       return make_error("tokenizer.bin is truncated in the entry of token {}", tokens.size());
-    if (len < 0 || len > max_len || static_cast<size_t>(len) > size - pos)
-      return make_error("tokenizer.bin: token {} has bad length {}", tokens.size(), len);
+    if (len < 0 || len > max_len) return make_error("tokenizer.bin: token {} has bad length {}", tokens.size(), len);
+    if (static_cast<size_t>(len) > size - pos)
+      return make_error("tokenizer.bin is truncated in the text of token {}", tokens.size());
     std::string text(reinterpret_cast<const char*>(data + pos), static_cast<size_t>(len));
     pos += static_cast<size_t>(len);
     const size_t id = tokens.size();

@@ -1,0 +1,45 @@
+// Single-sequence text generation: tokenize, prefill in chunks, then sample and decode one
+// token at a time, streaming complete UTF-8 text. This is the plain path behind `edgelm run`;
+// the continuous-batching engine that serves many sequences at once comes later and is tested
+// against it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "core/thread_pool.h"
+#include "engine/loaded_model.h"
+#include "sample/sampler.h"
+
+namespace edgelm::engine {
+
+struct GenerateOptions {
+  int32_t n_predict = 128;  // exact number of tokens to generate unless EOS (or the context) ends first
+  int32_t n_ctx = 0;        // 0: the model's trained context, extended to fit prompt + n_predict
+  int32_t n_batch = 512;    // prompt tokens per forward call during prefill
+  bool stop_at_eos = true;
+  sample::SamplingParams sampling;
+};
+
+enum class FinishReason { length, eos, context };
+std::string_view finish_reason_name(FinishReason r);
+
+struct GenerateStats {
+  int32_t n_prompt = 0;
+  int32_t n_generated = 0;
+  int32_t n_ctx = 0;
+  bool ctx_extended = false;  // the context was grown past the trained length
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;  // from the first decode forward to the last token
+  FinishReason finish = FinishReason::length;
+};
+
+// Called with each piece of text as soon as it forms complete UTF-8; return false to stop.
+using TextSink = std::function<bool(std::string_view)>;
+
+// Errors: empty prompt after tokenization, prompt longer than the context, bad options.
+Result<GenerateStats> generate(const LoadedModel& lm, std::string_view prompt, const GenerateOptions& opts,
+                               ThreadPool& pool, const TextSink& on_text);
+
+}  // namespace edgelm::engine

@@ -1,0 +1,100 @@
+// `edgelm run`: generate a continuation of a prompt and stream it to stdout.
+// stdout carries only the generated text; load time, token counts, speeds and peak RSS go to
+// stderr, so the output can be piped or compared byte for byte.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/sys_stats.h"
+#include "engine/generator.h"
+#include "tools/command.h"
+
+namespace edgelm::tools {
+namespace {
+
+struct RunOptions {
+  std::string model_path;
+  std::string tokenizer_path;
+  std::string prompt;
+  std::string prompt_file;
+  int threads = 0;
+  bool quiet = false;
+  engine::GenerateOptions gen;
+};
+
+int run(RunOptions& o) {
+  if (!o.prompt_file.empty()) {
+    std::ifstream in(o.prompt_file, std::ios::binary);
+    if (!in) return report_error(make_error("cannot read prompt file '{}'", o.prompt_file));
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    o.prompt = ss.str();
+  }
+  auto lm = engine::load_model(o.model_path, o.tokenizer_path);
+  if (!lm.ok()) return report_error(lm.error());
+  ThreadPool pool(o.threads > 0 ? o.threads : default_threads());
+
+  bool wrote = false;
+  auto on_text = [&wrote](std::string_view text) {
+    wrote = true;
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  };
+  auto stats = engine::generate(*lm, o.prompt, o.gen, pool, on_text);
+  if (wrote) std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!stats.ok()) return report_error(stats.error());
+  const auto& s = *stats;
+  if (s.ctx_extended) {
+    std::fprintf(stderr, "edgelm: warning: context extended to %d tokens, past the %d the model was trained with\n",
+                 s.n_ctx, lm->model->config().n_ctx_train);
+  }
+  if (!o.quiet) {
+    const double prefill_tps = s.prefill_seconds > 0 ? s.n_prompt / s.prefill_seconds : 0.0;
+    const double decode_tps = s.decode_seconds > 0 ? s.n_generated / s.decode_seconds : 0.0;
+    std::fprintf(stderr,
+                 "load time: %.1f ms | prompt tokens: %d | prefill: %.1f tok/s | generated: %d | decode: %.1f tok/s"
+                 " | finish: %s | threads: %d | peak RSS: %.1f MiB\n",
+                 lm->load_seconds * 1e3, s.n_prompt, prefill_tps, s.n_generated, decode_tps,
+                 std::string(engine::finish_reason_name(s.finish)).c_str(), pool.n_threads(),
+                 static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0));
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Generate a continuation of a prompt, streamed to stdout");
+  cmd->add_option("-m,--model", o->model_path, "Model file: GGUF, or a llama2.c checkpoint (.bin)")->required();
+  cmd->add_option("--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (for .bin checkpoints)");
+  auto* p = cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
+  cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file")->excludes(p);
+  cmd->add_option("-n,--n-predict", o->gen.n_predict, "Exact number of tokens to generate (fewer only at EOS)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-c,--ctx-size", o->gen.n_ctx, "Context size in tokens (0: the model's, extended to fit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-b,--batch-size", o->gen.n_batch, "Prompt tokens per forward pass")->check(CLI::PositiveNumber);
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all hardware threads)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--ignore-eos", [o](int64_t) { o->gen.stop_at_eos = false; }, "Keep generating after EOS");
+  auto& s = o->gen.sampling;
+  cmd->add_option("--temp", s.temperature, "Temperature; <= 0 is greedy")->capture_default_str();
+  cmd->add_option("--top-k", s.top_k, "Top-k; <= 0 is off")->capture_default_str();
+  cmd->add_option("--top-p", s.top_p, "Top-p (nucleus); 1 is off")->capture_default_str();
+  cmd->add_option("--min-p", s.min_p, "Min-p; 0 is off")->capture_default_str();
+  cmd->add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty; 1 is off")->capture_default_str();
+  cmd->add_option("--repeat-last-n", s.penalty_last_n, "Penalty window; 0 off, -1 whole history")->capture_default_str();
+  cmd->add_option("--presence-penalty", s.presence_penalty, "Presence penalty; 0 is off")->capture_default_str();
+  cmd->add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty; 0 is off")->capture_default_str();
+  cmd->add_option("-s,--seed", s.seed, "Random seed (fixed seed: reproducible output)")->capture_default_str();
+  cmd->add_flag("--dyn-temp", s.dyn_temp.enabled, "Lower the temperature as the input grows (off by default)");
+  cmd->add_option("--dyn-temp-min", s.dyn_temp.min_temperature, "Dynamic temperature floor")->capture_default_str();
+  cmd->add_option("--dyn-temp-start", s.dyn_temp.start_tokens, "Input length where lowering starts")->capture_default_str();
+  cmd->add_option("--dyn-temp-full", s.dyn_temp.full_tokens, "Input length where the floor is reached")->capture_default_str();
+  cmd->add_flag("-q,--quiet", o->quiet, "Do not print statistics on stderr");
+  return [o] { return run(*o); };
+}
+
+}  // namespace edgelm::tools
