@@ -1,0 +1,114 @@
+#include "model/synthetic.h"
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "format/model_file.h"
+#include "kernels/fp16.h"
+#include "model/arch.h"
+
+namespace edgelm::model {
+namespace {
+
+using format::GgufValue;
+
+class Builder {
+ public:
+  Builder(format::ModelFile& file, uint64_t seed, DType weight_type)
+      : file_(file), rng_(seed), weight_type_(weight_type) {}
+
+  // A [rows, cols] weight (ne = {cols, rows}) of N(0, scale^2), or a vector when rows == 0.
+  void add(const std::string& name, int64_t cols, int64_t rows, float scale, float mean = 0.0f) {
+    const bool vector = rows == 0;
+    const int64_t n = cols * (vector ? 1 : rows);
+    std::normal_distribution<float> dist(mean, scale);
+    const DType type = vector ? DType::f32 : weight_type_;
+    auto buf = std::make_shared<std::vector<uint8_t>>(dtype_row_bytes(type, n));
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = dist(rng_);
+      if (type == DType::f32) reinterpret_cast<float*>(buf->data())[i] = v;
+      else if (type == DType::f16) reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_fp16(v);
+      else reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_bf16(v);
+    }
+    format::TensorInfo t;
+    t.name = name;
+    t.type = type;
+    t.n_dims = vector ? 1 : 2;
+    t.ne = {cols, vector ? 1 : rows, 1, 1};
+    t.n_bytes = buf->size();
+    t.data = buf->data();
+    file_.tensors.push_back(std::move(t));
+    file_.keep_alive(std::move(buf));
+  }
+
+ private:
+  format::ModelFile& file_;
+  std::mt19937_64 rng_;
+  DType weight_type_;
+};
+
+}  // namespace
+
+Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
+  EDGELM_TRY(const ArchSpec* arch, find_arch(s.arch));
+  if (s.weight_type != DType::f32 && s.weight_type != DType::f16 && s.weight_type != DType::bf16)
+    return make_error("synthetic models are F32, F16 or BF16, not {}", dtype_name(s.weight_type));
+  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_ff <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ctx <= 0)
+    return make_error("synthetic model sizes must be positive");
+  if (s.n_embd % s.n_head != 0 || s.n_head % s.n_head_kv != 0 || (s.n_embd / s.n_head) % 2 != 0)
+    return make_error("n_embd {} / n_head {} / n_head_kv {} do not form even-sized heads", s.n_embd, s.n_head, s.n_head_kv);
+
+  format::ModelFile file;
+  int64_t n_vocab = s.n_vocab;
+  if (!s.vocab_from.empty()) {
+    EDGELM_TRY(format::ModelFile src, format::open_model_file(s.vocab_from));
+    EDGELM_TRY(const auto* tokens, src.metadata.get_array("tokenizer.ggml.tokens"));
+    n_vocab = static_cast<int64_t>(tokens->size());
+    for (const auto& [key, value] : src.metadata.entries())
+      if (key.rfind("tokenizer.", 0) == 0) file.metadata.set(key, value);
+  }
+  if (n_vocab <= 0) return make_error("synthetic model vocabulary must be non-empty");
+
+  const std::string a = s.arch;
+  auto& md = file.metadata;
+  md.set("general.architecture", GgufValue::from_string(a));
+  md.set("general.name", GgufValue::from_string("synthetic-" + a));
+  md.set(a + ".context_length", GgufValue::from_u32(static_cast<uint32_t>(s.n_ctx)));
+  md.set(a + ".embedding_length", GgufValue::from_u32(static_cast<uint32_t>(s.n_embd)));
+  md.set(a + ".feed_forward_length", GgufValue::from_u32(static_cast<uint32_t>(s.n_ff)));
+  md.set(a + ".block_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_layer)));
+  md.set(a + ".attention.head_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_head)));
+  md.set(a + ".attention.head_count_kv", GgufValue::from_u32(static_cast<uint32_t>(s.n_head_kv)));
+  md.set(a + ".attention.layer_norm_rms_epsilon", GgufValue::from_f32(arch->default_rms_eps));
+  md.set(a + ".rope.freq_base", GgufValue::from_f32(arch->default_rope_base));
+
+  // Scales like an initialized transformer: 1/sqrt(fan_in) keeps activations O(1).
+  const int64_t E = s.n_embd, D = s.n_embd / s.n_head, KV = D * s.n_head_kv, F = s.n_ff;
+  const float se = 1.0f / std::sqrt(static_cast<float>(E)), sf = 1.0f / std::sqrt(static_cast<float>(F));
+  Builder b(file, s.seed, s.weight_type);
+  b.add("token_embd.weight", E, n_vocab, 1.0f);
+  b.add("output_norm.weight", E, 0, 0.1f, 1.0f);
+  if (!s.tied_output) b.add("output.weight", E, n_vocab, se);
+  for (int32_t l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    b.add(p + "attn_norm.weight", E, 0, 0.1f, 1.0f);
+    b.add(p + "attn_q.weight", E, E, se);
+    b.add(p + "attn_k.weight", E, KV, se);
+    b.add(p + "attn_v.weight", E, KV, se);
+    if (arch->qkv_bias) {
+      b.add(p + "attn_q.bias", E, 0, 0.5f);
+      b.add(p + "attn_k.bias", KV, 0, 0.5f);
+      b.add(p + "attn_v.bias", KV, 0, 0.5f);
+    }
+    b.add(p + "attn_output.weight", E, E, se);
+    b.add(p + "ffn_norm.weight", E, 0, 0.1f, 1.0f);
+    b.add(p + "ffn_gate.weight", E, F, se);
+    b.add(p + "ffn_up.weight", E, F, se);
+    b.add(p + "ffn_down.weight", F, E, sf);
+  }
+  return file;
+}
+
+}  // namespace edgelm::model

@@ -1,0 +1,33 @@
+// Random-weight models with real shapes, for tests and benchmarks: any architecture of
+// arch.h, any size, written through the same ModelFile as real models. Weights are drawn
+// from a seeded generator (reproducible), scaled like a trained model's so that activations
+// stay in a realistic range; optionally the vocabulary of another model file is embedded so
+// the result runs end to end from the CLI.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "format/model_file.h"
+
+namespace edgelm::model {
+
+struct SyntheticSpec {
+  std::string arch = "llama";
+  int32_t n_embd = 64;
+  int32_t n_layer = 2;
+  int32_t n_ff = 128;
+  int32_t n_head = 4;
+  int32_t n_head_kv = 2;
+  int32_t n_vocab = 512;     // ignored when vocab_from is set (its size is used)
+  int32_t n_ctx = 256;
+  bool tied_output = false;
+  DType weight_type = DType::f32;  // F32, F16 or BF16 for 2-D weights; norms and biases stay F32
+  uint64_t seed = 1;
+  std::string vocab_from;    // model file whose tokenizer.ggml.* metadata is copied (optional)
+};
+
+Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
+
+}  // namespace edgelm::model
