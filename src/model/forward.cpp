@@ -9,11 +9,15 @@
 namespace edgelm::model {
 namespace {
 
+// Below this many multiply-adds a matmul runs on the calling thread: waking the pool costs
+// more than it saves (tiny models such as stories260K are dominated by it).
+constexpr int64_t kMinParallelWork = 1 << 16;
+
 // out[t, r] = dot(x[t, :], w.row(r)) (+ bias[r]) for t < n_tok, r < w.rows.
 // Parallel over output rows, so each weight row is read once for all tokens.
 void matmul(float* out, const float* x, int64_t n_tok, const Matrix& w, const Matrix& bias, ThreadPool& pool) {
   const int64_t cols = w.cols;
-  pool.parallel_for(static_cast<size_t>(w.rows), [&](size_t r0, size_t r1) {
+  auto rows_range = [&](size_t r0, size_t r1) {
     for (size_t r = r0; r < r1; ++r) {
       const float* wr = w.row(static_cast<int64_t>(r));
       for (int64_t t = 0; t < n_tok; ++t) {
@@ -24,7 +28,12 @@ void matmul(float* out, const float* x, int64_t n_tok, const Matrix& w, const Ma
         out[t * w.rows + static_cast<int64_t>(r)] = sum;
       }
     }
-  });
+  };
+  if (w.rows * cols * n_tok < kMinParallelWork) {
+    rows_range(0, static_cast<size_t>(w.rows));
+  } else {
+    pool.parallel_for(static_cast<size_t>(w.rows), rows_range);
+  }
 }
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for one row of n.

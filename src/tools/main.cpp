@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   add(edgelm::tools::add_run_command);
   add(edgelm::tools::add_info_command);
   add(edgelm::tools::add_convert_command);
+  add(edgelm::tools::add_synth_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,52 @@
+# Thin wrapper over scripts/ and CMake presets. The two quick-start commands:
+#   make run    install what is missing, build, and run the default model
+#   make test   install what is missing, build, and run every test (release + ASan/UBSan + fuzz)
+SHARED ?= ../shared
+MODEL ?= $(SHARED)/models/stories260K.bin
+TOKENIZER ?= $(SHARED)/models/tok512.bin
+PROMPT ?= Once upon a time
+N ?= 200
+FUZZ_SECONDS ?= 30
+JOBS ?= $(shell nproc)
+
+.PHONY: setup build run test test-release test-asan test-tsan fuzz format tidy clean
+
+setup:
+	./scripts/setup.sh
+
+build: setup
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS)
+
+run: build
+	./build/release/src/tools/edgelm run -m "$(MODEL)" --tokenizer "$(TOKENIZER)" -p "$(PROMPT)" -n $(N)
+
+test: setup test-release test-asan fuzz
+
+test-release:
+	cmake --preset release -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
+	cmake --build --preset release -j $(JOBS)
+	ctest --preset release -j $(JOBS)
+
+test-asan:
+	cmake --preset asan -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
+	cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan -j $(JOBS)
+
+test-tsan:
+	cmake --preset tsan -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
+	cmake --build --preset tsan -j $(JOBS)
+	ctest --preset tsan -j $(JOBS)
+
+# Builds the libFuzzer targets and runs each briefly from a seed corpus of real and synthetic models.
+fuzz:
+	./scripts/fuzz.sh "$(SHARED)" $(FUZZ_SECONDS)
+
+format:
+	git ls-files '*.h' '*.cpp' | xargs clang-format -i
+
+tidy: build
+	git ls-files 'src/*.cpp' | xargs clang-tidy -p build/release --quiet
+
+clean:
+	rm -rf build
