@@ -71,7 +71,7 @@ Result<GgufValue> read_array(Cursor& c, const std::string& key, int depth) {
   if (elem_type == GgufType::string) min_elem = 8;
   if (elem_type == GgufType::array) min_elem = 12;
   if (count > c.remaining() / min_elem) {
-    return make_error("metadata '{}': array of {} {} elements does not fit in the {} bytes left", key, count,
+    return make_error("metadata '{}': array of {} {} elements does not fit in the {} bytes left (truncated or corrupt file)", key, count,
                       gguf_type_name(elem_type), c.remaining());
   }
   GgufValue::Array items;

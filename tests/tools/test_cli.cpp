@@ -1,0 +1,172 @@
+// The edgelm binary end to end: the golden commands of the README, convert, synth (qwen2),
+// info, --help, and every bad input a user can hand it (one line on stderr, exit code 1,
+// never a crash or a hang).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "format/gguf_reader.h"
+#include "format/gguf_writer.h"
+#include "support/subprocess.h"
+#include "support/test_data.h"
+
+namespace edgelm::test {
+namespace {
+
+ProcessResult edgelm(std::vector<std::string> args) {
+  args.insert(args.begin(), EDGELM_BIN);
+  return run_process(args);
+}
+
+std::string model(const char* name) { return shared_path(std::string("models/") + name); }
+
+std::string golden_text(size_t i) {
+  std::ifstream in(shared_path("golden/greedy.json"));
+  return nlohmann::json::parse(in).at("cases").at(i).at("text");
+}
+
+std::string trim_newlines(std::string s) {
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// A failed command: exit code 1, no output, exactly one "edgelm: error:" line containing `needle`.
+void expect_clean_error(const ProcessResult& r, const std::string& needle) {
+  EXPECT_FALSE(r.signaled) << "killed by signal " << r.signal << "; stderr: " << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err.rfind("edgelm: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "missing '" << needle << "' in: " << r.err;
+}
+
+TEST(Cli, RunPrintsTheGoldenContinuation) {
+  auto r = edgelm({"run", "-m", model("stories260K.bin"), "--tokenizer", model("tok512.bin"), "-p", "Once upon a time",
+                   "-n", "200", "--temp", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trim_newlines(r.out), golden_text(0));
+  for (const char* stat : {"load time:", "prompt tokens: 5", "prefill:", "decode:", "tok/s", "peak RSS:"})
+    EXPECT_NE(r.err.find(stat), std::string::npos) << stat << " missing from: " << r.err;
+}
+
+TEST(Cli, ConvertThenRunGivesTheGolden) {
+  TempDir dir;
+  const std::string out = dir.file("stories.gguf");
+  auto c = edgelm({"convert", model("stories260K.bin"), "--tokenizer", model("tok512.bin"), "-o", out});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto r = edgelm({"run", "-m", out, "-p", "Tom and his dog", "-n", "120", "--temp", "0", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trim_newlines(r.out), golden_text(1));
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(Cli, NPredictIsExact) {
+  for (const char* n : {"0", "1", "7", "33"}) {
+    auto r = edgelm({"run", "-m", model("stories260K-f32.gguf"), "-p", "Once", "-n", n, "--ignore-eos", "--seed", "3"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(std::string("generated: ") + n + " "), std::string::npos) << r.err;
+  }
+}
+
+TEST(Cli, SeededSamplingIsReproducible) {
+  auto run = [](const char* seed) {
+    return edgelm({"run", "-m", model("stories260K-f16.gguf"), "-p", "Once upon a time", "-n", "40", "--temp", "1.0",
+                   "--seed", seed, "-q"}).out;
+  };
+  EXPECT_EQ(run("42"), run("42"));
+  EXPECT_NE(run("42"), run("43"));
+}
+
+TEST(Cli, SecondModelRuns) {
+  auto r = edgelm({"run", "-m", model("aidreams260K.bin"), "--tokenizer", model("aidreams-tok512.bin"), "-p", "The",
+                   "-n", "20", "--temp", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(r.out.size(), 10u);
+}
+
+TEST(Cli, SyntheticQwen2Runs) {
+  TempDir dir;
+  const std::string out = dir.file("qwen2.gguf");
+  auto s = edgelm({"synth", "-o", out, "--arch", "qwen2", "--dim", "64", "--layers", "2", "--heads", "4", "--kv-heads",
+                   "2", "--ff", "96", "--vocab-from", model("stories260K-f32.gguf")});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto r = edgelm({"run", "-m", out, "-p", "Hello", "-n", "16", "--temp", "0", "--ignore-eos"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("generated: 16 "), std::string::npos) << r.err;
+  auto i = edgelm({"info", out});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_NE(i.out.find("blk.0.attn_q.bias"), std::string::npos);
+  EXPECT_NE(i.out.find("arch qwen2"), std::string::npos);
+}
+
+TEST(Cli, InfoPrintsMetadataAndTensors) {
+  auto r = edgelm({"info", model("stories260K-f16.gguf")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"GGUF v3", "general.architecture", "tokenizer.ggml.tokens", "[512 x string:",
+                        "blk.4.ffn_down.weight", "F16", "[172, 64]", "n_head_kv 4"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  auto b = edgelm({"info", model("stories260K.bin")});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.out.find("llama.context_length"), std::string::npos);
+}
+
+TEST(Cli, HelpOnEverySubcommand) {
+  for (const char* sub : {"run", "info", "convert", "synth"}) {
+    auto r = edgelm({sub, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << sub;
+    EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
+  }
+  EXPECT_NE(edgelm({}).exit_code, 0);
+  EXPECT_NE(edgelm({"frobnicate"}).exit_code, 0);
+}
+
+TEST(Cli, BadInputsAreOneClearLine) {
+  TempDir dir;
+  expect_clean_error(edgelm({"run", "-m", "/nonexistent.gguf", "-p", "x"}), "/nonexistent.gguf");
+  write_file(dir.file("text.gguf"), "this is not a model, just some text that is long enough");
+  expect_clean_error(edgelm({"run", "-m", dir.file("text.gguf"), "-p", "x"}), "neither a GGUF file nor a llama2.c");
+  // A GGUF cut in the middle of its tensor data.
+  const std::string f16 = read_file(model("stories260K-f16.gguf"));
+  write_file(dir.file("cut.gguf"), std::string_view(f16).substr(0, f16.size() / 2));
+  expect_clean_error(edgelm({"run", "-m", dir.file("cut.gguf"), "-p", "x"}), "truncated");
+  write_file(dir.file("cut2.gguf"), std::string_view(f16).substr(0, 3000));
+  expect_clean_error(edgelm({"info", dir.file("cut2.gguf")}), "truncated");
+  // Absurd llama2.c header.
+  std::string bin = read_file(model("stories260K.bin"));
+  const int32_t layers = 1 << 28;
+  std::memcpy(bin.data() + 8, &layers, 4);
+  write_file(dir.file("absurd.bin"), bin);
+  expect_clean_error(edgelm({"run", "-m", dir.file("absurd.bin"), "--tokenizer", model("tok512.bin"), "-p", "x"}),
+                     "n_layers");
+  // Vocabulary that does not fit the model.
+  expect_clean_error(edgelm({"run", "-m", model("stories260K.bin"), "--tokenizer", model("llama2-tokenizer.bin"),
+                             "-p", "x"}), "vocab/model mismatch");
+  // llama2.c checkpoint without its vocabulary.
+  expect_clean_error(edgelm({"run", "-m", model("stories260K.bin"), "-p", "x"}), "--tokenizer");
+  // Unknown architecture and tensor type, named.
+  auto f = format::read_gguf(model("stories260K-f32.gguf"));
+  ASSERT_TRUE(f.ok());
+  f->metadata.set("general.architecture", format::GgufValue::from_string("rwkv9"));
+  ASSERT_TRUE(format::write_gguf(dir.file("arch.gguf"), *f).ok());
+  expect_clean_error(edgelm({"run", "-m", dir.file("arch.gguf"), "-p", "x"}), "'rwkv9'");
+  expect_clean_error(edgelm({"run", "-m", model("interop/rand-small-Q4_0.gguf"), "-p", "x"}), "Q4_0");
+  // Prompt longer than the context.
+  std::string prompt;
+  for (int i = 0; i < 100; ++i) prompt += "Once upon a time ";
+  expect_clean_error(edgelm({"run", "-m", model("stories260K-f32.gguf"), "-c", "64", "-p", prompt}),
+                     "more than the context of 64");
+  // Bad flag values.
+  expect_clean_error(edgelm({"run", "-m", model("stories260K-f32.gguf"), "-p", "x", "--top-p", "1.5"}), "top_p");
+  auto neg = edgelm({"run", "-m", model("stories260K-f32.gguf"), "-p", "x", "-n", "-3"});
+  EXPECT_NE(neg.exit_code, 0);
+  EXPECT_FALSE(neg.signaled);
+  // convert refuses a GGUF input and an unwritable output.
+  expect_clean_error(edgelm({"convert", model("stories260K-f32.gguf"), "--tokenizer", model("tok512.bin"), "-o",
+                             dir.file("x.gguf")}), "already a GGUF");
+  expect_clean_error(edgelm({"convert", model("stories260K.bin"), "--tokenizer", model("tok512.bin"), "-o",
+                             "/nonexistent-dir/out.gguf"}), "/nonexistent-dir/out.gguf");
+}
+
+}  // namespace
+}  // namespace edgelm::test
