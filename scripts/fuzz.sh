@@ -15,8 +15,8 @@ cmake --build --preset release -j "$(nproc)" --target edgelm
 work=build/fuzz/corpus
 rm -rf "$work" && mkdir -p "$work/gguf"
 cp "$shared/vocab/ggml-vocab-bert-bge.gguf" "$work/gguf/" 2>/dev/null || true
-./build/release/src/tools/edgelm synth -o "$work/gguf/llama.gguf" --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 1 --vocab 16 2>/dev/null
-./build/release/src/tools/edgelm synth -o "$work/gguf/qwen2.gguf" --arch qwen2 --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 2 --vocab 16 --type f16 2>/dev/null
+./build/release/src/tools/edgelm synth -o "$work/gguf/llama.gguf" --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 1 --n-vocab 16 2>/dev/null
+./build/release/src/tools/edgelm synth -o "$work/gguf/qwen2.gguf" --arch qwen2 --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 2 --n-vocab 16 --type f16 2>/dev/null
 head -c 16384 "$shared/models/stories260K-f16.gguf" > "$work/gguf/stories-head.gguf"
 
 echo "fuzz: fuzz_gguf for ${seconds}s"

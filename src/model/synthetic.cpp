@@ -5,7 +5,11 @@
 #include <random>
 #include <vector>
 
+#include "core/mmap_file.h"
+#include "format/gguf_reader.h"
+#include "format/llama2c.h"
 #include "format/model_file.h"
+#include <cstring>
 #include "kernels/fp16.h"
 #include "model/arch.h"
 
@@ -49,7 +53,55 @@ class Builder {
   DType weight_type_;
 };
 
+// The tokenizer.ggml.* metadata of a GGUF model/vocab file or of a llama2.c tokenizer.bin.
+Result<format::GgufMetadata> read_vocab_metadata(const std::string& path) {
+  EDGELM_TRY(MappedFile map, MappedFile::open(path));
+  uint32_t magic = 0;
+  if (map.size() >= sizeof magic) std::memcpy(&magic, map.data(), sizeof magic);
+  if (magic == format::kGgufMagic) {
+    EDGELM_TRY(format::ModelFile f, format::read_gguf(path));
+    return f.metadata;
+  }
+  format::GgufMetadata md;
+  auto st = format::parse_llama2c_tokenizer(map.data(), map.size(), md);
+  if (!st.ok()) return make_error("{}: {}", path, st.error().message);
+  return md;
+}
+
 }  // namespace
+
+const std::vector<SyntheticShape>& synthetic_shapes() {
+  // Shapes of real models (published hyper-parameters), for benchmarks with real costs.
+  static const std::vector<SyntheticShape> shapes = {
+      {"stories260k", "llama", 64, 5, 172, 8, 4, 512, 512},
+      {"stories15m", "llama", 288, 6, 768, 6, 6, 32000, 256},
+      {"stories110m", "llama", 768, 12, 2048, 12, 12, 32000, 1024},
+      {"tinyllama-1.1b", "llama", 2048, 22, 5632, 32, 4, 32000, 2048},
+      {"qwen2-0.5b", "qwen2", 896, 24, 4864, 14, 2, 151936, 32768},
+      {"qwen2-1.5b", "qwen2", 1536, 28, 8960, 12, 2, 151936, 32768},
+      {"llama2-7b", "llama", 4096, 32, 11008, 32, 32, 32000, 4096},
+  };
+  return shapes;
+}
+
+Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
+  for (const SyntheticShape& s : synthetic_shapes()) {
+    if (s.name != name) continue;
+    spec.arch = s.arch;
+    spec.n_embd = s.n_embd;
+    spec.n_layer = s.n_layer;
+    spec.n_ff = s.n_ff;
+    spec.n_head = s.n_head;
+    spec.n_head_kv = s.n_head_kv;
+    spec.n_vocab = s.n_vocab;
+    spec.n_ctx = s.n_ctx;
+    spec.tied_output = s.arch == "qwen2" && s.n_embd < 1536;  // the small Qwen2 models tie embeddings
+    return ok_status();
+  }
+  std::string names;
+  for (const SyntheticShape& s : synthetic_shapes()) names += (names.empty() ? "" : ", ") + std::string(s.name);
+  return make_error("unknown shape '{}' (known: {})", name, names);
+}
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
   EDGELM_TRY(const ArchSpec* arch, find_arch(s.arch));
@@ -63,10 +115,10 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
   format::ModelFile file;
   int64_t n_vocab = s.n_vocab;
   if (!s.vocab_from.empty()) {
-    EDGELM_TRY(format::ModelFile src, format::open_model_file(s.vocab_from));
-    EDGELM_TRY(const auto* tokens, src.metadata.get_array("tokenizer.ggml.tokens"));
+    EDGELM_TRY(format::GgufMetadata vocab_md, read_vocab_metadata(s.vocab_from));
+    EDGELM_TRY(const auto* tokens, vocab_md.get_array("tokenizer.ggml.tokens"));
     n_vocab = static_cast<int64_t>(tokens->size());
-    for (const auto& [key, value] : src.metadata.entries())
+    for (const auto& [key, value] : vocab_md.entries())
       if (key.rfind("tokenizer.", 0) == 0) file.metadata.set(key, value);
   }
   if (n_vocab <= 0) return make_error("synthetic model vocabulary must be non-empty");

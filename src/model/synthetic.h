@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/dtype.h"
 #include "format/model_file.h"
@@ -25,9 +27,19 @@ struct SyntheticSpec {
   bool tied_output = false;
   DType weight_type = DType::f32;  // F32, F16 or BF16 for 2-D weights; norms and biases stay F32
   uint64_t seed = 1;
-  std::string vocab_from;    // model file whose tokenizer.ggml.* metadata is copied (optional)
+  std::string vocab_from;    // GGUF or llama2.c tokenizer.bin whose vocabulary is embedded (optional)
 };
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
+
+// Named shapes of real models ("tinyllama-1.1b", "qwen2-0.5b", ...).
+struct SyntheticShape {
+  std::string_view name;
+  std::string_view arch;
+  int32_t n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+};
+const std::vector<SyntheticShape>& synthetic_shapes();
+// Sets the sizes (and arch) of `spec` from a named shape; error lists the known names.
+Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name);
 
 }  // namespace edgelm::model

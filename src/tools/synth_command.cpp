@@ -13,12 +13,16 @@ struct SynthOptions {
   model::SyntheticSpec spec;
   std::string type = "f32";
   std::string output;
+  std::string shape;
 };
 
 int run(SynthOptions& o) {
   const auto type = dtype_from_name(o.type);
   if (!type) return report_error(make_error("unknown weight type '{}' (use f32, f16 or bf16)", o.type));
   o.spec.weight_type = *type;
+  if (!o.shape.empty()) {
+    if (auto st = model::apply_synthetic_shape(o.spec, o.shape); !st.ok()) return report_error(st.error());
+  }
   auto file = model::make_synthetic_model(o.spec);
   if (!file.ok()) return report_error(file.error());
   if (auto st = format::write_gguf(o.output, *file); !st.ok()) return report_error(st.error());
@@ -33,14 +37,15 @@ CommandRunner add_synth_command(CLI::App& app) {
   auto& s = o->spec;
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight model with real shapes (tests, benchmarks)");
   cmd->add_option("-o,--output", o->output, "Output GGUF path")->required();
+  cmd->add_option("--shape", o->shape, "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, stories15m, ...); overrides the sizes");
   cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2)")->capture_default_str();
   cmd->add_option("--dim", s.n_embd, "Embedding size")->capture_default_str();
   cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
   cmd->add_option("--ff", s.n_ff, "Feed-forward size")->capture_default_str();
   cmd->add_option("--heads", s.n_head, "Attention heads")->capture_default_str();
   cmd->add_option("--kv-heads", s.n_head_kv, "Key/value heads")->capture_default_str();
-  cmd->add_option("--vocab", s.n_vocab, "Vocabulary size (without --vocab-from)")->capture_default_str();
-  cmd->add_option("--vocab-from", s.vocab_from, "Copy the tokenizer of this model file");
+  cmd->add_option("--n-vocab", s.n_vocab, "Vocabulary size (without --vocab)")->capture_default_str();
+  cmd->add_option("--vocab,--vocab-from", s.vocab_from, "Embed the vocabulary of this GGUF or llama2.c tokenizer.bin");
   cmd->add_option("--ctx", s.n_ctx, "Context length")->capture_default_str();
   cmd->add_flag("--tied", s.tied_output, "Share the embedding as the output matrix");
   cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16")->capture_default_str();

@@ -100,6 +100,19 @@ TEST(Cli, SyntheticQwen2Runs) {
   EXPECT_NE(i.out.find("arch qwen2"), std::string::npos);
 }
 
+TEST(Cli, SynthNamedShapeWithLlama2cVocab) {
+  TempDir dir;
+  const std::string out = dir.file("s.gguf");
+  auto s = edgelm({"synth", "-o", out, "--shape", "stories260k", "--vocab", model("tok512.bin"), "--type", "f16"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto i = edgelm({"info", out});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_NE(i.out.find("n_embd 64, n_layer 5, n_head 8, n_head_kv 4"), std::string::npos) << i.out;
+  auto r = edgelm({"run", "-m", out, "-p", "Hi", "-n", "4", "--ignore-eos"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  expect_clean_error(edgelm({"synth", "-o", out, "--shape", "gpt-17"}), "unknown shape 'gpt-17'");
+}
+
 TEST(Cli, InfoPrintsMetadataAndTensors) {
   auto r = edgelm({"info", model("stories260K-f16.gguf")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -112,7 +125,7 @@ TEST(Cli, InfoPrintsMetadataAndTensors) {
 }
 
 TEST(Cli, HelpOnEverySubcommand) {
-  for (const char* sub : {"run", "info", "convert", "synth"}) {
+  for (const char* sub : {"run", "info", "convert", "synth"}) {  // every subcommand
     auto r = edgelm({sub, "--help"});
     EXPECT_EQ(r.exit_code, 0) << sub;
     EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
