@@ -26,6 +26,8 @@ class Loader {
                         name, dtype_name(t->type));
     }
     w_.n_bytes_file += t->n_bytes;
+    // A token reads one row of the embedding table, and every other weight whole.
+    if (name != "token_embd.weight") w_.n_bytes_per_token += static_cast<uint64_t>(ne0 * ne1) * sizeof(float);
     Matrix m{nullptr, ne1, ne0};
     if (t->type == DType::f32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
       m.data = reinterpret_cast<const float*>(t->data);
@@ -62,6 +64,7 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
   if (!w.output) {
     w.output = w.token_embd;
     w.tied_output = true;
+    w.n_bytes_per_token += static_cast<uint64_t>(w.output.rows * w.output.cols) * sizeof(float);
   }
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int32_t l = 0; l < c.n_layer; ++l) {

@@ -43,7 +43,8 @@ struct Weights {
   Matrix output;       // [n_vocab, n_embd]; the embedding itself when tied
   bool tied_output = false;
   std::vector<LayerWeights> layers;
-  uint64_t n_bytes_file = 0;  // bytes of the tensors as stored in the file
+  uint64_t n_bytes_file = 0;       // bytes of the tensors as stored in the file
+  uint64_t n_bytes_per_token = 0;  // bytes of weights one decode step reads (all but the embedding table)
 
   // Owned float copies of converted tensors (F16/BF16); views above may point into them.
   std::vector<std::unique_ptr<float[]>> owned;

@@ -1,0 +1,167 @@
+// `edgelm bench`: prefill and decode throughput of a model (llama-bench style), with the
+// effective weight bandwidth of each test and its fraction of the machine's measured read
+// bandwidth. `--membw` only measures the bandwidth.
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/timer.h"
+#include "format/model_file.h"
+#include "model/model.h"
+#include "tools/command.h"
+#include "tools/membw.h"
+
+namespace edgelm::tools {
+namespace {
+
+struct BenchOptions {
+  std::string model_path;
+  std::string tokenizer_path;
+  int n_prompt = 128;
+  int n_gen = 32;
+  int threads = 0;
+  int reps = 5;
+  std::string output = "md";
+  bool membw_only = false;
+  double membw_gbs = 0.0;  // 0: measure
+};
+
+struct TestResult {
+  std::string test;  // "pp128", "tg32"
+  double median = 0, min = 0, max = 0;  // tok/s
+  double gb_s = 0, bw_fraction = 0;
+};
+
+// The label of the model's weight type: general.file_type when the file has one, else the
+// type holding most of the weight bytes.
+std::string weight_type_label(const format::ModelFile& f) {
+  static const std::pair<uint32_t, const char*> kFileTypes[] = {
+      {0, "F32"},    {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},    {8, "Q5_0"},
+      {9, "Q5_1"},   {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"},
+      {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},  {32, "BF16"}};
+  if (auto ft = f.metadata.get_u32("general.file_type"); ft.ok())
+    for (const auto& [id, name] : kFileTypes)
+      if (id == *ft) return name;
+  std::vector<std::pair<uint64_t, DType>> bytes;
+  for (const auto& t : f.tensors) {
+    auto it = std::find_if(bytes.begin(), bytes.end(), [&](const auto& b) { return b.second == t.type; });
+    if (it == bytes.end()) bytes.emplace_back(t.n_bytes, t.type);
+    else it->first += t.n_bytes;
+  }
+  if (bytes.empty()) return "?";
+  return std::string(dtype_name(std::max_element(bytes.begin(), bytes.end())->second));
+}
+
+TestResult summarize(std::string name, std::vector<double> rates, double bytes_per_token, double membw) {
+  std::sort(rates.begin(), rates.end());
+  TestResult r;
+  r.test = std::move(name);
+  r.min = rates.front();
+  r.max = rates.back();
+  r.median = rates[rates.size() / 2];
+  r.gb_s = bytes_per_token * r.median / 1e9;
+  r.bw_fraction = membw > 0 ? r.gb_s / membw : 0.0;
+  return r;
+}
+
+int run(const BenchOptions& o) {
+  ThreadPool pool(o.threads > 0 ? o.threads : default_threads());
+  if (o.membw_only) {
+    const MemBandwidth bw = measure_read_bandwidth(pool);
+    std::printf("memory read bandwidth: %.2f GB/s best, %.2f GB/s median (%d passes over %zu MiB, %d threads)\n",
+                bw.gb_per_s, bw.median_gb_per_s, bw.passes, bw.buffer_bytes >> 20, pool.n_threads());
+    return 0;
+  }
+  if (o.reps < 1) return report_error(make_error("--reps must be at least 1"));
+  auto file = format::open_model_file(o.model_path, o.tokenizer_path);
+  if (!file.ok()) return report_error(file.error());
+  const std::string type = weight_type_label(*file);
+  auto loaded = model::Model::load(std::move(file).value());
+  if (!loaded.ok()) return report_error(loaded.error());
+  const model::Model& m = **loaded;
+  const auto& cfg = m.config();
+  if (o.n_prompt + o.n_gen > cfg.n_ctx_train && o.n_prompt > cfg.n_ctx_train)
+    return report_error(make_error("-p {} exceeds the model's context of {}", o.n_prompt, cfg.n_ctx_train));
+  const double membw = o.membw_gbs > 0 ? o.membw_gbs : measure_read_bandwidth(pool).gb_per_s;
+  const double bytes_per_token = static_cast<double>(m.weights().n_bytes_per_token);
+
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int> tok(0, cfg.n_vocab - 1);
+  std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));
+  const int n_ctx = std::max(o.n_prompt, o.n_gen) + 1;
+  std::vector<TestResult> results;
+
+  auto measure = [&](int n_tokens, bool batched) -> Result<std::vector<double>> {
+    std::vector<double> rates;
+    for (int rep = -1; rep < o.reps; ++rep) {  // rep -1 warms caches and page tables
+      model::KvCache cache(cfg, n_ctx);
+      std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
+      for (auto& t : tokens) t = tok(rng);
+      Stopwatch watch;
+      if (batched) {
+        EDGELM_TRY_STATUS(m.forward(tokens, cache, logits, pool));
+      } else {
+        for (const int32_t t : tokens) EDGELM_TRY_STATUS(m.forward(std::span(&t, 1), cache, logits, pool));
+      }
+      if (rep >= 0) rates.push_back(n_tokens / watch.seconds());
+    }
+    return rates;
+  };
+  if (o.n_prompt > 0) {
+    auto rates = measure(o.n_prompt, true);
+    if (!rates.ok()) return report_error(rates.error());
+    results.push_back(summarize("pp" + std::to_string(o.n_prompt), *rates, bytes_per_token, membw));
+  }
+  if (o.n_gen > 0) {
+    auto rates = measure(o.n_gen, false);
+    if (!rates.ok()) return report_error(rates.error());
+    results.push_back(summarize("tg" + std::to_string(o.n_gen), *rates, bytes_per_token, membw));
+  }
+
+  if (o.output == "json") {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results) {
+      out.push_back({{"model", o.model_path}, {"type", type}, {"threads", pool.n_threads()}, {"test", r.test},
+                     {"tok_s", r.median}, {"tok_s_min", r.min}, {"tok_s_max", r.max}, {"gb_s", r.gb_s},
+                     {"bw_fraction", r.bw_fraction}, {"membw_gb_s", membw}, {"reps", o.reps}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("model: %s (%s, %.1f MiB read per token), memory read bandwidth %.2f GB/s, %d reps\n\n",
+                o.model_path.c_str(), type.c_str(), bytes_per_token / (1024.0 * 1024.0), membw, o.reps);
+    std::printf("| type | threads | test | tok/s (median) | min | max | GB/s | of bandwidth |\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
+    for (const auto& r : results) {
+      std::printf("| %s | %d | %s | %.2f | %.2f | %.2f | %.2f | %.0f%% |\n", type.c_str(), pool.n_threads(),
+                  r.test.c_str(), r.median, r.min, r.max, r.gb_s, r.bw_fraction * 100.0);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode speed and achieved memory bandwidth");
+  cmd->add_option("-m,--model", o->model_path, "Model file");
+  cmd->add_option("--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (for .bin checkpoints)");
+  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens of the prefill test (0: skip)")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--n-gen", o->n_gen, "Tokens of the decode test (0: skip)")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all hardware threads)")->check(CLI::PositiveNumber);
+  cmd->add_option("-r,--reps", o->reps, "Repetitions per test")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-o,--output", o->output, "Output format")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
+  cmd->add_flag("--membw", o->membw_only, "Only measure the memory read bandwidth");
+  cmd->add_option("--membw-gbs", o->membw_gbs, "Use this read bandwidth (GB/s) instead of measuring it");
+  cmd->callback([cmd, o] {
+    if (!o->membw_only && o->model_path.empty()) throw CLI::RequiredError("--model");
+  });
+  return [o] { return run(*o); };
+}
+
+}  // namespace edgelm::tools
