@@ -12,14 +12,13 @@ Result<LoadedModel> load_model(const std::string& path, const std::string& token
     return make_error("'{}' has no vocabulary{}", path,
                       tokenizer_path.empty() ? " (a llama2.c checkpoint needs --tokenizer TOKENIZER.bin)" : "");
   }
-  auto vocab = tokenizer::Vocab::from_metadata(file.metadata);
-  if (!vocab.ok()) return make_error("{}: {}", path, vocab.error().message);
-  EDGELM_TRY(auto tok, tokenizer::make_tokenizer(std::move(vocab).value()));
+  auto tok = tokenizer::load_tokenizer(file.metadata);
+  if (!tok.ok()) return make_error("{}: {}", path, tok.error().message);
   auto model = model::Model::load(std::move(file));
   if (!model.ok()) return make_error("{}: {}", path, model.error().message);
   LoadedModel out;
   out.model = std::move(model).value();
-  out.tokenizer = std::move(tok);
+  out.tokenizer = std::move(tok).value();
   const int32_t n_vocab_model = out.model->config().n_vocab;
   const int32_t n_vocab_tok = out.tokenizer->vocab().n_tokens();
   if (n_vocab_model != n_vocab_tok) {

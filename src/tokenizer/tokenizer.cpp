@@ -1,13 +1,15 @@
 #include "tokenizer/tokenizer.h"
 
+#include "tokenizer/bpe.h"
 #include "tokenizer/spm.h"
+#include "tokenizer/wordpiece.h"
 
 namespace edgelm::tokenizer {
 
 std::string Tokenizer::piece_after(TokenId prev, TokenId id) const {
   std::string piece = token_to_piece(id);
   const bool at_start = prev == kNoToken || (vocab_.bos() != kNoToken && prev == vocab_.bos());
-  if (vocab_.add_space_prefix() && at_start && !piece.empty() && piece.front() == ' ') {
+  if (strips_leading_space() && at_start && !piece.empty() && piece.front() == ' ') {
     piece.erase(0, 1);
   }
   return piece;
@@ -23,11 +25,18 @@ std::string Tokenizer::decode(std::span<const TokenId> ids) const {
   return text;
 }
 
-Result<std::unique_ptr<Tokenizer>> make_tokenizer(Vocab vocab) {
+Result<std::unique_ptr<Tokenizer>> make_tokenizer(Vocab vocab, const format::GgufMetadata& md) {
   if (vocab.model() == "llama") {
     return std::unique_ptr<Tokenizer>(std::make_unique<SpmTokenizer>(std::move(vocab)));
   }
-  return make_error("tokenizer model '{}' is not supported yet", vocab.model());
+  if (vocab.model() == "gpt2") return BpeTokenizer::create(std::move(vocab), md);
+  if (vocab.model() == "bert") return WordPieceTokenizer::create(std::move(vocab));
+  return make_error("tokenizer model '{}' is not supported (supported: llama, gpt2, bert)", vocab.model());
+}
+
+Result<std::unique_ptr<Tokenizer>> load_tokenizer(const format::GgufMetadata& md) {
+  EDGELM_TRY(Vocab vocab, Vocab::from_metadata(md));
+  return make_tokenizer(std::move(vocab), md);
 }
 
 }  // namespace edgelm::tokenizer

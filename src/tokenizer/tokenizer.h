@@ -45,12 +45,20 @@ class Tokenizer {
  protected:
   explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
 
+  // Whether decoded text drops the leading space of its first word (piece_after). SentencePiece
+  // does when it added a dummy prefix; WordPiece marks every word start with a space.
+  virtual bool strips_leading_space() const { return vocab_.add_space_prefix(); }
+
  private:
   Vocab vocab_;
 };
 
-// The tokenizer for vocab.model(): "llama" -> SentencePiece BPE. Any other model is an error
+// The tokenizer for vocab.model(): "llama" -> SentencePiece BPE, "gpt2" -> byte-level BPE (its
+// merges and pre-tokenizer come from `md`), "bert" -> WordPiece. Any other model is an error
 // that names it.
-Result<std::unique_ptr<Tokenizer>> make_tokenizer(Vocab vocab);
+Result<std::unique_ptr<Tokenizer>> make_tokenizer(Vocab vocab, const format::GgufMetadata& md);
+
+// Vocab::from_metadata + make_tokenizer.
+Result<std::unique_ptr<Tokenizer>> load_tokenizer(const format::GgufMetadata& md);
 
 }  // namespace edgelm::tokenizer

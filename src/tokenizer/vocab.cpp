@@ -161,7 +161,12 @@ Status Vocab::load_special_ids(const format::GgufMetadata& md) {
   if (model_ == "llama") {
     bos_ = 1, eos_ = 2, unk_ = 0;
     add_bos_ = true, add_eos_ = false, add_space_prefix_ = true;
+  } else if (model_ == "bert") {
+    // BERT frames every input as "[CLS] text [SEP]": CLS plays BOS, SEP plays EOS.
+    bos_ = find("[CLS]").value_or(101), eos_ = find("[SEP]").value_or(102), unk_ = find("[UNK]").value_or(100);
+    add_bos_ = true, add_eos_ = true;
   }
+  const bool bert = model_ == "bert";
   struct SpecialKey {
     std::string_view key;
     TokenId* id;
@@ -173,11 +178,13 @@ Status Vocab::load_special_ids(const format::GgufMetadata& md) {
       {"tokenizer.ggml.padding_token_id", &pad_},
       {"tokenizer.ggml.eot_token_id", &eot_},
       {"tokenizer.ggml.eom_token_id", &eom_},
+      {bert ? "tokenizer.ggml.cls_token_id" : "", &bos_},
+      {bert ? "tokenizer.ggml.seperator_token_id" : "", &eos_},
   };
   for (const SpecialKey& k : keys) {
     // A default that does not fit this vocabulary is dropped (tiny test vocabularies).
     if (*k.id >= n_tokens()) *k.id = kNoToken;
-    if (!md.contains(k.key)) continue;
+    if (k.key.empty() || !md.contains(k.key)) continue;
     EDGELM_TRY(const uint32_t id, md.get_u32(k.key));
     // Converters write 0xFFFFFFFF (-1 as int32) for "no such token".
     if (id == UINT32_MAX) {
@@ -193,11 +200,14 @@ Status Vocab::load_special_ids(const format::GgufMetadata& md) {
   EDGELM_TRY(add_bos_, md.get_bool_or(kKeyAddBos, add_bos_));
   EDGELM_TRY(add_eos_, md.get_bool_or(kKeyAddEos, add_eos_));
   EDGELM_TRY(add_space_prefix_, md.get_bool_or(kKeyAddSpacePrefix, add_space_prefix_));
+  // A default of "add BOS" lapses in a vocabulary without one; an explicit request is an error.
   if (add_bos_ && bos_ == kNoToken) {
-    return make_error("'{}' is true but '{}' is not set", kKeyAddBos, kKeyBos);
+    if (md.contains(kKeyAddBos)) return make_error("'{}' is true but '{}' is not set", kKeyAddBos, kKeyBos);
+    add_bos_ = false;
   }
   if (add_eos_ && eos_ == kNoToken) {
-    return make_error("'{}' is true but '{}' is not set", kKeyAddEos, kKeyEos);
+    if (md.contains(kKeyAddEos)) return make_error("'{}' is true but '{}' is not set", kKeyAddEos, kKeyEos);
+    add_eos_ = false;
   }
   return ok_status();
 }

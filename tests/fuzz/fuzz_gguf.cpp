@@ -11,11 +11,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto file = edgelm::format::parse_gguf(data, size);
   if (!file.ok()) return 0;
-  auto vocab = edgelm::tokenizer::Vocab::from_metadata(file->metadata);
-  if (vocab.ok()) {
-    auto tok = edgelm::tokenizer::make_tokenizer(std::move(vocab).value());
-    if (tok.ok()) (void)(*tok)->encode("Hello world", true, false);
-  }
+  auto tok = edgelm::tokenizer::load_tokenizer(file->metadata);
+  if (tok.ok()) (void)(*tok)->encode("Hello world 123 <s>", true, true);
   (void)edgelm::model::Model::load(std::move(file).value());
   return 0;
 }

@@ -62,7 +62,7 @@ TEST_P(SpmVectorsTest, MatchesLlamaCpp) {
   ASSERT_TRUE(file.ok()) << file.error().message;
   auto vocab = Vocab::from_metadata(file->metadata);
   ASSERT_TRUE(vocab.ok()) << vocab.error().message;
-  auto tok = make_tokenizer(std::move(vocab).value());
+  auto tok = make_tokenizer(std::move(vocab).value(), file->metadata);
   ASSERT_TRUE(tok.ok()) << tok.error().message;
 
   const std::vector<VectorCase> cases = read_cases(base);
@@ -104,7 +104,7 @@ TEST(PhiVocabTest, EndOfGenerationAndChatTokens) {
   EXPECT_EQ(vocab->eos(), 32000);
   EXPECT_TRUE(vocab->is_eog(32000));                    // <|endoftext|>
   EXPECT_TRUE(vocab->is_eog(*vocab->find("<|end|>")));  // by text, as llama.cpp
-  auto tok = make_tokenizer(std::move(vocab).value());
+  auto tok = make_tokenizer(std::move(vocab).value(), file->metadata);
   ASSERT_TRUE(tok.ok());
   const std::vector<TokenId> ids = (*tok)->encode("<|user|>\nHello<|end|>", true, true);
   // BOS, <|user|> (the newline after it is stripped, as for phi-3 in llama.cpp), Hello, <|end|>.

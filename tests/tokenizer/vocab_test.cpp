@@ -227,12 +227,13 @@ TEST(VocabErrorTest, MalformedByteToken) {
 }
 
 TEST(VocabErrorTest, UnknownTokenizerModel) {
-  const Vocab v = load_vocab(make_metadata({{"a"}, {"b"}}, "gpt2"));
+  const auto md = make_metadata({{"a"}, {"b"}}, "rwkv");
+  const Vocab v = load_vocab(md);
   EXPECT_EQ(v.bos(), kNoToken);
   EXPECT_FALSE(v.add_space_prefix());
-  auto tok = make_tokenizer(v);
+  auto tok = make_tokenizer(v, md);
   ASSERT_FALSE(tok.ok());
-  EXPECT_EQ(tok.error().message, "tokenizer model 'gpt2' is not supported yet");
+  EXPECT_EQ(tok.error().message, "tokenizer model 'rwkv' is not supported (supported: llama, gpt2, bert)");
 }
 
 }  // namespace
