@@ -1,5 +1,6 @@
-// Conversion of stored tensor rows to float32, per element type. This is the scalar
-// reference path; quantized block formats join the table in the kernels issue.
+// Conversion of stored tensor rows to float32, per element type: a thin front over the
+// to_float column of the traits table (quant_traits.h), so every type with a scalar
+// dequantizer (plain floats, legacy and K block formats) is supported here automatically.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,59 @@
+#include "kernels/matmul.h"
+
+#include "core/check.h"
+#include "kernels/quant_traits.h"
+
+namespace edgelm::kernels {
+namespace {
+
+// Below this many multiply-adds a matmul runs on the calling thread: waking the pool costs
+// more than it saves (tiny models such as stories260K are dominated by it).
+constexpr int64_t kMinParallelWork = 1 << 16;
+
+}  // namespace
+
+bool can_matmul(DType type) {
+  const QuantTraits* t = quant_traits(type);
+  return t != nullptr && t->vec_dot != nullptr && quant_traits(t->vec_dot_type) != nullptr &&
+         (t->vec_dot_type == DType::f32 || quant_traits(t->vec_dot_type)->from_float != nullptr);
+}
+
+void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, ThreadPool& pool,
+            MatmulScratch& scratch) {
+  const QuantTraits* traits = quant_traits(w.type);
+  EDGELM_CHECK(traits != nullptr && traits->vec_dot != nullptr, "matmul: no kernel for ", dtype_name(w.type));
+  const auto vec_dot = traits->vec_dot;
+
+  // Activations in the weight's paired type: [n_tok, act_row_bytes].
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  size_t act_row_bytes = static_cast<size_t>(w.cols) * sizeof(float);
+  if (traits->vec_dot_type != DType::f32) {
+    const QuantTraits* act_traits = quant_traits(traits->vec_dot_type);
+    act_row_bytes = dtype_row_bytes(traits->vec_dot_type, w.cols);
+    scratch.activations.resize(act_row_bytes * static_cast<size_t>(n_tok));
+    for (int64_t t = 0; t < n_tok; ++t)
+      act_traits->from_float(x + t * w.cols, scratch.activations.data() + static_cast<size_t>(t) * act_row_bytes, w.cols);
+    act = scratch.activations.data();
+  }
+
+  auto rows_range = [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = w.row(static_cast<int64_t>(r));
+      for (int64_t t = 0; t < n_tok; ++t)
+        out[t * w.rows + static_cast<int64_t>(r)] = vec_dot(w.cols, wr, act + static_cast<size_t>(t) * act_row_bytes);
+    }
+  };
+  if (w.rows * w.cols * n_tok < kMinParallelWork) {
+    rows_range(0, static_cast<size_t>(w.rows));
+  } else {
+    pool.parallel_for(static_cast<size_t>(w.rows), rows_range);
+  }
+}
+
+void get_row(const WeightMatrix& w, int64_t r, float* out) {
+  const QuantTraits* traits = quant_traits(w.type);
+  EDGELM_CHECK(traits != nullptr && traits->to_float != nullptr, "get_row: no conversion for ", dtype_name(w.type));
+  traits->to_float(w.row(r), out, w.cols);
+}
+
+}  // namespace edgelm::kernels
