@@ -1,39 +1,24 @@
-// The FP32 reference forward pass (see model.h). One code path for every architecture in
-// arch.cpp: the rotary layout and the attention biases are read from the config's ArchSpec.
+// The forward pass (see model.h). One code path for every architecture in arch.cpp: the
+// rotary layout and the attention biases are read from the config's ArchSpec. Matrices go
+// through kernels::matmul in their stored type; with F32 weights and the scalar kernels this is
+// the plain FP32 reference computation.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "kernels/matmul.h"
 #include "model/model.h"
 
 namespace edgelm::model {
 namespace {
 
-// Below this many multiply-adds a matmul runs on the calling thread: waking the pool costs
-// more than it saves (tiny models such as stories260K are dominated by it).
-constexpr int64_t kMinParallelWork = 1 << 16;
-
-// out[t, r] = dot(x[t, :], w.row(r)) (+ bias[r]) for t < n_tok, r < w.rows.
-// Parallel over output rows, so each weight row is read once for all tokens.
-void matmul(float* out, const float* x, int64_t n_tok, const Matrix& w, const Matrix& bias, ThreadPool& pool) {
-  const int64_t cols = w.cols;
-  auto rows_range = [&](size_t r0, size_t r1) {
-    for (size_t r = r0; r < r1; ++r) {
-      const float* wr = w.row(static_cast<int64_t>(r));
-      for (int64_t t = 0; t < n_tok; ++t) {
-        const float* xt = x + t * cols;
-        float sum = 0.0f;
-        for (int64_t i = 0; i < cols; ++i) sum += wr[i] * xt[i];
-        if (bias) sum += bias.data[r];
-        out[t * w.rows + static_cast<int64_t>(r)] = sum;
-      }
-    }
-  };
-  if (w.rows * cols * n_tok < kMinParallelWork) {
-    rows_range(0, static_cast<size_t>(w.rows));
-  } else {
-    pool.parallel_for(static_cast<size_t>(w.rows), rows_range);
-  }
+// out[t, :] = W x[t, :] (+ bias) for t < n_tok; out: [n_tok, w.rows].
+void linear(float* out, const float* x, int64_t n_tok, const WeightMatrix& w, const float* bias, ThreadPool& pool,
+            kernels::MatmulScratch& scratch) {
+  kernels::matmul(w, x, n_tok, out, pool, scratch);
+  if (bias == nullptr) return;
+  for (int64_t t = 0; t < n_tok; ++t)
+    for (int64_t r = 0; r < w.rows; ++r) out[t * w.rows + r] += bias[r];
 }
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for one row of n.
@@ -90,19 +75,16 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
   std::vector<float> up(n * F);       // [n, n_ff]
   std::vector<float> scores(static_cast<size_t>(pos0 + n));  // [n_past + n] attention weights of one head
 
-  for (int64_t t = 0; t < n; ++t) {
-    const float* e = weights_.token_embd.row(tokens[static_cast<size_t>(t)]);
-    std::copy(e, e + E, x.data() + t * E);
-  }
-  const Matrix none{};
+  for (int64_t t = 0; t < n; ++t) kernels::get_row(weights_.token_embd, tokens[static_cast<size_t>(t)], &x[t * E]);
+  kernels::MatmulScratch scratch;
   const float att_scale = 1.0f / std::sqrt(static_cast<float>(D));
 
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
-    for (int64_t t = 0; t < n; ++t) rms_norm(&xn[t * E], &x[t * E], L.attn_norm.data, E, c.rms_eps);
-    matmul(q.data(), xn.data(), n, L.wq, L.bq, pool);
-    matmul(k.data(), xn.data(), n, L.wk, L.bk, pool);
-    matmul(v.data(), xn.data(), n, L.wv, L.bv, pool);
+    for (int64_t t = 0; t < n; ++t) rms_norm(&xn[t * E], &x[t * E], L.attn_norm, E, c.rms_eps);
+    linear(q.data(), xn.data(), n, L.wq, L.bq, pool, scratch);
+    linear(k.data(), xn.data(), n, L.wk, L.bk, pool, scratch);
+    linear(v.data(), xn.data(), n, L.wv, L.bv, pool, scratch);
     for (int64_t t = 0; t < n; ++t) {
       const auto pos = static_cast<int32_t>(pos0 + t);
       rope(&q[t * Q], c.n_head, c.head_dim, c.n_rot, pos, c.rope_base, c.arch->rope_style);
@@ -138,23 +120,23 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
         }
       }
     }
-    matmul(proj.data(), att.data(), n, L.wo, none, pool);
+    linear(proj.data(), att.data(), n, L.wo, nullptr, pool, scratch);
     for (int64_t i = 0; i < n * E; ++i) x[i] += proj[i];
 
     // SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
-    for (int64_t t = 0; t < n; ++t) rms_norm(&xn[t * E], &x[t * E], L.ffn_norm.data, E, c.rms_eps);
-    matmul(gate.data(), xn.data(), n, L.w_gate, none, pool);
-    matmul(up.data(), xn.data(), n, L.w_up, none, pool);
+    for (int64_t t = 0; t < n; ++t) rms_norm(&xn[t * E], &x[t * E], L.ffn_norm, E, c.rms_eps);
+    linear(gate.data(), xn.data(), n, L.w_gate, nullptr, pool, scratch);
+    linear(up.data(), xn.data(), n, L.w_up, nullptr, pool, scratch);
     for (int64_t i = 0; i < n * F; ++i) gate[i] = silu(gate[i]) * up[i];
-    matmul(proj.data(), gate.data(), n, L.w_down, none, pool);
+    linear(proj.data(), gate.data(), n, L.w_down, nullptr, pool, scratch);
     for (int64_t i = 0; i < n * E; ++i) x[i] += proj[i];
   }
   cache.set_n_past(static_cast<int32_t>(pos0 + n));
 
   if (!logits.empty()) {
     const float* last = &x[(n - 1) * E];
-    rms_norm(xn.data(), last, weights_.output_norm.data, E, c.rms_eps);
-    matmul(logits.data(), xn.data(), 1, weights_.output, none, pool);
+    rms_norm(xn.data(), last, weights_.output_norm, E, c.rms_eps);
+    linear(logits.data(), xn.data(), 1, weights_.output, nullptr, pool, scratch);
   }
   return ok_status();
 }

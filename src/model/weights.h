@@ -1,52 +1,48 @@
 // The weights of one model, checked against its config and ready for the forward pass.
 //
-// Every tensor the architecture needs is looked up by its GGUF name, its shape is checked
-// (an error names the tensor and both shapes), and its data is made float32: F32 tensors are
-// used in place from the file mapping; F16/BF16 are converted once at load into owned
-// buffers. Quantized types are rejected here with their name until the kernels issue lands.
+// Every tensor the architecture needs is looked up by its GGUF name and its shape is checked
+// (an error names the tensor and both shapes). Matrices stay in their stored type, in place in
+// the file mapping, and are multiplied by the kernels of that type (F32, F16, BF16, Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1, Q2_K..Q6_K); a type without kernels is an error naming it. Vectors (norms,
+// biases) are used as float32: in place when stored as F32, else converted once at load.
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "format/model_file.h"
+#include "kernels/matmul.h"
 #include "model/arch.h"
 
 namespace edgelm::model {
 
-// A read-only float32 matrix view: `rows` rows of `cols` contiguous floats ([rows, cols]).
-// A vector is a matrix with rows == 1.
-struct Matrix {
-  const float* data = nullptr;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  explicit operator bool() const { return data != nullptr; }
-  const float* row(int64_t r) const { return data + r * cols; }
-};
+using kernels::WeightMatrix;
 
 struct LayerWeights {
-  Matrix attn_norm;  // [n_embd]
-  Matrix wq;         // [n_head * head_dim, n_embd]
-  Matrix wk;         // [n_embd_kv, n_embd]
-  Matrix wv;         // [n_embd_kv, n_embd]
-  Matrix bq, bk, bv; // [n_head * head_dim], [n_embd_kv], [n_embd_kv]; empty unless arch has biases
-  Matrix wo;         // [n_embd, n_head * head_dim]
-  Matrix ffn_norm;   // [n_embd]
-  Matrix w_gate;     // [n_ff, n_embd]
-  Matrix w_up;       // [n_ff, n_embd]
-  Matrix w_down;     // [n_embd, n_ff]
+  const float* attn_norm = nullptr;  // [n_embd]
+  WeightMatrix wq;                   // [n_head * head_dim, n_embd]
+  WeightMatrix wk;                   // [n_embd_kv, n_embd]
+  WeightMatrix wv;                   // [n_embd_kv, n_embd]
+  const float* bq = nullptr;         // [n_head * head_dim]; null unless the arch has biases
+  const float* bk = nullptr;         // [n_embd_kv]
+  const float* bv = nullptr;         // [n_embd_kv]
+  WeightMatrix wo;                   // [n_embd, n_head * head_dim]
+  const float* ffn_norm = nullptr;   // [n_embd]
+  WeightMatrix w_gate;               // [n_ff, n_embd]
+  WeightMatrix w_up;                 // [n_ff, n_embd]
+  WeightMatrix w_down;               // [n_embd, n_ff]
 };
 
 struct Weights {
-  Matrix token_embd;   // [n_vocab, n_embd]
-  Matrix output_norm;  // [n_embd]
-  Matrix output;       // [n_vocab, n_embd]; the embedding itself when tied
+  WeightMatrix token_embd;             // [n_vocab, n_embd]
+  const float* output_norm = nullptr;  // [n_embd]
+  WeightMatrix output;                 // [n_vocab, n_embd]; the embedding itself when tied
   bool tied_output = false;
   std::vector<LayerWeights> layers;
   uint64_t n_bytes_file = 0;       // bytes of the tensors as stored in the file
   uint64_t n_bytes_per_token = 0;  // bytes of weights one decode step reads (all but the embedding table)
 
-  // Owned float copies of converted tensors (F16/BF16); views above may point into them.
+  // Float copies of vectors not stored as F32; the pointers above may point into them.
   std::vector<std::unique_ptr<float[]>> owned;
 };
 

@@ -27,6 +27,7 @@ struct BenchOptions {
   std::string output = "md";
   bool membw_only = false;
   double membw_gbs = 0.0;  // 0: measure
+  size_t membw_mib = 512;  // buffer of the bandwidth measurement
 };
 
 struct TestResult {
@@ -70,7 +71,7 @@ TestResult summarize(std::string name, std::vector<double> rates, double bytes_p
 int run(const BenchOptions& o) {
   ThreadPool pool(o.threads > 0 ? o.threads : default_threads());
   if (o.membw_only) {
-    const MemBandwidth bw = measure_read_bandwidth(pool);
+    const MemBandwidth bw = measure_read_bandwidth(pool, o.membw_mib << 20);
     std::printf("memory read bandwidth: %.2f GB/s best, %.2f GB/s median (%d passes over %zu MiB, %d threads)\n",
                 bw.gb_per_s, bw.median_gb_per_s, bw.passes, bw.buffer_bytes >> 20, pool.n_threads());
     return 0;
@@ -85,7 +86,7 @@ int run(const BenchOptions& o) {
   const auto& cfg = m.config();
   if (o.n_prompt + o.n_gen > cfg.n_ctx_train && o.n_prompt > cfg.n_ctx_train)
     return report_error(make_error("-p {} exceeds the model's context of {}", o.n_prompt, cfg.n_ctx_train));
-  const double membw = o.membw_gbs > 0 ? o.membw_gbs : measure_read_bandwidth(pool).gb_per_s;
+  const double membw = o.membw_gbs > 0 ? o.membw_gbs : measure_read_bandwidth(pool, o.membw_mib << 20).gb_per_s;
   const double bytes_per_token = static_cast<double>(m.weights().n_bytes_per_token);
 
   std::mt19937 rng(1234);
@@ -158,6 +159,8 @@ CommandRunner add_bench_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "Output format")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
   cmd->add_flag("--membw", o->membw_only, "Only measure the memory read bandwidth");
   cmd->add_option("--membw-gbs", o->membw_gbs, "Use this read bandwidth (GB/s) instead of measuring it");
+  cmd->add_option("--membw-mib", o->membw_mib, "Buffer size of the bandwidth measurement (MiB)")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   cmd->callback([cmd, o] {
     if (!o->membw_only && o->model_path.empty()) throw CLI::RequiredError("--model");
   });

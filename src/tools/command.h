@@ -20,6 +20,7 @@ CommandRunner add_info_command(CLI::App& app);
 CommandRunner add_convert_command(CLI::App& app);
 CommandRunner add_synth_command(CLI::App& app);
 CommandRunner add_bench_command(CLI::App& app);
+CommandRunner add_quantize_command(CLI::App& app);
 
 // Prints "edgelm: error: <message>" to stderr and returns exit code 1.
 int report_error(const Error& error);

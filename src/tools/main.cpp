@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add(edgelm::tools::add_convert_command);
   add(edgelm::tools::add_synth_command);
   add(edgelm::tools::add_bench_command);
+  add(edgelm::tools::add_quantize_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

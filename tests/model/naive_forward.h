@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "format/model_file.h"
-#include "kernels/fp16.h"
+#include "kernels/dequantize.h"
 
 namespace edgelm::test {
 
@@ -78,19 +78,10 @@ class NaiveModel {
   std::vector<double> mat(const std::string& name) const {
     const format::TensorInfo* t = f_.find_tensor(name);
     if (t == nullptr) return {};
-    std::vector<double> out(static_cast<size_t>(t->n_elements()));
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (t->type == DType::f32) {
-        float v;
-        std::memcpy(&v, t->data + 4 * i, 4);
-        out[i] = v;
-      } else {
-        uint16_t h;
-        std::memcpy(&h, t->data + 2 * i, 2);
-        out[i] = t->type == DType::f16 ? kernels::fp16_to_fp32(h) : kernels::bf16_to_fp32(h);
-      }
-    }
-    return out;
+    // Quantized tensors are dequantized by the (reference-exact, hash-checked) dequantizer.
+    std::vector<float> f(static_cast<size_t>(t->n_elements()));
+    kernels::to_float(t->type, t->data, f.data(), t->n_elements());
+    return std::vector<double>(f.begin(), f.end());
   }
 
   // y = W x (+ b), W stored as rows of len(x).

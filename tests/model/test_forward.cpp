@@ -8,6 +8,7 @@
 #include "format/gguf_reader.h"
 #include "format/gguf_writer.h"
 #include "model/model.h"
+#include "model/quantize.h"
 #include "model/synthetic.h"
 #include "naive_forward.h"
 #include "support/test_data.h"
@@ -35,7 +36,9 @@ test::NaiveConfig naive_config(const ModelConfig& c) {
 
 // Feeds tokens one at a time through the cached forward and compares every step's logits
 // with the naive recomputation of the whole prefix.
-void expect_matches_naive(const Model& m, const std::vector<int>& tokens, int n_threads) {
+// tolerance: max |error| / max |logit|. F32 weights: float vs double rounding only; F16 and
+// quantized weights: also the activations' rounding to the paired type (F16, Q8_0, Q8_K).
+void expect_matches_naive(const Model& m, const std::vector<int>& tokens, int n_threads, double tolerance = 1e-4) {
   ThreadPool pool(n_threads);
   KvCache cache(m.config(), 64);
   test::NaiveModel naive(m.file(), naive_config(m.config()));
@@ -49,7 +52,7 @@ void expect_matches_naive(const Model& m, const std::vector<int>& tokens, int n_
       max_err = std::max(max_err, std::abs(ref[i] - logits[i]));
     }
     ASSERT_GT(max_ref, 0.1);  // the check is meaningful only with non-trivial logits
-    EXPECT_LT(max_err / max_ref, 1e-4) << "position " << t;
+    EXPECT_LT(max_err / max_ref, tolerance) << "position " << t;
   }
 }
 
@@ -84,7 +87,32 @@ TEST(Forward, LlamaGqaTiedF16MatchesIndependentComputation) {
   spec.seed = 11;
   auto m = load_via_gguf(spec, dir);
   EXPECT_TRUE(m->weights().tied_output);
-  expect_matches_naive(*m, {1, 2, 3, 199, 100, 50}, 1);
+  expect_matches_naive(*m, {1, 2, 3, 199, 100, 50}, 1, 3e-3);
+}
+
+// Quantized weights through the quantized kernels, against the naive computation on the same
+// weights dequantized: the difference is the activations' 8-bit rounding.
+TEST(Forward, QuantizedModelsMatchIndependentComputation) {
+  SyntheticSpec spec;
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_vocab = 256;
+  spec.seed = 3;
+  auto f32 = make_synthetic_model(spec);
+  ASSERT_TRUE(f32.ok());
+  ThreadPool pool(2);
+  for (const auto& [preset, tolerance] : {std::pair{QuantPreset::q8_0, 0.02}, std::pair{QuantPreset::q4_0, 0.05},
+                                          std::pair{QuantPreset::q4_k_m, 0.05}, std::pair{QuantPreset::q5_1, 0.05}}) {
+    auto q = quantize_model(*f32, preset, pool);
+    ASSERT_TRUE(q.ok()) << q.error().message;
+    auto m = Model::load(std::move(q).value());
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_NE((*m)->weights().layers[0].wq.type, DType::f32);
+    SCOPED_TRACE(std::string(quant_preset_name(preset)));
+    expect_matches_naive(**m, {7, 3, 200, 45}, 2, tolerance);
+  }
 }
 
 TEST(Forward, BiasesAndRotaryLayoutMatter) {

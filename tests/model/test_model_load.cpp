@@ -79,11 +79,22 @@ TEST(ModelLoad, AbsurdOrInconsistentSizes) {
   EXPECT_NE(load_error(std::move(f)).find("llama.block_count"), std::string::npos);
 }
 
-TEST(ModelLoad, QuantizedTypeNotYetComputableIsNamed) {
-  auto f = format::read_gguf(test::shared_path("models/interop/rand-small-Q8_0.gguf"));
-  ASSERT_TRUE(f.ok());
-  const std::string e = load_error(std::move(f).value());
-  EXPECT_NE(e.find("Q8_0"), std::string::npos) << e;
+TEST(ModelLoad, QuantizedFilesOfTheReferenceLoadInPlace) {
+  for (const char* name : {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K_M", "Q5_K_M", "Q6_K", "F16", "BF16"}) {
+    auto f = format::read_gguf(test::shared_path(std::string("models/interop/rand-small-") + name + ".gguf"));
+    ASSERT_TRUE(f.ok());
+    auto m = Model::load(std::move(f).value());
+    ASSERT_TRUE(m.ok()) << name << ": " << m.error().message;
+    EXPECT_EQ((*m)->config().n_embd, 256);
+  }
+}
+
+TEST(ModelLoad, TypeWithoutKernelsIsNamed) {
+  auto f = synthetic();
+  for (auto& t : f.tensors)
+    if (t.name == "blk.0.ffn_up.weight") t.type = DType::i32;  // same byte size as F32
+  const std::string e = load_error(std::move(f));
+  EXPECT_NE(e.find("'blk.0.ffn_up.weight' has type I32"), std::string::npos) << e;
 }
 
 }  // namespace

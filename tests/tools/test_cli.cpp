@@ -113,6 +113,32 @@ TEST(Cli, SynthNamedShapeWithLlama2cVocab) {
   expect_clean_error(edgelm({"synth", "-o", out, "--shape", "gpt-17"}), "unknown shape 'gpt-17'");
 }
 
+TEST(Cli, BenchReportsEveryField) {
+  auto r = edgelm({"bench", "-m", model("stories260K-f32.gguf"), "-p", "16", "-n", "4", "-r", "2", "-t", "1", "-o",
+                   "json", "--membw-mib", "16"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0].at("test"), "pp16");
+  EXPECT_EQ(j[1].at("test"), "tg4");
+  for (const auto& t : j) {
+    EXPECT_EQ(t.at("type"), "F32");
+    EXPECT_EQ(t.at("threads"), 1);
+    EXPECT_GT(t.at("tok_s").get<double>(), 0.0);
+    EXPECT_LE(t.at("tok_s_min").get<double>(), t.at("tok_s").get<double>());
+    EXPECT_GE(t.at("tok_s_max").get<double>(), t.at("tok_s").get<double>());
+    EXPECT_GT(t.at("gb_s").get<double>(), 0.0);
+    EXPECT_GT(t.at("bw_fraction").get<double>(), 0.0);
+  }
+  auto md = edgelm({"bench", "-m", model("stories260K-f16.gguf"), "-p", "8", "-n", "2", "-r", "1", "--membw-gbs", "10"});
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("| F16 | "), std::string::npos) << md.out;
+  auto bw = edgelm({"bench", "--membw", "--membw-mib", "16", "-t", "1"});
+  ASSERT_EQ(bw.exit_code, 0) << bw.err;
+  EXPECT_NE(bw.out.find("GB/s"), std::string::npos);
+  EXPECT_NE(edgelm({"bench", "-p", "8"}).exit_code, 0);  // --model is required without --membw
+}
+
 TEST(Cli, InfoPrintsMetadataAndTensors) {
   auto r = edgelm({"info", model("stories260K-f16.gguf")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -125,7 +151,7 @@ TEST(Cli, InfoPrintsMetadataAndTensors) {
 }
 
 TEST(Cli, HelpOnEverySubcommand) {
-  for (const char* sub : {"run", "info", "convert", "synth"}) {  // every subcommand
+  for (const char* sub : {"run", "info", "convert", "synth", "bench"}) {  // every subcommand
     auto r = edgelm({sub, "--help"});
     EXPECT_EQ(r.exit_code, 0) << sub;
     EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
@@ -163,7 +189,11 @@ TEST(Cli, BadInputsAreOneClearLine) {
   f->metadata.set("general.architecture", format::GgufValue::from_string("rwkv9"));
   ASSERT_TRUE(format::write_gguf(dir.file("arch.gguf"), *f).ok());
   expect_clean_error(edgelm({"run", "-m", dir.file("arch.gguf"), "-p", "x"}), "'rwkv9'");
-  expect_clean_error(edgelm({"run", "-m", model("interop/rand-small-Q4_0.gguf"), "-p", "x"}), "Q4_0");
+  for (auto& t : f->tensors)
+    if (t.name == "blk.0.attn_k.weight") t.type = DType::i32;  // a valid type without kernels
+  f->metadata.set("general.architecture", format::GgufValue::from_string("llama"));
+  ASSERT_TRUE(format::write_gguf(dir.file("i32.gguf"), *f).ok());
+  expect_clean_error(edgelm({"run", "-m", dir.file("i32.gguf"), "-p", "x"}), "type I32");
   // Prompt longer than the context.
   std::string prompt;
   for (int i = 0; i < 100; ++i) prompt += "Once upon a time ";

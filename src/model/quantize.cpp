@@ -1,0 +1,148 @@
+#include "model/quantize.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "kernels/quant_traits.h"
+
+namespace edgelm::model {
+namespace {
+
+struct PresetInfo {
+  QuantPreset preset;
+  std::string_view name;
+  DType base;
+  uint32_t file_type;  // general.file_type as the ecosystem numbers it
+};
+
+constexpr PresetInfo kPresets[] = {
+    {QuantPreset::f32, "f32", DType::f32, 0},       {QuantPreset::f16, "f16", DType::f16, 1},
+    {QuantPreset::bf16, "bf16", DType::bf16, 32},   {QuantPreset::q8_0, "q8_0", DType::q8_0, 7},
+    {QuantPreset::q4_0, "q4_0", DType::q4_0, 2},    {QuantPreset::q4_1, "q4_1", DType::q4_1, 3},
+    {QuantPreset::q5_0, "q5_0", DType::q5_0, 8},    {QuantPreset::q5_1, "q5_1", DType::q5_1, 9},
+    {QuantPreset::q4_k_m, "q4_k_m", DType::q4_k, 15}, {QuantPreset::q5_k_m, "q5_k_m", DType::q5_k, 17},
+    {QuantPreset::q6_k, "q6_k", DType::q6_k, 18},
+};
+
+const PresetInfo& info(QuantPreset p) {
+  for (const auto& i : kPresets)
+    if (i.preset == p) return i;
+  EDGELM_CHECK(false, "unknown preset");
+  __builtin_unreachable();
+}
+
+bool is_quantized(DType t) { return t != DType::f32 && t != DType::f16 && t != DType::bf16; }
+
+// Layers that the _M mixes give more bits: the first and last eighth, and every third layer
+// in between (where quantization error hurts most).
+bool use_more_bits(int32_t layer, int32_t n_layer) {
+  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+int32_t layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return std::atoi(name.c_str() + 4);
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Next type down the fallback chain when a row does not fit `t`'s block size.
+DType fallback(DType t) {
+  switch (t) {
+    case DType::q4_k: return DType::q5_0;
+    case DType::q5_k: return DType::q5_1;
+    case DType::q6_k: return DType::q8_0;
+    case DType::q8_0: case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: return DType::f16;
+    default: return DType::f32;
+  }
+}
+
+}  // namespace
+
+Result<QuantPreset> quant_preset_from_name(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) { return static_cast<char>(std::tolower(c)); });
+  for (const auto& i : kPresets)
+    if (i.name == lower) return i.preset;
+  std::string names;
+  for (const auto& i : kPresets) names += (names.empty() ? "" : ", ") + std::string(i.name);
+  return make_error("unknown quantization type '{}' (supported: {})", name, names);
+}
+
+std::string_view quant_preset_name(QuantPreset p) { return info(p).name; }
+
+DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_layer) {
+  if (t.n_dims < 2) return DType::f32;
+  const PresetInfo& p = info(preset);
+  DType type = p.base;
+  if (is_quantized(type)) {
+    const bool mix = preset == QuantPreset::q4_k_m || preset == QuantPreset::q5_k_m;
+    if (t.name == "output.weight") {
+      type = DType::q6_k;
+    } else if (mix && (ends_with(t.name, "attn_v.weight") || ends_with(t.name, "ffn_down.weight"))) {
+      const int32_t layer = layer_of(t.name);
+      if (layer >= 0 && use_more_bits(layer, n_layer)) type = DType::q6_k;
+    }
+  }
+  while (t.ne[0] % dtype_traits(type).block_size != 0) type = fallback(type);
+  return type;
+}
+
+Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPreset preset, ThreadPool& pool,
+                                         const std::function<void(const QuantizeProgress&)>& on_progress) {
+  format::ModelFile out;
+  out.alignment = in.alignment;
+  out.metadata = in.metadata;
+  out.metadata.set("general.file_type", format::GgufValue::from_u32(info(preset).file_type));
+  out.metadata.set("general.quantization_version", format::GgufValue::from_u32(2));
+  int32_t n_layer = 0;
+  for (const auto& t : in.tensors) n_layer = std::max(n_layer, layer_of(t.name) + 1);
+
+  for (size_t ti = 0; ti < in.tensors.size(); ++ti) {
+    const format::TensorInfo& src = in.tensors[ti];
+    const kernels::QuantTraits* from = kernels::quant_traits(src.type);
+    if (from == nullptr || from->to_float == nullptr)
+      return make_error("tensor '{}' has type {}, which cannot be re-quantized", src.name, dtype_name(src.type));
+    const DType type = choose_type(preset, src, n_layer);
+    const kernels::QuantTraits* to = kernels::quant_traits(type);
+    if (to == nullptr || to->from_float == nullptr)
+      return make_error("cannot quantize tensor '{}' to {}", src.name, dtype_name(type));
+
+    const int64_t row = src.ne[0];
+    const int64_t n_rows = src.n_elements() / row;
+    const size_t src_row_bytes = dtype_row_bytes(src.type, row);
+    const size_t dst_row_bytes = dtype_row_bytes(type, row);
+    auto buf = std::make_shared<std::vector<uint8_t>>(dst_row_bytes * static_cast<size_t>(n_rows));
+    std::atomic<int64_t> bad_row{-1};
+    pool.parallel_for(static_cast<size_t>(n_rows), [&](size_t r0, size_t r1) {
+      std::vector<float> f(static_cast<size_t>(row));  // [row] one row in float
+      for (size_t r = r0; r < r1; ++r) {
+        from->to_float(src.data + r * src_row_bytes, f.data(), row);
+        if (!std::all_of(f.begin(), f.end(), [](float v) { return std::isfinite(v); })) {
+          bad_row.store(static_cast<int64_t>(r));
+          return;
+        }
+        to->from_float(f.data(), buf->data() + r * dst_row_bytes, row);
+      }
+    });
+    if (bad_row.load() >= 0)
+      return make_error("tensor '{}' has NaN or Inf weights (row {})", src.name, bad_row.load());
+
+    format::TensorInfo t = src;
+    t.type = type;
+    t.n_bytes = buf->size();
+    t.data = buf->data();
+    out.tensors.push_back(std::move(t));
+    out.keep_alive(std::move(buf));
+    if (on_progress) on_progress({ti + 1, in.tensors.size(), &out.tensors.back(), type});
+  }
+  return out;
+}
+
+}  // namespace edgelm::model

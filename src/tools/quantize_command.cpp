@@ -1,0 +1,79 @@
+// `edgelm quantize IN.gguf OUT.gguf TYPE`: re-encode a model's weights by a per-tensor policy
+// (model/quantize.h). Prints a progress bar on a terminal, a per-type summary at the end.
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+
+#include "core/timer.h"
+#include "format/gguf_writer.h"
+#include "format/model_file.h"
+#include "model/quantize.h"
+#include "tools/command.h"
+
+namespace edgelm::tools {
+namespace {
+
+struct QuantizeOptions {
+  std::string input;
+  std::string output;
+  std::string type;
+  std::string tokenizer_path;
+  int threads = 0;
+};
+
+void print_progress(const model::QuantizeProgress& p) {
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * p.index / p.total);
+  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu %-32.32s %-6s", filled, "##############################", kWidth - filled,
+               "", p.index, p.total, p.tensor->name.c_str(), std::string(dtype_name(p.type)).c_str());
+  if (p.index == p.total) std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+int run(const QuantizeOptions& o) {
+  auto preset = model::quant_preset_from_name(o.type);
+  if (!preset.ok()) return report_error(preset.error());
+  if (o.input == o.output) return report_error(make_error("input and output are the same file '{}'", o.input));
+  auto in = format::open_model_file(o.input, o.tokenizer_path);
+  if (!in.ok()) return report_error(in.error());
+  ThreadPool pool(o.threads > 0 ? o.threads : default_threads());
+  Stopwatch watch;
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  auto out = model::quantize_model(*in, *preset, pool, tty ? print_progress : std::function<void(const model::QuantizeProgress&)>());
+  if (!out.ok()) {
+    if (tty) std::fputc('\n', stderr);
+    return report_error(out.error());
+  }
+  if (auto st = format::write_gguf(o.output, *out); !st.ok()) return report_error(st.error());
+
+  uint64_t in_bytes = 0, out_bytes = 0;
+  std::map<std::string, int> per_type;
+  for (const auto& t : in->tensors) in_bytes += t.n_bytes;
+  for (const auto& t : out->tensors) {
+    out_bytes += t.n_bytes;
+    ++per_type[std::string(dtype_name(t.type))];
+  }
+  std::string types;
+  for (const auto& [name, n] : per_type) types += fmt::format("{}{} x{}", types.empty() ? "" : ", ", name, n);
+  std::fprintf(stderr, "wrote %s (%s): %.2f MiB -> %.2f MiB in %.1f s; tensors: %s\n", o.output.c_str(),
+               std::string(model::quant_preset_name(*preset)).c_str(), static_cast<double>(in_bytes) / (1 << 20),
+               static_cast<double>(out_bytes) / (1 << 20), watch.seconds(), types.c_str());
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_quantize_command(CLI::App& app) {
+  auto o = std::make_shared<QuantizeOptions>();
+  CLI::App* cmd = app.add_subcommand("quantize", "Re-encode a model's weights (f32, f16, q8_0, q4_0, q4_k_m, ...)");
+  cmd->add_option("input", o->input, "Input model (GGUF, or llama2.c checkpoint with --tokenizer)")->required();
+  cmd->add_option("output", o->output, "Output GGUF path")->required();
+  cmd->add_option("type", o->type, "f32 (dequantize), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k")
+      ->required();
+  cmd->add_option("--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (for .bin checkpoints)");
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all hardware threads)")->check(CLI::PositiveNumber);
+  return [o] { return run(*o); };
+}
+
+}  // namespace edgelm::tools
