@@ -15,6 +15,7 @@
 
 #include "format/gguf_reader.h"
 #include "support/test_data.h"
+#include "support/vocab_vectors.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/utf8.h"
@@ -22,40 +23,6 @@
 namespace edgelm::tokenizer {
 namespace {
 
-struct Vector {
-  std::string text;
-  std::vector<TokenId> ids;
-};
-
-std::vector<Vector> load_vectors(const std::string& base) {
-  const std::string inp = test::read_file(base + ".inp");
-  const std::string out = test::read_file(base + ".out");
-  EXPECT_FALSE(inp.empty()) << base << ".inp is missing or empty";
-  constexpr std::string_view kEnd = "\n__ggml_vocab_test__\n";
-  std::vector<Vector> vectors;
-  size_t pos = 0;
-  while (pos < inp.size()) {
-    const size_t end = inp.find(kEnd, pos);
-    if (end == std::string::npos) {
-      ADD_FAILURE() << base << ".inp ends without a separator";
-      break;
-    }
-    vectors.push_back({inp.substr(pos, end - pos), {}});
-    pos = end + kEnd.size();
-  }
-  std::istringstream lines(out);
-  std::string line;
-  size_t n_lines = 0;
-  while (std::getline(lines, line)) {
-    if (n_lines < vectors.size()) {
-      std::istringstream ids(line);
-      for (TokenId id; ids >> id;) vectors[n_lines].ids.push_back(id);
-    }
-    ++n_lines;
-  }
-  EXPECT_EQ(n_lines, vectors.size()) << base << ": lines of .out vs strings of .inp";
-  return vectors;
-}
 
 struct Loaded {
   std::unique_ptr<Tokenizer> tok;
@@ -90,13 +57,13 @@ class BpeVectorsTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(BpeVectorsTest, EncodesLikeLlamaCppAndRoundTrips) {
   const Loaded l = load(GetParam());
   ASSERT_NE(l.bpe, nullptr);
-  const std::vector<Vector> vectors = load_vectors(test::shared_path("vocab/" + GetParam()));
+  const std::vector<test::VocabVector> vectors = test::read_vocab_vectors(test::shared_path("vocab/" + GetParam()));
   ASSERT_GE(vectors.size(), 40u);
 
   int n_exact = 0;
   int n_round_trip = 0;
   for (size_t i = 0; i < vectors.size(); ++i) {
-    const Vector& v = vectors[i];
+    const test::VocabVector& v = vectors[i];
     const std::vector<TokenId> got = l.tok->encode(v.text, false, false);
     EXPECT_EQ(got, v.ids) << "vector " << i << ": '" << v.text << "'";
     n_exact += got == v.ids;
@@ -155,9 +122,9 @@ TEST(BpeThroughput, GptTwoOneMegabyte) {
   const Loaded l = load("ggml-vocab-gpt-2.gguf");
   ASSERT_NE(l.bpe, nullptr);
   std::string corpus;
-  const std::vector<Vector> vectors = load_vectors(test::shared_path("vocab/ggml-vocab-gpt-2.gguf"));
+  const std::vector<test::VocabVector> vectors = test::read_vocab_vectors(test::shared_path("vocab/ggml-vocab-gpt-2.gguf"));
   while (corpus.size() < (1u << 20)) {
-    for (const Vector& v : vectors) corpus += v.text + "\n";
+    for (const test::VocabVector& v : vectors) corpus += v.text + "\n";
   }
   std::vector<double> seconds;
   size_t n_tokens = 0;
@@ -179,10 +146,10 @@ TEST(BpeThroughput, GptTwoOneMegabyte) {
 TEST(BpeLargeInput, TenMegabytesRoundTrip) {
   const Loaded l = load("ggml-vocab-gpt-2.gguf");
   ASSERT_NE(l.bpe, nullptr);
-  const std::vector<Vector> vectors = load_vectors(test::shared_path("vocab/ggml-vocab-gpt-2.gguf"));
+  const std::vector<test::VocabVector> vectors = test::read_vocab_vectors(test::shared_path("vocab/ggml-vocab-gpt-2.gguf"));
   std::string text;
   while (text.size() < (8u << 20)) {
-    for (const Vector& v : vectors) text += v.text + "\n";
+    for (const test::VocabVector& v : vectors) text += v.text + "\n";
   }
   text += std::string(1u << 20, ' ') + "x" + std::string(1u << 20, 'z');
   const auto t0 = std::chrono::steady_clock::now();

@@ -12,47 +12,13 @@
 
 #include "format/gguf_reader.h"
 #include "support/test_data.h"
+#include "support/vocab_vectors.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace edgelm::tokenizer {
 namespace {
-
-struct VectorCase {
-  std::string text;
-  std::vector<TokenId> ids;
-};
-
-std::vector<VectorCase> read_cases(const std::string& base) {
-  const std::string inp = test::read_file(base + ".inp");
-  const std::string out = test::read_file(base + ".out");
-  EXPECT_FALSE(inp.empty()) << base << ".inp";
-  std::vector<VectorCase> cases;
-  constexpr std::string_view kSep = "\n__ggml_vocab_test__\n";
-  for (size_t pos = 0; pos < inp.size();) {
-    const size_t end = inp.find(kSep, pos);
-    if (end == std::string::npos) {
-      ADD_FAILURE() << base << ".inp: text after the last separator";
-      break;
-    }
-    cases.push_back({inp.substr(pos, end - pos), {}});
-    pos = end + kSep.size();
-  }
-  std::istringstream lines(out);
-  std::string line;
-  size_t i = 0;
-  for (; std::getline(lines, line); ++i) {
-    if (i >= cases.size()) {
-      ADD_FAILURE() << base << ".out has more lines than .inp has strings";
-      break;
-    }
-    std::istringstream nums(line);
-    for (TokenId id; nums >> id;) cases[i].ids.push_back(id);
-  }
-  EXPECT_EQ(i, cases.size()) << base << ": .out lines vs .inp strings";
-  return cases;
-}
 
 class SpmVectorsTest : public ::testing::TestWithParam<std::string> {};
 
@@ -65,11 +31,11 @@ TEST_P(SpmVectorsTest, MatchesLlamaCpp) {
   auto tok = make_tokenizer(std::move(vocab).value(), file->metadata);
   ASSERT_TRUE(tok.ok()) << tok.error().message;
 
-  const std::vector<VectorCase> cases = read_cases(base);
+  const std::vector<test::VocabVector> cases = test::read_vocab_vectors(base);
   ASSERT_GT(cases.size(), 40u);
   int n_pass = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
-    const VectorCase& c = cases[i];
+    const test::VocabVector& c = cases[i];
     const std::vector<TokenId> got = (*tok)->encode(c.text, false, false);
     EXPECT_EQ(got, c.ids) << "case " << i << ": '" << c.text << "'";
     n_pass += got == c.ids;

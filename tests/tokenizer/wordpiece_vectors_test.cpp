@@ -14,6 +14,7 @@
 
 #include "format/gguf_reader.h"
 #include "support/test_data.h"
+#include "support/vocab_vectors.h"
 #include "tokenizer/normalize.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/wordpiece.h"
@@ -23,40 +24,6 @@ namespace {
 
 using Ids = std::vector<TokenId>;
 
-struct VectorCase {
-  std::string text;
-  Ids ids;
-};
-
-std::vector<VectorCase> read_cases(const std::string& base) {
-  const std::string inp = test::read_file(base + ".inp");
-  const std::string out = test::read_file(base + ".out");
-  EXPECT_FALSE(inp.empty()) << base << ".inp";
-  std::vector<VectorCase> cases;
-  constexpr std::string_view kSep = "\n__ggml_vocab_test__\n";
-  for (size_t pos = 0; pos < inp.size();) {
-    const size_t end = inp.find(kSep, pos);
-    if (end == std::string::npos) {
-      ADD_FAILURE() << base << ".inp: text after the last separator";
-      break;
-    }
-    cases.push_back({inp.substr(pos, end - pos), {}});
-    pos = end + kSep.size();
-  }
-  std::istringstream lines(out);
-  std::string line;
-  size_t i = 0;
-  for (; std::getline(lines, line); ++i) {
-    if (i >= cases.size()) {
-      ADD_FAILURE() << base << ".out has more lines than .inp has strings";
-      break;
-    }
-    std::istringstream nums(line);
-    for (TokenId id; nums >> id;) cases[i].ids.push_back(id);
-  }
-  EXPECT_EQ(i, cases.size()) << base << ": .out lines vs .inp strings";
-  return cases;
-}
 
 class BertVectorsTest : public ::testing::Test {
  protected:
@@ -90,7 +57,7 @@ std::string* BertVectorsTest::base_ = nullptr;
 Tokenizer* BertVectorsTest::tok_ = nullptr;
 
 TEST_F(BertVectorsTest, MatchesReference) {
-  const std::vector<VectorCase> cases = read_cases(*base_);
+  const std::vector<test::VocabVector> cases = test::read_vocab_vectors(*base_);
   ASSERT_GT(cases.size(), 40u);
   int n_pass = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -105,11 +72,11 @@ TEST_F(BertVectorsTest, MatchesReference) {
 // decode(encode(x)) is the normalized form of x exactly when no word of x is [UNK] (an [UNK]
 // word decodes to nothing). In these vectors that is all but the emoji / Khmer / rare-CJK cases.
 TEST_F(BertVectorsTest, DecodeGivesNormalizedWords) {
-  const std::vector<VectorCase> cases = read_cases(*base_);
+  const std::vector<test::VocabVector> cases = test::read_vocab_vectors(*base_);
   const TokenId unk = static_cast<const WordPieceTokenizer*>(tok_)->unk();
   std::vector<size_t> lossy_unk, lossy_normalized;
   for (size_t i = 0; i < cases.size(); ++i) {
-    const VectorCase& c = cases[i];
+    const test::VocabVector& c = cases[i];
     const Ids ids = tok_->encode(c.text, false, false);
     const std::string decoded = tok_->decode(ids);
     if (std::find(ids.begin(), ids.end(), unk) != ids.end()) {
@@ -163,9 +130,9 @@ TEST_F(BertVectorsTest, SpecialTokens) {
 // Not a timed assertion: prints tokens/s on 1 MiB of the vector strings (median of 3 runs).
 TEST_F(BertVectorsTest, Throughput) {
   std::string corpus;
-  const std::vector<VectorCase> cases = read_cases(*base_);
+  const std::vector<test::VocabVector> cases = test::read_vocab_vectors(*base_);
   while (corpus.size() < (1u << 20)) {
-    for (const VectorCase& c : cases) (corpus += c.text) += '\n';
+    for (const test::VocabVector& c : cases) (corpus += c.text) += '\n';
   }
   std::vector<double> rates;
   size_t n_tokens = 0;
