@@ -4,7 +4,9 @@
 // Policy (see choose_type): 1-D tensors (norms, biases) stay F32; 2-D weights get the target
 // type, except that the _M mixes keep sensitive tensors at higher precision (attn_v and
 // ffn_down in the first and last eighth of the layers and every third layer between them get
-// Q6_K; output.weight gets Q6_K for every quantized target). A tensor whose row length does not
+// Q6_K; output.weight gets Q6_K for every quantized target coarser than Q8_0). These rules are
+// the reference quantizer's, so for the same input the tensors come out byte-identical to its
+// files (tests/model/test_quantize.cpp checks that against shared/models/interop). A tensor whose row length does not
 // fit the chosen type's block falls back to the closest type that fits (K-quant -> 32-block
 // type of similar precision -> F16 -> F32), per tensor, never failing the whole file.
 #pragma once

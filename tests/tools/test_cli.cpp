@@ -3,6 +3,7 @@
 // never a crash or a hang).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -139,6 +140,26 @@ TEST(Cli, BenchReportsEveryField) {
   EXPECT_NE(edgelm({"bench", "-p", "8"}).exit_code, 0);  // --model is required without --membw
 }
 
+TEST(Cli, QuantizeThenRun) {
+  TempDir dir;
+  const std::string out = dir.file("q8.gguf");
+  auto q = edgelm({"quantize", model("stories260K.bin"), out, "q8_0", "--tokenizer", model("tok512.bin"), "-t", "2"});
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_NE(q.err.find("Q8_0 x"), std::string::npos) << q.err;
+  EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
+  auto f = format::read_gguf(out);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->find_tensor("blk.2.attn_v.weight")->type, DType::q8_0);
+  auto r = edgelm({"run", "-m", out, "-p", "Once upon a time", "-n", "30", "--temp", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(r.out.size(), 30u);
+  expect_clean_error(edgelm({"quantize", model("stories260K-f32.gguf"), dir.file("x.gguf"), "q3_xl"}),
+                     "unknown quantization type 'q3_xl'");
+  expect_clean_error(edgelm({"quantize", out, out, "q4_0"}), "same file");
+  expect_clean_error(edgelm({"quantize", dir.file("missing.gguf"), dir.file("y.gguf"), "q4_0"}), "missing.gguf");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
+}
+
 TEST(Cli, InfoPrintsMetadataAndTensors) {
   auto r = edgelm({"info", model("stories260K-f16.gguf")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -151,7 +172,7 @@ TEST(Cli, InfoPrintsMetadataAndTensors) {
 }
 
 TEST(Cli, HelpOnEverySubcommand) {
-  for (const char* sub : {"run", "info", "convert", "synth", "bench"}) {  // every subcommand
+  for (const char* sub : {"run", "info", "convert", "synth", "bench", "quantize", "tokenize", "detokenize"}) {
     auto r = edgelm({sub, "--help"});
     EXPECT_EQ(r.exit_code, 0) << sub;
     EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
