@@ -1,16 +1,60 @@
 #include "core/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 namespace edgelm {
 namespace {
 constexpr int kSpinIterations = 20000;
 }
 
-ThreadPool::ThreadPool(int n_threads) {
+namespace {
+
+// Best effort: a CPU that cannot be used (cgroup limits) leaves the thread unpinned.
+void pin_to_cpu(std::thread::native_handle_type thread, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(thread, sizeof set, &set);
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads, const std::vector<int>& cpus) {
   const int n_workers = std::max(0, n_threads - 1);
   workers_.reserve(static_cast<size_t>(n_workers));
   for (int i = 0; i < n_workers; ++i) workers_.emplace_back([this, i] { worker_loop(i + 1); });
+  if (!cpus.empty()) {
+    pin_to_cpu(pthread_self(), cpus[0]);
+    for (size_t i = 0; i < workers_.size(); ++i) pin_to_cpu(workers_[i].native_handle(), cpus[(i + 1) % cpus.size()]);
+  }
+}
+
+Result<std::vector<int>> ThreadPool::parse_cpu_list(std::string_view spec) {
+  std::vector<int> cpus;
+  const int n_cpus = static_cast<int>(std::thread::hardware_concurrency());
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', pos), spec.size());
+    const std::string item(spec.substr(pos, comma - pos));
+    int lo = 0, hi = 0;
+    char dash = 0, extra = 0;
+    const int n = std::sscanf(item.c_str(), "%d%c%d%c", &lo, &dash, &hi, &extra);
+    if (n == 1) {
+      hi = lo;
+    } else if (!(n == 3 && dash == '-')) {
+      return make_error("bad CPU list '{}': expected items like 0 or 2-3 separated by commas", spec);
+    }
+    if (lo < 0 || hi < lo || hi >= n_cpus)
+      return make_error("bad CPU list '{}': CPUs must be in 0-{} and ranges ascending", spec, n_cpus - 1);
+    for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+    pos = comma + 1;
+  }
+  return cpus;
 }
 
 ThreadPool::~ThreadPool() {

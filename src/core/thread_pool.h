@@ -12,14 +12,19 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <string_view>
 #include <vector>
+
+#include "core/result.h"
 
 namespace edgelm {
 
 class ThreadPool {
  public:
-  // n_threads counts the caller: 1 means no worker threads at all.
-  explicit ThreadPool(int n_threads);
+  // n_threads counts the caller: 1 means no worker threads at all. With `cpus` non-empty,
+  // thread i (0 = the caller) is pinned to cpus[i % cpus.size()]: on a busy edge box, keeping
+  // the decode threads on isolated cores removes the latency spikes of migrations.
+  explicit ThreadPool(int n_threads, const std::vector<int>& cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -31,6 +36,9 @@ class ThreadPool {
 
   // Number of hardware threads, at least 1.
   static int hardware_threads();
+
+  // Parses a CPU list such as "0,2-3" (error on bad syntax or CPUs this machine lacks).
+  static Result<std::vector<int>> parse_cpu_list(std::string_view spec);
 
  private:
   void worker_loop(int index);

@@ -23,6 +23,7 @@ struct BenchOptions {
   int n_prompt = 128;
   int n_gen = 32;
   int threads = 0;
+  std::string cpu_affinity;
   int reps = 5;
   std::string output = "md";
   bool membw_only = false;
@@ -69,7 +70,9 @@ TestResult summarize(std::string name, std::vector<double> rates, double bytes_p
 }
 
 int run(const BenchOptions& o) {
-  ThreadPool pool(o.threads > 0 ? o.threads : default_threads());
+  auto pool_or = make_thread_pool(o.threads, o.cpu_affinity);
+  if (!pool_or.ok()) return report_error(pool_or.error());
+  ThreadPool& pool = **pool_or;
   if (o.membw_only) {
     const MemBandwidth bw = measure_read_bandwidth(pool, o.membw_mib << 20);
     std::printf("memory read bandwidth: %.2f GB/s best, %.2f GB/s median (%d passes over %zu MiB, %d threads)\n",
@@ -154,7 +157,7 @@ CommandRunner add_bench_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--n-gen", o->n_gen, "Tokens of the decode test (0: skip)")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: all hardware threads)")->check(CLI::PositiveNumber);
+  add_thread_options(cmd, o->threads, o->cpu_affinity);
   cmd->add_option("-r,--reps", o->reps, "Repetitions per test")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("-o,--output", o->output, "Output format")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
   cmd->add_flag("--membw", o->membw_only, "Only measure the memory read bandwidth");

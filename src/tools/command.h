@@ -6,9 +6,11 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "core/result.h"
+#include "core/thread_pool.h"
 
 namespace edgelm::tools {
 
@@ -29,5 +31,12 @@ int report_error(const Error& error);
 
 // Default for --threads: the hardware threads of this machine.
 int default_threads();
+
+// The pool for --threads N (0: default) and --cpu-affinity LIST (empty: no pinning). Warns on
+// stderr when N exceeds the hardware threads (oversubscribed threads spin against each other).
+Result<std::unique_ptr<ThreadPool>> make_thread_pool(int threads, const std::string& cpu_affinity);
+
+// Adds -t/--threads and --cpu-affinity to a subcommand.
+void add_thread_options(CLI::App* cmd, int& threads, std::string& cpu_affinity);
 
 }  // namespace edgelm::tools

@@ -18,6 +18,7 @@ struct RunOptions {
   std::string prompt;
   std::string prompt_file;
   int threads = 0;
+  std::string cpu_affinity;
   bool quiet = false;
   engine::GenerateOptions gen;
 };
@@ -32,7 +33,9 @@ int run(RunOptions& o) {
   }
   auto lm = engine::load_model(o.model_path, o.tokenizer_path);
   if (!lm.ok()) return report_error(lm.error());
-  ThreadPool pool(o.threads > 0 ? o.threads : default_threads());
+  auto pool_or = make_thread_pool(o.threads, o.cpu_affinity);
+  if (!pool_or.ok()) return report_error(pool_or.error());
+  ThreadPool& pool = **pool_or;
 
   bool wrote = false;
   auto on_text = [&wrote](std::string_view text) {
@@ -77,7 +80,7 @@ CommandRunner add_run_command(CLI::App& app) {
   cmd->add_option("-c,--ctx-size", o->gen.n_ctx, "Context size in tokens (0: the model's, extended to fit)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-b,--batch-size", o->gen.n_batch, "Prompt tokens per forward pass")->check(CLI::PositiveNumber);
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: all hardware threads)")->check(CLI::PositiveNumber);
+  add_thread_options(cmd, o->threads, o->cpu_affinity);
   cmd->add_flag("--ignore-eos", [o](int64_t) { o->gen.stop_at_eos = false; }, "Keep generating after EOS");
   auto& s = o->gen.sampling;
   cmd->add_option("--temp", s.temperature, "Temperature; <= 0 is greedy")->capture_default_str();
