@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include "core/check.h"
+#include "kernels/isa.h"
 #include "kernels/quant_traits.h"
 
 namespace edgelm::kernels {
@@ -9,6 +10,13 @@ namespace {
 // Below this many multiply-adds a matmul runs on the calling thread: waking the pool costs
 // more than it saves (tiny models such as stories260K are dominated by it).
 constexpr int64_t kMinParallelWork = 1 << 16;
+
+// The kernels of the active ISA (EDGELM_ISA is read once, on the first matmul). Never null:
+// active_isa() only returns supported ISAs, and the scalar table always exists.
+const IsaKernels& active_kernels() {
+  static const IsaKernels* const k = isa_kernels(active_isa());
+  return *k;
+}
 
 }  // namespace
 
@@ -20,19 +28,21 @@ bool can_matmul(DType type) {
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, ThreadPool& pool,
             MatmulScratch& scratch) {
-  const QuantTraits* traits = quant_traits(w.type);
-  EDGELM_CHECK(traits != nullptr && traits->vec_dot != nullptr, "matmul: no kernel for ", dtype_name(w.type));
-  const auto vec_dot = traits->vec_dot;
+  // The active ISA's kernels, or the scalar traits row where it has none.
+  const ResolvedKernels kernels = kernel_or_scalar(active_kernels(), w.type);
+  EDGELM_CHECK(kernels.vec_dot != nullptr, "matmul: no kernel for ", dtype_name(w.type));
+  const auto vec_dot = kernels.vec_dot;
 
   // Activations in the weight's paired type: [n_tok, act_row_bytes].
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
   size_t act_row_bytes = static_cast<size_t>(w.cols) * sizeof(float);
-  if (traits->vec_dot_type != DType::f32) {
-    const QuantTraits* act_traits = quant_traits(traits->vec_dot_type);
-    act_row_bytes = dtype_row_bytes(traits->vec_dot_type, w.cols);
+  if (kernels.vec_dot_type != DType::f32) {
+    EDGELM_CHECK(kernels.quantize_activation != nullptr, "matmul: no quantizer for ", dtype_name(kernels.vec_dot_type));
+    act_row_bytes = dtype_row_bytes(kernels.vec_dot_type, w.cols);
     scratch.activations.resize(act_row_bytes * static_cast<size_t>(n_tok));
     for (int64_t t = 0; t < n_tok; ++t)
-      act_traits->from_float(x + t * w.cols, scratch.activations.data() + static_cast<size_t>(t) * act_row_bytes, w.cols);
+      kernels.quantize_activation(x + t * w.cols, scratch.activations.data() + static_cast<size_t>(t) * act_row_bytes,
+                                  w.cols);
     act = scratch.activations.data();
   }
 

@@ -10,6 +10,7 @@
 
 #include "core/timer.h"
 #include "format/model_file.h"
+#include "kernels/isa.h"
 #include "model/model.h"
 #include "tools/command.h"
 #include "tools/membw.h"
@@ -130,12 +131,14 @@ int run(const BenchOptions& o) {
     for (const auto& r : results) {
       out.push_back({{"model", o.model_path}, {"type", type}, {"threads", pool.n_threads()}, {"test", r.test},
                      {"tok_s", r.median}, {"tok_s_min", r.min}, {"tok_s_max", r.max}, {"gb_s", r.gb_s},
-                     {"bw_fraction", r.bw_fraction}, {"membw_gb_s", membw}, {"reps", o.reps}});
+                     {"bw_fraction", r.bw_fraction}, {"membw_gb_s", membw}, {"reps", o.reps},
+                     {"isa", kernels::isa_name(kernels::active_isa())}});
     }
     std::printf("%s\n", out.dump(2).c_str());
   } else {
-    std::printf("model: %s (%s, %.1f MiB read per token), memory read bandwidth %.2f GB/s, %d reps\n\n",
-                o.model_path.c_str(), type.c_str(), bytes_per_token / (1024.0 * 1024.0), membw, o.reps);
+    std::printf("model: %s (%s, %.1f MiB read per token), kernels %s, memory read bandwidth %.2f GB/s, %d reps\n\n",
+                o.model_path.c_str(), type.c_str(), bytes_per_token / (1024.0 * 1024.0),
+                std::string(kernels::isa_name(kernels::active_isa())).c_str(), membw, o.reps);
     std::printf("| type | threads | test | tok/s (median) | min | max | GB/s | of bandwidth |\n");
     std::printf("|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : results) {

@@ -7,6 +7,7 @@
 
 #include "core/sys_stats.h"
 #include "engine/generator.h"
+#include "kernels/isa.h"
 #include "tools/command.h"
 
 namespace edgelm::tools {
@@ -58,9 +59,10 @@ int run(RunOptions& o) {
     const double decode_tps = s.decode_seconds > 0 ? s.n_generated / s.decode_seconds : 0.0;
     std::fprintf(stderr,
                  "load time: %.1f ms | prompt tokens: %d | prefill: %.1f tok/s | generated: %d | decode: %.1f tok/s"
-                 " | finish: %s | threads: %d | peak RSS: %.1f MiB\n",
+                 " | finish: %s | threads: %d | isa: %s | peak RSS: %.1f MiB\n",
                  lm->load_seconds * 1e3, s.n_prompt, prefill_tps, s.n_generated, decode_tps,
                  std::string(engine::finish_reason_name(s.finish)).c_str(), pool.n_threads(),
+                 std::string(kernels::isa_name(kernels::active_isa())).c_str(),
                  static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0));
   }
   return 0;

@@ -1,0 +1,154 @@
+// Micro-benchmarks of the kernels on every ISA this CPU supports (kernels/isa.h).
+//
+//  vec_dot/<type>/<isa>/<rows>x4096: one activation row (quantized once, outside the timing)
+//    dotted with every row of a weight matrix: the decode hot loop of matmul on one thread.
+//    Reports the bytes of weights read per second. 4096 rows is the model-sized case (every
+//    matrix is larger than a 4 MB L2); 128 rows stays in L2 (at most 2 MB, F32) and shows the
+//    kernels' own speed.
+//  quantize/<type>/<isa>: the activation quantizers on a 4096-float row (bytes of floats read).
+//
+// Weights are random quant bits with moderate fp16 scales (no NaN, inf or subnormal, which
+// could change float timings); speed does not depend on the values otherwise.
+//
+// Typical use: bench_kernels --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/fp16.h"
+#include "kernels/isa.h"
+#include "kernels/quant_traits.h"
+#include "kernels/quants_k.h"
+#include "kernels/quants_legacy.h"
+
+namespace edgelm::kernels {
+namespace {
+
+constexpr int64_t kCols = 4096;
+constexpr int64_t kMaxRows = 4096;
+
+const DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::q4_0, DType::q4_1, DType::q5_0,
+                              DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+const DType kActivationTypes[] = {DType::q8_0, DType::q8_1, DType::q8_k};
+
+// Offsets of the fp16 fields of each block format.
+std::vector<size_t> half_fields(DType t) {
+  switch (t) {
+    case DType::q4_1: return {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)};
+    case DType::q5_1: return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
+    case DType::q4_k: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+    case DType::q5_k: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
+    case DType::q6_k: return {offsetof(BlockQ6_K, d)};
+    default: return {0};  // Q4_0, Q5_0, Q8_0: d first
+  }
+}
+
+// [kMaxRows, kCols] weights of `type`, made once per type.
+const std::vector<uint8_t>& weights(DType type) {
+  static std::map<DType, std::unique_ptr<std::vector<uint8_t>>> cache;
+  auto& slot = cache[type];
+  if (slot) return *slot;
+  std::mt19937_64 rng(static_cast<uint64_t>(type) + 1);
+  const size_t bytes = dtype_row_bytes(type, kCols) * kMaxRows;
+  slot = std::make_unique<std::vector<uint8_t>>(bytes);
+  std::vector<uint8_t>& w = *slot;
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f), scale(0.01f, 0.1f);
+  if (type == DType::f32 || type == DType::f16) {
+    std::vector<float> row(kCols);
+    const size_t row_bytes = dtype_row_bytes(type, kCols);
+    for (int64_t r = 0; r < kMaxRows; ++r) {
+      for (float& v : row) v = value(rng);
+      quant_traits(type)->from_float(row.data(), w.data() + r * row_bytes, kCols);
+    }
+    return w;
+  }
+  for (size_t i = 0; i + 8 <= bytes; i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(w.data() + i, &v, 8);
+  }
+  const size_t block = dtype_traits(type).type_size;
+  for (size_t at = 0; at < bytes; at += block)
+    for (size_t off : half_fields(type)) {
+      const uint16_t h = fp32_to_fp16(scale(rng));
+      std::memcpy(w.data() + at + off, &h, 2);
+    }
+  return w;
+}
+
+std::vector<float> activation_floats() {
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(kCols);
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+void bm_vec_dot(benchmark::State& state, Isa isa, DType type, int64_t rows) {
+  const IsaKernels& k = *isa_kernels(isa);
+  const ResolvedKernels f = kernel_or_scalar(k, type);
+  const std::vector<uint8_t>& w = weights(type);
+  const size_t row_bytes = dtype_row_bytes(type, kCols);
+  const std::vector<float> x = activation_floats();
+  std::vector<uint8_t> act(dtype_row_bytes(f.vec_dot_type, kCols));
+  if (f.vec_dot_type == DType::f32)
+    std::memcpy(act.data(), x.data(), act.size());
+  else
+    f.quantize_activation(x.data(), act.data(), kCols);
+  for (auto _ : state) {
+    float sum = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) sum += f.vec_dot(kCols, w.data() + r * row_bytes, act.data());
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetBytesProcessed(state.iterations() * rows * static_cast<int64_t>(row_bytes));
+}
+
+void bm_quantize(benchmark::State& state, Isa isa, DType type) {
+  const FromFloatFn quantize = isa_kernels(isa)->from_float(type);
+  const std::vector<float> x = activation_floats();
+  std::vector<uint8_t> out(dtype_row_bytes(type, kCols));
+  for (auto _ : state) {
+    quantize(x.data(), out.data(), kCols);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kCols * static_cast<int64_t>(sizeof(float)));
+}
+
+void register_all() {
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon}) {
+    if (!isa_supported(isa)) continue;
+    const std::string isa_str(isa_name(isa));
+    for (DType type : kWeightTypes) {
+      for (int64_t rows : {kMaxRows, int64_t{128}}) {
+        const std::string name = "vec_dot/" + std::string(dtype_name(type)) + "/" + isa_str + "/" +
+                                 std::to_string(rows) + "x" + std::to_string(kCols);
+        benchmark::RegisterBenchmark(name.c_str(), bm_vec_dot, isa, type, rows)->Unit(benchmark::kMicrosecond);
+      }
+    }
+    for (DType type : kActivationTypes) {
+      const std::string name = "quantize/" + std::string(dtype_name(type)) + "/" + isa_str;
+      benchmark::RegisterBenchmark(name.c_str(), bm_quantize, isa, type);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace edgelm::kernels
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("edgelm best ISA", std::string(edgelm::kernels::isa_name(edgelm::kernels::best_isa())));
+  edgelm::kernels::register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,525 @@
+// AVX2 + FMA + F16C kernels: vec_dot for F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K
+// and the activation quantizers of Q8_0, Q8_1 and Q8_K.
+//
+// Compiled with -mavx2 -mfma -mf16c (this file only) and reached only through isa_kernels(),
+// after the CPU check; see kernels_x86.h for the linkage rules this file keeps.
+//
+// Invariants (the contract with the scalar oracle, tested by tests/kernels/test_simd.cpp):
+//  - Integer parts are exact: every product of quants is summed in int16/int32 without
+//    saturation or overflow (bounds are noted where they are tight).
+//  - Legacy formats (32-element blocks) convert the 8 int32 lane sums of each block to float
+//    and multiply-add them with the block scale dx * dy (rounded once, as in the scalar code)
+//    into float lanes: the result differs from the scalar one by float reassociation only.
+//  - K formats form each super-block's integer sums exactly, then evaluate the float
+//    expression of the scalar kernel in the same order, so they are bit-identical to it.
+//  - F32/F16 keep 32 independent float lanes (4 accumulators of 8).
+//  - Activation rows (y) have quants in [-127, 127], as every from_float writes them; the
+//    sign trick below relies on it. Weight quants (x) may be any bit pattern. Q8_K rows carry
+//    bsums consistent with their quants (Q6_K uses them).
+//  - The quantizers repeat the scalar float operations (same divisions, products and
+//    rounding rules) element by element, so their bytes are identical to the scalar ones.
+// Method notes: the shuffle port (port 5) is what limits these loops, so nibbles are unpacked
+// with a broadcast load and a blend rather than an insert, and the fp16 scales of eight legacy
+// blocks are gathered and converted together, then broadcast per block from memory (a load).
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/kernels_x86.h"
+#include "kernels/quants_k.h"
+#include "kernels/quants_legacy.h"
+
+namespace edgelm::kernels::x86 {
+namespace {
+
+// ---- Helpers ----------------------------------------------------------------------------------
+
+inline void check_blocks(int64_t n, int64_t block) {
+  if (n < 0 || n % block != 0) [[unlikely]]
+    row_length_error(n, block);
+}
+
+inline float half(uint16_t h) { return _cvtsh_ss(h); }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int32_t hsum_i32(__m128i s) {
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline int32_t hsum_i32(__m256i v) {
+  return hsum_i32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+
+// [32 x u8] . [32 x s8] -> [8 x i32], lane k = sum of the products of bytes 4k..4k+3.
+// maddubs saturates a pair sum above 32767; callers keep u8 <= 128 and |s8| <= 127
+// (2 * 128 * 127 = 32512).
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// [32 x s8] . [32 x s8] -> [8 x i32] as |x| . (y * sign(x)). Needs y != -128.
+inline __m256i dot_s8s8(__m256i x, __m256i y) { return dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)); }
+
+// 16 bytes of packed nibbles -> [32 x u8]: bytes 0..15 = low nibbles (elements 0..15),
+// bytes 16..31 = high nibbles (elements 16..31): the legacy element order. A broadcast load
+// and a blend instead of an insert keep this off the shuffle port.
+inline __m256i unpack_nibbles(const uint8_t* qs) {
+  const __m256i q = _mm256_broadcastsi128_si256(load128(qs));
+  return _mm256_and_si256(_mm256_blend_epi32(q, _mm256_srli_epi16(q, 4), 0xf0), _mm256_set1_epi8(0x0f));
+}
+
+// The 32 bits of a Q5 qh field -> [32 x u8], byte j = 0xff where bit j is set, else 0.
+inline __m256i bits_to_bytes(const uint8_t qh[4]) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  // Byte j takes source byte j / 8 (shuffles stay within 128-bit lanes; both lanes hold all 4).
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));  // byte j selects bit j % 8
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+// shuffle_epi8 control broadcasting int16 word a over the low 128-bit lane and word b over the
+// high one.
+inline __m256i words_ab(int a, int b) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(((2 * b + 1) << 8) | (2 * b))),
+                          _mm_set1_epi16(static_cast<int16_t>(((2 * a + 1) << 8) | (2 * a))));
+}
+
+// ---- F32, F16 ---------------------------------------------------------------------------------
+
+float f32_vec_dot(int64_t n, const void* vx, const void* vy) {
+  check_blocks(n, 1);
+  const auto* x = static_cast<const float*>(vx);
+  const auto* y = static_cast<const float*>(vy);
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += x[i] * y[i];
+  return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + tail;
+}
+
+inline __m256 load_f16x8(const uint16_t* p) { return _mm256_cvtph_ps(load128(p)); }
+
+float f16_vec_dot(int64_t n, const void* vx, const void* vy) {
+  check_blocks(n, 1);
+  const auto* x = static_cast<const uint16_t*>(vx);
+  const auto* y = static_cast<const uint16_t*>(vy);
+  // Products of two halves are exact in float (11-bit significands, exponents in range), so
+  // the only roundings are those of the sums, as for F32.
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), a0);
+    a1 = _mm256_fmadd_ps(load_f16x8(x + i + 8), load_f16x8(y + i + 8), a1);
+    a2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), load_f16x8(y + i + 16), a2);
+    a3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), load_f16x8(y + i + 24), a3);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), a0);
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += half(x[i]) * half(y[i]);
+  return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + tail;
+}
+
+// ---- Legacy 32-element formats ----------------------------------------------------------------
+
+// Per block: the integer products as [8 x i32] lane sums (summing to the block's exact isum).
+// Formats with an offset (Q4_0: q - 8, Q5_0: q - 16) dot the unsigned quant and subtract
+// offset * y in the int16 pair sums: two maddubs and a subtraction (which any vector port runs)
+// instead of dot_s8s8's two sign ops and one maddubs (ports 0/1 only), one multiply-port uop
+// less. Pairs <= 2 * 31 * 127 and 2 * 16 * 127: neither they nor their difference saturate.
+inline __m256i dot_offset(__m256i q, __m256i y, char offset) {
+  const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(_mm256_set1_epi8(offset), y));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+inline __m256i q4_0_block(const BlockQ4_0& x, const BlockQ8_0& y) {
+  return dot_offset(unpack_nibbles(x.qs), load256(y.qs), 8);
+}
+
+inline __m256i q4_1_block(const BlockQ4_1& x, const BlockQ8_1& y) {
+  return dot_u8s8(unpack_nibbles(x.qs), load256(y.qs));
+}
+
+// The 5-bit quants of a Q5 block, [32 x u8] in [0, 31].
+template <typename B>
+inline __m256i q5_quants(const B& x) {
+  return _mm256_or_si256(unpack_nibbles(x.qs), _mm256_and_si256(bits_to_bytes(x.qh), _mm256_set1_epi8(16)));
+}
+
+inline __m256i q5_0_block(const BlockQ5_0& x, const BlockQ8_0& y) {
+  return dot_offset(q5_quants(x), load256(y.qs), 16);
+}
+
+inline __m256i q5_1_block(const BlockQ5_1& x, const BlockQ8_1& y) { return dot_u8s8(q5_quants(x), load256(y.qs)); }
+
+inline __m256i q8_0_block(const BlockQ8_0& x, const BlockQ8_0& y) { return dot_s8s8(load256(x.qs), load256(y.qs)); }
+
+// 8 fp16 fields at byte kOffset of 8 consecutive kStride-byte blocks, as floats. Each lane
+// gathers 4 bytes, starting at the field (field in the low half) when that stays inside the
+// block, else ending with it, so no read leaves the row.
+template <size_t kStride, size_t kOffset>
+inline __m256 gather_half8(const void* first) {
+  constexpr int s = static_cast<int>(kStride);
+  const __m256i offsets = _mm256_setr_epi32(0, s, 2 * s, 3 * s, 4 * s, 5 * s, 6 * s, 7 * s);
+  const auto* base = static_cast<const uint8_t*>(first);
+  constexpr bool kLow = kOffset + 4 <= kStride;
+  const __m256i g =
+      _mm256_i32gather_epi32(reinterpret_cast<const int*>(base + (kLow ? kOffset : kOffset - 2)), offsets, 1);
+  // The wanted 16 bits of each lane to the low 8 bytes of each 128-bit lane, then together.
+  const char lo = kLow ? 0 : 2;
+  const __m256i pick =
+      _mm256_setr_epi8(lo, lo + 1, lo + 4, lo + 5, lo + 8, lo + 9, lo + 12, lo + 13, -1, -1, -1, -1, -1, -1, -1, -1, lo,
+                       lo + 1, lo + 4, lo + 5, lo + 8, lo + 9, lo + 12, lo + 13, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(g, pick), 0x08);  // qwords 0, 2
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+}
+
+// sum over blocks of dx * dy * isum (+ m * s for the formats with a min). Eight blocks per
+// step: their scales dx * dy are computed together (gathers + one conversion) and stored, so
+// each block's broadcast is a plain load instead of a shuffle (the shuffle port is what limits
+// these loops); the blocks alternate between two accumulators.
+template <typename BX, typename BY, __m256i (*Block)(const BX&, const BY&), bool kHasMin>
+float legacy_vec_dot(int64_t n, const void* vx, const void* vy) {
+  check_blocks(n, kQK);
+  const auto* x = static_cast<const BX*>(vx);
+  const auto* y = static_cast<const BY*>(vy);
+  const int64_t nb = n / kQK;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc_min = acc0;
+  alignas(32) float scale[8];
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    _mm256_store_ps(scale, _mm256_mul_ps(gather_half8<sizeof(BX), offsetof(BX, d)>(x + i),
+                                         gather_half8<sizeof(BY), offsetof(BY, d)>(y + i)));
+    if constexpr (kHasMin)
+      acc_min = _mm256_fmadd_ps(gather_half8<sizeof(BX), offsetof(BX, m)>(x + i),
+                                gather_half8<sizeof(BY), offsetof(BY, s)>(y + i), acc_min);
+    for (int k = 0; k < 8; k += 2) {
+      acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(scale + k), _mm256_cvtepi32_ps(Block(x[i + k], y[i + k])), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(scale + k + 1), _mm256_cvtepi32_ps(Block(x[i + k + 1], y[i + k + 1])),
+                             acc1);
+    }
+  }
+  float mins = 0.0f;
+  for (; i < nb; ++i) {
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(x[i].d) * half(y[i].d)), _mm256_cvtepi32_ps(Block(x[i], y[i])), acc0);
+    if constexpr (kHasMin) mins += half(x[i].m) * half(y[i].s);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1)) + (hsum(acc_min) + mins);
+}
+
+// ---- K formats --------------------------------------------------------------------------------
+
+// The 8 six-bit scales and 8 mins of a Q4_K/Q5_K super-block, one byte each (see
+// k4_get_scale_min for the packing), computed four at a time in 32-bit words.
+inline void k4_scales_mins(const uint8_t* q, uint64_t* scales, uint64_t* mins) {
+  uint32_t a, b, c;
+  std::memcpy(&a, q, 4);
+  std::memcpy(&b, q + 4, 4);
+  std::memcpy(&c, q + 8, 4);
+  const uint32_t sc_lo = a & 0x3f3f3f3f, mn_lo = b & 0x3f3f3f3f;
+  const uint32_t sc_hi = (c & 0x0f0f0f0f) | ((a >> 2) & 0x30303030);
+  const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0f) | ((b >> 2) & 0x30303030);
+  *scales = sc_lo | static_cast<uint64_t>(sc_hi) << 32;
+  *mins = mn_lo | static_cast<uint64_t>(mn_hi) << 32;
+}
+
+// Integer sums of one super-block: int32 lanes of the scaled quant products, and 4 lanes of
+// the min (or offset) products -> their two totals.
+inline void reduce_sums(__m256i acc, __m128i mins4, int32_t* q, int32_t* m) {
+  const __m128i a4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  __m128i t = _mm_add_epi32(_mm_unpacklo_epi32(a4, mins4), _mm_unpackhi_epi32(a4, mins4));  // q, m interleaved
+  t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));                                           // lane 0: q, lane 1: m
+  *q = _mm_cvtsi128_si32(t);
+  *m = _mm_extract_epi32(t, 1);
+}
+
+// Integer sums of up to 8 super-blocks, awaiting their float terms.
+struct KPending {
+  alignas(32) int32_t q[8];
+  alignas(32) int32_t m[8];
+};
+
+// sum += d_i * yd_i * q_i - dmin_i * yd_i * m_i over 8 super-blocks: the terms lane-wise with
+// the scalar kernel's operations in its order, then added to the sum in block order, so the
+// result is bit-identical to the scalar kernel's.
+template <typename Block, bool kMins>
+inline float k_finish8(const Block* x, const BlockQ8_K* y, const KPending& p, float sum) {
+  constexpr int s = sizeof(BlockQ8_K);
+  const __m256 yd = _mm256_i32gather_ps(&y->d, _mm256_setr_epi32(0, s, 2 * s, 3 * s, 4 * s, 5 * s, 6 * s, 7 * s), 1);
+  const __m256 d = gather_half8<sizeof(Block), offsetof(Block, d)>(x);
+  __m256 t = _mm256_mul_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(load256(p.q)));
+  if constexpr (kMins) {
+    const __m256 dmin = gather_half8<sizeof(Block), offsetof(Block, dmin)>(x);
+    t = _mm256_sub_ps(t, _mm256_mul_ps(_mm256_mul_ps(dmin, yd), _mm256_cvtepi32_ps(load256(p.m))));
+  }
+  alignas(32) float terms[8];
+  _mm256_store_ps(terms, t);
+  for (int k = 0; k < 8; ++k) sum += terms[k];
+  return sum;
+}
+
+// The same for one super-block (the last nb % 8).
+template <typename Block, bool kMins>
+inline float k_finish1(const Block& x, const BlockQ8_K& y, int32_t q, int32_t m, float sum) {
+  if constexpr (kMins)
+    return sum + (half(x.d) * y.d * static_cast<float>(q) - half(x.dmin) * y.d * static_cast<float>(m));
+  else
+    return sum + half(x.d) * y.d * static_cast<float>(q);
+}
+
+// Drives a K kernel: `block(x_i, y_i, &q, &m)` forms super-block i's integer sums; the float
+// terms are finished 8 super-blocks at a time.
+template <typename Block, bool kMins, typename BlockSums>
+inline float k_vec_dot(int64_t n, const void* vx, const void* vy, BlockSums block) {
+  check_blocks(n, kQK_K);
+  const auto* x = static_cast<const Block*>(vx);
+  const auto* y = static_cast<const BlockQ8_K*>(vy);
+  const int64_t nb = n / kQK_K;
+  float sum = 0.0f;
+  KPending p;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    for (int k = 0; k < 8; ++k) block(x[i + k], y[i + k], &p.q[k], &p.m[k]);
+    sum = k_finish8<Block, kMins>(x + i, y + i, p, sum);
+  }
+  for (; i < nb; ++i) {
+    int32_t q, m;
+    block(x[i], y[i], &q, &m);
+    sum = k_finish1<Block, kMins>(x[i], y[i], q, m, sum);
+  }
+  return sum;
+}
+
+// Q4_K and Q5_K share everything but the fifth bit. Per 32 quant bytes (c = 0..3), the low
+// nibbles are sub-block 2c (elements 64c..64c+31) and the high nibbles sub-block 2c+1.
+template <bool kFive, typename Block>
+float k4_vec_dot(int64_t n, const void* vx, const void* vy) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
+  auto block = [&](const Block& x, const BlockQ8_K& y, int32_t* q, int32_t* m) {
+    uint64_t scales, mins;
+    k4_scales_mins(x.scales, &scales, &mins);
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mins)));
+    const __m128i pairs = _mm_hadd_epi16(load128(y.bsums), load128(y.bsums + 8));  // |.| <= 32 * 127
+    const __m128i mins4 = _mm_madd_epi16(pairs, m16);
+    // [sc0..sc7 | sc0..sc7] as int16.
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(scales))));
+    __m256i hbits = _mm256_setzero_si256();
+    if constexpr (kFive) hbits = load256(x.qh);  // bit 2c / 2c+1 of byte l: element 64c + l / 64c + 32 + l
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0;
+    for (int c = 0; c < 4; ++c) {
+      const __m256i qv = load256(x.qs + 32 * c);
+      __m256i lo = _mm256_and_si256(qv, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), low4);
+      if constexpr (kFive) {
+        // Bits 0 and 1 of each byte (after 2c bits of shifting) to bit 4; the 16-bit shifts
+        // carry bits across bytes only into positions the masks drop.
+        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hbits, 4), bit4));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hbits, 3), bit4));
+        hbits = _mm256_srli_epi16(hbits, 2);
+      }
+      // maddubs pairs <= 2 * 31 * 127; madd by a scale <= 63 gives <= 2^19 per int32 lane.
+      const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(y.qs + 64 * c)),
+                                            _mm256_shuffle_epi8(sc, words_ab(2 * c, 2 * c)));
+      const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(y.qs + 64 * c + 32)),
+                                            _mm256_shuffle_epi8(sc, words_ab(2 * c + 1, 2 * c + 1)));
+      acc0 = _mm256_add_epi32(acc0, plo);
+      acc1 = _mm256_add_epi32(acc1, phi);
+    }
+    reduce_sums(_mm256_add_epi32(acc0, acc1), mins4, q, m);
+  };
+  return k_vec_dot<Block, true>(n, vx, vy, block);
+}
+
+// Q6_K: per half h (128 elements) and k = 0..3, elements 128h + 32k + l (l < 32) take their
+// low nibble from ql[64h + 32(k & 1) + l] (low nibble for k < 2, high for k >= 2) and their
+// top 2 bits from bits 2k of qh[32h + l]. The unsigned quant q' = q + 32 in [0, 63] is dotted
+// with y, and 32 * sum_j sc_j * bsums_j is subtracted once per super-block.
+float q6_k_vec_dot(int64_t n, const void* vx, const void* vy) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+  auto block = [&](const BlockQ6_K& x, const BlockQ8_K& y, int32_t* q, int32_t* unused) {
+    const __m128i sc8 = load128(x.scales);
+    const __m256i prod = _mm256_madd_epi16(load256(y.bsums), _mm256_cvtepi8_epi16(sc8));  // sc_j * bsums_j, paired
+    const __m128i offset4 = _mm_add_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = load256(x.ql + 64 * h), ql1 = load256(x.ql + 64 * h + 32);
+      const __m256i qh = load256(x.qh + 32 * h);
+      // [sc(8h) .. sc(8h+7) | same] as int16.
+      const __m256i sc = _mm256_broadcastsi128_si256(
+          _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.scales + 8 * h))));
+      const __m256i qk[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
+          _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        // maddubs pairs <= 2 * 63 * 127; madd by |scale| <= 128 stays below 2^22. Lanes 0-7
+        // are sub-block 8h + 2k, lanes 8-15 sub-block 8h + 2k + 1.
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qk[k], load256(y.qs + 128 * h + 32 * k)),
+                                            _mm256_shuffle_epi8(sc, words_ab(2 * k, 2 * k + 1)));
+        if (k % 2 == 0)
+          acc0 = _mm256_add_epi32(acc0, p);
+        else
+          acc1 = _mm256_add_epi32(acc1, p);
+      }
+    }
+    int32_t qsum, offset;
+    reduce_sums(_mm256_add_epi32(acc0, acc1), offset4, &qsum, &offset);
+    *q = qsum - 32 * offset;  // |.| < 2^28 before the subtraction
+    *unused = 0;
+  };
+  return k_vec_dot<BlockQ6_K, false>(n, vx, vy, block);
+}
+
+// ---- Activation quantizers --------------------------------------------------------------------
+
+inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+// roundf of 8 floats: to nearest, halves away from zero. t = trunc(p) and p - t are exact, so
+// the comparison with 0.5 decides exactly as roundf does (adding 0.5 first would not be exact).
+inline __m256i round_half_away(__m256 p) {
+  const __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 up = _mm256_cmp_ps(abs_ps(_mm256_sub_ps(p, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m256 one = _mm256_or_ps(_mm256_and_ps(p, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(1.0f));  // +-1
+  return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one)));
+}
+
+// 4 x [8 x i32] in element order -> [32 x i8] in element order (values within int8).
+inline __m256i pack_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
+  // packs interleave per 128-bit lane: [a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7] as dwords.
+  const __m256i v = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+  return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Max |x| over 32 floats, ignoring NaN as std::max(amax, |x|) does: max_ps returns its second
+// operand (the running max) when the first is NaN.
+inline float absmax32(const __m256 v[4]) {
+  __m256 m = _mm256_setzero_ps();
+  for (int k = 0; k < 4; ++k) m = _mm256_max_ps(abs_ps(v[k]), m);
+  return hmax(m);
+}
+
+// The shared part of Q8_0 and Q8_1: one block's fp16 d and quants. Returns the float d (Q8_1
+// derives s from it, unrounded, as the scalar quantizer does) and sum(q).
+struct Q8Block {
+  float d;
+  int32_t qsum;
+};
+
+inline Q8Block q8_block(const float* x, uint16_t* d_out, int8_t* qs) {
+  __m256 v[4];
+  for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
+  const float d = absmax32(v) / 127;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  *d_out = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);  // = fp32_to_fp16 for every non-NaN d
+  __m256i q[4];
+  for (int k = 0; k < 4; ++k) q[k] = round_half_away(_mm256_mul_ps(v[k], _mm256_set1_ps(id)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), pack_i8(q[0], q[1], q[2], q[3]));
+  return {d, hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])))};
+}
+
+void q8_0_from_float(const float* x, void* vy, int64_t n) {
+  check_blocks(n, kQK);
+  auto* y = static_cast<BlockQ8_0*>(vy);
+  for (int64_t i = 0; i < n / kQK; ++i) q8_block(x + kQK * i, &y[i].d, y[i].qs);
+}
+
+void q8_1_from_float(const float* x, void* vy, int64_t n) {
+  check_blocks(n, kQK);
+  auto* y = static_cast<BlockQ8_1*>(vy);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const Q8Block b = q8_block(x + kQK * i, &y[i].d, y[i].qs);
+    y[i].s = _cvtss_sh(static_cast<float>(b.qsum) * b.d, _MM_FROUND_TO_NEAREST_INT);
+  }
+}
+
+void q8_k_from_float(const float* x, void* vy, int64_t n) {
+  check_blocks(n, kQK_K);
+  auto* y = static_cast<BlockQ8_K*>(vy);
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < kQK_K / 8; ++k) m = _mm256_max_ps(abs_ps(_mm256_loadu_ps(x + 8 * k)), m);
+    const float amax = hmax(m);
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    // The scalar quantizer keeps the first element of largest magnitude (strict >), whose sign
+    // sets the sign of d: find that element.
+    int first = 0;
+    for (int k = 0; k < kQK_K / 8; ++k) {
+      const __m256 hit = _mm256_cmp_ps(abs_ps(_mm256_loadu_ps(x + 8 * k)), _mm256_set1_ps(amax), _CMP_EQ_OQ);
+      const int mask = _mm256_movemask_ps(hit);
+      if (mask != 0) {
+        first = 8 * k + __builtin_ctz(static_cast<unsigned>(mask));
+        break;
+      }
+    }
+    const float iscale = -127.0f / x[first];
+    const __m256 vs = _mm256_set1_ps(iscale);
+    for (int c = 0; c < kQK_K / 32; ++c) {  // 32 elements = 2 bsums groups per step
+      __m256i q[4];
+      for (int k = 0; k < 4; ++k) {
+        // cvtps rounds to nearest even (MXCSR default), as lrint does in the scalar code.
+        q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + 32 * c + 8 * k))),
+                                _mm256_set1_epi32(127));
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs + 32 * c), pack_i8(q[0], q[1], q[2], q[3]));
+      y[i].bsums[2 * c] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(q[0], q[1])));
+      y[i].bsums[2 * c + 1] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(q[2], q[3])));
+    }
+    y[i].d = 1.0f / iscale;
+  }
+}
+
+constexpr IsaKernelRow kRows[] = {
+    {DType::f32, f32_vec_dot, nullptr},
+    {DType::f16, f16_vec_dot, nullptr},
+    {DType::q4_0, legacy_vec_dot<BlockQ4_0, BlockQ8_0, q4_0_block, false>, nullptr},
+    {DType::q4_1, legacy_vec_dot<BlockQ4_1, BlockQ8_1, q4_1_block, true>, nullptr},
+    {DType::q5_0, legacy_vec_dot<BlockQ5_0, BlockQ8_0, q5_0_block, false>, nullptr},
+    {DType::q5_1, legacy_vec_dot<BlockQ5_1, BlockQ8_1, q5_1_block, true>, nullptr},
+    {DType::q8_0, legacy_vec_dot<BlockQ8_0, BlockQ8_0, q8_0_block, false>, q8_0_from_float},
+    {DType::q8_1, nullptr, q8_1_from_float},
+    {DType::q4_k, k4_vec_dot<false, BlockQ4_K>, nullptr},
+    {DType::q5_k, k4_vec_dot<true, BlockQ5_K>, nullptr},
+    {DType::q6_k, q6_k_vec_dot, nullptr},
+    {DType::q8_k, nullptr, q8_k_from_float},
+};
+
+}  // namespace
+
+constinit const IsaKernels kAvx2Kernels{Isa::avx2, kRows};
+
+}  // namespace edgelm::kernels::x86

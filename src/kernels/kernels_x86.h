@@ -1,0 +1,31 @@
+// Internal to the kernels library: what isa.cpp and the x86 SIMD sources share.
+//
+// Rules for the SIMD sources (kernels_avx2*.cpp, kernels_avx512*.cpp), which are compiled with
+// -mavx2 / -mavx512* while the rest of the program is not:
+//  - Their functions live in an anonymous namespace (internal linkage). An inline function or
+//    template with external linkage (a header helper, EDGELM_CHECK's message builder, std::max)
+//    instantiated there would be compiled with the wide instructions, and the linker may pick
+//    that copy for the scalar code too, which then crashes on an older CPU. So they use only
+//    intrinsics, their own static helpers and the non-inline functions declared here.
+//  - Their only external symbols are the constant-initialized (constinit) tables below, so no
+//    code of theirs runs at start-up; isa_kernels() hands a table out only after checking the
+//    CPU.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/isa.h"
+
+namespace edgelm::kernels::x86 {
+
+#if defined(EDGELM_HAVE_X86_KERNELS)
+extern const IsaKernels kAvx2Kernels;    // kernels_avx2.cpp
+extern const IsaKernels kAvx512Kernels;  // kernels_avx512.cpp
+#endif
+
+// The failure of a row-length check (n not a non-negative multiple of `block`): the same
+// always-on check, with the same message, as the scalar kernels. Not inline on purpose (see
+// above); compiled without SIMD flags in isa.cpp.
+[[noreturn]] void row_length_error(int64_t n, int64_t block);
+
+}  // namespace edgelm::kernels::x86
