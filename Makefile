@@ -1,6 +1,7 @@
 # Thin wrapper over scripts/ and CMake presets. The two quick-start commands:
 #   make run    install what is missing, build, and run the default model
-#   make test   install what is missing, build, and run every test (release + ASan/UBSan + fuzz)
+#   make test   install what is missing, build, and run every test (release, ASan/UBSan,
+#               AArch64 NEON kernels under qemu, fuzzing)
 SHARED ?= ../shared
 MODEL ?= $(SHARED)/models/stories260K.bin
 TOKENIZER ?= $(SHARED)/models/tok512.bin
@@ -9,7 +10,7 @@ N ?= 200
 FUZZ_SECONDS ?= 30
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build run test test-release test-asan test-tsan fuzz format tidy clean
+.PHONY: setup build run test test-release test-asan test-tsan test-aarch64 fuzz format tidy clean
 
 setup:
 	./scripts/setup.sh
@@ -21,7 +22,7 @@ build: setup
 run: build
 	./build/release/src/tools/edgelm run -m "$(MODEL)" --tokenizer "$(TOKENIZER)" -p "$(PROMPT)" -n $(N)
 
-test: setup test-release test-asan fuzz
+test: setup test-release test-asan test-aarch64 fuzz
 
 test-release:
 	cmake --preset release -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
@@ -37,6 +38,10 @@ test-tsan:
 	cmake --preset tsan -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
 	cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan -j $(JOBS)
+
+# Cross-compiles the NEON kernels' self-test for AArch64 and runs it under qemu-user.
+test-aarch64:
+	./scripts/test-aarch64.sh
 
 # Builds the libFuzzer targets and runs each briefly from a seed corpus of real and synthetic models.
 fuzz:

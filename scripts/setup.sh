@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev libutf8proc-dev libssl-dev
   clang libclang-rt-14-dev clang-format clang-tidy
+  g++-aarch64-linux-gnu qemu-user
 )
 
 missing=()

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/kernels_neon.h"
 #include "kernels/kernels_x86.h"
 #include "kernels/quant_traits.h"
 
@@ -71,7 +72,12 @@ bool compiled_in(Isa isa) {
 #else
       return false;
 #endif
-    case Isa::neon: return false;  // no NEON kernels yet
+    case Isa::neon:
+#if defined(EDGELM_HAVE_NEON_KERNELS) && defined(__aarch64__)
+      return true;
+#else
+      return false;
+#endif
   }
   return false;
 }
@@ -183,6 +189,9 @@ const IsaKernels* isa_kernels(Isa isa) {
 #if defined(EDGELM_HAVE_X86_KERNELS)
     case Isa::avx2: return &x86::kAvx2Kernels;
     case Isa::avx512: return &x86::kAvx512Kernels;
+#endif
+#if defined(EDGELM_HAVE_NEON_KERNELS) && defined(__aarch64__)
+    case Isa::neon: return &neon::kNeonKernels;
 #endif
     default: return nullptr;
   }

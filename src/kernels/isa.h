@@ -37,7 +37,10 @@ enum class Isa { scalar, avx2, avx512, neon };
 // Requirements of each ISA's kernels:
 //  - avx2: AVX2 + FMA + F16C.
 //  - avx512: AVX-512 F/BW/VL/DQ + VNNI (and AVX2 + FMA + F16C, which every such CPU has).
-//  - neon: no kernels yet; never available.
+//  - neon: baseline ARMv8.0 Advanced SIMD, mandatory on AArch64, so always available in an
+//    AArch64 build (kernels_neon.cpp, compiled only there); never available elsewhere. It
+//    accelerates F32, Q4_0, Q8_0, Q4_K, Q6_K and the Q8_0 / Q8_K quantizers; the other types
+//    fall back to the scalar rows.
 
 // "scalar", "avx2", "avx512", "neon".
 std::string_view isa_name(Isa isa);

@@ -92,8 +92,11 @@ TEST(IsaSelection, NamesSupportAndTables) {
     // One row per type.
     for (size_t a = 0; a < k->rows.size(); ++a)
       for (size_t b = a + 1; b < k->rows.size(); ++b) EXPECT_NE(k->rows[a].type, k->rows[b].type);
-    for (DType t : kVecDotTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
-    for (DType t : kActivationTypes) EXPECT_NE(k->from_float(t), nullptr) << name_of(t);
+    // The x86 tables cover every type; NEON covers the hot subset (others fall back to scalar).
+    if (isa == Isa::avx2 || isa == Isa::avx512) {
+      for (DType t : kVecDotTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
+      for (DType t : kActivationTypes) EXPECT_NE(k->from_float(t), nullptr) << name_of(t);
+    }
   }
   // AVX-512 CPUs all have AVX2 + FMA + F16C.
   if (isa_supported(Isa::avx512)) {
