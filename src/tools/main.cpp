@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(edgelm::tools::add_quantize_command);
   add(edgelm::tools::add_tokenize_command);
   add(edgelm::tools::add_detokenize_command);
+  add(edgelm::tools::add_eval_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
