@@ -57,6 +57,7 @@ struct EvalCmdOptions {
   int n_ctx = 0;
   int max_tokens = 0;
   int threads = 0;
+  std::string cpu_affinity;
   std::string output = "md";
 };
 
@@ -197,7 +198,9 @@ int run(const EvalCmdOptions& o) {
     prompts = std::move(p).value();
   }
 
-  ThreadPool pool(o.threads > 0 ? o.threads : default_threads());
+  auto pool_or = make_thread_pool(o.threads, o.cpu_affinity);
+  if (!pool_or.ok()) return report_error(pool_or.error());
+  ThreadPool& pool = **pool_or;
   auto ref = engine::load_model(o.ref_path, o.tokenizer_path);
   if (!ref.ok()) return report_error(ref.error());
   engine::LoadedModel test_model;
@@ -269,7 +272,7 @@ CommandRunner add_eval_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-tokens", o->max_tokens, "Use at most this many tokens of the text (0: all)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: all hardware threads)")->check(CLI::PositiveNumber);
+  add_thread_options(cmd, o->threads, o->cpu_affinity);
   cmd->add_option("--quant", o->quant, "Quantize the reference in memory to each of these (e.g. f16,q8_0,q4_k_m,q4_0)");
   cmd->add_option("-o,--output", o->output, "Output format")
       ->check(CLI::IsMember({"md", "json"}))

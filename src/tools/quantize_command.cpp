@@ -20,6 +20,7 @@ struct QuantizeOptions {
   std::string type;
   std::string tokenizer_path;
   int threads = 0;
+  std::string cpu_affinity;
 };
 
 void print_progress(const model::QuantizeProgress& p) {
@@ -37,7 +38,9 @@ int run(const QuantizeOptions& o) {
   if (o.input == o.output) return report_error(make_error("input and output are the same file '{}'", o.input));
   auto in = format::open_model_file(o.input, o.tokenizer_path);
   if (!in.ok()) return report_error(in.error());
-  ThreadPool pool(o.threads > 0 ? o.threads : default_threads());
+  auto pool_or = make_thread_pool(o.threads, o.cpu_affinity);
+  if (!pool_or.ok()) return report_error(pool_or.error());
+  ThreadPool& pool = **pool_or;
   Stopwatch watch;
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   auto out = model::quantize_model(*in, *preset, pool, tty ? print_progress : std::function<void(const model::QuantizeProgress&)>());
@@ -72,7 +75,7 @@ CommandRunner add_quantize_command(CLI::App& app) {
   cmd->add_option("type", o->type, "f32 (dequantize), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (for .bin checkpoints)");
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: all hardware threads)")->check(CLI::PositiveNumber);
+  add_thread_options(cmd, o->threads, o->cpu_affinity);
   return [o] { return run(*o); };
 }
 
