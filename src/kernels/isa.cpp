@@ -16,14 +16,18 @@
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace edgelm::kernels {
 namespace {
 
-constexpr std::array kAllIsas = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon};
+constexpr std::array kAllIsas = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx, Isa::neon};
 
 // Preference order of active_isa(): the first supported wins.
-constexpr std::array kPreference = {Isa::avx512, Isa::avx2, Isa::neon, Isa::scalar};
+constexpr std::array kPreference = {Isa::amx, Isa::avx512, Isa::avx2, Isa::neon, Isa::scalar};
 
 #if defined(__x86_64__) || defined(_M_X64)
 
@@ -32,7 +36,20 @@ constexpr std::array kPreference = {Isa::avx512, Isa::avx2, Isa::neon, Isa::scal
 struct X86Features {
   bool avx2 = false;    // AVX2 + FMA + F16C, with the OS saving YMM state
   bool avx512 = false;  // AVX-512 F/BW/VL/DQ + VNNI, with the OS saving ZMM and mask state
+  bool amx = false;     // avx512 + AMX-TILE + AMX-INT8, with the OS granting the tile state
 };
+
+// Linux keeps the AMX tile data state off until a process asks for it; without the grant the
+// first tile instruction faults. Asked once; false on kernels without the interface.
+bool request_amx_state() {
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
 
 X86Features detect_x86() {
   X86Features f;
@@ -52,6 +69,10 @@ X86Features detect_x86() {
              avx512vl = ebx & (1u << 31), avx512vnni = ecx & (1u << 11);
   f.avx2 = os_ymm && avx2 && fma && f16c;
   f.avx512 = f.avx2 && os_zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni;
+  const bool amx_tile = edx & (1u << 24), amx_int8 = edx & (1u << 25);
+  // XCR0 bits 17-18: tile configuration and tile data state enabled by the OS.
+  const bool os_tiles = (xcr0_lo & 0x60000u) == 0x60000u;
+  f.amx = f.avx512 && amx_tile && amx_int8 && os_tiles && request_amx_state();
   return f;
 }
 
@@ -67,6 +88,7 @@ bool compiled_in(Isa isa) {
     case Isa::scalar: return true;
     case Isa::avx2:
     case Isa::avx512:
+    case Isa::amx:
 #if defined(EDGELM_HAVE_X86_KERNELS)
       return true;
 #else
@@ -88,9 +110,11 @@ bool cpu_has(Isa isa) {
 #if defined(__x86_64__) || defined(_M_X64)
     case Isa::avx2: return x86_features().avx2;
     case Isa::avx512: return x86_features().avx512;
+    case Isa::amx: return x86_features().amx;
 #else
     case Isa::avx2:
-    case Isa::avx512: return false;
+    case Isa::avx512:
+    case Isa::amx: return false;
 #endif
     case Isa::neon:
 #if defined(__aarch64__)
@@ -129,6 +153,7 @@ std::string_view isa_name(Isa isa) {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
+    case Isa::amx: return "amx";
     case Isa::neon: return "neon";
   }
   return "unknown";
@@ -153,7 +178,7 @@ IsaChoice choose_isa(const char* requested) {
     return {best, "edgelm: EDGELM_ISA=" + std::string(requested) + " ignored (" + why + "); using " +
                       std::string(isa_name(best))};
   }
-  return {best, "edgelm: EDGELM_ISA=" + std::string(requested) + " is not one of scalar, avx2, avx512, neon; using " +
+  return {best, "edgelm: EDGELM_ISA=" + std::string(requested) + " is not one of scalar, avx2, avx512, amx, neon; using " +
                     std::string(isa_name(best))};
 }
 
@@ -182,6 +207,12 @@ FromFloatFn IsaKernels::from_float(DType type) const {
   return row != nullptr ? row->from_float : nullptr;
 }
 
+const GemmKernel* IsaKernels::gemm(DType type) const {
+  for (const GemmKernel& g : gemms)
+    if (g.type == type) return &g;
+  return nullptr;
+}
+
 const IsaKernels* isa_kernels(Isa isa) {
   if (!isa_supported(isa)) return nullptr;
   switch (isa) {
@@ -189,6 +220,10 @@ const IsaKernels* isa_kernels(Isa isa) {
 #if defined(EDGELM_HAVE_X86_KERNELS)
     case Isa::avx2: return &x86::kAvx2Kernels;
     case Isa::avx512: return &x86::kAvx512Kernels;
+    case Isa::amx: {
+      static const IsaKernels amx{Isa::amx, x86::kAvx512Kernels.rows, x86::kAmxGemms};
+      return &amx;
+    }
 #endif
 #if defined(EDGELM_HAVE_NEON_KERNELS) && defined(__aarch64__)
     case Isa::neon: return &neon::kNeonKernels;

@@ -17,7 +17,7 @@
 //    their tables are constant-initialized data, and their code is reached only through
 //    isa_kernels(), which returns nullptr for an ISA the CPU lacks. The whole project is never
 //    built with -mavx2 or -march=native, so one x86-64 binary runs anywhere.
-//  - EDGELM_ISA (scalar | avx2 | avx512 | neon, any case; empty = unset) is read once, on the
+//  - EDGELM_ISA (scalar | avx2 | avx512 | amx | neon, any case; empty = unset) is read once, on the
 //    first call to active_isa(). Naming an ISA that this build or CPU lacks, or an unknown name,
 //    prints one warning line on stderr and selects the best available ISA instead.
 #pragma once
@@ -28,21 +28,25 @@
 #include <string_view>
 
 #include "core/dtype.h"
+#include "kernels/gemm.h"
 
 namespace edgelm::kernels {
 
 // Ordered from least to most capable within an architecture.
-enum class Isa { scalar, avx2, avx512, neon };
+enum class Isa { scalar, avx2, avx512, amx, neon };
 
 // Requirements of each ISA's kernels:
 //  - avx2: AVX2 + FMA + F16C.
 //  - avx512: AVX-512 F/BW/VL/DQ + VNNI (and AVX2 + FMA + F16C, which every such CPU has).
+//  - amx: avx512 plus AMX-TILE and AMX-INT8 with the OS granting the tile state (Linux
+//    arch_prctl ARCH_REQ_XCOMP_PERM, requested once by the CPU check). Its vec_dot table is the
+//    avx512 one; it adds tile GEMM kernels (gemm.h) for prefill and batched decode.
 //  - neon: baseline ARMv8.0 Advanced SIMD, mandatory on AArch64, so always available in an
 //    AArch64 build (kernels_neon.cpp, compiled only there); never available elsewhere. It
 //    accelerates F32, Q4_0, Q8_0, Q4_K, Q6_K and the Q8_0 / Q8_K quantizers; the other types
 //    fall back to the scalar rows.
 
-// "scalar", "avx2", "avx512", "neon".
+// "scalar", "avx2", "avx512", "amx", "neon".
 std::string_view isa_name(Isa isa);
 
 // True when this build has kernels for `isa` and the running CPU (and OS) can execute them.
@@ -82,12 +86,16 @@ struct IsaKernelRow {
 struct IsaKernels {
   Isa isa;
   std::span<const IsaKernelRow> rows;
+  // Tile GEMM kernels by weight type (empty for ISAs without a matrix engine).
+  std::span<const GemmKernel> gemms{};
 
   // The row of `type`, or nullptr when this ISA has no kernel for it.
   const IsaKernelRow* find(DType type) const;
   // The ISA's vec_dot / from_float for `type`, or nullptr.
   VecDotFn vec_dot(DType type) const;
   FromFloatFn from_float(DType type) const;
+  // The tile GEMM for weights of `type`, or nullptr.
+  const GemmKernel* gemm(DType type) const;
 };
 
 // The table of `isa`, or nullptr when isa_supported(isa) is false. The scalar table holds the

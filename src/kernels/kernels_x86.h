@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "kernels/gemm.h"
 #include "kernels/isa.h"
 
 namespace edgelm::kernels::x86 {
@@ -21,6 +22,9 @@ namespace edgelm::kernels::x86 {
 #if defined(EDGELM_HAVE_X86_KERNELS)
 extern const IsaKernels kAvx2Kernels;    // kernels_avx2.cpp
 extern const IsaKernels kAvx512Kernels;  // kernels_avx512.cpp
+// Tile GEMMs of the amx ISA (gemm_amx.cpp): Q8_0, Q4_0, Q4_K, Q6_K.
+constexpr int kAmxGemmCount = 4;
+extern const GemmKernel kAmxGemms[kAmxGemmCount];
 #endif
 
 // The failure of a row-length check (n not a non-negative multiple of `block`): the same

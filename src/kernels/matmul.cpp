@@ -1,5 +1,7 @@
 #include "kernels/matmul.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "kernels/isa.h"
 #include "kernels/quant_traits.h"
@@ -28,8 +30,13 @@ bool can_matmul(DType type) {
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, ThreadPool& pool,
             MatmulScratch& scratch) {
-  // The active ISA's kernels, or the scalar traits row where it has none.
-  const ResolvedKernels kernels = kernel_or_scalar(active_kernels(), w.type);
+  matmul_with(active_kernels(), w, x, n_tok, out, pool, scratch);
+}
+
+void matmul_with(const IsaKernels& isa, const WeightMatrix& w, const float* x, int64_t n_tok, float* out,
+                 ThreadPool& pool, MatmulScratch& scratch) {
+  // The ISA's kernels, or the scalar traits row where it has none.
+  const ResolvedKernels kernels = kernel_or_scalar(isa, w.type);
   EDGELM_CHECK(kernels.vec_dot != nullptr, "matmul: no kernel for ", dtype_name(w.type));
   const auto vec_dot = kernels.vec_dot;
 
@@ -44,6 +51,20 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, Th
       kernels.quantize_activation(x + t * w.cols, scratch.activations.data() + static_cast<size_t>(t) * act_row_bytes,
                                   w.cols);
     act = scratch.activations.data();
+  }
+
+  if (const GemmKernel* gemm = isa.gemm(w.type); gemm != nullptr && n_tok >= kMinGemmTokens) {
+    scratch.packed.resize(gemm->packed_bytes(w.cols, n_tok));
+    gemm->pack(act, act_row_bytes, w.cols, n_tok, scratch.packed.data());
+    const GemmWeights gw{w.data, w.row_bytes, w.rows, w.cols};
+    const auto n_tiles = static_cast<size_t>((w.rows + kGemmRowTile - 1) / kGemmRowTile);
+    pool.parallel_for(n_tiles, [&](size_t t0, size_t t1) {
+      std::vector<uint8_t> tile_scratch(gemm->scratch_bytes(w.cols));  // [16 rows] unpacked weights
+      const auto r0 = static_cast<int64_t>(t0) * kGemmRowTile;
+      const int64_t r1 = std::min(static_cast<int64_t>(t1) * kGemmRowTile, w.rows);
+      gemm->run(gw, scratch.packed.data(), n_tok, r0, r1, out, w.rows, tile_scratch.data());
+    });
+    return;
   }
 
   auto rows_range = [&](size_t r0, size_t r1) {

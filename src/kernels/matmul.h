@@ -6,6 +6,10 @@
 // once and dotted with all n_tok activation rows while it is in cache: a decode step (n_tok 1)
 // streams the weights exactly once, a prefill of n tokens reuses each row n times.
 // Rows are split evenly over the thread pool.
+//
+// With n_tok >= kMinGemmTokens and a tile GEMM for the weight type in the active ISA (gemm.h:
+// AMX on CPUs that have it), the same product runs through that kernel instead; its results
+// differ from the vec_dot path by float reassociation only.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/isa.h"
 
 namespace edgelm::kernels {
 
@@ -36,11 +41,18 @@ bool can_matmul(DType type);
 // Reusable buffers of one caller (not thread-safe; one per forward pass).
 struct MatmulScratch {
   std::vector<uint8_t> activations;  // [n_tok, row_bytes(vec_dot_type, cols)]
+  std::vector<uint8_t> packed;       // the activations in a GemmKernel's tile layout
 };
+
+// Smallest batch that goes through a tile GEMM when one exists.
+constexpr int64_t kMinGemmTokens = 4;
 
 // out: [n_tok, w.rows] (row stride w.rows); x: [n_tok, w.cols].
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, ThreadPool& pool,
             MatmulScratch& scratch);
+// The same with the kernels of `k` instead of the active ISA's (tests compare ISAs with it).
+void matmul_with(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t n_tok, float* out,
+                 ThreadPool& pool, MatmulScratch& scratch);
 
 // Row r of w as floats ([w.cols]), e.g. an embedding lookup.
 void get_row(const WeightMatrix& w, int64_t r, float* out);

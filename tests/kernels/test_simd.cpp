@@ -59,7 +59,7 @@ using test::traits_of;
 
 std::string name_of(DType t) { return std::string(dtype_name(t)); }
 
-const Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon};
+const Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx, Isa::neon};
 
 // The SIMD ISAs this CPU runs.
 std::vector<Isa> simd_isas() {
@@ -80,6 +80,7 @@ TEST(IsaSelection, NamesSupportAndTables) {
   EXPECT_EQ(isa_name(Isa::scalar), "scalar");
   EXPECT_EQ(isa_name(Isa::avx2), "avx2");
   EXPECT_EQ(isa_name(Isa::avx512), "avx512");
+  EXPECT_EQ(isa_name(Isa::amx), "amx");
   EXPECT_EQ(isa_name(Isa::neon), "neon");
   EXPECT_TRUE(isa_supported(Isa::scalar));
   EXPECT_TRUE(isa_supported(best_isa()));
@@ -93,14 +94,24 @@ TEST(IsaSelection, NamesSupportAndTables) {
     for (size_t a = 0; a < k->rows.size(); ++a)
       for (size_t b = a + 1; b < k->rows.size(); ++b) EXPECT_NE(k->rows[a].type, k->rows[b].type);
     // The x86 tables cover every type; NEON covers the hot subset (others fall back to scalar).
-    if (isa == Isa::avx2 || isa == Isa::avx512) {
+    if (isa == Isa::avx2 || isa == Isa::avx512 || isa == Isa::amx) {
       for (DType t : kVecDotTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
       for (DType t : kActivationTypes) EXPECT_NE(k->from_float(t), nullptr) << name_of(t);
     }
   }
-  // AVX-512 CPUs all have AVX2 + FMA + F16C.
+  // AVX-512 CPUs all have AVX2 + FMA + F16C; AMX builds on AVX-512 and shares its vec_dot table.
   if (isa_supported(Isa::avx512)) {
     EXPECT_TRUE(isa_supported(Isa::avx2));
+  }
+  if (isa_supported(Isa::amx)) {
+    EXPECT_TRUE(isa_supported(Isa::avx512));
+    EXPECT_EQ(isa_kernels(Isa::amx)->rows.data(), isa_kernels(Isa::avx512)->rows.data());
+    for (DType t : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) EXPECT_NE(isa_kernels(Isa::amx)->gemm(t), nullptr);
+  }
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon}) {
+    if (isa_supported(isa)) {
+      EXPECT_TRUE(isa_kernels(isa)->gemms.empty()) << isa_name(isa);
+    }
   }
 #if defined(__x86_64__)
   EXPECT_FALSE(isa_supported(Isa::neon));
@@ -152,7 +163,8 @@ TEST(IsaSelection, ChooseIsaFromTheEnvironmentValue) {
   }
   const std::pair<const char*, Isa> names[] = {
       {"scalar", Isa::scalar}, {"Scalar", Isa::scalar}, {"avx2", Isa::avx2}, {"AVX2", Isa::avx2},
-      {"avx512", Isa::avx512}, {"AvX512", Isa::avx512}, {"neon", Isa::neon}, {"NEON", Isa::neon}};
+      {"avx512", Isa::avx512}, {"AvX512", Isa::avx512}, {"amx", Isa::amx},   {"AMX", Isa::amx},
+      {"neon", Isa::neon},     {"NEON", Isa::neon}};
   for (const auto& [name, isa] : names) {
     SCOPED_TRACE(name);
     const IsaChoice c = choose_isa(name);
@@ -169,29 +181,31 @@ TEST(IsaSelection, ChooseIsaFromTheEnvironmentValue) {
   for (const char* bogus : {"bogus", "avx", "avx-512", " avx2", "sse4"}) {
     const IsaChoice c = choose_isa(bogus);
     EXPECT_EQ(c.isa, best) << bogus;
-    EXPECT_NE(c.warning.find("not one of scalar, avx2, avx512, neon"), std::string::npos) << c.warning;
+    EXPECT_NE(c.warning.find("not one of scalar, avx2, avx512, amx, neon"), std::string::npos) << c.warning;
     EXPECT_EQ(c.warning.find('\n'), std::string::npos) << "one line";
   }
 }
 
 // ---- The environment in a fresh process -------------------------------------------------------
 
-// A small matmul per weight type, checked bit for bit against the vec_dot and quantizer of
-// `expected`; also checks that the scalar path differs from the best ISA's somewhere, so that
-// a switch that silently did nothing cannot pass. Returns true on success (child side).
+// A small matmul per weight type (two tokens: the vec_dot path), checked bit for bit against
+// the vec_dot and quantizer of `expected`; also checks that another ISA's vec_dots (the scalar
+// ones, or the best ISA's when `expected` is scalar) differ somewhere, so that a switch that
+// silently did nothing cannot pass. Returns true on success (child side).
 bool matmul_uses(Isa expected) {
   if (active_isa() != expected) return false;
   ThreadPool pool(1);
   MatmulScratch scratch;
   constexpr int64_t kRows = 16, kCols = 512, kTok = 2;
   const std::vector<float> x = test::normal_data(kTok * kCols, 7);
-  bool differs_from_best = false;
+  const Isa other = expected == Isa::scalar ? best_isa() : Isa::scalar;
+  bool differs = false;
   for (DType type : {DType::f32, DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k}) {
     const std::vector<uint8_t> w = test::quantize(type, test::normal_data(kRows * kCols, 11));
     const WeightMatrix m{type, kRows, kCols, w.data(), dtype_row_bytes(type, kCols)};
     std::vector<float> out(kTok * kRows);
     matmul(m, x.data(), kTok, out.data(), pool, scratch);
-    for (Isa isa : {expected, best_isa()}) {
+    for (Isa isa : {expected, other}) {
       const ResolvedKernels k = kernel_or_scalar(*isa_kernels(isa), type);
       std::vector<uint8_t> act(dtype_row_bytes(k.vec_dot_type, kCols) * kTok);
       const size_t act_row = act.size() / kTok;
@@ -210,12 +224,12 @@ bool matmul_uses(Isa expected) {
                          static_cast<long long>(t));
             return false;
           }
-          if (isa != expected && !same) differs_from_best = true;
+          if (isa != expected && !same) differs = true;
         }
       }
     }
   }
-  return expected == best_isa() || differs_from_best;
+  return expected == other || differs;
 }
 
 // Child: set EDGELM_ISA, then report the chosen ISA on stderr and exit 0 when matmul used it.
@@ -240,7 +254,7 @@ TEST(IsaEnvironmentDeathTest, BogusOrUnsupportedValueWarnsAndFallsBack) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const std::string best(isa_name(best_isa()));
   EXPECT_EXIT(child_with_env("bogus", best_isa()), ::testing::ExitedWithCode(0),
-              "EDGELM_ISA=bogus is not one of scalar, avx2, avx512, neon; using " + best + "\nisa=" + best);
+              "EDGELM_ISA=bogus is not one of scalar, avx2, avx512, amx, neon; using " + best + "\nisa=" + best);
   for (Isa isa : kAllIsas) {
     if (isa_supported(isa)) continue;
     const std::string name(isa_name(isa));

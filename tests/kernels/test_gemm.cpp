@@ -1,0 +1,201 @@
+// Tile GEMM kernels (kernels/gemm.h) against the scalar oracle: matmul_with(ISA) for every ISA
+// that has GEMMs (AMX on CPUs that have it; the test skips elsewhere) against matmul_with
+// (scalar), which runs the scalar vec_dot per (row, token).
+//
+// Shapes cover the tile edges: rows not a multiple of 16 (a padded last tile), token counts
+// below, at and above one 16-token tile (a padded last token tile), 1 to 40 sub-blocks, and
+// row ranges of the thread pool that start inside a tile. Data: quantized Gaussians, random
+// bits with finite scales, all-zero blocks, extreme scales (65504 and the smallest normal fp16)
+// and large-magnitude activations.
+//
+// Budget: both sides compute each sub-block's integer dot exactly and differ only in the float
+// summation of nb scaled terms (the scalar K kernels sum a super-block in integers first), so
+// |gemm - scalar| <= (2 nb_terms + 16) u mag, mag = sum_i (|w_i| + 2 |min_i|) |a_i| over the
+// dequantized weight row and the dequantized quantized activations (min_i: Q4_K's min part).
+// A wrong quant in a sub-block moves the result by ~1/32 of that sub-block's magnitude, far
+// above the budget.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/fp16.h"
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
+#include "kernels/quants_k.h"
+#include "kernels/quants_legacy.h"
+#include "quant_test_util.h"
+
+namespace edgelm::kernels {
+namespace {
+
+using test::traits_of;
+
+constexpr DType kGemmTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
+
+std::vector<const IsaKernels*> gemm_isas() {
+  std::vector<const IsaKernels*> out;
+  for (Isa isa : {Isa::avx2, Isa::avx512, Isa::amx, Isa::neon})
+    if (const IsaKernels* k = isa_kernels(isa); k != nullptr && !k->gemms.empty()) out.push_back(k);
+  return out;
+}
+
+enum class Data { gaussian, random_bits, zero_blocks, extreme_scales };
+
+// A [rows, cols] weight matrix of `type` filled per `data`.
+std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data data, uint32_t seed) {
+  std::vector<float> f = test::normal_data(rows * cols, seed);
+  std::vector<uint8_t> w(dtype_row_bytes(type, cols) * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    traits_of(type).from_float(f.data() + r * cols, w.data() + r * dtype_row_bytes(type, cols), cols);
+  std::mt19937 rng(seed);
+  const size_t block_bytes = dtype_traits(type).type_size;
+  const size_t n_blocks = w.size() / block_bytes;
+  for (size_t b = 0; b < n_blocks; ++b) {
+    uint8_t* blk = w.data() + b * block_bytes;
+    switch (data) {
+      case Data::gaussian: break;
+      case Data::random_bits:
+        if (type == DType::q8_0 || type == DType::q4_0) {  // any quants, a finite scale
+          for (size_t i = 2; i < block_bytes; ++i) blk[i] = static_cast<uint8_t>(rng());
+          if (type == DType::q8_0)
+            for (size_t i = 2; i < block_bytes; ++i)
+              if (blk[i] == 0x80) blk[i] = 0x81;  // -128 is outside Q8_0's range
+        } else {
+          for (size_t i = 0; i < block_bytes; ++i) blk[i] = static_cast<uint8_t>(rng());
+          // fp16 fields back to finite values: Q4_K d, dmin at the start; Q6_K d at the end.
+          const uint16_t d = fp32_to_fp16(0.01f * static_cast<float>(rng() % 100 + 1));
+          if (type == DType::q4_k) {
+            std::memcpy(blk, &d, 2);
+            std::memcpy(blk + 2, &d, 2);
+          } else {
+            std::memcpy(blk + block_bytes - 2, &d, 2);
+          }
+        }
+        break;
+      case Data::zero_blocks:
+        if (b % 3 == 1) std::memset(blk, 0, block_bytes);
+        break;
+      case Data::extreme_scales: {
+        const uint16_t h = (b % 2 == 0) ? fp32_to_fp16(65504.0f) : uint16_t{0x0400};  // max, smallest normal
+        const size_t at = type == DType::q6_k ? block_bytes - 2 : 0;
+        std::memcpy(blk + at, &h, 2);
+        break;
+      }
+    }
+  }
+  return w;
+}
+
+// mag of the budget for one (row, token): weights dequantized, activations as quantized.
+double magnitude(DType type, const uint8_t* wrow, const std::vector<float>& a, int64_t cols) {
+  const std::vector<float> w = test::dequantize(type, wrow, cols);
+  std::vector<double> mins(static_cast<size_t>(cols), 0.0);
+  if (type == DType::q4_k) {
+    const auto* blocks = reinterpret_cast<const BlockQ4_K*>(wrow);
+    for (int64_t i = 0; i < cols; ++i) {
+      uint8_t sc = 0, m = 0;
+      k4_get_scale_min(static_cast<int>((i % kQK_K) / 32), blocks[i / kQK_K].scales, &sc, &m);
+      mins[static_cast<size_t>(i)] = std::fabs(fp16_to_fp32(blocks[i / kQK_K].dmin) * m);
+    }
+  }
+  double mag = 0.0;
+  for (int64_t i = 0; i < cols; ++i)
+    mag += (std::fabs(w[static_cast<size_t>(i)]) + 2.0 * mins[static_cast<size_t>(i)]) * std::fabs(a[static_cast<size_t>(i)]);
+  return mag;
+}
+
+struct Case {
+  int64_t rows, cols, n_tok;
+  Data data;
+  float act_scale;
+};
+
+void check_gemm(const IsaKernels& isa, DType type, const Case& c, uint32_t seed) {
+  SCOPED_TRACE(std::string(isa_name(isa.isa)) + " " + std::string(dtype_name(type)) + " rows " +
+               std::to_string(c.rows) + " cols " + std::to_string(c.cols) + " tokens " + std::to_string(c.n_tok) +
+               " data " + std::to_string(static_cast<int>(c.data)));
+  const std::vector<uint8_t> w = make_weights(type, c.rows, c.cols, c.data, seed);
+  const WeightMatrix m{type, c.rows, c.cols, w.data(), dtype_row_bytes(type, c.cols)};
+  const std::vector<float> x = test::normal_data(c.n_tok * c.cols, seed + 1, c.act_scale);
+  std::vector<float> got(static_cast<size_t>(c.n_tok * c.rows)), want(got.size());
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  matmul_with(isa, m, x.data(), c.n_tok, got.data(), pool, scratch);
+  matmul_with(*isa_kernels(Isa::scalar), m, x.data(), c.n_tok, want.data(), pool, scratch);
+
+  const DType act_type = traits_of(type).vec_dot_type;
+  const int64_t block = type == DType::q6_k ? 16 : 32;
+  const double u = std::ldexp(1.0, -24);
+  const double budget_u = 2.0 * static_cast<double>(c.cols / block) + 16.0;
+  double worst = 0.0;
+  for (int64_t t = 0; t < c.n_tok; ++t) {
+    const std::vector<float> xt(x.begin() + t * c.cols, x.begin() + (t + 1) * c.cols);
+    const std::vector<float> a = test::dequantize(act_type, test::quantize(act_type, xt).data(), c.cols);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const double mag = magnitude(type, m.row(r), a, c.cols);
+      const size_t i = static_cast<size_t>(t * c.rows + r);
+      const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+      ASSERT_TRUE(std::isfinite(got[i])) << "row " << r << " token " << t;
+      ASSERT_LE(err, budget_u * u * mag + 1e-30) << "row " << r << " token " << t << ": " << got[i] << " vs " << want[i];
+      if (mag > 0) worst = std::max(worst, err / (u * mag));
+    }
+  }
+  std::printf("[ info ] %s %s %lldx%lld x %lld tokens: worst %.1fu of budget %.0fu\n",
+              std::string(isa_name(isa.isa)).c_str(), std::string(dtype_name(type)).c_str(),
+              static_cast<long long>(c.rows), static_cast<long long>(c.cols), static_cast<long long>(c.n_tok), worst,
+              budget_u);
+}
+
+TEST(Gemm, MatchesScalarOnTileEdgesAndAdversarialData) {
+  const auto isas = gemm_isas();
+  if (isas.empty()) GTEST_SKIP() << "no ISA with tile GEMM kernels on this CPU";
+  const Case cases[] = {
+      {37, 256, 4, Data::gaussian, 1.0f},        {16, 512, 16, Data::gaussian, 1.0f},
+      {33, 768, 17, Data::random_bits, 3.0f},    {5, 256, 40, Data::zero_blocks, 1.0f},
+      {48, 512, 33, Data::extreme_scales, 1.0f}, {70, 2560, 9, Data::gaussian, 100.0f},
+  };
+  uint32_t seed = 100;
+  for (const IsaKernels* isa : isas)
+    for (DType type : kGemmTypes) {
+      ASSERT_NE(isa->gemm(type), nullptr);
+      for (const Case& c : cases) check_gemm(*isa, type, c, seed++);
+    }
+}
+
+TEST(Gemm, LegacyRowsOfFewBlocks) {
+  const auto isas = gemm_isas();
+  if (isas.empty()) GTEST_SKIP() << "no ISA with tile GEMM kernels on this CPU";
+  for (const IsaKernels* isa : isas)
+    for (DType type : {DType::q8_0, DType::q4_0})
+      for (int64_t cols : {32, 96, 224}) check_gemm(*isa, type, {19, cols, 5, Data::gaussian, 1.0f}, 7);
+}
+
+// Below kMinGemmTokens the vec_dot path runs: bit-identical to the same ISA's vec_dot.
+TEST(Gemm, SmallBatchesTakeTheVecDotPath) {
+  const auto isas = gemm_isas();
+  if (isas.empty()) GTEST_SKIP() << "no ISA with tile GEMM kernels on this CPU";
+  const std::vector<uint8_t> w = make_weights(DType::q4_0, 20, 256, Data::gaussian, 3);
+  const WeightMatrix m{DType::q4_0, 20, 256, w.data(), dtype_row_bytes(DType::q4_0, 256)};
+  const int64_t n = kMinGemmTokens - 1;
+  const std::vector<float> x = test::normal_data(n * 256, 4);
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  for (const IsaKernels* isa : isas) {
+    std::vector<float> out(static_cast<size_t>(n * 20));
+    matmul_with(*isa, m, x.data(), n, out.data(), pool, scratch);
+    const ResolvedKernels k = kernel_or_scalar(*isa, DType::q4_0);
+    std::vector<uint8_t> act(dtype_row_bytes(DType::q8_0, 256));
+    for (int64_t t = 0; t < n; ++t) {
+      k.quantize_activation(x.data() + t * 256, act.data(), 256);
+      for (int64_t r = 0; r < 20; ++r) EXPECT_EQ(out[static_cast<size_t>(t * 20 + r)], k.vec_dot(256, m.row(r), act.data()));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace edgelm::kernels
