@@ -1,0 +1,160 @@
+#include "kv/kv_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <optional>
+#include <utility>
+
+#include "kernels/fp16.h"
+#include "kernels/quants_legacy.h"
+
+namespace edgelm::kv {
+namespace {
+
+constexpr std::align_val_t kAlign{64};  // cache line; also enough for any SIMD load
+
+// Bytes of one [n_embd_kv] row; q8_0 rounds up to whole quant blocks.
+size_t row_bytes_for(int32_t n_embd_kv, KvType type) {
+  const auto n = static_cast<size_t>(std::max(n_embd_kv, 0));
+  switch (type) {
+    case KvType::f32: return n * sizeof(float);
+    case KvType::f16: return n * sizeof(uint16_t);
+    case KvType::q8_0: return (n + kernels::kQK - 1) / kernels::kQK * sizeof(kernels::BlockQ8_0);
+  }
+  EDGELM_CHECK(false, "unknown KvType ", static_cast<int>(type));
+  return 0;
+}
+
+// a * b, or nullopt on size_t overflow.
+std::optional<size_t> mul(size_t a, size_t b) {
+  size_t r;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
+}  // namespace
+
+Result<KvType> kv_type_from_name(std::string_view name) {
+  for (KvType t : {KvType::f32, KvType::f16, KvType::q8_0})
+    if (name == kv_type_name(t)) return t;
+  return make_error("unknown KV cache type '{}' (valid: f32, f16, q8_0)", name);
+}
+
+std::string_view kv_type_name(KvType type) {
+  switch (type) {
+    case KvType::f32: return "f32";
+    case KvType::f16: return "f16";
+    case KvType::q8_0: return "q8_0";
+  }
+  return "?";
+}
+
+size_t kv_bytes_per_token(const model::ModelConfig& config, KvType type) {
+  return static_cast<size_t>(std::max(config.n_layer, 0)) * 2 * row_bytes_for(config.n_embd_kv(), type);
+}
+
+void KvStore::AlignedFree::operator()(std::byte* p) const { ::operator delete(p, kAlign); }
+
+Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_blocks, int32_t block_size, KvType type) {
+  const int32_t n_embd_kv = config.n_embd_kv();
+  if (config.n_layer < 1 || n_embd_kv < 1)
+    return make_error("KV cache: model has n_layer {} and n_embd_kv {}; both must be >= 1", config.n_layer, n_embd_kv);
+  if (block_size < 1) return make_error("KV cache: block size {} must be >= 1", block_size);
+  if (n_blocks < 1) return make_error("KV cache: {} blocks requested; at least 1 is needed", n_blocks);
+  if (type == KvType::q8_0 && n_embd_kv % kernels::kQK != 0)
+    return make_error(
+        "KV cache type q8_0 needs n_embd_kv (n_head_kv * head_dim = {}) to be a multiple of {}; "
+        "use f16 or f32",
+        n_embd_kv, kernels::kQK);
+
+  KvStore s;
+  s.type_ = type;
+  s.n_layer_ = config.n_layer;
+  s.n_embd_kv_ = n_embd_kv;
+  s.n_blocks_ = n_blocks;
+  s.block_size_ = block_size;
+  s.row_bytes_ = row_bytes_for(n_embd_kv, type);
+  const auto block_bytes = mul(kv_bytes_per_token(config, type), static_cast<size_t>(block_size));
+  const auto total = block_bytes ? mul(*block_bytes, static_cast<size_t>(n_blocks)) : std::nullopt;
+  if (!total || *total > static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()))
+    return make_error("KV cache of {} blocks x {} tokens x {} bytes per token does not fit in memory", n_blocks,
+                      block_size, kv_bytes_per_token(config, type));
+  s.block_bytes_ = *block_bytes;
+  s.n_bytes_ = *total;
+  s.data_.reset(static_cast<std::byte*>(::operator new(s.n_bytes_, kAlign, std::nothrow)));
+  if (!s.data_) return make_error("KV cache: cannot allocate {} bytes ({} blocks)", s.n_bytes_, n_blocks);
+  return s;
+}
+
+int32_t KvStore::blocks_for_budget(const model::ModelConfig& config, int32_t block_size, KvType type, size_t bytes) {
+  if (block_size < 1) return 0;
+  const auto per_block = mul(kv_bytes_per_token(config, type), static_cast<size_t>(block_size));
+  if (!per_block || *per_block == 0) return 0;
+  return static_cast<int32_t>(std::min<size_t>(bytes / *per_block, std::numeric_limits<int32_t>::max()));
+}
+
+const std::byte* KvStore::rows(int32_t layer, BlockId block, int kv) const {
+  EDGELM_CHECK(layer >= 0 && layer < n_layer_, "layer ", layer, " out of range [0, ", n_layer_, ")");
+  EDGELM_CHECK(block >= 0 && block < n_blocks_, "block ", block, " out of range [0, ", n_blocks_, ")");
+  const size_t offset = static_cast<size_t>(block) * block_bytes_ +
+                        (static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * block_size_ * row_bytes_;
+  return data_.get() + offset;
+}
+
+const std::byte* KvStore::row(int32_t layer, BlockId block, int kv, int32_t slot) const {
+  EDGELM_CHECK(slot >= 0 && slot < block_size_, "slot ", slot, " out of range [0, ", block_size_, ")");
+  return rows(layer, block, kv) + static_cast<size_t>(slot) * row_bytes_;
+}
+
+std::byte* KvStore::row(int32_t layer, BlockId block, int kv, int32_t slot) {
+  return const_cast<std::byte*>(std::as_const(*this).row(layer, block, kv, slot));
+}
+
+void KvStore::encode(const float* x, std::byte* dst) const {
+  switch (type_) {
+    case KvType::f32: std::memcpy(dst, x, row_bytes_); return;
+    case KvType::f16:
+      for (int32_t i = 0; i < n_embd_kv_; ++i) {
+        const uint16_t h = kernels::fp32_to_fp16(x[i]);
+        std::memcpy(dst + 2 * static_cast<size_t>(i), &h, sizeof h);
+      }
+      return;
+    case KvType::q8_0: kernels::q8_0_from_float(x, dst, n_embd_kv_); return;
+  }
+}
+
+void KvStore::decode(const std::byte* src, float* out) const {
+  switch (type_) {
+    case KvType::f32: std::memcpy(out, src, row_bytes_); return;
+    case KvType::f16:
+      for (int32_t i = 0; i < n_embd_kv_; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * static_cast<size_t>(i), sizeof h);
+        out[i] = kernels::fp16_to_fp32(h);
+      }
+      return;
+    case KvType::q8_0: kernels::q8_0_to_float(src, out, n_embd_kv_); return;
+  }
+}
+
+void KvStore::write(int32_t layer, BlockId block, int32_t slot, const float* k, const float* v) {
+  encode(k, row(layer, block, 0, slot));
+  encode(v, row(layer, block, 1, slot));
+}
+
+void KvStore::read_k(int32_t layer, BlockId block, int32_t slot, float* out) const {
+  decode(row(layer, block, 0, slot), out);
+}
+
+void KvStore::read_v(int32_t layer, BlockId block, int32_t slot, float* out) const {
+  decode(row(layer, block, 1, slot), out);
+}
+
+void KvStore::copy_block(BlockId dst, BlockId src) {
+  EDGELM_CHECK(dst != src, "copy_block onto itself (block ", dst, ")");
+  std::memcpy(const_cast<std::byte*>(rows(0, dst, 0)), rows(0, src, 0), block_bytes_);
+}
+
+}  // namespace edgelm::kv

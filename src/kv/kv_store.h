@@ -1,0 +1,90 @@
+// KvStore: the key/value data of the paged KV cache, one contiguous allocation of blocks.
+//
+// Job: hold K and V rows for every (block, layer, slot) in the chosen element type, convert
+// from/to float on write/read, and copy whole blocks (copy-on-write). Which blocks are live is
+// BlockPool's business; KvStore only does bounds-checked (EDGELM_CHECK) data movement.
+//
+// Layout (block-major, so a block is one contiguous span and copy_block is one memcpy):
+//   data_ [n_blocks, n_layer, 2 (K then V), block_size, row_bytes]
+//   row_bytes = n_embd_kv * 4 (f32), * 2 (f16), / 32 * 34 (q8_0: n_embd_kv / 32 BlockQ8_0)
+// so for one layer the K rows of a block are a [block_size, n_embd_kv] matrix, as attention
+// wants them.
+//
+// Invariants: q8_0 requires n_embd_kv % 32 == 0 (create() refuses otherwise), so every row is
+// whole quant blocks and rows never share bytes. write/read of distinct (layer, block, slot)
+// touch disjoint bytes and may run concurrently; everything else is single-threaded.
+// Reading a row that was never written yields unspecified values (the memory is not cleared).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "core/result.h"
+#include "kv/block_pool.h"
+#include "model/arch.h"
+
+namespace edgelm::kv {
+
+enum class KvType { f32, f16, q8_0 };
+
+// "f32", "f16" or "q8_0"; an error lists the valid names.
+Result<KvType> kv_type_from_name(std::string_view name);
+std::string_view kv_type_name(KvType type);
+
+// Bytes one token occupies in the cache: all layers, K and V. (For q8_0 with n_embd_kv not a
+// multiple of 32, which create() refuses, rows are rounded up to whole quant blocks.)
+size_t kv_bytes_per_token(const model::ModelConfig& config, KvType type);
+
+class KvStore {
+ public:
+  // Validates the shape (n_layer, n_embd_kv, block_size, n_blocks >= 1; q8_0 needs
+  // n_embd_kv % 32 == 0; the size must fit in memory) and allocates the data, uninitialized.
+  static Result<KvStore> create(const model::ModelConfig& config, int32_t n_blocks, int32_t block_size, KvType type);
+  // How many blocks fit in `bytes` (0 when not even one does); clamped to INT32_MAX.
+  static int32_t blocks_for_budget(const model::ModelConfig& config, int32_t block_size, KvType type, size_t bytes);
+
+  // k, v: [n_embd_kv] floats for position `slot` of block `block` in layer `layer`.
+  void write(int32_t layer, BlockId block, int32_t slot, const float* k, const float* v);
+  void read_k(int32_t layer, BlockId block, int32_t slot, float* out) const;  // out: [n_embd_kv]
+  void read_v(int32_t layer, BlockId block, int32_t slot, float* out) const;  // out: [n_embd_kv]
+  // All layers, K and V, of src into dst (dst != src).
+  void copy_block(BlockId dst, BlockId src);
+
+  // Raw rows for kernels that consume the stored type directly: [block_size, row_bytes].
+  const std::byte* k_rows(int32_t layer, BlockId block) const { return rows(layer, block, 0); }
+  const std::byte* v_rows(int32_t layer, BlockId block) const { return rows(layer, block, 1); }
+
+  size_t n_bytes() const { return n_bytes_; }
+  KvType type() const { return type_; }
+  int32_t n_layer() const { return n_layer_; }
+  int32_t n_embd_kv() const { return n_embd_kv_; }
+  int32_t n_blocks() const { return n_blocks_; }
+  int32_t block_size() const { return block_size_; }
+  size_t row_bytes() const { return row_bytes_; }
+
+ private:
+  struct AlignedFree {
+    void operator()(std::byte* p) const;
+  };
+
+  KvStore() = default;
+  const std::byte* rows(int32_t layer, BlockId block, int kv) const;
+  std::byte* row(int32_t layer, BlockId block, int kv, int32_t slot);
+  const std::byte* row(int32_t layer, BlockId block, int kv, int32_t slot) const;
+  void encode(const float* x, std::byte* dst) const;
+  void decode(const std::byte* src, float* out) const;
+
+  KvType type_ = KvType::f32;
+  int32_t n_layer_ = 0;
+  int32_t n_embd_kv_ = 0;
+  int32_t n_blocks_ = 0;
+  int32_t block_size_ = 0;
+  size_t row_bytes_ = 0;
+  size_t block_bytes_ = 0;                          // n_layer * 2 * block_size * row_bytes
+  size_t n_bytes_ = 0;                              // n_blocks * block_bytes
+  std::unique_ptr<std::byte[], AlignedFree> data_;  // [n_blocks, n_layer, 2, block_size, row_bytes]
+};
+
+}  // namespace edgelm::kv

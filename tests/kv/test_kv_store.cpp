@@ -1,0 +1,196 @@
+// KvStore: round trips per element type within each type's error budget, block copies, the
+// validation of create(), and budget arithmetic.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kv/kv_store.h"
+
+namespace edgelm::kv {
+namespace {
+
+model::ModelConfig config(int32_t n_layer, int32_t n_head_kv, int32_t head_dim) {
+  model::ModelConfig c;
+  c.n_layer = n_layer;
+  c.n_head = n_head_kv * 2;
+  c.n_head_kv = n_head_kv;
+  c.head_dim = head_dim;
+  c.n_embd = c.n_head * head_dim;
+  return c;
+}
+
+// [n] values in [-scale, scale], deterministic per seed.
+std::vector<float> random_row(size_t n, uint32_t seed, float scale = 3.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> x(n);
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+KvStore make_store(const model::ModelConfig& c, int32_t n_blocks, int32_t block_size, KvType type) {
+  auto s = KvStore::create(c, n_blocks, block_size, type);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return std::move(s).value();
+}
+
+TEST(KvStore, TypeNames) {
+  for (KvType t : {KvType::f32, KvType::f16, KvType::q8_0}) {
+    auto parsed = kv_type_from_name(kv_type_name(t));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, t);
+  }
+  auto bad = kv_type_from_name("q4_0");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("q4_0"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("f32, f16, q8_0"), std::string::npos);
+}
+
+TEST(KvStore, BytesPerTokenAndTotal) {
+  const auto c = config(3, 2, 32);  // n_embd_kv 64
+  EXPECT_EQ(kv_bytes_per_token(c, KvType::f32), 3u * 2 * 64 * 4);
+  EXPECT_EQ(kv_bytes_per_token(c, KvType::f16), 3u * 2 * 64 * 2);
+  EXPECT_EQ(kv_bytes_per_token(c, KvType::q8_0), 3u * 2 * 2 * 34);
+  for (KvType t : {KvType::f32, KvType::f16, KvType::q8_0}) {
+    const KvStore s = make_store(c, 5, 16, t);
+    EXPECT_EQ(s.n_bytes(), 5u * 16 * kv_bytes_per_token(c, t)) << kv_type_name(t);
+    EXPECT_EQ(s.type(), t);
+  }
+}
+
+TEST(KvStore, BlocksForBudget) {
+  const auto c = config(2, 1, 32);  // 2 * 2 * 32 * 4 = 512 bytes per token in f32
+  const size_t per_block = 8 * 512;
+  EXPECT_EQ(KvStore::blocks_for_budget(c, 8, KvType::f32, 3 * per_block), 3);
+  EXPECT_EQ(KvStore::blocks_for_budget(c, 8, KvType::f32, 4 * per_block - 1), 3);
+  EXPECT_EQ(KvStore::blocks_for_budget(c, 8, KvType::f32, per_block - 1), 0);
+  EXPECT_EQ(KvStore::blocks_for_budget(c, 8, KvType::f16, 3 * per_block), 6);
+  EXPECT_EQ(KvStore::blocks_for_budget(c, 8, KvType::f32, SIZE_MAX), INT32_MAX);
+  // The store made from the answer fits the budget.
+  const int32_t n = KvStore::blocks_for_budget(c, 8, KvType::q8_0, 100000);
+  EXPECT_LE(make_store(c, n, 8, KvType::q8_0).n_bytes(), 100000u);
+  EXPECT_GT(make_store(c, n + 1, 8, KvType::q8_0).n_bytes(), 100000u);
+}
+
+TEST(KvStore, CreateRejectsBadShapes) {
+  auto q8 = KvStore::create(config(2, 5, 8), 4, 16, KvType::q8_0);  // n_embd_kv 40
+  ASSERT_FALSE(q8.ok());
+  EXPECT_NE(q8.error().message.find("q8_0"), std::string::npos);
+  EXPECT_NE(q8.error().message.find("40"), std::string::npos);
+  EXPECT_TRUE(KvStore::create(config(2, 5, 8), 4, 16, KvType::f16).ok());  // fine for f16
+  EXPECT_FALSE(KvStore::create(config(2, 1, 32), 0, 16, KvType::f32).ok());
+  EXPECT_FALSE(KvStore::create(config(2, 1, 32), -3, 16, KvType::f32).ok());
+  EXPECT_FALSE(KvStore::create(config(2, 1, 32), 4, 0, KvType::f32).ok());
+  EXPECT_FALSE(KvStore::create(config(0, 1, 32), 4, 16, KvType::f32).ok());
+  auto huge = KvStore::create(config(1 << 20, 64, 1 << 12), INT32_MAX, 1 << 20, KvType::f32);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.error().message.find("does not fit"), std::string::npos);
+}
+
+TEST(KvStore, F32RoundTripIsExactAndSlotsAreIndependent) {
+  const auto c = config(3, 2, 8);  // n_embd_kv 16
+  KvStore s = make_store(c, 4, 4, KvType::f32);
+  auto key = [](int32_t l, int32_t b, int32_t slot) { return static_cast<uint32_t>((l * 4 + b) * 4 + slot); };
+  for (int32_t l = 0; l < 3; ++l)
+    for (BlockId b = 0; b < 4; ++b)
+      for (int32_t slot = 0; slot < 4; ++slot) {
+        const auto k = random_row(16, key(l, b, slot)), v = random_row(16, key(l, b, slot) + 1000);
+        s.write(l, b, slot, k.data(), v.data());
+      }
+  std::vector<float> out(16);
+  for (int32_t l = 0; l < 3; ++l)
+    for (BlockId b = 0; b < 4; ++b)
+      for (int32_t slot = 0; slot < 4; ++slot) {
+        s.read_k(l, b, slot, out.data());
+        EXPECT_EQ(out, random_row(16, key(l, b, slot)));
+        s.read_v(l, b, slot, out.data());
+        EXPECT_EQ(out, random_row(16, key(l, b, slot) + 1000));
+      }
+}
+
+TEST(KvStore, F16RoundTripWithinHalfPrecision) {
+  const auto c = config(2, 2, 16);  // n_embd_kv 32
+  KvStore s = make_store(c, 2, 2, KvType::f16);
+  auto k = random_row(32, 1, 4.0f), v = random_row(32, 2, 100.0f);
+  k[0] = 0.0f;
+  v[1] = 65504.0f;  // the largest half is exact
+  s.write(1, 1, 1, k.data(), v.data());
+  std::vector<float> out(32);
+  s.read_k(1, 1, 1, out.data());
+  for (size_t i = 0; i < 32; ++i)  // round to nearest: relative error <= 2^-11, plus subnormal spacing
+    EXPECT_LE(std::fabs(out[i] - k[i]), std::fabs(k[i]) * 0x1p-11f + 0x1p-25f) << i;
+  EXPECT_EQ(out[0], 0.0f);
+  s.read_v(1, 1, 1, out.data());
+  for (size_t i = 0; i < 32; ++i) EXPECT_LE(std::fabs(out[i] - v[i]), std::fabs(v[i]) * 0x1p-11f) << i;
+  EXPECT_EQ(out[1], 65504.0f);
+  EXPECT_NE(out, v);  // values really were rounded (the test could tell f16 from f32)
+}
+
+TEST(KvStore, Q8_0RoundTripWithinBudget) {
+  const auto c = config(2, 2, 32);  // n_embd_kv 64: two quant blocks per row
+  KvStore s = make_store(c, 2, 4, KvType::q8_0);
+  auto k = random_row(64, 5, 1.0f), v = random_row(64, 6, 50.0f);
+  for (size_t i = 32; i < 64; ++i) k[i] *= 0.01f;  // blocks are scaled independently
+  s.write(0, 1, 3, k.data(), v.data());
+  std::vector<float> out(64);
+  // x' = q * fp16(d), d = amax / 127, q = round(x / d): |x' - x| <= d / 2 + 127 * |fp16(d) - d|
+  // <= d * (1/2 + 127 * 2^-11) < 0.57 d, per 32-element block.
+  auto check = [&](const std::vector<float>& x) {
+    for (size_t blk = 0; blk < 2; ++blk) {
+      float amax = 0.0f;
+      for (size_t i = blk * 32; i < blk * 32 + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+      for (size_t i = blk * 32; i < blk * 32 + 32; ++i)
+        EXPECT_LE(std::fabs(out[i] - x[i]), 0.57f * amax / 127) << "element " << i;
+    }
+  };
+  s.read_k(0, 1, 3, out.data());
+  check(k);
+  EXPECT_LE(std::fabs(out[40]), 0.011f);  // the small block kept its own fine scale
+  s.read_v(0, 1, 3, out.data());
+  check(v);
+}
+
+TEST(KvStore, CopyBlockCopiesEveryLayerKAndV) {
+  for (KvType t : {KvType::f32, KvType::f16, KvType::q8_0}) {
+    const auto c = config(3, 1, 32);
+    KvStore s = make_store(c, 3, 2, t);
+    std::vector<float> out(32), expect(32);
+    for (int32_t l = 0; l < 3; ++l)
+      for (int32_t slot = 0; slot < 2; ++slot)
+        for (BlockId b : {0, 2}) {
+          const auto k = random_row(32, static_cast<uint32_t>(l * 10 + slot + b * 100));
+          const auto v = random_row(32, static_cast<uint32_t>(l * 10 + slot + b * 100 + 50));
+          s.write(l, b, slot, k.data(), v.data());
+        }
+    s.copy_block(2, 0);
+    for (int32_t l = 0; l < 3; ++l)
+      for (int32_t slot = 0; slot < 2; ++slot) {
+        s.read_k(l, 0, slot, expect.data());
+        s.read_k(l, 2, slot, out.data());
+        EXPECT_EQ(out, expect) << kv_type_name(t) << " layer " << l << " slot " << slot;
+        s.read_v(l, 0, slot, expect.data());
+        s.read_v(l, 2, slot, out.data());
+        EXPECT_EQ(out, expect) << kv_type_name(t) << " layer " << l << " slot " << slot;
+      }
+    // The source still holds its own data.
+    s.read_v(2, 0, 1, out.data());
+    const auto v_src = random_row(32, 2 * 10 + 1 + 50);
+    for (size_t i = 0; i < 32; ++i) EXPECT_NEAR(out[i], v_src[i], 0.03f) << kv_type_name(t);
+  }
+}
+
+TEST(KvStoreDeathTest, OutOfRangeAccessIsABug) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  KvStore s = make_store(config(2, 1, 32), 2, 4, KvType::f32);
+  std::vector<float> x(32);
+  EXPECT_DEATH(s.write(2, 0, 0, x.data(), x.data()), "layer 2 out of range");
+  EXPECT_DEATH(s.read_k(0, 2, 0, x.data()), "block 2 out of range");
+  EXPECT_DEATH(s.read_v(0, 0, 4, x.data()), "slot 4 out of range");
+  EXPECT_DEATH(s.copy_block(1, 1), "onto itself");
+}
+
+}  // namespace
+}  // namespace edgelm::kv
