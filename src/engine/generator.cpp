@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "core/timer.h"
-#include "tokenizer/stream_decoder.h"
+#include "engine/engine.h"
 
 namespace edgelm::engine {
 
@@ -42,43 +42,59 @@ Result<GenerateStats> generate(const LoadedModel& lm, std::string_view prompt, c
     stats.ctx_extended = true;
   }
 
-  model::KvCache cache(cfg, stats.n_ctx);
-  std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));
-  sample::Sampler sampler(opts.sampling);
-  tokenizer::StreamDecoder decoder(*lm.tokenizer);
-  // The decoder must know the prompt's last token (e.g. BOS) to apply the leading-space rule.
-  for (const auto t : tokens) (void)decoder.push(t);
+  EngineOptions eo;
+  eo.kv_type = opts.kv_type;
+  eo.n_ctx = stats.n_ctx;
+  eo.scheduler.max_batch_tokens = opts.n_batch;
+  eo.scheduler.max_batch_size = 1;
+  eo.scheduler.target_step_ms = 0;
+  const size_t per_block = kv::kv_bytes_per_token(cfg, eo.kv_type) * static_cast<size_t>(eo.block_size);
+  const auto fit =
+      static_cast<size_t>((std::min<int64_t>(needed, stats.n_ctx) + eo.block_size - 1) / eo.block_size + 2);
+  eo.kv_memory_bytes = opts.kv_memory_bytes > 0 ? opts.kv_memory_bytes : fit * per_block;
+  ModelRunner runner(model, pool);
+  EDGELM_TRY(std::unique_ptr<Engine> engine, Engine::create(runner, lm.tokenizer.get(), eo));
+
+  Request req;
+  req.prompt = tokens;
+  req.sampling = opts.sampling;
+  req.max_new_tokens = opts.n_predict;
+  req.stop_at_eog = opts.stop_at_eos;
+  EDGELM_TRY(const RequestId id, engine->add_request(std::move(req)));
 
   Stopwatch watch;
-  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(opts.n_batch)) {
-    const size_t n = std::min(tokens.size() - i, static_cast<size_t>(opts.n_batch));
-    const bool last = i + n == tokens.size();
-    EDGELM_TRY_STATUS(model.forward(std::span(tokens).subspan(i, n), cache, last ? std::span(logits) : std::span<float>(), pool));
-  }
-  stats.prefill_seconds = watch.seconds();
-
-  watch.reset();
-  const auto eos_stop = [&](tokenizer::TokenId id) { return opts.stop_at_eos && lm.tokenizer->vocab().is_eog(id); };
-  for (int32_t i = 0; i < opts.n_predict; ++i) {
-    const tokenizer::TokenId id = sampler.sample(logits, tokens, stats.n_prompt);
-    if (eos_stop(id)) {
-      stats.finish = FinishReason::eos;
-      break;
+  bool first = true, stopped_by_sink = false;
+  Finish finish = Finish::none;
+  std::string error;
+  while (engine->has_work() && finish == Finish::none) {
+    for (const TokenEvent& ev : engine->step()) {
+      if (ev.token >= 0) {
+        if (first) {
+          stats.prefill_seconds = watch.seconds();
+          watch.reset();
+          first = false;
+        }
+        ++stats.n_generated;
+      }
+      if (!ev.text.empty() && !stopped_by_sink && !on_text(ev.text)) stopped_by_sink = true;
+      if (ev.finish != Finish::none) {
+        finish = ev.finish;
+        error = ev.error;
+      }
     }
-    tokens.push_back(id);
-    ++stats.n_generated;
-    const std::string text = decoder.push(id);
-    if (!text.empty() && !on_text(text)) break;
-    if (i + 1 == opts.n_predict) break;  // -n is exact: no forward for a token we will not emit
-    if (cache.n_past() >= cache.n_ctx()) {
-      stats.finish = FinishReason::context;
-      break;
+    if (stopped_by_sink && finish == Finish::none) {
+      engine->cancel(id);
+      finish = Finish::cancelled;
     }
-    EDGELM_TRY_STATUS(model.forward(std::span(&tokens.back(), 1), cache, logits, pool));
   }
-  const std::string rest = decoder.flush();
-  if (!rest.empty()) on_text(rest);
-  stats.decode_seconds = watch.seconds();
+  if (first)
+    stats.prefill_seconds = watch.seconds();
+  else
+    stats.decode_seconds = watch.seconds();
+  if (finish == Finish::error) return make_error("{}", error);
+  stats.finish = finish == Finish::stop                                           ? FinishReason::eos
+                 : finish == Finish::length && stats.n_generated < opts.n_predict ? FinishReason::context
+                                                                                  : FinishReason::length;
   return stats;
 }
 

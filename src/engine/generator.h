@@ -1,7 +1,6 @@
-// Single-sequence text generation: tokenize, prefill in chunks, then sample and decode one
-// token at a time, streaming complete UTF-8 text. This is the plain path behind `edgelm run`;
-// the continuous-batching engine that serves many sequences at once comes later and is tested
-// against it.
+// Single-request text generation on the batching engine (engine.h): tokenize, run one request
+// to the end, stream complete UTF-8 text. This is the path behind `edgelm run` and the greedy
+// golden tests.
 #pragma once
 
 #include <functional>
@@ -10,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
+#include "kv/kv_store.h"
 #include "sample/sampler.h"
 
 namespace edgelm::engine {
@@ -20,6 +20,8 @@ struct GenerateOptions {
   int32_t n_batch = 512;    // prompt tokens per forward call during prefill
   bool stop_at_eos = true;
   sample::SamplingParams sampling;
+  kv::KvType kv_type = kv::KvType::f16;
+  size_t kv_memory_bytes = 0;  // 0: exactly what the context needs
 };
 
 enum class FinishReason { length, eos, context };

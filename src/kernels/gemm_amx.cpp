@@ -39,7 +39,7 @@
 namespace edgelm::kernels::x86 {
 namespace {
 
-constexpr int kTok = 16;  // tokens of a tile
+constexpr int kTok = 16;   // tokens of a tile
 constexpr int kRows = 16;  // weight rows of a tile
 
 // Keeps the compiler from moving plain loads and stores across a tile instruction whose asm

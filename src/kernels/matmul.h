@@ -48,8 +48,7 @@ struct MatmulScratch {
 constexpr int64_t kMinGemmTokens = 4;
 
 // out: [n_tok, w.rows] (row stride w.rows); x: [n_tok, w.cols].
-void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, ThreadPool& pool,
-            MatmulScratch& scratch);
+void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, ThreadPool& pool, MatmulScratch& scratch);
 // The same with the kernels of `k` instead of the active ISA's (tests compare ISAs with it).
 void matmul_with(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t n_tok, float* out,
                  ThreadPool& pool, MatmulScratch& scratch);

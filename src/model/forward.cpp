@@ -1,55 +1,16 @@
 // The forward pass (see model.h). One code path for every architecture in arch.cpp: the
 // rotary layout and the attention biases are read from the config's ArchSpec. Matrices go
 // through kernels::matmul in their stored type; with F32 weights and the scalar kernels this is
-// the plain FP32 reference computation.
+// the plain FP32 reference computation. The per-token operations live in ops.h, shared with the
+// engine's batched forward, which must stay bit-identical to this one.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "kernels/matmul.h"
 #include "model/model.h"
+#include "model/ops.h"
 
 namespace edgelm::model {
-namespace {
-
-// out[t, :] = W x[t, :] (+ bias) for t < n_tok; out: [n_tok, w.rows].
-void linear(float* out, const float* x, int64_t n_tok, const WeightMatrix& w, const float* bias, ThreadPool& pool,
-            kernels::MatmulScratch& scratch) {
-  kernels::matmul(w, x, n_tok, out, pool, scratch);
-  if (bias == nullptr) return;
-  for (int64_t t = 0; t < n_tok; ++t)
-    for (int64_t r = 0; r < w.rows; ++r) out[t * w.rows + r] += bias[r];
-}
-
-// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for one row of n.
-void rms_norm(float* out, const float* x, const float* weight, int64_t n, float eps) {
-  double ss = 0.0;
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const float scale = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
-}
-
-// Rotates the first n_rot dims of each of n_heads heads of one token at position pos.
-// norm: pairs (2i, 2i+1); neox: pairs (i, i + n_rot/2); pair i turns by pos * base^(-2i/n_rot).
-void rope(float* v, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos, float base, RopeStyle style) {
-  const int32_t half = n_rot / 2;
-  for (int32_t i = 0; i < half; ++i) {
-    const float theta = static_cast<float>(pos) * std::pow(base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot));
-    const float c = std::cos(theta), s = std::sin(theta);
-    const int32_t a = style == RopeStyle::norm ? 2 * i : i;
-    const int32_t b = style == RopeStyle::norm ? 2 * i + 1 : i + half;
-    for (int32_t h = 0; h < n_heads; ++h) {
-      float* x = v + static_cast<int64_t>(h) * head_dim;
-      const float x0 = x[a], x1 = x[b];
-      x[a] = x0 * c - x1 * s;
-      x[b] = x0 * s + x1 * c;
-    }
-  }
-}
-
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
-}  // namespace
 
 Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool) const {
   const ModelConfig& c = config_;
@@ -96,40 +57,21 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     for (int64_t t = 0; t < n; ++t) {
       const auto n_kv_pos = static_cast<int32_t>(pos0 + t + 1);
       for (int32_t h = 0; h < c.n_head; ++h) {
-        const int32_t kv_head = h / c.n_gqa();
-        const float* qh = &q[t * Q + h * D];
-        float max_score = -INFINITY;
-        for (int32_t p = 0; p < n_kv_pos; ++p) {
-          const float* kp = cache.k(l, p) + kv_head * D;
-          float dot = 0.0f;
-          for (int64_t i = 0; i < D; ++i) dot += qh[i] * kp[i];
-          scores[static_cast<size_t>(p)] = dot * att_scale;
-          max_score = std::max(max_score, scores[static_cast<size_t>(p)]);
-        }
-        float sum = 0.0f;
-        for (int32_t p = 0; p < n_kv_pos; ++p) {
-          scores[static_cast<size_t>(p)] = std::exp(scores[static_cast<size_t>(p)] - max_score);
-          sum += scores[static_cast<size_t>(p)];
-        }
-        float* out = &att[t * Q + h * D];
-        std::fill(out, out + D, 0.0f);
-        for (int32_t p = 0; p < n_kv_pos; ++p) {
-          const float w = scores[static_cast<size_t>(p)] / sum;
-          const float* vp = cache.v(l, p) + kv_head * D;
-          for (int64_t i = 0; i < D; ++i) out[i] += w * vp[i];
-        }
+        const int64_t kv_off = static_cast<int64_t>(h / c.n_gqa()) * D;
+        attention_head(&q[t * Q + h * D], cache.k(l, 0) + kv_off, cache.v(l, 0) + kv_off, KV, n_kv_pos, D, att_scale,
+                       scores.data(), &att[t * Q + h * D]);
       }
     }
     linear(proj.data(), att.data(), n, L.wo, nullptr, pool, scratch);
-    for (int64_t i = 0; i < n * E; ++i) x[i] += proj[i];
+    add_inplace(x.data(), proj.data(), n * E);
 
     // SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
     for (int64_t t = 0; t < n; ++t) rms_norm(&xn[t * E], &x[t * E], L.ffn_norm, E, c.rms_eps);
     linear(gate.data(), xn.data(), n, L.w_gate, nullptr, pool, scratch);
     linear(up.data(), xn.data(), n, L.w_up, nullptr, pool, scratch);
-    for (int64_t i = 0; i < n * F; ++i) gate[i] = silu(gate[i]) * up[i];
+    swiglu(gate.data(), up.data(), n * F);
     linear(proj.data(), gate.data(), n, L.w_down, nullptr, pool, scratch);
-    for (int64_t i = 0; i < n * E; ++i) x[i] += proj[i];
+    add_inplace(x.data(), proj.data(), n * E);
   }
   cache.set_n_past(static_cast<int32_t>(pos0 + n));
 

@@ -1,6 +1,7 @@
 // `edgelm bench`: prefill and decode throughput of a model (llama-bench style), with the
 // effective weight bandwidth of each test and its fraction of the machine's measured read
-// bandwidth. `--membw` only measures the bandwidth.
+// bandwidth. `--membw` only measures the bandwidth; `--concurrency` benchmarks the batching
+// engine instead (bench_concurrency.h).
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -12,6 +13,7 @@
 #include "format/model_file.h"
 #include "kernels/isa.h"
 #include "model/model.h"
+#include "tools/bench_concurrency.h"
 #include "tools/command.h"
 #include "tools/membw.h"
 
@@ -28,12 +30,14 @@ struct BenchOptions {
   int reps = 5;
   std::string output = "md";
   bool membw_only = false;
-  double membw_gbs = 0.0;  // 0: measure
-  size_t membw_mib = 512;  // buffer of the bandwidth measurement
+  double membw_gbs = 0.0;   // 0: measure
+  size_t membw_mib = 512;   // buffer of the bandwidth measurement
+  std::string concurrency;  // "1,2,4": the engine benchmark
+  EngineFlags engine;
 };
 
 struct TestResult {
-  std::string test;  // "pp128", "tg32"
+  std::string test;                     // "pp128", "tg32"
   double median = 0, min = 0, max = 0;  // tok/s
   double gb_s = 0, bw_fraction = 0;
 };
@@ -42,17 +46,19 @@ struct TestResult {
 // type holding most of the weight bytes.
 std::string weight_type_label(const format::ModelFile& f) {
   static const std::pair<uint32_t, const char*> kFileTypes[] = {
-      {0, "F32"},    {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},    {8, "Q5_0"},
-      {9, "Q5_1"},   {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"},
-      {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},  {32, "BF16"}};
+      {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},    {8, "Q5_0"},
+      {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"},
+      {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},   {32, "BF16"}};
   if (auto ft = f.metadata.get_u32("general.file_type"); ft.ok())
     for (const auto& [id, name] : kFileTypes)
       if (id == *ft) return name;
   std::vector<std::pair<uint64_t, DType>> bytes;
   for (const auto& t : f.tensors) {
     auto it = std::find_if(bytes.begin(), bytes.end(), [&](const auto& b) { return b.second == t.type; });
-    if (it == bytes.end()) bytes.emplace_back(t.n_bytes, t.type);
-    else it->first += t.n_bytes;
+    if (it == bytes.end())
+      bytes.emplace_back(t.n_bytes, t.type);
+    else
+      it->first += t.n_bytes;
   }
   if (bytes.empty()) return "?";
   return std::string(dtype_name(std::max_element(bytes.begin(), bytes.end())->second));
@@ -90,6 +96,23 @@ int run(const BenchOptions& o) {
   const auto& cfg = m.config();
   if (o.n_prompt + o.n_gen > cfg.n_ctx_train && o.n_prompt > cfg.n_ctx_train)
     return report_error(make_error("-p {} exceeds the model's context of {}", o.n_prompt, cfg.n_ctx_train));
+  if (!o.concurrency.empty()) {
+    ConcurrencyBenchOptions c;
+    auto levels = parse_levels(o.concurrency);
+    if (!levels.ok()) return report_error(levels.error());
+    auto eo = engine_options(o.engine);
+    if (!eo.ok()) return report_error(eo.error());
+    c.levels = *levels;
+    c.n_prompt = o.n_prompt;
+    c.n_gen = o.n_gen;
+    c.reps = o.reps;
+    c.json = o.output == "json";
+    c.model_path = o.model_path;
+    c.type = type;
+    c.engine = *eo;
+    if (c.n_prompt < 1 || c.n_gen < 1) return report_error(make_error("--concurrency needs -p and -n of at least 1"));
+    return run_concurrency_bench(c, m, pool);
+  }
   const double membw = o.membw_gbs > 0 ? o.membw_gbs : measure_read_bandwidth(pool, o.membw_mib << 20).gb_per_s;
   const double bytes_per_token = static_cast<double>(m.weights().n_bytes_per_token);
 
@@ -129,9 +152,17 @@ int run(const BenchOptions& o) {
   if (o.output == "json") {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : results) {
-      out.push_back({{"model", o.model_path}, {"type", type}, {"threads", pool.n_threads()}, {"test", r.test},
-                     {"tok_s", r.median}, {"tok_s_min", r.min}, {"tok_s_max", r.max}, {"gb_s", r.gb_s},
-                     {"bw_fraction", r.bw_fraction}, {"membw_gb_s", membw}, {"reps", o.reps},
+      out.push_back({{"model", o.model_path},
+                     {"type", type},
+                     {"threads", pool.n_threads()},
+                     {"test", r.test},
+                     {"tok_s", r.median},
+                     {"tok_s_min", r.min},
+                     {"tok_s_max", r.max},
+                     {"gb_s", r.gb_s},
+                     {"bw_fraction", r.bw_fraction},
+                     {"membw_gb_s", membw},
+                     {"reps", o.reps},
                      {"isa", kernels::isa_name(kernels::active_isa())}});
     }
     std::printf("%s\n", out.dump(2).c_str());
@@ -156,17 +187,25 @@ CommandRunner add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode speed and achieved memory bandwidth");
   cmd->add_option("-m,--model", o->model_path, "Model file");
   cmd->add_option("--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (for .bin checkpoints)");
-  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens of the prefill test (0: skip)")->capture_default_str()
+  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens of the prefill test (0: skip)")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-n,--n-gen", o->n_gen, "Tokens of the decode test (0: skip)")->capture_default_str()
+  cmd->add_option("-n,--n-gen", o->n_gen, "Tokens of the decode test (0: skip)")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   add_thread_options(cmd, o->threads, o->cpu_affinity);
   cmd->add_option("-r,--reps", o->reps, "Repetitions per test")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("-o,--output", o->output, "Output format")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
+  cmd->add_option("-o,--output", o->output, "Output format")
+      ->check(CLI::IsMember({"md", "json"}))
+      ->capture_default_str();
   cmd->add_flag("--membw", o->membw_only, "Only measure the memory read bandwidth");
   cmd->add_option("--membw-gbs", o->membw_gbs, "Use this read bandwidth (GB/s) instead of measuring it");
-  cmd->add_option("--membw-mib", o->membw_mib, "Buffer size of the bandwidth measurement (MiB)")->capture_default_str()
+  cmd->add_option("--membw-mib", o->membw_mib, "Buffer size of the bandwidth measurement (MiB)")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--concurrency", o->concurrency,
+                  "Benchmark the batching engine at these concurrency levels instead, e.g. 1,2,4,8");
+  add_engine_options(cmd, o->engine);
   cmd->callback([cmd, o] {
     if (!o->membw_only && o->model_path.empty()) throw CLI::RequiredError("--model");
   });

@@ -11,6 +11,7 @@
 
 #include "core/result.h"
 #include "core/thread_pool.h"
+#include "engine/engine.h"
 
 namespace edgelm::tools {
 
@@ -39,5 +40,19 @@ Result<std::unique_ptr<ThreadPool>> make_thread_pool(int threads, const std::str
 
 // Adds -t/--threads and --cpu-affinity to a subcommand.
 void add_thread_options(CLI::App* cmd, int& threads, std::string& cpu_affinity);
+
+// The batching engine's flags, as typed (parsed by engine_options()).
+struct EngineFlags {
+  std::string kv_type = "f16";
+  std::string kv_memory = "512M";
+  int max_batch_tokens = 512;
+  int max_batch_size = 32;
+  double target_step_ms = 250.0;
+};
+// Adds --kv-type, --kv-memory, --max-batch-tokens, --max-batch-size, --target-step-ms.
+void add_engine_options(CLI::App* cmd, EngineFlags& flags);
+Result<engine::EngineOptions> engine_options(const EngineFlags& flags);
+// "512M", "2G", "1048576", "64K" (binary units) -> bytes.
+Result<size_t> parse_byte_size(const std::string& text);
 
 }  // namespace edgelm::tools

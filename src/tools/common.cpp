@@ -1,4 +1,6 @@
 #include <cstdio>
+#include <exception>
+#include <string>
 
 #include "core/thread_pool.h"
 #include "tools/command.h"
@@ -19,8 +21,9 @@ Result<std::unique_ptr<ThreadPool>> make_thread_pool(int threads, const std::str
     EDGELM_TRY(cpus, ThreadPool::parse_cpu_list(cpu_affinity));
   }
   if (n > ThreadPool::hardware_threads()) {
-    std::fprintf(stderr, "edgelm: warning: %d threads on %d hardware threads: oversubscribed threads slow each other down\n",
-                 n, ThreadPool::hardware_threads());
+    std::fprintf(stderr,
+                 "edgelm: warning: %d threads on %d hardware threads: oversubscribed threads slow each other down\n", n,
+                 ThreadPool::hardware_threads());
   }
   return std::make_unique<ThreadPool>(n, cpus);
 }
@@ -28,6 +31,56 @@ Result<std::unique_ptr<ThreadPool>> make_thread_pool(int threads, const std::str
 void add_thread_options(CLI::App* cmd, int& threads, std::string& cpu_affinity) {
   cmd->add_option("-t,--threads", threads, "Threads (default: all hardware threads)")->check(CLI::PositiveNumber);
   cmd->add_option("--cpu-affinity", cpu_affinity, "Pin the threads to these CPUs, e.g. 0,1 or 2-3");
+}
+
+void add_engine_options(CLI::App* cmd, EngineFlags& f) {
+  cmd->add_option("--kv-type", f.kv_type, "KV cache element type: f16, f32 or q8_0")->capture_default_str();
+  cmd->add_option("--kv-memory", f.kv_memory, "KV cache pool size, e.g. 256M or 2G")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", f.max_batch_tokens, "Tokens per engine step (decode + prefill chunks)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-batch-size", f.max_batch_size, "Most sequences running at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--target-step-ms", f.target_step_ms,
+                  "Step latency the adaptive batch size aims under (0: fixed at --max-batch-size)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
+Result<size_t> parse_byte_size(const std::string& text) {
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    return make_error("'{}' is not a size (examples: 512M, 2G, 1048576)", text);
+  }
+  std::string unit = text.substr(pos);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (!unit.empty() && (unit.back() == 'i')) unit.pop_back();
+  double mult = 1;
+  if (unit == "K" || unit == "k")
+    mult = 1024.0;
+  else if (unit == "M" || unit == "m")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty())
+    return make_error("'{}' is not a size: unknown unit '{}' (use K, M or G)", text, unit);
+  if (!(value > 0) || value * mult > 1e15) return make_error("size '{}' must be positive and below 1 PB", text);
+  return static_cast<size_t>(value * mult);
+}
+
+Result<engine::EngineOptions> engine_options(const EngineFlags& f) {
+  engine::EngineOptions o;
+  EDGELM_TRY(o.kv_type, kv::kv_type_from_name(f.kv_type));
+  EDGELM_TRY(o.kv_memory_bytes, parse_byte_size(f.kv_memory));
+  o.scheduler.max_batch_tokens = f.max_batch_tokens;
+  o.scheduler.max_batch_size = f.max_batch_size;
+  o.scheduler.target_step_ms = f.target_step_ms;
+  EDGELM_TRY_STATUS(engine::validate(o));
+  return o;
 }
 
 }  // namespace edgelm::tools

@@ -21,6 +21,8 @@ struct RunOptions {
   int threads = 0;
   std::string cpu_affinity;
   bool quiet = false;
+  std::string kv_type = "f16";
+  std::string kv_memory;  // empty: what the context needs
   engine::GenerateOptions gen;
 };
 
@@ -31,6 +33,14 @@ int run(RunOptions& o) {
     std::ostringstream ss;
     ss << in.rdbuf();
     o.prompt = ss.str();
+  }
+  auto kv_type = kv::kv_type_from_name(o.kv_type);
+  if (!kv_type.ok()) return report_error(kv_type.error());
+  o.gen.kv_type = *kv_type;
+  if (!o.kv_memory.empty()) {
+    auto bytes = parse_byte_size(o.kv_memory);
+    if (!bytes.ok()) return report_error(bytes.error());
+    o.gen.kv_memory_bytes = *bytes;
   }
   auto lm = engine::load_model(o.model_path, o.tokenizer_path);
   if (!lm.ok()) return report_error(lm.error());
@@ -56,7 +66,7 @@ int run(RunOptions& o) {
   }
   if (!o.quiet) {
     const double prefill_tps = s.prefill_seconds > 0 ? s.n_prompt / s.prefill_seconds : 0.0;
-    const double decode_tps = s.decode_seconds > 0 ? s.n_generated / s.decode_seconds : 0.0;
+    const double decode_tps = s.decode_seconds > 0 && s.n_generated > 1 ? (s.n_generated - 1) / s.decode_seconds : 0.0;
     std::fprintf(stderr,
                  "load time: %.1f ms | prompt tokens: %d | prefill: %.1f tok/s | generated: %d | decode: %.1f tok/s"
                  " | finish: %s | threads: %d | isa: %s | peak RSS: %.1f MiB\n",
@@ -82,22 +92,28 @@ CommandRunner add_run_command(CLI::App& app) {
   cmd->add_option("-c,--ctx-size", o->gen.n_ctx, "Context size in tokens (0: the model's, extended to fit)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-b,--batch-size", o->gen.n_batch, "Prompt tokens per forward pass")->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f16, f32 or q8_0")->capture_default_str();
+  cmd->add_option("--kv-memory", o->kv_memory, "KV cache pool size, e.g. 256M (default: what the context needs)");
   add_thread_options(cmd, o->threads, o->cpu_affinity);
-  cmd->add_flag("--ignore-eos", [o](int64_t) { o->gen.stop_at_eos = false; }, "Keep generating after EOS");
+  cmd->add_flag(
+      "--ignore-eos", [o](int64_t) { o->gen.stop_at_eos = false; }, "Keep generating after EOS");
   auto& s = o->gen.sampling;
   cmd->add_option("--temp", s.temperature, "Temperature; <= 0 is greedy")->capture_default_str();
   cmd->add_option("--top-k", s.top_k, "Top-k; <= 0 is off")->capture_default_str();
   cmd->add_option("--top-p", s.top_p, "Top-p (nucleus); 1 is off")->capture_default_str();
   cmd->add_option("--min-p", s.min_p, "Min-p; 0 is off")->capture_default_str();
   cmd->add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty; 1 is off")->capture_default_str();
-  cmd->add_option("--repeat-last-n", s.penalty_last_n, "Penalty window; 0 off, -1 whole history")->capture_default_str();
+  cmd->add_option("--repeat-last-n", s.penalty_last_n, "Penalty window; 0 off, -1 whole history")
+      ->capture_default_str();
   cmd->add_option("--presence-penalty", s.presence_penalty, "Presence penalty; 0 is off")->capture_default_str();
   cmd->add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty; 0 is off")->capture_default_str();
   cmd->add_option("-s,--seed", s.seed, "Random seed (fixed seed: reproducible output)")->capture_default_str();
   cmd->add_flag("--dyn-temp", s.dyn_temp.enabled, "Lower the temperature as the input grows (off by default)");
   cmd->add_option("--dyn-temp-min", s.dyn_temp.min_temperature, "Dynamic temperature floor")->capture_default_str();
-  cmd->add_option("--dyn-temp-start", s.dyn_temp.start_tokens, "Input length where lowering starts")->capture_default_str();
-  cmd->add_option("--dyn-temp-full", s.dyn_temp.full_tokens, "Input length where the floor is reached")->capture_default_str();
+  cmd->add_option("--dyn-temp-start", s.dyn_temp.start_tokens, "Input length where lowering starts")
+      ->capture_default_str();
+  cmd->add_option("--dyn-temp-full", s.dyn_temp.full_tokens, "Input length where the floor is reached")
+      ->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "Do not print statistics on stderr");
   return [o] { return run(*o); };
 }

@@ -105,7 +105,8 @@ double magnitude(DType type, const uint8_t* wrow, const std::vector<float>& a, i
   }
   double mag = 0.0;
   for (int64_t i = 0; i < cols; ++i)
-    mag += (std::fabs(w[static_cast<size_t>(i)]) + 2.0 * mins[static_cast<size_t>(i)]) * std::fabs(a[static_cast<size_t>(i)]);
+    mag += (std::fabs(w[static_cast<size_t>(i)]) + 2.0 * mins[static_cast<size_t>(i)]) *
+           std::fabs(a[static_cast<size_t>(i)]);
   return mag;
 }
 
@@ -141,7 +142,8 @@ void check_gemm(const IsaKernels& isa, DType type, const Case& c, uint32_t seed)
       const size_t i = static_cast<size_t>(t * c.rows + r);
       const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
       ASSERT_TRUE(std::isfinite(got[i])) << "row " << r << " token " << t;
-      ASSERT_LE(err, budget_u * u * mag + 1e-30) << "row " << r << " token " << t << ": " << got[i] << " vs " << want[i];
+      ASSERT_LE(err, budget_u * u * mag + 1e-30)
+          << "row " << r << " token " << t << ": " << got[i] << " vs " << want[i];
       if (mag > 0) worst = std::max(worst, err / (u * mag));
     }
   }
@@ -192,7 +194,8 @@ TEST(Gemm, SmallBatchesTakeTheVecDotPath) {
     std::vector<uint8_t> act(dtype_row_bytes(DType::q8_0, 256));
     for (int64_t t = 0; t < n; ++t) {
       k.quantize_activation(x.data() + t * 256, act.data(), 256);
-      for (int64_t r = 0; r < 20; ++r) EXPECT_EQ(out[static_cast<size_t>(t * 20 + r)], k.vec_dot(256, m.row(r), act.data()));
+      for (int64_t r = 0; r < 20; ++r)
+        EXPECT_EQ(out[static_cast<size_t>(t * 20 + r)], k.vec_dot(256, m.row(r), act.data()));
     }
   }
 }

@@ -1,0 +1,326 @@
+// The batched forward pass over the paged KV cache (see batch_forward.h).
+//
+// Per layer: norm (per token) -> Q/K/V matmuls (all tokens) -> RoPE and K/V write to the store
+// (per token) -> for each gather group of slices: read the slices' K/V rows back (per row), then
+// attention (per (token, head), cost-balanced parts) -> output matmul -> residual + norm (per
+// token) -> gate/up matmuls -> SwiGLU (per token) -> down matmul -> residual + next norm.
+// Gather groups bound the scratch of the read-back K/V to BatchScratch::gather_budget_bytes.
+#include "engine/batch_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "model/ops.h"
+
+namespace edgelm::engine {
+namespace {
+
+// Below this many float operations a loop runs on the calling thread: waking the pool costs more.
+constexpr int64_t kMinParallelWork = 1 << 14;
+// Fixed cost of one attention item (a query head), in key positions, for load balancing.
+constexpr int64_t kItemOverhead = 8;
+
+template <typename T>
+T* grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+// What the parallel loops of a step read. The loops capture only a reference to it, so the
+// std::function that parallel_for takes stores them inline (no allocation per call).
+struct Step {
+  const model::ModelConfig& c;
+  const model::Weights& w;
+  const StepBatch& batch;
+  kv::KvStore& store;
+  BatchScratch& s;
+  ThreadPool& pool;
+  int64_t n = 0;  // tokens of the step
+  int64_t E = 0, D = 0, H = 0, Q = 0, KV = 0, F = 0;
+  int32_t block_size = 0;
+  float att_scale = 0.0f;
+  // Set per layer / per gather group:
+  int32_t layer = 0;
+  const float* next_norm = nullptr;   // [n_embd] norm applied after a residual add; null: none
+  int32_t g_first = 0, g_end = 0;     // slices [g_first, g_end) of the current gather group
+  int64_t g_tok0 = 0, g_tok_end = 0;  // tokens [g_tok0, g_tok_end) of the group
+  int64_t g_row0 = 0;                 // seq_row[g_first]
+  int64_t g_max_ctx = 0;              // scores stride: longest context in the group
+};
+
+// fn over [0, n_items) on the pool, or inline when the whole loop is cheap.
+void run(Step& st, size_t n_items, int64_t work_per_item, const std::function<void(size_t, size_t)>& fn) {
+  if (st.pool.n_threads() == 1 || static_cast<int64_t>(n_items) * work_per_item < kMinParallelWork) {
+    fn(0, n_items);
+  } else {
+    st.pool.parallel_for(n_items, fn);
+  }
+}
+
+const kv::BlockId* slice_blocks(const Step& st, int32_t seq) {
+  return st.batch.seqs[static_cast<size_t>(seq)].blocks.data();
+}
+
+void embed_tokens(Step& st) {
+  run(st, static_cast<size_t>(st.n), 2 * st.E, [&st](size_t b, size_t e) {
+    BatchScratch& s = st.s;
+    for (size_t t = b; t < e; ++t) {
+      float* x = &s.x[t * st.E];
+      kernels::get_row(st.w.token_embd, st.batch.tokens[t], x);
+      model::rms_norm(&s.xn[t * st.E], x, st.w.layers[0].attn_norm, st.E, st.c.rms_eps);
+    }
+  });
+}
+
+void rope_and_store(Step& st) {
+  run(st, static_cast<size_t>(st.n), 2 * (st.Q + st.KV), [&st](size_t b, size_t e) {
+    BatchScratch& s = st.s;
+    const model::ModelConfig& c = st.c;
+    for (size_t t = b; t < e; ++t) {
+      const int32_t pos = s.tok_pos[t];
+      float* k = &s.k[t * st.KV];
+      model::rope(&s.q[t * st.Q], c.n_head, c.head_dim, c.n_rot, pos, c.rope_base, c.arch->rope_style);
+      model::rope(k, c.n_head_kv, c.head_dim, c.n_rot, pos, c.rope_base, c.arch->rope_style);
+      const kv::BlockId block = slice_blocks(st, s.tok_seq[t])[pos / st.block_size];
+      st.store.write(st.layer, block, pos % st.block_size, k, &s.v[t * st.KV]);
+    }
+  });
+}
+
+// Reads K/V rows [0, pos0 + n_tokens) of every slice of the group into k_ctx / v_ctx.
+void gather_group(Step& st) {
+  const int64_t n_rows = st.s.seq_row[static_cast<size_t>(st.g_end)] - st.g_row0;
+  run(st, static_cast<size_t>(n_rows), 4 * st.KV, [&st](size_t b, size_t e) {
+    BatchScratch& s = st.s;
+    const auto first = s.seq_row.begin() + st.g_first;
+    const auto last = s.seq_row.begin() + st.g_end + 1;
+    auto seq = static_cast<int32_t>(std::upper_bound(first, last, st.g_row0 + static_cast<int64_t>(b)) -
+                                    s.seq_row.begin() - 1);
+    for (size_t r = b; r < e; ++r) {
+      const int64_t row = st.g_row0 + static_cast<int64_t>(r);
+      while (row >= s.seq_row[static_cast<size_t>(seq) + 1]) ++seq;
+      const auto pos = static_cast<int32_t>(row - s.seq_row[static_cast<size_t>(seq)]);
+      const kv::BlockId block = slice_blocks(st, seq)[pos / st.block_size];
+      st.store.read_k(st.layer, block, pos % st.block_size, &s.k_ctx[r * st.KV]);
+      st.store.read_v(st.layer, block, pos % st.block_size, &s.v_ctx[r * st.KV]);
+    }
+  });
+}
+
+// Splits the group's (token, head) items into parts of about equal cost (context length plus a
+// fixed overhead per item) and sizes the scores scratch; returns the number of parts.
+int64_t plan_attention(Step& st) {
+  BatchScratch& s = st.s;
+  int64_t total = 0;
+  for (int64_t t = st.g_tok0; t < st.g_tok_end; ++t)
+    total += st.H * (s.tok_pos[static_cast<size_t>(t)] + 1 + kItemOverhead);
+  const int64_t n_items = (st.g_tok_end - st.g_tok0) * st.H;
+  int64_t n_parts = std::min<int64_t>(st.pool.n_threads(), n_items);
+  if (total * st.D * 2 < kMinParallelWork) n_parts = 1;
+  int64_t* begin = grow(s.part_begin, n_parts + 1);
+  begin[0] = 0;
+  int64_t p = 1, cum = 0;
+  for (int64_t t = st.g_tok0; t < st.g_tok_end && p < n_parts; ++t) {
+    const int64_t w = s.tok_pos[static_cast<size_t>(t)] + 1 + kItemOverhead;  // cost of each of its H items
+    for (; p < n_parts && total * p / n_parts <= cum + st.H * w; ++p) {
+      const int64_t h = (total * p / n_parts - cum + w - 1) / w;  // first item at or past the target
+      begin[p] = std::max(begin[p - 1], (t - st.g_tok0) * st.H + h);
+    }
+    cum += st.H * w;
+  }
+  for (; p <= n_parts; ++p) begin[p] = n_items;
+  grow(s.scores, n_parts * st.g_max_ctx);
+  return n_parts;
+}
+
+void attend_group(Step& st, int64_t n_parts) {
+  run(st, static_cast<size_t>(n_parts), kMinParallelWork, [&st](size_t b, size_t e) {
+    BatchScratch& s = st.s;
+    const int64_t gqa = st.c.n_gqa();
+    for (size_t part = b; part < e; ++part) {
+      float* scores = &s.scores[part * static_cast<size_t>(st.g_max_ctx)];
+      for (int64_t item = s.part_begin[part]; item < s.part_begin[part + 1]; ++item) {
+        const auto t = static_cast<size_t>(st.g_tok0 + item / st.H);
+        const int64_t h = item % st.H;
+        const int64_t row0 = s.seq_row[static_cast<size_t>(s.tok_seq[t])] - st.g_row0;
+        const int64_t off = row0 * st.KV + h / gqa * st.D;  // the head's K/V columns of the slice's first row
+        model::attention_head(&s.q[t * st.Q + h * st.D], &s.k_ctx[off], &s.v_ctx[off], st.KV, s.tok_pos[t] + 1, st.D,
+                              st.att_scale, scores, &s.att[t * st.Q + h * st.D]);
+      }
+    }
+  });
+}
+
+// Causal attention of every token over its own sequence, one gather group at a time.
+void attention(Step& st) {
+  const BatchScratch& s = st.s;
+  for (size_t gi = 0, first = 0; gi < s.group_end.size(); first = static_cast<size_t>(s.group_end[gi]), ++gi) {
+    st.g_first = static_cast<int32_t>(first);
+    st.g_end = s.group_end[gi];
+    st.g_tok0 = s.seq_tok[first];
+    st.g_tok_end = s.seq_tok[static_cast<size_t>(st.g_end)];
+    st.g_row0 = s.seq_row[first];
+    st.g_max_ctx = 0;
+    for (int32_t i = st.g_first; i < st.g_end; ++i) {
+      const BatchSeq& q = st.batch.seqs[static_cast<size_t>(i)];
+      st.g_max_ctx = std::max<int64_t>(st.g_max_ctx, q.pos0 + q.n_tokens);
+    }
+    gather_group(st);
+    attend_group(st, plan_attention(st));
+  }
+}
+
+// x += proj, then xn = rms_norm(x, next_norm) when next_norm is set; per token.
+void residual(Step& st) {
+  run(st, static_cast<size_t>(st.n), 3 * st.E, [&st](size_t b, size_t e) {
+    BatchScratch& s = st.s;
+    for (size_t t = b; t < e; ++t) {
+      model::add_inplace(&s.x[t * st.E], &s.proj[t * st.E], st.E);
+      if (st.next_norm != nullptr) model::rms_norm(&s.xn[t * st.E], &s.x[t * st.E], st.next_norm, st.E, st.c.rms_eps);
+    }
+  });
+}
+
+void swiglu(Step& st) {
+  run(st, static_cast<size_t>(st.n), 8 * st.F, [&st](size_t b, size_t e) {
+    for (size_t t = b; t < e; ++t) model::swiglu(&st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
+  });
+}
+
+// Checks the batch against the model and the store; returns the number of slices with logits.
+Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, const kv::KvStore& store,
+                         std::span<const float> logits) {
+  if (batch.seqs.empty() || batch.tokens.empty()) return make_error("forward_batch: empty batch");
+  if (store.n_layer() != c.n_layer || store.n_embd_kv() != c.n_embd_kv())
+    return make_error("forward_batch: KV store of {} layers x {} is not this model's {} x {}", store.n_layer(),
+                      store.n_embd_kv(), c.n_layer, c.n_embd_kv());
+  const int64_t bs = store.block_size();
+  int64_t n_total = 0, n_logits = 0;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const BatchSeq& q = batch.seqs[i];
+    if (q.n_tokens <= 0)
+      return make_error("forward_batch: slice {} has {} tokens; at least 1 is needed", i, q.n_tokens);
+    if (q.pos0 < 0 || q.pos0 > std::numeric_limits<int32_t>::max() - q.n_tokens)
+      return make_error("forward_batch: slice {} starts at invalid position {}", i, q.pos0);
+    const int64_t n_pos = int64_t{q.pos0} + q.n_tokens;
+    const int64_t need = (n_pos + bs - 1) / bs;
+    if (static_cast<int64_t>(q.blocks.size()) < need)
+      return make_error("forward_batch: slice {} reaches position {} but its block table of {} blocks covers only {}",
+                        i, n_pos - 1, q.blocks.size(), static_cast<int64_t>(q.blocks.size()) * bs);
+    for (int64_t b = 0; b < need; ++b)
+      if (q.blocks[static_cast<size_t>(b)] < 0 || q.blocks[static_cast<size_t>(b)] >= store.n_blocks())
+        return make_error("forward_batch: slice {} names block {}, outside the store's [0, {})", i,
+                          q.blocks[static_cast<size_t>(b)], store.n_blocks());
+    n_total += q.n_tokens;
+    n_logits += q.logits ? 1 : 0;
+  }
+  if (n_total != static_cast<int64_t>(batch.tokens.size()))
+    return make_error("forward_batch: the slices have {} tokens in all but the batch carries {}", n_total,
+                      batch.tokens.size());
+  for (const model::TokenId t : batch.tokens)
+    if (t < 0 || t >= c.n_vocab) return make_error("token id {} is outside the vocabulary [0, {})", t, c.n_vocab);
+  if (static_cast<int64_t>(logits.size()) != n_logits * c.n_vocab)
+    return make_error("forward_batch: logits buffer has {} entries; {} slices with logits x {} vocabulary need {}",
+                      logits.size(), n_logits, c.n_vocab, n_logits * c.n_vocab);
+  return n_logits;
+}
+
+// Token -> slice and position tables, K/V row offsets and gather groups; sizes the scratch.
+void plan_step(Step& st) {
+  BatchScratch& s = st.s;
+  const auto n_seqs = static_cast<int64_t>(st.batch.seqs.size());
+  int32_t* tok_seq = grow(s.tok_seq, st.n);
+  int32_t* tok_pos = grow(s.tok_pos, st.n);
+  int64_t* seq_tok = grow(s.seq_tok, n_seqs + 1);
+  int64_t* seq_row = grow(s.seq_row, n_seqs + 1);
+  s.group_end.clear();  // keeps its capacity
+  const int64_t row_bytes = 2 * st.KV * static_cast<int64_t>(sizeof(float));
+  int64_t t = 0, row = 0, group_row0 = 0, max_group_rows = 0;
+  for (int64_t i = 0; i < n_seqs; ++i) {
+    const BatchSeq& q = st.batch.seqs[static_cast<size_t>(i)];
+    const int64_t n_ctx = int64_t{q.pos0} + q.n_tokens;
+    if (i > 0 && (row + n_ctx - group_row0) * row_bytes > s.gather_budget_bytes) {
+      s.group_end.push_back(static_cast<int32_t>(i));
+      group_row0 = row;
+    }
+    seq_tok[i] = t;
+    seq_row[i] = row;
+    for (int32_t j = 0; j < q.n_tokens; ++j, ++t) {
+      tok_seq[t] = static_cast<int32_t>(i);
+      tok_pos[t] = q.pos0 + j;
+    }
+    row += n_ctx;
+    max_group_rows = std::max(max_group_rows, row - group_row0);
+  }
+  s.group_end.push_back(static_cast<int32_t>(n_seqs));
+  seq_tok[n_seqs] = t;
+  seq_row[n_seqs] = row;
+
+  for (auto* buf : {&s.x, &s.xn, &s.proj}) grow(*buf, st.n * st.E);
+  for (auto* buf : {&s.q, &s.att}) grow(*buf, st.n * st.Q);
+  for (auto* buf : {&s.k, &s.v}) grow(*buf, st.n * st.KV);
+  for (auto* buf : {&s.gate, &s.up}) grow(*buf, st.n * st.F);
+  for (auto* buf : {&s.k_ctx, &s.v_ctx}) grow(*buf, max_group_rows * st.KV);
+}
+
+}  // namespace
+
+Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore& store, std::span<float> logits,
+                     ThreadPool& pool, BatchScratch& scratch) {
+  const model::ModelConfig& c = m.config();
+  const model::Weights& w = m.weights();
+  auto n_logits = validate(c, batch, store, logits);
+  if (!n_logits.ok()) return n_logits.error();
+
+  Step st{c, w, batch, store, scratch, pool};
+  st.n = static_cast<int64_t>(batch.tokens.size());
+  st.E = c.n_embd;
+  st.D = c.head_dim;
+  st.H = c.n_head;
+  st.Q = st.H * st.D;
+  st.KV = c.n_embd_kv();
+  st.F = c.n_ff;
+  st.block_size = store.block_size();
+  st.att_scale = 1.0f / std::sqrt(static_cast<float>(st.D));
+  plan_step(st);
+  BatchScratch& s = scratch;
+  kernels::MatmulScratch& mm = s.matmul;
+  const int64_t n = st.n;
+
+  embed_tokens(st);  // also the first layer's attention norm
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    const model::LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    st.layer = l;
+    model::linear(s.q.data(), s.xn.data(), n, L.wq, L.bq, pool, mm);
+    model::linear(s.k.data(), s.xn.data(), n, L.wk, L.bk, pool, mm);
+    model::linear(s.v.data(), s.xn.data(), n, L.wv, L.bv, pool, mm);
+    rope_and_store(st);
+    attention(st);
+    model::linear(s.proj.data(), s.att.data(), n, L.wo, nullptr, pool, mm);
+    st.next_norm = L.ffn_norm;
+    residual(st);
+
+    // SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
+    model::linear(s.gate.data(), s.xn.data(), n, L.w_gate, nullptr, pool, mm);
+    model::linear(s.up.data(), s.xn.data(), n, L.w_up, nullptr, pool, mm);
+    swiglu(st);
+    model::linear(s.proj.data(), s.gate.data(), n, L.w_down, nullptr, pool, mm);
+    st.next_norm = l + 1 < c.n_layer ? w.layers[static_cast<size_t>(l) + 1].attn_norm : nullptr;
+    residual(st);
+  }
+
+  if (*n_logits == 0) return ok_status();
+  float* x_out = grow(s.x_out, *n_logits * st.E);  // [n_logits, n_embd]
+  int64_t j = 0;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    if (!batch.seqs[i].logits) continue;
+    const int64_t last = s.seq_tok[i + 1] - 1;
+    model::rms_norm(&x_out[j++ * st.E], &s.x[static_cast<size_t>(last * st.E)], w.output_norm, st.E, c.rms_eps);
+  }
+  model::linear(logits.data(), x_out, *n_logits, w.output, nullptr, pool, mm);
+  return ok_status();
+}
+
+}  // namespace edgelm::engine

@@ -1,0 +1,96 @@
+// The batched forward pass of continuous batching: one step runs slices of several sequences
+// (prefill chunks and decode tokens alike) through the model together, over the paged KV cache.
+//
+// Job: the same computation as Model::forward (model/forward.cpp) for every slice, but
+//  - each weight matrix is multiplied once per step with all n_total tokens of the batch
+//    (kernels::matmul with n_tok = n_total), so a decode step of N sequences streams the
+//    weights once instead of N times;
+//  - K/V live in a kv::KvStore addressed through each sequence's block table: position pos is
+//    block blocks[pos / block_size], slot pos % block_size;
+//  - attention reads every position, the slice's own new tokens included, back from the store,
+//    so a quantized KV type affects the current token exactly as it will later steps.
+//
+// Invariants:
+//  - Both architectures of model/arch.h run through the shared ops of model/ops.h; with F32
+//    weights and an f32 store the logits are bit-identical to Model::forward on each sequence
+//    alone (each output depends only on its own token's row and its own sequence's K/V, and every
+//    sum keeps the reference's order). With quantized weights whose kernels have a tile GEMM
+//    (AMX), matmul's choice of kernel depends on n_total, so results may differ by float
+//    reassociation.
+//  - Slices must write disjoint (block, slot)s (the scheduler's copy-on-write guarantees it); a
+//    slice's block table must cover positions [0, pos0 + n_tokens) and positions [0, pos0) must
+//    already be written.
+//  - Validation happens before anything is written: on an error the store is untouched.
+//
+// Cost: weights once per step; per layer, each slice's K/V rows [0, pos0 + n_tokens) are
+// decoded once into scratch (not once per head), then attention runs in parallel over
+// (token, head) pairs split by cost. Once the scratch has grown to a step's size, steps of that
+// size or smaller allocate nothing here (kernels::matmul itself still allocates a little when it
+// runs on the pool).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/result.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kv/block_pool.h"
+#include "kv/kv_store.h"
+#include "model/model.h"
+
+namespace edgelm::engine {
+
+// One sequence's part of a step.
+struct BatchSeq {
+  int32_t pos0 = 0;                     // position of the slice's first token (tokens [0, pos0) are already in the KV)
+  int32_t n_tokens = 0;                 // tokens of this slice, at positions [pos0, pos0 + n_tokens)
+  std::span<const kv::BlockId> blocks;  // the sequence's block table; covers positions [0, pos0 + n_tokens)
+  bool logits = false;                  // compute the logits of the slice's last token
+};
+
+struct StepBatch {
+  std::vector<model::TokenId> tokens;  // [n_total] every slice's tokens, slice after slice, in seqs order
+  std::vector<BatchSeq> seqs;
+};
+
+// Reusable buffers of forward_batch (one per caller; not thread-safe). The buffers are internal
+// and only grow, so a warmed-up scratch makes a step allocation-free; gather_budget_bytes is the
+// one setting.
+struct BatchScratch {
+  std::vector<float> x;             // [n_total, n_embd] residual stream
+  std::vector<float> xn;            // [n_total, n_embd] normalized input of a sub-layer
+  std::vector<float> q;             // [n_total, n_head * head_dim]
+  std::vector<float> k;             // [n_total, n_embd_kv] the step's new keys (after RoPE)
+  std::vector<float> v;             // [n_total, n_embd_kv]
+  std::vector<float> att;           // [n_total, n_head * head_dim] attention output
+  std::vector<float> proj;          // [n_total, n_embd] sub-layer output
+  std::vector<float> gate;          // [n_total, n_ff]
+  std::vector<float> up;            // [n_total, n_ff]
+  std::vector<float> x_out;         // [n slices with logits, n_embd] final-normed last tokens
+  std::vector<float> k_ctx;         // [rows of a gather group, n_embd_kv] keys read back from the store
+  std::vector<float> v_ctx;         // [rows of a gather group, n_embd_kv]
+  std::vector<float> scores;        // [n_parts, longest context of a group] softmax weights
+  std::vector<int32_t> tok_seq;     // [n_total] slice of each token
+  std::vector<int32_t> tok_pos;     // [n_total] position of each token
+  std::vector<int64_t> seq_tok;     // [n_seqs + 1] first token of each slice (and n_total)
+  std::vector<int64_t> seq_row;     // [n_seqs + 1] first K/V row of each slice, counted over all slices
+  std::vector<int32_t> group_end;   // [n_groups] one past the last slice of each gather group
+  std::vector<int64_t> part_begin;  // [n_parts + 1] attention work items of each part
+  kernels::MatmulScratch matmul;
+  // Most bytes of read-back K/V (f32, K and V) held at once; slices are gathered and attended in
+  // groups under it (a slice whose context alone is larger gets a group of its own).
+  int64_t gather_budget_bytes = int64_t{32} << 20;
+};
+
+// Runs every slice's tokens through the model in one pass (see the header comment) and writes
+// the logits of the last token of each slice with `logits` set: logits is
+// [n slices with logits, n_vocab], in seqs order. The store's block size is the paging unit.
+// Errors (nothing is written): empty batch, tokens.size() != sum of n_tokens, n_tokens <= 0,
+// pos0 < 0, a token outside the vocabulary, a block table too short or naming a block outside
+// the store, a store of another model's shape, logits span of the wrong size.
+Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore& store, std::span<float> logits,
+                     ThreadPool& pool, BatchScratch& scratch);
+
+}  // namespace edgelm::engine

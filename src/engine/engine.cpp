@@ -1,0 +1,225 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/timer.h"
+
+namespace edgelm::engine {
+
+std::string_view finish_name(Finish f) {
+  switch (f) {
+    case Finish::none: return "none";
+    case Finish::stop: return "stop";
+    case Finish::length: return "length";
+    case Finish::cancelled: return "cancelled";
+    case Finish::deadline: return "deadline";
+    case Finish::error: return "error";
+  }
+  return "?";
+}
+
+Status validate(const EngineOptions& o) {
+  const SchedulerOptions& s = o.scheduler;
+  if (o.block_size < 1 || o.block_size > 1024)
+    return make_error("block size must be in [1, 1024], got {}", o.block_size);
+  if (o.n_ctx < 0) return make_error("context size must be >= 0, got {}", o.n_ctx);
+  if (s.max_batch_size < 1) return make_error("--max-batch-size must be >= 1, got {}", s.max_batch_size);
+  if (s.max_batch_tokens < s.max_batch_size)
+    return make_error("--max-batch-tokens ({}) must be >= --max-batch-size ({}): every running sequence needs a token",
+                      s.max_batch_tokens, s.max_batch_size);
+  if (!(s.watermark > 0.0 && s.watermark <= 1.0))
+    return make_error("the KV watermark must be in (0, 1], got {}", s.watermark);
+  return ok_status();
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts) {
+  EDGELM_TRY_STATUS(validate(opts));
+  const model::ModelConfig& c = model.config();
+  const int32_t n_blocks = kv::KvStore::blocks_for_budget(c, opts.block_size, opts.kv_type, opts.kv_memory_bytes);
+  if (n_blocks < 2) {
+    return make_error(
+        "--kv-memory of {} bytes holds {} KV blocks of {} tokens ({} bytes per token with {} KV); need at least 2",
+        opts.kv_memory_bytes, n_blocks, opts.block_size, kv::kv_bytes_per_token(c, opts.kv_type),
+        kv::kv_type_name(opts.kv_type));
+  }
+  EDGELM_TRY(kv::KvStore store, kv::KvStore::create(c, n_blocks, opts.block_size, opts.kv_type));
+  return std::unique_ptr<Engine>(new Engine(model, tok, opts, std::move(store)));
+}
+
+Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store)
+    : model_(model),
+      tok_(tok),
+      opts_(opts),
+      n_ctx_(opts.n_ctx > 0 ? opts.n_ctx : model.config().n_ctx_train),
+      store_(std::move(store)),
+      pool_(store_.n_blocks(), opts.block_size),
+      kv_(pool_, store_),
+      scheduler_(kv_, pool_, opts.scheduler) {}
+
+Result<RequestId> Engine::add_request(Request req) {
+  const int32_t n_vocab = model_.config().n_vocab;
+  const auto n_prompt = static_cast<int64_t>(req.prompt.size());
+  if (n_prompt == 0) return make_error("the prompt is empty");
+  for (const int32_t t : req.prompt)
+    if (t < 0 || t >= n_vocab) return make_error("prompt token {} is outside the vocabulary [0, {})", t, n_vocab);
+  for (const int32_t t : req.stop_tokens)
+    if (t < 0 || t >= n_vocab) return make_error("stop token {} is outside the vocabulary [0, {})", t, n_vocab);
+  if (req.max_new_tokens < 0) return make_error("max_new_tokens must be >= 0, got {}", req.max_new_tokens);
+  EDGELM_TRY_STATUS(sample::validate(req.sampling));
+  if (n_prompt > n_ctx_) return make_error("the prompt has {} tokens, more than the context of {}", n_prompt, n_ctx_);
+  if (!req.stop_strings.empty() && tok_ == nullptr) return make_error("stop strings need a tokenizer");
+  // The most positions the request can hold, plus one block of copy-on-write headroom.
+  const int64_t positions = std::min<int64_t>(n_ctx_, n_prompt + req.max_new_tokens);
+  const int64_t blocks = (positions + opts_.block_size - 1) / opts_.block_size + 1;
+  if (blocks > pool_.n_blocks()) {
+    return make_error("the request needs up to {} KV blocks ({} tokens), the pool has {} (raise --kv-memory)", blocks,
+                      positions, pool_.n_blocks());
+  }
+
+  const RequestId id = next_id_++;
+  if (req.max_new_tokens == 0) {  // nothing to generate: finish at once, without a forward
+    TokenEvent ev{id, -1, {}, Finish::length, {}};
+    pending_.push_back(ev);
+    pending_callbacks_.push_back(std::move(req.on_event));
+    return id;
+  }
+  auto seq = std::make_unique<Sequence>(id, std::move(req), next_arrival_++);
+  seq->tokens = seq->req.prompt;
+  seq->n_prompt = static_cast<int32_t>(n_prompt);
+  if (tok_ != nullptr) seq->text.emplace(*tok_, seq->tokens, seq->req.stop_strings);
+  scheduler_.add(std::move(seq));
+  return id;
+}
+
+bool Engine::cancel(RequestId id) {
+  Sequence* s = scheduler_.find(id);
+  if (s == nullptr) return false;
+  std::vector<TokenEvent> out;
+  finish(id, Finish::cancelled, {}, out);  // frees the blocks now
+  return true;
+}
+
+bool Engine::has_work() const {
+  return !pending_.empty() || !scheduler_.running().empty() || !scheduler_.waiting().empty();
+}
+
+void Engine::emit(Sequence& s, TokenEvent ev, std::vector<TokenEvent>& out) {
+  if (s.req.on_event) s.req.on_event(ev);
+  out.push_back(std::move(ev));
+}
+
+void Engine::finish(RequestId id, Finish f, std::string error, std::vector<TokenEvent>& out) {
+  std::unique_ptr<Sequence> s = scheduler_.remove(id);
+  EDGELM_CHECK(s != nullptr, "finish of unknown request ", id);
+  TokenEvent ev{id, -1, {}, f, std::move(error)};
+  if (s->text && f != Finish::cancelled) ev.text = s->text->finish();
+  if (f == Finish::cancelled) {  // delivered with the next step, from the caller's thread of control
+    pending_.push_back(std::move(ev));
+    pending_callbacks_.push_back(std::move(s->req.on_event));
+    return;
+  }
+  emit(*s, std::move(ev), out);
+}
+
+Finish Engine::accept_token(Sequence& s, int32_t token, std::vector<TokenEvent>& out) {
+  const bool eog = s.req.stop_at_eog && tok_ != nullptr && tok_->vocab().is_eog(token);
+  if (eog || std::find(s.req.stop_tokens.begin(), s.req.stop_tokens.end(), token) != s.req.stop_tokens.end())
+    return Finish::stop;
+  s.tokens.push_back(token);
+  ++s.n_generated;
+  TokenEvent ev{s.id, token, {}, Finish::none, {}};
+  bool stopped = false;
+  if (s.text) {
+    TextStream::Piece p = s.text->push(token);
+    ev.text = std::move(p.text);
+    stopped = p.stopped;
+  }
+  emit(s, std::move(ev), out);
+  if (stopped) {
+    s.text.reset();  // the stop string and anything held with it are dropped
+    return Finish::stop;
+  }
+  if (s.n_generated >= s.req.max_new_tokens) return Finish::length;
+  if (static_cast<int32_t>(s.tokens.size()) >= n_ctx_) return Finish::length;
+  return Finish::none;
+}
+
+std::vector<TokenEvent> Engine::step() {
+  std::vector<TokenEvent> out;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    if (pending_callbacks_[i]) pending_callbacks_[i](pending_[i]);
+    out.push_back(std::move(pending_[i]));
+  }
+  pending_.clear();
+  pending_callbacks_.clear();
+
+  const Clock::time_point now = Clock::now();
+  std::vector<RequestId> expired;
+  for (const auto* list : {&scheduler_.running(), &scheduler_.waiting()})
+    for (const auto& s : *list)
+      if (s->req.deadline && *s->req.deadline <= now) expired.push_back(s->id);
+  for (const RequestId id : expired) finish(id, Finish::deadline, {}, out);
+
+  Stopwatch watch;
+  const std::vector<ScheduledSlice> plan = scheduler_.schedule();
+  if (plan.empty()) return out;
+
+  batch_.tokens.clear();
+  batch_.seqs.clear();
+  int32_t n_logits = 0;
+  for (const ScheduledSlice& sl : plan) {
+    const Sequence& s = *sl.seq;
+    const auto begin = s.tokens.begin() + s.kv.n_tokens;
+    batch_.tokens.insert(batch_.tokens.end(), begin, begin + sl.n_tokens);
+    batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, sl.logits});
+    n_logits += sl.logits ? 1 : 0;
+  }
+  const auto n_vocab = static_cast<size_t>(model_.config().n_vocab);
+  logits_.resize(static_cast<size_t>(n_logits) * n_vocab);
+  const Status st = model_.forward(batch_, store_, logits_);
+
+  std::vector<std::pair<RequestId, Finish>> done;
+  size_t row = 0;
+  for (const ScheduledSlice& sl : plan) {
+    Sequence& s = *sl.seq;
+    if (!st) {
+      kv_.cancel(s.kv);
+      continue;
+    }
+    kv_.commit(s.kv, std::span(s.tokens).subspan(static_cast<size_t>(s.kv.n_tokens), static_cast<size_t>(sl.n_tokens)));
+    if (!sl.logits) continue;
+    const std::span<float> lg(logits_.data() + row++ * n_vocab, n_vocab);
+    const int32_t token = s.sampler.sample(lg, s.tokens, s.n_prompt);
+    const Finish f = accept_token(s, token, out);
+    if (f != Finish::none) done.emplace_back(s.id, f);
+  }
+  if (!st) {
+    for (const ScheduledSlice& sl : plan) done.emplace_back(sl.seq->id, Finish::error);
+  }
+  for (const auto& [id, f] : done) finish(id, f, f == Finish::error ? st.error().message : std::string(), out);
+
+  last_step_tokens_ = static_cast<int32_t>(batch_.tokens.size());
+  last_step_ms_ = watch.millis();
+  scheduler_.observe_step(last_step_ms_);
+  if (opts_.check_invariants) kv_.check_invariants(scheduler_.live_kv());
+  return out;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.n_running = static_cast<int32_t>(scheduler_.running().size());
+  s.n_waiting = static_cast<int32_t>(scheduler_.waiting().size());
+  s.batch_cap = scheduler_.batch_cap();
+  s.kv_blocks = pool_.n_blocks();
+  s.kv_blocks_used = pool_.n_used();
+  s.kv_blocks_cached = pool_.n_cached();
+  s.prefix_queries = pool_.prefix_queries();
+  s.prefix_hits = pool_.prefix_hits();
+  s.n_preemptions = scheduler_.n_preemptions();
+  s.last_step_tokens = last_step_tokens_;
+  s.last_step_ms = last_step_ms_;
+  return s;
+}
+
+}  // namespace edgelm::engine

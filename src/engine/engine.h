@@ -1,0 +1,114 @@
+// The continuous-batching engine: many sequences served at once over a paged KV cache.
+//
+// Job: accept requests (add_request), advance every running sequence by one step per step()
+// call (one batched forward: decode tokens of running sequences plus prompt chunks of new ones,
+// each weight read once per step), sample, stream tokens and text, and end requests on stop,
+// length, cancel, deadline or error. The scheduler (scheduler.h) decides what runs; the KV
+// cache (kv/) shares prompt prefixes between requests.
+//
+// Invariants:
+//  - max_new_tokens is exact: a request that does not stop earlier gets exactly that many tokens.
+//  - Every request gets exactly one finishing event; after it, the request holds no KV block.
+//  - cancel(id) frees the request's blocks before it returns.
+//  - Greedy output does not depend on what else is in the batch, on prefix-cache hits or on
+//    preemption: every token's K/V and logits are computed by the same per-token operations.
+//    (With tile GEMM kernels, gemm.h, quantized matmuls of large batches may differ from small
+//    ones by float reassociation.)
+//  - With check_invariants, the KV block invariants (no leak, no double free, refcounts match
+//    the block tables) are asserted after every step; on by default in debug builds.
+// Not thread-safe: one thread drives add_request / step / cancel.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/result.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "engine/step_model.h"
+#include "kv/block_pool.h"
+#include "kv/kv_manager.h"
+#include "kv/kv_store.h"
+#include "tokenizer/tokenizer.h"
+
+namespace edgelm::engine {
+
+struct EngineOptions {
+  size_t kv_memory_bytes = size_t{512} << 20;  // KV pool budget (--kv-memory)
+  kv::KvType kv_type = kv::KvType::f16;        // --kv-type
+  int32_t block_size = 16;                     // tokens per KV block
+  int32_t n_ctx = 0;                           // positions per sequence; 0: the model's trained context
+  SchedulerOptions scheduler;
+#ifdef NDEBUG
+  bool check_invariants = false;
+#else
+  bool check_invariants = true;
+#endif
+};
+
+// Checks ranges; the message names the option.
+Status validate(const EngineOptions& opts);
+
+struct EngineStats {
+  int32_t n_running = 0;
+  int32_t n_waiting = 0;
+  int32_t batch_cap = 0;  // the adaptive cap on running sequences
+  int32_t kv_blocks = 0;
+  int32_t kv_blocks_used = 0;    // held by sequences
+  int32_t kv_blocks_cached = 0;  // free but still holding a reusable prefix
+  int64_t prefix_queries = 0;    // prompt blocks looked up in the prefix cache
+  int64_t prefix_hits = 0;
+  int64_t n_preemptions = 0;
+  int32_t last_step_tokens = 0;
+  double last_step_ms = 0.0;
+};
+
+class Engine {
+ public:
+  // `model` (and `tok`, which may be null: then stop strings are refused and events carry no
+  // text) must outlive the engine.
+  static Result<std::unique_ptr<Engine>> create(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts);
+
+  // Queues a request. Errors: empty prompt, token outside the vocabulary, invalid sampling,
+  // max_new_tokens < 0, prompt + max_new_tokens beyond the context or the whole KV pool, stop
+  // strings without a tokenizer.
+  Result<RequestId> add_request(Request req);
+  // Runs one step; returns its events (each also passed to its request's on_event).
+  std::vector<TokenEvent> step();
+  // Ends the request now (its blocks are freed); its finishing event comes with the next
+  // step(). False when the id is unknown or already finished.
+  bool cancel(RequestId id);
+  // Something is running, waiting, or an event is pending.
+  bool has_work() const;
+
+  EngineStats stats() const;
+  const EngineOptions& options() const { return opts_; }
+  int32_t n_ctx() const { return n_ctx_; }
+
+ private:
+  Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store);
+  void emit(Sequence& s, TokenEvent ev, std::vector<TokenEvent>& out);
+  void finish(RequestId id, Finish f, std::string error, std::vector<TokenEvent>& out);
+  // After sampling `token` for s: append it, emit it, and say whether s is done.
+  Finish accept_token(Sequence& s, int32_t token, std::vector<TokenEvent>& out);
+
+  StepModel& model_;
+  const tokenizer::Tokenizer* tok_;
+  EngineOptions opts_;
+  int32_t n_ctx_;
+  kv::KvStore store_;
+  kv::BlockPool pool_;
+  kv::KvManager kv_;
+  Scheduler scheduler_;
+  RequestId next_id_ = 1;
+  uint64_t next_arrival_ = 0;
+  std::vector<TokenEvent> pending_;  // finishing events of cancelled requests
+  std::vector<std::function<void(const TokenEvent&)>> pending_callbacks_;
+  std::vector<float> logits_;  // [slices with logits, n_vocab]
+  StepBatch batch_;
+  int32_t last_step_tokens_ = 0;
+  double last_step_ms_ = 0.0;
+};
+
+}  // namespace edgelm::engine

@@ -1,0 +1,56 @@
+// What a client hands the batching engine (engine.h) and what it gets back.
+//
+// A request is a tokenized prompt plus how to continue it; the engine answers with a stream of
+// TokenEvents: one per generated token (with the text that became final), and one that carries
+// the finish reason. Every request ends with exactly one event whose finish is not `none`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sample/sampler.h"
+
+namespace edgelm::engine {
+
+using RequestId = uint64_t;
+using Clock = std::chrono::steady_clock;
+
+enum class Finish {
+  none,       // still running
+  stop,       // an end-of-generation token, a stop token or a stop string
+  length,     // max_new_tokens generated, or the context is full
+  cancelled,  // cancel(id)
+  deadline,   // the deadline passed
+  error,      // the request cannot run (the event's error says why)
+};
+std::string_view finish_name(Finish f);
+
+struct TokenEvent {
+  RequestId id = 0;
+  int32_t token = -1;  // the generated token, or -1 on an event that only finishes
+  std::string text;    // text that became final with this event (stop strings held back until
+                       // they can no longer match; the matched stop string itself is never sent)
+  Finish finish = Finish::none;
+  std::string error;  // with Finish::error
+};
+
+struct Request {
+  std::vector<int32_t> prompt;  // token ids, at least one
+  sample::SamplingParams sampling;
+  int32_t max_new_tokens = 128;           // exact unless the request stops earlier
+  bool stop_at_eog = true;                // end on the vocabulary's end-of-generation tokens
+  std::vector<int32_t> stop_tokens;       // further tokens that end the request (not emitted)
+  std::vector<std::string> stop_strings;  // need a tokenizer in the engine
+  std::optional<Clock::time_point> deadline;
+  int32_t priority = 0;                             // higher runs first; FCFS within a priority
+  bool cache_prefix = true;                         // share and reuse KV blocks with other requests
+  std::string cache_salt;                           // requests share blocks only with equal salts
+  std::function<void(const TokenEvent&)> on_event;  // streaming; called from Engine::step()
+};
+
+}  // namespace edgelm::engine

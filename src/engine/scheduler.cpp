@@ -1,0 +1,142 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace edgelm::engine {
+namespace {
+
+// Priority first (higher first), then arrival (earlier first).
+bool runs_before(const Sequence& a, const Sequence& b) {
+  if (a.req.priority != b.req.priority) return a.req.priority > b.req.priority;
+  return a.arrival < b.arrival;
+}
+
+void insert_ordered(std::vector<std::unique_ptr<Sequence>>& v, std::unique_ptr<Sequence> seq) {
+  auto at = std::upper_bound(v.begin(), v.end(), seq, [](const auto& a, const auto& b) { return runs_before(*a, *b); });
+  v.insert(at, std::move(seq));
+}
+
+}  // namespace
+
+Scheduler::Scheduler(kv::KvManager& kv, kv::BlockPool& pool, SchedulerOptions opts)
+    : kv_(kv), pool_(pool), opts_(opts), cap_(opts.max_batch_size) {
+  EDGELM_CHECK(opts_.max_batch_size >= 1 && opts_.max_batch_tokens >= opts_.max_batch_size,
+               "scheduler options must be validated by the engine");
+}
+
+void Scheduler::add(std::unique_ptr<Sequence> seq) { insert_waiting(std::move(seq)); }
+
+void Scheduler::insert_waiting(std::unique_ptr<Sequence> seq) { insert_ordered(waiting_, std::move(seq)); }
+
+Sequence* Scheduler::find(RequestId id) {
+  for (auto* list : {&running_, &waiting_})
+    for (auto& s : *list)
+      if (s->id == id) return s.get();
+  return nullptr;
+}
+
+std::unique_ptr<Sequence> Scheduler::remove(RequestId id) {
+  for (auto* list : {&running_, &waiting_}) {
+    auto it = std::find_if(list->begin(), list->end(), [&](const auto& s) { return s->id == id; });
+    if (it == list->end()) continue;
+    std::unique_ptr<Sequence> seq = std::move(*it);
+    list->erase(it);
+    kv_.free(seq->kv);
+    return seq;
+  }
+  return nullptr;
+}
+
+void Scheduler::preempt(size_t running_index) {
+  std::unique_ptr<Sequence> seq = std::move(running_[running_index]);
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
+  kv_.free(seq->kv);  // recompute later from seq->tokens
+  ++seq->n_preemptions;
+  ++n_preemptions_;
+  insert_waiting(std::move(seq));
+}
+
+std::vector<ScheduledSlice> Scheduler::schedule() {
+  std::vector<ScheduledSlice> plan;
+  int32_t budget = opts_.max_batch_tokens;
+
+  // Running sequences first: a decode token each, or the next chunk of their prompt.
+  for (size_t i = 0; i < running_.size();) {
+    Sequence& s = *running_[i];
+    const int32_t n = std::min(s.n_pending(), budget);
+    if (n <= 0) {
+      ++i;
+      continue;
+    }
+    bool ok = kv_.reserve(s.kv, n);
+    // Out of blocks: preempt the newest sequence not yet scheduled in this step.
+    while (!ok && running_.size() - 1 > i) {
+      preempt(running_.size() - 1);
+      ok = kv_.reserve(s.kv, n);
+    }
+    if (!ok) {
+      preempt(i);  // the newest itself; the next sequence moves into slot i
+      continue;
+    }
+    plan.push_back({&s, n, n == s.n_pending()});
+    budget -= n;
+    ++i;
+  }
+
+  // Then admissions, while the cap, the budget and the watermark allow.
+  bool capped = false;
+  while (!waiting_.empty() && budget > 0) {
+    if (static_cast<int32_t>(running_.size()) >= cap_) {
+      capped = true;
+      break;
+    }
+    Sequence& s = *waiting_.front();
+    if (s.kv.blocks.empty()) {
+      s.kv.cache_prefix = s.req.cache_prefix;
+      s.kv.root = kv::prefix_root(s.req.cache_salt);
+      const int32_t cached = kv_.match_prefix(s.kv, s.tokens);
+      if (!s.admitted_once) s.n_cached = cached;
+    }
+    const int32_t n = std::min(s.n_pending(), budget);
+    const int32_t need = kv_.blocks_needed(s.kv, n);
+    const bool over_watermark =
+        !running_.empty() && static_cast<double>(pool_.n_used() + need) > opts_.watermark * pool_.n_blocks();
+    if (over_watermark || !kv_.reserve(s.kv, n)) {
+      kv_.free(s.kv);  // its matched prefix blocks go back to the cache
+      break;
+    }
+    s.admitted_once = true;
+    std::unique_ptr<Sequence> seq = std::move(waiting_.front());
+    waiting_.erase(waiting_.begin());
+    Sequence* p = seq.get();
+    insert_ordered(running_, std::move(seq));
+    plan.push_back({p, n, n == p->n_pending()});
+    budget -= n;
+  }
+  capped_last_step_ = capped;
+  return plan;
+}
+
+void Scheduler::observe_step(double step_ms) {
+  if (opts_.target_step_ms <= 0) {
+    cap_ = opts_.max_batch_size;
+    return;
+  }
+  if (step_ms > opts_.target_step_ms && cap_ > 1) {
+    cap_ = std::max(1, cap_ - std::max(1, cap_ / 4));
+  } else if (step_ms < opts_.target_step_ms / 2 && capped_last_step_ && cap_ < opts_.max_batch_size) {
+    ++cap_;
+  }
+}
+
+std::vector<const kv::SeqKv*> Scheduler::live_kv() const {
+  std::vector<const kv::SeqKv*> out;
+  for (const auto* list : {&running_, &waiting_})
+    for (const auto& s : *list)
+      if (!s->kv.blocks.empty()) out.push_back(&s->kv);
+  return out;
+}
+
+}  // namespace edgelm::engine

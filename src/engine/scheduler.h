@@ -1,0 +1,108 @@
+// The continuous-batching scheduler: decides, every step, which sequences run and with how many
+// tokens, and keeps the KV cache from ever running out.
+//
+// Policy (vLLM's shape):
+//  - Order: priority (higher first), then arrival (FCFS). Running sequences are served before
+//    waiting ones; within a step, decode tokens (1 per sequence) and the chunks of prompts still
+//    being prefilled share a token budget (max_batch_tokens).
+//  - Admission: a waiting sequence joins while the running set is below the batch cap, tokens
+//    remain in the budget, and its blocks keep the pool's used fraction at or below the
+//    watermark (so running sequences keep room to grow). Cached prefix blocks are reused on
+//    admission (KvManager::match_prefix); unused cached blocks are evicted (LRU) before any
+//    sequence is preempted, because they count as free.
+//  - Pressure: when a running sequence cannot get a block, the newest sequence that has not been
+//    scheduled in this step (lowest priority, latest arrival; possibly itself) is preempted by
+//    recompute: its blocks are freed and it waits again with all its tokens (prompt + output) as
+//    the prompt of its next admission. Its sampler and text state are kept, so its output is
+//    the same as without preemption. No allocation can fail past this point, so the engine never
+//    runs out of KV memory; a request that could not fit even alone is refused at admission.
+//  - Batch cap: adapts within [1, max_batch_size]: shrinks by a quarter when a step overshoots
+//    target_step_ms, grows by one when steps are under half the target and sequences are
+//    waiting on the cap.
+// Single-threaded, like the engine step loop that calls it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/text_stream.h"
+#include "kv/kv_manager.h"
+#include "sample/sampler.h"
+
+namespace edgelm::engine {
+
+// One request in flight.
+struct Sequence {
+  Sequence(RequestId id_, Request req_, uint64_t arrival_)
+      : id(id_), req(std::move(req_)), arrival(arrival_), sampler(req.sampling) {}
+
+  RequestId id;
+  Request req;
+  uint64_t arrival;             // admission order, for FCFS
+  std::vector<int32_t> tokens;  // [n_prompt + n_generated] prompt, then generated tokens
+  int32_t n_prompt = 0;
+  int32_t n_generated = 0;
+  int32_t n_cached = 0;  // prompt tokens served from the prefix cache at first admission
+  bool admitted_once = false;
+  int32_t n_preemptions = 0;
+  kv::SeqKv kv;
+  sample::Sampler sampler;
+  std::optional<TextStream> text;  // when the engine has a tokenizer
+
+  // Tokens whose K/V still have to be computed (>= 1 for every live sequence).
+  int32_t n_pending() const { return static_cast<int32_t>(tokens.size()) - kv.n_tokens; }
+};
+
+struct SchedulerOptions {
+  int32_t max_batch_tokens = 512;  // tokens per step, decode and prefill together
+  int32_t max_batch_size = 32;     // running sequences at most
+  double watermark = 0.8;          // admissions pause above this used fraction of the pool
+  double target_step_ms = 250.0;   // adaptive batch cap target; <= 0 keeps the cap at the max
+};
+
+struct ScheduledSlice {
+  Sequence* seq;
+  int32_t n_tokens;  // positions [seq->kv.n_tokens, + n_tokens), reserved in the KV
+  bool logits;       // the slice ends at the sequence's last token: sample after it
+};
+
+class Scheduler {
+ public:
+  Scheduler(kv::KvManager& kv, kv::BlockPool& pool, SchedulerOptions opts);
+
+  void add(std::unique_ptr<Sequence> seq);
+  // Removes the sequence (waiting or running) and frees its blocks; nullptr if unknown.
+  std::unique_ptr<Sequence> remove(RequestId id);
+  Sequence* find(RequestId id);
+
+  // Plans one step and reserves the KV room of every slice (commit or cancel them after the
+  // forward). Empty when nothing can run.
+  std::vector<ScheduledSlice> schedule();
+  // Feeds the adaptive batch cap with the duration of the step just run.
+  void observe_step(double step_ms);
+
+  const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
+  const std::vector<std::unique_ptr<Sequence>>& waiting() const { return waiting_; }
+  int32_t batch_cap() const { return cap_; }
+  int64_t n_preemptions() const { return n_preemptions_; }
+  // All sequences holding blocks (for KvManager::check_invariants).
+  std::vector<const kv::SeqKv*> live_kv() const;
+
+ private:
+  void preempt(size_t running_index);
+  void insert_waiting(std::unique_ptr<Sequence> seq);
+
+  kv::KvManager& kv_;
+  kv::BlockPool& pool_;
+  SchedulerOptions opts_;
+  int32_t cap_;
+  bool capped_last_step_ = false;  // a waiting sequence was held back by the cap
+  int64_t n_preemptions_ = 0;
+  std::vector<std::unique_ptr<Sequence>> running_;  // in priority, arrival order
+  std::vector<std::unique_ptr<Sequence>> waiting_;  // in priority, arrival order
+};
+
+}  // namespace edgelm::engine

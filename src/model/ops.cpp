@@ -1,0 +1,75 @@
+// The shared numeric operations of the forward passes (see ops.h). The expressions are exactly
+// those of the original reference forward: changing one changes every golden result.
+#include "model/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace edgelm::model {
+
+void linear(float* out, const float* x, int64_t n_tok, const kernels::WeightMatrix& w, const float* bias,
+            ThreadPool& pool, kernels::MatmulScratch& scratch) {
+  kernels::matmul(w, x, n_tok, out, pool, scratch);
+  if (bias == nullptr) return;
+  for (int64_t t = 0; t < n_tok; ++t)
+    for (int64_t r = 0; r < w.rows; ++r) out[t * w.rows + r] += bias[r];
+}
+
+void rms_norm(float* out, const float* x, const float* weight, int64_t n, float eps) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void rope(float* v, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos, float base, RopeStyle style) {
+  const int32_t half = n_rot / 2;
+  for (int32_t i = 0; i < half; ++i) {
+    const float theta =
+        static_cast<float>(pos) * std::pow(base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot));
+    const float c = std::cos(theta), s = std::sin(theta);
+    const int32_t a = style == RopeStyle::norm ? 2 * i : i;
+    const int32_t b = style == RopeStyle::norm ? 2 * i + 1 : i + half;
+    for (int32_t h = 0; h < n_heads; ++h) {
+      float* x = v + static_cast<int64_t>(h) * head_dim;
+      const float x0 = x[a], x1 = x[b];
+      x[a] = x0 * c - x1 * s;
+      x[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+void swiglu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = silu(gate[i]) * up[i];
+}
+
+void add_inplace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void attention_head(const float* q, const float* k, const float* v, int64_t row_stride, int32_t n_pos, int64_t head_dim,
+                    float scale, float* scores, float* out) {
+  float max_score = -INFINITY;
+  for (int32_t p = 0; p < n_pos; ++p) {
+    const float* kp = k + p * row_stride;
+    float dot = 0.0f;
+    for (int64_t i = 0; i < head_dim; ++i) dot += q[i] * kp[i];
+    scores[p] = dot * scale;
+    max_score = std::max(max_score, scores[p]);
+  }
+  float sum = 0.0f;
+  for (int32_t p = 0; p < n_pos; ++p) {
+    scores[p] = std::exp(scores[p] - max_score);
+    sum += scores[p];
+  }
+  std::fill(out, out + head_dim, 0.0f);
+  for (int32_t p = 0; p < n_pos; ++p) {
+    const float w = scores[p] / sum;
+    const float* vp = v + p * row_stride;
+    for (int64_t i = 0; i < head_dim; ++i) out[i] += w * vp[i];
+  }
+}
+
+}  // namespace edgelm::model

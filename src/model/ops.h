@@ -1,0 +1,52 @@
+// The small numeric operations of the forward pass, shared by the reference forward
+// (forward.cpp) and the engine's batched forward over the paged KV cache (engine/batch_forward).
+//
+// Job: one definition of every per-token computation, so that two forward passes that call these
+// on the same inputs produce bit-identical results; which is what lets the batched path be tested
+// by memcmp against the reference.
+//
+// Invariants: every function is a plain float32 loop with one fixed order of operations
+// (sequential sums in index order, no reassociation); none allocates; each touches only its
+// arguments, so calls on disjoint outputs may run concurrently (except `linear`, which uses the
+// pool and the scratch of its caller).
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "model/arch.h"
+
+namespace edgelm::model {
+
+// out[t, :] = W x[t, :] (+ bias) for t < n_tok. out: [n_tok, w.rows]; x: [n_tok, w.cols];
+// bias: [w.rows] or null. Each output element depends only on its own row of x, not on n_tok.
+void linear(float* out, const float* x, int64_t n_tok, const kernels::WeightMatrix& w, const float* bias,
+            ThreadPool& pool, kernels::MatmulScratch& scratch);
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for one row of n (sum of squares in double).
+// out may alias x.
+void rms_norm(float* out, const float* x, const float* weight, int64_t n, float eps);
+
+// Rotates the first n_rot dims of each of n_heads heads ([n_heads, head_dim]) of one token at
+// position pos, in place. norm: pairs (2i, 2i+1); neox: pairs (i, i + n_rot/2); pair i turns by
+// pos * base^(-2i/n_rot).
+void rope(float* v, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos, float base, RopeStyle style);
+
+// x * sigmoid(x), as x / (1 + e^-x).
+float silu(float x);
+
+// SwiGLU's product: gate[i] = silu(gate[i]) * up[i] for i < n.
+void swiglu(float* gate, const float* up, int64_t n);
+
+// Residual add: x[i] += y[i] for i < n.
+void add_inplace(float* x, const float* y, int64_t n);
+
+// Softmax attention of one query head over n_pos key/value rows (positions [0, n_pos)):
+// out = sum_p softmax_p(q . k_p * scale) v_p. q, out: [head_dim]; k, v: row p of head_dim floats
+// at k + p * row_stride (the head's slice of a [n_pos, n_embd_kv] matrix); scores: [n_pos]
+// scratch. Dot products, the softmax sum and the weighted sum run sequentially in index order.
+void attention_head(const float* q, const float* k, const float* v, int64_t row_stride, int32_t n_pos, int64_t head_dim,
+                    float scale, float* scores, float* out);
+
+}  // namespace edgelm::model

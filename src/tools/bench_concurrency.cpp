@@ -1,0 +1,162 @@
+#include "tools/bench_concurrency.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "kernels/isa.h"
+
+namespace edgelm::tools {
+namespace {
+
+using engine::Clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+struct LevelResult {
+  int concurrency = 0;
+  double decode_tok_s = 0, tbt_median = 0, tbt_p95 = 0, ttft_median = 0;
+  int64_t preemptions = 0;
+};
+
+struct RunSample {
+  double tok_s = 0;
+  std::vector<double> tbt, ttft;
+  int64_t preemptions = 0;
+};
+
+Result<RunSample> run_once(const ConcurrencyBenchOptions& o, engine::StepModel& runner, int n, std::mt19937& rng) {
+  engine::EngineOptions eo = o.engine;
+  eo.scheduler.max_batch_size = std::max(eo.scheduler.max_batch_size, n);
+  eo.scheduler.max_batch_tokens = std::max(eo.scheduler.max_batch_tokens, eo.scheduler.max_batch_size);
+  EDGELM_TRY(auto eng, engine::Engine::create(runner, nullptr, eo));
+  const int32_t n_vocab = runner.config().n_vocab;
+  std::uniform_int_distribution<int32_t> tok(1, n_vocab - 1);
+  struct Track {
+    Clock::time_point last;
+    bool first = true;
+  };
+  std::map<engine::RequestId, Track> tracks;
+  RunSample s;
+  int64_t generated = 0;
+  const Clock::time_point t0 = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    engine::Request r;
+    r.prompt.resize(static_cast<size_t>(o.n_prompt));
+    for (auto& t : r.prompt) t = tok(rng);
+    r.sampling.temperature = 0.0f;
+    r.max_new_tokens = o.n_gen;
+    r.stop_at_eog = false;
+    EDGELM_TRY(const engine::RequestId id, eng->add_request(std::move(r)));
+    tracks[id].last = t0;
+  }
+  while (eng->has_work()) {
+    const std::vector<engine::TokenEvent> events = eng->step();
+    const Clock::time_point now = Clock::now();
+    for (const auto& ev : events) {
+      if (ev.finish == engine::Finish::error) return make_error("{}", ev.error);
+      if (ev.token < 0) continue;
+      Track& t = tracks[ev.id];
+      (t.first ? s.ttft : s.tbt).push_back(ms_between(t.last, now));
+      t.first = false;
+      t.last = now;
+      ++generated;
+    }
+  }
+  s.tok_s = static_cast<double>(generated) / (ms_between(t0, Clock::now()) / 1e3);
+  s.preemptions = eng->stats().n_preemptions;
+  return s;
+}
+
+}  // namespace
+
+Result<std::vector<int>> parse_levels(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t pos = 0;
+      const int v = std::stoi(item, &pos);
+      if (pos != item.size() || v < 1 || v > 4096) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return make_error("--concurrency: '{}' is not a level in [1, 4096] (example: 1,2,4,8)", item);
+    }
+  }
+  if (out.empty()) return make_error("--concurrency needs at least one level (example: 1,2,4,8)");
+  return out;
+}
+
+int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& m, ThreadPool& pool) {
+  engine::ModelRunner runner(m, pool);
+  std::mt19937 rng(4321);
+  std::vector<LevelResult> results;
+  // A short warm-up run maps the weights and sizes the scratch buffers.
+  {
+    ConcurrencyBenchOptions w = o;
+    w.n_gen = 2;
+    if (auto s = run_once(w, runner, 1, rng); !s.ok()) return report_error(s.error());
+  }
+  for (const int n : o.levels) {
+    std::vector<double> rates, tbt, ttft;
+    int64_t preemptions = 0;
+    for (int rep = 0; rep < o.reps; ++rep) {
+      auto s = run_once(o, runner, n, rng);
+      if (!s.ok()) return report_error(s.error());
+      rates.push_back(s->tok_s);
+      tbt.insert(tbt.end(), s->tbt.begin(), s->tbt.end());
+      ttft.insert(ttft.end(), s->ttft.begin(), s->ttft.end());
+      preemptions += s->preemptions;
+    }
+    results.push_back(
+        {n, percentile(rates, 0.5), percentile(tbt, 0.5), percentile(tbt, 0.95), percentile(ttft, 0.5), preemptions});
+  }
+  if (o.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results) {
+      out.push_back({{"model", o.model_path},
+                     {"type", o.type},
+                     {"threads", pool.n_threads()},
+                     {"concurrency", r.concurrency},
+                     {"n_prompt", o.n_prompt},
+                     {"n_gen", o.n_gen},
+                     {"decode_tok_s", r.decode_tok_s},
+                     {"tbt_ms_median", r.tbt_median},
+                     {"tbt_ms_p95", r.tbt_p95},
+                     {"ttft_ms_median", r.ttft_median},
+                     {"preemptions", r.preemptions},
+                     {"reps", o.reps},
+                     {"kv_type", kv::kv_type_name(o.engine.kv_type)},
+                     {"isa", kernels::isa_name(kernels::active_isa())}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model: %s (%s), kernels %s, %d threads, %d prompt + %d generated tokens per request, KV %s, %d reps\n\n",
+              o.model_path.c_str(), o.type.c_str(), std::string(kernels::isa_name(kernels::active_isa())).c_str(),
+              pool.n_threads(), o.n_prompt, o.n_gen, std::string(kv::kv_type_name(o.engine.kv_type)).c_str(), o.reps);
+  std::printf(
+      "| concurrency | decode tok/s (aggregate) | TBT median ms | TBT p95 ms | TTFT median ms | preemptions |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (const auto& r : results)
+    std::printf("| %d | %.2f | %.1f | %.1f | %.1f | %lld |\n", r.concurrency, r.decode_tok_s, r.tbt_median, r.tbt_p95,
+                r.ttft_median, static_cast<long long>(r.preemptions));
+  return 0;
+}
+
+}  // namespace edgelm::tools
