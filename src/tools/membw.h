@@ -1,5 +1,6 @@
 // Measures this machine's memory read bandwidth the way a decode step uses it: several
-// threads streaming through a buffer far larger than the caches. Benchmarks report their
+// threads streaming through a buffer far larger than the caches with the kernels' own F32
+// dot product. Benchmarks report their
 // achieved GB/s as a fraction of this number.
 #pragma once
 
