@@ -1,5 +1,5 @@
 # Thin wrapper over scripts/ and CMake presets. The two quick-start commands:
-#   make run    install what is missing, build, and run the default model
+#   make run    install what is missing, build, and start the server on the default model
 #   make test   install what is missing, build, and run every test (release, ASan/UBSan,
 #               AArch64 NEON kernels under qemu, fuzzing)
 SHARED ?= ../shared
@@ -7,10 +7,11 @@ MODEL ?= $(SHARED)/models/stories260K.bin
 TOKENIZER ?= $(SHARED)/models/tok512.bin
 PROMPT ?= Once upon a time
 N ?= 200
+PORT ?= 8080
 FUZZ_SECONDS ?= 30
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build run test test-release test-asan test-tsan test-aarch64 fuzz format tidy clean
+.PHONY: setup build run generate test test-tsan-server test-release test-asan test-tsan test-aarch64 fuzz format tidy clean
 
 setup:
 	./scripts/setup.sh
@@ -20,9 +21,12 @@ build: setup
 	cmake --build --preset release -j $(JOBS)
 
 run: build
+	./build/release/src/tools/edgelm serve -m "$(MODEL)" --tokenizer "$(TOKENIZER)" --port $(PORT)
+
+generate: build
 	./build/release/src/tools/edgelm run -m "$(MODEL)" --tokenizer "$(TOKENIZER)" -p "$(PROMPT)" -n $(N)
 
-test: setup test-release test-asan test-aarch64 fuzz
+test: setup test-release test-asan test-tsan-server test-aarch64 fuzz
 
 test-release:
 	cmake --preset release -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
@@ -37,9 +41,17 @@ test-asan:
 test-tsan:
 	cmake --preset tsan -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
 	cmake --build --preset tsan -j $(JOBS)
-	ctest --preset tsan -j $(JOBS)
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp" ctest --preset tsan -j $(JOBS)
 
 # Cross-compiles the NEON kernels' self-test for AArch64 and runs it under qemu-user.
+# The server and the engine under ThreadSanitizer (the threaded parts; the whole tree is
+# `make test-tsan`).
+test-tsan-server:
+	cmake --preset tsan -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
+	cmake --build --preset tsan -j $(JOBS) --target test_server test_engine
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp" ctest --preset tsan -j $(JOBS) -L server
+	./build/tsan/tests/engine/test_engine
+
 test-aarch64:
 	./scripts/test-aarch64.sh
 

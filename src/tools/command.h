@@ -27,6 +27,8 @@ CommandRunner add_quantize_command(CLI::App& app);
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_detokenize_command(CLI::App& app);
 CommandRunner add_eval_command(CLI::App& app);
+CommandRunner add_serve_command(CLI::App& app);
+CommandRunner add_loadtest_command(CLI::App& app);
 
 // Prints "edgelm: error: <message>" to stderr and returns exit code 1.
 int report_error(const Error& error);

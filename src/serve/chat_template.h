@@ -1,0 +1,53 @@
+// Chat templates: a list of chat messages -> the prompt text one model family was trained on.
+//
+// Five families, each written exactly as its published template renders it (Hugging Face
+// tokenizer_config.json chat templates / the reference implementations):
+//   llama2  "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] {user} [/INST]"
+//           (Meta's llama/generation.py: contents stripped; the system prompt folded into the
+//           next user turn; every turn after the first starts with "<s>")
+//   llama3  "<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>" per message
+//           (contents trimmed), generation prompt "<|start_header_id|>assistant<|end_header_id|>\n\n"
+//   chatml  "<|im_start|>{role}\n{content}<|im_end|>\n" per message, prompt "<|im_start|>assistant\n"
+//   zephyr  "<|{role}|>\n{content}</s>\n" per message, prompt "<|assistant|>\n"
+//   phi3    "<|{role}|>\n{content}<|end|>\n" per message, prompt "<|assistant|>\n"
+// The leading BOS ("<s>", "<|begin_of_text|>") is never included: the tokenizer adds it. The
+// special markers in the output are meant to be tokenized with special-token parsing on.
+//
+// Invariants: apply_chat_template is a pure function of its inputs; it accepts only the roles
+// system, user and assistant and a non-empty list, and reports anything else as an Error.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+#include "format/gguf_value.h"
+
+namespace edgelm::serve {
+
+struct ChatMessage {
+  std::string role, content;
+};
+
+enum class ChatTemplate { llama2, llama3, chatml, zephyr, phi3 };
+
+std::string_view chat_template_name(ChatTemplate t);
+// "llama2", "llama3", "chatml", "zephyr", "phi3" (case-insensitive; "llama-2"/"llama-3" too).
+Result<ChatTemplate> chat_template_from_name(std::string_view name);
+
+// The family of a model: markers in its tokenizer.chat_template (Jinja source) in this order:
+// "<|im_start|>" chatml, "<|start_header_id|>" llama3, "[INST]" llama2, "<|user|>" with
+// "<|end|>" phi3, "<|user|>" otherwise zephyr; without a recognizable template, from
+// general.architecture (qwen/qwen2 chatml, phi3 phi3); otherwise chatml, the most common
+// format of small instruction-tuned models.
+ChatTemplate detect_chat_template(const format::GgufMetadata& md);
+
+// Renders the conversation. add_generation_prompt appends the header that makes the model
+// answer as the assistant (llama2 needs none: a user turn already ends with "[/INST]").
+// Errors: empty list, unknown role; for llama2 also a system message not followed by a user
+// message and an assistant message that does not answer a user message.
+Result<std::string> apply_chat_template(ChatTemplate t, std::span<const ChatMessage> messages,
+                                        bool add_generation_prompt);
+
+}  // namespace edgelm::serve

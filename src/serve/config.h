@@ -1,0 +1,79 @@
+// Server configuration: one ServeConfig assembled from defaults, a YAML file, the environment
+// and command-line flags, validated once before the server starts.
+//
+// Precedence, lowest to highest: the defaults below < the YAML file (load_config_file) <
+// environment variables (apply_env) < flags (applied by the caller, last). Each layer only
+// overrides what it sets; a list (api_keys) is replaced as a whole, not merged.
+//
+// Invariants: the loaders report every user mistake (unknown key, wrong type, bad number,
+// unreadable file) as an Error naming the key, variable or file; they never throw. describe()
+// never prints a secret (api keys, admin token).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace edgelm::serve {
+
+struct ServeConfig {
+  std::string model_path, tokenizer_path, host = "127.0.0.1";
+  int port = 8080;
+  std::string model_name;  // default: file stem of model_path
+  std::string device_id;   // default: host name
+  int threads = 0;
+  std::string cpu_affinity;
+  std::string kv_type = "f16";
+  std::string kv_memory = "512M";
+  int max_batch_tokens = 512, max_batch_size = 32;
+  double target_step_ms = 250;
+  int max_queue = 64;
+  int max_connections = 64;
+  size_t max_body_bytes = 1 << 20;
+  int n_ctx = 0;
+  std::vector<std::string> api_keys;
+  std::string admin_token;
+  bool auth_health = false, auth_metrics = false;
+  double drain_timeout_s = 30;
+};
+
+// Reads a YAML mapping whose keys are the field names above (snake_case) over `base`.
+// Sizes (kv_memory, max_body_bytes) may be written as 512M / 1M / 1048576; api_keys is a list
+// of strings (or one string). The extra key `api_key_file` appends the keys of that file
+// (load_api_key_file; a relative path is relative to the YAML file's folder).
+// Errors: unreadable file, YAML syntax (with line), top level not a mapping, unknown key,
+// wrong type (each naming the key).
+Result<ServeConfig> load_config_file(const std::string& yaml_path, ServeConfig base);
+
+// Overrides fields from environment variables read through `getenv` (std::getenv in the
+// server; a map in tests). Every field has EDGELM_<FIELD IN UPPER CASE> (EDGELM_PORT,
+// EDGELM_MAX_QUEUE, EDGELM_KV_MEMORY, EDGELM_DRAIN_TIMEOUT_S, ...), plus the short names
+// EDGELM_MODEL (model_path) and EDGELM_TOKENIZER (tokenizer_path). EDGELM_API_KEYS is
+// comma-separated (blanks trimmed, empty items dropped); booleans take 1/0, true/false,
+// yes/no, on/off. A variable set to the empty string counts as unset.
+Status apply_env(ServeConfig& config, const std::function<const char*(const char*)>& getenv);
+
+// Appends the keys of a file: one key per line, surrounding blanks trimmed, blank lines and
+// lines starting with '#' skipped. A file with no key is an error (almost surely a mistake).
+Status load_api_key_file(ServeConfig& config, const std::string& path);
+
+// Fills the derived defaults left empty: model_name (file stem of model_path) and device_id
+// (default_device_id()). Call after the flags, before validate/describe.
+void fill_derived_defaults(ServeConfig& config);
+
+// Checks ranges and formats: a model path, port 0..65535 (0: any free port), kv_type one of
+// f16/f32/q8_0, kv_memory a size, positive batch limits, queue and connection limits >= 1,
+// non-negative timeouts, keys without blanks.
+Status validate(const ServeConfig& config);
+
+// One "key: value" line per setting, in declaration order; api keys and the admin token are
+// shown as "****" with their count, e.g. "api_keys: **** (2 keys)".
+std::string describe(const ServeConfig& config);
+
+// This machine's host name ("edge" if it cannot be read): the default device_id label.
+std::string default_device_id();
+
+}  // namespace edgelm::serve

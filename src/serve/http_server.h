@@ -1,0 +1,153 @@
+// The HTTP front of `edgelm serve`: a cpp-httplib server (one worker per connection, up to
+// max_connections) over an EngineService, plus what every route shares (ServerContext):
+// JSON errors in OpenAI's shape, auth, request accounting, and running one request to the end
+// or streaming it.
+//
+// Routes live in routes_openai.cpp (/v1/completions, /v1/chat/completions, /v1/models) and
+// routes_simple.cpp (/predict, /tokenize, /detokenize, /health, /metrics).
+//
+// Invariants:
+//  - Every inference request holds an in-flight count from routing until its response (for a
+//    stream: until the stream's release), so shutdown() can drain.
+//  - A request whose client goes away while streaming is cancelled (its KV freed next step).
+//  - When api_keys is non-empty, inference endpoints need `Authorization: Bearer <key>`
+//    (compared in constant time); /health and /metrics only with auth_health / auth_metrics.
+//  - While draining, new inference requests get 503 and in-flight ones finish.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+#include "serve/config.h"
+#include "serve/engine_service.h"
+#include "serve/metrics.h"
+
+namespace edgelm::serve {
+
+// An error answered to the client: HTTP status plus OpenAI's error object.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending field, if any
+  std::string code;
+};
+
+// Typed access to optional JSON fields: absent (or null) leaves `out` unchanged; a wrong type is
+// an ApiError naming the field.
+std::optional<ApiError> json_get(const nlohmann::json& body, const char* field, std::string& out);
+std::optional<ApiError> json_get(const nlohmann::json& body, const char* field, int32_t& out);
+std::optional<ApiError> json_get(const nlohmann::json& body, const char* field, double& out);
+std::optional<ApiError> json_get(const nlohmann::json& body, const char* field, bool& out);
+std::optional<ApiError> json_get(const nlohmann::json& body, const char* field, uint64_t& out);
+
+// How one generation ended, as the routes report it.
+struct Generation {
+  std::string text;
+  engine::Finish finish = engine::Finish::none;
+  std::string error;
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  // Timing (seconds; < 0: not observed), see RequestRecord.
+  double latency_s = -1, ttft_s = -1, queue_s = -1;
+  std::vector<double> tbt_s;
+  engine::Clock::time_point last_token_at;
+
+  // Folds one event of `h` into this generation; true when it was the finishing one.
+  bool absorb(const RequestHandle& h, engine::TokenEvent& ev);
+};
+
+// How a route shapes its SSE payloads.
+struct StreamWriter {
+  std::function<nlohmann::json(const std::string& text)> chunk;            // a chunk of text
+  std::function<std::vector<nlohmann::json>(const Generation& g)> finish;  // the last chunks
+};
+
+class ServerContext {
+ public:
+  ServerContext(const ServeConfig& cfg, EngineService& service, ServerMetrics& metrics)
+      : cfg_(cfg), service_(service), metrics_(metrics) {}
+
+  const ServeConfig& config() const { return cfg_; }
+  EngineService& service() { return service_; }
+  ServerMetrics& metrics() { return metrics_; }
+  const std::string& model_name() const { return cfg_.model_name; }
+
+  // Parses the body as a JSON object; nullopt after setting `err` (400) otherwise.
+  static std::optional<nlohmann::json> parse_body(const httplib::Request& req, ApiError& err);
+  void send_error(httplib::Response& res, const std::string& endpoint, const ApiError& e);
+  void send_json(httplib::Response& res, int status, const nlohmann::json& body);
+
+  // False (with a 503 in `err`) until the model is loaded.
+  bool check_ready(ApiError& err) const;
+  // The `model` field, when present, must name this server's model (404 otherwise).
+  std::optional<ApiError> check_model(const nlohmann::json& body) const;
+
+  // Submits; maps refusals to `err` (400 invalid, 429 queue full, 503 loading) and returns null.
+  std::shared_ptr<RequestHandle> submit(engine::Request req, ApiError& err);
+
+  // Runs a submitted request to its end (the caller records it, once it knows the status).
+  // A client that hangs up during a non-streamed request is not noticed (cpp-httplib 0.11
+  // gives handlers no view of the socket); deadline_ms bounds such requests.
+  Generation run_to_end(RequestHandle& h, const std::string& endpoint);
+  // Streams a submitted request as SSE; the response completes asynchronously.
+  void stream(httplib::Response& res, std::shared_ptr<RequestHandle> h, const std::string& endpoint,
+              StreamWriter writer);
+  // Records a finished request that was answered with `status`.
+  void record(const std::string& endpoint, int status, const Generation& g);
+
+  // Wraps a route: auth and drain checks (admit), and the in-flight count while it runs.
+  httplib::Server::Handler route(httplib::Server::Handler h);
+  // True when the request may proceed; otherwise the 401/503 is already in `res`.
+  bool admit(const httplib::Request& req, httplib::Response& res);
+
+  std::atomic<int> in_flight{0};
+  std::atomic<bool> draining{false};
+  std::atomic<uint64_t> next_id{1};
+
+ private:
+  const ServeConfig& cfg_;
+  EngineService& service_;
+  ServerMetrics& metrics_;
+};
+
+// The OpenAI finish_reason of an engine finish.
+std::string finish_reason(engine::Finish f);
+
+void register_openai_routes(httplib::Server& svr, ServerContext& ctx);
+void register_simple_routes(httplib::Server& svr, ServerContext& ctx);
+
+class HttpServer {
+ public:
+  // cfg, service and metrics must outlive the server. cfg.port 0 picks a free port.
+  HttpServer(const ServeConfig& cfg, EngineService& service, ServerMetrics& metrics);
+  ~HttpServer();
+
+  // Binds host:port; returns the bound port. Errors: the address is unusable.
+  Result<int> bind();
+  // Serves until stop(); call after bind(), typically on its own thread.
+  void run();
+  // Graceful: refuse new inference requests (503), wait up to drain_timeout for in-flight ones,
+  // then stop the listener (run() returns). Streams still open after the timeout are cut.
+  void shutdown(std::chrono::duration<double> drain_timeout);
+  // Waits until run() has started accepting.
+  void wait_until_running();
+
+  ServerContext& context() { return *ctx_; }
+
+ private:
+  std::unique_ptr<httplib::Server> svr_;
+  std::unique_ptr<ServerContext> ctx_;
+  const ServeConfig& cfg_;
+};
+
+}  // namespace edgelm::serve

@@ -1,0 +1,206 @@
+#include "serve/metrics.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace edgelm::serve {
+namespace {
+
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (const char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string format_number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  return fmt::format("{}", v);
+}
+
+}  // namespace
+
+void MetricsRegistry::add_counter(const std::string& name, const std::string& help) {
+  std::lock_guard lock(mutex_);
+  families_.push_back({name, help, Kind::counter, {}, {}});
+}
+
+void MetricsRegistry::add_gauge(const std::string& name, const std::string& help) {
+  std::lock_guard lock(mutex_);
+  families_.push_back({name, help, Kind::gauge, {}, {}});
+}
+
+void MetricsRegistry::add_histogram(const std::string& name, const std::string& help, std::vector<double> buckets) {
+  EDGELM_CHECK(std::is_sorted(buckets.begin(), buckets.end()), "histogram buckets must increase: ", name);
+  std::lock_guard lock(mutex_);
+  families_.push_back({name, help, Kind::histogram, std::move(buckets), {}});
+}
+
+MetricsRegistry::Family& MetricsRegistry::family(const std::string& name) {
+  for (Family& f : families_)
+    if (f.name == name) return f;
+  EDGELM_CHECK(false, "metric not registered: ", name);
+  return families_.front();  // unreachable
+}
+
+std::string MetricsRegistry::label_text(const Labels& labels, const std::string& extra_key,
+                                        const std::string& extra_value) const {
+  std::string out = "{";
+  auto add = [&](const std::string& k, const std::string& v) {
+    if (out.size() > 1) out += ',';
+    out += k + "=\"" + escape_label(v) + "\"";
+  };
+  for (const auto& [k, v] : const_labels_) add(k, v);
+  for (const auto& [k, v] : labels) add(k, v);
+  if (!extra_key.empty()) add(extra_key, extra_value);
+  return out + "}";
+}
+
+void MetricsRegistry::inc(const std::string& name, const Labels& labels, double by) {
+  std::lock_guard lock(mutex_);
+  Family& f = family(name);
+  EDGELM_CHECK(f.kind == Kind::counter, "not a counter: ", name);
+  f.series[label_text(labels)].value += by;
+}
+
+void MetricsRegistry::set(const std::string& name, const Labels& labels, double value) {
+  std::lock_guard lock(mutex_);
+  Family& f = family(name);
+  EDGELM_CHECK(f.kind == Kind::gauge, "not a gauge: ", name);
+  f.series[label_text(labels)].value = value;
+}
+
+void MetricsRegistry::observe(const std::string& name, const Labels& labels, double value) {
+  std::lock_guard lock(mutex_);
+  Family& f = family(name);
+  EDGELM_CHECK(f.kind == Kind::histogram, "not a histogram: ", name);
+  Series& s = f.series[label_text(labels)];
+  s.buckets.resize(f.bounds.size() + 1);
+  const size_t i = std::lower_bound(f.bounds.begin(), f.bounds.end(), value) - f.bounds.begin();  // le: value <= bound
+  ++s.buckets[i];
+  s.sum += value;
+  ++s.count;
+}
+
+std::string MetricsRegistry::render() const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  for (const Family& f : families_) {
+    const char* type = f.kind == Kind::counter ? "counter" : f.kind == Kind::gauge ? "gauge" : "histogram";
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, f.help, f.name, type);
+    for (const auto& [labels, s] : f.series) {
+      if (f.kind != Kind::histogram) {
+        out += fmt::format("{}{} {}\n", f.name, labels, format_number(s.value));
+        continue;
+      }
+      // Re-render the bucket label inside the stored label set: strip the closing brace.
+      const std::string head = labels.substr(0, labels.size() - 1);
+      const std::string sep = head.size() > 1 ? "," : "";
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i <= f.bounds.size(); ++i) {
+        cumulative += i < s.buckets.size() ? s.buckets[i] : 0;
+        const std::string le = i < f.bounds.size() ? format_number(f.bounds[i]) : "+Inf";
+        out += fmt::format("{}_bucket{}{}le=\"{}\"}} {}\n", f.name, head, sep, le, cumulative);
+      }
+      out += fmt::format("{}_sum{} {}\n{}_count{} {}\n", f.name, labels, format_number(s.sum), f.name, labels, s.count);
+    }
+  }
+  return out;
+}
+
+// ---- process readings ----
+
+double process_cpu_seconds() {
+  std::ifstream in("/proc/self/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0.0;
+  // The command name (field 2) may hold spaces; fields after its closing ')' are plain.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0.0;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stod(field);
+    if (i == 15) stime = std::stod(field);
+  }
+  const long ticks = sysconf(_SC_CLK_TCK);
+  return ticks > 0 ? (utime + stime) / static_cast<double>(ticks) : 0.0;
+}
+
+uint64_t process_resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  if (!(in >> size >> resident)) return 0;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// ---- ServerMetrics ----
+
+ServerMetrics::ServerMetrics(std::string model_name, std::string device_id)
+    : registry_({{"model_name", std::move(model_name)}, {"device_id", std::move(device_id)}}) {
+  const std::vector<double> tbt = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
+  const std::vector<double> wait = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  registry_.add_histogram("edge_inference_latency", "Request latency from arrival to the last token, seconds",
+                          kLatencyBuckets);
+  registry_.add_histogram("edge_time_to_first_token_seconds", "Arrival to first generated token", wait);
+  registry_.add_histogram("edge_time_between_tokens_seconds", "Gap between consecutive generated tokens", tbt);
+  registry_.add_histogram("edge_queue_time_seconds", "Arrival to the start of the step that produced the first token",
+                          wait);
+  registry_.add_counter("edge_requests_total", "Inference requests by endpoint, HTTP status and finish reason");
+  registry_.add_counter("edge_prompt_tokens_total", "Prompt tokens of accepted requests");
+  registry_.add_counter("edge_generated_tokens_total", "Generated tokens");
+  registry_.add_gauge("edge_requests_running", "Requests running in the engine");
+  registry_.add_gauge("edge_requests_waiting", "Requests waiting for admission");
+  registry_.add_gauge("edge_batch_size", "The engine's adaptive cap on running sequences");
+  registry_.add_gauge("edge_kv_usage_ratio", "Fraction of KV blocks held by sequences");
+  registry_.add_gauge("edge_prefix_cache_hit_ratio", "Prompt blocks served from the prefix cache / looked up");
+  registry_.add_gauge("process_cpu_utilization", "CPU seconds per wall second since the previous scrape");
+  registry_.add_gauge("process_resident_memory_bytes", "Resident set size");
+  last_wall_ = std::chrono::steady_clock::now();
+  last_cpu_s_ = process_cpu_seconds();
+}
+
+void ServerMetrics::record(const RequestRecord& r) {
+  registry_.inc("edge_requests_total",
+                {{"endpoint", r.endpoint}, {"status", std::to_string(r.status)}, {"finish_reason", r.finish_reason}});
+  if (r.prompt_tokens > 0) registry_.inc("edge_prompt_tokens_total", {}, r.prompt_tokens);
+  if (r.generated_tokens > 0) registry_.inc("edge_generated_tokens_total", {}, r.generated_tokens);
+  if (r.latency_s >= 0) registry_.observe("edge_inference_latency", {}, r.latency_s);
+  if (r.ttft_s >= 0) registry_.observe("edge_time_to_first_token_seconds", {}, r.ttft_s);
+  if (r.queue_s >= 0) registry_.observe("edge_queue_time_seconds", {}, r.queue_s);
+  for (const double g : r.tbt_s) registry_.observe("edge_time_between_tokens_seconds", {}, g);
+}
+
+std::string ServerMetrics::scrape(const ServiceStats& s) {
+  registry_.set("edge_requests_running", {}, s.n_running);
+  registry_.set("edge_requests_waiting", {}, s.n_waiting);
+  registry_.set("edge_batch_size", {}, s.batch_cap);
+  registry_.set("edge_kv_usage_ratio", {}, s.kv_usage_ratio);
+  registry_.set("edge_prefix_cache_hit_ratio", {}, s.prefix_hit_ratio);
+  {
+    std::lock_guard lock(cpu_mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    const double cpu = process_cpu_seconds();
+    const double wall = std::chrono::duration<double>(now - last_wall_).count();
+    if (wall > 0) registry_.set("process_cpu_utilization", {}, std::max(0.0, cpu - last_cpu_s_) / wall);
+    last_cpu_s_ = cpu;
+    last_wall_ = now;
+  }
+  registry_.set("process_resident_memory_bytes", {}, static_cast<double>(process_resident_bytes()));
+  return registry_.render();
+}
+
+}  // namespace edgelm::serve

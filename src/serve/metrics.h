@@ -1,0 +1,99 @@
+// Prometheus metrics: a minimal registry (counters, gauges, fixed-bucket histograms) rendered in
+// the text exposition format, and ServerMetrics, the series `edgelm serve` exports.
+//
+// Invariants: every series carries the registry's constant labels (model_name, device_id)
+// first, then its own labels in the order given; histogram buckets are cumulative and end with
+// +Inf; families render in registration order, series within a family in label order. All
+// methods are thread-safe (one mutex: a scrape or an update is microseconds).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "serve/engine_service.h"
+
+namespace edgelm::serve {
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+class MetricsRegistry {
+ public:
+  explicit MetricsRegistry(Labels const_labels) : const_labels_(std::move(const_labels)) {}
+
+  void add_counter(const std::string& name, const std::string& help);
+  void add_gauge(const std::string& name, const std::string& help);
+  // `buckets`: upper bounds, increasing, without +Inf (always added).
+  void add_histogram(const std::string& name, const std::string& help, std::vector<double> buckets);
+
+  void inc(const std::string& name, const Labels& labels = {}, double by = 1.0);
+  void set(const std::string& name, const Labels& labels, double value);
+  void observe(const std::string& name, const Labels& labels, double value);
+
+  std::string render() const;
+
+ private:
+  enum class Kind { counter, gauge, histogram };
+  struct Series {
+    double value = 0.0;             // counter, gauge
+    std::vector<uint64_t> buckets;  // histogram: per bucket (not cumulative), + the +Inf one
+    double sum = 0.0;
+    uint64_t count = 0;
+  };
+  struct Family {
+    std::string name, help;
+    Kind kind;
+    std::vector<double> bounds;
+    std::map<std::string, Series> series;  // key: rendered label set "{a="x",b="y"}"
+  };
+  Family& family(const std::string& name);  // EDGELM_CHECKs that it was registered
+  std::string label_text(const Labels& labels, const std::string& extra_key = {},
+                         const std::string& extra_value = {}) const;
+
+  Labels const_labels_;
+  mutable std::mutex mutex_;
+  std::vector<Family> families_;
+};
+
+// The buckets of edge_inference_latency (seconds), part of the dashboard's contract.
+inline const std::vector<double> kLatencyBuckets = {0.1, 0.2, 0.5, 1, 2};
+
+// What one finished HTTP inference request reports.
+struct RequestRecord {
+  std::string endpoint;       // "/v1/completions", ...
+  int status = 200;           // HTTP status sent
+  std::string finish_reason;  // "stop", "length", "deadline", "cancelled", "error", or "" (refused)
+  int32_t prompt_tokens = 0;
+  int32_t generated_tokens = 0;
+  double latency_s = -1;      // submit -> finish; < 0: not observed
+  double ttft_s = -1;         // submit -> first token
+  double queue_s = -1;        // submit -> start of the step that produced the first token
+  std::vector<double> tbt_s;  // gaps between consecutive tokens
+};
+
+class ServerMetrics {
+ public:
+  ServerMetrics(std::string model_name, std::string device_id);
+
+  void record(const RequestRecord& r);
+  // Sets the gauges from the engine and the process (/proc/self: CPU use since the last scrape,
+  // resident memory), then renders every series.
+  std::string scrape(const ServiceStats& stats);
+
+ private:
+  MetricsRegistry registry_;
+  std::mutex cpu_mutex_;
+  double last_cpu_s_ = -1.0;
+  std::chrono::steady_clock::time_point last_wall_;
+};
+
+// Process CPU time (user + system, seconds) and resident memory (bytes) from /proc/self; 0
+// where /proc is unavailable.
+double process_cpu_seconds();
+uint64_t process_resident_bytes();
+
+}  // namespace edgelm::serve

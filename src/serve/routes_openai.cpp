@@ -1,0 +1,273 @@
+// OpenAI-compatible routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models.
+//
+// Supported request fields: model (must name this server's model), prompt / messages,
+// max_tokens, temperature, top_p, seed, stop (string or array), stream,
+// stream_options.include_usage, presence_penalty, frequency_penalty, n (1 only), and the
+// extensions deadline_ms and ignore_eos. OpenAI's sampling semantics: no top-k or min-p unless asked (top_k,
+// min_p extensions). Streams send `data: {chunk}` events and end with `data: [DONE]`.
+#include <ctime>
+
+#include "serve/chat_template.h"
+#include "serve/http_server.h"
+
+namespace edgelm::serve {
+namespace {
+
+using nlohmann::json;
+
+struct GenRequest {
+  engine::Request req;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// Fields shared by both endpoints; `max_tokens` default is the caller's.
+std::optional<ApiError> parse_common(const json& body, GenRequest& g) {
+  sample::SamplingParams& s = g.req.sampling;
+  s = sample::SamplingParams{};
+  s.temperature = 1.0f;  // OpenAI's defaults
+  s.top_p = 1.0f;
+  s.top_k = 0;
+  s.min_p = 0.0f;
+  double temperature = s.temperature, top_p = s.top_p, min_p = s.min_p, presence = 0, frequency = 0;
+  int32_t top_k = 0, n = 1, deadline_ms = -1;
+  uint64_t seed = 0;
+  if (auto e = json_get(body, "max_tokens", g.req.max_new_tokens)) return e;
+  if (auto e = json_get(body, "temperature", temperature)) return e;
+  if (auto e = json_get(body, "top_p", top_p)) return e;
+  if (auto e = json_get(body, "top_k", top_k)) return e;
+  if (auto e = json_get(body, "min_p", min_p)) return e;
+  if (auto e = json_get(body, "presence_penalty", presence)) return e;
+  if (auto e = json_get(body, "frequency_penalty", frequency)) return e;
+  if (auto e = json_get(body, "seed", seed)) return e;
+  if (auto e = json_get(body, "n", n)) return e;
+  if (auto e = json_get(body, "stream", g.stream)) return e;
+  if (auto e = json_get(body, "deadline_ms", deadline_ms)) return e;
+  bool ignore_eos = false;
+  if (auto e = json_get(body, "ignore_eos", ignore_eos)) return e;
+  g.req.stop_at_eog = !ignore_eos;
+  if (n != 1) return ApiError{400, "only n = 1 is supported", "invalid_request_error", "n", "unsupported_value"};
+  if (g.req.max_new_tokens < 0)
+    return ApiError{400, fmt::format("'max_tokens' must be >= 0, got {}", g.req.max_new_tokens),
+                    "invalid_request_error", "max_tokens", "invalid_value"};
+  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+    if (!it->is_object())
+      return ApiError{400, "'stream_options' must be an object", "invalid_request_error", "stream_options",
+                      "invalid_type"};
+    if (auto e = json_get(*it, "include_usage", g.include_usage)) return e;
+  }
+  if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+    if (it->is_string()) {
+      g.req.stop_strings.push_back(it->get<std::string>());
+    } else if (it->is_array()) {
+      for (const json& x : *it) {
+        if (!x.is_string())
+          return ApiError{400, "'stop' must be a string or an array of strings", "invalid_request_error", "stop",
+                          "invalid_type"};
+        g.req.stop_strings.push_back(x.get<std::string>());
+      }
+    } else {
+      return ApiError{400, "'stop' must be a string or an array of strings", "invalid_request_error", "stop",
+                      "invalid_type"};
+    }
+    std::erase_if(g.req.stop_strings, [](const std::string& x) { return x.empty(); });
+  }
+  if (deadline_ms >= 0) g.req.deadline = engine::Clock::now() + std::chrono::milliseconds(deadline_ms);
+  s.temperature = static_cast<float>(temperature);
+  s.top_p = static_cast<float>(top_p);
+  s.top_k = top_k;
+  s.min_p = static_cast<float>(min_p);
+  s.presence_penalty = static_cast<float>(presence);
+  s.frequency_penalty = static_cast<float>(frequency);
+  s.seed = seed;
+  if (Status st = sample::validate(s); !st.ok())
+    return ApiError{400, st.error().message, "invalid_request_error", "", "invalid_value"};
+  return std::nullopt;
+}
+
+// The prompt of /v1/completions: a string, a one-string array, or an array of token ids.
+std::optional<ApiError> parse_prompt(const json& body, const tokenizer::Tokenizer& tok, std::vector<int32_t>& out) {
+  auto it = body.find("prompt");
+  const ApiError bad{400, "'prompt' must be a string, an array of one string, or an array of token ids",
+                     "invalid_request_error", "prompt", "invalid_type"};
+  if (it == body.end() || it->is_null())
+    return ApiError{400, "'prompt' is required", "invalid_request_error", "prompt", "missing_field"};
+  if (it->is_string()) {
+    out = tok.encode(it->get<std::string>(), /*add_special=*/true, /*parse_special=*/false);
+    return std::nullopt;
+  }
+  if (!it->is_array() || it->empty()) return bad;
+  if (it->size() == 1 && (*it)[0].is_string()) {
+    out = tok.encode((*it)[0].get<std::string>(), true, false);
+    return std::nullopt;
+  }
+  for (const json& x : *it) {
+    if (!x.is_number_integer()) return bad;
+    out.push_back(x.get<int32_t>());
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_messages(const json& body, std::vector<ChatMessage>& out) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null())
+    return ApiError{400, "'messages' is required", "invalid_request_error", "messages", "missing_field"};
+  if (!it->is_array() || it->empty())
+    return ApiError{400, "'messages' must be a non-empty array", "invalid_request_error", "messages", "invalid_type"};
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string param = fmt::format("messages[{}]", i);
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      return ApiError{400, fmt::format("'{}' must be an object with a string 'role'", param), "invalid_request_error",
+                      param, "invalid_type"};
+    ChatMessage cm;
+    cm.role = m["role"].get<std::string>();
+    if (auto c = m.find("content"); c != m.end() && !c->is_null()) {
+      if (!c->is_string())
+        return ApiError{400, fmt::format("'{}.content' must be a string", param), "invalid_request_error",
+                        param + ".content", "invalid_type"};
+      cm.content = c->get<std::string>();
+    }
+    out.push_back(std::move(cm));
+  }
+  return std::nullopt;
+}
+
+json usage_json(const Generation& g) {
+  return {{"prompt_tokens", g.prompt_tokens},
+          {"completion_tokens", g.completion_tokens},
+          {"total_tokens", g.prompt_tokens + g.completion_tokens},
+          // The engine does not report per-request prefix hits to the server yet.
+          {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+}
+
+json null_if_none(engine::Finish f) { return f == engine::Finish::none ? json(nullptr) : json(finish_reason(f)); }
+
+void handle_generation(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res, bool chat) {
+  const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+  ApiError err;
+  if (!ctx.check_ready(err)) return ctx.send_error(res, endpoint, err);
+  std::optional<json> body = ServerContext::parse_body(http_req, err);
+  if (!body) return ctx.send_error(res, endpoint, err);
+  if (auto e = ctx.check_model(*body)) return ctx.send_error(res, endpoint, *e);
+  GenRequest g;
+  g.req.max_new_tokens = chat ? ctx.service().n_ctx() : 16;  // OpenAI: 16; chat: until the context is full
+  if (auto e = parse_common(*body, g)) return ctx.send_error(res, endpoint, *e);
+  const tokenizer::Tokenizer& tok = ctx.service().tokenizer();
+  if (chat) {
+    std::vector<ChatMessage> messages;
+    if (auto e = parse_messages(*body, messages)) return ctx.send_error(res, endpoint, *e);
+    const ChatTemplate tmpl = detect_chat_template(ctx.service().model().model->file().metadata);
+    Result<std::string> text = apply_chat_template(tmpl, messages, /*add_generation_prompt=*/true);
+    if (!text.ok())
+      return ctx.send_error(res, endpoint,
+                            {400, text.error().message, "invalid_request_error", "messages", "invalid_value"});
+    g.req.prompt = tok.encode(*text, /*add_special=*/true, /*parse_special=*/true);
+  } else if (auto e = parse_prompt(*body, tok, g.req.prompt)) {
+    return ctx.send_error(res, endpoint, *e);
+  }
+  if (g.req.prompt.size() > static_cast<size_t>(ctx.service().n_ctx())) {
+    return ctx.send_error(res, endpoint,
+                          {400,
+                           fmt::format("the prompt has {} tokens, more than the context of {}", g.req.prompt.size(),
+                                       ctx.service().n_ctx()),
+                           "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
+  }
+  std::shared_ptr<RequestHandle> h = ctx.submit(std::move(g.req), err);
+  if (!h) return ctx.send_error(res, endpoint, err);
+
+  const uint64_t n = ctx.next_id++;
+  const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", n);
+  const auto created = static_cast<int64_t>(std::time(nullptr));
+  const std::string model = ctx.model_name();
+  const char* object = chat ? "chat.completion" : "text_completion";
+  if (g.stream) {
+    const char* chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+    auto first = std::make_shared<bool>(true);
+    StreamWriter w;
+    auto choice = [chat, first](const std::string& text, engine::Finish f) {
+      json c = {{"index", 0}, {"finish_reason", null_if_none(f)}};
+      if (chat) {
+        json delta = json::object();
+        if (*first) delta["role"] = "assistant";
+        if (!text.empty() || f == engine::Finish::none) delta["content"] = text;
+        c["delta"] = delta;
+      } else {
+        c["text"] = text;
+        c["logprobs"] = nullptr;
+      }
+      *first = false;
+      return c;
+    };
+    auto envelope = [=](json choices) {
+      return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model}, {"choices", choices}};
+    };
+    w.chunk = [=](const std::string& text) { return envelope(json::array({choice(text, engine::Finish::none)})); };
+    const bool include_usage = g.include_usage;
+    w.finish = [=](const Generation& gen) {
+      std::vector<json> out;
+      json last = envelope(json::array({choice("", gen.finish)}));
+      if (gen.finish == engine::Finish::error) last["error"] = {{"message", gen.error}, {"type", "server_error"}};
+      out.push_back(std::move(last));
+      if (include_usage) {
+        json u = envelope(json::array());
+        u["usage"] = usage_json(gen);
+        out.push_back(std::move(u));
+      }
+      return out;
+    };
+    return ctx.stream(res, std::move(h), endpoint, std::move(w));
+  }
+
+  Generation gen = ctx.run_to_end(*h, endpoint);
+  if (gen.finish == engine::Finish::error) {
+    ctx.record(endpoint, 500, gen);
+    return ctx.send_json(
+        res, 500,
+        {{"error", {{"message", gen.error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
+  }
+  if (gen.finish == engine::Finish::deadline && gen.completion_tokens == 0) {
+    ctx.record(endpoint, 504, gen);
+    return ctx.send_json(res, 504,
+                         {{"error",
+                           {{"message", "the deadline passed before any token was generated"},
+                            {"type", "timeout_error"},
+                            {"param", "deadline_ms"},
+                            {"code", "deadline_exceeded"}}}});
+  }
+  json c = {{"index", 0}, {"finish_reason", finish_reason(gen.finish)}};
+  if (chat)
+    c["message"] = {{"role", "assistant"}, {"content", gen.text}};
+  else {
+    c["text"] = gen.text;
+    c["logprobs"] = nullptr;
+  }
+  ctx.record(endpoint, 200, gen);
+  ctx.send_json(res, 200,
+                {{"id", id},
+                 {"object", object},
+                 {"created", created},
+                 {"model", model},
+                 {"choices", json::array({c})},
+                 {"usage", usage_json(gen)}});
+}
+
+}  // namespace
+
+void register_openai_routes(httplib::Server& svr, ServerContext& ctx) {
+  svr.Post("/v1/completions", ctx.route([&ctx](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(ctx, req, res, /*chat=*/false);
+  }));
+  svr.Post("/v1/chat/completions", ctx.route([&ctx](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(ctx, req, res, /*chat=*/true);
+  }));
+  svr.Get("/v1/models", ctx.route([&ctx](const httplib::Request&, httplib::Response& res) {
+    ctx.send_json(
+        res, 200,
+        {{"object", "list"},
+         {"data",
+          json::array({{{"id", ctx.model_name()}, {"object", "model"}, {"created", 0}, {"owned_by", "edgelm"}}})}});
+  }));
+}
+
+}  // namespace edgelm::serve

@@ -1,0 +1,134 @@
+// The small routes: POST /predict (text in, text out, greedy by default), POST /tokenize,
+// POST /detokenize, GET /health (200 when ready, 503 while loading or draining), GET /metrics
+// (Prometheus text format).
+#include "serve/http_server.h"
+
+namespace edgelm::serve {
+namespace {
+
+using nlohmann::json;
+
+void handle_predict(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res) {
+  const std::string endpoint = "/predict";
+  ApiError err;
+  if (!ctx.check_ready(err)) return ctx.send_error(res, endpoint, err);
+  std::optional<json> body = ServerContext::parse_body(http_req, err);
+  if (!body) return ctx.send_error(res, endpoint, err);
+  if (auto e = ctx.check_model(*body)) return ctx.send_error(res, endpoint, *e);
+  std::string input;
+  int32_t deadline_ms = -1;
+  double temperature = 0.0;
+  engine::Request req;
+  req.max_new_tokens = 128;
+  if (!body->contains("input"))
+    return ctx.send_error(res, endpoint,
+                          {400, "'input' is required", "invalid_request_error", "input", "missing_field"});
+  for (auto e : {json_get(*body, "input", input), json_get(*body, "max_tokens", req.max_new_tokens),
+                 json_get(*body, "deadline_ms", deadline_ms), json_get(*body, "temperature", temperature)}) {
+    if (e) return ctx.send_error(res, endpoint, *e);
+  }
+  if (req.max_new_tokens < 0)
+    return ctx.send_error(res, endpoint,
+                          {400, "'max_tokens' must be >= 0", "invalid_request_error", "max_tokens", "invalid_value"});
+  req.sampling.temperature = static_cast<float>(temperature);
+  if (deadline_ms >= 0) req.deadline = engine::Clock::now() + std::chrono::milliseconds(deadline_ms);
+  req.prompt = ctx.service().tokenizer().encode(input, /*add_special=*/true, /*parse_special=*/false);
+  if (req.prompt.size() > static_cast<size_t>(ctx.service().n_ctx())) {
+    return ctx.send_error(
+        res, endpoint,
+        {400,
+         fmt::format("the input has {} tokens, more than the context of {}", req.prompt.size(), ctx.service().n_ctx()),
+         "invalid_request_error", "input", "context_length_exceeded"});
+  }
+  std::shared_ptr<RequestHandle> h = ctx.submit(std::move(req), err);
+  if (!h) return ctx.send_error(res, endpoint, err);
+  Generation gen = ctx.run_to_end(*h, endpoint);
+  int status = 200;
+  if (gen.finish == engine::Finish::error) status = 500;
+  if (gen.finish == engine::Finish::deadline && gen.completion_tokens == 0) status = 504;
+  ctx.record(endpoint, status, gen);
+  if (status != 200) {
+    const std::string msg = status == 500 ? gen.error : "the deadline passed before any token was generated";
+    return ctx.send_json(res, status,
+                         {{"error",
+                           {{"message", msg},
+                            {"type", status == 500 ? "server_error" : "timeout_error"},
+                            {"param", nullptr},
+                            {"code", status == 500 ? json(nullptr) : json("deadline_exceeded")}}}});
+  }
+  ctx.send_json(res, 200,
+                {{"output", gen.text},
+                 {"model", ctx.model_name()},
+                 {"latency_ms", gen.latency_s * 1e3},
+                 {"finish_reason", finish_reason(gen.finish)}});
+}
+
+void handle_tokenize(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res) {
+  ApiError err;
+  if (!ctx.check_ready(err)) return ctx.send_error(res, "", err);
+  std::optional<json> body = ServerContext::parse_body(http_req, err);
+  if (!body) return ctx.send_error(res, "", err);
+  std::string content;
+  bool add_special = true, parse_special = false;
+  if (!body->contains("content"))
+    return ctx.send_error(res, "", {400, "'content' is required", "invalid_request_error", "content", "missing_field"});
+  for (auto e : {json_get(*body, "content", content), json_get(*body, "add_special", add_special),
+                 json_get(*body, "parse_special", parse_special)}) {
+    if (e) return ctx.send_error(res, "", *e);
+  }
+  ctx.send_json(res, 200, {{"tokens", ctx.service().tokenizer().encode(content, add_special, parse_special)}});
+}
+
+void handle_detokenize(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res) {
+  ApiError err;
+  if (!ctx.check_ready(err)) return ctx.send_error(res, "", err);
+  std::optional<json> body = ServerContext::parse_body(http_req, err);
+  if (!body) return ctx.send_error(res, "", err);
+  auto it = body->find("tokens");
+  const ApiError bad{400, "'tokens' must be an array of token ids", "invalid_request_error", "tokens", "invalid_type"};
+  if (it == body->end() || !it->is_array()) return ctx.send_error(res, "", bad);
+  const tokenizer::Tokenizer& tok = ctx.service().tokenizer();
+  const int32_t n_vocab = tok.vocab().n_tokens();
+  std::vector<int32_t> ids;
+  for (const json& x : *it) {
+    if (!x.is_number_integer()) return ctx.send_error(res, "", bad);
+    const auto id = x.get<int64_t>();
+    if (id < 0 || id >= n_vocab) {
+      return ctx.send_error(res, "",
+                            {400, fmt::format("token {} is outside the vocabulary [0, {})", id, n_vocab),
+                             "invalid_request_error", "tokens", "invalid_value"});
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  ctx.send_json(res, 200, {{"content", tok.decode(ids)}});
+}
+
+void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  const ServiceStats s = ctx.service().stats();
+  json body = {{"model", ctx.model_name()}, {"queue_depth", s.n_waiting}, {"running", s.n_running}};
+  if (s.state == ServiceState::ready && !ctx.draining.load()) {
+    body["status"] = "ok";
+    return ctx.send_json(res, 200, body);
+  }
+  body["status"] = ctx.draining.load() ? std::string("draining") : std::string(service_state_name(s.state));
+  ctx.send_json(res, 503, body);
+}
+
+void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  res.set_content(ctx.metrics().scrape(ctx.service().stats()), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+}  // namespace
+
+void register_simple_routes(httplib::Server& svr, ServerContext& ctx) {
+  auto bind = [&ctx](void (*f)(ServerContext&, const httplib::Request&, httplib::Response&)) {
+    return ctx.route([&ctx, f](const httplib::Request& req, httplib::Response& res) { f(ctx, req, res); });
+  };
+  svr.Post("/predict", bind(handle_predict));
+  svr.Post("/tokenize", bind(handle_tokenize));
+  svr.Post("/detokenize", bind(handle_detokenize));
+  svr.Get("/health", bind(handle_health));
+  svr.Get("/metrics", bind(handle_metrics));
+}
+
+}  // namespace edgelm::serve

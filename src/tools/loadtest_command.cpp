@@ -1,0 +1,609 @@
+// `edgelm loadtest`: open- and closed-loop load against a server (see loadtest_command.h).
+#include "tools/loadtest_command.h"
+
+#include <httplib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <regex>
+#include <thread>
+
+#include "tools/command.h"
+
+namespace edgelm::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+const std::vector<std::string>& default_prompts() {
+  static const std::vector<std::string> prompts = {"Once upon a time", "Tom and his dog went to the park",
+                                                   "The little girl found a box",
+                                                   "One day, a bird flew into the kitchen"};
+  return prompts;
+}
+
+struct Target {
+  std::string scheme_host_port;  // "http://host:port", what httplib::Client takes
+  std::string base_path;         // "" or "/prefix" (no trailing slash)
+};
+
+Result<Target> parse_url(const std::string& url) {
+  static const std::regex re(R"(^(https?)://([A-Za-z0-9.\-_]+|\[[0-9A-Fa-f:.]+\])(:([0-9]{1,5}))?(/.*)?$)");
+  std::smatch m;
+  if (!std::regex_match(url, m, re))
+    return make_error("--url '{}' is not an http(s) URL like http://127.0.0.1:8080", url);
+  if (m[4].matched && std::stoi(m[4].str()) > 65535) return make_error("--url '{}': port out of range", url);
+  Target t;
+  t.scheme_host_port = m[1].str() + "://" + m[2].str() + (m[3].matched ? m[3].str() : "");
+  t.base_path = m[5].matched ? m[5].str() : "";
+  while (!t.base_path.empty() && t.base_path.back() == '/') t.base_path.pop_back();
+  return t;
+}
+
+std::unique_ptr<httplib::Client> make_client(const Target& target, const LoadtestOptions& o) {
+  auto cli = std::make_unique<httplib::Client>(target.scheme_host_port);
+  const auto secs = [](double s, auto setter) {
+    const double whole = std::floor(s);
+    setter(static_cast<time_t>(whole), static_cast<time_t>((s - whole) * 1e6));
+  };
+  secs(std::min(o.timeout_s, 10.0), [&](time_t s, time_t us) { cli->set_connection_timeout(s, us); });
+  secs(o.timeout_s, [&](time_t s, time_t us) { cli->set_read_timeout(s, us); });
+  secs(o.timeout_s, [&](time_t s, time_t us) { cli->set_write_timeout(s, us); });
+  cli->set_keep_alive(true);
+  // Without it a keep-alive POST (headers, then body) meets Nagle + delayed ACK: +40 ms each.
+  cli->set_tcp_nodelay(true);
+  return cli;
+}
+
+httplib::Headers auth_headers(const LoadtestOptions& o) {
+  httplib::Headers h;
+  if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
+  return h;
+}
+
+std::string endpoint_path(LoadtestEndpoint e) {
+  switch (e) {
+    case LoadtestEndpoint::predict: return "/predict";
+    case LoadtestEndpoint::completions: return "/v1/completions";
+    case LoadtestEndpoint::chat: return "/v1/chat/completions";
+  }
+  return "";
+}
+
+std::string request_body(const LoadtestOptions& o, const std::string& prompt) {
+  nlohmann::json body;
+  if (!o.model.empty()) body["model"] = o.model;
+  if (o.endpoint == LoadtestEndpoint::chat)
+    body["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", prompt}}});
+  else if (o.endpoint == LoadtestEndpoint::predict)
+    body["input"] = prompt;  // edgelm's /predict: {"input", "max_tokens"} -> {"output", ...}
+  else
+    body["prompt"] = prompt;
+  body["max_tokens"] = o.max_tokens;
+  if (o.endpoint != LoadtestEndpoint::predict) body["stream"] = true;
+  return body.dump();
+}
+
+// What one request measured.
+struct Outcome {
+  int status = 0;     // HTTP status; 0: no response (connection error)
+  std::string error;  // connection error text, or the stream's error
+  bool stream_error = false;
+  double e2e_s = 0;
+  std::optional<double> ttft_s;
+  std::vector<double> tbt_s;  // gaps between consecutive token chunks
+  size_t tokens = 0;
+};
+
+std::optional<size_t> completion_tokens(const nlohmann::json& j) {
+  if (j.contains("usage") && j["usage"].is_object() && j["usage"].contains("completion_tokens") &&
+      j["usage"]["completion_tokens"].is_number_unsigned())
+    return j["usage"]["completion_tokens"].get<size_t>();
+  for (const char* key : {"completion_tokens", "tokens_generated", "n_tokens"})
+    if (j.contains(key) && j[key].is_number_unsigned()) return j[key].get<size_t>();
+  return std::nullopt;
+}
+
+// Incremental SSE reader: "data: {json}\n\n" events; "data: [DONE]" ends the stream.
+class SseTokenReader {
+ public:
+  SseTokenReader(Outcome& out, Clock::time_point t0) : out_(out), t0_(t0) {}
+
+  void feed(const char* data, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (data[i] != '\r') buf_ += data[i];
+    size_t end;
+    while ((end = buf_.find("\n\n")) != std::string::npos) {
+      handle_event(buf_.substr(0, end));
+      buf_.erase(0, end + 2);
+    }
+  }
+  bool done() const { return done_; }
+  size_t chunks() const { return chunks_; }
+  std::optional<size_t> usage_tokens() const { return usage_tokens_; }
+
+ private:
+  void handle_event(const std::string& event) {
+    size_t pos = 0;
+    while (pos < event.size()) {
+      size_t nl = event.find('\n', pos);
+      if (nl == std::string::npos) nl = event.size();
+      std::string_view line(event.data() + pos, nl - pos);
+      pos = nl + 1;
+      if (line.substr(0, 5) != "data:") continue;
+      line.remove_prefix(5);
+      if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+      if (line == "[DONE]") {
+        done_ = true;
+        continue;
+      }
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) continue;
+      if (j.contains("error")) {
+        out_.stream_error = true;
+        out_.error =
+            j["error"].is_object() && j["error"].contains("message") ? j["error"]["message"].dump() : j["error"].dump();
+        continue;
+      }
+      if (auto n = completion_tokens(j)) usage_tokens_ = n;
+      if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
+      const auto& c = j["choices"][0];
+      std::string text;
+      if (c.contains("text") && c["text"].is_string()) text = c["text"].get<std::string>();
+      if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&
+          c["delta"]["content"].is_string())
+        text = c["delta"]["content"].get<std::string>();
+      if (text.empty()) continue;
+      const double t = seconds_since(t0_);
+      if (!out_.ttft_s)
+        out_.ttft_s = t;
+      else
+        out_.tbt_s.push_back(t - last_);
+      last_ = t;
+      ++chunks_;
+    }
+  }
+
+  Outcome& out_;
+  Clock::time_point t0_;
+  std::string buf_;
+  bool done_ = false;
+  size_t chunks_ = 0;
+  double last_ = 0;
+  std::optional<size_t> usage_tokens_;
+};
+
+Outcome send_one(httplib::Client& cli, const Target& target, const LoadtestOptions& o, const std::string& prompt) {
+  Outcome out;
+  const auto t0 = Clock::now();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = target.base_path + endpoint_path(o.endpoint);
+  req.headers = auth_headers(o);
+  req.headers.emplace("Content-Type", "application/json");
+  req.body = request_body(o, prompt);
+  const bool streaming = o.endpoint != LoadtestEndpoint::predict;
+  SseTokenReader sse(out, t0);
+  std::string body;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (streaming)
+      sse.feed(data, n);
+    else
+      body.append(data, n);
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  const bool sent = cli.send(req, res, err);
+  out.e2e_s = seconds_since(t0);
+  if (!sent) {
+    out.status = 0;
+    out.error = httplib::to_string(err);
+    return out;
+  }
+  out.status = res.status;
+  if (res.status != 200) return out;
+  if (streaming) {
+    out.tokens = sse.usage_tokens().value_or(sse.chunks());
+    if (!sse.done() && !out.stream_error) {
+      out.stream_error = true;
+      out.error = "stream ended without [DONE]";
+    }
+  } else {
+    const auto j = nlohmann::json::parse(body, nullptr, false);
+    if (!j.is_discarded()) out.tokens = completion_tokens(j).value_or(0);
+  }
+  return out;
+}
+
+// Shared by the sender, the request threads and the progress printer; request threads hold a
+// shared_ptr so that the state outlives the last detached thread.
+struct RunState {
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0;
+  std::vector<double> e2e, ttft, tbt;
+  std::map<std::string, size_t> errors;
+  std::string first_connection_error;
+  size_t generated_tokens = 0;
+  Clock::time_point last_done;
+  std::atomic<size_t> sent{0}, ok{0}, failed{0}, dropped{0};
+
+  void record(const Outcome& o) {
+    std::lock_guard lock(mu);
+    last_done = Clock::now();
+    if (o.status == 200 && !o.stream_error) {
+      ok.fetch_add(1);
+      e2e.push_back(o.e2e_s);
+      if (o.ttft_s) ttft.push_back(*o.ttft_s);
+      tbt.insert(tbt.end(), o.tbt_s.begin(), o.tbt_s.end());
+      generated_tokens += o.tokens;
+      return;
+    }
+    failed.fetch_add(1);
+    if (o.status == 0) {
+      ++errors["connection"];
+      if (first_connection_error.empty()) first_connection_error = o.error;
+    } else if (o.status != 200) {
+      ++errors[std::to_string(o.status)];
+    } else {
+      ++errors["stream"];
+    }
+  }
+};
+
+struct Scrape {
+  std::optional<double> cpu_utilization, cpu_seconds, rss;
+  Clock::time_point at;
+};
+
+// GET /metrics; nullopt when there is no response at all (connection error).
+std::optional<Scrape> scrape_metrics(const Target& target, const LoadtestOptions& o, std::string* error) {
+  auto cli = make_client(target, o);
+  auto res = cli->Get(target.base_path + "/metrics", auth_headers(o));
+  if (!res) {
+    if (error) *error = httplib::to_string(res.error());
+    return std::nullopt;
+  }
+  Scrape s;
+  s.at = Clock::now();
+  if (res->status == 200) {
+    s.cpu_utilization = prometheus_value(res->body, "process_cpu_utilization");
+    s.cpu_seconds = prometheus_value(res->body, "process_cpu_seconds_total");
+    s.rss = prometheus_value(res->body, "process_resident_memory_bytes");
+  }
+  return s;
+}
+
+std::string fmt_ms(double s) { return fmt::format("{:.2f}", s * 1e3); }
+
+nlohmann::json summary_json(const LatencySummary& s) {
+  return {{"n", s.n}, {"mean", s.mean}, {"p50", s.p50}, {"p95", s.p95}, {"p99", s.p99}, {"max", s.max}};
+}
+
+}  // namespace
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double rank = std::clamp(q, 0.0, 100.0) / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
+}
+
+LatencySummary summarize(std::vector<double> v) {
+  LatencySummary s;
+  s.n = v.size();
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  s.p50 = percentile(v, 50);
+  s.p95 = percentile(v, 95);
+  s.p99 = percentile(v, 99);
+  s.max = v.back();
+  return s;
+}
+
+std::optional<double> prometheus_value(std::string_view text, std::string_view name) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.empty() || line.front() == '#') continue;
+    if (line.substr(0, name.size()) != name) continue;
+    std::string_view rest = line.substr(name.size());
+    if (!rest.empty() && rest.front() == '{') {
+      const size_t close = rest.find('}');  // label values with '}' are not produced by our server
+      if (close == std::string_view::npos) continue;
+      rest = rest.substr(close + 1);
+    } else if (rest.empty() || (rest.front() != ' ' && rest.front() != '\t')) {
+      continue;  // a longer name with the same prefix
+    }
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+    const size_t end = rest.find_first_of(" \t");
+    const std::string value(rest.substr(0, end));
+    try {
+      size_t used = 0;
+      const double v = std::stod(value, &used);
+      if (used == value.size()) return v;
+    } catch (const std::exception&) {
+    }
+  }
+  return std::nullopt;
+}
+
+Result<LoadtestEndpoint> loadtest_endpoint_from_name(std::string_view name) {
+  if (name == "predict") return LoadtestEndpoint::predict;
+  if (name == "completions") return LoadtestEndpoint::completions;
+  if (name == "chat") return LoadtestEndpoint::chat;
+  return make_error("--endpoint '{}' is not one of predict, completions, chat", name);
+}
+
+Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* progress) {
+  LoadtestOptions o = options;
+  if ((o.qps > 0) == (o.concurrency > 0))
+    return make_error("give exactly one of --qps Q (open loop) or --concurrency C (closed loop)");
+  if (!(o.duration_s > 0)) return make_error("--duration must be positive");
+  if (o.max_tokens < 1) return make_error("--max-tokens must be >= 1");
+  if (!(o.timeout_s > 0)) return make_error("the request timeout must be positive");
+  if (o.prompts.empty()) o.prompts = default_prompts();
+  EDGELM_TRY(const Target target, parse_url(o.url));
+
+  std::string probe_error;
+  const auto before = scrape_metrics(target, o, &probe_error);
+  if (!before) return make_error("cannot reach the server at {} (GET /metrics failed: {} error)", o.url, probe_error);
+
+  auto state = std::make_shared<RunState>();
+  std::atomic<size_t> next_prompt{0};
+  const auto start = Clock::now();
+  const auto deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
+  state->last_done = start;
+
+  std::atomic<bool> stop_progress{false};
+  std::thread progress_thread;
+  if (progress != nullptr) {
+    progress_thread = std::thread([&, state] {
+      while (!stop_progress.load()) {
+        int in_flight;
+        {
+          std::unique_lock lock(state->mu);
+          state->cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return stop_progress.load(); });
+          in_flight = state->in_flight;
+        }
+        std::fprintf(progress, "\r\033[K[%5.1fs/%.0fs] sent %zu  ok %zu  failed %zu  in flight %d",
+                     seconds_since(start), o.duration_s, state->sent.load(), state->ok.load(), state->failed.load(),
+                     in_flight);
+        std::fflush(progress);
+      }
+      std::fprintf(progress, "\r\033[K");
+      std::fflush(progress);
+    });
+  }
+
+  if (o.qps > 0) {
+    // Open loop: Poisson arrivals; each request on its own detached thread (own connection).
+    const auto shared = std::make_shared<const LoadtestOptions>(o);
+    std::mt19937_64 rng(o.seed);
+    std::exponential_distribution<double> gap(o.qps);
+    double t = gap(rng);
+    while (t < o.duration_s) {
+      std::this_thread::sleep_until(start +
+                                    std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t)));
+      t += gap(rng);
+      {
+        std::lock_guard lock(state->mu);
+        if (state->in_flight >= o.max_in_flight) {
+          state->dropped.fetch_add(1);
+          continue;
+        }
+        ++state->in_flight;
+      }
+      state->sent.fetch_add(1);
+      const std::string& prompt = o.prompts[next_prompt.fetch_add(1) % o.prompts.size()];
+      std::thread([state, target, shared, prompt] {
+        Outcome out;
+        {
+          auto cli = make_client(target, *shared);
+          out = send_one(*cli, target, *shared, prompt);
+        }
+        state->record(out);
+        std::lock_guard lock(state->mu);
+        --state->in_flight;
+        state->cv.notify_all();
+      }).detach();
+    }
+    std::unique_lock lock(state->mu);
+    state->cv.wait(lock, [&] { return state->in_flight == 0; });
+  } else {
+    // Closed loop: C workers back to back, each on one keep-alive connection.
+    std::vector<std::thread> workers;
+    for (int w = 0; w < o.concurrency; ++w) {
+      workers.emplace_back([&, state] {
+        auto cli = make_client(target, o);
+        while (Clock::now() < deadline) {
+          {
+            std::lock_guard lock(state->mu);
+            ++state->in_flight;
+          }
+          state->sent.fetch_add(1);
+          const Outcome out = send_one(*cli, target, o, o.prompts[next_prompt.fetch_add(1) % o.prompts.size()]);
+          state->record(out);
+          std::lock_guard lock(state->mu);
+          --state->in_flight;
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+  }
+  if (progress_thread.joinable()) {
+    stop_progress = true;
+    state->cv.notify_all();
+    progress_thread.join();
+  }
+
+  LoadtestReport r;
+  r.options = o;
+  {
+    std::lock_guard lock(state->mu);
+    r.elapsed_s = std::chrono::duration<double>(std::max(state->last_done, deadline) - start).count();
+    r.sent = state->sent;
+    r.ok = state->ok;
+    r.failed = state->failed;
+    r.dropped = state->dropped;
+    r.errors = state->errors;
+    r.first_connection_error = state->first_connection_error;
+    r.e2e = summarize(state->e2e);
+    r.ttft = summarize(state->ttft);
+    r.tbt = summarize(state->tbt);
+    r.generated_tokens = state->generated_tokens;
+  }
+  r.requests_per_s = static_cast<double>(r.ok) / r.elapsed_s;
+  r.tokens_per_s = static_cast<double>(r.generated_tokens) / r.elapsed_s;
+  if (const auto after = scrape_metrics(target, o, nullptr)) {
+    r.server_rss_bytes = after->rss;
+    if (after->cpu_utilization) {
+      r.server_cpu_utilization = after->cpu_utilization;
+    } else if (after->cpu_seconds && before->cpu_seconds) {
+      const double wall = std::chrono::duration<double>(after->at - before->at).count();
+      if (wall > 0) r.server_cpu_utilization = (*after->cpu_seconds - *before->cpu_seconds) / wall;
+    }
+  }
+  return r;
+}
+
+std::string format_loadtest_text(const LoadtestReport& r) {
+  const auto& o = r.options;
+  const char* endpoint = o.endpoint == LoadtestEndpoint::predict       ? "predict"
+                         : o.endpoint == LoadtestEndpoint::completions ? "completions"
+                                                                       : "chat";
+  std::string s;
+  s += fmt::format("loadtest: {} {}, {} for {:g} s, max_tokens {} -> {}\n", endpoint,
+                   o.qps > 0 ? "open loop" : "closed loop",
+                   o.qps > 0 ? fmt::format("{:g} req/s (Poisson)", o.qps) : fmt::format("{} workers", o.concurrency),
+                   o.duration_s, o.max_tokens, o.url);
+  s += fmt::format("requests: {} sent, {} ok, {} failed, {} dropped; elapsed {:.2f} s\n", r.sent, r.ok, r.failed,
+                   r.dropped, r.elapsed_s);
+  if (!r.errors.empty()) {
+    s += "errors:";
+    for (const auto& [what, n] : r.errors) s += fmt::format(" {} x{}", what, n);
+    if (!r.first_connection_error.empty()) s += fmt::format(" (first connection error: {})", r.first_connection_error);
+    s += "\n";
+  }
+  s += fmt::format("{:<14}{:>8}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "latency (ms)", "n", "p50", "p95", "p99", "mean",
+                   "max");
+  const auto row = [&](const char* name, const LatencySummary& l) {
+    if (l.n == 0) {
+      s += fmt::format("{:<14}{:>8}{:>10}\n", name, 0, "-");
+      return;
+    }
+    s += fmt::format("{:<14}{:>8}{:>10}{:>10}{:>10}{:>10}{:>10}\n", name, l.n, fmt_ms(l.p50), fmt_ms(l.p95),
+                     fmt_ms(l.p99), fmt_ms(l.mean), fmt_ms(l.max));
+  };
+  row("end-to-end", r.e2e);
+  if (o.endpoint != LoadtestEndpoint::predict) {
+    row("TTFT", r.ttft);
+    row("TBT", r.tbt);
+  }
+  s += fmt::format("throughput: {:.2f} req/s, {:.1f} generated tok/s ({} tokens)\n", r.requests_per_s, r.tokens_per_s,
+                   r.generated_tokens);
+  s += fmt::format("server: cpu {}, rss {}\n",
+                   r.server_cpu_utilization ? fmt::format("{:.2f} cores", *r.server_cpu_utilization) : "n/a",
+                   r.server_rss_bytes ? fmt::format("{:.1f} MiB", *r.server_rss_bytes / (1024.0 * 1024.0)) : "n/a");
+  return s;
+}
+
+nlohmann::json loadtest_json(const LoadtestReport& r) {
+  const auto& o = r.options;
+  nlohmann::json j;
+  j["url"] = o.url;
+  j["endpoint"] = o.endpoint == LoadtestEndpoint::predict       ? "predict"
+                  : o.endpoint == LoadtestEndpoint::completions ? "completions"
+                                                                : "chat";
+  j["mode"] = o.qps > 0 ? "open" : "closed";
+  if (o.qps > 0)
+    j["qps"] = o.qps;
+  else
+    j["concurrency"] = o.concurrency;
+  j["duration_s"] = o.duration_s;
+  j["max_tokens"] = o.max_tokens;
+  j["elapsed_s"] = r.elapsed_s;
+  j["requests"] = {{"sent", r.sent}, {"ok", r.ok}, {"failed", r.failed}, {"dropped", r.dropped}};
+  j["errors"] = nlohmann::json::object();
+  for (const auto& [what, n] : r.errors) j["errors"][what] = n;
+  j["latency_s"] = {{"e2e", summary_json(r.e2e)}, {"ttft", summary_json(r.ttft)}, {"tbt", summary_json(r.tbt)}};
+  j["throughput"] = {
+      {"requests_per_s", r.requests_per_s}, {"tokens_per_s", r.tokens_per_s}, {"generated_tokens", r.generated_tokens}};
+  j["server"] = {
+      {"process_cpu_utilization",
+       r.server_cpu_utilization ? nlohmann::json(*r.server_cpu_utilization) : nlohmann::json()},
+      {"process_resident_memory_bytes", r.server_rss_bytes ? nlohmann::json(*r.server_rss_bytes) : nlohmann::json()}};
+  return j;
+}
+
+CommandRunner add_loadtest_command(CLI::App& app) {
+  struct Flags {
+    LoadtestOptions o;
+    std::string endpoint = "completions";
+    std::string prompts_file;
+    bool json = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("loadtest", "Load a running server; report latency, TTFT, TBT, throughput");
+  cmd->add_option("--url", f->o.url, "Server base URL, e.g. http://127.0.0.1:8080")->required();
+  auto* qps = cmd->add_option("--qps", f->o.qps, "Open loop: Poisson arrivals at this many requests/s")
+                  ->check(CLI::PositiveNumber);
+  auto* conc = cmd->add_option("--concurrency", f->o.concurrency, "Closed loop: this many workers back to back")
+                   ->check(CLI::PositiveNumber);
+  qps->excludes(conc);
+  cmd->add_option("--duration", f->o.duration_s, "Seconds to send for")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--prompts", f->prompts_file, "File of prompts, one per line (default: built-in story openings)");
+  cmd->add_option("--max-tokens", f->o.max_tokens, "max_tokens of each request")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--endpoint", f->endpoint, "predict, completions or chat")->capture_default_str();
+  cmd->add_option("--api-key", f->o.api_key, "Sent as Authorization: Bearer KEY");
+  cmd->add_option("--model", f->o.model, "The model field of each request");
+  cmd->add_option("--timeout", f->o.timeout_s, "Per-request timeout in seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", f->o.seed, "Seed of the Poisson arrivals")->capture_default_str();
+  cmd->add_flag("--json", f->json, "Print one JSON object instead of the table");
+  return [f]() -> int {
+    auto endpoint = loadtest_endpoint_from_name(f->endpoint);
+    if (!endpoint) return report_error(endpoint.error());
+    f->o.endpoint = *endpoint;
+    if (!f->prompts_file.empty()) {
+      std::ifstream in(f->prompts_file);
+      if (!in) return report_error(make_error("cannot read prompts file '{}'", f->prompts_file));
+      std::string line;
+      while (std::getline(in, line))
+        if (!line.empty() && line != "\r") f->o.prompts.push_back(line);
+      if (f->o.prompts.empty()) return report_error(make_error("prompts file '{}' has no prompts", f->prompts_file));
+    }
+    auto report = run_loadtest(f->o, isatty(STDERR_FILENO) ? stderr : nullptr);
+    if (!report) return report_error(report.error());
+    if (f->json)
+      std::printf("%s\n", loadtest_json(*report).dump().c_str());
+    else
+      std::fputs(format_loadtest_text(*report).c_str(), stdout);
+    return 0;
+  };
+}
+
+}  // namespace edgelm::tools

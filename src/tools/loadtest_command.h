@@ -1,0 +1,81 @@
+// `edgelm loadtest`: drives an edgelm (or any OpenAI-compatible) server and reports latency
+// percentiles, time to first token, time between tokens, throughput, errors and the server's
+// CPU and memory.
+//
+// Two load shapes:
+//  - open loop (--qps Q): arrivals are a Poisson process (exponential gaps, fixed seed), each
+//    request on its own thread; the sender never waits for responses, so a slow server sees the
+//    offered load keep coming (queueing shows up as latency and 429/503s, not as fewer sends).
+//  - closed loop (--concurrency C): C workers, each sending its next request when the previous
+//    one ends.
+// Streaming endpoints (completions, chat) are sent with "stream": true; every SSE chunk with
+// text is one token for TTFT/TBT. predict is end-to-end only.
+//
+// Invariants: every request sent is counted exactly once, as ok (HTTP 200 and a clean stream) or
+// under its error (HTTP status, "connection", "stream"); latency statistics cover ok requests.
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+
+namespace edgelm::tools {
+
+enum class LoadtestEndpoint { predict, completions, chat };
+
+struct LoadtestOptions {
+  std::string url;                   // http://host:port[/base]
+  double qps = 0;                    // > 0: open loop
+  int concurrency = 0;               // > 0: closed loop (exactly one of qps/concurrency)
+  double duration_s = 10;            // sending stops after this long
+  std::vector<std::string> prompts;  // cycled; empty: built-in story openings
+  int max_tokens = 64;
+  LoadtestEndpoint endpoint = LoadtestEndpoint::completions;
+  std::string api_key;       // sent as "Authorization: Bearer KEY"
+  std::string model;         // "model" field of the body when set
+  double timeout_s = 120;    // per request (connect + read)
+  uint64_t seed = 42;        // Poisson arrivals
+  int max_in_flight = 1024;  // open loop: arrivals beyond this are counted as "dropped"
+};
+
+// Percentiles by linear interpolation between closest ranks (numpy's default).
+struct LatencySummary {
+  size_t n = 0;
+  double mean = 0, p50 = 0, p95 = 0, p99 = 0, max = 0;  // seconds
+};
+
+struct LoadtestReport {
+  LoadtestOptions options;
+  double elapsed_s = 0;  // first send to last completion
+  size_t sent = 0, ok = 0, failed = 0, dropped = 0;
+  std::map<std::string, size_t> errors;  // "429", "503", "connection", "stream", ...
+  std::string first_connection_error;    // the first one's text, for the report
+  LatencySummary e2e, ttft, tbt;
+  size_t generated_tokens = 0;
+  double requests_per_s = 0, tokens_per_s = 0;   // ok requests and their tokens per elapsed second
+  std::optional<double> server_cpu_utilization;  // process_cpu_utilization, else derived
+  std::optional<double> server_rss_bytes;        // process_resident_memory_bytes
+};
+
+// Runs the load; progress (if not null) gets a live "\r..." line every half second.
+// Errors: bad options, malformed URL, server unreachable before the run.
+Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* progress = nullptr);
+
+std::string format_loadtest_text(const LoadtestReport& report);
+nlohmann::json loadtest_json(const LoadtestReport& report);
+
+// Helpers, exposed for the tests.
+double percentile(std::vector<double> sorted_or_not, double q);  // q in [0, 100]; 0 if empty
+LatencySummary summarize(std::vector<double> samples);
+// The value of the first sample of `name` (any labels) in Prometheus text format.
+std::optional<double> prometheus_value(std::string_view text, std::string_view name);
+Result<LoadtestEndpoint> loadtest_endpoint_from_name(std::string_view name);
+
+}  // namespace edgelm::tools

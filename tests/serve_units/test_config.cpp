@@ -1,0 +1,251 @@
+// ServeConfig: YAML loading (keys, types, sizes, unknown keys), environment overrides and their
+// precedence, API key files, validation and the secret-free description.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "serve/config.h"
+#include "support/test_data.h"
+
+namespace edgelm::serve {
+namespace {
+
+using test::TempDir;
+using test::write_file;
+
+// getenv over a map, as the server's std::getenv would see it.
+auto env_of(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(ServeConfig, DefaultsAreTheDocumentedOnes) {
+  ServeConfig c;
+  EXPECT_EQ(c.host, "127.0.0.1");
+  EXPECT_EQ(c.port, 8080);
+  EXPECT_EQ(c.kv_type, "f16");
+  EXPECT_EQ(c.kv_memory, "512M");
+  EXPECT_EQ(c.max_queue, 64);
+  EXPECT_EQ(c.max_body_bytes, size_t{1} << 20);
+  EXPECT_DOUBLE_EQ(c.drain_timeout_s, 30);
+  EXPECT_FALSE(c.auth_health);
+}
+
+TEST(ServeConfig, LoadsEveryKindOfField) {
+  TempDir dir;
+  write_file(dir.file("c.yaml"),
+             "model_path: /models/qwen.gguf\n"
+             "host: 0.0.0.0\n"
+             "port: 9000\n"
+             "threads: 4\n"
+             "kv_type: q8_0\n"
+             "kv_memory: 1G\n"
+             "target_step_ms: 120.5\n"
+             "max_body_bytes: 2M\n"
+             "api_keys: [alpha, beta]\n"
+             "admin_token: s3cret\n"
+             "auth_metrics: true\n"
+             "drain_timeout_s: 5\n");
+  auto c = load_config_file(dir.file("c.yaml"), ServeConfig{});
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->model_path, "/models/qwen.gguf");
+  EXPECT_EQ(c->host, "0.0.0.0");
+  EXPECT_EQ(c->port, 9000);
+  EXPECT_EQ(c->threads, 4);
+  EXPECT_EQ(c->kv_type, "q8_0");
+  EXPECT_EQ(c->kv_memory, "1G");
+  EXPECT_DOUBLE_EQ(c->target_step_ms, 120.5);
+  EXPECT_EQ(c->max_body_bytes, size_t{2} << 20);
+  EXPECT_EQ(c->api_keys, (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(c->admin_token, "s3cret");
+  EXPECT_TRUE(c->auth_metrics);
+  EXPECT_FALSE(c->auth_health);
+  EXPECT_DOUBLE_EQ(c->drain_timeout_s, 5);
+  // Untouched fields keep the base's values.
+  EXPECT_EQ(c->max_queue, 64);
+}
+
+TEST(ServeConfig, FileOnlyOverridesWhatItSets) {
+  TempDir dir;
+  write_file(dir.file("c.yaml"), "port: 1234\n");
+  ServeConfig base;
+  base.model_path = "m.gguf";
+  base.max_queue = 7;
+  auto c = load_config_file(dir.file("c.yaml"), base);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->model_path, "m.gguf");
+  EXPECT_EQ(c->max_queue, 7);
+  EXPECT_EQ(c->port, 1234);
+}
+
+TEST(ServeConfig, EmptyFileIsNoChange) {
+  TempDir dir;
+  write_file(dir.file("c.yaml"), "# nothing here\n");
+  auto c = load_config_file(dir.file("c.yaml"), ServeConfig{});
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->port, 8080);
+}
+
+TEST(ServeConfig, UnknownKeyIsAnErrorNamingIt) {
+  TempDir dir;
+  write_file(dir.file("c.yaml"), "port: 80\nmax_qeueu: 3\n");
+  auto c = load_config_file(dir.file("c.yaml"), ServeConfig{});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("unknown key 'max_qeueu'"), std::string::npos) << c.error().message;
+}
+
+TEST(ServeConfig, WrongTypeIsAnErrorNamingTheKey) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"port: eighty\n", "'port'"},
+      {"threads: 2.5\n", "'threads'"},
+      {"target_step_ms: fast\n", "'target_step_ms'"},
+      {"auth_health: maybe\n", "'auth_health'"},
+      {"max_body_bytes: lots\n", "'max_body_bytes'"},
+      {"host: [a, b]\n", "'host'"},
+      {"api_keys: {a: 1}\n", "'api_keys'"},
+      {"port:\n", "'port'"},
+  };
+  for (const auto& [yaml, key] : cases) {
+    write_file(dir.file("c.yaml"), yaml);
+    auto c = load_config_file(dir.file("c.yaml"), ServeConfig{});
+    ASSERT_FALSE(c.ok()) << yaml;
+    EXPECT_NE(c.error().message.find(key), std::string::npos) << yaml << " -> " << c.error().message;
+  }
+}
+
+TEST(ServeConfig, SyntaxErrorsAndMissingFilesAreErrors) {
+  TempDir dir;
+  write_file(dir.file("bad.yaml"), "port: 80\n  host: [unclosed\n");
+  auto bad = load_config_file(dir.file("bad.yaml"), ServeConfig{});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("line"), std::string::npos) << bad.error().message;
+  write_file(dir.file("list.yaml"), "- a\n- b\n");
+  EXPECT_FALSE(load_config_file(dir.file("list.yaml"), ServeConfig{}).ok());
+  auto missing = load_config_file(dir.file("nope.yaml"), ServeConfig{});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("nope.yaml"), std::string::npos);
+}
+
+TEST(ServeConfig, ApiKeyFileFromYamlIsRelativeToTheYaml) {
+  TempDir dir;
+  write_file(dir.file("keys.txt"), "# operators\nkey-one\n\n  key-two  \n#key-three\n");
+  write_file(dir.file("c.yaml"), "api_keys: [inline]\napi_key_file: keys.txt\n");
+  auto c = load_config_file(dir.file("c.yaml"), ServeConfig{});
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->api_keys, (std::vector<std::string>{"inline", "key-one", "key-two"}));
+}
+
+TEST(ServeConfig, ApiKeyFileErrors) {
+  TempDir dir;
+  ServeConfig c;
+  EXPECT_FALSE(load_api_key_file(c, dir.file("missing.txt")).ok());
+  write_file(dir.file("empty.txt"), "# only comments\n\n");
+  auto st = load_api_key_file(c, dir.file("empty.txt"));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("no keys"), std::string::npos);
+}
+
+TEST(ServeConfig, EnvironmentOverridesTheFile) {
+  TempDir dir;
+  write_file(dir.file("c.yaml"), "model_path: from-file.gguf\nport: 9000\nmax_queue: 10\napi_keys: [file-key]\n");
+  auto c = load_config_file(dir.file("c.yaml"), ServeConfig{});
+  ASSERT_TRUE(c.ok());
+  auto st = apply_env(*c, env_of({{"EDGELM_MODEL", "from-env.gguf"},
+                                  {"EDGELM_PORT", "9100"},
+                                  {"EDGELM_API_KEYS", " k1, k2 ,,k3 "},
+                                  {"EDGELM_ADMIN_TOKEN", "adm"},
+                                  {"EDGELM_KV_MEMORY", "256M"},
+                                  {"EDGELM_KV_TYPE", "f32"},
+                                  {"EDGELM_THREADS", "3"},
+                                  {"EDGELM_DEVICE_ID", "pi-5"},
+                                  {"EDGELM_MODEL_NAME", "qwen"},
+                                  {"EDGELM_AUTH_HEALTH", "yes"},
+                                  {"EDGELM_DRAIN_TIMEOUT_S", "2.5"},
+                                  {"EDGELM_MAX_QUEUE", ""}}));  // empty: unset
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(c->model_path, "from-env.gguf");
+  EXPECT_EQ(c->port, 9100);
+  EXPECT_EQ(c->max_queue, 10);
+  EXPECT_EQ(c->api_keys, (std::vector<std::string>{"k1", "k2", "k3"}));
+  EXPECT_EQ(c->admin_token, "adm");
+  EXPECT_EQ(c->kv_memory, "256M");
+  EXPECT_EQ(c->kv_type, "f32");
+  EXPECT_EQ(c->threads, 3);
+  EXPECT_EQ(c->device_id, "pi-5");
+  EXPECT_EQ(c->model_name, "qwen");
+  EXPECT_TRUE(c->auth_health);
+  EXPECT_DOUBLE_EQ(c->drain_timeout_s, 2.5);
+}
+
+TEST(ServeConfig, LongEnvironmentNamesWorkToo) {
+  ServeConfig c;
+  ASSERT_TRUE(apply_env(c, env_of({{"EDGELM_MODEL_PATH", "a.gguf"}, {"EDGELM_MAX_BODY_BYTES", "64K"}})).ok());
+  EXPECT_EQ(c.model_path, "a.gguf");
+  EXPECT_EQ(c.max_body_bytes, size_t{64} << 10);
+}
+
+TEST(ServeConfig, BadEnvironmentValueNamesTheVariable) {
+  ServeConfig c;
+  auto st = apply_env(c, env_of({{"EDGELM_PORT", "80x"}}));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("EDGELM_PORT"), std::string::npos) << st.error().message;
+}
+
+TEST(ServeConfig, Validate) {
+  ServeConfig c;
+  EXPECT_FALSE(validate(c).ok());  // no model
+  c.model_path = "m.gguf";
+  EXPECT_TRUE(validate(c).ok());
+  auto bad = [&](auto mutate, const char* needle) {
+    ServeConfig x = c;
+    mutate(x);
+    auto st = validate(x);
+    ASSERT_FALSE(st.ok()) << needle;
+    EXPECT_NE(st.error().message.find(needle), std::string::npos) << st.error().message;
+  };
+  bad([](ServeConfig& x) { x.port = 70000; }, "port");
+  bad([](ServeConfig& x) { x.kv_type = "q4_0"; }, "kv_type");
+  bad([](ServeConfig& x) { x.kv_memory = "lots"; }, "kv_memory");
+  bad([](ServeConfig& x) { x.max_batch_size = 0; }, "max_batch_size");
+  bad([](ServeConfig& x) { x.max_queue = 0; }, "max_queue");
+  bad([](ServeConfig& x) { x.threads = -1; }, "threads");
+  bad([](ServeConfig& x) { x.api_keys = {"has space"}; }, "api_keys");
+  bad([](ServeConfig& x) { x.drain_timeout_s = -1; }, "drain_timeout_s");
+}
+
+TEST(ServeConfig, DescribeMasksSecrets) {
+  ServeConfig c;
+  c.model_path = "/m/tiny.gguf";
+  c.api_keys = {"secret-a", "secret-b"};
+  c.admin_token = "top-secret";
+  const std::string d = describe(c);
+  EXPECT_EQ(d.find("secret-a"), std::string::npos);
+  EXPECT_EQ(d.find("top-secret"), std::string::npos);
+  EXPECT_NE(d.find("api_keys: **** (2 keys)\n"), std::string::npos) << d;
+  EXPECT_NE(d.find("admin_token: **** (1 token)\n"), std::string::npos) << d;
+  EXPECT_NE(d.find("model_path: /m/tiny.gguf\n"), std::string::npos);
+  EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
+  EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
+  // One line per setting.
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 22);
+  ServeConfig none;
+  EXPECT_NE(describe(none).find("api_keys: (none)\n"), std::string::npos);
+}
+
+TEST(ServeConfig, DerivedDefaults) {
+  ServeConfig c;
+  c.model_path = "/models/qwen2-0.5b-q4_0.gguf";
+  fill_derived_defaults(c);
+  EXPECT_EQ(c.model_name, "qwen2-0.5b-q4_0");
+  EXPECT_EQ(c.device_id, default_device_id());
+  EXPECT_FALSE(c.device_id.empty());
+  c.model_name = "custom";
+  fill_derived_defaults(c);
+  EXPECT_EQ(c.model_name, "custom");
+}
+
+}  // namespace
+}  // namespace edgelm::serve
