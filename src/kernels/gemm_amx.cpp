@@ -202,6 +202,63 @@ void unpack_q4_0(const uint8_t* row, int64_t cols, int r, WeightTile& t) {
   }
 }
 
+// Whole 16-row tiles of the legacy formats, vectorized across rows: the 16 rows of a tile are
+// consecutive in memory, row r at base + r * row_bytes. Four rows' blocks share one 512-bit
+// register; the 16 fp16 scales of a block column come in with one gather. Used when all 16 rows
+// exist (the last, partial tile of a matrix goes row by row).
+inline __m512i row_offsets(size_t row_bytes) {
+  const auto rb = static_cast<int>(row_bytes);
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(rb));
+}
+
+// 16 fp16 fields at `field` + r * row_bytes -> 16 floats at out (4-byte gathers stay inside the
+// block: the field is followed by at least 2 bytes of quants).
+inline void gather_scales16(const uint8_t* field, __m512i offsets, float* out) {
+  const __m512i g = _mm512_i32gather_epi32(offsets, field, 1);
+  _mm512_storeu_ps(out, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+}
+
+void unpack_tile_q4_0(const uint8_t* base, size_t row_bytes, int64_t cols, WeightTile& t) {
+  const __m512i offsets = row_offsets(row_bytes);
+  const __m512i low4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+  // [lo_a hi_a lo_b hi_b] from the 128-bit lanes a, b of lo and hi.
+  const __m512i idx_ab = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
+                idx_cd = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const uint8_t* blk = base + static_cast<size_t>(b) * sizeof(BlockQ4_0);
+    if (b % 4 == 0)  // 16 streams, one per row: ask for each row's bytes 512 ahead
+      for (int r = 0; r < kRows; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(blk) + static_cast<size_t>(r) * row_bytes + 512, _MM_HINT_T0);
+    int8_t* dst = t.q + b * kRows * kQK;
+    for (int r = 0; r < kRows; r += 4) {
+      const uint8_t* q = blk + offsetof(BlockQ4_0, qs) + static_cast<size_t>(r) * row_bytes;
+      __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + row_bytes)), 1);
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 2 * row_bytes)), 2);
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 3 * row_bytes)), 3);
+      const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+      _mm512_storeu_si512(dst + r * kQK, _mm512_sub_epi8(_mm512_permutex2var_epi64(lo, idx_ab, hi), eight));
+      _mm512_storeu_si512(dst + (r + 2) * kQK, _mm512_sub_epi8(_mm512_permutex2var_epi64(lo, idx_cd, hi), eight));
+    }
+    gather_scales16(blk + offsetof(BlockQ4_0, d), offsets, t.scale + b * kRows);
+  }
+}
+
+void unpack_tile_q8_0(const uint8_t* base, size_t row_bytes, int64_t cols, WeightTile& t) {
+  const __m512i offsets = row_offsets(row_bytes);
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const uint8_t* blk = base + static_cast<size_t>(b) * sizeof(BlockQ8_0);
+    if (b % 2 == 0)  // 16 streams, one per row: ask for each row's bytes 512 ahead
+      for (int r = 0; r < kRows; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(blk) + static_cast<size_t>(r) * row_bytes + 512, _MM_HINT_T0);
+    int8_t* dst = t.q + b * kRows * kQK;
+    for (int r = 0; r < kRows; ++r)
+      store256(dst + r * kQK, load256(blk + offsetof(BlockQ8_0, qs) + static_cast<size_t>(r) * row_bytes));
+    gather_scales16(blk + offsetof(BlockQ8_0, d), offsets, t.scale + b * kRows);
+  }
+}
+
 // The 6-bit scale and min of sub-block j of a Q4_K super-block (same bit layout as the scalar
 // k4_get_scale_min; restated here because that one is an external inline function).
 inline void q4_k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
@@ -283,7 +340,9 @@ inline void epilogue(const int32_t* isum, const float* wscale, const float* wmin
   }
 }
 
-template <int KS, void (*kUnpack)(const uint8_t*, int64_t, int, WeightTile&), bool kMin>
+using UnpackTileFn = void (*)(const uint8_t* base, size_t row_bytes, int64_t cols, WeightTile& t);
+
+template <int KS, void (*kUnpack)(const uint8_t*, int64_t, int, WeightTile&), UnpackTileFn kUnpackTile, bool kMin>
 void run(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out, int64_t ldo,
          uint8_t* scratch) {
   const PackedLayout L(KS, w.cols, n_tok);
@@ -297,7 +356,11 @@ void run(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0,
 
   for (int64_t rt = r0; rt < r1; rt += kRows) {
     const int nr = static_cast<int>(r1 - rt < kRows ? r1 - rt : kRows);
-    for (int r = 0; r < nr; ++r) kUnpack(w.data + static_cast<size_t>(rt + r) * w.row_bytes, w.cols, r, wt);
+    if (kUnpackTile != nullptr && nr == kRows) {
+      kUnpackTile(w.data + static_cast<size_t>(rt) * w.row_bytes, w.row_bytes, w.cols, wt);
+    } else {
+      for (int r = 0; r < nr; ++r) kUnpack(w.data + static_cast<size_t>(rt + r) * w.row_bytes, w.cols, r, wt);
+    }
     for (int r = nr; r < kRows; ++r)  // padding rows contribute zeros
       for (int64_t s = 0; s < n_sub; ++s) {
         std::memset(wt.q + (s * kRows + r) * KS, 0, KS);
@@ -360,10 +423,10 @@ void run(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0,
 }  // namespace
 
 constinit const GemmKernel kAmxGemms[kAmxGemmCount] = {
-    {DType::q8_0, packed_bytes<32>, pack_q8_0, scratch_bytes<32>, run<32, unpack_q8_0, false>},
-    {DType::q4_0, packed_bytes<32>, pack_q8_0, scratch_bytes<32>, run<32, unpack_q4_0, false>},
-    {DType::q4_k, packed_bytes<32>, pack_q8_k<32>, scratch_bytes<32>, run<32, unpack_q4_k, true>},
-    {DType::q6_k, packed_bytes<16>, pack_q8_k<16>, scratch_bytes<16>, run<16, unpack_q6_k, false>},
+    {DType::q8_0, packed_bytes<32>, pack_q8_0, scratch_bytes<32>, run<32, unpack_q8_0, unpack_tile_q8_0, false>},
+    {DType::q4_0, packed_bytes<32>, pack_q8_0, scratch_bytes<32>, run<32, unpack_q4_0, unpack_tile_q4_0, false>},
+    {DType::q4_k, packed_bytes<32>, pack_q8_k<32>, scratch_bytes<32>, run<32, unpack_q4_k, nullptr, true>},
+    {DType::q6_k, packed_bytes<16>, pack_q8_k<16>, scratch_bytes<16>, run<16, unpack_q6_k, nullptr, false>},
 };
 
 }  // namespace edgelm::kernels::x86
