@@ -80,6 +80,7 @@ Result<RequestId> Engine::add_request(Request req) {
   const RequestId id = next_id_++;
   if (req.max_new_tokens == 0) {  // nothing to generate: finish at once, without a forward
     TokenEvent ev{id, -1, {}, Finish::length, {}};
+    ev.n_prompt = static_cast<int32_t>(n_prompt);
     pending_.push_back(ev);
     pending_callbacks_.push_back(std::move(req.on_event));
     return id;
@@ -113,6 +114,9 @@ void Engine::finish(RequestId id, Finish f, std::string error, std::vector<Token
   std::unique_ptr<Sequence> s = scheduler_.remove(id);
   EDGELM_CHECK(s != nullptr, "finish of unknown request ", id);
   TokenEvent ev{id, -1, {}, f, std::move(error)};
+  ev.n_prompt = s->n_prompt;
+  ev.n_prompt_cached = s->admitted_once ? s->n_cached : 0;
+  ev.n_generated = s->n_generated;
   if (s->text && f != Finish::cancelled) ev.text = s->text->finish();
   if (f == Finish::cancelled) {  // delivered with the next step, from the caller's thread of control
     pending_.push_back(std::move(ev));

@@ -37,6 +37,12 @@ struct TokenEvent {
                        // they can no longer match; the matched stop string itself is never sent)
   Finish finish = Finish::none;
   std::string error;  // with Finish::error
+  // Set on the finishing event only (0 on the others): the prompt's length, the prompt tokens
+  // served from the prefix cache at the request's first admission (not recomputed; 0 when it
+  // never ran), and the tokens generated.
+  int32_t n_prompt = 0;
+  int32_t n_prompt_cached = 0;
+  int32_t n_generated = 0;
 };
 
 struct Request {

@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <utility>
 
 #include "core/log.h"
+#include "model/kv_cache.h"
 
 namespace edgelm::serve {
 
@@ -18,6 +22,30 @@ std::string_view service_state_name(ServiceState s) {
   return "?";
 }
 
+std::string model_name_from_path(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+Status self_check_model(const model::Model& m, const tokenizer::Tokenizer& tok, ThreadPool& pool) {
+  std::vector<int32_t> tokens = tok.encode("Once upon a time", /*add_special=*/true, /*parse_special=*/false);
+  if (tokens.empty()) return make_error("self-check: the tokenizer produced no token");
+  if (tokens.size() > 8) tokens.resize(8);
+  const int32_t n_vocab = m.config().n_vocab;
+  for (const int32_t t : tokens)
+    if (t < 0 || t >= n_vocab)
+      return make_error("self-check: the tokenizer gave token {} outside the model's vocabulary [0, {})", t, n_vocab);
+  model::KvCache cache(m.config(), static_cast<int32_t>(tokens.size()));
+  std::vector<float> logits(static_cast<size_t>(n_vocab));
+  EDGELM_TRY_STATUS(m.forward(tokens, cache, logits, pool));
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (!std::isfinite(logits[i])) return make_error("self-check: logit {} is not finite ({})", i, logits[i]);
+  return ok_status();
+}
+
+namespace {
+// The slot pinned on this thread (see EngineService::pin_model).
+thread_local const EngineService* t_pin_service = nullptr;
+thread_local std::shared_ptr<ModelSlot> t_pin_slot;
+}  // namespace
+
 // ---- RequestHandle ----
 
 std::optional<engine::TokenEvent> RequestHandle::next(std::chrono::milliseconds timeout) {
@@ -30,7 +58,7 @@ std::optional<engine::TokenEvent> RequestHandle::next(std::chrono::milliseconds 
 
 void RequestHandle::cancel() {
   if (cancelled_.exchange(true)) return;
-  service_.post_cancel(id_);
+  service_.post_cancel(slot_.get(), id_);
 }
 
 double RequestHandle::first_step_seconds() const {
@@ -77,24 +105,133 @@ Status EngineService::wait_ready() {
   return ok_status();
 }
 
+Result<std::shared_ptr<ModelSlot>> EngineService::make_slot(const std::string& path, const std::string& tok_path,
+                                                            const std::string& name) {
+  auto slot = std::make_shared<ModelSlot>();
+  slot->path = path;
+  slot->tokenizer_path = tok_path;
+  slot->name = name.empty() ? model_name_from_path(path) : name;
+  EDGELM_TRY(slot->lm, engine::load_model(path, tok_path));
+  slot->runner = std::make_unique<engine::ModelRunner>(*slot->lm.model, *pool_);
+  EDGELM_TRY(slot->engine, engine::Engine::create(*slot->runner, slot->lm.tokenizer.get(), opts_.engine));
+  slot->n_ctx = slot->engine->n_ctx();
+  return slot;
+}
+
 Status EngineService::load() {
-  EDGELM_TRY(lm_, engine::load_model(opts_.model_path, opts_.tokenizer_path));
+  if (opts_.max_queue < 0) return make_error("max_queue must be >= 0, got {}", opts_.max_queue);
   std::vector<int> cpus;
   if (!opts_.cpu_affinity.empty()) {
     EDGELM_TRY(cpus, ThreadPool::parse_cpu_list(opts_.cpu_affinity));
   }
   const int n_threads = opts_.threads > 0 ? opts_.threads : ThreadPool::hardware_threads();
   pool_ = std::make_unique<ThreadPool>(n_threads, cpus);
-  runner_ = std::make_unique<engine::ModelRunner>(*lm_.model, *pool_);
-  EDGELM_TRY(engine_, engine::Engine::create(*runner_, lm_.tokenizer.get(), opts_.engine));
-  if (opts_.max_queue < 0) return make_error("max_queue must be >= 0, got {}", opts_.max_queue);
-  n_ctx_.store(engine_->n_ctx(), std::memory_order_release);
+  EDGELM_TRY(auto slot, make_slot(opts_.model_path, opts_.tokenizer_path, opts_.model_name));
+  slots_.push_back(slot);
+  std::lock_guard lock(mutex_);
+  current_ = std::move(slot);
   return ok_status();
+}
+
+std::shared_ptr<ModelSlot> EngineService::slot_for_thread() const {
+  if (t_pin_service == this && t_pin_slot) return t_pin_slot;
+  std::lock_guard lock(mutex_);
+  return current_;
+}
+
+int32_t EngineService::n_ctx() const {
+  std::shared_ptr<ModelSlot> s = slot_for_thread();
+  return s ? s->n_ctx : 0;
+}
+
+std::string EngineService::model_name() const {
+  std::shared_ptr<ModelSlot> s = slot_for_thread();
+  return s ? s->name : std::string();
+}
+
+std::string EngineService::model_path() const {
+  std::shared_ptr<ModelSlot> s = slot_for_thread();
+  return s ? s->path : std::string();
+}
+
+EngineService::Pin::Pin(Pin&& o) noexcept
+    : active_(std::exchange(o.active_, false)), prev_service_(o.prev_service_), prev_slot_(std::move(o.prev_slot_)) {}
+
+EngineService::Pin::~Pin() {
+  if (!active_) return;
+  t_pin_service = prev_service_;
+  t_pin_slot = std::move(prev_slot_);
+}
+
+EngineService::Pin EngineService::pin_model() const {
+  Pin p;
+  std::shared_ptr<ModelSlot> cur;
+  {
+    std::lock_guard lock(mutex_);
+    cur = current_;
+  }
+  p.active_ = true;
+  p.prev_service_ = t_pin_service;
+  p.prev_slot_ = std::move(t_pin_slot);
+  t_pin_service = this;
+  t_pin_slot = std::move(cur);
+  return p;
+}
+
+EngineService::Reloaded EngineService::reload(const ReloadOptions& ro) {
+  std::unique_lock reload_lock(reload_mutex_, std::try_to_lock);
+  if (!reload_lock.owns_lock())
+    return {std::nullopt, ReloadError{ReloadErrorKind::busy, "another reload is in progress"}};
+  std::string tok_path = ro.tokenizer_path;
+  {
+    std::lock_guard lock(mutex_);
+    if (state() != ServiceState::ready || draining_ || stop_ || !current_)
+      return {std::nullopt, ReloadError{ReloadErrorKind::unavailable, "the server is not ready"}};
+    // A llama2.c checkpoint without a tokenizer of its own keeps the current one.
+    if (tok_path.empty() && std::filesystem::path(ro.model_path).extension() != ".gguf")
+      tok_path = current_->tokenizer_path;
+  }
+  const auto t0 = engine::Clock::now();
+  Result<std::shared_ptr<ModelSlot>> made = make_slot(ro.model_path, tok_path, ro.model_name);
+  if (!made.ok()) return {std::nullopt, ReloadError{ReloadErrorKind::invalid, made.error().message}};
+  std::shared_ptr<ModelSlot> slot = std::move(*made);
+  {
+    // The serving pool belongs to the engine thread; the self-check runs on its own.
+    ThreadPool check_pool(1);
+    Status st = self_check_model(*slot->lm.model, *slot->lm.tokenizer, check_pool);
+    if (!st.ok()) return {std::nullopt, ReloadError{ReloadErrorKind::invalid, st.error().message}};
+  }
+  ReloadInfo info;
+  info.model_name = slot->name;
+  info.load_ms = std::chrono::duration<double, std::milli>(engine::Clock::now() - t0).count();
+  {
+    std::lock_guard lock(mutex_);
+    if (draining_ || stop_)
+      return {std::nullopt, ReloadError{ReloadErrorKind::unavailable, "the server is shutting down"}};
+    current_ = std::move(slot);
+    current_changed_ = true;
+  }
+  wake_.notify_one();
+  EDGELM_LOG_INFO("reloaded model '{}' from {} in {:.0f} ms", info.model_name, ro.model_path, info.load_ms);
+  return {info, std::nullopt};
+}
+
+Status EngineService::run_exclusive(std::function<Status(ThreadPool& pool)> fn) {
+  auto result = std::make_shared<std::promise<Status>>();
+  std::future<Status> done = result->get_future();
+  {
+    std::lock_guard lock(mutex_);
+    if (state() != ServiceState::ready || stop_) return make_error("the engine is not running");
+    jobs_.push_back({std::move(fn), result});
+  }
+  wake_.notify_one();
+  return done.get();
 }
 
 EngineService::Submitted EngineService::submit(engine::Request req) {
   auto handle = std::make_shared<RequestHandle>(*this, static_cast<int32_t>(req.prompt.size()));
   req.on_event = nullptr;  // events are routed from step()'s return value
+  std::shared_ptr<ModelSlot> pinned = t_pin_service == this ? t_pin_slot : nullptr;
   {
     std::lock_guard lock(mutex_);
     if (state() != ServiceState::ready || draining_ || stop_) {
@@ -106,6 +243,7 @@ EngineService::Submitted EngineService::submit(engine::Request req) {
       return {nullptr, SubmitError{SubmitErrorKind::queue_full,
                                    fmt::format("the queue is full ({} requests waiting)", waiting)}};
     }
+    handle->slot_ = pinned ? std::move(pinned) : current_;
     inbox_.push_back({std::move(req), handle});
   }
   wake_.notify_one();
@@ -115,10 +253,10 @@ EngineService::Submitted EngineService::submit(engine::Request req) {
   return {handle, std::nullopt};
 }
 
-void EngineService::post_cancel(engine::RequestId id) {
+void EngineService::post_cancel(ModelSlot* slot, engine::RequestId id) {
   {
     std::lock_guard lock(mutex_);
-    cancels_.push_back(id);
+    cancels_.push_back({slot, id});
   }
   wake_.notify_one();
 }
@@ -131,16 +269,29 @@ ServiceStats EngineService::stats() const {
   return s;
 }
 
-void EngineService::refresh_stats_locked(const engine::EngineStats& es) {
-  stats_.n_running = es.n_running;
-  stats_.n_waiting = es.n_waiting;
-  stats_.batch_cap = es.batch_cap;
-  stats_.last_step_tokens = es.last_step_tokens;
-  stats_.kv_blocks = es.kv_blocks;
-  stats_.kv_blocks_used = es.kv_blocks_used;
-  stats_.kv_usage_ratio = es.kv_blocks > 0 ? static_cast<double>(es.kv_blocks_used) / es.kv_blocks : 0.0;
-  stats_.prefix_hit_ratio =
-      es.prefix_queries > 0 ? static_cast<double>(es.prefix_hits) / static_cast<double>(es.prefix_queries) : 0.0;
+// Counts of every engine; sizes and ratios of the current one.
+void EngineService::refresh_stats_locked() {
+  stats_.n_running = 0;
+  stats_.n_waiting = 0;
+  for (const auto& slot : slots_) {
+    const engine::EngineStats es = slot->engine->stats();
+    stats_.n_running += es.n_running;
+    stats_.n_waiting += es.n_waiting;
+    if (slot != current_) continue;
+    stats_.batch_cap = es.batch_cap;
+    stats_.last_step_tokens = es.last_step_tokens;
+    stats_.kv_blocks = es.kv_blocks;
+    stats_.kv_blocks_used = es.kv_blocks_used;
+    stats_.kv_usage_ratio = es.kv_blocks > 0 ? static_cast<double>(es.kv_blocks_used) / es.kv_blocks : 0.0;
+    stats_.prefix_hit_ratio =
+        es.prefix_queries > 0 ? static_cast<double>(es.prefix_hits) / static_cast<double>(es.prefix_queries) : 0.0;
+  }
+}
+
+bool EngineService::any_work() const {
+  for (const auto& slot : slots_)
+    if (slot->engine->has_work()) return true;
+  return false;
 }
 
 void EngineService::thread_main() {
@@ -148,7 +299,7 @@ void EngineService::thread_main() {
   {
     std::lock_guard lock(mutex_);
     load_status_ = st;
-    if (st.ok()) refresh_stats_locked(engine_->stats());
+    if (st.ok()) refresh_stats_locked();
     state_.store(st.ok() ? ServiceState::ready : ServiceState::failed, std::memory_order_release);
   }
   state_cv_.notify_all();
@@ -157,54 +308,89 @@ void EngineService::thread_main() {
     std::unique_lock lock(mutex_);
     for (auto& p : inbox_) p.handle->resolve(make_error("the model failed to load"));
     inbox_.clear();
+    for (auto& j : jobs_) j.result->set_value(make_error("the model failed to load"));
+    jobs_.clear();
     wake_.wait(lock, [&] { return stop_; });
     return;
   }
 
   std::vector<PendingSubmit> submits;
-  std::vector<engine::RequestId> cancels;
+  std::vector<PendingCancel> cancels;
+  std::vector<Job> jobs;
+  auto has_live = [&] {
+    for (const auto& slot : slots_)
+      if (!slot->live.empty()) return true;
+    return false;
+  };
   for (;;) {
     bool cancel_all = false;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock,
-                 [&] { return !inbox_.empty() || !cancels_.empty() || stop_ || cancel_all_ || engine_->has_work(); });
-      if (stop_ && inbox_.empty() && !engine_->has_work() && live_.empty()) break;
+      wake_.wait(lock, [&] {
+        return !inbox_.empty() || !cancels_.empty() || !jobs_.empty() || stop_ || cancel_all_ || current_changed_ ||
+               any_work();
+      });
+      if (stop_ && inbox_.empty() && jobs_.empty() && !any_work() && !has_live()) break;
       submits.swap(inbox_);
       cancels.swap(cancels_);
+      jobs.swap(jobs_);
       n_in_transit_ = static_cast<int32_t>(submits.size());
       cancel_all = cancel_all_;
       cancel_all_ = false;
+      if (current_changed_) {
+        current_changed_ = false;
+        if (std::find(slots_.begin(), slots_.end(), current_) == slots_.end()) slots_.push_back(current_);
+      }
     }
     for (auto& p : submits) {
       std::shared_ptr<RequestHandle> h = std::move(p.handle);
-      Result<engine::RequestId> id = engine_->add_request(std::move(p.req));
-      if (id.ok()) live_[*id] = h;
+      ModelSlot& slot = *h->slot_;
+      // A pinned submit may target a slot that already drained and was dropped: take it back.
+      if (std::find(slots_.begin(), slots_.end(), h->slot_) == slots_.end()) slots_.push_back(h->slot_);
+      Result<engine::RequestId> id = slot.engine->add_request(std::move(p.req));
+      if (id.ok()) slot.live[*id] = h;
       h->resolve(std::move(id));
     }
     submits.clear();
-    for (const engine::RequestId id : cancels) engine_->cancel(id);  // false when already finished
+    for (const PendingCancel& c : cancels)
+      for (const auto& slot : slots_)
+        if (slot.get() == c.slot) slot->engine->cancel(c.id);  // false when already finished
     cancels.clear();
     if (cancel_all)
-      for (auto& [id, h] : live_) engine_->cancel(id);
+      for (const auto& slot : slots_)
+        for (auto& [id, h] : slot->live) slot->engine->cancel(id);
+    for (Job& j : jobs) j.result->set_value(j.fn(*pool_));
+    jobs.clear();
 
-    if (engine_->has_work()) {
+    for (const auto& slot : slots_) {
+      if (!slot->engine->has_work()) continue;
       const auto t0 = engine::Clock::now();
-      std::vector<engine::TokenEvent> events = engine_->step();
+      std::vector<engine::TokenEvent> events = slot->engine->step();
       const double step_s = std::chrono::duration<double>(engine::Clock::now() - t0).count();
       for (engine::TokenEvent& ev : events) {
-        auto it = live_.find(ev.id);
-        if (it == live_.end()) continue;
+        auto it = slot->live.find(ev.id);
+        if (it == slot->live.end()) continue;
         const bool done = ev.finish != engine::Finish::none;
         it->second->push(std::move(ev), step_s);
-        if (done) live_.erase(it);
+        if (done) slot->live.erase(it);
       }
     }
+    std::vector<std::shared_ptr<ModelSlot>> drained;  // freed outside the lock
     {
       std::lock_guard lock(mutex_);
+      // A replaced slot leaves once its requests are done; pins and handles may keep it alive.
+      for (auto it = slots_.begin(); it != slots_.end();) {
+        if (*it != current_ && !(*it)->engine->has_work() && (*it)->live.empty()) {
+          drained.push_back(std::move(*it));
+          it = slots_.erase(it);
+        } else {
+          ++it;
+        }
+      }
       n_in_transit_ = 0;
-      refresh_stats_locked(engine_->stats());
+      refresh_stats_locked();
     }
+    drained.clear();
     state_cv_.notify_all();  // shutdown() waits for the drain here
   }
   {
@@ -234,6 +420,7 @@ void EngineService::shutdown(std::chrono::duration<double> drain_timeout) {
   }
   wake_.notify_all();
   thread_.join();
+  // Jobs posted after the thread left (none can be: run_exclusive checks stop_ under the lock).
 }
 
 }  // namespace edgelm::serve

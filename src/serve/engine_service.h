@@ -1,17 +1,31 @@
 // EngineService: the batching engine (engine/engine.h) made safe to use from many HTTP threads.
 //
-// Job: load the model, then run ONE engine thread that owns the Engine and loops: take the
-// submits and cancels posted to a mutex-protected inbox, run engine.step(), and hand each
-// TokenEvent to its request's RequestHandle (a small thread-safe channel). The thread sleeps on
-// a condition variable while there is no work.
+// Job: load the model, then run ONE engine thread that owns the Engine(s) and loops: take the
+// submits, cancels and jobs posted to a mutex-protected inbox, run step() on every engine with
+// work, and hand each TokenEvent to its request's RequestHandle (a small thread-safe channel).
+// The thread sleeps on a condition variable while there is no work.
+//
+// Hot reload (reload()): the new model is loaded and self-checked on the caller's thread,
+// beside the serving one; then it becomes the current ModelSlot. New submits go to the
+// current slot; the previous slot keeps stepping until its in-flight requests finish, then the
+// engine thread drops it (it is freed once the last pin or handle that refers to it is gone).
+// While both live, the KV memory of both engines is allocated.
+//
+// Pinning: pin_model() makes the calling thread see one slot in model() / tokenizer() /
+// n_ctx() / model_name() and submit() to it, so the tokens an HTTP handler encodes always go to
+// the engine of the same model, and the references it holds stay valid. ServerContext::route
+// pins for the whole handler.
 //
 // Invariants:
-//  - Only the engine thread touches the Engine; every other thread talks to it through the inbox.
+//  - Only the engine thread touches an Engine; every other thread talks to it through the inbox.
 //  - submit() returns only after the engine accepted or refused the request (a refusal carries
 //    the engine's validation message), so HTTP can answer 400 before it sends anything.
 //  - A handle receives exactly one finishing event (finish != none), then nothing more.
 //  - cancel() is applied at the start of the engine thread's next loop, before its next step:
 //    the request's KV blocks are free within one step.
+//  - Jobs (run_exclusive) run on the engine thread between steps, with the engine's thread pool:
+//    they are serialized with the steps of every engine.
+//  - At most one reload runs at a time (a second one is refused as busy).
 //  - The service outlives every handle it gave out (HTTP handlers finish before shutdown()).
 #pragma once
 
@@ -20,6 +34,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +53,7 @@ namespace edgelm::serve {
 
 struct EngineServiceOptions {
   std::string model_path;
+  std::string model_name;      // reported name; empty: the file stem of model_path
   std::string tokenizer_path;  // llama2.c checkpoints only
   int threads = 0;             // 0: all hardware threads
   std::string cpu_affinity;    // e.g. "0-3"; empty: no pinning
@@ -58,6 +75,31 @@ struct ServiceStats {
   double prefix_hit_ratio = 0.0;  // prefix hits / prefix queries since start
 };
 
+enum class ReloadErrorKind { busy, invalid, unavailable };
+
+struct ReloadError {
+  ReloadErrorKind kind;
+  std::string message;
+};
+
+struct ReloadOptions {
+  std::string model_path;
+  std::string tokenizer_path;  // llama2.c checkpoints; empty: none for GGUF, else the current one
+  std::string model_name;      // empty: the file stem of model_path
+};
+
+struct ReloadInfo {
+  std::string model_name;
+  double load_ms = 0.0;  // load + self-check + engine creation
+};
+
+// The file stem of a path ("/m/stories260K.bin" -> "stories260K").
+std::string model_name_from_path(const std::string& path);
+
+// A short self-check of a freshly loaded model: tokenizes a text and runs one forward step on a
+// private cache; errors unless every logit is finite.
+Status self_check_model(const model::Model& m, const tokenizer::Tokenizer& tok, ThreadPool& pool);
+
 enum class SubmitErrorKind { invalid, queue_full, unavailable };
 
 struct SubmitError {
@@ -66,6 +108,17 @@ struct SubmitError {
 };
 
 class EngineService;
+class RequestHandle;
+
+// One loaded model with its engine. Engine, runner and `live` belong to the engine thread.
+struct ModelSlot {
+  std::string name, path, tokenizer_path;
+  engine::LoadedModel lm;
+  std::unique_ptr<engine::ModelRunner> runner;
+  std::unique_ptr<engine::Engine> engine;
+  int32_t n_ctx = 0;
+  std::unordered_map<engine::RequestId, std::shared_ptr<RequestHandle>> live;  // engine thread only
+};
 
 // One request's stream of events. next() is called by one consumer thread; cancel() from any.
 class RequestHandle {
@@ -90,6 +143,7 @@ class RequestHandle {
   void resolve(Result<engine::RequestId> accepted);  // the engine's answer to the submit
 
   EngineService& service_;
+  std::shared_ptr<ModelSlot> slot_;  // the engine it was submitted to (keeps it alive)
   const int32_t n_prompt_;
   engine::Clock::time_point submitted_at_ = engine::Clock::now();
   mutable std::mutex mutex_;
@@ -125,10 +179,44 @@ class EngineService {
 
   ServiceStats stats() const;
 
-  // Only valid once state() is ready (or stopped after being ready).
-  const engine::LoadedModel& model() const { return lm_; }
-  const tokenizer::Tokenizer& tokenizer() const { return *lm_.tokenizer; }
-  int32_t n_ctx() const { return n_ctx_.load(std::memory_order_acquire); }
+  // Only valid once state() is ready (or stopped after being ready). They answer for the slot
+  // pinned on this thread, else the current one (whose references a later reload may free:
+  // unpinned callers must not keep them across a reload).
+  const engine::LoadedModel& model() const { return slot_for_thread()->lm; }
+  const tokenizer::Tokenizer& tokenizer() const { return *slot_for_thread()->lm.tokenizer; }
+  int32_t n_ctx() const;
+  std::string model_name() const;
+  std::string model_path() const;
+
+  // Pins the current model for the calling thread until the guard is destroyed (nests).
+  class Pin {
+   public:
+    Pin(Pin&& o) noexcept;
+    Pin(const Pin&) = delete;
+    Pin& operator=(const Pin&) = delete;
+    ~Pin();
+
+   private:
+    friend class EngineService;
+    Pin() = default;
+    bool active_ = false;
+    const EngineService* prev_service_ = nullptr;
+    std::shared_ptr<ModelSlot> prev_slot_;
+  };
+  [[nodiscard]] Pin pin_model() const;
+
+  // Loads a new model beside the current one, self-checks it, then makes it current (see the
+  // top). Errors: busy (another reload runs), unavailable (not ready / shutting down), invalid
+  // (the file cannot be loaded or fails the self-check; the old model keeps serving).
+  struct Reloaded {
+    std::optional<ReloadInfo> info;
+    std::optional<ReloadError> error;
+  };
+  Reloaded reload(const ReloadOptions& ro);
+
+  // Runs fn(pool) on the engine thread between steps and returns its status. Errors: the
+  // service is not running.
+  Status run_exclusive(std::function<Status(ThreadPool& pool)> fn);
 
   // Refuses new submits, lets running and waiting requests finish for up to drain_timeout,
   // cancels what is left, delivers the finishing events and joins the engine thread.
@@ -140,28 +228,39 @@ class EngineService {
     engine::Request req;
     std::shared_ptr<RequestHandle> handle;
   };
-  void post_cancel(engine::RequestId id);
+  struct PendingCancel {
+    ModelSlot* slot;
+    engine::RequestId id;
+  };
+  struct Job {
+    std::function<Status(ThreadPool&)> fn;
+    std::shared_ptr<std::promise<Status>> result;
+  };
+  void post_cancel(ModelSlot* slot, engine::RequestId id);
   void thread_main();
   Status load();
-  void refresh_stats_locked(const engine::EngineStats& es);
+  Result<std::shared_ptr<ModelSlot>> make_slot(const std::string& path, const std::string& tok_path,
+                                               const std::string& name);
+  void refresh_stats_locked();
+  std::shared_ptr<ModelSlot> slot_for_thread() const;
+  bool any_work() const;  // engine thread
 
   EngineServiceOptions opts_;
   std::atomic<ServiceState> state_{ServiceState::loading};
-  std::atomic<int32_t> n_ctx_{0};
   Status load_status_;
 
-  // Owned by the engine thread once loaded; read-only for others after `ready`.
-  engine::LoadedModel lm_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<engine::ModelRunner> runner_;
-  std::unique_ptr<engine::Engine> engine_;
-  std::unordered_map<engine::RequestId, std::shared_ptr<RequestHandle>> live_;  // engine thread only
+  std::unique_ptr<ThreadPool> pool_;               // engine thread (steps and jobs)
+  std::vector<std::shared_ptr<ModelSlot>> slots_;  // engine thread: every slot that may have work
+  std::mutex reload_mutex_;                        // held by the one reload in progress
 
-  mutable std::mutex mutex_;          // guards everything below
-  std::condition_variable wake_;      // the engine thread sleeps here
-  std::condition_variable state_cv_;  // wait_ready() sleeps here
+  mutable std::mutex mutex_;            // guards everything below
+  std::condition_variable wake_;        // the engine thread sleeps here
+  std::condition_variable state_cv_;    // wait_ready() sleeps here
+  std::shared_ptr<ModelSlot> current_;  // where unpinned submits go
+  bool current_changed_ = false;        // the engine thread has not yet seen current_
   std::vector<PendingSubmit> inbox_;
-  std::vector<engine::RequestId> cancels_;
+  std::vector<PendingCancel> cancels_;
+  std::vector<Job> jobs_;
   int32_t n_in_transit_ = 0;  // submits taken from the inbox, not yet added
   bool draining_ = false;
   bool stop_ = false;

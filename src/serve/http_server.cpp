@@ -15,9 +15,18 @@ namespace {
 using nlohmann::json;
 constexpr auto kPoll = std::chrono::milliseconds(100);
 
-bool is_inference_path(const std::string& path) { return path != "/health" && path != "/metrics"; }
+bool is_inference_path(const std::string& path) { return path != "/health" && path != "/metrics" && path != "/reload"; }
 
-// Equal length and bytes, in time that depends only on the lengths.
+ApiError type_error(const char* field, const char* want) {
+  return {400, fmt::format("'{}' must be {}", field, want), "invalid_request_error", field, "invalid_type"};
+}
+
+double seconds_since(engine::Clock::time_point t) {
+  return std::chrono::duration<double>(engine::Clock::now() - t).count();
+}
+
+}  // namespace
+
 bool constant_time_equal(const std::string& a, const std::string& b) {
   const size_t n = std::max(a.size(), b.size());
   unsigned char diff = a.size() == b.size() ? 0 : 1;
@@ -36,16 +45,6 @@ json error_body(const ApiError& e) {
             {"param", e.param.empty() ? json(nullptr) : json(e.param)},
             {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
 }
-
-ApiError type_error(const char* field, const char* want) {
-  return {400, fmt::format("'{}' must be {}", field, want), "invalid_request_error", field, "invalid_type"};
-}
-
-double seconds_since(engine::Clock::time_point t) {
-  return std::chrono::duration<double>(engine::Clock::now() - t).count();
-}
-
-}  // namespace
 
 // ---- JSON fields ----
 
@@ -112,12 +111,18 @@ bool Generation::absorb(const RequestHandle& h, engine::TokenEvent& ev) {
   text += ev.text;
   if (ev.finish == engine::Finish::none) return false;
   finish = ev.finish;
+  cached_tokens = ev.n_prompt_cached;
   error = std::move(ev.error);
   latency_s = seconds_since(h.submitted_at());
   return true;
 }
 
 // ---- ServerContext ----
+
+std::string ServerContext::model_name() const {
+  std::string name = service_.model_name();
+  return name.empty() ? cfg_.model_name : name;
+}
 
 std::optional<json> ServerContext::parse_body(const httplib::Request& req, ApiError& err) {
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
@@ -158,8 +163,9 @@ bool ServerContext::check_ready(ApiError& err) const {
 std::optional<ApiError> ServerContext::check_model(const json& body) const {
   std::string model;
   if (auto e = json_get(body, "model", model)) return e;
-  if (!model.empty() && model != cfg_.model_name) {
-    return ApiError{404, fmt::format("the model '{}' does not exist; this server serves '{}'", model, cfg_.model_name),
+  const std::string name = model_name();
+  if (!model.empty() && model != name) {
+    return ApiError{404, fmt::format("the model '{}' does not exist; this server serves '{}'", model, name),
                     "invalid_request_error", "model", "model_not_found"};
   }
   return std::nullopt;
@@ -279,6 +285,7 @@ bool ServerContext::admit(const httplib::Request& req, httplib::Response& res) {
 httplib::Server::Handler ServerContext::route(httplib::Server::Handler h) {
   return [this, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
     if (!admit(req, res)) return;
+    const EngineService::Pin pin = service_.pin_model();
     ++in_flight;
     struct Release {
       std::atomic<int>& n;
@@ -323,6 +330,8 @@ HttpServer::HttpServer(const ServeConfig& cfg, EngineService& service, ServerMet
   });
   register_openai_routes(*svr_, *ctx_);
   register_simple_routes(*svr_, *ctx_);
+  register_embeddings_routes(*svr_, *ctx_);
+  register_admin_routes(*svr_, *ctx_);
 }
 
 HttpServer::~HttpServer() = default;

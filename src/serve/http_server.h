@@ -3,8 +3,9 @@
 // JSON errors in OpenAI's shape, auth, request accounting, and running one request to the end
 // or streaming it.
 //
-// Routes live in routes_openai.cpp (/v1/completions, /v1/chat/completions, /v1/models) and
-// routes_simple.cpp (/predict, /tokenize, /detokenize, /health, /metrics).
+// Routes live in routes_openai.cpp (/v1/completions, /v1/chat/completions, /v1/models),
+// routes_simple.cpp (/predict, /tokenize, /detokenize, /health, /metrics), routes_embeddings.cpp
+// (/v1/embeddings) and routes_admin.cpp (/reload).
 //
 // Invariants:
 //  - Every inference request holds an in-flight count from routing until its response (for a
@@ -13,6 +14,10 @@
 //  - When api_keys is non-empty, inference endpoints need `Authorization: Bearer <key>`
 //    (compared in constant time); /health and /metrics only with auth_health / auth_metrics.
 //  - While draining, new inference requests get 503 and in-flight ones finish.
+//  - Every routed handler runs with the current model pinned (EngineService::pin_model), so a
+//    reload during the request changes nothing it sees.
+//  - Admin routes (/reload) take the admin token, never an API key; with no admin token
+//    configured they answer 403.
 #pragma once
 
 #include <atomic>
@@ -57,6 +62,7 @@ struct Generation {
   std::string error;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache (from the finishing event)
   // Timing (seconds; < 0: not observed), see RequestRecord.
   double latency_s = -1, ttft_s = -1, queue_s = -1;
   std::vector<double> tbt_s;
@@ -80,7 +86,8 @@ class ServerContext {
   const ServeConfig& config() const { return cfg_; }
   EngineService& service() { return service_; }
   ServerMetrics& metrics() { return metrics_; }
-  const std::string& model_name() const { return cfg_.model_name; }
+  // The served model's name (the pinned one inside a routed handler; it changes on reload).
+  std::string model_name() const;
 
   // Parses the body as a JSON object; nullopt after setting `err` (400) otherwise.
   static std::optional<nlohmann::json> parse_body(const httplib::Request& req, ApiError& err);
@@ -110,6 +117,11 @@ class ServerContext {
   // True when the request may proceed; otherwise the 401/503 is already in `res`.
   bool admit(const httplib::Request& req, httplib::Response& res);
 
+  // Where POST /reload writes uploaded models; empty: the current model's folder. Set before
+  // the server runs.
+  void set_upload_dir(std::string dir) { upload_dir_ = std::move(dir); }
+  const std::string& upload_dir() const { return upload_dir_; }
+
   std::atomic<int> in_flight{0};
   std::atomic<bool> draining{false};
   std::atomic<uint64_t> next_id{1};
@@ -118,6 +130,7 @@ class ServerContext {
   const ServeConfig& cfg_;
   EngineService& service_;
   ServerMetrics& metrics_;
+  std::string upload_dir_;
 };
 
 // The OpenAI finish_reason of an engine finish.
@@ -125,6 +138,13 @@ std::string finish_reason(engine::Finish f);
 
 void register_openai_routes(httplib::Server& svr, ServerContext& ctx);
 void register_simple_routes(httplib::Server& svr, ServerContext& ctx);
+void register_embeddings_routes(httplib::Server& svr, ServerContext& ctx);
+void register_admin_routes(httplib::Server& svr, ServerContext& ctx);
+
+// Equal length and bytes, in time that depends only on the lengths.
+bool constant_time_equal(const std::string& a, const std::string& b);
+// The JSON body of an error in OpenAI's shape.
+nlohmann::json error_body(const ApiError& e);
 
 class HttpServer {
  public:

@@ -5,6 +5,8 @@
 // stream_options.include_usage, presence_penalty, frequency_penalty, n (1 only), and the
 // extensions deadline_ms and ignore_eos. OpenAI's sampling semantics: no top-k or min-p unless asked (top_k,
 // min_p extensions). Streams send `data: {chunk}` events and end with `data: [DONE]`.
+#include <algorithm>
+#include <chrono>
 #include <ctime>
 
 #include "serve/chat_template.h"
@@ -137,8 +139,7 @@ json usage_json(const Generation& g) {
   return {{"prompt_tokens", g.prompt_tokens},
           {"completion_tokens", g.completion_tokens},
           {"total_tokens", g.prompt_tokens + g.completion_tokens},
-          // The engine does not report per-request prefix hits to the server yet.
-          {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+          {"prompt_tokens_details", {{"cached_tokens", g.cached_tokens}}}};
 }
 
 json null_if_none(engine::Finish f) { return f == engine::Finish::none ? json(nullptr) : json(finish_reason(f)); }

@@ -60,7 +60,8 @@ void handle_predict(ServerContext& ctx, const httplib::Request& http_req, httpli
                 {{"output", gen.text},
                  {"model", ctx.model_name()},
                  {"latency_ms", gen.latency_s * 1e3},
-                 {"finish_reason", finish_reason(gen.finish)}});
+                 {"finish_reason", finish_reason(gen.finish)},
+                 {"usage", {{"prompt_tokens", gen.prompt_tokens}, {"completion_tokens", gen.completion_tokens}}}});
 }
 
 void handle_tokenize(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res) {

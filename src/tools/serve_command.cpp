@@ -26,6 +26,7 @@ struct ServeOptions {
   serve::ServeConfig flags;  // what the flags say; applied only where a flag was given
   EngineFlags engine;
   std::string config_path, api_key_file;
+  std::string upload_dir;  // POST /reload uploads; empty: the model's folder
   // Each flag's option and how it sets its field.
   std::vector<std::pair<const CLI::Option*, std::function<void(serve::ServeConfig&)>>> bindings;
 };
@@ -75,6 +76,7 @@ int run_serve(ServeOptions& o) {
   serve::EngineServiceOptions so;
   so.model_path = cfg.model_path;
   so.tokenizer_path = cfg.tokenizer_path;
+  so.model_name = cfg.model_name;
   so.threads = cfg.threads;
   so.cpu_affinity = cfg.cpu_affinity;
   so.engine = *eo;
@@ -82,6 +84,7 @@ int run_serve(ServeOptions& o) {
   serve::EngineService service(so);
   serve::ServerMetrics metrics(cfg.model_name, cfg.device_id);
   serve::HttpServer server(cfg, service, metrics);
+  server.context().set_upload_dir(o.upload_dir);
   auto port = server.bind();
   if (!port.ok()) return report_error(port.error());
   std::fprintf(stderr, "edgelm serve: listening on http://%s:%d (model loading)\n", cfg.host.c_str(), *port);
@@ -155,6 +158,8 @@ CommandRunner add_serve_command(CLI::App& app) {
   cmd->add_option("--api-key-file", o->api_key_file, "File of accepted API keys, one per line (# comments)");
   bind_flag(*o, cmd, "--admin-token", &serve::ServeConfig::admin_token,
             "Token for admin endpoints (or EDGELM_ADMIN_TOKEN)");
+  cmd->add_option("--upload-dir", o->upload_dir,
+                  "Folder for models uploaded to POST /reload (default: the model's folder)");
   bind_flag(*o, cmd, "--model-name", &serve::ServeConfig::model_name,
             "Model id in the API and metrics (default: file stem)");
   bind_flag(*o, cmd, "--device-id", &serve::ServeConfig::device_id,

@@ -121,6 +121,54 @@ TEST(Engine, PrefixCacheHitGivesTheSameOutput) {
   EXPECT_EQ(e->stats().prefix_hits, hits) << "no hit across salts or when opted out";
 }
 
+// The finishing event reports the prompt length, the prompt tokens served from the prefix
+// cache, and the tokens generated.
+TEST(Engine, FinishingEventReportsCachedPromptTokens) {
+  FakeStepModel m(kVocab);
+  auto e = Engine::create(m, nullptr, small_options(64)).value();
+  std::mt19937 rng(7);
+  const std::vector<int32_t> prompt = random_prompt(rng, 14);  // > 2 blocks of 4
+  auto finishing = [&](RequestId id) {
+    TokenEvent last;
+    int n = 0;
+    for (int i = 0; i < 10000 && e->has_work(); ++i)
+      for (const TokenEvent& ev : e->step()) {
+        if (ev.id == id && ev.finish != Finish::none) {
+          last = ev;
+          ++n;
+        } else if (ev.finish == Finish::none) {
+          EXPECT_EQ(ev.n_prompt, 0) << "only the finishing event carries counts";
+          EXPECT_EQ(ev.n_prompt_cached, 0);
+        }
+      }
+    EXPECT_EQ(n, 1);
+    return last;
+  };
+  const RequestId a = e->add_request(greedy(prompt, 5)).value();
+  const TokenEvent fa = finishing(a);
+  EXPECT_EQ(fa.finish, Finish::length);
+  EXPECT_EQ(fa.n_prompt, 14);
+  EXPECT_EQ(fa.n_prompt_cached, 0) << "a cold cache";
+  EXPECT_EQ(fa.n_generated, 5);
+  const RequestId b = e->add_request(greedy(prompt, 5)).value();
+  const TokenEvent fb = finishing(b);
+  EXPECT_EQ(fb.n_prompt, 14);
+  EXPECT_GE(fb.n_prompt_cached, 12) << "3 full blocks of 4 are shared";
+  EXPECT_LT(fb.n_prompt_cached, 14) << "the last prompt token is always recomputed";
+  EXPECT_EQ(fb.n_generated, 5);
+  // Opting out reports no cached tokens; max_new_tokens = 0 reports the prompt length.
+  Request r = greedy(prompt, 3);
+  r.cache_prefix = false;
+  const RequestId c = e->add_request(r).value();
+  const TokenEvent fc = finishing(c);
+  EXPECT_EQ(fc.n_prompt_cached, 0);
+  EXPECT_EQ(fc.n_generated, 3);
+  const RequestId d = e->add_request(greedy(prompt, 0)).value();
+  const TokenEvent fd = finishing(d);
+  EXPECT_EQ(fd.n_prompt, 14);
+  EXPECT_EQ(fd.n_generated, 0);
+}
+
 TEST(Engine, PreemptedRequestsEqualUnpreempted) {
   FakeStepModel m(kVocab);
   EngineOptions o = small_options(14);  // 56 tokens of KV for 6 requests of up to 30 tokens

@@ -1,0 +1,271 @@
+// POST /reload (admin): swaps the served model without a restart (EngineService::reload).
+//
+// Auth: `Authorization: Bearer <admin_token>` (constant-time compare); no admin token
+// configured: 403 (the endpoint is disabled); no header 401; wrong token 403.
+// Body, either:
+//  - JSON {"path": "/server/side/model.gguf", "tokenizer"?: "...", "sha256"?: "hex", "name"?: "..."}
+//  - multipart/form-data with a file field `model` (streamed to a temporary file in the upload
+//    folder, hashing as it goes, never held whole in memory) and optional text fields
+//    `sha256`, `tokenizer`, `name`. The upload is kept (renamed) once it serves; deleted if the
+//    reload fails. Uploads are bounded by max_body_bytes like every body.
+// Replies: 200 {"status":"reloaded","model":name,"load_ms":...}; 400 malformed request or
+// sha256 mismatch; 409 another reload runs; 422 the model does not load or fails its
+// self-check (the old model keeps serving); 503 not ready or shutting down.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "serve/http_server.h"
+#include "serve/sha256.h"
+
+namespace edgelm::serve {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const char* kEndpoint = "/reload";
+
+bool check_admin(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string& token = ctx.config().admin_token;
+  if (token.empty()) {
+    ctx.send_error(res, kEndpoint,
+                   {403, "the admin endpoints are disabled: no admin token is configured", "permission_error", "",
+                    "admin_disabled"});
+    return false;
+  }
+  const std::string auth = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (auth.size() < prefix.size() || auth.compare(0, prefix.size(), prefix) != 0) {
+    ctx.send_error(res, kEndpoint,
+                   {401, "missing admin token: send 'Authorization: Bearer <admin token>'", "authentication_error", "",
+                    "missing_admin_token"});
+    return false;
+  }
+  if (!constant_time_equal(auth.substr(prefix.size()), token)) {
+    ctx.send_error(res, kEndpoint, {403, "invalid admin token", "permission_error", "", "invalid_admin_token"});
+    return false;
+  }
+  return true;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool is_hex_sha256(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (const char c : s)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+// The hex SHA-256 of a file; empty if it cannot be read.
+std::string sha256_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  Sha256 h;
+  std::vector<char> buf(1 << 16);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (in.gcount() > 0) h.update(buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  if (in.bad()) return "";
+  return h.hex_digest();
+}
+
+// Reloads and answers; `uploaded` (if set) is deleted on failure.
+void do_reload(ServerContext& ctx, httplib::Response& res, ReloadOptions ro, const std::string& uploaded) {
+  EngineService::Reloaded r = ctx.service().reload(ro);
+  if (r.error) {
+    if (!uploaded.empty()) std::remove(uploaded.c_str());
+    ApiError e;
+    switch (r.error->kind) {
+      case ReloadErrorKind::busy: e = {409, r.error->message, "conflict_error", "", "reload_in_progress"}; break;
+      case ReloadErrorKind::unavailable: e = {503, r.error->message, "server_error", "", "unavailable"}; break;
+      case ReloadErrorKind::invalid:
+        e = {422, fmt::format("the new model was not loaded (the old one keeps serving): {}", r.error->message),
+             "invalid_request_error", "path", "model_load_failed"};
+        break;
+    }
+    return ctx.send_error(res, kEndpoint, e);
+  }
+  ctx.send_json(res, 200, {{"status", "reloaded"}, {"model", r.info->model_name}, {"load_ms", r.info->load_ms}});
+  RequestRecord rec;
+  rec.endpoint = kEndpoint;
+  rec.status = 200;
+  ctx.metrics().record(rec);
+}
+
+void handle_json(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                 const httplib::ContentReader& reader) {
+  std::string raw;
+  reader([&](const char* data, size_t n) {
+    raw.append(data, n);
+    return true;
+  });
+  httplib::Request parsed;
+  parsed.body = std::move(raw);
+  ApiError err;
+  std::optional<json> body = ServerContext::parse_body(parsed, err);
+  if (!body) return ctx.send_error(res, kEndpoint, err);
+  ReloadOptions ro;
+  std::string sha;
+  for (auto e : {json_get(*body, "path", ro.model_path), json_get(*body, "tokenizer", ro.tokenizer_path),
+                 json_get(*body, "sha256", sha), json_get(*body, "name", ro.model_name)}) {
+    if (e) return ctx.send_error(res, kEndpoint, *e);
+  }
+  if (ro.model_path.empty())
+    return ctx.send_error(res, kEndpoint,
+                          {400, "'path' is required (or upload the model as multipart field 'model')",
+                           "invalid_request_error", "path", "missing_field"});
+  if (!sha.empty()) {
+    if (!is_hex_sha256(sha))
+      return ctx.send_error(
+          res, kEndpoint, {400, "'sha256' must be 64 hex digits", "invalid_request_error", "sha256", "invalid_value"});
+    const std::string got = sha256_file(ro.model_path);
+    if (got.empty())
+      return ctx.send_error(
+          res, kEndpoint,
+          {422, fmt::format("cannot read '{}'", ro.model_path), "invalid_request_error", "path", "model_load_failed"});
+    if (got != lower(sha))
+      return ctx.send_error(res, kEndpoint,
+                            {400, fmt::format("sha256 mismatch: the file has {}, expected {}", got, lower(sha)),
+                             "invalid_request_error", "sha256", "sha256_mismatch"});
+  }
+  do_reload(ctx, res, std::move(ro), "");
+}
+
+void handle_multipart(ServerContext& ctx, const httplib::Request&, httplib::Response& res,
+                      const httplib::ContentReader& reader) {
+  fs::path dir_path = ctx.upload_dir();
+  if (dir_path.empty()) dir_path = fs::path(ctx.service().model_path()).parent_path();
+  if (dir_path.empty()) dir_path = fs::current_path();
+  const std::string dir = dir_path.string();
+  std::string tmp_path;
+  int fd = -1;
+  Sha256 hash;
+  std::string field, filename, error;
+  std::map<std::string, std::string> fields;
+  size_t n_model_bytes = 0;
+  bool got_model = false;
+  const size_t kMaxField = 4096;
+
+  reader(
+      [&](const httplib::MultipartFormData& part) {
+        field = part.name;
+        if (field == "model") {
+          if (got_model) {
+            error = "more than one 'model' part";
+            return false;
+          }
+          got_model = true;
+          filename = part.filename;
+          std::string ext = fs::path(filename).extension().string();
+          if (ext.size() > 16 || ext.find_first_of("/\\") != std::string::npos) ext.clear();
+          std::string tmpl = fmt::format("{}{}", (fs::path(dir) / ".edgelm-upload-XXXXXX").string(), ext);
+          std::vector<char> name(tmpl.begin(), tmpl.end());
+          name.push_back('\0');
+          fd = mkstemps(name.data(), static_cast<int>(ext.size()));
+          if (fd < 0) {
+            error = fmt::format("cannot create a temporary file in '{}': {}", dir, std::strerror(errno));
+            return false;
+          }
+          tmp_path = name.data();
+        } else {
+          fields[field];
+        }
+        return true;
+      },
+      [&](const char* data, size_t n) {
+        if (field == "model") {
+          hash.update(data, n);
+          n_model_bytes += n;
+          while (n > 0) {
+            const ssize_t w = ::write(fd, data, n);
+            if (w < 0) {
+              if (errno == EINTR) continue;
+              error = fmt::format("cannot write the upload: {}", std::strerror(errno));
+              return false;
+            }
+            data += w;
+            n -= static_cast<size_t>(w);
+          }
+          return true;
+        }
+        std::string& v = fields[field];
+        if (v.size() + n > kMaxField) {
+          error = fmt::format("the field '{}' is longer than {} bytes", field, kMaxField);
+          return false;
+        }
+        v.append(data, n);
+        return true;
+      });
+  if (fd >= 0 && ::close(fd) != 0 && error.empty()) error = "cannot write the upload";
+  auto fail = [&](int status, const std::string& msg, const char* param, const char* code) {
+    if (!tmp_path.empty()) std::remove(tmp_path.c_str());
+    ctx.send_error(res, kEndpoint, {status, msg, "invalid_request_error", param, code});
+  };
+  if (!error.empty()) return fail(400, error, "model", "upload_failed");
+  if (!got_model || n_model_bytes == 0)
+    return fail(400, "the multipart body has no (non-empty) file field 'model'", "model", "missing_field");
+  const std::string got = hash.hex_digest();
+  if (auto it = fields.find("sha256"); it != fields.end() && !it->second.empty()) {
+    const std::string want = lower(it->second);
+    if (!is_hex_sha256(want)) return fail(400, "'sha256' must be 64 hex digits", "sha256", "invalid_value");
+    if (got != want)
+      return fail(400, fmt::format("sha256 mismatch: the upload has {}, expected {}", got, want), "sha256",
+                  "sha256_mismatch");
+  }
+  ReloadOptions ro;
+  ro.tokenizer_path = fields["tokenizer"];
+  ro.model_name = fields["name"];
+  if (ro.model_name.empty()) ro.model_name = fs::path(filename).stem().string();
+  if (ro.model_name.empty()) ro.model_name = "uploaded";
+  // Keep the upload under a stable name once it serves (the temporary name until then).
+  ro.model_path = tmp_path;
+  do_reload(ctx, res, ro, tmp_path);
+  if (res.status == 200) {
+    const std::string kept = (fs::path(dir) / fmt::format("{}-{}{}", ro.model_name, got.substr(0, 12),
+                                                          fs::path(tmp_path).extension().string()))
+                                 .string();
+    std::error_code ec;
+    fs::rename(tmp_path, kept, ec);  // the mapping survives the rename
+  }
+}
+
+void handle_reload(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                   const httplib::ContentReader& reader) {
+  if (!check_admin(ctx, req, res)) return;
+  if (ctx.draining.load()) {
+    res.set_header("Connection", "close");
+    return ctx.send_error(res, kEndpoint, {503, "the server is shutting down", "server_error", "", "shutting_down"});
+  }
+  ApiError err;
+  if (!ctx.check_ready(err)) return ctx.send_error(res, kEndpoint, err);
+  ++ctx.in_flight;
+  struct Release {
+    std::atomic<int>& n;
+    ~Release() { --n; }
+  } release{ctx.in_flight};
+  if (req.is_multipart_form_data()) return handle_multipart(ctx, req, res, reader);
+  handle_json(ctx, req, res, reader);
+}
+
+}  // namespace
+
+void register_admin_routes(httplib::Server& svr, ServerContext& ctx) {
+  svr.Post("/reload", [&ctx](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& r) {
+    handle_reload(ctx, req, res, r);
+  });
+}
+
+}  // namespace edgelm::serve
