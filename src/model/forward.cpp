@@ -12,7 +12,8 @@
 
 namespace edgelm::model {
 
-Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool) const {
+Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
+                      std::span<float> hidden) const {
   const ModelConfig& c = config_;
   const auto n = static_cast<int64_t>(tokens.size());
   if (n == 0) return make_error("forward: no tokens");
@@ -23,17 +24,20 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     if (t < 0 || t >= c.n_vocab) return make_error("token id {} is outside the vocabulary [0, {})", t, c.n_vocab);
   if (!logits.empty() && static_cast<int64_t>(logits.size()) != c.n_vocab)
     return make_error("logits buffer has {} entries, the vocabulary {}", logits.size(), c.n_vocab);
+  if (!hidden.empty() && static_cast<int64_t>(hidden.size()) != n * c.n_embd)
+    return make_error("hidden-state buffer has {} entries, {} tokens x {} need {}", hidden.size(), n, c.n_embd,
+                      n * c.n_embd);
 
   const int64_t E = c.n_embd, D = c.head_dim, Q = static_cast<int64_t>(c.n_head) * D, KV = c.n_embd_kv(), F = c.n_ff;
-  std::vector<float> x(n * E);        // [n, n_embd] residual stream
-  std::vector<float> xn(n * E);       // [n, n_embd] normalized input of a sub-layer
-  std::vector<float> q(n * Q);        // [n, n_head * head_dim]
-  std::vector<float> k(n * KV);       // [n, n_embd_kv]
-  std::vector<float> v(n * KV);       // [n, n_embd_kv]
-  std::vector<float> att(n * Q);      // [n, n_head * head_dim] attention output
-  std::vector<float> proj(n * E);     // [n, n_embd] sub-layer output
-  std::vector<float> gate(n * F);     // [n, n_ff]
-  std::vector<float> up(n * F);       // [n, n_ff]
+  std::vector<float> x(n * E);                               // [n, n_embd] residual stream
+  std::vector<float> xn(n * E);                              // [n, n_embd] normalized input of a sub-layer
+  std::vector<float> q(n * Q);                               // [n, n_head * head_dim]
+  std::vector<float> k(n * KV);                              // [n, n_embd_kv]
+  std::vector<float> v(n * KV);                              // [n, n_embd_kv]
+  std::vector<float> att(n * Q);                             // [n, n_head * head_dim] attention output
+  std::vector<float> proj(n * E);                            // [n, n_embd] sub-layer output
+  std::vector<float> gate(n * F);                            // [n, n_ff]
+  std::vector<float> up(n * F);                              // [n, n_ff]
   std::vector<float> scores(static_cast<size_t>(pos0 + n));  // [n_past + n] attention weights of one head
 
   for (int64_t t = 0; t < n; ++t) kernels::get_row(weights_.token_embd, tokens[static_cast<size_t>(t)], &x[t * E]);
@@ -80,6 +84,8 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     rms_norm(xn.data(), last, weights_.output_norm, E, c.rms_eps);
     linear(logits.data(), xn.data(), 1, weights_.output, nullptr, pool, scratch);
   }
+  if (!hidden.empty())
+    for (int64_t t = 0; t < n; ++t) rms_norm(&hidden[t * E], &x[t * E], weights_.output_norm, E, c.rms_eps);
   return ok_status();
 }
 

@@ -1,6 +1,8 @@
 // Server configuration: YAML file, environment, validation and a secret-free description.
 #include "serve/config.h"
 
+#include "core/byte_size.h"
+
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -105,30 +107,11 @@ Result<bool> parse_bool(std::string_view text, const std::string& where) {
   return make_error("{}: '{}' is not a boolean (true/false, 1/0, yes/no, on/off)", where, s);
 }
 
-// "1M", "64K", "2G", "1048576" (binary units, optional trailing B/iB) -> bytes.
+// "1M", "64K", "2G", "1048576" -> bytes (core/byte_size.h), errors prefixed with `where`.
 Result<size_t> parse_size(std::string_view text, const std::string& where) {
-  std::string s(trim(text));
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (const std::exception&) {
-    return make_error("{}: '{}' is not a size (examples: 512M, 1G, 1048576)", where, s);
-  }
-  std::string unit = s.substr(pos);
-  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
-  if (!unit.empty() && unit.back() == 'i') unit.pop_back();
-  double mult = 1;
-  if (unit == "K" || unit == "k")
-    mult = 1024.0;
-  else if (unit == "M" || unit == "m")
-    mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "g")
-    mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty())
-    return make_error("{}: '{}' has an unknown unit '{}' (use K, M or G)", where, s, unit);
-  if (!(v > 0) || v * mult > 1e15) return make_error("{}: size '{}' must be positive and below 1 PB", where, s);
-  return static_cast<size_t>(v * mult);
+  Result<size_t> r = parse_byte_size(trim(text));
+  if (!r.ok()) return make_error("{}: {}", where, r.error().message);
+  return r;
 }
 
 std::vector<std::string> split_keys(std::string_view text) {

@@ -1,9 +1,8 @@
 // Sentence embeddings for POST /v1/embeddings: the mean over the input's tokens of the final
 // hidden state after the output norm, L2-normalized.
 //
-// Computed by a copy of the reference forward (model/forward.cpp) over a private KvCache that
-// keeps every token's final hidden state instead of projecting the last one to logits; it uses
-// the same ops (model/ops.h), so its hidden states match the reference forward's.
+// Computed by the reference forward (Model::forward with a hidden-state output) over a private
+// KvCache.
 #pragma once
 
 #include <span>

@@ -54,7 +54,6 @@ struct EngineFlags {
 // Adds --kv-type, --kv-memory, --max-batch-tokens, --max-batch-size, --target-step-ms.
 void add_engine_options(CLI::App* cmd, EngineFlags& flags);
 Result<engine::EngineOptions> engine_options(const EngineFlags& flags);
-// "512M", "2G", "1048576", "64K" (binary units) -> bytes.
-Result<size_t> parse_byte_size(const std::string& text);
+
 
 }  // namespace edgelm::tools

@@ -2,6 +2,7 @@
 #include <exception>
 #include <string>
 
+#include "core/byte_size.h"
 #include "core/thread_pool.h"
 #include "tools/command.h"
 
@@ -46,30 +47,6 @@ void add_engine_options(CLI::App* cmd, EngineFlags& f) {
                   "Step latency the adaptive batch size aims under (0: fixed at --max-batch-size)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-}
-
-Result<size_t> parse_byte_size(const std::string& text) {
-  size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &pos);
-  } catch (const std::exception&) {
-    return make_error("'{}' is not a size (examples: 512M, 2G, 1048576)", text);
-  }
-  std::string unit = text.substr(pos);
-  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
-  if (!unit.empty() && (unit.back() == 'i')) unit.pop_back();
-  double mult = 1;
-  if (unit == "K" || unit == "k")
-    mult = 1024.0;
-  else if (unit == "M" || unit == "m")
-    mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "g")
-    mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty())
-    return make_error("'{}' is not a size: unknown unit '{}' (use K, M or G)", text, unit);
-  if (!(value > 0) || value * mult > 1e15) return make_error("size '{}' must be positive and below 1 PB", text);
-  return static_cast<size_t>(value * mult);
 }
 
 Result<engine::EngineOptions> engine_options(const EngineFlags& f) {

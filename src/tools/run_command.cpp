@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/byte_size.h"
 #include "core/sys_stats.h"
 #include "engine/generator.h"
 #include "kernels/isa.h"
