@@ -81,8 +81,7 @@ Result<RequestId> Engine::add_request(Request req) {
   if (req.max_new_tokens == 0) {  // nothing to generate: finish at once, without a forward
     TokenEvent ev{id, -1, {}, Finish::length, {}};
     ev.n_prompt = static_cast<int32_t>(n_prompt);
-    pending_.push_back(ev);
-    pending_callbacks_.push_back(std::move(req.on_event));
+    pending_.push_back({ev, std::move(req.on_event)});
     return id;
   }
   auto seq = std::make_unique<Sequence>(id, std::move(req), next_arrival_++);
@@ -119,8 +118,7 @@ void Engine::finish(RequestId id, Finish f, std::string error, std::vector<Token
   ev.n_generated = s->n_generated;
   if (s->text && f != Finish::cancelled) ev.text = s->text->finish();
   if (f == Finish::cancelled) {  // delivered with the next step, from the caller's thread of control
-    pending_.push_back(std::move(ev));
-    pending_callbacks_.push_back(std::move(s->req.on_event));
+    pending_.push_back({std::move(ev), std::move(s->req.on_event)});
     return;
   }
   emit(*s, std::move(ev), out);
@@ -151,12 +149,11 @@ Finish Engine::accept_token(Sequence& s, int32_t token, std::vector<TokenEvent>&
 
 std::vector<TokenEvent> Engine::step() {
   std::vector<TokenEvent> out;
-  for (size_t i = 0; i < pending_.size(); ++i) {
-    if (pending_callbacks_[i]) pending_callbacks_[i](pending_[i]);
-    out.push_back(std::move(pending_[i]));
+  for (PendingEvent& p : pending_) {
+    if (p.on_event) p.on_event(p.event);
+    out.push_back(std::move(p.event));
   }
   pending_.clear();
-  pending_callbacks_.clear();
 
   const Clock::time_point now = Clock::now();
   std::vector<RequestId> expired;

@@ -103,8 +103,13 @@ class Engine {
   Scheduler scheduler_;
   RequestId next_id_ = 1;
   uint64_t next_arrival_ = 0;
-  std::vector<TokenEvent> pending_;  // finishing events of cancelled requests
-  std::vector<std::function<void(const TokenEvent&)>> pending_callbacks_;
+  // Finishing events decided outside step() (cancel, max_new_tokens 0), delivered by the next
+  // step() with their request's callback.
+  struct PendingEvent {
+    TokenEvent event;
+    std::function<void(const TokenEvent&)> on_event;
+  };
+  std::vector<PendingEvent> pending_;
   std::vector<float> logits_;  // [slices with logits, n_vocab]
   StepBatch batch_;
   int32_t last_step_tokens_ = 0;
