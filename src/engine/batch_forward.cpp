@@ -189,7 +189,7 @@ void swiglu(Step& st) {
   });
 }
 
-// Checks the batch against the model and the store; returns the number of slices with logits.
+// Checks the batch against the model and the store; returns the number of tokens with logits.
 Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, const kv::KvStore& store,
                          std::span<const float> logits) {
   if (batch.seqs.empty() || batch.tokens.empty()) return make_error("forward_batch: empty batch");
@@ -213,8 +213,10 @@ Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, co
       if (q.blocks[static_cast<size_t>(b)] < 0 || q.blocks[static_cast<size_t>(b)] >= store.n_blocks())
         return make_error("forward_batch: slice {} names block {}, outside the store's [0, {})", i,
                           q.blocks[static_cast<size_t>(b)], store.n_blocks());
+    if (q.n_logits < 0 || q.n_logits > q.n_tokens)
+      return make_error("forward_batch: slice {} asks for {} logits of {} tokens", i, q.n_logits, q.n_tokens);
     n_total += q.n_tokens;
-    n_logits += q.logits ? 1 : 0;
+    n_logits += q.n_logits;
   }
   if (n_total != static_cast<int64_t>(batch.tokens.size()))
     return make_error("forward_batch: the slices have {} tokens in all but the batch carries {}", n_total,
@@ -222,7 +224,7 @@ Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, co
   for (const model::TokenId t : batch.tokens)
     if (t < 0 || t >= c.n_vocab) return make_error("token id {} is outside the vocabulary [0, {})", t, c.n_vocab);
   if (static_cast<int64_t>(logits.size()) != n_logits * c.n_vocab)
-    return make_error("forward_batch: logits buffer has {} entries; {} slices with logits x {} vocabulary need {}",
+    return make_error("forward_batch: logits buffer has {} entries; {} tokens with logits x {} vocabulary need {}",
                       logits.size(), n_logits, c.n_vocab, n_logits * c.n_vocab);
   return n_logits;
 }
@@ -315,9 +317,9 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
   float* x_out = grow(s.x_out, *n_logits * st.E);  // [n_logits, n_embd]
   int64_t j = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
-    if (!batch.seqs[i].logits) continue;
-    const int64_t last = s.seq_tok[i + 1] - 1;
-    model::rms_norm(&x_out[j++ * st.E], &s.x[static_cast<size_t>(last * st.E)], w.output_norm, st.E, c.rms_eps);
+    const int64_t end = s.seq_tok[i + 1];
+    for (int64_t t = end - batch.seqs[i].n_logits; t < end; ++t)
+      model::rms_norm(&x_out[j++ * st.E], &s.x[static_cast<size_t>(t * st.E)], w.output_norm, st.E, c.rms_eps);
   }
   model::linear(logits.data(), x_out, *n_logits, w.output, nullptr, pool, mm);
   return ok_status();

@@ -47,7 +47,8 @@ struct BatchSeq {
   int32_t pos0 = 0;                     // position of the slice's first token (tokens [0, pos0) are already in the KV)
   int32_t n_tokens = 0;                 // tokens of this slice, at positions [pos0, pos0 + n_tokens)
   std::span<const kv::BlockId> blocks;  // the sequence's block table; covers positions [0, pos0 + n_tokens)
-  bool logits = false;                  // compute the logits of the slice's last token
+  int32_t n_logits = 0;                 // compute the logits of the slice's last n_logits tokens, in [0, n_tokens]
+                                        // (1: the next token after the slice; more: speculative verification)
 };
 
 struct StepBatch {
@@ -68,7 +69,7 @@ struct BatchScratch {
   std::vector<float> proj;          // [n_total, n_embd] sub-layer output
   std::vector<float> gate;          // [n_total, n_ff]
   std::vector<float> up;            // [n_total, n_ff]
-  std::vector<float> x_out;         // [n slices with logits, n_embd] final-normed last tokens
+  std::vector<float> x_out;         // [sum of n_logits, n_embd] final-normed tokens with logits
   std::vector<float> k_ctx;         // [rows of a gather group, n_embd_kv] keys read back from the store
   std::vector<float> v_ctx;         // [rows of a gather group, n_embd_kv]
   std::vector<float> scores;        // [n_parts, longest context of a group] softmax weights
@@ -85,10 +86,10 @@ struct BatchScratch {
 };
 
 // Runs every slice's tokens through the model in one pass (see the header comment) and writes
-// the logits of the last token of each slice with `logits` set: logits is
-// [n slices with logits, n_vocab], in seqs order. The store's block size is the paging unit.
+// the logits of the last n_logits tokens of each slice: logits is [sum of n_logits, n_vocab],
+// slice after slice in seqs order, tokens in position order within a slice. The store's block size is the paging unit.
 // Errors (nothing is written): empty batch, tokens.size() != sum of n_tokens, n_tokens <= 0,
-// pos0 < 0, a token outside the vocabulary, a block table too short or naming a block outside
+// pos0 < 0, n_logits outside [0, n_tokens], a token outside the vocabulary, a block table too short or naming a block outside
 // the store, a store of another model's shape, logits span of the wrong size.
 Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore& store, std::span<float> logits,
                      ThreadPool& pool, BatchScratch& scratch);

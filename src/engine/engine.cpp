@@ -30,6 +30,7 @@ Status validate(const EngineOptions& o) {
                       s.max_batch_tokens, s.max_batch_size);
   if (!(s.watermark > 0.0 && s.watermark <= 1.0))
     return make_error("the KV watermark must be in (0, 1], got {}", s.watermark);
+  if (o.spec.mode != SpecMode::off) EDGELM_TRY_STATUS(validate(o.spec));
   return ok_status();
 }
 
@@ -44,10 +45,20 @@ Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer
         kv::kv_type_name(opts.kv_type));
   }
   EDGELM_TRY(kv::KvStore store, kv::KvStore::create(c, n_blocks, opts.block_size, opts.kv_type));
-  return std::unique_ptr<Engine>(new Engine(model, tok, opts, std::move(store)));
+  std::unique_ptr<Drafter> drafter;
+  if (opts.spec.mode == SpecMode::ngram) drafter = std::make_unique<NgramDrafter>(opts.spec.ngram_n);
+  if (opts.spec.mode == SpecMode::draft) {
+    StepModel& d = *opts.spec.draft_model;
+    if (d.config().n_vocab != c.n_vocab)
+      return make_error("the draft model's vocabulary has {} tokens, the target's {}: they must be the same",
+                        d.config().n_vocab, c.n_vocab);
+    EDGELM_TRY(drafter, ModelDrafter::create(d, opts.block_size, opts.kv_type, opts.kv_memory_bytes));
+  }
+  return std::unique_ptr<Engine>(new Engine(model, tok, opts, std::move(store), std::move(drafter)));
 }
 
-Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store)
+Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store,
+               std::unique_ptr<Drafter> drafter)
     : model_(model),
       tok_(tok),
       opts_(opts),
@@ -55,7 +66,8 @@ Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions 
       store_(std::move(store)),
       pool_(store_.n_blocks(), opts.block_size),
       kv_(pool_, store_),
-      scheduler_(kv_, pool_, opts.scheduler) {}
+      scheduler_(kv_, pool_, opts.scheduler),
+      drafter_(std::move(drafter)) {}
 
 Result<RequestId> Engine::add_request(Request req) {
   const int32_t n_vocab = model_.config().n_vocab;
@@ -87,6 +99,7 @@ Result<RequestId> Engine::add_request(Request req) {
   auto seq = std::make_unique<Sequence>(id, std::move(req), next_arrival_++);
   seq->tokens = seq->req.prompt;
   seq->n_prompt = static_cast<int32_t>(n_prompt);
+  if (drafter_) seq->spec = SpecController(opts_.spec.draft_min, opts_.spec.draft_max);
   if (tok_ != nullptr) seq->text.emplace(*tok_, seq->tokens, seq->req.stop_strings);
   scheduler_.add(std::move(seq));
   return id;
@@ -112,6 +125,7 @@ void Engine::emit(Sequence& s, TokenEvent ev, std::vector<TokenEvent>& out) {
 void Engine::finish(RequestId id, Finish f, std::string error, std::vector<TokenEvent>& out) {
   std::unique_ptr<Sequence> s = scheduler_.remove(id);
   EDGELM_CHECK(s != nullptr, "finish of unknown request ", id);
+  if (drafter_) drafter_->release(id);
   TokenEvent ev{id, -1, {}, f, std::move(error)};
   ev.n_prompt = s->n_prompt;
   ev.n_prompt_cached = s->admitted_once ? s->n_cached : 0;
@@ -163,6 +177,7 @@ std::vector<TokenEvent> Engine::step() {
   for (const RequestId id : expired) finish(id, Finish::deadline, {}, out);
 
   Stopwatch watch;
+  const std::vector<RequestId> drafted = drafter_ ? propose_drafts() : std::vector<RequestId>{};
   const std::vector<ScheduledSlice> plan = scheduler_.schedule();
   if (plan.empty()) return out;
 
@@ -171,10 +186,13 @@ std::vector<TokenEvent> Engine::step() {
   int32_t n_logits = 0;
   for (const ScheduledSlice& sl : plan) {
     const Sequence& s = *sl.seq;
+    const int32_t n_own = sl.n_tokens - sl.n_draft;
     const auto begin = s.tokens.begin() + s.kv.n_tokens;
-    batch_.tokens.insert(batch_.tokens.end(), begin, begin + sl.n_tokens);
-    batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, sl.logits});
-    n_logits += sl.logits ? 1 : 0;
+    batch_.tokens.insert(batch_.tokens.end(), begin, begin + n_own);
+    batch_.tokens.insert(batch_.tokens.end(), s.draft.begin(), s.draft.begin() + sl.n_draft);
+    const int32_t rows = sl.logits ? 1 + sl.n_draft : 0;
+    batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, rows});
+    n_logits += rows;
   }
   const auto n_vocab = static_cast<size_t>(model_.config().n_vocab);
   logits_.resize(static_cast<size_t>(n_logits) * n_vocab);
@@ -188,6 +206,13 @@ std::vector<TokenEvent> Engine::step() {
       kv_.cancel(s.kv);
       continue;
     }
+    if (sl.n_draft > 0) {
+      const std::span<float> lg(logits_.data() + row * n_vocab, (1 + static_cast<size_t>(sl.n_draft)) * n_vocab);
+      row += 1 + static_cast<size_t>(sl.n_draft);
+      const Finish f = verify_slice(sl, lg, out);
+      if (f != Finish::none) done.emplace_back(s.id, f);
+      continue;
+    }
     kv_.commit(s.kv, std::span(s.tokens).subspan(static_cast<size_t>(s.kv.n_tokens), static_cast<size_t>(sl.n_tokens)));
     if (!sl.logits) continue;
     const std::span<float> lg(logits_.data() + row++ * n_vocab, n_vocab);
@@ -199,12 +224,64 @@ std::vector<TokenEvent> Engine::step() {
     for (const ScheduledSlice& sl : plan) done.emplace_back(sl.seq->id, Finish::error);
   }
   for (const auto& [id, f] : done) finish(id, f, f == Finish::error ? st.error().message : std::string(), out);
+  for (const RequestId id : drafted) {  // roll the draft state back to what the step kept
+    Sequence* s = scheduler_.find(id);
+    if (s == nullptr) continue;
+    drafter_->sync(*s);
+    s->draft.clear();
+    s->draft_probs.clear();
+  }
 
   last_step_tokens_ = static_cast<int32_t>(batch_.tokens.size());
   last_step_ms_ = watch.millis();
   scheduler_.observe_step(last_step_ms_);
-  if (opts_.check_invariants) kv_.check_invariants(scheduler_.live_kv());
+  if (opts_.check_invariants) {
+    kv_.check_invariants(scheduler_.live_kv());
+    if (drafter_) drafter_->check_invariants();
+  }
   return out;
+}
+
+std::vector<RequestId> Engine::propose_drafts() {
+  std::vector<Sequence*> seqs;
+  std::vector<int32_t> ks;
+  for (const auto& p : scheduler_.running()) {
+    Sequence& s = *p;
+    s.draft.clear();
+    s.draft_probs.clear();
+    if (s.n_pending() != 1) continue;  // prefilling: nothing to speculate on yet
+    // The verification emits up to k + 1 tokens: stay within max_new_tokens and the context.
+    const int32_t room =
+        std::min(s.req.max_new_tokens - s.n_generated, n_ctx_ - static_cast<int32_t>(s.tokens.size())) - 1;
+    const int32_t k = std::min(s.spec.next_k(), room);
+    if (k <= 0) continue;
+    seqs.push_back(&s);
+    ks.push_back(k);
+  }
+  std::vector<RequestId> ids;
+  if (seqs.empty()) return ids;
+  drafter_->propose(seqs, ks);
+  for (Sequence* s : seqs) ids.push_back(s->id);
+  return ids;
+}
+
+Finish Engine::verify_slice(const ScheduledSlice& sl, std::span<float> logits, std::vector<TokenEvent>& out) {
+  Sequence& s = *sl.seq;
+  const auto draft = std::span<const int32_t>(s.draft).first(static_cast<size_t>(sl.n_draft));
+  const Verdict v = verify(s.sampler, logits, s.tokens, s.n_prompt, draft, s.draft_probs);
+  // KV: the pending token and the accepted drafts stay; the rejected drafts' positions go.
+  commit_buf_.assign(s.tokens.begin() + s.kv.n_tokens, s.tokens.end());
+  commit_buf_.insert(commit_buf_.end(), draft.begin(), draft.begin() + v.n_accepted);
+  kv_.commit(s.kv, commit_buf_);
+  spec_draft_tokens_ += sl.n_draft;
+  spec_accepted_tokens_ += v.n_accepted;
+  ++spec_verify_steps_;
+  s.spec.observe(sl.n_draft, v.n_accepted);
+  for (const int32_t t : v.tokens) {
+    const Finish f = accept_token(s, t, out);
+    if (f != Finish::none) return f;
+  }
+  return Finish::none;
 }
 
 EngineStats Engine::stats() const {
@@ -220,6 +297,10 @@ EngineStats Engine::stats() const {
   s.n_preemptions = scheduler_.n_preemptions();
   s.last_step_tokens = last_step_tokens_;
   s.last_step_ms = last_step_ms_;
+  s.spec_draft_tokens = spec_draft_tokens_;
+  s.spec_accepted_tokens = spec_accepted_tokens_;
+  s.spec_verify_steps = spec_verify_steps_;
+  s.spec_draft_kv_blocks_used = drafter_ ? drafter_->kv_blocks_used() : 0;
   return s;
 }
 

@@ -14,6 +14,9 @@
 //    preemption: every token's K/V and logits are computed by the same per-token operations.
 //    (With tile GEMM kernels, gemm.h, quantized matmuls of large batches may differ from small
 //    ones by float reassociation.)
+//  - Speculative decoding (opts.spec, speculative.h) keeps all of the above: drafts are bounded
+//    by max_new_tokens and the context, accepted tokens pass through the same stop checks one by
+//    one, greedy output equals plain greedy decoding, and rejected tokens leave no KV behind.
 //  - With check_invariants, the KV block invariants (no leak, no double free, refcounts match
 //    the block tables) are asserted after every step; on by default in debug builds.
 // Not thread-safe: one thread drives add_request / step / cancel.
@@ -26,6 +29,7 @@
 #include "core/result.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/speculative.h"
 #include "engine/step_model.h"
 #include "kv/block_pool.h"
 #include "kv/kv_manager.h"
@@ -40,6 +44,7 @@ struct EngineOptions {
   int32_t block_size = 16;                     // tokens per KV block
   int32_t n_ctx = 0;                           // positions per sequence; 0: the model's trained context
   SchedulerOptions scheduler;
+  SpecOptions spec;  // speculative decoding; off by default
 #ifdef NDEBUG
   bool check_invariants = false;
 #else
@@ -62,6 +67,12 @@ struct EngineStats {
   int64_t n_preemptions = 0;
   int32_t last_step_tokens = 0;
   double last_step_ms = 0.0;
+  // Speculative decoding: draft tokens sent to verification and those accepted (acceptance
+  // rate = accepted / proposed), verification slices, and the draft model's KV blocks in use.
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  int64_t spec_verify_steps = 0;
+  int32_t spec_draft_kv_blocks_used = 0;
 };
 
 class Engine {
@@ -87,11 +98,17 @@ class Engine {
   int32_t n_ctx() const { return n_ctx_; }
 
  private:
-  Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store);
+  Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store,
+         std::unique_ptr<Drafter> drafter);
   void emit(Sequence& s, TokenEvent ev, std::vector<TokenEvent>& out);
   void finish(RequestId id, Finish f, std::string error, std::vector<TokenEvent>& out);
   // After sampling `token` for s: append it, emit it, and say whether s is done.
   Finish accept_token(Sequence& s, int32_t token, std::vector<TokenEvent>& out);
+  // Asks the drafter for proposals for the decoding sequences (k bounded by each request's
+  // remaining tokens and context); returns the ids asked.
+  std::vector<RequestId> propose_drafts();
+  // Verifies sl's drafts with its logits rows, commits the accepted KV and emits the tokens.
+  Finish verify_slice(const ScheduledSlice& sl, std::span<float> logits, std::vector<TokenEvent>& out);
 
   StepModel& model_;
   const tokenizer::Tokenizer* tok_;
@@ -110,10 +127,13 @@ class Engine {
     std::function<void(const TokenEvent&)> on_event;
   };
   std::vector<PendingEvent> pending_;
-  std::vector<float> logits_;  // [slices with logits, n_vocab]
+  std::vector<float> logits_;  // [tokens with logits (1 per sampling slice, 1 + n_draft per verifying one), n_vocab]
   StepBatch batch_;
   int32_t last_step_tokens_ = 0;
   double last_step_ms_ = 0.0;
+  std::unique_ptr<Drafter> drafter_;  // null: speculation off
+  int64_t spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0, spec_verify_steps_ = 0;
+  std::vector<int32_t> commit_buf_;
 };
 
 }  // namespace edgelm::engine

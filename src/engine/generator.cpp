@@ -52,6 +52,7 @@ Result<GenerateStats> generate(const LoadedModel& lm, std::string_view prompt, c
   const auto fit =
       static_cast<size_t>((std::min<int64_t>(needed, stats.n_ctx) + eo.block_size - 1) / eo.block_size + 2);
   eo.kv_memory_bytes = opts.kv_memory_bytes > 0 ? opts.kv_memory_bytes : fit * per_block;
+  eo.spec = opts.spec;
   ModelRunner runner(model, pool);
   EDGELM_TRY(std::unique_ptr<Engine> engine, Engine::create(runner, lm.tokenizer.get(), eo));
 
@@ -92,6 +93,8 @@ Result<GenerateStats> generate(const LoadedModel& lm, std::string_view prompt, c
   else
     stats.decode_seconds = watch.seconds();
   if (finish == Finish::error) return make_error("{}", error);
+  stats.n_draft = engine->stats().spec_draft_tokens;
+  stats.n_accepted = engine->stats().spec_accepted_tokens;
   stats.finish = finish == Finish::stop                                           ? FinishReason::eos
                  : finish == Finish::length && stats.n_generated < opts.n_predict ? FinishReason::context
                                                                                   : FinishReason::length;

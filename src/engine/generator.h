@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
+#include "engine/speculative.h"
 #include "kv/kv_store.h"
 #include "sample/sampler.h"
 
@@ -22,6 +23,7 @@ struct GenerateOptions {
   sample::SamplingParams sampling;
   kv::KvType kv_type = kv::KvType::f16;
   size_t kv_memory_bytes = 0;  // 0: exactly what the context needs
+  SpecOptions spec;            // speculative decoding (the draft KV gets the same budget)
 };
 
 enum class FinishReason { length, eos, context };
@@ -35,6 +37,8 @@ struct GenerateStats {
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;  // from the first decode forward to the last token
   FinishReason finish = FinishReason::length;
+  int64_t n_draft = 0;     // speculative decoding: draft tokens verified
+  int64_t n_accepted = 0;  // and accepted
 };
 
 // Called with each piece of text as soon as it forms complete UTF-8; return false to stop.

@@ -70,6 +70,18 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
       ++i;
       continue;
     }
+    if (!s.draft.empty()) {
+      const auto n_draft = static_cast<int32_t>(s.draft.size());
+      const auto after = static_cast<int32_t>(running_.size() - i - 1);  // a token each, still to come
+      if (s.n_pending() == 1 && budget - 1 - n_draft >= after && kv_.reserve(s.kv, 1 + n_draft)) {
+        plan.push_back({&s, 1 + n_draft, true, n_draft});
+        budget -= 1 + n_draft;
+        ++i;
+        continue;
+      }
+      s.draft.clear();
+      s.draft_probs.clear();
+    }
     bool ok = kv_.reserve(s.kv, n);
     // Out of blocks: preempt the newest sequence not yet scheduled in this step.
     while (!ok && running_.size() - 1 > i) {
@@ -80,7 +92,7 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
       preempt(i);  // the newest itself; the next sequence moves into slot i
       continue;
     }
-    plan.push_back({&s, n, n == s.n_pending()});
+    plan.push_back({&s, n, n == s.n_pending(), 0});
     budget -= n;
     ++i;
   }
@@ -112,7 +124,7 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
     waiting_.erase(waiting_.begin());
     Sequence* p = seq.get();
     insert_ordered(running_, std::move(seq));
-    plan.push_back({p, n, n == p->n_pending()});
+    plan.push_back({p, n, n == p->n_pending(), 0});
     budget -= n;
   }
   capped_last_step_ = capped;

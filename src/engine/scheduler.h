@@ -16,6 +16,9 @@
 //    the prompt of its next admission. Its sampler and text state are kept, so its output is
 //    the same as without preemption. No allocation can fail past this point, so the engine never
 //    runs out of KV memory; a request that could not fit even alone is refused at admission.
+//  - Speculation: a decoding sequence with a draft (Sequence::draft) gets 1 + draft tokens when
+//    the budget still leaves one token for every running sequence after it and its blocks fit
+//    without preempting anyone; otherwise its draft is dropped and it decodes one token.
 //  - Batch cap: adapts within [1, max_batch_size]: shrinks by a quarter when a step overshoots
 //    target_step_ms, grows by one when steps are under half the target and sequences are
 //    waiting on the cap.
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/speculative.h"
 #include "engine/text_stream.h"
 #include "kv/kv_manager.h"
 #include "sample/sampler.h"
@@ -51,6 +55,11 @@ struct Sequence {
   kv::SeqKv kv;
   sample::Sampler sampler;
   std::optional<TextStream> text;  // when the engine has a tokenizer
+  // Speculative decoding (speculative.h): this step's proposal, verified after the pending token,
+  // and the per-sequence adaptive k.
+  std::vector<int32_t> draft;
+  std::vector<float> draft_probs;  // [draft.size(), n_vocab] proposal distributions; empty: certain
+  SpecController spec;
 
   // Tokens whose K/V still have to be computed (>= 1 for every live sequence).
   int32_t n_pending() const { return static_cast<int32_t>(tokens.size()) - kv.n_tokens; }
@@ -65,8 +74,9 @@ struct SchedulerOptions {
 
 struct ScheduledSlice {
   Sequence* seq;
-  int32_t n_tokens;  // positions [seq->kv.n_tokens, + n_tokens), reserved in the KV
-  bool logits;       // the slice ends at the sequence's last token: sample after it
+  int32_t n_tokens;     // positions [seq->kv.n_tokens, + n_tokens), reserved in the KV
+  bool logits;          // the slice ends at the sequence's last token: sample after it
+  int32_t n_draft = 0;  // the last n_draft tokens are seq->draft, to verify (n_tokens = 1 + n_draft)
 };
 
 class Scheduler {

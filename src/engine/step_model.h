@@ -1,5 +1,5 @@
 // What the batching engine runs a step on: a model that takes a StepBatch (slices of several
-// sequences over the paged KV cache) and writes the logits of the slices that ask for them.
+// sequences over the paged KV cache) and writes the logits of the tokens the slices ask for.
 //
 // ModelRunner is the real one (a loaded model, a thread pool, forward_batch). Tests of the
 // scheduler plug in a fake (tests/engine/fake_step_model.h) that needs no weights but still
@@ -21,7 +21,7 @@ class StepModel {
  public:
   virtual ~StepModel() = default;
   virtual const model::ModelConfig& config() const = 0;
-  // logits: [slices with logits, n_vocab], in batch order.
+  // logits: [sum of the slices' n_logits, n_vocab], in batch order.
   virtual Status forward(const StepBatch& batch, kv::KvStore& store, std::span<float> logits) = 0;
 };
 

@@ -71,9 +71,8 @@ Sampler::Sampler(SamplingParams params) : params_(std::move(params)), rng_(param
 
 void Sampler::reseed(uint64_t seed) { rng_.seed(seed); }
 
-TokenId Sampler::sample(std::span<float> logits, std::span<const TokenId> history,
-                        int32_t n_prompt_tokens) {
-  EDGELM_CHECK(!logits.empty(), "Sampler::sample with an empty logit vector");
+float Sampler::prepare(std::span<float> logits, std::span<const TokenId> history, int32_t n_prompt_tokens) {
+  EDGELM_CHECK(!logits.empty(), "Sampler: empty logit vector");
   // Sanitize first: penalties would turn NaN into NaN and argmax must see -inf.
   for (float& l : logits) {
     if (std::isnan(l)) l = -std::numeric_limits<float>::infinity();
@@ -82,17 +81,55 @@ TokenId Sampler::sample(std::span<float> logits, std::span<const TokenId> histor
 
   const float temperature =
       effective_temperature(params_.temperature, params_.dyn_temp, n_prompt_tokens);
-  // Greedy consumes no random number: the uniform stream advances once per sampled token only,
-  // so a sequence whose temperature drops to 0 mid-way stays reproducible.
-  if (temperature <= 0.0f) return argmax(logits);
-
+  if (temperature <= 0.0f) return temperature;
   candidates_fill(candidates_, logits);
   apply_top_k(candidates_, params_.top_k);
   apply_top_p(candidates_, params_.top_p);
   apply_min_p(candidates_, params_.min_p);
   apply_temperature(candidates_, temperature);
   apply_softmax(candidates_);
+  return temperature;
+}
+
+TokenId Sampler::sample(std::span<float> logits, std::span<const TokenId> history,
+                        int32_t n_prompt_tokens) {
+  // Greedy consumes no random number: the uniform stream advances once per sampled token only,
+  // so a sequence whose temperature drops to 0 mid-way stays reproducible.
+  if (prepare(logits, history, n_prompt_tokens) <= 0.0f) return argmax(logits);
   return candidates_.data[draw_index(candidates_, rng_.uniform())].id;
+}
+
+void Sampler::distribution(std::span<float> logits, std::span<const TokenId> history,
+                           int32_t n_prompt_tokens, std::vector<float>& probs) {
+  const bool greedy = prepare(logits, history, n_prompt_tokens) <= 0.0f;
+  probs.assign(logits.size(), 0.0f);
+  if (greedy) {
+    probs[static_cast<size_t>(argmax(logits))] = 1.0f;
+    return;
+  }
+  double total = 0.0;
+  for (const TokenData& d : candidates_.data) total += d.p;
+  if (!(total > 0.0)) total = 1.0;
+  for (const TokenData& d : candidates_.data)
+    probs[static_cast<size_t>(d.id)] = static_cast<float>(d.p / total);
+}
+
+TokenId Sampler::draw(std::span<const float> probs) {
+  EDGELM_CHECK(!probs.empty(), "Sampler::draw from an empty distribution");
+  double total = 0.0;
+  for (const float p : probs) total += p > 0.0f ? p : 0.0f;
+  const double u = rng_.uniform();
+  if (!(total > 0.0)) return argmax(probs);
+  const double target = u * total;
+  double acc = 0.0;
+  TokenId last = 0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (!(probs[i] > 0.0f)) continue;
+    acc += probs[i];
+    last = static_cast<TokenId>(i);
+    if (acc > target) return last;
+  }
+  return last;  // rounding: the last id with mass
 }
 
 }  // namespace edgelm::sample

@@ -77,12 +77,33 @@ class Sampler {
   TokenId sample(std::span<float> logits, std::span<const TokenId> history,
                  int32_t n_prompt_tokens = 0);
 
+  // The distribution sample() draws from, without drawing: probs [n_vocab] receives the final
+  // probability of every token after the whole chain (penalties, filters, temperature; greedy:
+  // 1 at the argmax). Same arguments and scratch use as sample(); consumes no random number.
+  // Speculative decoding (engine/speculative.h) needs it for the accept/reject rule.
+  void distribution(std::span<float> logits, std::span<const TokenId> history, int32_t n_prompt_tokens,
+                    std::vector<float>& probs);
+  // A draw from a distribution over ids (probs [n_vocab], not necessarily normalized; entries
+  // <= 0 are never chosen; all <= 0: the argmax, i.e. id 0 for all zeros) with this sampler's random
+  // stream: the first id whose cumulative mass exceeds u * total. Consumes one uniform.
+  TokenId draw(std::span<const float> probs);
+  // Whether the chain ends in argmax for an input of this length (effective temperature <= 0).
+  bool is_greedy(int32_t n_prompt_tokens) const {
+    return effective_temperature(params_.temperature, params_.dyn_temp, n_prompt_tokens) <= 0.0f;
+  }
+  // One uniform in [0, 1) from this sampler's random stream.
+  double uniform() { return rng_.uniform(); }
+
   // Restarts the random stream, as if constructed with this seed.
   void reseed(uint64_t seed);
 
   const SamplingParams& params() const { return params_; }
 
  private:
+  // Sanitize + penalties + filters; returns the effective temperature (<= 0: greedy, and the
+  // candidates are untouched).
+  float prepare(std::span<float> logits, std::span<const TokenId> history, int32_t n_prompt_tokens);
+
   SamplingParams params_;
   Rng rng_;
   Candidates candidates_;                 // [<= n_vocab] scratch reused across calls

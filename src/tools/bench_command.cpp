@@ -4,6 +4,8 @@
 // engine instead (bench_concurrency.h).
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "model/model.h"
 #include "tools/bench_concurrency.h"
 #include "tools/command.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/membw.h"
 
 namespace edgelm::tools {
@@ -34,6 +37,8 @@ struct BenchOptions {
   size_t membw_mib = 512;   // buffer of the bandwidth measurement
   std::string concurrency;  // "1,2,4": the engine benchmark
   EngineFlags engine;
+  SpecFlags spec;
+  std::string prompt_file;  // --concurrency: every request's prompt (else random tokens)
 };
 
 struct TestResult {
@@ -90,12 +95,27 @@ int run(const BenchOptions& o) {
   auto file = format::open_model_file(o.model_path, o.tokenizer_path);
   if (!file.ok()) return report_error(file.error());
   const std::string type = weight_type_label(*file);
+  std::vector<int32_t> prompt_tokens;
+  if (!o.prompt_file.empty()) {
+    if (o.concurrency.empty()) return report_error(make_error("--prompt-file needs --concurrency"));
+    std::ifstream in(o.prompt_file, std::ios::binary);
+    if (!in) return report_error(make_error("cannot read prompt file '{}'", o.prompt_file));
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    auto tok = tokenizer::load_tokenizer(file->metadata);
+    if (!tok.ok()) return report_error(tok.error());
+    prompt_tokens = (*tok)->encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
+  }
+  const bool speculative = o.spec.spec != "off" || !o.spec.draft_model.empty() || !o.spec.draft_quant.empty();
+  if (speculative && o.concurrency.empty())
+    return report_error(make_error("speculative decoding (--spec, --draft-model, --draft-quant) needs --concurrency"));
   auto loaded = model::Model::load(std::move(file).value());
   if (!loaded.ok()) return report_error(loaded.error());
   const model::Model& m = **loaded;
   const auto& cfg = m.config();
   if (o.n_prompt + o.n_gen > cfg.n_ctx_train && o.n_prompt > cfg.n_ctx_train)
     return report_error(make_error("-p {} exceeds the model's context of {}", o.n_prompt, cfg.n_ctx_train));
+  DraftModel draft;  // outlives the engine benchmark
   if (!o.concurrency.empty()) {
     ConcurrencyBenchOptions c;
     auto levels = parse_levels(o.concurrency);
@@ -110,6 +130,9 @@ int run(const BenchOptions& o) {
     c.model_path = o.model_path;
     c.type = type;
     c.engine = *eo;
+    c.prompt_tokens = prompt_tokens;
+    if (auto st = apply_spec_flags(o.spec, m, o.tokenizer_path, pool, c.engine.spec, draft); !st.ok())
+      return report_error(st.error());
     if (c.n_prompt < 1 || c.n_gen < 1) return report_error(make_error("--concurrency needs -p and -n of at least 1"));
     return run_concurrency_bench(c, m, pool);
   }
@@ -206,6 +229,9 @@ CommandRunner add_bench_command(CLI::App& app) {
   cmd->add_option("--concurrency", o->concurrency,
                   "Benchmark the batching engine at these concurrency levels instead, e.g. 1,2,4,8");
   add_engine_options(cmd, o->engine);
+  add_spec_options(cmd, o->spec);
+  cmd->add_option("--prompt-file", o->prompt_file,
+                  "--concurrency: every request's prompt is this file's text (default: -p random tokens)");
   cmd->callback([cmd, o] {
     if (!o->membw_only && o->model_path.empty()) throw CLI::RequiredError("--model");
   });

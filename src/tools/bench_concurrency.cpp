@@ -31,12 +31,14 @@ struct LevelResult {
   int concurrency = 0;
   double decode_tok_s = 0, tbt_median = 0, tbt_p95 = 0, ttft_median = 0;
   int64_t preemptions = 0;
+  int64_t drafted = 0, accepted = 0;
 };
 
 struct RunSample {
   double tok_s = 0;
   std::vector<double> tbt, ttft;
   int64_t preemptions = 0;
+  int64_t drafted = 0, accepted = 0;
 };
 
 Result<RunSample> run_once(const ConcurrencyBenchOptions& o, engine::StepModel& runner, int n, std::mt19937& rng) {
@@ -58,6 +60,7 @@ Result<RunSample> run_once(const ConcurrencyBenchOptions& o, engine::StepModel& 
     engine::Request r;
     r.prompt.resize(static_cast<size_t>(o.n_prompt));
     for (auto& t : r.prompt) t = tok(rng);
+    if (!o.prompt_tokens.empty()) r.prompt = o.prompt_tokens;
     r.sampling.temperature = 0.0f;
     r.max_new_tokens = o.n_gen;
     r.stop_at_eog = false;
@@ -79,6 +82,8 @@ Result<RunSample> run_once(const ConcurrencyBenchOptions& o, engine::StepModel& 
   }
   s.tok_s = static_cast<double>(generated) / (ms_between(t0, Clock::now()) / 1e3);
   s.preemptions = eng->stats().n_preemptions;
+  s.drafted = eng->stats().spec_draft_tokens;
+  s.accepted = eng->stats().spec_accepted_tokens;
   return s;
 }
 
@@ -114,7 +119,7 @@ int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& 
   }
   for (const int n : o.levels) {
     std::vector<double> rates, tbt, ttft;
-    int64_t preemptions = 0;
+    int64_t preemptions = 0, drafted = 0, accepted = 0;
     for (int rep = 0; rep < o.reps; ++rep) {
       auto s = run_once(o, runner, n, rng);
       if (!s.ok()) return report_error(s.error());
@@ -122,9 +127,11 @@ int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& 
       tbt.insert(tbt.end(), s->tbt.begin(), s->tbt.end());
       ttft.insert(ttft.end(), s->ttft.begin(), s->ttft.end());
       preemptions += s->preemptions;
+      drafted += s->drafted;
+      accepted += s->accepted;
     }
-    results.push_back(
-        {n, percentile(rates, 0.5), percentile(tbt, 0.5), percentile(tbt, 0.95), percentile(ttft, 0.5), preemptions});
+    results.push_back({n, percentile(rates, 0.5), percentile(tbt, 0.5), percentile(tbt, 0.95), percentile(ttft, 0.5),
+                       preemptions, drafted, accepted});
   }
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -140,6 +147,8 @@ int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& 
                      {"tbt_ms_p95", r.tbt_p95},
                      {"ttft_ms_median", r.ttft_median},
                      {"preemptions", r.preemptions},
+                     {"draft_tokens", r.drafted},
+                     {"draft_accepted", r.accepted},
                      {"reps", o.reps},
                      {"kv_type", kv::kv_type_name(o.engine.kv_type)},
                      {"isa", kernels::isa_name(kernels::active_isa())}});
@@ -151,11 +160,14 @@ int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& 
               o.model_path.c_str(), o.type.c_str(), std::string(kernels::isa_name(kernels::active_isa())).c_str(),
               pool.n_threads(), o.n_prompt, o.n_gen, std::string(kv::kv_type_name(o.engine.kv_type)).c_str(), o.reps);
   std::printf(
-      "| concurrency | decode tok/s (aggregate) | TBT median ms | TBT p95 ms | TTFT median ms | preemptions |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+      "| concurrency | decode tok/s (aggregate) | TBT median ms | TBT p95 ms | TTFT median ms | preemptions | draft "
+      "accepted |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   for (const auto& r : results)
-    std::printf("| %d | %.2f | %.1f | %.1f | %.1f | %lld |\n", r.concurrency, r.decode_tok_s, r.tbt_median, r.tbt_p95,
-                r.ttft_median, static_cast<long long>(r.preemptions));
+    std::printf("| %d | %.2f | %.1f | %.1f | %.1f | %lld | %lld/%lld (%.1f%%) |\n", r.concurrency, r.decode_tok_s,
+                r.tbt_median, r.tbt_p95, r.ttft_median, static_cast<long long>(r.preemptions),
+                static_cast<long long>(r.accepted), static_cast<long long>(r.drafted),
+                r.drafted > 0 ? 100.0 * static_cast<double>(r.accepted) / static_cast<double>(r.drafted) : 0.0);
   return 0;
 }
 

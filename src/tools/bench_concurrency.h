@@ -17,12 +17,14 @@ struct ConcurrencyBenchOptions {
   int reps = 1;
   bool json = false;
   std::string model_path, type;
-  engine::EngineOptions engine;
+  engine::EngineOptions engine;     // incl. speculative decoding (engine.spec)
+  std::vector<int32_t> prompt_tokens;  // when set, every request's prompt (n_prompt is ignored)
 };
 
 // For each level: N requests with distinct random prompts arrive together; the engine runs
 // until all finish. Prints aggregate generated tok/s (prefill included), time between tokens
-// per sequence (median, p95) and time to first token (median). Returns the exit code.
+// per sequence (median, p95), time to first token (median) and, with speculative decoding, the
+// draft acceptance rate. Returns the exit code.
 int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& m, ThreadPool& pool);
 
 // "1,2,4,8" -> {1, 2, 4, 8}; every level >= 1.

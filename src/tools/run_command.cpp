@@ -25,6 +25,7 @@ struct RunOptions {
   std::string kv_type = "f16";
   std::string kv_memory;  // empty: what the context needs
   engine::GenerateOptions gen;
+  SpecFlags spec;
 };
 
 int run(RunOptions& o) {
@@ -48,6 +49,9 @@ int run(RunOptions& o) {
   auto pool_or = make_thread_pool(o.threads, o.cpu_affinity);
   if (!pool_or.ok()) return report_error(pool_or.error());
   ThreadPool& pool = **pool_or;
+  DraftModel draft;
+  if (auto st = apply_spec_flags(o.spec, *lm->model, o.tokenizer_path, pool, o.gen.spec, draft); !st.ok())
+    return report_error(st.error());
 
   bool wrote = false;
   auto on_text = [&wrote](std::string_view text) {
@@ -75,6 +79,12 @@ int run(RunOptions& o) {
                  std::string(engine::finish_reason_name(s.finish)).c_str(), pool.n_threads(),
                  std::string(kernels::isa_name(kernels::active_isa())).c_str(),
                  static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0));
+    if (o.gen.spec.mode != engine::SpecMode::off) {
+      std::fprintf(stderr, "speculative (%s): %lld of %lld draft tokens accepted (%.1f%%)\n",
+                   o.gen.spec.mode == engine::SpecMode::ngram ? "prompt lookup" : "draft model",
+                   static_cast<long long>(s.n_accepted), static_cast<long long>(s.n_draft),
+                   s.n_draft > 0 ? 100.0 * static_cast<double>(s.n_accepted) / static_cast<double>(s.n_draft) : 0.0);
+    }
   }
   return 0;
 }
@@ -96,6 +106,7 @@ CommandRunner add_run_command(CLI::App& app) {
   cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f16, f32 or q8_0")->capture_default_str();
   cmd->add_option("--kv-memory", o->kv_memory, "KV cache pool size, e.g. 256M (default: what the context needs)");
   add_thread_options(cmd, o->threads, o->cpu_affinity);
+  add_spec_options(cmd, o->spec);
   cmd->add_flag(
       "--ignore-eos", [o](int64_t) { o->gen.stop_at_eos = false; }, "Keep generating after EOS");
   auto& s = o->gen.sampling;

@@ -1,12 +1,14 @@
 // A StepModel without weights for scheduler and engine tests. It writes each token's (token,
-// position) into the real paged KV store, and the logits of a slice are a one-hot vote for
-//   next = chain hash of every (token, position) read back from the KV for positions [0, last],
+// position) into the real paged KV store, and the logits after a token (each of the slice's
+// last n_logits) are a one-hot vote for
+//   next = chain hash of every (token, position) read back from the KV for positions [0, p],
 // so a wrong block table, a bad prefix-cache hit, a missed copy-on-write or a lost block after
 // preemption changes the generated tokens (or fails the position check). expected_tokens()
 // computes the same chain directly from the token list: the output of a request run alone.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -50,21 +52,32 @@ class FakeStepModel final : public StepModel {
         store.write(0, s.blocks[static_cast<size_t>(pos / bs)], pos % bs, row.data(), row.data());
       }
       max_batch_tokens_seen = std::max<int64_t>(max_batch_tokens_seen, static_cast<int64_t>(batch.tokens.size()));
-      if (!s.logits) continue;
+      // Logits after each of the slice's last n_logits tokens, from the context read back.
+      std::vector<int32_t> ctx;
       uint64_t h = 0;
-      for (int32_t pos = 0; pos < s.pos0 + s.n_tokens; ++pos) {
+      const int32_t end = s.pos0 + s.n_tokens;
+      for (int32_t pos = 0; pos < end; ++pos) {
         store.read_k(0, s.blocks[static_cast<size_t>(pos / bs)], pos % bs, row.data());
         if (row[1] != static_cast<float>(pos)) return make_error("fake model: position {} holds {}", pos, row[1]);
         h = fake_mix(h, static_cast<int32_t>(row[0]), pos);
+        ctx.push_back(static_cast<int32_t>(row[0]));
+        if (pos < end - s.n_logits) continue;
+        const auto v = static_cast<size_t>(config_.n_vocab);
+        std::span<float> lg = logits.subspan(out++ * v, v);
+        if (logit_fn) {
+          logit_fn(ctx, lg);
+          continue;
+        }
+        std::fill(lg.begin(), lg.end(), 0.0f);
+        lg[h % v] = 10.0f;
       }
-      const auto v = static_cast<size_t>(config_.n_vocab);
-      std::span<float> lg = logits.subspan(out++ * v, v);
-      std::fill(lg.begin(), lg.end(), 0.0f);
-      lg[h % v] = 10.0f;
     }
     return ok_status();
   }
 
+  // When set, the logits after a context (the tokens read back from the KV, positions [0, p])
+  // come from here instead of the one-hot chain hash.
+  std::function<void(std::span<const int32_t> context, std::span<float> logits)> logit_fn;
   int64_t n_calls = 0;
   int64_t max_batch_tokens_seen = 0;
 

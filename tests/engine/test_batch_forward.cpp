@@ -154,7 +154,7 @@ Trace run_batched(const model::Model& m, const std::vector<SeqPlan>& plan, const
       while (table.size() * static_cast<size_t>(o.block_size) < static_cast<size_t>(s.pos0 + s.n))
         table.push_back(free_blocks.at(next_free++));  // on demand: tables interleave between sequences
       batch.tokens.insert(batch.tokens.end(), tokens[s.seq].begin() + s.pos0, tokens[s.seq].begin() + s.pos0 + s.n);
-      batch.seqs.push_back({s.pos0, s.n, table, s.logits});
+      batch.seqs.push_back({s.pos0, s.n, table, s.logits ? 1 : 0});
       n_logits += s.logits ? 1 : 0;
     }
     std::vector<float> logits(n_logits * V, NAN);
@@ -226,6 +226,37 @@ TEST_P(BatchForward, ShuffledBlockTablesEqualContiguousOnes) {
   expect_identical(run_batched(*m, kMixed, {.shuffled = true}), contiguous);
   expect_identical(run_batched(*m, kMixed, {.block_size = 3, .shuffled = true}), contiguous);
   expect_identical(run_batched(*m, kMixed, {.block_size = 16, .shuffled = true}), contiguous);
+}
+
+// (e) Logits of several trailing tokens of a slice (speculative verification): row j equals the
+// logits the slice ending at that token gives, bit for bit, beside a decoding neighbour.
+TEST_P(BatchForward, TrailingTokenLogitsEqualOneSlicePerToken) {
+  const auto m = load_model(GetParam());
+  const auto V = static_cast<size_t>(m->config().n_vocab);
+  const std::vector<SeqPlan> plan = {{9, 0, 64, 0}, {4, 0, 64, 0}};
+  const std::vector<TokenId> a = script(plan[0], 0, m->config().n_vocab), b = script(plan[1], 1, m->config().n_vocab);
+  auto store = kv::KvStore::create(m->config(), 16, 4, KvType::f32);
+  ASSERT_TRUE(store.ok());
+  const std::vector<BlockId> ta = {0, 1, 2}, tb = {5, 6};
+  ThreadPool pool(2);
+  BatchScratch scratch;
+  // One step: a's 9 tokens with logits of the last 5; b's 4 tokens with the last one's.
+  StepBatch batch;
+  batch.tokens = a;
+  batch.tokens.insert(batch.tokens.end(), b.begin(), b.end());
+  batch.seqs = {{0, 9, ta, 5}, {0, 4, tb, 1}};
+  std::vector<float> logits(6 * V);
+  ASSERT_TRUE(forward_batch(*m, batch, *store, logits, pool, scratch).ok());
+  // Reference: the prompt up to token 4, then one token per step.
+  const Trace ref = run_reference(*m, {{5, 0, 64, 4}});
+  for (int32_t j = 0; j < 5; ++j) {
+    const auto it = ref.find({0, 4 + j});
+    ASSERT_NE(it, ref.end());
+    EXPECT_EQ(std::memcmp(&logits[static_cast<size_t>(j) * V], it->second.data(), V * sizeof(float)), 0) << "row " << j;
+  }
+  batch.seqs[0].n_logits = 10;
+  std::vector<float> too_many(11 * V);
+  EXPECT_FALSE(forward_batch(*m, batch, *store, too_many, pool, scratch).ok()) << "more logits than tokens";
 }
 
 // (d) Prefill in chunks of 1, 3 or 7 tokens (beside a decoding neighbour) equals one shot, for

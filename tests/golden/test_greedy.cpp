@@ -10,6 +10,7 @@
 #include <map>
 
 #include "engine/engine.h"
+#include "engine/evaluator.h"
 #include "engine/generator.h"
 #include "format/gguf_writer.h"
 #include "format/llama2c.h"
@@ -32,9 +33,11 @@ std::vector<GoldenCase> load_cases() {
   return cases;
 }
 
-std::string greedy(const LoadedModel& lm, const GoldenCase& c, kv::KvType kv_type = kv::KvType::f16) {
+std::string greedy(const LoadedModel& lm, const GoldenCase& c, kv::KvType kv_type = kv::KvType::f16,
+                   SpecOptions spec = {}, GenerateStats* out_stats = nullptr) {
   GenerateOptions opts;
   opts.kv_type = kv_type;
+  opts.spec = spec;
   opts.n_predict = c.n_predict;
   opts.sampling.temperature = 0.0f;
   ThreadPool pool(2);
@@ -44,6 +47,7 @@ std::string greedy(const LoadedModel& lm, const GoldenCase& c, kv::KvType kv_typ
     return true;
   });
   EXPECT_TRUE(stats.ok()) << stats.error().message;
+  if (out_stats != nullptr && stats.ok()) *out_stats = *stats;
   while (!text.empty() && text.back() == '\n') text.pop_back();  // the goldens trim trailing newlines
   return text;
 }
@@ -89,6 +93,37 @@ TEST(Golden, KvTypes) {
   }
 }
 
+// Speculative decoding reproduces the goldens token for token: prompt lookup, the F16 GGUF as
+// draft of the F32 checkpoint, and the target's own Q8_0 copy (quantized in memory) as draft.
+TEST(Golden, SpeculativeDecodingEqualsPlainGreedy) {
+  auto lm = load_model(test::shared_path("models/stories260K.bin"), test::shared_path("models/tok512.bin"));
+  ASSERT_TRUE(lm.ok());
+  auto f16 = load_model(test::shared_path("models/stories260K-f16.gguf"));
+  ASSERT_TRUE(f16.ok());
+  ThreadPool pool(2);
+  auto q8 = quantize_loaded_model(*lm, model::QuantPreset::q8_0, pool);
+  ASSERT_TRUE(q8.ok()) << q8.error().message;
+  ModelRunner f16_runner(*f16->model, pool), q8_runner(*q8->model, pool);
+  SpecOptions ngram, draft_f16, draft_q8;
+  ngram.mode = SpecMode::ngram;
+  draft_f16.mode = draft_q8.mode = SpecMode::draft;
+  draft_f16.draft_model = &f16_runner;
+  draft_q8.draft_model = &q8_runner;
+  const auto cases = load_cases();
+  for (const auto& [name, spec] : {std::pair{"ngram", ngram}, {"draft f16", draft_f16}, {"draft q8_0", draft_q8}}) {
+    int64_t drafted = 0, accepted = 0;
+    for (const auto& c : cases) {
+      GenerateStats st;
+      EXPECT_EQ(greedy(*lm, c, kv::KvType::f16, spec, &st), c.text) << name << ": " << c.prompt;
+      drafted += st.n_draft;
+      accepted += st.n_accepted;
+    }
+    EXPECT_GT(drafted, 0) << name;
+    std::printf("[ info ] %s: %lld of %lld draft tokens accepted\n", name, static_cast<long long>(accepted),
+                static_cast<long long>(drafted));
+  }
+}
+
 // Many requests at once through the batching engine (ragged prefill chunks mixed with decodes;
 // a pool small enough to preempt, where the recomputation reuses cached blocks) give each
 // request's solo greedy text, token for token.
@@ -98,8 +133,14 @@ TEST(Golden, ConcurrentRequestsEqualSoloRuns) {
   const auto cases = load_cases();
   ThreadPool pool(2);
   ModelRunner runner(*lm->model, pool);
+  auto f16 = load_model(test::shared_path("models/stories260K-f16.gguf"));
+  ASSERT_TRUE(f16.ok());
+  ModelRunner draft(*f16->model, pool);
+  for (const SpecMode mode : {SpecMode::off, SpecMode::ngram, SpecMode::draft})
   for (const size_t kv_bytes : {size_t{64} << 20, size_t{160} << 10}) {
     EngineOptions eo;
+    eo.spec.mode = mode;  // speculating and plain sequences share the steps
+    eo.spec.draft_model = &draft;
     eo.kv_memory_bytes = kv_bytes;  // 160 KiB: 16 blocks of 16 tokens; one request needs up to 14
     eo.scheduler.max_batch_tokens = 24;
     eo.scheduler.max_batch_size = 3;  // later copies of a prompt find it cached
@@ -122,13 +163,20 @@ TEST(Golden, ConcurrentRequestsEqualSoloRuns) {
     while ((*engine)->has_work()) (*engine)->step();
     for (auto& [id, text] : got) {
       while (!text.empty() && text.back() == '\n') text.pop_back();
-      EXPECT_EQ(text, want[id]) << "request " << id << ", pool " << kv_bytes;
+      EXPECT_EQ(text, want[id]) << "request " << id << ", pool " << kv_bytes << ", spec " << static_cast<int>(mode);
     }
     EXPECT_EQ(got.size(), want.size());
     const EngineStats st = (*engine)->stats();
-    std::printf("[ info ] pool %zu bytes: %d blocks, %lld preemptions, %lld of %lld prefix blocks hit\n", kv_bytes,
-                st.kv_blocks, static_cast<long long>(st.n_preemptions), static_cast<long long>(st.prefix_hits),
-                static_cast<long long>(st.prefix_queries));
+    std::printf("[ info ] spec %d, pool %zu bytes: %d blocks, %lld preemptions, %lld of %lld prefix blocks hit, %lld of "
+                "%lld drafts accepted\n",
+                static_cast<int>(mode), kv_bytes, st.kv_blocks, static_cast<long long>(st.n_preemptions),
+                static_cast<long long>(st.prefix_hits), static_cast<long long>(st.prefix_queries),
+                static_cast<long long>(st.spec_accepted_tokens), static_cast<long long>(st.spec_draft_tokens));
+    EXPECT_EQ(st.kv_blocks_used, 0);
+    EXPECT_EQ(st.spec_draft_kv_blocks_used, 0);
+    if (mode != SpecMode::off) {
+      EXPECT_GT(st.spec_draft_tokens, 0);
+    }
     if (kv_bytes < (size_t{1} << 20)) {  // preempted requests recompute from their cached blocks
       EXPECT_GT(st.n_preemptions, 0);
       EXPECT_GT(st.prefix_hits, 0);
