@@ -68,6 +68,106 @@ Result<format::GgufMetadata> read_vocab_metadata(const std::string& path) {
   return md;
 }
 
+// A small WordPiece vocabulary of n tokens in the GGUF convention (word-start pieces carry a
+// U+2581 prefix, continuations none): specials, every lower-case letter, digit and common
+// punctuation mark both as word start and as continuation, some whole words, [unusedN] filler.
+Status add_generated_wordpiece_vocab(format::GgufMetadata& md, int64_t n) {
+  const std::string start = "\xE2\x96\x81";  // U+2581
+  std::vector<std::string> texts = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  std::vector<int32_t> types(texts.size(), 3);  // control
+  const std::string chars = "abcdefghijklmnopqrstuvwxyz0123456789.,!?'-";
+  for (const char ch : chars) texts.push_back(start + ch), texts.push_back(std::string(1, ch));
+  for (const char* w : {"the", "a", "is", "of", "and", "to", "in", "it", "cat", "dog", "sat", "on", "mat", "hello",
+                        "world", "quick", "brown", "fox", "jump", "lazy", "over", "embed", "cache", "model"})
+    texts.push_back(start + w);
+  for (const char* w : {"ing", "ed", "er", "s", "ly", "ion"}) texts.push_back(w);
+  types.resize(texts.size(), 1);  // normal
+  if (static_cast<int64_t>(texts.size()) > n)
+    return make_error("a generated WordPiece vocabulary needs at least {} tokens, not {}", texts.size(), n);
+  for (int64_t i = 0; static_cast<int64_t>(texts.size()) < n; ++i) {
+    texts.push_back(fmt::format("[unused{}]", i));
+    types.push_back(5);  // unused
+  }
+  format::GgufValue::Array tok_arr, type_arr;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    tok_arr.push_back(GgufValue::from_string(texts[i]));
+    type_arr.push_back(GgufValue::from_i32(types[i]));
+  }
+  md.set("tokenizer.ggml.model", GgufValue::from_string("bert"));
+  md.set("tokenizer.ggml.tokens", GgufValue::from_array(format::GgufType::string, std::move(tok_arr)));
+  md.set("tokenizer.ggml.token_type", GgufValue::from_array(format::GgufType::i32, std::move(type_arr)));
+  md.set("tokenizer.ggml.padding_token_id", GgufValue::from_u32(0));
+  md.set("tokenizer.ggml.unknown_token_id", GgufValue::from_u32(1));
+  md.set("tokenizer.ggml.cls_token_id", GgufValue::from_u32(2));
+  md.set("tokenizer.ggml.seperator_token_id", GgufValue::from_u32(3));
+  md.set("tokenizer.ggml.mask_token_id", GgufValue::from_u32(4));
+  return ok_status();
+}
+
+// A BERT encoder with the tensor names and metadata keys of the GGUF "bert" architecture.
+Result<format::ModelFile> make_synthetic_bert(const SyntheticSpec& s) {
+  if (s.weight_type != DType::f32 && s.weight_type != DType::f16 && s.weight_type != DType::bf16)
+    return make_error("synthetic models are F32, F16 or BF16, not {}", dtype_name(s.weight_type));
+  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_ff <= 0 || s.n_head <= 0 || s.n_ctx < 2 || s.n_token_types <= 0)
+    return make_error("synthetic model sizes must be positive (context at least 2)");
+  if (s.n_embd % s.n_head != 0) return make_error("n_embd {} is not a multiple of n_head {}", s.n_embd, s.n_head);
+  if (s.pooling_type != 1 && s.pooling_type != 2)
+    return make_error("bert pooling type {} is not 1 (mean) or 2 (cls)", s.pooling_type);
+
+  format::ModelFile file;
+  auto& md = file.metadata;
+  int64_t n_vocab = s.n_vocab;
+  if (!s.vocab_from.empty()) {
+    EDGELM_TRY(format::GgufMetadata vocab_md, read_vocab_metadata(s.vocab_from));
+    EDGELM_TRY(std::string model, vocab_md.get_string("tokenizer.ggml.model"));
+    if (model != "bert") return make_error("{}: tokenizer.ggml.model is '{}', a BERT model needs 'bert'", s.vocab_from, model);
+    EDGELM_TRY(const auto* tokens, vocab_md.get_array("tokenizer.ggml.tokens"));
+    n_vocab = static_cast<int64_t>(tokens->size());
+    for (const auto& [key, value] : vocab_md.entries())
+      if (key.rfind("tokenizer.", 0) == 0) md.set(key, value);
+  } else {
+    EDGELM_TRY_STATUS(add_generated_wordpiece_vocab(md, n_vocab));
+  }
+  if (n_vocab <= 0) return make_error("synthetic model vocabulary must be non-empty");
+
+  md.set("general.architecture", GgufValue::from_string("bert"));
+  md.set("general.name", GgufValue::from_string("synthetic-bert"));
+  md.set("bert.context_length", GgufValue::from_u32(static_cast<uint32_t>(s.n_ctx)));
+  md.set("bert.embedding_length", GgufValue::from_u32(static_cast<uint32_t>(s.n_embd)));
+  md.set("bert.feed_forward_length", GgufValue::from_u32(static_cast<uint32_t>(s.n_ff)));
+  md.set("bert.block_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_layer)));
+  md.set("bert.attention.head_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_head)));
+  md.set("bert.attention.layer_norm_epsilon", GgufValue::from_f32(1e-12f));
+  md.set("bert.attention.causal", GgufValue::from_bool(false));
+  md.set("bert.pooling_type", GgufValue::from_u32(s.pooling_type));
+  md.set("tokenizer.ggml.token_type_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_token_types)));
+
+  const int64_t E = s.n_embd, F = s.n_ff;
+  const float se = 1.0f / std::sqrt(static_cast<float>(E)), sf = 1.0f / std::sqrt(static_cast<float>(F));
+  Builder b(file, s.seed, s.weight_type);
+  b.add("token_embd.weight", E, n_vocab, 0.5f);
+  b.add("token_types.weight", E, s.n_token_types, 0.5f);
+  b.add("position_embd.weight", E, s.n_ctx, 0.5f);
+  b.add("token_embd_norm.weight", E, 0, 0.1f, 1.0f);
+  b.add("token_embd_norm.bias", E, 0, 0.1f);
+  for (int32_t l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+      b.add(p + m + ".weight", E, E, se);
+      b.add(p + m + ".bias", E, 0, 0.1f);
+    }
+    b.add(p + "attn_output_norm.weight", E, 0, 0.1f, 1.0f);
+    b.add(p + "attn_output_norm.bias", E, 0, 0.1f);
+    b.add(p + "ffn_up.weight", E, F, se);
+    b.add(p + "ffn_up.bias", F, 0, 0.1f);
+    b.add(p + "ffn_down.weight", F, E, sf);
+    b.add(p + "ffn_down.bias", E, 0, 0.1f);
+    b.add(p + "layer_output_norm.weight", E, 0, 0.1f, 1.0f);
+    b.add(p + "layer_output_norm.bias", E, 0, 0.1f);
+  }
+  return file;
+}
+
 }  // namespace
 
 const std::vector<SyntheticShape>& synthetic_shapes() {
@@ -80,6 +180,11 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
       {"qwen2-0.5b", "qwen2", 896, 24, 4864, 14, 2, 151936, 32768},
       {"qwen2-1.5b", "qwen2", 1536, 28, 8960, 12, 2, 151936, 32768},
       {"llama2-7b", "llama", 4096, 32, 11008, 32, 32, 32000, 4096},
+      // BERT encoders (embedding models): bge pools [CLS], MiniLM averages.
+      {"bert-tiny", "bert", 64, 2, 256, 4, 4, 512, 128, 1},
+      {"bert-minilm-l6", "bert", 384, 6, 1536, 12, 12, 30522, 512, 1},
+      {"bert-bge-small", "bert", 384, 12, 1536, 12, 12, 30522, 512, 2},
+      {"bert-bge-base", "bert", 768, 12, 3072, 12, 12, 30522, 512, 2},
   };
   return shapes;
 }
@@ -96,6 +201,7 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
     spec.n_vocab = s.n_vocab;
     spec.n_ctx = s.n_ctx;
     spec.tied_output = s.arch == "qwen2" && s.n_embd < 1536;  // the small Qwen2 models tie embeddings
+    if (s.pooling_type != 0) spec.pooling_type = s.pooling_type;
     return ok_status();
   }
   std::string names;
@@ -104,6 +210,7 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
 }
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
+  if (s.arch == "bert") return make_synthetic_bert(s);
   EDGELM_TRY(const ArchSpec* arch, find_arch(s.arch));
   if (s.weight_type != DType::f32 && s.weight_type != DType::f16 && s.weight_type != DType::bf16)
     return make_error("synthetic models are F32, F16 or BF16, not {}", dtype_name(s.weight_type));

@@ -28,6 +28,11 @@ struct SyntheticSpec {
   DType weight_type = DType::f32;  // F32, F16 or BF16 for 2-D weights; norms and biases stay F32
   uint64_t seed = 1;
   std::string vocab_from;    // GGUF or llama2.c tokenizer.bin whose vocabulary is embedded (optional)
+  // arch "bert" only (an encoder; n_head_kv is ignored): GGUF bert.pooling_type (1 = mean,
+  // 2 = cls) and rows of token_types.weight. Without vocab_from a small generated WordPiece
+  // vocabulary (specials, single characters, a few words, [unusedN] filler) of n_vocab tokens.
+  uint32_t pooling_type = 1;
+  int32_t n_token_types = 2;
 };
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
@@ -37,6 +42,7 @@ struct SyntheticShape {
   std::string_view name;
   std::string_view arch;
   int32_t n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+  uint32_t pooling_type = 0;  // bert shapes: 1 = mean, 2 = cls
 };
 const std::vector<SyntheticShape>& synthetic_shapes();
 // Sets the sizes (and arch) of `spec` from a named shape; error lists the known names.

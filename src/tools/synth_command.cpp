@@ -14,6 +14,7 @@ struct SynthOptions {
   std::string type = "f32";
   std::string output;
   std::string shape;
+  std::string pooling;
 };
 
 int run(SynthOptions& o) {
@@ -23,6 +24,9 @@ int run(SynthOptions& o) {
   if (!o.shape.empty()) {
     if (auto st = model::apply_synthetic_shape(o.spec, o.shape); !st.ok()) return report_error(st.error());
   }
+  if (o.pooling == "mean") o.spec.pooling_type = 1;
+  else if (o.pooling == "cls") o.spec.pooling_type = 2;
+  else if (!o.pooling.empty()) return report_error(make_error("unknown pooling '{}' (use mean or cls)", o.pooling));
   auto file = model::make_synthetic_model(o.spec);
   if (!file.ok()) return report_error(file.error());
   if (auto st = format::write_gguf(o.output, *file); !st.ok()) return report_error(st.error());
@@ -37,8 +41,8 @@ CommandRunner add_synth_command(CLI::App& app) {
   auto& s = o->spec;
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight model with real shapes (tests, benchmarks)");
   cmd->add_option("-o,--output", o->output, "Output GGUF path")->required();
-  cmd->add_option("--shape", o->shape, "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, stories15m, ...); overrides the sizes");
-  cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2)")->capture_default_str();
+  cmd->add_option("--shape", o->shape, "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, stories15m, bert-bge-small, bert-tiny, ...); overrides the sizes");
+  cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2, bert)")->capture_default_str();
   cmd->add_option("--dim", s.n_embd, "Embedding size")->capture_default_str();
   cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
   cmd->add_option("--ff", s.n_ff, "Feed-forward size")->capture_default_str();
@@ -50,6 +54,7 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_flag("--tied", s.tied_output, "Share the embedding as the output matrix");
   cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16")->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--pooling", o->pooling, "bert only: mean or cls (default: the shape's, else mean)");
   return [o] { return run(*o); };
 }
 
