@@ -1,0 +1,46 @@
+// CacheStore: the response cache on disk, one SQLite file in WAL mode, so cached answers
+// survive a restart.
+//
+// One row per cached entry (the exact key is the primary key) with its query, answer, expiry
+// and query vector. The file holds exactly the entries the memory cache holds: the cache writes
+// every insert and deletes every eviction, expiry and flush, so the file is bounded by the same
+// entry and byte limits. Rows come back in insertion order (LRU recency is not persisted).
+//
+// A file that is not a database, fails PRAGMA quick_check, or has an incompatible table is
+// moved aside to "<path>.corrupt-<unix time>" (with its -wal/-shm files) and a fresh file is
+// created; open() reports that in `warning`. Not thread-safe: ResponseCache serializes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/exact_cache.h"
+#include "core/result.h"
+
+struct sqlite3;
+
+namespace edgelm::cache {
+
+class CacheStore {
+ public:
+  // Errors only when even a fresh file cannot be created (unwritable folder).
+  static Result<std::unique_ptr<CacheStore>> open(const std::string& path, std::string& warning);
+  ~CacheStore();
+
+  Status put(const CacheEntry& e);
+  Status erase(const std::string& key);
+  Status clear();
+  // Every row, oldest first; guards and labels are not stored (the caller recomputes them).
+  Result<std::vector<CacheEntry>> load_all();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  CacheStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Status exec(const char* sql);
+  sqlite3* db_;
+  std::string path_;
+};
+
+}  // namespace edgelm::cache

@@ -1,0 +1,213 @@
+// The response cache in the server; see routes_cache.h.
+#include "serve/routes_cache.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "cache/lexical_embedder.h"
+#include "core/log.h"
+#include "serve/embeddings.h"
+#include "serve/sha256.h"
+#include "serve/sse.h"
+#ifdef EDGELM_CACHE_HAS_BERT
+#include "cache/bert_embedder.h"
+#endif
+
+namespace edgelm::serve {
+namespace {
+
+using nlohmann::json;
+
+// The isolation namespace of a request: a hash of its API key when keys are configured.
+std::string namespace_of(const ServerContext& ctx, const httplib::Request& req) {
+  if (ctx.config().api_keys.empty()) return "";
+  const std::string auth = req.get_header_value("Authorization");
+  Sha256 h;
+  h.update(auth.data(), auth.size());
+  return h.hex_digest().substr(0, 16);
+}
+
+engine::Finish finish_from_name(const std::string& name) {
+  return name == "length" ? engine::Finish::length : engine::Finish::stop;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<cache::ResponseCache>> make_response_cache(const ServeConfig& cfg, EngineService& service,
+                                                                 std::vector<std::string>& warnings) {
+  EDGELM_TRY(cache::CacheMode mode, cache::parse_cache_mode(cfg.cache));
+  if (mode == cache::CacheMode::off) return std::shared_ptr<cache::ResponseCache>();
+  cache::CacheOptions o;
+  o.mode = mode;
+  o.capacity = static_cast<size_t>(std::max(0, cfg.cache_capacity));
+  o.max_bytes = cfg.cache_max_bytes;
+  o.ttl_s = cfg.cache_ttl_s;
+  o.threshold = cfg.cache_threshold;
+  o.guards = cfg.cache_guards;
+  o.case_fold = cfg.cache_case_fold;
+  o.max_prompt_bytes = cfg.cache_max_prompt_bytes;
+  o.db_path = cfg.cache_db;
+  std::shared_ptr<cache::Embedder> embedder;
+  if (mode == cache::CacheMode::semantic) {
+    if (cfg.embedding_model.empty() || cfg.embedding_model == "lexical") {
+      embedder = std::make_shared<cache::LexicalEmbedder>();
+    } else if (cfg.embedding_model == "self") {
+      // The serving model's mean-pooled hidden state, on the engine thread like /v1/embeddings.
+      // Called from a routed handler, so the model and tokenizer are the request's pinned ones.
+      EngineService* svc = &service;
+      embedder = std::make_shared<cache::FunctionEmbedder>(
+          "self:" + cfg.model_name, 0, [svc](std::string_view text) -> Result<std::vector<float>> {
+            const std::vector<int32_t> tokens =
+                svc->tokenizer().encode(std::string(text), /*add_special=*/true, /*parse_special=*/false);
+            if (tokens.empty() || tokens.size() > static_cast<size_t>(svc->n_ctx()))
+              return make_error("the query has {} tokens, outside 1..{}", tokens.size(), svc->n_ctx());
+            const model::Model& m = *svc->model().model;
+            std::vector<float> vec;
+            Status st = svc->run_exclusive([&](ThreadPool& pool) -> Status {
+              EDGELM_TRY(vec, embed_tokens(m, tokens, pool));
+              return ok_status();
+            });
+            if (!st.ok()) return st.error();
+            return vec;
+          });
+    } else {
+#ifdef EDGELM_CACHE_HAS_BERT
+      EDGELM_TRY(std::unique_ptr<cache::BertEmbedder> bert,
+                 cache::BertEmbedder::load(cfg.embedding_model,
+                                           std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())))));
+      embedder = std::move(bert);
+#else
+      return make_error("embedding model '{}': this build has no BERT support (use lexical or self)",
+                        cfg.embedding_model);
+#endif
+    }
+  }
+  EDGELM_TRY(std::unique_ptr<cache::ResponseCache> c, cache::ResponseCache::create(o, embedder, warnings));
+  return std::shared_ptr<cache::ResponseCache>(std::move(c));
+}
+
+std::string params_fingerprint(const engine::Request& req, const std::string& endpoint, bool seeded) {
+  const sample::SamplingParams& s = req.sampling;
+  std::string out = fmt::format("ep={};max={};eog={};t={};k={};p={};minp={};rep={};pres={};freq={};last={}", endpoint,
+                                req.max_new_tokens, req.stop_at_eog ? 1 : 0, s.temperature, s.top_k, s.top_p,
+                                s.min_p, s.repeat_penalty, s.presence_penalty, s.frequency_penalty, s.penalty_last_n);
+  if (s.temperature > 0 || seeded) out += fmt::format(";seed={}", s.seed);
+  for (const std::string& stop : req.stop_strings) {
+    out += ";stop=";
+    out += stop;
+  }
+  for (const int32_t t : req.stop_tokens) out += fmt::format(";stoptok={}", t);
+  return out;
+}
+
+CacheUse cache_lookup(ServerContext& ctx, const httplib::Request& http_req, const json& body, const CacheQuery& q,
+                      httplib::Response& res) {
+  CacheUse use;
+  struct Header {  // set once, on every path out
+    httplib::Response& res;
+    CacheUse& use;
+    ~Header() {
+      res.set_header("x-edgelm-cache", cache::cache_level_name(use.lookup.level));
+      if (use.lookup.level == cache::CacheLevel::semantic)
+        res.set_header("x-edgelm-cache-similarity", fmt::format("{:.4f}", use.lookup.similarity));
+    }
+  } header{res, use};
+  cache::ResponseCache* c = ctx.cache();
+  if (c == nullptr || q.request == nullptr) return use;
+  if (auto it = body.find("cache"); it != body.end() && it->is_boolean() && !it->get<bool>()) return use;
+  const bool deterministic = q.request->sampling.temperature <= 0 || q.seeded;
+  if (!deterministic && !ctx.config().cache_nondeterministic) return use;
+  use.req.ns = namespace_of(ctx, http_req);
+  use.req.parts = {ctx.model_name(), q.prompt, params_fingerprint(*q.request, q.endpoint, q.seeded)};
+  use.req.query = q.query;
+  use.req.context = q.context;
+  if (!c->cacheable(use.req)) return use;
+  use.active = true;
+  use.lookup = c->lookup(use.req);
+  const bool semantic = c->options().mode == cache::CacheMode::semantic;
+  ctx.metrics().record_cache(ctx.model_name(), use.lookup.level == cache::CacheLevel::exact      ? "exact"
+                             : use.lookup.level == cache::CacheLevel::semantic ? "semantic"
+                                                                               : "miss",
+                             semantic, use.lookup.seconds, use.lookup.guard_rejected);
+  return use;
+}
+
+void cache_insert(ServerContext& ctx, CacheUse& use, const Generation& g) {
+  cache::ResponseCache* c = ctx.cache();
+  if (c == nullptr || !use.active || use.hit()) return;
+  if (g.finish != engine::Finish::stop && g.finish != engine::Finish::length) return;
+  c->insert(use.req, {g.text, finish_reason(g.finish), g.prompt_tokens, g.completion_tokens},
+            std::move(use.lookup.vector));
+}
+
+Generation cached_generation(const CacheUse& use, int32_t prompt_tokens) {
+  Generation g;
+  g.text = use.lookup.answer.text;
+  g.finish = finish_from_name(use.lookup.answer.finish_reason);
+  g.prompt_tokens = prompt_tokens;
+  g.completion_tokens = use.lookup.answer.completion_tokens;
+  g.latency_s = use.lookup.seconds;
+  return g;
+}
+
+void send_cached_stream(ServerContext& ctx, httplib::Response& res, const StreamWriter& w, const Generation& g,
+                        const std::string& endpoint) {
+  std::string out;
+  // Word-sized chunks: each piece ends after a run of spaces, like tokens that start with one.
+  size_t start = 0;
+  const std::string& text = g.text;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start + 1);
+    if (end == std::string::npos) end = text.size();
+    out += sse_event(w.chunk(text.substr(start, end - start)));
+    start = end;
+  }
+  for (const json& j : w.finish(g)) out += sse_event(j);
+  out += sse_done();
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_content(out, "text/event-stream");
+  ctx.record(endpoint, 200, g);
+}
+
+// ---- admin routes ----
+
+void register_cache_routes(httplib::Server& svr, ServerContext& ctx) {
+  svr.Post("/admin/cache/flush", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (!check_admin_token(ctx, req, res, "/admin/cache/flush")) return;
+    cache::ResponseCache* c = ctx.cache();
+    if (c == nullptr) return ctx.send_json(res, 200, {{"status", "flushed"}, {"entries", 0}, {"cache", "off"}});
+    const size_t n = c->flush();
+    ctx.send_json(res, 200, {{"status", "flushed"}, {"entries", n}});
+  });
+  svr.Get("/admin/cache/stats", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (!check_admin_token(ctx, req, res, "/admin/cache/stats")) return;
+    cache::ResponseCache* c = ctx.cache();
+    if (c == nullptr) return ctx.send_json(res, 200, {{"mode", "off"}});
+    const cache::CacheStats s = c->stats();
+    const uint64_t lookups = s.hits_exact + s.hits_semantic + s.misses;
+    ctx.send_json(res, 200,
+                  {{"mode", s.mode},
+                   {"embedder", s.embedder},
+                   {"threshold", s.threshold},
+                   {"db_path", s.db_path},
+                   {"entries", s.entries},
+                   {"bytes", s.bytes},
+                   {"vectors", s.vectors},
+                   {"namespaces", s.namespaces},
+                   {"capacity", c->options().capacity},
+                   {"hits", {{"exact", s.hits_exact}, {"semantic", s.hits_semantic}}},
+                   {"misses", s.misses},
+                   {"hit_rate", lookups ? static_cast<double>(s.hits_exact + s.hits_semantic) / lookups : 0.0},
+                   {"skipped", s.skipped},
+                   {"inserts", s.inserts},
+                   {"evictions", s.evictions},
+                   {"expirations", s.expirations},
+                   {"guard_rejections", s.guard_rejections},
+                   {"embed_errors", s.embed_errors},
+                   {"store_errors", s.store_errors}});
+  });
+}
+
+}  // namespace edgelm::serve

@@ -1,0 +1,340 @@
+// The response cache over real sockets: exact and semantic hits with their headers, guards,
+// opt-out, streaming a cached answer, namespaces per API key, persistence across a restart, a
+// corrupt cache file, the admin flush/stats auth, and the metrics.
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "cache/response_cache.h"
+#include "serve/routes_cache.h"
+#include "server_fixture.h"
+
+namespace edgelm::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// TestServer's setup, with the response cache built from the config before the listener runs.
+struct CacheServer {
+  serve::ServeConfig cfg;
+  std::unique_ptr<serve::EngineService> service;
+  std::unique_ptr<serve::ServerMetrics> metrics;
+  std::unique_ptr<serve::HttpServer> server;
+  std::vector<std::string> warnings;
+  std::thread http;
+  int port = 0;
+
+  explicit CacheServer(const std::function<void(serve::ServeConfig&)>& tweak) {
+    signal(SIGPIPE, SIG_IGN);
+    cfg.model_path = shared_path("models/stories260K.bin");
+    cfg.tokenizer_path = shared_path("models/tok512.bin");
+    cfg.port = 0;
+    cfg.model_name = "stories260K";
+    cfg.device_id = "test-device";
+    cfg.max_connections = 16;
+    cfg.cache = "exact";
+    tweak(cfg);
+    serve::EngineServiceOptions so;
+    so.model_path = cfg.model_path;
+    so.tokenizer_path = cfg.tokenizer_path;
+    so.threads = 1;
+    so.engine.kv_memory_bytes = size_t{16} << 20;
+    so.engine.n_ctx = 512;
+    so.engine.scheduler.target_step_ms = 0;
+    service = std::make_unique<serve::EngineService>(so);
+    metrics = std::make_unique<serve::ServerMetrics>(cfg.device_id);
+    server = std::make_unique<serve::HttpServer>(cfg, *service, *metrics);
+    auto cache = serve::make_response_cache(cfg, *service, warnings);
+    EXPECT_TRUE(cache.ok()) << (cache.ok() ? "" : cache.error().message);
+    if (cache.ok()) server->context().set_cache(*cache);
+    auto p = server->bind();
+    EXPECT_TRUE(p.ok());
+    port = p.ok() ? *p : 0;
+    http = std::thread([this] { server->run(); });
+    server->wait_until_running();
+    EXPECT_TRUE(service->wait_ready().ok());
+  }
+  ~CacheServer() {
+    server->shutdown(std::chrono::duration<double>(5));
+    http.join();
+    service->shutdown(std::chrono::duration<double>(5));
+  }
+
+  Reply post(const std::string& path, const json& body, const httplib::Headers& h = {}) const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(std::chrono::seconds(60));
+    auto r = c.Post(path.c_str(), h, body.dump(), "application/json");
+    if (!r) return {};
+    return {r->status, r->body, r->headers};
+  }
+  Reply get(const std::string& path, const httplib::Headers& h = {}) const {
+    httplib::Client c("127.0.0.1", port);
+    auto r = c.Get(path.c_str(), h);
+    if (!r) return {};
+    return {r->status, r->body, r->headers};
+  }
+};
+
+// The header's value; "(repeated)" when it was sent more than once.
+std::string header(const Reply& r, const char* name) {
+  if (r.headers.count(name) > 1) return "(repeated)";
+  auto it = r.headers.find(name);
+  return it == r.headers.end() ? "" : it->second;
+}
+
+json completion(const std::string& prompt, int max_tokens = 12) {
+  return {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+std::string text_of(const Reply& r) { return r.js()["choices"][0]["text"].get<std::string>(); }
+
+TEST(ServerCacheConfig, YamlEnvAndValidation) {
+  TempDir dir;
+  const std::string yaml = dir.file("c.yaml");
+  {
+    std::ofstream out(yaml);
+    out << "model_path: m.gguf\ncache: semantic\ncache_threshold: 0.9\ncache_capacity: 50\ncache_ttl_s: 60\n"
+           "cache_db: /tmp/x.db\nembedding_model: self\ncache_guards: off\n";
+  }
+  auto c = serve::load_config_file(yaml, {});
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->cache, "semantic");
+  EXPECT_DOUBLE_EQ(c->cache_threshold, 0.9);
+  EXPECT_EQ(c->cache_capacity, 50);
+  EXPECT_DOUBLE_EQ(c->cache_ttl_s, 60);
+  EXPECT_EQ(c->cache_db, "/tmp/x.db");
+  EXPECT_EQ(c->embedding_model, "self");
+  EXPECT_FALSE(c->cache_guards);
+  std::map<std::string, std::string> env = {{"EDGELM_CACHE", "exact"}, {"EDGELM_CACHE_CAPACITY", "7"},
+                                            {"EDGELM_EMBEDDING_MODEL", "lexical"}};
+  ASSERT_TRUE(serve::apply_env(*c, [&](const char* n) -> const char* {
+                auto it = env.find(n);
+                return it == env.end() ? nullptr : it->second.c_str();
+              }).ok());
+  EXPECT_EQ(c->cache, "exact");
+  EXPECT_EQ(c->cache_capacity, 7);
+  EXPECT_TRUE(serve::validate(*c).ok());
+  serve::ServeConfig bad = *c;
+  bad.cache = "fuzzy";
+  EXPECT_FALSE(serve::validate(bad).ok());
+  bad = *c;
+  bad.cache_threshold = 1.5;
+  EXPECT_FALSE(serve::validate(bad).ok());
+  bad = *c;
+  bad.cache_capacity = 0;
+  EXPECT_FALSE(serve::validate(bad).ok());
+}
+
+TEST(ServerCache, ExactHitOnCompletionsPredictAndChat) {
+  CacheServer s([](serve::ServeConfig&) {});
+  Reply a = s.post("/v1/completions", completion("Once upon a time"));
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(header(a, "x-edgelm-cache"), "miss");
+  Reply b = s.post("/v1/completions", completion("  Once upon a   time"));
+  ASSERT_EQ(b.status, 200);
+  EXPECT_EQ(header(b, "x-edgelm-cache"), "exact");
+  EXPECT_EQ(header(b, "x-edgelm-cache-similarity"), "");
+  EXPECT_EQ(text_of(a), text_of(b));
+  EXPECT_EQ(a.js()["usage"]["completion_tokens"], b.js()["usage"]["completion_tokens"]);
+  EXPECT_EQ(a.js()["choices"][0]["finish_reason"], b.js()["choices"][0]["finish_reason"]);
+  // Another max_tokens is another answer.
+  EXPECT_EQ(header(s.post("/v1/completions", completion("Once upon a time", 5)), "x-edgelm-cache"), "miss");
+
+  Reply p1 = s.post("/predict", {{"input", "Tom and"}, {"max_tokens", 8}});
+  Reply p2 = s.post("/predict", {{"input", "Tom and"}, {"max_tokens", 8}});
+  EXPECT_EQ(header(p1, "x-edgelm-cache"), "miss");
+  EXPECT_EQ(header(p2, "x-edgelm-cache"), "exact");
+  EXPECT_EQ(p1.js()["output"], p2.js()["output"]);
+
+  const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                     {"max_tokens", 6},
+                     {"temperature", 0}};
+  Reply c1 = s.post("/v1/chat/completions", chat);
+  Reply c2 = s.post("/v1/chat/completions", chat);
+  ASSERT_EQ(c1.status, 200) << c1.body;
+  EXPECT_EQ(header(c1, "x-edgelm-cache"), "miss");
+  EXPECT_EQ(header(c2, "x-edgelm-cache"), "exact");
+  EXPECT_EQ(c1.js()["choices"][0]["message"], c2.js()["choices"][0]["message"]);
+}
+
+TEST(ServerCache, OptOutAndSampledRequests) {
+  CacheServer s([](serve::ServeConfig&) {});
+  json body = completion("Lily saw a cat");
+  body["cache"] = false;
+  s.post("/v1/completions", body);
+  EXPECT_EQ(header(s.post("/v1/completions", body), "x-edgelm-cache"), "miss");
+  // Sampled without a seed: not cached; with a seed: cached.
+  json sampled = {{"prompt", "Lily saw a dog"}, {"max_tokens", 8}, {"temperature", 0.9}};
+  s.post("/v1/completions", sampled);
+  EXPECT_EQ(header(s.post("/v1/completions", sampled), "x-edgelm-cache"), "miss");
+  sampled["seed"] = 7;
+  Reply a = s.post("/v1/completions", sampled);
+  Reply b = s.post("/v1/completions", sampled);
+  EXPECT_EQ(header(a, "x-edgelm-cache"), "miss");
+  EXPECT_EQ(header(b, "x-edgelm-cache"), "exact");
+  EXPECT_EQ(text_of(a), text_of(b));
+  sampled["seed"] = 8;
+  EXPECT_EQ(header(s.post("/v1/completions", sampled), "x-edgelm-cache"), "miss");
+}
+
+TEST(ServerCache, SemanticHitAndGuardMisses) {
+  CacheServer s([](serve::ServeConfig& c) {
+    c.cache = "semantic";
+    c.embedding_model = "lexical";
+    c.cache_threshold = 0.6;
+  });
+  Reply a = s.post("/v1/completions", completion("Can I return an opened item to the shop?"));
+  ASSERT_EQ(a.status, 200) << a.body;
+  Reply b = s.post("/v1/completions", completion("Can I return an opened item to your shop please?"));
+  EXPECT_EQ(header(b, "x-edgelm-cache"), "semantic");
+  const double sim = std::stod(header(b, "x-edgelm-cache-similarity"));
+  EXPECT_GE(sim, 0.6);
+  EXPECT_LT(sim, 1.0);
+  EXPECT_EQ(text_of(a), text_of(b));
+  // Negation, number and entity flips are misses.
+  EXPECT_EQ(header(s.post("/v1/completions", completion("Can't I return an opened item to the shop?")),
+                   "x-edgelm-cache"),
+            "miss");
+  s.post("/v1/completions", completion("Can I return shoes after 30 days?"));
+  EXPECT_EQ(header(s.post("/v1/completions", completion("Can I return shoes after 60 days?")), "x-edgelm-cache"),
+            "miss");
+  s.post("/v1/completions", completion("Do you deliver parcels to Canada?"));
+  EXPECT_EQ(header(s.post("/v1/completions", completion("Do you deliver parcels to Mexico?")), "x-edgelm-cache"),
+            "miss");
+  Reply stats = s.get("/admin/cache/stats");
+  EXPECT_EQ(stats.status, 403);  // no admin token configured
+  Reply m = s.get("/metrics");
+  EXPECT_NE(m.body.find("edge_cache_lookups_total{model_name=\"stories260K\",device_id=\"test-device\",level=\"semantic\",result=\"hit\"} 1"),
+            std::string::npos)
+      << m.body;
+  EXPECT_NE(m.body.find("edge_cache_guard_rejections_total"), std::string::npos);
+  EXPECT_NE(m.body.find("edge_cache_lookup_seconds_bucket"), std::string::npos);
+}
+
+TEST(ServerCache, SelfEmbeddingSource) {
+  // The serving model's mean-pooled hidden state, computed on the engine thread. stories260K's
+  // vectors say little about meaning, so the threshold is low: this checks the plumbing (a
+  // vector of the model's width, searched, a similarity below 1 for other words).
+  CacheServer s([](serve::ServeConfig& c) {
+    c.cache = "semantic";
+    c.embedding_model = "self";
+    c.cache_threshold = 0.05;
+  });
+  Reply a = s.post("/v1/completions", completion("The little dog ran to the park"));
+  ASSERT_EQ(a.status, 200) << a.body;
+  Reply b = s.post("/v1/completions", completion("A little dog ran into the park"));
+  ASSERT_EQ(b.status, 200) << b.body;
+  EXPECT_EQ(header(b, "x-edgelm-cache"), "semantic");
+  const double sim = std::stod(header(b, "x-edgelm-cache-similarity").empty() ? "0" : header(b, "x-edgelm-cache-similarity"));
+  EXPECT_GT(sim, 0.05);
+  EXPECT_LT(sim, 0.9999);
+  EXPECT_EQ(text_of(a), text_of(b));
+}
+
+TEST(ServerCache, StreamsACachedAnswer) {
+  CacheServer s([](serve::ServeConfig&) {});
+  Reply a = s.post("/v1/completions", completion("Once upon a time", 16));
+  ASSERT_EQ(a.status, 200);
+  json body = completion("Once upon a time", 16);
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  Reply b = s.post("/v1/completions", body);
+  ASSERT_EQ(b.status, 200);
+  EXPECT_EQ(header(b, "x-edgelm-cache"), "exact");
+  EXPECT_NE(header(b, "Content-Type").find("text/event-stream"), std::string::npos);
+  SseStream sse = parse_sse(b.body);
+  ASSERT_TRUE(sse.done);
+  std::string text;
+  std::string finish;
+  int chunks = 0;
+  for (const json& ev : sse.events) {
+    if (!ev["choices"].empty()) {
+      text += ev["choices"][0]["text"].get<std::string>();
+      if (!ev["choices"][0]["finish_reason"].is_null()) finish = ev["choices"][0]["finish_reason"];
+      ++chunks;
+    }
+    if (ev.contains("usage")) {
+      EXPECT_EQ(ev["usage"]["completion_tokens"], a.js()["usage"]["completion_tokens"]);
+    }
+  }
+  EXPECT_EQ(text, text_of(a));
+  EXPECT_EQ(finish, a.js()["choices"][0]["finish_reason"]);
+  EXPECT_GT(chunks, 2);
+  // A generated stream fills the cache too; the chat stream of a hit starts with the role.
+  json chat = {{"messages", json::array({{{"role", "user"}, {"content", "Tell a story"}}})},
+               {"max_tokens", 8},
+               {"temperature", 0},
+               {"stream", true}};
+  Reply c1 = s.post("/v1/chat/completions", chat);
+  Reply c2 = s.post("/v1/chat/completions", chat);
+  EXPECT_EQ(header(c1, "x-edgelm-cache"), "miss");
+  EXPECT_EQ(header(c2, "x-edgelm-cache"), "exact");
+  auto content = [](const Reply& r) {
+    std::string out;
+    for (const json& ev : parse_sse(r.body).events)
+      if (!ev["choices"].empty() && ev["choices"][0]["delta"].contains("content"))
+        out += ev["choices"][0]["delta"]["content"].get<std::string>();
+    return out;
+  };
+  EXPECT_EQ(content(c1), content(c2));
+  EXPECT_EQ(parse_sse(c2.body).events.at(0)["choices"][0]["delta"]["role"], "assistant");
+}
+
+TEST(ServerCache, NamespacesPerApiKey) {
+  CacheServer s([](serve::ServeConfig& c) { c.api_keys = {"key-one", "key-two"}; });
+  const httplib::Headers one = {{"Authorization", "Bearer key-one"}};
+  const httplib::Headers two = {{"Authorization", "Bearer key-two"}};
+  s.post("/v1/completions", completion("Once upon a time"), one);
+  EXPECT_EQ(header(s.post("/v1/completions", completion("Once upon a time"), two), "x-edgelm-cache"), "miss");
+  EXPECT_EQ(header(s.post("/v1/completions", completion("Once upon a time"), one), "x-edgelm-cache"), "exact");
+}
+
+TEST(ServerCache, FlushAndStatsNeedTheAdminToken) {
+  CacheServer s([](serve::ServeConfig& c) { c.admin_token = "admin-secret"; });
+  s.post("/v1/completions", completion("Once upon a time"));
+  EXPECT_EQ(header(s.post("/v1/completions", completion("Once upon a time")), "x-edgelm-cache"), "exact");
+  EXPECT_EQ(s.post("/admin/cache/flush", json::object()).status, 401);
+  EXPECT_EQ(s.post("/admin/cache/flush", json::object(), {{"Authorization", "Bearer wrong"}}).status, 403);
+  EXPECT_EQ(s.get("/admin/cache/stats", {{"Authorization", "Bearer wrong"}}).status, 403);
+  const httplib::Headers admin = {{"Authorization", "Bearer admin-secret"}};
+  Reply st = s.get("/admin/cache/stats", admin);
+  ASSERT_EQ(st.status, 200) << st.body;
+  EXPECT_EQ(st.js()["entries"], 1);
+  EXPECT_EQ(st.js()["hits"]["exact"], 1);
+  EXPECT_EQ(st.js()["mode"], "exact");
+  Reply f = s.post("/admin/cache/flush", json::object(), admin);
+  ASSERT_EQ(f.status, 200);
+  EXPECT_EQ(f.js()["entries"], 1);
+  EXPECT_EQ(header(s.post("/v1/completions", completion("Once upon a time")), "x-edgelm-cache"), "miss");
+  // An API key is not the admin token.
+  EXPECT_EQ(s.post("/admin/cache/flush", json::object(), {{"Authorization", "Bearer key"}}).status, 403);
+}
+
+TEST(ServerCache, PersistsAcrossRestartAndSurvivesACorruptFile) {
+  TempDir dir;
+  const std::string db = dir.file("cache.db");
+  std::string first;
+  {
+    CacheServer s([&](serve::ServeConfig& c) { c.cache_db = db; c.cache = "semantic"; });
+    EXPECT_TRUE(s.warnings.empty());
+    first = text_of(s.post("/v1/completions", completion("Once upon a time")));
+  }
+  {
+    CacheServer s([&](serve::ServeConfig& c) { c.cache_db = db; c.cache = "semantic"; });
+    Reply r = s.post("/v1/completions", completion("Once upon a time"));
+    EXPECT_EQ(header(r, "x-edgelm-cache"), "exact");
+    EXPECT_EQ(text_of(r), first);
+  }
+  {
+    std::ofstream out(db, std::ios::binary | std::ios::trunc);
+    for (int i = 0; i < 8192; ++i) out.put(static_cast<char>((i * 131) & 0xff));
+  }
+  CacheServer s([&](serve::ServeConfig& c) { c.cache_db = db; });
+  ASSERT_FALSE(s.warnings.empty());
+  EXPECT_NE(s.warnings[0].find("moved to"), std::string::npos);
+  EXPECT_EQ(header(s.post("/v1/completions", completion("Once upon a time")), "x-edgelm-cache"), "miss");
+  EXPECT_EQ(header(s.post("/v1/completions", completion("Once upon a time")), "x-edgelm-cache"), "exact");
+}
+
+}  // namespace
+}  // namespace edgelm::test
