@@ -47,12 +47,24 @@ const std::vector<Field>& fields() {
       {"max_queue", &ServeConfig::max_queue},
       {"max_connections", &ServeConfig::max_connections},
       {"max_body_bytes", &ServeConfig::max_body_bytes, true},
+      {"max_upload_bytes", &ServeConfig::max_upload_bytes, true},
       {"n_ctx", &ServeConfig::n_ctx},
       {"api_keys", &ServeConfig::api_keys},
       {"admin_token", &ServeConfig::admin_token},
       {"auth_health", &ServeConfig::auth_health},
       {"auth_metrics", &ServeConfig::auth_metrics},
       {"drain_timeout_s", &ServeConfig::drain_timeout_s},
+      {"cache", &ServeConfig::cache},
+      {"cache_threshold", &ServeConfig::cache_threshold},
+      {"cache_capacity", &ServeConfig::cache_capacity},
+      {"cache_ttl_s", &ServeConfig::cache_ttl_s},
+      {"cache_db", &ServeConfig::cache_db},
+      {"embedding_model", &ServeConfig::embedding_model},
+      {"cache_guards", &ServeConfig::cache_guards},
+      {"cache_max_bytes", &ServeConfig::cache_max_bytes, true},
+      {"cache_max_prompt_bytes", &ServeConfig::cache_max_prompt_bytes, true},
+      {"cache_case_fold", &ServeConfig::cache_case_fold},
+      {"cache_nondeterministic", &ServeConfig::cache_nondeterministic},
   };
   return table;
 }
@@ -284,10 +296,18 @@ Status validate(const ServeConfig& c) {
   if (c.max_queue < 1) return make_error("max_queue must be >= 1, got {}", c.max_queue);
   if (c.max_connections < 1) return make_error("max_connections must be >= 1, got {}", c.max_connections);
   if (c.max_body_bytes < 1) return make_error("max_body_bytes must be >= 1");
+  if (c.max_upload_bytes < 1) return make_error("max_upload_bytes must be >= 1");
   if (c.n_ctx < 0) return make_error("n_ctx must be >= 0 (0: the model's), got {}", c.n_ctx);
   for (const auto& key : c.api_keys) EDGELM_TRY_STATUS(check_secret(key, "api_keys"));
   if (!c.admin_token.empty()) EDGELM_TRY_STATUS(check_secret(c.admin_token, "admin_token"));
   if (!(c.drain_timeout_s >= 0)) return make_error("drain_timeout_s must be >= 0, got {}", c.drain_timeout_s);
+  if (c.cache != "off" && c.cache != "exact" && c.cache != "semantic")
+    return make_error("cache '{}' is not one of off, exact, semantic", c.cache);
+  if (!(c.cache_threshold >= 0 && c.cache_threshold <= 1))
+    return make_error("cache_threshold must be in [0, 1], got {}", c.cache_threshold);
+  if (c.cache_capacity < 1) return make_error("cache_capacity must be >= 1, got {}", c.cache_capacity);
+  if (!(c.cache_ttl_s >= 0)) return make_error("cache_ttl_s must be >= 0 (0: no expiry), got {}", c.cache_ttl_s);
+  if (c.cache_max_bytes < 1) return make_error("cache_max_bytes must be >= 1");
   return ok_status();
 }
 

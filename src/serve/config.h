@@ -32,16 +32,29 @@ struct ServeConfig {
   double target_step_ms = 250;
   int max_queue = 64;
   int max_connections = 64;
-  size_t max_body_bytes = 1 << 20;
+  size_t max_body_bytes = 1 << 20;               // JSON request bodies
+  size_t max_upload_bytes = size_t{16} << 30;     // models uploaded to POST /reload
   int n_ctx = 0;
   std::vector<std::string> api_keys;
   std::string admin_token;
   bool auth_health = false, auth_metrics = false;
   double drain_timeout_s = 30;
+  // Response cache (serve/routes_cache.h): off | exact | semantic (semantic includes exact).
+  std::string cache = "off";
+  double cache_threshold = 0.80;     // cosine similarity of a semantic hit (README: eval-cache)
+  int cache_capacity = 1000;         // entries
+  double cache_ttl_s = 0;            // 0: entries do not expire
+  std::string cache_db;              // SQLite file (WAL); empty: memory only
+  std::string embedding_model = "lexical";  // lexical | self | path of a BERT GGUF
+  bool cache_guards = true;          // negation / number / entity checks on semantic hits
+  size_t cache_max_bytes = size_t{64} << 20;
+  size_t cache_max_prompt_bytes = 16384;  // larger prompts are not cached
+  bool cache_case_fold = true;       // exact keys ignore case
+  bool cache_nondeterministic = false;    // also cache sampled requests without a seed
 };
 
 // Reads a YAML mapping whose keys are the field names above (snake_case) over `base`.
-// Sizes (kv_memory, max_body_bytes) may be written as 512M / 1M / 1048576; api_keys is a list
+// Sizes (kv_memory, max_body_bytes, max_upload_bytes) may be written as 512M / 1M / 1048576; api_keys is a list
 // of strings (or one string). The extra key `api_key_file` appends the keys of that file
 // (load_api_key_file; a relative path is relative to the YAML file's folder).
 // Errors: unreadable file, YAML syntax (with line), top level not a mapping, unknown key,

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "serve/client_socket.h"
 #include "serve/sse.h"
 
 namespace edgelm::serve {
@@ -14,6 +15,10 @@ namespace {
 
 using nlohmann::json;
 constexpr auto kPoll = std::chrono::milliseconds(100);
+// How much of an oversized JSON body is still read (and dropped) to answer 413 cleanly.
+constexpr size_t kDrainBytes = size_t{16} << 20;
+// How often a non-streamed request looks at its client's socket: well under a decode step.
+constexpr auto kHangupPoll = std::chrono::milliseconds(10);
 
 bool is_inference_path(const std::string& path) { return path != "/health" && path != "/metrics" && path != "/reload"; }
 
@@ -91,6 +96,11 @@ std::optional<ApiError> json_get(const json& body, const char* field, uint64_t& 
   return std::nullopt;
 }
 
+ApiError body_too_large(size_t limit) {
+  return {413, fmt::format("the request body is larger than the limit of {} bytes", limit), "invalid_request_error", "",
+          "request_too_large"};
+}
+
 std::string finish_reason(engine::Finish f) { return std::string(engine::finish_name(f)); }
 
 // ---- Generation ----
@@ -147,6 +157,7 @@ void ServerContext::send_error(httplib::Response& res, const std::string& endpoi
   if (e.status == 429) res.set_header("Retry-After", "1");
   if (!endpoint.empty()) {
     RequestRecord r;
+    r.model = model_name();
     r.endpoint = endpoint;
     r.status = e.status;
     metrics_.record(r);
@@ -184,6 +195,7 @@ std::shared_ptr<RequestHandle> ServerContext::submit(engine::Request req, ApiErr
 
 void ServerContext::record(const std::string& endpoint, int status, const Generation& g) {
   RequestRecord r;
+  r.model = model_name();
   r.endpoint = endpoint;
   r.status = status;
   r.finish_reason = g.finish == engine::Finish::none ? "" : finish_reason(g.finish);
@@ -196,14 +208,23 @@ void ServerContext::record(const std::string& endpoint, int status, const Genera
   metrics_.record(r);
 }
 
-Generation ServerContext::run_to_end(RequestHandle& h, const std::string& endpoint) {
+std::optional<Generation> ServerContext::run_to_end(RequestHandle& h, const std::string& endpoint,
+                                                    const httplib::Request& req) {
   Generation g;
   g.prompt_tokens = h.n_prompt();
+  const int fd = find_client_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  bool client_gone = false;
   for (;;) {
-    std::optional<engine::TokenEvent> ev = h.next(kPoll);
+    std::optional<engine::TokenEvent> ev = h.next(fd >= 0 ? kHangupPoll : kPoll);
     if (ev && g.absorb(h, *ev)) break;
+    if (!client_gone && peer_hung_up(fd)) {
+      client_gone = true;
+      h.cancel();  // freed before the engine's next step; its finishing event ends the loop
+    }
   }
-  return g;
+  if (!client_gone) return g;
+  record(endpoint, 499, g);  // nginx's "client closed request"; nobody is left to answer
+  return std::nullopt;
 }
 
 void ServerContext::stream(httplib::Response& res, std::shared_ptr<RequestHandle> h, const std::string& endpoint,
@@ -282,16 +303,47 @@ bool ServerContext::admit(const httplib::Request& req, httplib::Response& res) {
   return true;
 }
 
+void ServerContext::run_routed(const httplib::Server::Handler& h, const httplib::Request& req, httplib::Response& res) {
+  const EngineService::Pin pin = service_.pin_model();
+  ++in_flight;
+  struct Release {
+    std::atomic<int>& n;
+    ~Release() { --n; }
+  } release{in_flight};
+  h(req, res);
+}
+
 httplib::Server::Handler ServerContext::route(httplib::Server::Handler h) {
   return [this, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
     if (!admit(req, res)) return;
-    const EngineService::Pin pin = service_.pin_model();
-    ++in_flight;
-    struct Release {
-      std::atomic<int>& n;
-      ~Release() { --n; }
-    } release{in_flight};
-    h(req, res);
+    run_routed(h, req, res);
+  };
+}
+
+httplib::Server::HandlerWithContentReader ServerContext::route_body(httplib::Server::Handler h) {
+  return [this, h = std::move(h)](const httplib::Request& req, httplib::Response& res,
+                                  const httplib::ContentReader& reader) {
+    if (!admit(req, res)) return;  // before reading: an unauthorized client cannot make us read its body
+    if (req.is_multipart_form_data())
+      return send_error(res, "", {415, "expected a JSON body, not multipart/form-data", "invalid_request_error", "",
+                                  "unsupported_media_type"});
+    httplib::Request with_body = req;
+    size_t received = 0;
+    bool too_large = false;
+    reader([&](const char* data, size_t n) {
+      received += n;
+      too_large = received > cfg_.max_body_bytes;
+      if (too_large)
+        with_body.body.clear();  // read on and discard, so the client gets to read the 413
+      else
+        with_body.body.append(data, n);
+      return received <= cfg_.max_body_bytes + kDrainBytes;  // past that, stop and close
+    });
+    if (too_large) {
+      res.set_header("Connection", "close");
+      return send_error(res, "", body_too_large(cfg_.max_body_bytes));
+    }
+    run_routed(h, with_body, res);
   };
 }
 
@@ -303,7 +355,25 @@ HttpServer::HttpServer(const ServeConfig& cfg, EngineService& service, ServerMet
       cfg_(cfg) {
   const int n_workers = std::max(1, cfg.max_connections);
   svr_->new_task_queue = [n_workers] { return new httplib::ThreadPool(static_cast<size_t>(n_workers)); };
-  svr_->set_payload_max_length(cfg.max_body_bytes);
+  // cpp-httplib's one limit must admit model uploads; JSON routes enforce max_body_bytes
+  // themselves (route_body), and the pre-routing check answers a declared oversized body
+  // before any of it is read.
+  svr_->set_payload_max_length(std::max(cfg.max_body_bytes, cfg.max_upload_bytes));
+  svr_->set_pre_routing_handler([ctx = ctx_.get()](const httplib::Request& req, httplib::Response& res) {
+    if (!req.has_header("Content-Length")) return httplib::Server::HandlerResponse::Unhandled;
+    // Bodies a little over the JSON limit are read and discarded by route_body (a client that
+    // writes its whole body before reading then sees the 413); much larger ones are refused here.
+    const size_t limit = req.path == "/reload" && req.is_multipart_form_data()
+                             ? ctx->config().max_upload_bytes
+                             : ctx->config().max_body_bytes + kDrainBytes;
+    const std::string declared = req.get_header_value("Content-Length");
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(declared.c_str(), &end, 10);
+    if (end == declared.c_str() || n <= limit) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("Connection", "close");
+    ctx->send_error(res, "", body_too_large(req.path == "/reload" ? limit : ctx->config().max_body_bytes));
+    return httplib::Server::HandlerResponse::Handled;
+  });
   svr_->set_keep_alive_max_count(100);
   svr_->set_tcp_nodelay(true);  // small SSE chunks and replies must not wait for Nagle's timer
   ServerContext* ctx = ctx_.get();
@@ -313,7 +383,7 @@ HttpServer::HttpServer(const ServeConfig& cfg, EngineService& service, ServerMet
     if (res.status == 404)
       e.message = fmt::format("no route for {} {}", req.method, req.path);
     else if (res.status == 413)
-      e.message = fmt::format("the request body is larger than the limit of {} bytes", ctx->config().max_body_bytes);
+      e = body_too_large(std::max(ctx->config().max_body_bytes, ctx->config().max_upload_bytes));
     else
       e.message = fmt::format("HTTP {}", res.status);
     ctx->send_json(res, res.status, error_body(e));
@@ -332,6 +402,7 @@ HttpServer::HttpServer(const ServeConfig& cfg, EngineService& service, ServerMet
   register_simple_routes(*svr_, *ctx_);
   register_embeddings_routes(*svr_, *ctx_);
   register_admin_routes(*svr_, *ctx_);
+  register_cache_routes(*svr_, *ctx_);
 }
 
 HttpServer::~HttpServer() = default;

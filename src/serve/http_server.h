@@ -10,7 +10,7 @@
 // Invariants:
 //  - Every inference request holds an in-flight count from routing until its response (for a
 //    stream: until the stream's release), so shutdown() can drain.
-//  - A request whose client goes away while streaming is cancelled (its KV freed next step).
+//  - A request whose client goes away (streaming or not) is cancelled (its KV freed next step).
 //  - When api_keys is non-empty, inference endpoints need `Authorization: Bearer <key>`
 //    (compared in constant time); /health and /metrics only with auth_health / auth_metrics.
 //  - While draining, new inference requests get 503 and in-flight ones finish.
@@ -35,6 +35,10 @@
 #include "serve/config.h"
 #include "serve/engine_service.h"
 #include "serve/metrics.h"
+
+namespace edgelm::cache {
+class ResponseCache;
+}
 
 namespace edgelm::serve {
 
@@ -103,9 +107,10 @@ class ServerContext {
   std::shared_ptr<RequestHandle> submit(engine::Request req, ApiError& err);
 
   // Runs a submitted request to its end (the caller records it, once it knows the status).
-  // A client that hangs up during a non-streamed request is not noticed (cpp-httplib 0.11
-  // gives handlers no view of the socket); deadline_ms bounds such requests.
-  Generation run_to_end(RequestHandle& h, const std::string& endpoint);
+  // Watches the client meanwhile (client_socket.h): when it hangs up, the request is cancelled
+  // (its KV freed before the engine's next step), recorded as 499, and nullopt returned —
+  // there is nobody to answer.
+  std::optional<Generation> run_to_end(RequestHandle& h, const std::string& endpoint, const httplib::Request& req);
   // Streams a submitted request as SSE; the response completes asynchronously.
   void stream(httplib::Response& res, std::shared_ptr<RequestHandle> h, const std::string& endpoint,
               StreamWriter writer);
@@ -114,6 +119,9 @@ class ServerContext {
 
   // Wraps a route: auth and drain checks (admit), and the in-flight count while it runs.
   httplib::Server::Handler route(httplib::Server::Handler h);
+  // The same for a POST route with a JSON body: admits first, then reads the body up to
+  // max_body_bytes (413 beyond, 415 for multipart) and runs `h` with it in req.body.
+  httplib::Server::HandlerWithContentReader route_body(httplib::Server::Handler h);
   // True when the request may proceed; otherwise the 401/503 is already in `res`.
   bool admit(const httplib::Request& req, httplib::Response& res);
 
@@ -121,16 +129,22 @@ class ServerContext {
   // the server runs.
   void set_upload_dir(std::string dir) { upload_dir_ = std::move(dir); }
   const std::string& upload_dir() const { return upload_dir_; }
+  // The response cache (routes_cache.h); null: off. Set before the server runs.
+  void set_cache(std::shared_ptr<cache::ResponseCache> c) { cache_ = std::move(c); }
+  cache::ResponseCache* cache() const { return cache_.get(); }
 
   std::atomic<int> in_flight{0};
   std::atomic<bool> draining{false};
   std::atomic<uint64_t> next_id{1};
 
  private:
+  void run_routed(const httplib::Server::Handler& h, const httplib::Request& req, httplib::Response& res);
+
   const ServeConfig& cfg_;
   EngineService& service_;
   ServerMetrics& metrics_;
   std::string upload_dir_;
+  std::shared_ptr<cache::ResponseCache> cache_;
 };
 
 // The OpenAI finish_reason of an engine finish.
@@ -140,9 +154,17 @@ void register_openai_routes(httplib::Server& svr, ServerContext& ctx);
 void register_simple_routes(httplib::Server& svr, ServerContext& ctx);
 void register_embeddings_routes(httplib::Server& svr, ServerContext& ctx);
 void register_admin_routes(httplib::Server& svr, ServerContext& ctx);
+void register_cache_routes(httplib::Server& svr, ServerContext& ctx);
+// The admin token check of /reload (routes_admin.cpp) for other admin routes: false after
+// answering 403 (no token configured, wrong token) or 401 (none sent); errors are recorded
+// under `endpoint`.
+bool check_admin_token(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                       const std::string& endpoint);
 
 // Equal length and bytes, in time that depends only on the lengths.
 bool constant_time_equal(const std::string& a, const std::string& b);
+// 413 for a body over `limit` bytes.
+ApiError body_too_large(size_t limit);
 // The JSON body of an error in OpenAI's shape.
 nlohmann::json error_body(const ApiError& e);
 

@@ -62,7 +62,6 @@ std::string MetricsRegistry::label_text(const Labels& labels, const std::string&
     if (out.size() > 1) out += ',';
     out += k + "=\"" + escape_label(v) + "\"";
   };
-  for (const auto& [k, v] : const_labels_) add(k, v);
   for (const auto& [k, v] : labels) add(k, v);
   if (!extra_key.empty()) add(extra_key, extra_value);
   return out + "}";
@@ -92,6 +91,12 @@ void MetricsRegistry::observe(const std::string& name, const Labels& labels, dou
   ++s.buckets[i];
   s.sum += value;
   ++s.count;
+}
+
+void MetricsRegistry::clear_gauges() {
+  std::lock_guard lock(mutex_);
+  for (Family& f : families_)
+    if (f.kind == Kind::gauge) f.series.clear();
 }
 
 std::string MetricsRegistry::render() const {
@@ -149,8 +154,7 @@ uint64_t process_resident_bytes() {
 
 // ---- ServerMetrics ----
 
-ServerMetrics::ServerMetrics(std::string model_name, std::string device_id)
-    : registry_({{"model_name", std::move(model_name)}, {"device_id", std::move(device_id)}}) {
+ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(device_id)) {
   const std::vector<double> tbt = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
   const std::vector<double> wait = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   registry_.add_histogram("edge_inference_latency", "Request latency from arrival to the last token, seconds",
@@ -169,37 +173,65 @@ ServerMetrics::ServerMetrics(std::string model_name, std::string device_id)
   registry_.add_gauge("edge_prefix_cache_hit_ratio", "Prompt blocks served from the prefix cache / looked up");
   registry_.add_gauge("process_cpu_utilization", "CPU seconds per wall second since the previous scrape");
   registry_.add_gauge("process_resident_memory_bytes", "Resident set size");
+  registry_.add_counter("edge_cache_lookups_total", "Response cache lookups by level (exact, semantic) and result");
+  registry_.add_histogram("edge_cache_lookup_seconds", "Response cache lookup time (both levels, embedding included)",
+                          {0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1});
+  registry_.add_counter("edge_cache_guard_rejections_total",
+                        "Semantic cache candidates above the threshold refused by a guard");
   last_wall_ = std::chrono::steady_clock::now();
   last_cpu_s_ = process_cpu_seconds();
 }
 
-void ServerMetrics::record(const RequestRecord& r) {
-  registry_.inc("edge_requests_total",
-                {{"endpoint", r.endpoint}, {"status", std::to_string(r.status)}, {"finish_reason", r.finish_reason}});
-  if (r.prompt_tokens > 0) registry_.inc("edge_prompt_tokens_total", {}, r.prompt_tokens);
-  if (r.generated_tokens > 0) registry_.inc("edge_generated_tokens_total", {}, r.generated_tokens);
-  if (r.latency_s >= 0) registry_.observe("edge_inference_latency", {}, r.latency_s);
-  if (r.ttft_s >= 0) registry_.observe("edge_time_to_first_token_seconds", {}, r.ttft_s);
-  if (r.queue_s >= 0) registry_.observe("edge_queue_time_seconds", {}, r.queue_s);
-  for (const double g : r.tbt_s) registry_.observe("edge_time_between_tokens_seconds", {}, g);
+Labels ServerMetrics::labels(const std::string& model, Labels own) const {
+  Labels out = {{"model_name", model}, {"device_id", device_id_}};
+  out.insert(out.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
+  return out;
 }
 
-std::string ServerMetrics::scrape(const ServiceStats& s) {
-  registry_.set("edge_requests_running", {}, s.n_running);
-  registry_.set("edge_requests_waiting", {}, s.n_waiting);
-  registry_.set("edge_batch_size", {}, s.batch_cap);
-  registry_.set("edge_kv_usage_ratio", {}, s.kv_usage_ratio);
-  registry_.set("edge_prefix_cache_hit_ratio", {}, s.prefix_hit_ratio);
+void ServerMetrics::record_cache(const std::string& model, const std::string& result, bool semantic_enabled,
+                                 double seconds, const std::string& guard_rejected) {
+  const bool exact_hit = result == "exact";
+  registry_.inc("edge_cache_lookups_total", labels(model, {{"level", "exact"}, {"result", exact_hit ? "hit" : "miss"}}));
+  if (semantic_enabled && !exact_hit)
+    registry_.inc("edge_cache_lookups_total",
+                  labels(model, {{"level", "semantic"}, {"result", result == "semantic" ? "hit" : "miss"}}));
+  registry_.observe("edge_cache_lookup_seconds", labels(model), seconds);
+  if (!guard_rejected.empty())
+    registry_.inc("edge_cache_guard_rejections_total", labels(model, {{"guard", guard_rejected}}));
+}
+
+void ServerMetrics::record(const RequestRecord& r) {
+  const std::string& model = r.model;
+  const Labels base = labels(model);
+  registry_.inc("edge_requests_total", labels(model, {{"endpoint", r.endpoint},
+                                                      {"status", std::to_string(r.status)},
+                                                      {"finish_reason", r.finish_reason}}));
+  if (r.prompt_tokens > 0) registry_.inc("edge_prompt_tokens_total", base, r.prompt_tokens);
+  if (r.generated_tokens > 0) registry_.inc("edge_generated_tokens_total", base, r.generated_tokens);
+  if (r.latency_s >= 0) registry_.observe("edge_inference_latency", base, r.latency_s);
+  if (r.ttft_s >= 0) registry_.observe("edge_time_to_first_token_seconds", base, r.ttft_s);
+  if (r.queue_s >= 0) registry_.observe("edge_queue_time_seconds", base, r.queue_s);
+  for (const double g : r.tbt_s) registry_.observe("edge_time_between_tokens_seconds", base, g);
+}
+
+std::string ServerMetrics::scrape(const ServiceStats& s, const std::string& model) {
+  std::lock_guard lock(scrape_mutex_);  // one scrape at a time: each clears and resets the gauges
+  const Labels base = labels(model);
+  registry_.clear_gauges();
+  registry_.set("edge_requests_running", base, s.n_running);
+  registry_.set("edge_requests_waiting", base, s.n_waiting);
+  registry_.set("edge_batch_size", base, s.batch_cap);
+  registry_.set("edge_kv_usage_ratio", base, s.kv_usage_ratio);
+  registry_.set("edge_prefix_cache_hit_ratio", base, s.prefix_hit_ratio);
   {
-    std::lock_guard lock(cpu_mutex_);
     const auto now = std::chrono::steady_clock::now();
     const double cpu = process_cpu_seconds();
     const double wall = std::chrono::duration<double>(now - last_wall_).count();
-    if (wall > 0) registry_.set("process_cpu_utilization", {}, std::max(0.0, cpu - last_cpu_s_) / wall);
+    if (wall > 0) registry_.set("process_cpu_utilization", base, std::max(0.0, cpu - last_cpu_s_) / wall);
     last_cpu_s_ = cpu;
     last_wall_ = now;
   }
-  registry_.set("process_resident_memory_bytes", {}, static_cast<double>(process_resident_bytes()));
+  registry_.set("process_resident_memory_bytes", base, static_cast<double>(process_resident_bytes()));
   return registry_.render();
 }
 

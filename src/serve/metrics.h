@@ -1,8 +1,9 @@
 // Prometheus metrics: a minimal registry (counters, gauges, fixed-bucket histograms) rendered in
 // the text exposition format, and ServerMetrics, the series `edgelm serve` exports.
 //
-// Invariants: every series carries the registry's constant labels (model_name, device_id)
-// first, then its own labels in the order given; histogram buckets are cumulative and end with
+// Invariants: every series of ServerMetrics carries model_name (the model that served the
+// request; for gauges, the current model) and device_id first, then its own labels in the order
+// given; histogram buckets are cumulative and end with
 // +Inf; families render in registration order, series within a family in label order. All
 // methods are thread-safe (one mutex: a scrape or an update is microseconds).
 #pragma once
@@ -23,7 +24,7 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 
 class MetricsRegistry {
  public:
-  explicit MetricsRegistry(Labels const_labels) : const_labels_(std::move(const_labels)) {}
+  MetricsRegistry() = default;
 
   void add_counter(const std::string& name, const std::string& help);
   void add_gauge(const std::string& name, const std::string& help);
@@ -33,6 +34,10 @@ class MetricsRegistry {
   void inc(const std::string& name, const Labels& labels = {}, double by = 1.0);
   void set(const std::string& name, const Labels& labels, double value);
   void observe(const std::string& name, const Labels& labels, double value);
+
+  // Drops every gauge series (a scrape then sets the current ones, so a reloaded model's old
+  // gauges do not linger).
+  void clear_gauges();
 
   std::string render() const;
 
@@ -54,7 +59,6 @@ class MetricsRegistry {
   std::string label_text(const Labels& labels, const std::string& extra_key = {},
                          const std::string& extra_value = {}) const;
 
-  Labels const_labels_;
   mutable std::mutex mutex_;
   std::vector<Family> families_;
 };
@@ -64,6 +68,7 @@ inline const std::vector<double> kLatencyBuckets = {0.1, 0.2, 0.5, 1, 2};
 
 // What one finished HTTP inference request reports.
 struct RequestRecord {
+  std::string model;          // the model that served it (or was asked for, if refused)
   std::string endpoint;       // "/v1/completions", ...
   int status = 200;           // HTTP status sent
   std::string finish_reason;  // "stop", "length", "deadline", "cancelled", "error", or "" (refused)
@@ -77,16 +82,26 @@ struct RequestRecord {
 
 class ServerMetrics {
  public:
-  ServerMetrics(std::string model_name, std::string device_id);
+  explicit ServerMetrics(std::string device_id);
 
   void record(const RequestRecord& r);
-  // Sets the gauges from the engine and the process (/proc/self: CPU use since the last scrape,
-  // resident memory), then renders every series.
-  std::string scrape(const ServiceStats& stats);
+  // One response-cache lookup: `result` is "exact", "semantic" or "miss"; counts
+  // edge_cache_lookups_total{level, result} for the exact level and, when `semantic_enabled`
+  // and the exact level missed, the semantic one; observes edge_cache_lookup_seconds; counts
+  // edge_cache_guard_rejections_total{guard} when a guard turned a semantic hit into a miss.
+  void record_cache(const std::string& model, const std::string& result, bool semantic_enabled, double seconds,
+                    const std::string& guard_rejected);
+  // Sets the gauges from the engine of `model` (the current one) and the process (/proc/self:
+  // CPU use since the last scrape, resident memory), then renders every series.
+  std::string scrape(const ServiceStats& stats, const std::string& model);
 
  private:
+  // model_name and device_id, then `own`.
+  Labels labels(const std::string& model, Labels own = {}) const;
+
   MetricsRegistry registry_;
-  std::mutex cpu_mutex_;
+  const std::string device_id_;
+  std::mutex scrape_mutex_;
   double last_cpu_s_ = -1.0;
   std::chrono::steady_clock::time_point last_wall_;
 };

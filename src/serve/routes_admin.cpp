@@ -7,7 +7,8 @@
 //  - multipart/form-data with a file field `model` (streamed to a temporary file in the upload
 //    folder, hashing as it goes, never held whole in memory) and optional text fields
 //    `sha256`, `tokenizer`, `name`. The upload is kept (renamed) once it serves; deleted if the
-//    reload fails. Uploads are bounded by max_body_bytes like every body.
+//    reload fails. Uploads are bounded by max_upload_bytes (16 GiB by default), the JSON form
+//    by max_body_bytes.
 // Replies: 200 {"status":"reloaded","model":name,"load_ms":...}; 400 malformed request or
 // sha256 mismatch; 409 another reload runs; 422 the model does not load or fails its
 // self-check (the old model keeps serving); 503 not ready or shutting down.
@@ -33,10 +34,11 @@ namespace fs = std::filesystem;
 
 const char* kEndpoint = "/reload";
 
-bool check_admin(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+bool check_admin(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                 const char* endpoint = kEndpoint) {
   const std::string& token = ctx.config().admin_token;
   if (token.empty()) {
-    ctx.send_error(res, kEndpoint,
+    ctx.send_error(res, endpoint,
                    {403, "the admin endpoints are disabled: no admin token is configured", "permission_error", "",
                     "admin_disabled"});
     return false;
@@ -44,13 +46,13 @@ bool check_admin(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   const std::string auth = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
   if (auth.size() < prefix.size() || auth.compare(0, prefix.size(), prefix) != 0) {
-    ctx.send_error(res, kEndpoint,
+    ctx.send_error(res, endpoint,
                    {401, "missing admin token: send 'Authorization: Bearer <admin token>'", "authentication_error", "",
                     "missing_admin_token"});
     return false;
   }
   if (!constant_time_equal(auth.substr(prefix.size()), token)) {
-    ctx.send_error(res, kEndpoint, {403, "invalid admin token", "permission_error", "", "invalid_admin_token"});
+    ctx.send_error(res, endpoint, {403, "invalid admin token", "permission_error", "", "invalid_admin_token"});
     return false;
   }
   return true;
@@ -100,6 +102,7 @@ void do_reload(ServerContext& ctx, httplib::Response& res, ReloadOptions ro, con
   }
   ctx.send_json(res, 200, {{"status", "reloaded"}, {"model", r.info->model_name}, {"load_ms", r.info->load_ms}});
   RequestRecord rec;
+  rec.model = r.info->model_name;
   rec.endpoint = kEndpoint;
   rec.status = 200;
   ctx.metrics().record(rec);
@@ -108,10 +111,16 @@ void do_reload(ServerContext& ctx, httplib::Response& res, ReloadOptions ro, con
 void handle_json(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
                  const httplib::ContentReader& reader) {
   std::string raw;
+  bool too_large = false;
   reader([&](const char* data, size_t n) {
-    raw.append(data, n);
-    return true;
+    too_large = raw.size() + n > ctx.config().max_body_bytes;
+    if (!too_large) raw.append(data, n);
+    return !too_large;
   });
+  if (too_large) {
+    res.set_header("Connection", "close");
+    return ctx.send_error(res, kEndpoint, body_too_large(ctx.config().max_body_bytes));
+  }
   httplib::Request parsed;
   parsed.body = std::move(raw);
   ApiError err;
@@ -187,6 +196,11 @@ void handle_multipart(ServerContext& ctx, const httplib::Request&, httplib::Resp
       },
       [&](const char* data, size_t n) {
         if (field == "model") {
+          if (n_model_bytes + n > ctx.config().max_upload_bytes) {
+            error = fmt::format("the upload is larger than the limit of {} bytes (max_upload_bytes)",
+                                ctx.config().max_upload_bytes);
+            return false;
+          }
           hash.update(data, n);
           n_model_bytes += n;
           while (n > 0) {
@@ -261,6 +275,11 @@ void handle_reload(ServerContext& ctx, const httplib::Request& req, httplib::Res
 }
 
 }  // namespace
+
+bool check_admin_token(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                       const std::string& endpoint) {
+  return check_admin(ctx, req, res, endpoint.c_str());
+}
 
 void register_admin_routes(httplib::Server& svr, ServerContext& ctx) {
   svr.Post("/reload", [&ctx](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& r) {

@@ -73,6 +73,7 @@ void handle_embeddings(ServerContext& ctx, const httplib::Request& http_req, htt
                  {"model", ctx.model_name()},
                  {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}});
   RequestRecord r;
+  r.model = ctx.model_name();
   r.endpoint = endpoint;
   r.status = 200;
   r.prompt_tokens = static_cast<int32_t>(n_tokens);
@@ -82,7 +83,7 @@ void handle_embeddings(ServerContext& ctx, const httplib::Request& http_req, htt
 }  // namespace
 
 void register_embeddings_routes(httplib::Server& svr, ServerContext& ctx) {
-  svr.Post("/v1/embeddings", ctx.route([&ctx](const httplib::Request& req, httplib::Response& res) {
+  svr.Post("/v1/embeddings", ctx.route_body([&ctx](const httplib::Request& req, httplib::Response& res) {
     handle_embeddings(ctx, req, res);
   }));
 }

@@ -3,14 +3,16 @@
 // Supported request fields: model (must name this server's model), prompt / messages,
 // max_tokens, temperature, top_p, seed, stop (string or array), stream,
 // stream_options.include_usage, presence_penalty, frequency_penalty, n (1 only), and the
-// extensions deadline_ms and ignore_eos. OpenAI's sampling semantics: no top-k or min-p unless asked (top_k,
-// min_p extensions). Streams send `data: {chunk}` events and end with `data: [DONE]`.
+// extensions deadline_ms, ignore_eos and cache (false: bypass the response cache,
+// routes_cache.h). OpenAI's sampling semantics: no top-k or min-p unless asked (top_k, min_p
+// extensions). Streams send `data: {chunk}` events and end with `data: [DONE]`.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
 
 #include "serve/chat_template.h"
 #include "serve/http_server.h"
+#include "serve/routes_cache.h"
 
 namespace edgelm::serve {
 namespace {
@@ -155,9 +157,16 @@ void handle_generation(ServerContext& ctx, const httplib::Request& http_req, htt
   g.req.max_new_tokens = chat ? ctx.service().n_ctx() : 16;  // OpenAI: 16; chat: until the context is full
   if (auto e = parse_common(*body, g)) return ctx.send_error(res, endpoint, *e);
   const tokenizer::Tokenizer& tok = ctx.service().tokenizer();
+  CacheQuery cq;  // what the response cache keys on (routes_cache.h)
   if (chat) {
     std::vector<ChatMessage> messages;
     if (auto e = parse_messages(*body, messages)) return ctx.send_error(res, endpoint, *e);
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const std::string line = messages[i].role + ": " + messages[i].content + "\n";
+      cq.prompt += line;
+      if (i + 1 < messages.size()) cq.context += line;
+    }
+    cq.query = messages.back().content;
     const ChatTemplate tmpl = detect_chat_template(ctx.service().model().model->file().metadata);
     Result<std::string> text = apply_chat_template(tmpl, messages, /*add_generation_prompt=*/true);
     if (!text.ok())
@@ -166,6 +175,12 @@ void handle_generation(ServerContext& ctx, const httplib::Request& http_req, htt
     g.req.prompt = tok.encode(*text, /*add_special=*/true, /*parse_special=*/true);
   } else if (auto e = parse_prompt(*body, tok, g.req.prompt)) {
     return ctx.send_error(res, endpoint, *e);
+  } else {
+    const json& p = (*body)["prompt"];
+    cq.prompt = p.is_string()                    ? p.get<std::string>()
+                : p.size() == 1 && p[0].is_string() ? p[0].get<std::string>()
+                                                    : p.dump();  // token ids
+    cq.query = cq.prompt;
   }
   if (g.req.prompt.size() > static_cast<size_t>(ctx.service().n_ctx())) {
     return ctx.send_error(res, endpoint,
@@ -174,8 +189,11 @@ void handle_generation(ServerContext& ctx, const httplib::Request& http_req, htt
                                        ctx.service().n_ctx()),
                            "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
   }
-  std::shared_ptr<RequestHandle> h = ctx.submit(std::move(g.req), err);
-  if (!h) return ctx.send_error(res, endpoint, err);
+  cq.endpoint = endpoint;
+  cq.request = &g.req;
+  cq.seeded = body->contains("seed") && !(*body)["seed"].is_null();
+  auto cache_use = std::make_shared<CacheUse>(cache_lookup(ctx, http_req, *body, cq, res));
+  const auto n_prompt = static_cast<int32_t>(g.req.prompt.size());
 
   const uint64_t n = ctx.next_id++;
   const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", n);
@@ -217,10 +235,27 @@ void handle_generation(ServerContext& ctx, const httplib::Request& http_req, htt
       }
       return out;
     };
+    if (cache_use->hit()) return send_cached_stream(ctx, res, w, cached_generation(*cache_use, n_prompt), endpoint);
+    w.finish = [&ctx, cache_use, finish = std::move(w.finish)](const Generation& gen) {
+      cache_insert(ctx, *cache_use, gen);
+      return finish(gen);
+    };
+    std::shared_ptr<RequestHandle> h = ctx.submit(std::move(g.req), err);
+    if (!h) return ctx.send_error(res, endpoint, err);
     return ctx.stream(res, std::move(h), endpoint, std::move(w));
   }
 
-  Generation gen = ctx.run_to_end(*h, endpoint);
+  Generation gen;
+  if (cache_use->hit()) {
+    gen = cached_generation(*cache_use, n_prompt);
+  } else {
+    std::shared_ptr<RequestHandle> h = ctx.submit(std::move(g.req), err);
+    if (!h) return ctx.send_error(res, endpoint, err);
+    std::optional<Generation> done = ctx.run_to_end(*h, endpoint, http_req);
+    if (!done) return;  // the client left
+    gen = std::move(*done);
+    cache_insert(ctx, *cache_use, gen);
+  }
   if (gen.finish == engine::Finish::error) {
     ctx.record(endpoint, 500, gen);
     return ctx.send_json(
@@ -256,10 +291,10 @@ void handle_generation(ServerContext& ctx, const httplib::Request& http_req, htt
 }  // namespace
 
 void register_openai_routes(httplib::Server& svr, ServerContext& ctx) {
-  svr.Post("/v1/completions", ctx.route([&ctx](const httplib::Request& req, httplib::Response& res) {
+  svr.Post("/v1/completions", ctx.route_body([&ctx](const httplib::Request& req, httplib::Response& res) {
     handle_generation(ctx, req, res, /*chat=*/false);
   }));
-  svr.Post("/v1/chat/completions", ctx.route([&ctx](const httplib::Request& req, httplib::Response& res) {
+  svr.Post("/v1/chat/completions", ctx.route_body([&ctx](const httplib::Request& req, httplib::Response& res) {
     handle_generation(ctx, req, res, /*chat=*/true);
   }));
   svr.Get("/v1/models", ctx.route([&ctx](const httplib::Request&, httplib::Response& res) {

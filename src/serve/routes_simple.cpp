@@ -2,6 +2,7 @@
 // POST /detokenize, GET /health (200 when ready, 503 while loading or draining), GET /metrics
 // (Prometheus text format).
 #include "serve/http_server.h"
+#include "serve/routes_cache.h"
 
 namespace edgelm::serve {
 namespace {
@@ -40,9 +41,23 @@ void handle_predict(ServerContext& ctx, const httplib::Request& http_req, httpli
          fmt::format("the input has {} tokens, more than the context of {}", req.prompt.size(), ctx.service().n_ctx()),
          "invalid_request_error", "input", "context_length_exceeded"});
   }
-  std::shared_ptr<RequestHandle> h = ctx.submit(std::move(req), err);
-  if (!h) return ctx.send_error(res, endpoint, err);
-  Generation gen = ctx.run_to_end(*h, endpoint);
+  CacheQuery cq;  // the response cache (routes_cache.h)
+  cq.endpoint = endpoint;
+  cq.prompt = input;
+  cq.query = input;
+  cq.request = &req;
+  CacheUse cache_use = cache_lookup(ctx, http_req, *body, cq, res);
+  Generation gen;
+  if (cache_use.hit()) {
+    gen = cached_generation(cache_use, static_cast<int32_t>(req.prompt.size()));
+  } else {
+    std::shared_ptr<RequestHandle> h = ctx.submit(std::move(req), err);
+    if (!h) return ctx.send_error(res, endpoint, err);
+    std::optional<Generation> done = ctx.run_to_end(*h, endpoint, http_req);
+    if (!done) return;  // the client left
+    gen = std::move(*done);
+    cache_insert(ctx, cache_use, gen);
+  }
   int status = 200;
   if (gen.finish == engine::Finish::error) status = 500;
   if (gen.finish == engine::Finish::deadline && gen.completion_tokens == 0) status = 504;
@@ -116,18 +131,21 @@ void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Respons
 }
 
 void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
-  res.set_content(ctx.metrics().scrape(ctx.service().stats()), "text/plain; version=0.0.4; charset=utf-8");
+  res.set_content(ctx.metrics().scrape(ctx.service().stats(), ctx.model_name()), "text/plain; version=0.0.4; charset=utf-8");
 }
 
 }  // namespace
 
 void register_simple_routes(httplib::Server& svr, ServerContext& ctx) {
-  auto bind = [&ctx](void (*f)(ServerContext&, const httplib::Request&, httplib::Response&)) {
-    return ctx.route([&ctx, f](const httplib::Request& req, httplib::Response& res) { f(ctx, req, res); });
+  using Route = void (*)(ServerContext&, const httplib::Request&, httplib::Response&);
+  auto handler = [&ctx](Route f) {
+    return [&ctx, f](const httplib::Request& req, httplib::Response& res) { f(ctx, req, res); };
   };
-  svr.Post("/predict", bind(handle_predict));
-  svr.Post("/tokenize", bind(handle_tokenize));
-  svr.Post("/detokenize", bind(handle_detokenize));
+  auto bind = [&](Route f) { return ctx.route(handler(f)); };
+  auto bind_body = [&](Route f) { return ctx.route_body(handler(f)); };
+  svr.Post("/predict", bind_body(handle_predict));
+  svr.Post("/tokenize", bind_body(handle_tokenize));
+  svr.Post("/detokenize", bind_body(handle_detokenize));
   svr.Get("/health", bind(handle_health));
   svr.Get("/metrics", bind(handle_metrics));
 }

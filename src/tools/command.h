@@ -29,6 +29,9 @@ CommandRunner add_detokenize_command(CLI::App& app);
 CommandRunner add_eval_command(CLI::App& app);
 CommandRunner add_serve_command(CLI::App& app);
 CommandRunner add_loadtest_command(CLI::App& app);
+CommandRunner add_profile_command(CLI::App& app);
+CommandRunner add_embed_command(CLI::App& app);
+CommandRunner add_eval_cache_command(CLI::App& app);
 
 // Prints "edgelm: error: <message>" to stderr and returns exit code 1.
 int report_error(const Error& error);
@@ -54,6 +57,26 @@ struct EngineFlags {
 // Adds --kv-type, --kv-memory, --max-batch-tokens, --max-batch-size, --target-step-ms.
 void add_engine_options(CLI::App* cmd, EngineFlags& flags);
 Result<engine::EngineOptions> engine_options(const EngineFlags& flags);
+
+// Speculative decoding flags, as typed (engine/speculative.h).
+struct SpecFlags {
+  std::string spec = "off";  // --spec off|ngram[:N]
+  std::string draft_model;   // --draft-model PATH
+  std::string draft_quant;   // --draft-quant TYPE: the target quantized in memory as the draft
+  int draft_max = 8;
+  int draft_min = 0;
+};
+// Adds --spec, --draft-model, --draft-quant, --draft-max, --draft-min.
+void add_spec_options(CLI::App* cmd, SpecFlags& flags);
+// A draft model and its runner; must outlive the engine that uses it.
+struct DraftModel {
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<engine::ModelRunner> runner;
+};
+// Fills spec from the flags: loads --draft-model (a llama2.c checkpoint takes tokenizer_path) or
+// quantizes `target` in memory (--draft-quant) into `draft`, whose runner uses `pool`.
+Status apply_spec_flags(const SpecFlags& flags, const model::Model& target, const std::string& tokenizer_path,
+                        ThreadPool& pool, engine::SpecOptions& spec, DraftModel& draft);
 
 
 }  // namespace edgelm::tools

@@ -16,6 +16,7 @@
 #include "serve/config.h"
 #include "serve/engine_service.h"
 #include "serve/http_server.h"
+#include "serve/routes_cache.h"
 #include "serve/metrics.h"
 #include "tools/command.h"
 
@@ -82,9 +83,16 @@ int run_serve(ServeOptions& o) {
   so.engine = *eo;
   so.max_queue = cfg.max_queue;
   serve::EngineService service(so);
-  serve::ServerMetrics metrics(cfg.model_name, cfg.device_id);
+  serve::ServerMetrics metrics(cfg.device_id);
   serve::HttpServer server(cfg, service, metrics);
   server.context().set_upload_dir(o.upload_dir);
+  {
+    std::vector<std::string> warnings;
+    auto cache = serve::make_response_cache(cfg, service, warnings);
+    for (const std::string& w : warnings) std::fprintf(stderr, "edgelm serve: warning: %s\n", w.c_str());
+    if (!cache.ok()) return report_error(cache.error());
+    server.context().set_cache(*cache);
+  }
   auto port = server.bind();
   if (!port.ok()) return report_error(port.error());
   std::fprintf(stderr, "edgelm serve: listening on http://%s:%d (model loading)\n", cfg.host.c_str(), *port);
@@ -166,6 +174,28 @@ CommandRunner add_serve_command(CLI::App& app) {
             "device_id label of every metric (default: host name)");
   bind_flag(*o, cmd, "--drain-timeout", &serve::ServeConfig::drain_timeout_s,
             "Seconds to let requests finish on SIGTERM")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--cache", &serve::ServeConfig::cache,
+            "Response cache: off | exact | semantic (semantic includes exact)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "exact", "semantic"}));
+  bind_flag(*o, cmd, "--cache-threshold", &serve::ServeConfig::cache_threshold,
+            "Cosine similarity of a semantic cache hit")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  bind_flag(*o, cmd, "--cache-capacity", &serve::ServeConfig::cache_capacity, "Cached answers (LRU beyond)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  bind_flag(*o, cmd, "--cache-ttl", &serve::ServeConfig::cache_ttl_s, "Seconds a cached answer lives (0: forever)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  bind_flag(*o, cmd, "--cache-db", &serve::ServeConfig::cache_db,
+            "SQLite file that keeps the cache across restarts (default: memory only)");
+  bind_flag(*o, cmd, "--embedding-model", &serve::ServeConfig::embedding_model,
+            "Semantic cache embeddings: lexical | self | PATH of a BERT GGUF")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--cache-guards", &serve::ServeConfig::cache_guards,
+            "on|off: negation/number/entity checks on semantic hits")
       ->capture_default_str();
   return [o] { return run_serve(*o); };
 }

@@ -230,7 +230,7 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 22);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 34);
   ServeConfig none;
   EXPECT_NE(describe(none).find("api_keys: (none)\n"), std::string::npos);
 }

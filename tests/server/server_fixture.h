@@ -53,7 +53,7 @@ struct TestServer {
     so.max_queue = 64;
     if (tweak) tweak(cfg, so);
     service = std::make_unique<serve::EngineService>(so);
-    metrics = std::make_unique<serve::ServerMetrics>(cfg.model_name, cfg.device_id);
+    metrics = std::make_unique<serve::ServerMetrics>(cfg.device_id);
     server = std::make_unique<serve::HttpServer>(cfg, *service, *metrics);
     auto p = server->bind();
     EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);

@@ -78,6 +78,14 @@ TEST_F(ServerReload, ReloadByPathSwitchesTheModel) {
   Reply p = predict();
   ASSERT_EQ(p.status, 200) << p.body;
   EXPECT_EQ(p.js()["model"], "stories260K-f16");
+  // Metrics: the request served by the new model is labelled with it; the gauges name only the
+  // current model.
+  const std::string m = get(*server, "/metrics").body;
+  EXPECT_NE(m.find("edge_inference_latency_count{model_name=\"stories260K-f16\",device_id=\"test-device\"} 1\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("edge_requests_running{model_name=\"stories260K-f16\""), std::string::npos) << m;
+  EXPECT_EQ(m.find("edge_requests_running{model_name=\"stories260K\""), std::string::npos) << m;
   // The model field now has to name the new model.
   EXPECT_EQ(post(*server, "/predict", json{{"input", "Hi"}, {"max_tokens", 2}, {"model", "stories260K"}}).status, 404);
   EXPECT_EQ(post(*server, "/predict", json{{"input", "Hi"}, {"max_tokens", 2}, {"model", "stories260K-f16"}}).status,

@@ -1,0 +1,142 @@
+// The `edgelm serve` process itself: started as users start it, stopped with SIGTERM while
+// requests run (they finish, new ones are refused, the process exits 0).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <future>
+#include <regex>
+
+#include "server_fixture.h"
+
+namespace edgelm::test {
+namespace {
+
+// A child `edgelm serve` whose stderr is read until it says where it listens.
+class ServeProcess {
+ public:
+  explicit ServeProcess(std::vector<std::string> args) {
+    args.insert(args.begin(), EDGELM_BIN);
+    int err_pipe[2];
+    if (pipe(err_pipe) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(err_pipe[1], STDERR_FILENO);
+      ::close(err_pipe[0]);
+      ::close(err_pipe[1]);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    ::close(err_pipe[1]);
+    err_ = fdopen(err_pipe[0], "r");
+    // "edgelm serve: listening on http://127.0.0.1:PORT (model loading)"
+    const std::regex listening(R"(listening on http://[^:]+:(\d+))");
+    char line[4096];
+    while (err_ != nullptr && std::fgets(line, sizeof line, err_) != nullptr) {
+      log_ += line;
+      std::cmatch m;
+      if (std::regex_search(line, m, listening)) {
+        port_ = std::stoi(m[1].str());
+        break;
+      }
+    }
+  }
+  ~ServeProcess() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (err_ != nullptr) std::fclose(err_);
+  }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  const std::string& log() const { return log_; }
+  // Waits for the exit; the exit status, or -1 after `timeout` or on a signal.
+  int wait_exit(std::chrono::seconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        char line[4096];
+        while (std::fgets(line, sizeof line, err_) != nullptr) log_ += line;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  bool reaped_ = false;
+  std::FILE* err_ = nullptr;
+  std::string log_;
+};
+
+httplib::Client client_of(int port) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(std::chrono::seconds(120));
+  return c;
+}
+
+TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
+  signal(SIGPIPE, SIG_IGN);
+  ServeProcess p({"serve", "-m", shared_path("models/stories260K.bin"), "--tokenizer",
+                  shared_path("models/tok512.bin"), "--port", "0", "-t", "1", "-c", "4096"});
+  ASSERT_GT(p.port(), 0) << p.log();
+  // Ready: /health turns 200 once the model has loaded.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int health = 0;
+  while (health != 200 && std::chrono::steady_clock::now() < until) {
+    auto r = client_of(p.port()).Get("/health");
+    health = r ? r->status : 0;
+    if (health != 200) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(health, 200) << p.log();
+
+  const json req = {{"prompt", "Once upon a time"}, {"max_tokens", 3000}, {"temperature", 0}, {"ignore_eos", true}};
+  auto plain = std::async(std::launch::async, [&] {
+    return client_of(p.port()).Post("/v1/completions", req.dump(), "application/json");
+  });
+  json sreq = req;
+  sreq["stream"] = true;
+  auto streamed = std::async(std::launch::async, [&] {
+    return client_of(p.port()).Post("/v1/completions", sreq.dump(), "application/json");
+  });
+  // Both running (the gauge counts them), then SIGTERM.
+  const auto until_running = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool running = false;
+  while (!running && std::chrono::steady_clock::now() < until_running) {
+    auto m = client_of(p.port()).Get("/metrics");
+    running = m && m->body.find("edge_requests_running{model_name=\"stories260K\",device_id=") != std::string::npos &&
+              std::regex_search(m->body, std::regex(R"(edge_requests_running\{[^}]*\} 2\n)"));
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(running) << p.log();
+  ASSERT_EQ(kill(p.pid(), SIGTERM), 0);
+  // New requests are refused (503 while draining, or no connection once the listener closed).
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto refused = client_of(p.port()).Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump(),
+                                          "application/json");
+  if (refused) {
+    EXPECT_EQ(refused->status, 503) << refused->body;
+  }
+  auto done = plain.get();
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->status, 200) << done->body;
+  EXPECT_EQ(json::parse(done->body)["usage"]["completion_tokens"], 3000);
+  auto s = streamed.get();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->status, 200);
+  EXPECT_TRUE(parse_sse(s->body).done);
+  EXPECT_EQ(p.wait_exit(std::chrono::seconds(60)), 0) << p.log();
+  EXPECT_NE(p.log().find("SIGTERM received"), std::string::npos) << p.log();
+}
+
+}  // namespace
+}  // namespace edgelm::test
