@@ -9,6 +9,7 @@
 #include "format/gguf_reader.h"
 #include "format/model_file.h"
 #include "kernels/dequantize.h"
+#include "model/weights.h"
 #include "tokenizer/tokenizer.h"
 
 namespace edgelm::model {
@@ -89,14 +90,7 @@ class BertLoader {
     EDGELM_TRY(const format::TensorInfo* t, find(name, n, 0));
     if (t->n_bytes < dtype_row_bytes(t->type, n))
       return make_error("tensor '{}' holds {} bytes, too few for its shape", name, t->n_bytes);
-    if (t->type == DType::f32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0)
-      return reinterpret_cast<const float*>(t->data);
-    if (!kernels::can_dequantize(t->type))
-      return make_error("tensor '{}' has type {}, which this build cannot convert", name, dtype_name(t->type));
-    auto buf = std::make_unique<float[]>(static_cast<size_t>(n));
-    kernels::to_float(t->type, t->data, buf.get(), n);
-    w_.owned.push_back(std::move(buf));
-    return static_cast<const float*>(w_.owned.back().get());
+    return vector_as_f32(*t, n, w_.owned);
   }
 
  private:

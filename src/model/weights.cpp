@@ -3,6 +3,19 @@
 #include "kernels/dequantize.h"
 
 namespace edgelm::model {
+
+Result<const float*> vector_as_f32(const format::TensorInfo& t, int64_t n,
+                                   std::vector<std::unique_ptr<float[]>>& owned) {
+  if (t.type == DType::f32 && reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0)
+    return reinterpret_cast<const float*>(t.data);
+  if (!kernels::can_dequantize(t.type))
+    return make_error("tensor '{}' has type {}, which this build cannot convert", t.name, dtype_name(t.type));
+  auto buf = std::make_unique<float[]>(static_cast<size_t>(n));
+  kernels::to_float(t.type, t.data, buf.get(), n);
+  owned.push_back(std::move(buf));
+  return static_cast<const float*>(owned.back().get());
+}
+
 namespace {
 
 class Loader {
@@ -41,16 +54,7 @@ class Loader {
     EDGELM_TRY(const format::TensorInfo* t, find(name, n, 1, required));
     if (t == nullptr) return static_cast<const float*>(nullptr);
     w_.n_bytes_per_token += t->n_bytes;
-    if (t->type == DType::f32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
-      return reinterpret_cast<const float*>(t->data);
-    }
-    if (!kernels::can_dequantize(t->type)) {
-      return make_error("tensor '{}' has type {}, which this build cannot convert", name, dtype_name(t->type));
-    }
-    auto buf = std::make_unique<float[]>(static_cast<size_t>(n));
-    kernels::to_float(t->type, t->data, buf.get(), n);
-    w_.owned.push_back(std::move(buf));
-    return static_cast<const float*>(w_.owned.back().get());
+    return vector_as_f32(*t, n, w_.owned);
   }
 
  private:

@@ -46,6 +46,11 @@ struct Weights {
   std::vector<std::unique_ptr<float[]>> owned;
 };
 
+// A [n] tensor (shape already checked) as float32: its mapped data when stored as aligned F32,
+// otherwise a converted copy appended to `owned`. Error: a type this build cannot convert.
+Result<const float*> vector_as_f32(const format::TensorInfo& t, int64_t n,
+                                   std::vector<std::unique_ptr<float[]>>& owned);
+
 // Loads and checks all weights of `file` for `config`, and sets config.n_vocab from the
 // embedding. The returned views stay valid while `file` (its mapping) is alive.
 Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& config);

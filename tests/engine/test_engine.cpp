@@ -9,6 +9,7 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "engine_runs.h"
 #include "fake_step_model.h"
 
 namespace edgelm::engine {
@@ -16,6 +17,8 @@ namespace {
 
 using test::expected_tokens;
 using test::FakeStepModel;
+using test::Outcome;
+using test::run_all;
 
 constexpr int32_t kVocab = 64;
 
@@ -42,28 +45,6 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int32_t len) {
   std::vector<int32_t> p(static_cast<size_t>(len));
   for (int32_t& t : p) t = static_cast<int32_t>(rng() % kVocab);
   return p;
-}
-
-struct Outcome {
-  std::vector<int32_t> tokens;
-  Finish finish = Finish::none;
-  int finishes = 0;
-};
-
-// Steps until idle, collecting every request's tokens and finish.
-std::map<RequestId, Outcome> run_all(Engine& e, int max_steps = 100000) {
-  std::map<RequestId, Outcome> out;
-  for (int i = 0; i < max_steps && e.has_work(); ++i)
-    for (const TokenEvent& ev : e.step()) {
-      Outcome& o = out[ev.id];
-      if (ev.token >= 0) o.tokens.push_back(ev.token);
-      if (ev.finish != Finish::none) {
-        o.finish = ev.finish;
-        ++o.finishes;
-      }
-    }
-  EXPECT_FALSE(e.has_work());
-  return out;
 }
 
 TEST(Engine, ConcurrentChunkedRequestsEqualSoloRuns) {

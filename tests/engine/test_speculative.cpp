@@ -19,12 +19,15 @@
 
 #include "engine/engine.h"
 #include "engine/speculative.h"
+#include "engine_runs.h"
 #include "fake_step_model.h"
 
 namespace edgelm::engine {
 namespace {
 
 using test::FakeStepModel;
+using test::Outcome;
+using test::run_all;
 
 EngineOptions options(int32_t n_blocks, int32_t block_size = 4) {
   EngineOptions o;
@@ -34,27 +37,6 @@ EngineOptions options(int32_t n_blocks, int32_t block_size = 4) {
   o.check_invariants = true;
   o.scheduler.target_step_ms = 0;
   return o;
-}
-
-struct Outcome {
-  std::vector<int32_t> tokens;
-  Finish finish = Finish::none;
-  int finishes = 0;
-};
-
-std::map<RequestId, Outcome> run_all(Engine& e) {
-  std::map<RequestId, Outcome> out;
-  for (int i = 0; i < 1000000 && e.has_work(); ++i)
-    for (const TokenEvent& ev : e.step()) {
-      Outcome& o = out[ev.id];
-      if (ev.token >= 0) o.tokens.push_back(ev.token);
-      if (ev.finish != Finish::none) {
-        o.finish = ev.finish;
-        ++o.finishes;
-      }
-    }
-  EXPECT_FALSE(e.has_work());
-  return out;
 }
 
 // A target that repeats itself (so prompt lookup has something to find) with a break now and
