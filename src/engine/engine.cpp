@@ -177,9 +177,15 @@ std::vector<TokenEvent> Engine::step() {
   for (const RequestId id : expired) finish(id, Finish::deadline, {}, out);
 
   Stopwatch watch;
-  const std::vector<RequestId> drafted = drafter_ ? propose_drafts() : std::vector<RequestId>{};
+  int32_t n_decoding = 0;  // sequences whose next slice is one decode token
+  for (const auto& p : scheduler_.running()) n_decoding += p->n_pending() == 1 ? 1 : 0;
+  // draft_min > 0 asks for speculation whatever it costs; otherwise the gate decides.
+  const bool may_draft =
+      drafter_ && (!opts_.spec.cost_gate || opts_.spec.draft_min > 0 || gate_.allow(n_decoding));
+  const std::vector<RequestId> drafted = may_draft ? propose_drafts() : std::vector<RequestId>{};
   const std::vector<ScheduledSlice> plan = scheduler_.schedule();
   if (plan.empty()) return out;
+  const size_t n_events_before = out.size();
 
   batch_.tokens.clear();
   batch_.seqs.clear();
@@ -234,6 +240,14 @@ std::vector<TokenEvent> Engine::step() {
 
   last_step_tokens_ = static_cast<int32_t>(batch_.tokens.size());
   last_step_ms_ = watch.millis();
+  if (drafter_ && st) {
+    // Only decode-only steps of the same sequences compare (a prompt chunk changes the cost).
+    bool decode_only = static_cast<int32_t>(plan.size()) == n_decoding;
+    for (const ScheduledSlice& sl : plan) decode_only = decode_only && sl.n_tokens - sl.n_draft == 1;
+    int32_t n_emitted = 0;
+    for (size_t i = n_events_before; i < out.size(); ++i) n_emitted += out[i].token >= 0 ? 1 : 0;
+    if (decode_only) gate_.observe(n_decoding, !drafted.empty(), n_emitted, last_step_ms_);
+  }
   scheduler_.observe_step(last_step_ms_);
   if (opts_.check_invariants) {
     kv_.check_invariants(scheduler_.live_kv());

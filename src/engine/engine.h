@@ -132,6 +132,7 @@ class Engine {
   int32_t last_step_tokens_ = 0;
   double last_step_ms_ = 0.0;
   std::unique_ptr<Drafter> drafter_;  // null: speculation off
+  SpecGate gate_;                     // pauses speculation while it is slower than plain decoding
   int64_t spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0, spec_verify_steps_ = 0;
   std::vector<int32_t> commit_buf_;
 };

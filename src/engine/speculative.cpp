@@ -75,6 +75,53 @@ void SpecController::observe(int32_t proposed, int32_t accepted) {
   }
 }
 
+// ---- cost gate ----
+
+namespace {
+constexpr double kGateWeight = 0.25;  // weight of the newest step in the tokens-per-ms averages
+constexpr double kGateMargin = 0.97;  // speculation must not be more than 3% slower to go on
+}  // namespace
+
+bool SpecGate::allow(int32_t n_decoding) const {
+  const auto it = by_batch_.find(n_decoding);
+  return it == by_batch_.end() || it->second.pause == 0;
+}
+
+double SpecGate::plain_rate(int32_t n_decoding) const {
+  const auto it = by_batch_.find(n_decoding);
+  return it == by_batch_.end() ? -1.0 : it->second.plain;
+}
+
+double SpecGate::spec_rate(int32_t n_decoding) const {
+  const auto it = by_batch_.find(n_decoding);
+  return it == by_batch_.end() ? -1.0 : it->second.spec;
+}
+
+void SpecGate::observe(int32_t n_decoding, bool speculative, int32_t n_emitted, double step_ms) {
+  if (n_decoding <= 0 || step_ms <= 0.0) return;
+  Rates& r = by_batch_[n_decoding];
+  const double rate = n_emitted / step_ms;
+  double& avg = speculative ? r.spec : r.plain;
+  avg = avg < 0 ? rate : (1.0 - kGateWeight) * avg + kGateWeight * rate;
+  if (!speculative) {
+    if (r.pause > 0) --r.pause;
+    return;
+  }
+  if (++r.n_spec < kProbeSteps) return;
+  r.n_spec = 0;
+  if (r.plain < 0) {
+    r.pause = 2;  // no plain baseline at this batch size yet: take one
+    return;
+  }
+  if (r.spec < kGateMargin * r.plain) {
+    r.pause = r.next_pause;
+    r.next_pause = std::min(kMaxPause, r.next_pause * 2);
+    r.spec = -1.0;  // the next probe measures afresh
+  } else {
+    r.next_pause = kFirstPause;
+  }
+}
+
 // ---- verification ----
 
 Verdict verify(sample::Sampler& sampler, std::span<float> logits, std::span<const int32_t> history, int32_t n_prompt,

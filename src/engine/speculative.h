@@ -57,6 +57,9 @@ struct SpecOptions {
   int32_t draft_max = 8;             // k at most
   int32_t draft_min = 0;             // k at least while speculating; 0 lets k fall to plain decoding
   StepModel* draft_model = nullptr;  // draft: same vocabulary as the target; outlives the engine
+  // Pause speculation while it measures slower than plain decoding (SpecGate). Tests that need
+  // every step to speculate, whatever the timing, turn it off; so does draft_min > 0.
+  bool cost_gate = true;
 };
 
 // Ranges, and a draft model in draft mode. The message names the flag.
@@ -77,6 +80,39 @@ class SpecController {
   int32_t k_min_ = 0, k_max_ = 0, k_ = 0;
   double rate_ = 0.5;  // moving average of accepted / proposed
   int32_t cooldown_ = 0, backoff_ = 8;
+};
+
+// Speculation pays only when steps with drafts emit tokens faster than plain steps; acceptance
+// alone does not say so (a draft as slow as the target loses even at 100%). SpecGate measures
+// both on decode-only steps (no prompt chunk in the batch), per number of decoding sequences
+// (throughput grows with the batch, so only equal batches compare): an exponentially weighted
+// tokens-per-millisecond of steps with and without drafts. When speculating is measurably slower
+// than plain decoding at the current batch size, it pauses speculation for a number of plain
+// decode steps (doubling after each losing probe, up to kMaxPause), then lets it probe again.
+// Greedy output never depends on it; seeded sampling does, since drafts change how the random
+// stream is used and the gate follows wall-clock timings.
+class SpecGate {
+ public:
+  // Whether the step about to run (with `n_decoding` sequences in decode) may carry drafts.
+  bool allow(int32_t n_decoding) const;
+  // A finished decode-only step: whether it carried drafts, tokens it emitted, its time.
+  void observe(int32_t n_decoding, bool speculative, int32_t n_emitted, double step_ms);
+  // Tokens per millisecond measured at this batch size (< 0: none yet).
+  double plain_rate(int32_t n_decoding) const;
+  double spec_rate(int32_t n_decoding) const;
+
+  static constexpr int32_t kFirstPause = 8;   // plain steps after the first losing probe
+  static constexpr int32_t kMaxPause = 1024;  // at most this many plain steps between probes
+  static constexpr int32_t kProbeSteps = 4;   // speculative steps measured before judging
+
+ private:
+  struct Rates {
+    double plain = -1.0, spec = -1.0;  // tokens per ms, exponentially weighted
+    int32_t n_spec = 0;                // speculative steps since the last judgement
+    int32_t pause = 0;                 // plain decode steps still to run before probing again
+    int32_t next_pause = kFirstPause;
+  };
+  std::map<int32_t, Rates> by_batch_;
 };
 
 struct Verdict {

@@ -194,6 +194,7 @@ void expect_greedy_equal(const GreedyCase& gc, int32_t n_blocks, int32_t max_bat
   o.scheduler.max_batch_tokens = max_batch_tokens;
   o.scheduler.max_batch_size = 12;
   o.spec.mode = gc.mode;
+  o.spec.cost_gate = false;  // every step speculates, whatever the timing
   o.spec.draft_max = 6;
   o.spec.draft_model = &draft;
   auto e = Engine::create(target, nullptr, o).value();
@@ -254,6 +255,7 @@ TEST(SpeculativeGreedy, RollbackLeavesNoKvAndNoWrongPrefixBlocks) {
   auto next = [](std::span<const int32_t> ctx) { return hash_next(ctx, V); };
   EngineOptions o = options(256);
   o.spec.mode = SpecMode::draft;
+  o.spec.cost_gate = false;  // every step speculates, whatever the timing
   o.spec.draft_min = 3;  // keep speculating whatever the acceptance
   o.spec.draft_max = 3;
   o.spec.draft_model = &draft;
@@ -304,6 +306,7 @@ TEST(SpeculativeGreedy, ExactLengthAndContext) {
   target.logit_fn = [](std::span<const int32_t> ctx, std::span<float> lg) { one_hot(lg, cyclic_next(ctx, V)); };
   EngineOptions o = options(128);
   o.spec.mode = SpecMode::ngram;
+  o.spec.cost_gate = false;  // every step speculates, whatever the timing
   o.spec.draft_min = 8;
   o.spec.draft_max = 8;
   auto e = Engine::create(target, nullptr, o).value();
@@ -329,6 +332,7 @@ TEST(SpeculativeGreedy, CancelAndDeadlineFreeBothPools) {
   draft.logit_fn = [](std::span<const int32_t> ctx, std::span<float> lg) { one_hot(lg, hash_next(ctx, V)); };
   EngineOptions o = options(256);
   o.spec.mode = SpecMode::draft;
+  o.spec.cost_gate = false;  // every step speculates, whatever the timing
   o.spec.draft_min = 2;
   o.spec.draft_model = &draft;
   auto e = Engine::create(target, nullptr, o).value();
@@ -404,6 +408,7 @@ void expect_target_distribution(const SamplingCase& c) {
   o.scheduler.max_batch_size = 64;
   o.scheduler.max_batch_tokens = 512;
   o.spec.mode = c.mode;
+  o.spec.cost_gate = false;  // every step speculates, whatever the timing
   o.spec.ngram_n = 2;
   o.spec.draft_min = 3;  // speculate every step
   o.spec.draft_max = 3;
@@ -523,6 +528,61 @@ TEST(SpeculativeSampling, PlainSamplingPassesTheSameTest) {
   double chi2 = 0.0;
   for (int32_t a = 0; a < kV; ++a) chi2 += std::pow(count[a] - 6000 * p1[a], 2) / (6000 * p1[a]);
   EXPECT_LT(chi2, 23.5);  // chi-square(4) 0.9999 quantile
+}
+
+}  // namespace
+}  // namespace edgelm::engine
+
+namespace edgelm::engine {
+namespace {
+
+// Feeds the gate `n` decode steps at one batch size.
+void feed(SpecGate& g, int32_t batch, bool spec, int n, int32_t emitted, double ms) {
+  for (int i = 0; i < n; ++i) g.observe(batch, spec, emitted, ms);
+}
+
+TEST(SpecGate, SlowerSpeculationPausesThenProbesAgainWithALongerPause) {
+  SpecGate g;
+  EXPECT_TRUE(g.allow(1));  // nothing measured: speculate
+  feed(g, 1, false, 5, 1, 10.0);  // plain: 0.1 token/ms
+  // Drafts that emit 1.5 tokens in a 20 ms step: 0.075 token/ms, slower.
+  feed(g, 1, true, SpecGate::kProbeSteps, 3, 40.0);
+  EXPECT_FALSE(g.allow(1));
+  feed(g, 1, false, SpecGate::kFirstPause - 1, 1, 10.0);
+  EXPECT_FALSE(g.allow(1));
+  feed(g, 1, false, 1, 1, 10.0);
+  EXPECT_TRUE(g.allow(1));  // probing again
+  feed(g, 1, true, SpecGate::kProbeSteps, 3, 40.0);
+  EXPECT_FALSE(g.allow(1));
+  feed(g, 1, false, SpecGate::kFirstPause, 1, 10.0);
+  EXPECT_FALSE(g.allow(1)) << "the second pause is longer";
+  feed(g, 1, false, SpecGate::kFirstPause, 1, 10.0);
+  EXPECT_TRUE(g.allow(1));
+}
+
+TEST(SpecGate, FasterSpeculationKeepsGoing) {
+  SpecGate g;
+  feed(g, 2, false, 5, 2, 10.0);  // 0.2 token/ms
+  for (int round = 0; round < 20; ++round) {
+    feed(g, 2, true, SpecGate::kProbeSteps, 5, 12.0);  // 0.42 token/ms
+    EXPECT_TRUE(g.allow(2)) << round;
+  }
+  EXPECT_GT(g.spec_rate(2), g.plain_rate(2));
+}
+
+TEST(SpecGate, BatchSizesAreJudgedApartAndABaselineIsTakenFirst) {
+  SpecGate g;
+  // Speculative steps at batch 4 with no plain baseline there: two plain steps to measure one.
+  feed(g, 4, true, SpecGate::kProbeSteps, 4, 10.0);
+  EXPECT_FALSE(g.allow(4));
+  feed(g, 4, false, 2, 4, 10.0);
+  EXPECT_TRUE(g.allow(4));
+  // A losing batch size does not stop another.
+  feed(g, 1, false, 3, 1, 10.0);
+  feed(g, 1, true, SpecGate::kProbeSteps, 1, 30.0);
+  EXPECT_FALSE(g.allow(1));
+  EXPECT_TRUE(g.allow(4));
+  EXPECT_TRUE(g.allow(8));
 }
 
 }  // namespace

@@ -140,6 +140,7 @@ TEST(Golden, ConcurrentRequestsEqualSoloRuns) {
   for (const size_t kv_bytes : {size_t{64} << 20, size_t{160} << 10}) {
     EngineOptions eo;
     eo.spec.mode = mode;  // speculating and plain sequences share the steps
+    eo.spec.cost_gate = false;  // every step speculates, whatever the timing
     eo.spec.draft_model = &draft;
     eo.kv_memory_bytes = kv_bytes;  // 160 KiB: 16 blocks of 16 tokens; one request needs up to 14
     eo.scheduler.max_batch_tokens = 24;
