@@ -2,6 +2,7 @@
 #include "serve/config.h"
 
 #include "core/byte_size.h"
+#include "engine/speculative.h"
 
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -65,6 +66,11 @@ const std::vector<Field>& fields() {
       {"cache_max_prompt_bytes", &ServeConfig::cache_max_prompt_bytes, true},
       {"cache_case_fold", &ServeConfig::cache_case_fold},
       {"cache_nondeterministic", &ServeConfig::cache_nondeterministic},
+      {"spec", &ServeConfig::spec},
+      {"draft_model", &ServeConfig::draft_model},
+      {"draft_quant", &ServeConfig::draft_quant},
+      {"draft_max", &ServeConfig::draft_max},
+      {"draft_min", &ServeConfig::draft_min},
   };
   return table;
 }
@@ -308,6 +314,15 @@ Status validate(const ServeConfig& c) {
   if (c.cache_capacity < 1) return make_error("cache_capacity must be >= 1, got {}", c.cache_capacity);
   if (!(c.cache_ttl_s >= 0)) return make_error("cache_ttl_s must be >= 0 (0: no expiry), got {}", c.cache_ttl_s);
   if (c.cache_max_bytes < 1) return make_error("cache_max_bytes must be >= 1");
+  engine::SpecOptions spec;
+  spec.draft_max = c.draft_max;
+  spec.draft_min = c.draft_min;
+  EDGELM_TRY_STATUS(engine::parse_spec_mode(c.spec, spec));
+  EDGELM_TRY_STATUS(engine::validate(spec));  // ranges; the draft itself loads with the model
+  if (!c.draft_model.empty() && !c.draft_quant.empty())
+    return make_error("draft_model and draft_quant exclude each other");
+  if ((!c.draft_model.empty() || !c.draft_quant.empty()) && spec.mode == engine::SpecMode::ngram)
+    return make_error("spec ngram and a draft model exclude each other");
   return ok_status();
 }
 

@@ -51,6 +51,13 @@ struct ServeConfig {
   size_t cache_max_prompt_bytes = 16384;  // larger prompts are not cached
   bool cache_case_fold = true;       // exact keys ignore case
   bool cache_nondeterministic = false;    // also cache sampled requests without a seed
+  // Speculative decoding (engine/draft_model.h): off | ngram[:N], or a draft model from a file
+  // (draft_model; a llama2.c checkpoint uses tokenizer_path) or the target quantized in memory
+  // (draft_quant, e.g. q4_0). Every slot, hot-reloaded ones too, gets its own draft.
+  std::string spec = "off";
+  std::string draft_model;
+  std::string draft_quant;
+  int draft_max = 8, draft_min = 0;  // drafted tokens per step, at most / at least
 };
 
 // Reads a YAML mapping whose keys are the field names above (snake_case) over `base`.
@@ -79,7 +86,8 @@ void fill_derived_defaults(ServeConfig& config);
 
 // Checks ranges and formats: a model path, port 0..65535 (0: any free port), kv_type one of
 // f16/f32/q8_0, kv_memory a size, positive batch limits, queue and connection limits >= 1,
-// non-negative timeouts, keys without blanks.
+// non-negative timeouts, keys without blanks, spec off/ngram[:N], draft_max in [1, 64],
+// draft_min in [0, draft_max], at most one of ngram / draft_model / draft_quant.
 Status validate(const ServeConfig& config);
 
 // One "key: value" line per setting, in declaration order; api keys and the admin token are

@@ -106,14 +106,24 @@ Status EngineService::wait_ready() {
 }
 
 Result<std::shared_ptr<ModelSlot>> EngineService::make_slot(const std::string& path, const std::string& tok_path,
-                                                            const std::string& name) {
+                                                            const std::string& name, ThreadPool& load_pool) {
   auto slot = std::make_shared<ModelSlot>();
   slot->path = path;
   slot->tokenizer_path = tok_path;
   slot->name = name.empty() ? model_name_from_path(path) : name;
   EDGELM_TRY(slot->lm, engine::load_model(path, tok_path));
   slot->runner = std::make_unique<engine::ModelRunner>(*slot->lm.model, *pool_);
-  EDGELM_TRY(slot->engine, engine::Engine::create(*slot->runner, slot->lm.tokenizer.get(), opts_.engine));
+  engine::EngineOptions eo = opts_.engine;
+  const Status spec = engine::configure_speculation(opts_.spec, *slot->lm.model, tok_path, load_pool, eo.spec,
+                                                    slot->draft);
+  if (!spec.ok())
+    return make_error("speculative decoding for '{}': {}", slot->name, spec.error().message);
+  if (slot->draft.runner && &load_pool != pool_.get()) {
+    // The draft steps with the target on the engine thread's pool, not the loading one.
+    slot->draft.runner = std::make_unique<engine::ModelRunner>(*slot->draft.model, *pool_);
+    eo.spec.draft_model = slot->draft.runner.get();
+  }
+  EDGELM_TRY(slot->engine, engine::Engine::create(*slot->runner, slot->lm.tokenizer.get(), eo));
   slot->n_ctx = slot->engine->n_ctx();
   return slot;
 }
@@ -126,7 +136,7 @@ Status EngineService::load() {
   }
   const int n_threads = opts_.threads > 0 ? opts_.threads : ThreadPool::hardware_threads();
   pool_ = std::make_unique<ThreadPool>(n_threads, cpus);
-  EDGELM_TRY(auto slot, make_slot(opts_.model_path, opts_.tokenizer_path, opts_.model_name));
+  EDGELM_TRY(auto slot, make_slot(opts_.model_path, opts_.tokenizer_path, opts_.model_name, *pool_));
   slots_.push_back(slot);
   std::lock_guard lock(mutex_);
   current_ = std::move(slot);
@@ -192,7 +202,9 @@ EngineService::Reloaded EngineService::reload(const ReloadOptions& ro) {
       tok_path = current_->tokenizer_path;
   }
   const auto t0 = engine::Clock::now();
-  Result<std::shared_ptr<ModelSlot>> made = make_slot(ro.model_path, tok_path, ro.model_name);
+  // The serving pool belongs to the engine thread; loading work (a quantized draft) uses its own.
+  ThreadPool load_pool(std::max(1, ThreadPool::hardware_threads() / 2));
+  Result<std::shared_ptr<ModelSlot>> made = make_slot(ro.model_path, tok_path, ro.model_name, load_pool);
   if (!made.ok()) return {std::nullopt, ReloadError{ReloadErrorKind::invalid, made.error().message}};
   std::shared_ptr<ModelSlot> slot = std::move(*made);
   {
@@ -285,6 +297,9 @@ void EngineService::refresh_stats_locked() {
     stats_.kv_usage_ratio = es.kv_blocks > 0 ? static_cast<double>(es.kv_blocks_used) / es.kv_blocks : 0.0;
     stats_.prefix_hit_ratio =
         es.prefix_queries > 0 ? static_cast<double>(es.prefix_hits) / static_cast<double>(es.prefix_queries) : 0.0;
+    stats_.spec_draft_tokens = es.spec_draft_tokens;
+    stats_.spec_accepted_tokens = es.spec_accepted_tokens;
+    stats_.spec_verify_steps = es.spec_verify_steps;
   }
 }
 

@@ -46,6 +46,7 @@
 
 #include "core/result.h"
 #include "core/thread_pool.h"
+#include "engine/draft_model.h"
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
 
@@ -57,7 +58,8 @@ struct EngineServiceOptions {
   std::string tokenizer_path;  // llama2.c checkpoints only
   int threads = 0;             // 0: all hardware threads
   std::string cpu_affinity;    // e.g. "0-3"; empty: no pinning
-  engine::EngineOptions engine;
+  engine::EngineOptions engine;  // engine.spec is filled per slot from `spec`
+  engine::DraftSpec spec;        // speculative decoding; each slot loads its own draft model
   int max_queue = 64;  // waiting requests (not yet running) beyond which submit() says queue_full
 };
 
@@ -73,6 +75,10 @@ struct ServiceStats {
   int32_t kv_blocks_used = 0;
   double kv_usage_ratio = 0.0;    // kv_blocks_used / kv_blocks
   double prefix_hit_ratio = 0.0;  // prefix hits / prefix queries since start
+  // Speculative decoding totals of the current slot's engine (0 with speculation off).
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  int64_t spec_verify_steps = 0;
 };
 
 enum class ReloadErrorKind { busy, invalid, unavailable };
@@ -115,6 +121,7 @@ struct ModelSlot {
   std::string name, path, tokenizer_path;
   engine::LoadedModel lm;
   std::unique_ptr<engine::ModelRunner> runner;
+  engine::DraftModel draft;  // before `engine`: the engine (destroyed first) drafts with it
   std::unique_ptr<engine::Engine> engine;
   int32_t n_ctx = 0;
   std::unordered_map<engine::RequestId, std::shared_ptr<RequestHandle>> live;  // engine thread only
@@ -239,8 +246,10 @@ class EngineService {
   void post_cancel(ModelSlot* slot, engine::RequestId id);
   void thread_main();
   Status load();
+  // Loads a model, its draft (opts_.spec) and its engine. `load_pool` does the loading work
+  // (quantizing a --draft-quant draft); the runners step on pool_.
   Result<std::shared_ptr<ModelSlot>> make_slot(const std::string& path, const std::string& tok_path,
-                                               const std::string& name);
+                                               const std::string& name, ThreadPool& load_pool);
   void refresh_stats_locked();
   std::shared_ptr<ModelSlot> slot_for_thread() const;
   bool any_work() const;  // engine thread

@@ -81,6 +81,13 @@ void MetricsRegistry::set(const std::string& name, const Labels& labels, double 
   f.series[label_text(labels)].value = value;
 }
 
+void MetricsRegistry::set_counter(const std::string& name, const Labels& labels, double total) {
+  std::lock_guard lock(mutex_);
+  Family& f = family(name);
+  EDGELM_CHECK(f.kind == Kind::counter, "not a counter: ", name);
+  f.series[label_text(labels)].value = total;
+}
+
 void MetricsRegistry::observe(const std::string& name, const Labels& labels, double value) {
   std::lock_guard lock(mutex_);
   Family& f = family(name);
@@ -171,6 +178,9 @@ ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(devic
   registry_.add_gauge("edge_batch_size", "The engine's adaptive cap on running sequences");
   registry_.add_gauge("edge_kv_usage_ratio", "Fraction of KV blocks held by sequences");
   registry_.add_gauge("edge_prefix_cache_hit_ratio", "Prompt blocks served from the prefix cache / looked up");
+  registry_.add_counter("edge_spec_draft_tokens_total", "Tokens drafted by speculative decoding (current model)");
+  registry_.add_counter("edge_spec_accepted_tokens_total", "Drafted tokens the target model accepted (current model)");
+  registry_.add_gauge("edge_spec_acceptance_ratio", "Accepted / drafted speculative tokens (0: nothing drafted)");
   registry_.add_gauge("process_cpu_utilization", "CPU seconds per wall second since the previous scrape");
   registry_.add_gauge("process_resident_memory_bytes", "Resident set size");
   registry_.add_counter("edge_cache_lookups_total", "Response cache lookups by level (exact, semantic) and result");
@@ -223,6 +233,12 @@ std::string ServerMetrics::scrape(const ServiceStats& s, const std::string& mode
   registry_.set("edge_batch_size", base, s.batch_cap);
   registry_.set("edge_kv_usage_ratio", base, s.kv_usage_ratio);
   registry_.set("edge_prefix_cache_hit_ratio", base, s.prefix_hit_ratio);
+  registry_.set_counter("edge_spec_draft_tokens_total", base, static_cast<double>(s.spec_draft_tokens));
+  registry_.set_counter("edge_spec_accepted_tokens_total", base, static_cast<double>(s.spec_accepted_tokens));
+  registry_.set("edge_spec_acceptance_ratio", base,
+                s.spec_draft_tokens > 0
+                    ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_draft_tokens)
+                    : 0.0);
   {
     const auto now = std::chrono::steady_clock::now();
     const double cpu = process_cpu_seconds();

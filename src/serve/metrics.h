@@ -33,6 +33,8 @@ class MetricsRegistry {
 
   void inc(const std::string& name, const Labels& labels = {}, double by = 1.0);
   void set(const std::string& name, const Labels& labels, double value);
+  // Sets a counter to a total kept elsewhere (already cumulative, e.g. an engine's counts).
+  void set_counter(const std::string& name, const Labels& labels, double total);
   void observe(const std::string& name, const Labels& labels, double value);
 
   // Drops every gauge series (a scrape then sets the current ones, so a reloaded model's old

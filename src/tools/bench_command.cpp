@@ -115,7 +115,7 @@ int run(const BenchOptions& o) {
   const auto& cfg = m.config();
   if (o.n_prompt + o.n_gen > cfg.n_ctx_train && o.n_prompt > cfg.n_ctx_train)
     return report_error(make_error("-p {} exceeds the model's context of {}", o.n_prompt, cfg.n_ctx_train));
-  DraftModel draft;  // outlives the engine benchmark
+  engine::DraftModel draft;  // outlives the engine benchmark
   if (!o.concurrency.empty()) {
     ConcurrencyBenchOptions c;
     auto levels = parse_levels(o.concurrency);
@@ -131,7 +131,7 @@ int run(const BenchOptions& o) {
     c.type = type;
     c.engine = *eo;
     c.prompt_tokens = prompt_tokens;
-    if (auto st = apply_spec_flags(o.spec, m, o.tokenizer_path, pool, c.engine.spec, draft); !st.ok())
+    if (auto st = engine::configure_speculation(o.spec, m, o.tokenizer_path, pool, c.engine.spec, draft); !st.ok())
       return report_error(st.error());
     if (c.n_prompt < 1 || c.n_gen < 1) return report_error(make_error("--concurrency needs -p and -n of at least 1"));
     return run_concurrency_bench(c, m, pool);

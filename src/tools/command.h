@@ -11,6 +11,7 @@
 
 #include "core/result.h"
 #include "core/thread_pool.h"
+#include "engine/draft_model.h"
 #include "engine/engine.h"
 
 namespace edgelm::tools {
@@ -58,25 +59,10 @@ struct EngineFlags {
 void add_engine_options(CLI::App* cmd, EngineFlags& flags);
 Result<engine::EngineOptions> engine_options(const EngineFlags& flags);
 
-// Speculative decoding flags, as typed (engine/speculative.h).
-struct SpecFlags {
-  std::string spec = "off";  // --spec off|ngram[:N]
-  std::string draft_model;   // --draft-model PATH
-  std::string draft_quant;   // --draft-quant TYPE: the target quantized in memory as the draft
-  int draft_max = 8;
-  int draft_min = 0;
-};
+// Speculative decoding flags, as typed (engine/draft_model.h).
+using SpecFlags = engine::DraftSpec;
 // Adds --spec, --draft-model, --draft-quant, --draft-max, --draft-min.
 void add_spec_options(CLI::App* cmd, SpecFlags& flags);
-// A draft model and its runner; must outlive the engine that uses it.
-struct DraftModel {
-  std::unique_ptr<model::Model> model;
-  std::unique_ptr<engine::ModelRunner> runner;
-};
-// Fills spec from the flags: loads --draft-model (a llama2.c checkpoint takes tokenizer_path) or
-// quantizes `target` in memory (--draft-quant) into `draft`, whose runner uses `pool`.
-Status apply_spec_flags(const SpecFlags& flags, const model::Model& target, const std::string& tokenizer_path,
-                        ThreadPool& pool, engine::SpecOptions& spec, DraftModel& draft);
 
 
 }  // namespace edgelm::tools

@@ -4,8 +4,6 @@
 
 #include "core/byte_size.h"
 #include "core/thread_pool.h"
-#include "format/model_file.h"
-#include "model/quantize.h"
 #include "tools/command.h"
 
 namespace edgelm::tools {
@@ -71,39 +69,6 @@ void add_spec_options(CLI::App* cmd, SpecFlags& f) {
   cmd->add_option("--draft-max", f.draft_max, "Most tokens drafted per step")->capture_default_str();
   cmd->add_option("--draft-min", f.draft_min, "Fewest tokens drafted while speculating (0: may fall to plain decoding)")
       ->capture_default_str();
-}
-
-Status apply_spec_flags(const SpecFlags& f, const model::Model& target, const std::string& tokenizer_path,
-                        ThreadPool& pool, engine::SpecOptions& spec, DraftModel& draft) {
-  spec.draft_max = f.draft_max;
-  spec.draft_min = f.draft_min;
-  EDGELM_TRY_STATUS(engine::parse_spec_mode(f.spec, spec));
-  if (!f.draft_model.empty() && !f.draft_quant.empty())
-    return make_error("--draft-model and --draft-quant exclude each other");
-  if ((!f.draft_model.empty() || !f.draft_quant.empty()) && spec.mode == engine::SpecMode::ngram)
-    return make_error("--spec ngram and a draft model exclude each other");
-  if (!f.draft_model.empty()) {
-    EDGELM_TRY(format::ModelFile file, format::open_model_file(f.draft_model, tokenizer_path));
-    auto m = model::Model::load(std::move(file));
-    if (!m.ok()) return make_error("draft model '{}': {}", f.draft_model, m.error().message);
-    draft.model = std::move(m).value();
-  } else if (!f.draft_quant.empty()) {
-    EDGELM_TRY(const model::QuantPreset preset, model::quant_preset_from_name(f.draft_quant));
-    EDGELM_TRY(format::ModelFile file, model::quantize_model(target.file(), preset, pool));
-    auto m = model::Model::load(std::move(file));
-    if (!m.ok()) return make_error("--draft-quant {}: {}", f.draft_quant, m.error().message);
-    draft.model = std::move(m).value();
-  }
-  if (draft.model) {
-    if (draft.model->config().n_vocab != target.config().n_vocab)
-      return make_error("the draft model's vocabulary has {} tokens, the target's {}", draft.model->config().n_vocab,
-                        target.config().n_vocab);
-    draft.runner = std::make_unique<engine::ModelRunner>(*draft.model, pool);
-    spec.mode = engine::SpecMode::draft;
-    spec.draft_model = draft.runner.get();
-  }
-  if (spec.mode != engine::SpecMode::off) EDGELM_TRY_STATUS(engine::validate(spec));
-  return ok_status();
 }
 
 }  // namespace edgelm::tools

@@ -49,8 +49,8 @@ int run(RunOptions& o) {
   auto pool_or = make_thread_pool(o.threads, o.cpu_affinity);
   if (!pool_or.ok()) return report_error(pool_or.error());
   ThreadPool& pool = **pool_or;
-  DraftModel draft;
-  if (auto st = apply_spec_flags(o.spec, *lm->model, o.tokenizer_path, pool, o.gen.spec, draft); !st.ok())
+  engine::DraftModel draft;
+  if (auto st = engine::configure_speculation(o.spec, *lm->model, o.tokenizer_path, pool, o.gen.spec, draft); !st.ok())
     return report_error(st.error());
 
   bool wrote = false;

@@ -26,6 +26,7 @@ namespace {
 struct ServeOptions {
   serve::ServeConfig flags;  // what the flags say; applied only where a flag was given
   EngineFlags engine;
+  SpecFlags spec;
   std::string config_path, api_key_file;
   std::string upload_dir;  // POST /reload uploads; empty: the model's folder
   // Each flag's option and how it sets its field.
@@ -81,6 +82,7 @@ int run_serve(ServeOptions& o) {
   so.threads = cfg.threads;
   so.cpu_affinity = cfg.cpu_affinity;
   so.engine = *eo;
+  so.spec = engine::DraftSpec{cfg.spec, cfg.draft_model, cfg.draft_quant, cfg.draft_max, cfg.draft_min};
   so.max_queue = cfg.max_queue;
   serve::EngineService service(so);
   serve::ServerMetrics metrics(cfg.device_id);
@@ -155,6 +157,17 @@ CommandRunner add_serve_command(CLI::App& app) {
                            [p = o.get()](serve::ServeConfig& cfg) { cfg.max_batch_size = p->engine.max_batch_size; });
   o->bindings.emplace_back(cmd->get_option("--target-step-ms"),
                            [p = o.get()](serve::ServeConfig& cfg) { cfg.target_step_ms = p->engine.target_step_ms; });
+  add_spec_options(cmd, o->spec);
+  o->bindings.emplace_back(cmd->get_option("--spec"),
+                           [p = o.get()](serve::ServeConfig& cfg) { cfg.spec = p->spec.spec; });
+  o->bindings.emplace_back(cmd->get_option("--draft-model"),
+                           [p = o.get()](serve::ServeConfig& cfg) { cfg.draft_model = p->spec.draft_model; });
+  o->bindings.emplace_back(cmd->get_option("--draft-quant"),
+                           [p = o.get()](serve::ServeConfig& cfg) { cfg.draft_quant = p->spec.draft_quant; });
+  o->bindings.emplace_back(cmd->get_option("--draft-max"),
+                           [p = o.get()](serve::ServeConfig& cfg) { cfg.draft_max = p->spec.draft_max; });
+  o->bindings.emplace_back(cmd->get_option("--draft-min"),
+                           [p = o.get()](serve::ServeConfig& cfg) { cfg.draft_min = p->spec.draft_min; });
   bind_flag(*o, cmd, "-c,--ctx-size", &serve::ServeConfig::n_ctx, "Context per sequence (0: the model's)")
       ->check(CLI::NonNegativeNumber);
   bind_flag(*o, cmd, "--max-queue", &serve::ServeConfig::max_queue, "Waiting requests beyond which new ones get 429")

@@ -216,6 +216,61 @@ TEST(ServeConfig, Validate) {
   bad([](ServeConfig& x) { x.drain_timeout_s = -1; }, "drain_timeout_s");
 }
 
+TEST(ServeConfig, SpeculativeDecodingKeys) {
+  ServeConfig c;
+  EXPECT_EQ(c.spec, "off");
+  EXPECT_EQ(c.draft_max, 8);
+  EXPECT_EQ(c.draft_min, 0);
+  TempDir dir;
+  write_file(dir.file("c.yaml"),
+             "model_path: /m/big.gguf\nspec: ngram:4\ndraft_model: /m/small.gguf\ndraft_quant: q4_0\n"
+             "draft_max: 6\ndraft_min: 2\n");
+  auto f = load_config_file(dir.file("c.yaml"), ServeConfig{});
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->spec, "ngram:4");
+  EXPECT_EQ(f->draft_model, "/m/small.gguf");
+  EXPECT_EQ(f->draft_quant, "q4_0");
+  EXPECT_EQ(f->draft_max, 6);
+  EXPECT_EQ(f->draft_min, 2);
+  // The environment overrides the file.
+  ASSERT_TRUE(apply_env(*f, env_of({{"EDGELM_SPEC", "off"},
+                                    {"EDGELM_DRAFT_MODEL", "/m/other.gguf"},
+                                    {"EDGELM_DRAFT_QUANT", ""},
+                                    {"EDGELM_DRAFT_MAX", "3"},
+                                    {"EDGELM_DRAFT_MIN", "1"}}))
+                  .ok());
+  EXPECT_EQ(f->spec, "off");
+  EXPECT_EQ(f->draft_model, "/m/other.gguf");
+  EXPECT_EQ(f->draft_quant, "q4_0");  // empty: unset
+  EXPECT_EQ(f->draft_max, 3);
+  EXPECT_EQ(f->draft_min, 1);
+  auto st = apply_env(*f, env_of({{"EDGELM_DRAFT_MAX", "many"}}));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("EDGELM_DRAFT_MAX"), std::string::npos) << st.error().message;
+}
+
+TEST(ServeConfig, ValidateSpeculativeDecoding) {
+  ServeConfig c;
+  c.model_path = "m.gguf";
+  c.spec = "ngram:3";
+  EXPECT_TRUE(validate(c).ok());
+  c.spec = "off";
+  c.draft_quant = "q4_0";
+  EXPECT_TRUE(validate(c).ok());
+  auto bad = [&](auto mutate, const char* needle) {
+    ServeConfig x = c;
+    mutate(x);
+    auto st = validate(x);
+    ASSERT_FALSE(st.ok()) << needle;
+    EXPECT_NE(st.error().message.find(needle), std::string::npos) << st.error().message;
+  };
+  bad([](ServeConfig& x) { x.spec = "lookahead"; }, "spec");
+  bad([](ServeConfig& x) { x.spec = "ngram"; }, "exclude");
+  bad([](ServeConfig& x) { x.draft_model = "d.gguf"; }, "exclude");
+  bad([](ServeConfig& x) { x.draft_max = 0; }, "draft-max");
+  bad([](ServeConfig& x) { x.draft_min = 9; }, "draft-min");
+}
+
 TEST(ServeConfig, DescribeMasksSecrets) {
   ServeConfig c;
   c.model_path = "/m/tiny.gguf";
@@ -230,7 +285,10 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 34);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 39);
+  EXPECT_NE(d.find("spec: off\ndraft_model: (none)\ndraft_quant: (none)\ndraft_max: 8\ndraft_min: 0\n"),
+            std::string::npos)
+      << d;
   ServeConfig none;
   EXPECT_NE(describe(none).find("api_keys: (none)\n"), std::string::npos);
 }
