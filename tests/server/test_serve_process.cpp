@@ -87,7 +87,9 @@ httplib::Client client_of(int port) {
 TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
   signal(SIGPIPE, SIG_IGN);
   ServeProcess p({"serve", "-m", shared_path("models/stories260K.bin"), "--tokenizer",
-                  shared_path("models/tok512.bin"), "--port", "0", "-t", "1", "-c", "4096"});
+                  shared_path("models/tok512.bin"), "--port", "0", "-t", "1", "-c", "4096",
+                  // Sanitizer builds are slow: the drain must not be what cuts the requests.
+                  "--drain-timeout", "600"});
   ASSERT_GT(p.port(), 0) << p.log();
   // Ready: /health turns 200 once the model has loaded.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -99,7 +101,7 @@ TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
   }
   ASSERT_EQ(health, 200) << p.log();
 
-  const json req = {{"prompt", "Once upon a time"}, {"max_tokens", 3000}, {"temperature", 0}, {"ignore_eos", true}};
+  const json req = {{"prompt", "Once upon a time"}, {"max_tokens", 1500}, {"temperature", 0}, {"ignore_eos", true}};
   auto plain = std::async(std::launch::async, [&] {
     return client_of(p.port()).Post("/v1/completions", req.dump(), "application/json");
   });
@@ -129,12 +131,12 @@ TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
   auto done = plain.get();
   ASSERT_TRUE(done);
   ASSERT_EQ(done->status, 200) << done->body;
-  EXPECT_EQ(json::parse(done->body)["usage"]["completion_tokens"], 3000);
+  EXPECT_EQ(json::parse(done->body)["usage"]["completion_tokens"], 1500);
   auto s = streamed.get();
   ASSERT_TRUE(s);
   EXPECT_EQ(s->status, 200);
   EXPECT_TRUE(parse_sse(s->body).done);
-  EXPECT_EQ(p.wait_exit(std::chrono::seconds(60)), 0) << p.log();
+  EXPECT_EQ(p.wait_exit(std::chrono::seconds(300)), 0) << p.log();
   EXPECT_NE(p.log().find("SIGTERM received"), std::string::npos) << p.log();
 }
 
