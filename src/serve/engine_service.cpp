@@ -202,9 +202,12 @@ EngineService::Reloaded EngineService::reload(const ReloadOptions& ro) {
       tok_path = current_->tokenizer_path;
   }
   const auto t0 = engine::Clock::now();
-  // The serving pool belongs to the engine thread; loading work (a quantized draft) uses its own.
-  ThreadPool load_pool(std::max(1, ThreadPool::hardware_threads() / 2));
-  Result<std::shared_ptr<ModelSlot>> made = make_slot(ro.model_path, tok_path, ro.model_name, load_pool);
+  // The serving pool belongs to the engine thread; loading work (quantizing a --draft-quant
+  // draft) gets a pool of its own, made only then.
+  std::optional<ThreadPool> quant_pool;
+  if (!opts_.spec.draft_quant.empty()) quant_pool.emplace(std::max(1, ThreadPool::hardware_threads() / 2));
+  Result<std::shared_ptr<ModelSlot>> made =
+      make_slot(ro.model_path, tok_path, ro.model_name, quant_pool ? *quant_pool : *pool_);
   if (!made.ok()) return {std::nullopt, ReloadError{ReloadErrorKind::invalid, made.error().message}};
   std::shared_ptr<ModelSlot> slot = std::move(*made);
   {

@@ -17,6 +17,15 @@ struct Outcome {
   int finishes = 0;  // finishing events seen (the engine promises exactly one)
 };
 
+// A greedy request for n_new tokens.
+inline Request greedy(std::vector<int32_t> prompt, int32_t n_new) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0.0f;
+  r.max_new_tokens = n_new;
+  return r;
+}
+
 // Steps until idle (at most max_steps), collecting every request's tokens and finish.
 inline std::map<RequestId, Outcome> run_all(Engine& e, int max_steps = 1000000) {
   std::map<RequestId, Outcome> out;

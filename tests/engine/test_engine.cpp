@@ -18,6 +18,7 @@ namespace {
 using test::expected_tokens;
 using test::FakeStepModel;
 using test::Outcome;
+using test::greedy;
 using test::run_all;
 
 constexpr int32_t kVocab = 64;
@@ -31,14 +32,6 @@ EngineOptions small_options(int32_t n_blocks, int32_t block_size = 4) {
   o.check_invariants = true;
   o.scheduler.target_step_ms = 0;  // fixed cap unless a test sets one
   return o;
-}
-
-Request greedy(std::vector<int32_t> prompt, int32_t n_new) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.max_new_tokens = n_new;
-  return r;
 }
 
 std::vector<int32_t> random_prompt(std::mt19937& rng, int32_t len) {

@@ -27,6 +27,7 @@ namespace {
 
 using test::FakeStepModel;
 using test::Outcome;
+using test::greedy;
 using test::run_all;
 
 EngineOptions options(int32_t n_blocks, int32_t block_size = 4) {
@@ -73,14 +74,6 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int32_t len, int32_t V) {
   std::vector<int32_t> p(static_cast<size_t>(len));
   for (int32_t& t : p) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(V));
   return p;
-}
-
-Request greedy(std::vector<int32_t> prompt, int32_t n) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.max_new_tokens = n;
-  return r;
 }
 
 // ---- unit pieces ----

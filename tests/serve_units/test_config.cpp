@@ -194,18 +194,22 @@ TEST(ServeConfig, BadEnvironmentValueNamesTheVariable) {
   EXPECT_NE(st.error().message.find("EDGELM_PORT"), std::string::npos) << st.error().message;
 }
 
+// `mutate` applied to the valid `c` must fail validation with a message containing `needle`.
+template <typename Mutate>
+void expect_invalid(const ServeConfig& c, Mutate mutate, const char* needle) {
+  ServeConfig x = c;
+  mutate(x);
+  auto st = validate(x);
+  ASSERT_FALSE(st.ok()) << needle;
+  EXPECT_NE(st.error().message.find(needle), std::string::npos) << st.error().message;
+}
+
 TEST(ServeConfig, Validate) {
   ServeConfig c;
   EXPECT_FALSE(validate(c).ok());  // no model
   c.model_path = "m.gguf";
   EXPECT_TRUE(validate(c).ok());
-  auto bad = [&](auto mutate, const char* needle) {
-    ServeConfig x = c;
-    mutate(x);
-    auto st = validate(x);
-    ASSERT_FALSE(st.ok()) << needle;
-    EXPECT_NE(st.error().message.find(needle), std::string::npos) << st.error().message;
-  };
+  auto bad = [&](auto mutate, const char* needle) { expect_invalid(c, mutate, needle); };
   bad([](ServeConfig& x) { x.port = 70000; }, "port");
   bad([](ServeConfig& x) { x.kv_type = "q4_0"; }, "kv_type");
   bad([](ServeConfig& x) { x.kv_memory = "lots"; }, "kv_memory");
@@ -257,13 +261,7 @@ TEST(ServeConfig, ValidateSpeculativeDecoding) {
   c.spec = "off";
   c.draft_quant = "q4_0";
   EXPECT_TRUE(validate(c).ok());
-  auto bad = [&](auto mutate, const char* needle) {
-    ServeConfig x = c;
-    mutate(x);
-    auto st = validate(x);
-    ASSERT_FALSE(st.ok()) << needle;
-    EXPECT_NE(st.error().message.find(needle), std::string::npos) << st.error().message;
-  };
+  auto bad = [&](auto mutate, const char* needle) { expect_invalid(c, mutate, needle); };
   bad([](ServeConfig& x) { x.spec = "lookahead"; }, "spec");
   bad([](ServeConfig& x) { x.spec = "ngram"; }, "exclude");
   bad([](ServeConfig& x) { x.draft_model = "d.gguf"; }, "exclude");
