@@ -303,6 +303,9 @@ EngineStats Engine::stats() const {
   s.n_running = static_cast<int32_t>(scheduler_.running().size());
   s.n_waiting = static_cast<int32_t>(scheduler_.waiting().size());
   s.batch_cap = scheduler_.batch_cap();
+  for (const auto& seq : scheduler_.waiting()) s.waiting_prompt_tokens += seq->n_prompt - seq->n_cached;
+  for (const auto& seq : scheduler_.running())
+    s.running_tokens_left += std::max(0, seq->req.max_new_tokens - seq->n_generated);
   s.kv_blocks = pool_.n_blocks();
   s.kv_blocks_used = pool_.n_used();
   s.kv_blocks_cached = pool_.n_cached();

@@ -59,6 +59,8 @@ struct EngineStats {
   int32_t n_running = 0;
   int32_t n_waiting = 0;
   int32_t batch_cap = 0;  // the adaptive cap on running sequences
+  int64_t waiting_prompt_tokens = 0;  // prompt tokens of the waiting requests (the router's queue estimate)
+  int64_t running_tokens_left = 0;    // tokens the running requests may still generate (max_new_tokens left)
   int32_t kv_blocks = 0;
   int32_t kv_blocks_used = 0;    // held by sequences
   int32_t kv_blocks_cached = 0;  // free but still holding a reusable prefix

@@ -3,8 +3,11 @@
 
 #include "core/byte_size.h"
 #include "engine/speculative.h"
+#include "serve/model_spec.h"
+#include "serve/upstream.h"
 
 #include <unistd.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -71,6 +74,11 @@ const std::vector<Field>& fields() {
       {"draft_quant", &ServeConfig::draft_quant},
       {"draft_max", &ServeConfig::draft_max},
       {"draft_min", &ServeConfig::draft_min},
+      {"models", &ServeConfig::models},
+      {"upstream", &ServeConfig::upstream},
+      {"default_budget_ms", &ServeConfig::default_budget_ms},
+      {"startup_profile", &ServeConfig::startup_profile},
+      {"memory_budget", &ServeConfig::memory_budget},
   };
   return table;
 }
@@ -160,6 +168,14 @@ Status set_from_text(ServeConfig& c, const Field& f, std::string_view text, cons
           EDGELM_TRY(c.*member, parse_size(text, where));
         } else if constexpr (std::is_same_v<T, bool>) {
           EDGELM_TRY(c.*member, parse_bool(text, where));
+        } else if (std::string_view(f.key) == "models") {  // specs contain commas
+          std::vector<std::string> items;
+          for (size_t start = 0; start <= text.size();) {
+            const size_t end = std::min(text.find(';', start), text.size());
+            if (std::string_view item = trim(text.substr(start, end - start)); !item.empty()) items.emplace_back(item);
+            start = end + 1;
+          }
+          c.*member = std::move(items);
         } else {
           c.*member = split_keys(text);
         }
@@ -288,7 +304,18 @@ void fill_derived_defaults(ServeConfig& config) {
 }
 
 Status validate(const ServeConfig& c) {
-  if (c.model_path.empty()) return make_error("no model: set model_path in the config file, EDGELM_MODEL or --model");
+  if (c.model_path.empty() && c.models.empty())
+    return make_error("no model: set model_path (or models) in the config file, EDGELM_MODEL or --model");
+  EDGELM_TRY(const std::vector<ModelSpec> specs, model_specs(c));
+  if (!c.upstream.empty()) {
+    EDGELM_TRY(const UpstreamConfig up, parse_upstream_flag(c.upstream));
+    for (const ModelSpec& m : specs)
+      if (m.name == up.name) return make_error("the upstream and a local model are both named '{}'", up.name);
+  }
+  if (!(c.default_budget_ms > 0)) return make_error("default_budget_ms must be > 0, got {}", c.default_budget_ms);
+  if (c.startup_profile != "quick" && c.startup_profile != "off")
+    return make_error("startup_profile '{}' is not one of quick, off", c.startup_profile);
+  EDGELM_TRY_STATUS(memory_budget_bytes(c));
   if (c.host.empty()) return make_error("host must not be empty");
   if (c.port < 0 || c.port > 65535)
     return make_error("port {} is out of range (0..65535; 0 picks a free port)", c.port);
@@ -333,6 +360,8 @@ std::string describe(const ServeConfig& c) {
     if (std::string_view(f.key) == "api_keys") {
       value = c.api_keys.empty() ? "(none)"
                                  : fmt::format("**** ({} key{})", c.api_keys.size(), c.api_keys.size() == 1 ? "" : "s");
+    } else if (std::string_view(f.key) == "models") {
+      value = c.models.empty() ? "(none)" : fmt::format("{}", fmt::join(c.models, "; "));
     } else if (std::string_view(f.key) == "admin_token") {
       value = c.admin_token.empty() ? "(none)" : "**** (1 token)";
     } else {
@@ -341,6 +370,12 @@ std::string describe(const ServeConfig& c) {
     out += fmt::format("{}: {}\n", f.key, value);
   }
   return out;
+}
+
+Result<size_t> memory_budget_bytes(const ServeConfig& c) {
+  const std::string_view text = trim(c.memory_budget);
+  if (text.empty() || text == "0") return size_t{0};
+  return parse_size(text, "memory_budget");
 }
 
 std::string default_device_id() {

@@ -58,6 +58,14 @@ struct ServeConfig {
   std::string draft_model;
   std::string draft_quant;
   int draft_max = 8, draft_min = 0;  // drafted tokens per step, at most / at least
+  // Several models and the router (serve/model_spec.h, serve/router.h): each item is
+  // "NAME=PATH,tier=small|medium|large[,tokenizer=P][,profile=P][,dyn_temp=MIN:START:FULL]";
+  // set either this or model_path. EDGELM_MODELS separates items with ';'.
+  std::vector<std::string> models;
+  std::string upstream;               // cloud tier: "name=URL[,api_key_env=VAR,...]" (serve/upstream.h)
+  double default_budget_ms = 30000;   // latency budget of a routed request that states none
+  std::string startup_profile = "quick";  // quick | off: profile models without a profile file at startup
+  std::string memory_budget = "0";    // weights + KV of all models (e.g. 4G); 0: no limit
 };
 
 // Reads a YAML mapping whose keys are the field names above (snake_case) over `base`.
@@ -84,7 +92,8 @@ Status load_api_key_file(ServeConfig& config, const std::string& path);
 // (default_device_id()). Call after the flags, before validate/describe.
 void fill_derived_defaults(ServeConfig& config);
 
-// Checks ranges and formats: a model path, port 0..65535 (0: any free port), kv_type one of
+// Checks ranges and formats: a model path (or models, each a valid spec with a unique name),
+// an upstream that parses, startup_profile quick/off, memory_budget a size, port 0..65535 (0: any free port), kv_type one of
 // f16/f32/q8_0, kv_memory a size, positive batch limits, queue and connection limits >= 1,
 // non-negative timeouts, keys without blanks, spec off/ngram[:N], draft_max in [1, 64],
 // draft_min in [0, draft_max], at most one of ngram / draft_model / draft_quant.
@@ -93,6 +102,9 @@ Status validate(const ServeConfig& config);
 // One "key: value" line per setting, in declaration order; api keys and the admin token are
 // shown as "****" with their count, e.g. "api_keys: **** (2 keys)".
 std::string describe(const ServeConfig& config);
+
+// memory_budget in bytes; 0: no limit. Errors: not a size.
+Result<size_t> memory_budget_bytes(const ServeConfig& config);
 
 // This machine's host name ("edge" if it cannot be read): the default device_id label.
 std::string default_device_id();

@@ -243,6 +243,17 @@ Status EngineService::run_exclusive(std::function<Status(ThreadPool& pool)> fn) 
   return done.get();
 }
 
+Status EngineService::run_exclusive_model(std::function<Status(engine::StepModel&, ThreadPool&)> fn) {
+  return run_exclusive([this, fn = std::move(fn)](ThreadPool& pool) {
+    std::shared_ptr<ModelSlot> slot;
+    {
+      std::lock_guard lock(mutex_);
+      slot = current_;
+    }
+    return fn(*slot->runner, pool);
+  });
+}
+
 EngineService::Submitted EngineService::submit(engine::Request req) {
   auto handle = std::make_shared<RequestHandle>(*this, static_cast<int32_t>(req.prompt.size()));
   req.on_event = nullptr;  // events are routed from step()'s return value
@@ -288,10 +299,14 @@ ServiceStats EngineService::stats() const {
 void EngineService::refresh_stats_locked() {
   stats_.n_running = 0;
   stats_.n_waiting = 0;
+  stats_.waiting_prompt_tokens = 0;
+  stats_.running_tokens_left = 0;
   for (const auto& slot : slots_) {
     const engine::EngineStats es = slot->engine->stats();
     stats_.n_running += es.n_running;
     stats_.n_waiting += es.n_waiting;
+    stats_.waiting_prompt_tokens += es.waiting_prompt_tokens;
+    stats_.running_tokens_left += es.running_tokens_left;
     if (slot != current_) continue;
     stats_.batch_cap = es.batch_cap;
     stats_.last_step_tokens = es.last_step_tokens;

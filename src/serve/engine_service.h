@@ -70,6 +70,8 @@ struct ServiceStats {
   int32_t n_running = 0;
   int32_t n_waiting = 0;  // waiting in the engine plus submits not yet handed to it
   int32_t batch_cap = 0;
+  int64_t waiting_prompt_tokens = 0;  // of the requests waiting in the engines
+  int64_t running_tokens_left = 0;    // tokens the running requests may still generate
   int32_t last_step_tokens = 0;
   int32_t kv_blocks = 0;
   int32_t kv_blocks_used = 0;
@@ -224,6 +226,8 @@ class EngineService {
   // Runs fn(pool) on the engine thread between steps and returns its status. Errors: the
   // service is not running.
   Status run_exclusive(std::function<Status(ThreadPool& pool)> fn);
+  // The same with the current model's step model (e.g. the latency profile at startup).
+  Status run_exclusive_model(std::function<Status(engine::StepModel& model, ThreadPool& pool)> fn);
 
   // Refuses new submits, lets running and waiting requests finish for up to drain_timeout,
   // cancels what is left, delivers the finishing events and joins the engine thread.

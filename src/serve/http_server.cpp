@@ -129,9 +129,50 @@ bool Generation::absorb(const RequestHandle& h, engine::TokenEvent& ev) {
 
 // ---- ServerContext ----
 
+namespace {
+
+std::vector<std::unique_ptr<ServedModel>> one_model(const ServeConfig& cfg, EngineService& service) {
+  std::vector<std::unique_ptr<ServedModel>> v;
+  v.push_back(std::make_unique<ServedModel>());
+  v.back()->spec.name = cfg.model_name;
+  v.back()->spec.path = cfg.model_path;
+  v.back()->service = &service;
+  return v;
+}
+
+}  // namespace
+
+ServerContext::ServerContext(const ServeConfig& cfg, EngineService& service, ServerMetrics& metrics)
+    : ServerContext(cfg, one_model(cfg, service), metrics) {}
+
+ServerContext::ServerContext(const ServeConfig& cfg, std::vector<std::unique_ptr<ServedModel>> models,
+                             ServerMetrics& metrics)
+    : cfg_(cfg), models_(std::move(models)), service_(*models_.at(0)->service), metrics_(metrics) {}
+
+EngineService& ServerContext::service() const {
+  EngineService* s = selected_service(this);
+  return s != nullptr ? *s : service_;
+}
+
 std::string ServerContext::model_name() const {
-  std::string name = service_.model_name();
-  return name.empty() ? cfg_.model_name : name;
+  std::string name = service().model_name();
+  if (!name.empty()) return name;
+  for (const auto& m : models_)
+    if (m->service == &service()) return m->spec.name;
+  return cfg_.model_name;
+}
+
+ServedModel* ServerContext::find_model(std::string_view name) const {
+  for (const auto& m : models_) {
+    const std::string current = m->service->state() == ServiceState::ready ? m->service->model_name() : "";
+    if (name == (current.empty() ? m->spec.name : current)) return m.get();
+  }
+  return nullptr;
+}
+
+void ServerContext::observe_upstream_ms(double ms) {
+  std::lock_guard lock(upstream_mu_);
+  upstream_ms_ = upstream_ms_ <= 0.0 ? ms : 0.8 * upstream_ms_ + 0.2 * ms;
 }
 
 std::optional<json> ServerContext::parse_body(const httplib::Request& req, ApiError& err) {
@@ -165,9 +206,13 @@ void ServerContext::send_error(httplib::Response& res, const std::string& endpoi
 }
 
 bool ServerContext::check_ready(ApiError& err) const {
-  if (service_.state() == ServiceState::ready) return true;
-  err = {503, service_.state() == ServiceState::loading ? "the model is still loading" : "the model is not available",
-         "server_error", "", "unavailable"};
+  bool loading = false;
+  for (const auto& m : models_) {
+    if (m->service->state() == ServiceState::ready) return true;
+    loading |= m->service->state() == ServiceState::loading;
+  }
+  err = {503, loading ? "the model is still loading" : "the model is not available", "server_error", "",
+         "unavailable"};
   return false;
 }
 
@@ -175,7 +220,7 @@ std::optional<ApiError> ServerContext::check_model(const json& body) const {
   std::string model;
   if (auto e = json_get(body, "model", model)) return e;
   const std::string name = model_name();
-  if (!model.empty() && model != name) {
+  if (!model.empty() && model != "auto" && model != name) {
     return ApiError{404, fmt::format("the model '{}' does not exist; this server serves '{}'", model, name),
                     "invalid_request_error", "model", "model_not_found"};
   }
@@ -183,7 +228,7 @@ std::optional<ApiError> ServerContext::check_model(const json& body) const {
 }
 
 std::shared_ptr<RequestHandle> ServerContext::submit(engine::Request req, ApiError& err) {
-  EngineService::Submitted s = service_.submit(std::move(req));
+  EngineService::Submitted s = service().submit(std::move(req));
   if (s.handle) return s.handle;
   switch (s.error->kind) {
     case SubmitErrorKind::invalid: err = {400, s.error->message, "invalid_request_error", "", ""}; break;
@@ -194,8 +239,27 @@ std::shared_ptr<RequestHandle> ServerContext::submit(engine::Request req, ApiErr
 }
 
 void ServerContext::record(const std::string& endpoint, int status, const Generation& g) {
+  record(model_name(), endpoint, status, g);
+}
+
+void ServerContext::record(const std::string& model, const std::string& endpoint, int status, const Generation& g) {
+  if (status == 200 && g.queue_s >= 0) {  // generated here (not a cache hit or an upstream answer)
+    if (ServedModel* m = find_model(model)) {
+      if (auto lat = m->latency()) {
+        const int32_t n_input = g.prompt_tokens - g.cached_tokens;
+        // A first token after one prefill step: ttft - queue is that step.
+        if (n_input > 0 && n_input <= cfg_.max_batch_tokens && g.ttft_s > g.queue_s)
+          lat->observe_prefill(n_input, (g.ttft_s - g.queue_s) * 1e3);
+        if (g.tbt_s.size() >= 4) {
+          double sum = 0.0;
+          for (double t : g.tbt_s) sum += t;
+          lat->observe_decode(g.prompt_tokens + g.completion_tokens / 2, sum * 1e3 / static_cast<double>(g.tbt_s.size()));
+        }
+      }
+    }
+  }
   RequestRecord r;
-  r.model = model_name();
+  r.model = model;
   r.endpoint = endpoint;
   r.status = status;
   r.finish_reason = g.finish == engine::Finish::none ? "" : finish_reason(g.finish);
@@ -236,6 +300,7 @@ void ServerContext::stream(httplib::Response& res, std::shared_ptr<RequestHandle
   };
   auto st = std::make_shared<State>();
   st->handle = std::move(h);
+  const std::string model = model_name();  // the release runs after the handler's selection ended
   st->gen.prompt_tokens = st->handle->n_prompt();
   ++in_flight;  // released with the stream
   res.set_header("Cache-Control", "no-cache");
@@ -258,7 +323,7 @@ void ServerContext::stream(httplib::Response& res, std::shared_ptr<RequestHandle
         if (done) sink.done();
         return true;
       },
-      [this, st, endpoint](bool success) {
+      [this, st, endpoint, model](bool success) {
         if (!st->finished) {
           st->handle->cancel();
           // Drain to the finishing event so the request is accounted for.
@@ -266,9 +331,9 @@ void ServerContext::stream(httplib::Response& res, std::shared_ptr<RequestHandle
             std::optional<engine::TokenEvent> ev = st->handle->next(kPoll);
             if (ev && st->gen.absorb(*st->handle, *ev)) st->finished = true;
           }
-          record(endpoint, 499, st->gen);  // nginx's "client closed request"
+          record(model, endpoint, 499, st->gen);  // nginx's "client closed request"
         } else {
-          record(endpoint, 200, st->gen);
+          record(model, endpoint, 200, st->gen);
         }
         --in_flight;
       });
@@ -353,6 +418,19 @@ HttpServer::HttpServer(const ServeConfig& cfg, EngineService& service, ServerMet
     : svr_(std::make_unique<httplib::Server>()),
       ctx_(std::make_unique<ServerContext>(cfg, service, metrics)),
       cfg_(cfg) {
+  init();
+}
+
+HttpServer::HttpServer(const ServeConfig& cfg, std::vector<std::unique_ptr<ServedModel>> models,
+                       ServerMetrics& metrics)
+    : svr_(std::make_unique<httplib::Server>()),
+      ctx_(std::make_unique<ServerContext>(cfg, std::move(models), metrics)),
+      cfg_(cfg) {
+  init();
+}
+
+void HttpServer::init() {
+  const ServeConfig& cfg = cfg_;
   const int n_workers = std::max(1, cfg.max_connections);
   svr_->new_task_queue = [n_workers] { return new httplib::ThreadPool(static_cast<size_t>(n_workers)); };
   // cpp-httplib's one limit must admit model uploads; JSON routes enforce max_body_bytes

@@ -35,6 +35,8 @@
 #include "serve/config.h"
 #include "serve/engine_service.h"
 #include "serve/metrics.h"
+#include "serve/routing.h"
+#include "serve/upstream.h"
 
 namespace edgelm::cache {
 class ResponseCache;
@@ -84,21 +86,42 @@ struct StreamWriter {
 
 class ServerContext {
  public:
-  ServerContext(const ServeConfig& cfg, EngineService& service, ServerMetrics& metrics)
-      : cfg_(cfg), service_(service), metrics_(metrics) {}
+  // One model, named cfg.model_name.
+  ServerContext(const ServeConfig& cfg, EngineService& service, ServerMetrics& metrics);
+  // Several (the first is the default for routes that do not route: /tokenize, /reload, ...).
+  ServerContext(const ServeConfig& cfg, std::vector<std::unique_ptr<ServedModel>> models, ServerMetrics& metrics);
 
   const ServeConfig& config() const { return cfg_; }
-  EngineService& service() { return service_; }
+  // The model selected on this thread by a Routed (routing.h), else the first one.
+  EngineService& service() const;
   ServerMetrics& metrics() { return metrics_; }
   // The served model's name (the pinned one inside a routed handler; it changes on reload).
   std::string model_name() const;
+  const std::vector<std::unique_ptr<ServedModel>>& models() const { return models_; }
+  ServedModel* find_model(std::string_view name) const;  // by current name; null if none
+
+  // The cloud tier (upstream.h); null: none. Set before the server runs.
+  void set_upstream(std::unique_ptr<UpstreamClient> u) { upstream_ = std::move(u); }
+  UpstreamClient* upstream() const { return upstream_.get(); }
+  // An upstream call that answered took `ms` (the router's expected upstream latency).
+  void observe_upstream_ms(double ms);
+
+  // Routing (routing.h): reads model, latency_budget_ms / x-latency-budget-ms and complexity,
+  // runs the router when it applies, selects the chosen model in `out` and sets the
+  // x-edgelm-route header. Errors: 400 bad budget or complexity, 404 unknown model, 503 when no
+  // model can serve.
+  std::optional<ApiError> route_request(const RouteRequest& rr, const nlohmann::json& body,
+                                        const httplib::Request& req, httplib::Response& res, Routed& out);
+  // After the upstream failed: routes again with the upstream marked down and selects the local
+  // model chosen (header and metrics updated). Errors: 503 when no local model can serve.
+  std::optional<ApiError> fall_back_to_local(Routed& r, httplib::Response& res);
 
   // Parses the body as a JSON object; nullopt after setting `err` (400) otherwise.
   static std::optional<nlohmann::json> parse_body(const httplib::Request& req, ApiError& err);
   void send_error(httplib::Response& res, const std::string& endpoint, const ApiError& e);
   void send_json(httplib::Response& res, int status, const nlohmann::json& body);
 
-  // False (with a 503 in `err`) until the model is loaded.
+  // False (with a 503 in `err`) until a model is loaded.
   bool check_ready(ApiError& err) const;
   // The `model` field, when present, must name this server's model (404 otherwise).
   std::optional<ApiError> check_model(const nlohmann::json& body) const;
@@ -114,8 +137,10 @@ class ServerContext {
   // Streams a submitted request as SSE; the response completes asynchronously.
   void stream(httplib::Response& res, std::shared_ptr<RequestHandle> h, const std::string& endpoint,
               StreamWriter writer);
-  // Records a finished request that was answered with `status`.
+  // Records a finished request that was answered with `status` (under model_name(), or
+  // `model`), and feeds a generated one's timings to that model's latency profile.
   void record(const std::string& endpoint, int status, const Generation& g);
+  void record(const std::string& model, const std::string& endpoint, int status, const Generation& g);
 
   // Wraps a route: auth and drain checks (admit), and the in-flight count while it runs.
   httplib::Server::Handler route(httplib::Server::Handler h);
@@ -140,12 +165,29 @@ class ServerContext {
  private:
   void run_routed(const httplib::Server::Handler& h, const httplib::Request& req, httplib::Response& res);
 
+  RouteInput route_input(const RouteRequest& rr, const nlohmann::json& body, std::optional<double> budget,
+                         const std::string& model) const;
+  std::optional<ApiError> apply_route(Routed& out, httplib::Response& res);
+
   const ServeConfig& cfg_;
-  EngineService& service_;
+  std::vector<std::unique_ptr<ServedModel>> models_;
+  EngineService& service_;  // the first model's
   ServerMetrics& metrics_;
+  std::unique_ptr<UpstreamClient> upstream_;
+  mutable std::mutex upstream_mu_;
+  double upstream_ms_ = 0.0;  // EWMA of answered upstream calls (0: none yet)
   std::string upload_dir_;
   std::shared_ptr<cache::ResponseCache> cache_;
 };
+
+enum class UpstreamOutcome { answered, fell_back };
+// Serves a chat request the router sent to the upstream (routes_upstream.cpp): its reply or
+// stream passes through (answered). When the upstream fails before answering, the request is
+// routed again without it (fall_back_to_local) and fell_back returned: the caller serves it
+// with the local model now selected, or answers `err` when none can.
+UpstreamOutcome serve_from_upstream(ServerContext& ctx, Routed& r, const nlohmann::json& body, bool stream,
+                                    const std::string& endpoint, httplib::Response& res,
+                                    std::optional<ApiError>& err);
 
 // The OpenAI finish_reason of an engine finish.
 std::string finish_reason(engine::Finish f);
@@ -172,6 +214,7 @@ class HttpServer {
  public:
   // cfg, service and metrics must outlive the server. cfg.port 0 picks a free port.
   HttpServer(const ServeConfig& cfg, EngineService& service, ServerMetrics& metrics);
+  HttpServer(const ServeConfig& cfg, std::vector<std::unique_ptr<ServedModel>> models, ServerMetrics& metrics);
   ~HttpServer();
 
   // Binds host:port; returns the bound port. Errors: the address is unusable.
@@ -187,6 +230,8 @@ class HttpServer {
   ServerContext& context() { return *ctx_; }
 
  private:
+  void init();
+
   std::unique_ptr<httplib::Server> svr_;
   std::unique_ptr<ServerContext> ctx_;
   const ServeConfig& cfg_;

@@ -188,8 +188,22 @@ ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(devic
                           {0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1});
   registry_.add_counter("edge_cache_guard_rejections_total",
                         "Semantic cache candidates above the threshold refused by a guard");
+  registry_.add_counter("edge_route_decisions_total",
+                        "Router decisions by chosen tier (small, medium, large, upstream) and reason");
+  registry_.add_counter("edge_upstream_requests_total",
+                        "Calls to the cloud upstream by result (ok, error: the request fell back to a local model)");
+  registry_.add_gauge("edge_latency_model_factor",
+                      "Live correction of a model's latency profile by phase (observed / profiled)");
   last_wall_ = std::chrono::steady_clock::now();
   last_cpu_s_ = process_cpu_seconds();
+}
+
+void ServerMetrics::record_route(const std::string& model, const std::string& tier, const std::string& reason) {
+  registry_.inc("edge_route_decisions_total", labels(model, {{"tier", tier}, {"reason", reason}}));
+}
+
+void ServerMetrics::record_upstream(const std::string& upstream, bool ok) {
+  registry_.inc("edge_upstream_requests_total", labels(upstream, {{"result", ok ? "ok" : "error"}}));
 }
 
 Labels ServerMetrics::labels(const std::string& model, Labels own) const {
@@ -225,9 +239,24 @@ void ServerMetrics::record(const RequestRecord& r) {
 }
 
 std::string ServerMetrics::scrape(const ServiceStats& s, const std::string& model) {
+  return scrape(std::vector<ModelGauges>{{model, s, std::nullopt}});
+}
+
+std::string ServerMetrics::scrape(const std::vector<ModelGauges>& models) {
   std::lock_guard lock(scrape_mutex_);  // one scrape at a time: each clears and resets the gauges
-  const Labels base = labels(model);
   registry_.clear_gauges();
+  for (const ModelGauges& m : models) set_model_gauges(m);
+  set_process_gauges(labels(models.empty() ? std::string() : models.front().model));
+  return registry_.render();
+}
+
+void ServerMetrics::set_model_gauges(const ModelGauges& m) {
+  const ServiceStats& s = m.stats;
+  const Labels base = labels(m.model);
+  if (m.latency_factors) {
+    registry_.set("edge_latency_model_factor", labels(m.model, {{"phase", "prefill"}}), m.latency_factors->first);
+    registry_.set("edge_latency_model_factor", labels(m.model, {{"phase", "decode"}}), m.latency_factors->second);
+  }
   registry_.set("edge_requests_running", base, s.n_running);
   registry_.set("edge_requests_waiting", base, s.n_waiting);
   registry_.set("edge_batch_size", base, s.batch_cap);
@@ -239,16 +268,16 @@ std::string ServerMetrics::scrape(const ServiceStats& s, const std::string& mode
                 s.spec_draft_tokens > 0
                     ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_draft_tokens)
                     : 0.0);
-  {
-    const auto now = std::chrono::steady_clock::now();
-    const double cpu = process_cpu_seconds();
-    const double wall = std::chrono::duration<double>(now - last_wall_).count();
-    if (wall > 0) registry_.set("process_cpu_utilization", base, std::max(0.0, cpu - last_cpu_s_) / wall);
-    last_cpu_s_ = cpu;
-    last_wall_ = now;
-  }
+}
+
+void ServerMetrics::set_process_gauges(const Labels& base) {
+  const auto now = std::chrono::steady_clock::now();
+  const double cpu = process_cpu_seconds();
+  const double wall = std::chrono::duration<double>(now - last_wall_).count();
+  if (wall > 0) registry_.set("process_cpu_utilization", base, std::max(0.0, cpu - last_cpu_s_) / wall);
+  last_cpu_s_ = cpu;
+  last_wall_ = now;
   registry_.set("process_resident_memory_bytes", base, static_cast<double>(process_resident_bytes()));
-  return registry_.render();
 }
 
 }  // namespace edgelm::serve

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -93,11 +94,24 @@ class ServerMetrics {
   // edge_cache_guard_rejections_total{guard} when a guard turned a semantic hit into a miss.
   void record_cache(const std::string& model, const std::string& result, bool semantic_enabled, double seconds,
                     const std::string& guard_rejected);
-  // Sets the gauges from the engine of `model` (the current one) and the process (/proc/self:
-  // CPU use since the last scrape, resident memory), then renders every series.
-  std::string scrape(const ServiceStats& stats, const std::string& model);
+  // A router decision (edge_route_decisions_total{tier, reason}); `model` is the target.
+  void record_route(const std::string& model, const std::string& tier, const std::string& reason);
+  // A call to the upstream `upstream` (edge_upstream_requests_total{result}).
+  void record_upstream(const std::string& upstream, bool ok);
+
+  struct ModelGauges {
+    std::string model;
+    ServiceStats stats;
+    std::optional<std::pair<double, double>> latency_factors;  // prefill, decode (a profiled model)
+  };
+  // Sets the gauges from each model's engine and the process (/proc/self: CPU use since the
+  // last scrape, resident memory; labelled with the first model), then renders every series.
+  std::string scrape(const std::vector<ModelGauges>& models);
+  std::string scrape(const ServiceStats& stats, const std::string& model);  // one model
 
  private:
+  void set_model_gauges(const ModelGauges& m);
+  void set_process_gauges(const Labels& base);
   // model_name and device_id, then `own`.
   Labels labels(const std::string& model, Labels own = {}) const;
 

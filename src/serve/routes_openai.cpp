@@ -1,6 +1,7 @@
 // OpenAI-compatible routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models.
 //
-// Supported request fields: model (must name this server's model), prompt / messages,
+// Supported request fields: model ("auto" or absent: the router chooses; a model's name pins
+// it), latency_budget_ms (or header x-latency-budget-ms) and complexity (routing.h), prompt / messages,
 // max_tokens, temperature, top_p, seed, stop (string or array), stream,
 // stream_options.include_usage, presence_penalty, frequency_penalty, n (1 only), and the
 // extensions deadline_ms, ignore_eos and cache (false: bypass the response cache,
@@ -146,21 +147,70 @@ json usage_json(const Generation& g) {
 
 json null_if_none(engine::Finish f) { return f == engine::Finish::none ? json(nullptr) : json(finish_reason(f)); }
 
+// The user-visible text of a request (complexity, prompt length per model) before any model
+// is chosen: the messages joined, or the prompt string; a prompt of token ids gives its count.
+void describe_prompt(const json& body, bool chat, RouteRequest& rr) {
+  if (chat) {
+    if (auto it = body.find("messages"); it != body.end() && it->is_array())
+      for (const json& m : *it)
+        if (m.is_object() && m.contains("content") && m["content"].is_string())
+          rr.prompt_text += m["content"].get<std::string>() + "\n";
+    return;
+  }
+  auto it = body.find("prompt");
+  if (it == body.end()) return;
+  if (it->is_string()) rr.prompt_text = it->get<std::string>();
+  else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) rr.prompt_text = (*it)[0].get<std::string>();
+  else if (it->is_array()) rr.prompt_ids = static_cast<int32_t>(it->size());
+}
+
+// A soft token cap or "no reasoning chain" asked for in the prompt: a system message first.
+void add_instruction(std::vector<ChatMessage>& messages, const std::string& instruction) {
+  if (!messages.empty() && messages.front().role == "system") {
+    messages.front().content += "\n" + instruction;
+    return;
+  }
+  messages.insert(messages.begin(), ChatMessage{"system", instruction});
+}
+
 void handle_generation(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res, bool chat) {
   const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   ApiError err;
   if (!ctx.check_ready(err)) return ctx.send_error(res, endpoint, err);
   std::optional<json> body = ServerContext::parse_body(http_req, err);
   if (!body) return ctx.send_error(res, endpoint, err);
-  if (auto e = ctx.check_model(*body)) return ctx.send_error(res, endpoint, *e);
   GenRequest g;
-  g.req.max_new_tokens = chat ? ctx.service().n_ctx() : 16;  // OpenAI: 16; chat: until the context is full
+  g.req.max_new_tokens = 16;
   if (auto e = parse_common(*body, g)) return ctx.send_error(res, endpoint, *e);
+  const bool max_given = body->contains("max_tokens") && !(*body)["max_tokens"].is_null();
+  std::vector<ChatMessage> messages;
+  if (chat) {
+    if (auto e = parse_messages(*body, messages)) return ctx.send_error(res, endpoint, *e);
+  }
+
+  RouteRequest rr;  // the router (routing.h) picks the model and the token budget
+  rr.endpoint = endpoint;
+  rr.upstream_ok = chat;
+  if (max_given) rr.max_tokens = g.req.max_new_tokens;
+  describe_prompt(*body, chat, rr);
+  Routed routed;
+  if (auto e = ctx.route_request(rr, *body, http_req, res, routed)) return ctx.send_error(res, endpoint, *e);
+  if (routed.upstream()) {
+    std::optional<ApiError> fallback_error;
+    if (serve_from_upstream(ctx, routed, *body, g.stream, endpoint, res, fallback_error) == UpstreamOutcome::answered)
+      return;
+    if (fallback_error) return ctx.send_error(res, endpoint, *fallback_error);
+  }
+  if (!max_given) g.req.max_new_tokens = chat ? ctx.service().n_ctx() : 16;  // OpenAI: 16; chat: until the context is full
+  if (routed.decision) {
+    g.req.max_new_tokens = std::min(g.req.max_new_tokens, routed.decision->max_tokens);
+    if (chat && !routed.decision->instruction.empty()) add_instruction(messages, routed.decision->instruction);
+  }
+  if (routed.model != nullptr && routed.model->spec.dyn_temp) g.req.sampling.dyn_temp = *routed.model->spec.dyn_temp;
+
   const tokenizer::Tokenizer& tok = ctx.service().tokenizer();
   CacheQuery cq;  // what the response cache keys on (routes_cache.h)
   if (chat) {
-    std::vector<ChatMessage> messages;
-    if (auto e = parse_messages(*body, messages)) return ctx.send_error(res, endpoint, *e);
     for (size_t i = 0; i < messages.size(); ++i) {
       const std::string line = messages[i].role + ": " + messages[i].content + "\n";
       cq.prompt += line;
@@ -298,11 +348,27 @@ void register_openai_routes(httplib::Server& svr, ServerContext& ctx) {
     handle_generation(ctx, req, res, /*chat=*/true);
   }));
   svr.Get("/v1/models", ctx.route([&ctx](const httplib::Request&, httplib::Response& res) {
-    ctx.send_json(
-        res, 200,
-        {{"object", "list"},
-         {"data",
-          json::array({{{"id", ctx.model_name()}, {"object", "model"}, {"created", 0}, {"owned_by", "edgelm"}}})}});
+    json data = json::array();
+    for (const auto& m : ctx.models()) {
+      const ServiceState st = m->service->state();
+      std::string name = st == ServiceState::ready ? m->service->model_name() : "";
+      if (name.empty()) name = m->spec.name;
+      json entry = {{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "edgelm"},
+                    {"tier", tier_name(m->spec.tier)},
+                    {"state", m->profiling.load() ? std::string("profiling") : std::string(service_state_name(st))}};
+      if (auto lat = m->latency()) {
+        const LatencyModel cur = lat->current();
+        entry["latency_model"] = {{"prefill_ms_per_128_tokens", cur.prefill_ms(128)},
+                                  {"decode_ms_per_token", cur.decode_ms(0)},
+                                  {"observations", lat->n_observations()}};
+      }
+      data.push_back(std::move(entry));
+    }
+    if (UpstreamClient* up = ctx.upstream()) {
+      data.push_back({{"id", up->config().name}, {"object", "model"}, {"created", 0}, {"owned_by", "upstream"},
+                      {"tier", "upstream"}, {"state", breaker_state_name(up->breaker().state())}});
+    }
+    ctx.send_json(res, 200, {{"object", "list"}, {"data", data}});
   }));
 }
 

@@ -15,7 +15,6 @@ void handle_predict(ServerContext& ctx, const httplib::Request& http_req, httpli
   if (!ctx.check_ready(err)) return ctx.send_error(res, endpoint, err);
   std::optional<json> body = ServerContext::parse_body(http_req, err);
   if (!body) return ctx.send_error(res, endpoint, err);
-  if (auto e = ctx.check_model(*body)) return ctx.send_error(res, endpoint, *e);
   std::string input;
   int32_t deadline_ms = -1;
   double temperature = 0.0;
@@ -31,7 +30,15 @@ void handle_predict(ServerContext& ctx, const httplib::Request& http_req, httpli
   if (req.max_new_tokens < 0)
     return ctx.send_error(res, endpoint,
                           {400, "'max_tokens' must be >= 0", "invalid_request_error", "max_tokens", "invalid_value"});
+  RouteRequest rr;  // the router (routing.h) picks the model and the token budget
+  rr.endpoint = endpoint;
+  rr.prompt_text = input;
+  if (body->contains("max_tokens") && !(*body)["max_tokens"].is_null()) rr.max_tokens = req.max_new_tokens;
+  Routed routed;
+  if (auto e = ctx.route_request(rr, *body, http_req, res, routed)) return ctx.send_error(res, endpoint, *e);
+  if (routed.decision) req.max_new_tokens = std::min(req.max_new_tokens, routed.decision->max_tokens);
   req.sampling.temperature = static_cast<float>(temperature);
+  if (routed.model->spec.dyn_temp) req.sampling.dyn_temp = *routed.model->spec.dyn_temp;
   if (deadline_ms >= 0) req.deadline = engine::Clock::now() + std::chrono::milliseconds(deadline_ms);
   req.prompt = ctx.service().tokenizer().encode(input, /*add_special=*/true, /*parse_special=*/false);
   if (req.prompt.size() > static_cast<size_t>(ctx.service().n_ctx())) {
@@ -119,19 +126,41 @@ void handle_detokenize(ServerContext& ctx, const httplib::Request& http_req, htt
   ctx.send_json(res, 200, {{"content", tok.decode(ids)}});
 }
 
+// 200 when every model is ready; the first one not ready names the state otherwise.
 void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
   const ServiceStats s = ctx.service().stats();
   json body = {{"model", ctx.model_name()}, {"queue_depth", s.n_waiting}, {"running", s.n_running}};
-  if (s.state == ServiceState::ready && !ctx.draining.load()) {
+  ServiceState worst = ServiceState::ready;
+  if (ctx.models().size() > 1) {
+    json models = json::array();
+    for (const auto& m : ctx.models()) {
+      const ServiceState st = m->service->state();
+      if (worst == ServiceState::ready) worst = st;
+      models.push_back({{"name", m->spec.name}, {"tier", tier_name(m->spec.tier)}, {"state", service_state_name(st)}});
+    }
+    body["models"] = std::move(models);
+  } else {
+    worst = s.state;
+  }
+  if (worst == ServiceState::ready && !ctx.draining.load()) {
     body["status"] = "ok";
     return ctx.send_json(res, 200, body);
   }
-  body["status"] = ctx.draining.load() ? std::string("draining") : std::string(service_state_name(s.state));
+  body["status"] = ctx.draining.load() ? std::string("draining") : std::string(service_state_name(worst));
   ctx.send_json(res, 503, body);
 }
 
 void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
-  res.set_content(ctx.metrics().scrape(ctx.service().stats(), ctx.model_name()), "text/plain; version=0.0.4; charset=utf-8");
+  std::vector<ServerMetrics::ModelGauges> gauges;
+  for (const auto& m : ctx.models()) {
+    ServerMetrics::ModelGauges g;
+    g.stats = m->service->stats();
+    g.model = g.stats.state == ServiceState::ready ? m->service->model_name() : "";
+    if (g.model.empty()) g.model = m->spec.name;
+    if (auto lat = m->latency()) g.latency_factors = std::make_pair(lat->prefill_factor(), lat->decode_factor());
+    gauges.push_back(std::move(g));
+  }
+  res.set_content(ctx.metrics().scrape(gauges), "text/plain; version=0.0.4; charset=utf-8");
 }
 
 }  // namespace

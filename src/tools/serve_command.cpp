@@ -10,14 +10,19 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <thread>
 
+#include "core/byte_size.h"
 #include "serve/config.h"
 #include "serve/engine_service.h"
 #include "serve/http_server.h"
 #include "serve/routes_cache.h"
 #include "serve/metrics.h"
+#include "serve/model_profiles.h"
+#include "serve/model_spec.h"
+#include "serve/upstream.h"
 #include "tools/command.h"
 
 namespace edgelm::tools {
@@ -29,6 +34,7 @@ struct ServeOptions {
   SpecFlags spec;
   std::string config_path, api_key_file;
   std::string upload_dir;  // POST /reload uploads; empty: the model's folder
+  std::vector<std::string> model_args;  // -m: one path, or NAME=PATH,tier=... specs
   // Each flag's option and how it sets its field.
   std::vector<std::pair<const CLI::Option*, std::function<void(serve::ServeConfig&)>>> bindings;
 };
@@ -56,6 +62,31 @@ CLI::Option* bind_flag(ServeOptions& o, CLI::App* cmd, const std::string& name, 
   return opt;
 }
 
+// The KV budget of each model: kv_memory, shrunk so that every model's weights (file size)
+// and KV fit memory_budget when one is set. Errors: the weights alone (with 16 MiB of KV per
+// model) do not fit.
+Result<size_t> kv_bytes_within_budget(const serve::ServeConfig& cfg, const std::vector<serve::ModelSpec>& specs,
+                                      size_t kv_per_model) {
+  EDGELM_TRY(const size_t budget, serve::memory_budget_bytes(cfg));
+  if (budget == 0) return kv_per_model;
+  size_t weights = 0;
+  for (const serve::ModelSpec& m : specs) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(m.path, ec);
+    if (!ec) weights += static_cast<size_t>(size);
+  }
+  const size_t n = specs.size();
+  const size_t min_kv = size_t{16} << 20;
+  if (weights + n * min_kv > budget)
+    return make_error("memory_budget {} MiB cannot hold the models' weights ({} MiB) and 16 MiB of KV each",
+                      budget >> 20, weights >> 20);
+  const size_t kv = std::min(kv_per_model, (budget - weights) / n);
+  if (kv < kv_per_model)
+    std::fprintf(stderr, "edgelm serve: memory_budget: KV per model %zu MiB (weights %zu MiB, %zu models)\n", kv >> 20,
+                 weights >> 20, n);
+  return kv;
+}
+
 int run_serve(ServeOptions& o) {
   auto cfg_or = effective_config(o);
   if (!cfg_or.ok()) return report_error(cfg_or.error());
@@ -75,19 +106,43 @@ int run_serve(ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
 
-  serve::EngineServiceOptions so;
-  so.model_path = cfg.model_path;
-  so.tokenizer_path = cfg.tokenizer_path;
-  so.model_name = cfg.model_name;
-  so.threads = cfg.threads;
-  so.cpu_affinity = cfg.cpu_affinity;
-  so.engine = *eo;
-  so.spec = engine::DraftSpec{cfg.spec, cfg.draft_model, cfg.draft_quant, cfg.draft_max, cfg.draft_min};
-  so.max_queue = cfg.max_queue;
-  serve::EngineService service(so);
+  auto specs = serve::model_specs(cfg);
+  if (!specs.ok()) return report_error(specs.error());
+  auto kv_bytes = kv_bytes_within_budget(cfg, *specs, eo->kv_memory_bytes);
+  if (!kv_bytes.ok()) return report_error(kv_bytes.error());
+  eo->kv_memory_bytes = *kv_bytes;
+  std::unique_ptr<serve::UpstreamClient> upstream;
+  if (!cfg.upstream.empty()) {
+    auto up_cfg = serve::parse_upstream_flag(cfg.upstream);
+    if (!up_cfg.ok()) return report_error(up_cfg.error());
+    auto client = serve::UpstreamClient::create(*up_cfg);
+    if (!client.ok()) return report_error(client.error());
+    std::fprintf(stderr, "edgelm serve: upstream %s\n", serve::describe(*up_cfg).c_str());
+    upstream = std::move(client).value();
+  }
+
+  std::vector<std::unique_ptr<serve::EngineService>> services;
+  std::vector<std::unique_ptr<serve::ServedModel>> models;
+  for (const serve::ModelSpec& spec : *specs) {
+    serve::EngineServiceOptions so;
+    so.model_path = spec.path;
+    so.tokenizer_path = spec.tokenizer_path;
+    so.model_name = spec.name;
+    so.threads = cfg.threads;
+    so.cpu_affinity = cfg.cpu_affinity;
+    so.engine = *eo;
+    so.spec = engine::DraftSpec{cfg.spec, cfg.draft_model, cfg.draft_quant, cfg.draft_max, cfg.draft_min};
+    so.max_queue = cfg.max_queue;
+    services.push_back(std::make_unique<serve::EngineService>(so));
+    models.push_back(std::make_unique<serve::ServedModel>());
+    models.back()->spec = spec;
+    models.back()->service = services.back().get();
+  }
+  serve::EngineService& service = *services.front();
   serve::ServerMetrics metrics(cfg.device_id);
-  serve::HttpServer server(cfg, service, metrics);
+  serve::HttpServer server(cfg, std::move(models), metrics);
   server.context().set_upload_dir(o.upload_dir);
+  server.context().set_upstream(std::move(upstream));
   {
     std::vector<std::string> warnings;
     auto cache = serve::make_response_cache(cfg, service, warnings);
@@ -101,13 +156,28 @@ int run_serve(ServeOptions& o) {
 
   std::thread http([&] { server.run(); });
   std::thread load_watch([&] {
-    Status st = service.wait_ready();
-    if (!st.ok()) {
-      report_error(st.error());
-      kill(getpid(), SIGTERM);  // takes the normal shutdown path, exit code below
-      return;
+    for (const auto& m : server.context().models()) {
+      Status st = m->service->wait_ready();
+      if (!st.ok()) {
+        report_error(st.error());
+        kill(getpid(), SIGTERM);  // takes the normal shutdown path, exit code below
+        return;
+      }
+      std::fprintf(stderr, "edgelm serve: model '%s' (%s) ready (n_ctx %d)\n", m->spec.name.c_str(),
+                   std::string(serve::tier_name(m->spec.tier)).c_str(), m->service->n_ctx());
     }
-    std::fprintf(stderr, "edgelm serve: model '%s' ready (n_ctx %d)\n", cfg.model_name.c_str(), service.n_ctx());
+    serve::StartupProfileOptions po;
+    po.measure = cfg.startup_profile == "quick";
+    po.engine = *eo;
+    po.log = [](std::string_view line) {
+      std::fprintf(stderr, "edgelm serve: %.*s\n", static_cast<int>(line.size()), line.data());
+    };
+    for (const auto& m : server.context().models()) {
+      if (server.context().draining.load()) return;
+      if (Status st = serve::prepare_latency_profile(*m, po); !st.ok())
+        std::fprintf(stderr, "edgelm serve: warning: %s (the router assumes it fits any budget)\n",
+                     st.error().message.c_str());
+    }
   });
 
   int sig = 0;
@@ -118,9 +188,12 @@ int run_serve(ServeOptions& o) {
   server.shutdown(std::chrono::duration<double>(cfg.drain_timeout_s));
   http.join();
   const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  service.shutdown(std::chrono::duration<double>(std::max(0.0, cfg.drain_timeout_s - spent)));
+  bool failed = false;
+  for (auto& svc : services) {
+    svc->shutdown(std::chrono::duration<double>(std::max(0.0, cfg.drain_timeout_s - spent)));
+    failed |= svc->state() == serve::ServiceState::failed;
+  }
   load_watch.join();
-  const bool failed = service.state() == serve::ServiceState::failed;
   std::fprintf(stderr, "edgelm serve: stopped\n");
   return failed ? 1 : 0;
 }
@@ -132,8 +205,19 @@ CommandRunner add_serve_command(CLI::App& app) {
   serve::ServeConfig& c = o->flags;
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model over HTTP (OpenAI-compatible API, metrics, health)");
   cmd->add_option("--config", o->config_path, "YAML settings file (see deploy/README.md)");
-  bind_flag(*o, cmd, "-m,--model", &serve::ServeConfig::model_path,
-            "Model file: GGUF, or a llama2.c checkpoint (.bin)");
+  o->bindings.emplace_back(
+      cmd->add_option("-m,--model", o->model_args,
+                      "Model file (GGUF or llama2.c .bin), or repeated NAME=PATH,tier=small|medium|large"
+                      "[,tokenizer=P][,profile=P][,dyn_temp=MIN:START:FULL] to serve several behind the router"),
+      [p = o.get()](serve::ServeConfig& cfg) {
+        if (p->model_args.size() == 1 && !serve::looks_like_model_spec(p->model_args[0])) {
+          cfg.model_path = p->model_args[0];
+          cfg.models.clear();
+        } else {
+          cfg.models = p->model_args;
+          cfg.model_path.clear();
+        }
+      });
   bind_flag(*o, cmd, "--tokenizer", &serve::ServeConfig::tokenizer_path,
             "llama2.c tokenizer.bin (for .bin checkpoints)");
   bind_flag(*o, cmd, "--host", &serve::ServeConfig::host, "Address to listen on")->capture_default_str();
@@ -209,6 +293,20 @@ CommandRunner add_serve_command(CLI::App& app) {
       ->capture_default_str();
   bind_flag(*o, cmd, "--cache-guards", &serve::ServeConfig::cache_guards,
             "on|off: negation/number/entity checks on semantic hits")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--upstream", &serve::ServeConfig::upstream,
+            "Cloud tier: NAME=URL[,api_key_env=VAR][,model=M][,connect_timeout_s=S][,read_timeout_s=S]"
+            "[,breaker_failures=N][,breaker_open_s=S]");
+  bind_flag(*o, cmd, "--default-budget-ms", &serve::ServeConfig::default_budget_ms,
+            "Latency budget of routed requests that state none")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  bind_flag(*o, cmd, "--startup-profile", &serve::ServeConfig::startup_profile,
+            "quick: profile models without a profile file at startup; off: never")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"quick", "off"}));
+  bind_flag(*o, cmd, "--memory-budget", &serve::ServeConfig::memory_budget,
+            "Weights + KV of all models (e.g. 4G); KV per model shrinks to fit; 0: no limit")
       ->capture_default_str();
   return [o] { return run_serve(*o); };
 }

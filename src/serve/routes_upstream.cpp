@@ -1,0 +1,178 @@
+// Chat requests the router sends to the cloud upstream (upstream.h): the upstream's reply, or
+// its SSE stream, passes through unchanged. When the upstream fails before answering (refused
+// by the open circuit breaker, connection error, timeout, error status), the request is routed
+// again without it and served by a local model, so the user always gets an answer. A stream
+// that breaks after its first line cannot change model any more: it ends with an error event.
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "serve/http_server.h"
+#include "serve/sse.h"
+
+namespace edgelm::serve {
+namespace {
+
+using nlohmann::json;
+
+// Our extensions are not the upstream's business.
+json upstream_body(const json& body, const UpstreamClient& up) {
+  json out = body;
+  for (const char* key : {"latency_budget_ms", "complexity", "cache", "deadline_ms", "ignore_eos"}) out.erase(key);
+  if (out.contains("model") && out["model"].is_string() && out["model"].get<std::string>() == up.config().name)
+    out.erase("model");  // pinned by our name for it; config model= names the upstream's own
+  return out;
+}
+
+// Runs one upstream stream on its own thread, so the HTTP worker can wait for its first line
+// (and fall back before anything was sent) and then pass lines through as they arrive.
+class UpstreamPipe {
+ public:
+  UpstreamPipe(UpstreamClient& client, json request) {
+    thread_ = std::thread([this, &client, request = std::move(request)]() mutable { run(client, std::move(request)); });
+  }
+  ~UpstreamPipe() {
+    cancel();
+    thread_.join();
+  }
+  UpstreamPipe(const UpstreamPipe&) = delete;
+  UpstreamPipe& operator=(const UpstreamPipe&) = delete;
+
+  void cancel() {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+  }
+  // Blocks until the first line or the end; true when lines flow.
+  bool wait_started() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return n_lines_ > 0 || finished_; });
+    return n_lines_ > 0;
+  }
+  // What arrived since the last call (lines with their newlines), waiting up to `timeout` for
+  // something; `finished` once the stream ended and everything was taken.
+  std::string take(std::chrono::milliseconds timeout, bool& finished) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || finished_; });
+    std::string out = std::move(pending_);
+    pending_.clear();
+    finished = finished_;
+    return out;
+  }
+  std::string error() const {
+    std::lock_guard lock(mu_);
+    return error_;
+  }
+  bool saw_done() const {
+    std::lock_guard lock(mu_);
+    return saw_done_;
+  }
+  double ms() const {
+    std::lock_guard lock(mu_);
+    return ms_;
+  }
+
+ private:
+  void run(UpstreamClient& client, json request) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<StreamStats> r = client.chat_stream(std::move(request), [this](std::string_view line) {
+      std::lock_guard lock(mu_);
+      if (cancelled_) return false;
+      pending_.append(line);
+      pending_ += '\n';
+      saw_done_ |= line == "data: [DONE]";
+      ++n_lines_;
+      cv_.notify_all();
+      return true;
+    });
+    std::lock_guard lock(mu_);
+    finished_ = true;
+    ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!r.ok()) error_ = r.error().message;
+    cv_.notify_all();
+  }
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;
+  int64_t n_lines_ = 0;
+  bool finished_ = false, cancelled_ = false, saw_done_ = false;
+  std::string error_;
+  double ms_ = 0.0;
+  std::thread thread_;  // last: starts once every member above exists
+};
+
+void warn_fallback(const std::string& upstream, const std::string& why) {
+  std::fprintf(stderr, "edgelm serve: upstream '%s' failed (%s); answering locally\n", upstream.c_str(), why.c_str());
+}
+
+Generation upstream_generation(double ms, const json* usage) {
+  Generation g;
+  g.finish = engine::Finish::stop;
+  g.latency_s = ms / 1e3;
+  if (usage != nullptr && usage->is_object()) {
+    g.prompt_tokens = usage->value("prompt_tokens", 0);
+    g.completion_tokens = usage->value("completion_tokens", 0);
+  }
+  return g;
+}
+
+}  // namespace
+
+UpstreamOutcome serve_from_upstream(ServerContext& ctx, Routed& r, const json& body, bool stream,
+                                    const std::string& endpoint, httplib::Response& res,
+                                    std::optional<ApiError>& err) {
+  UpstreamClient& up = *ctx.upstream();
+  const std::string name = up.config().name;
+  json request = upstream_body(body, up);
+  if (!stream) {
+    Result<UpstreamReply> reply = up.chat(std::move(request));
+    ctx.metrics().record_upstream(name, reply.ok());
+    if (!reply.ok()) {
+      warn_fallback(name, reply.error().message);
+      err = ctx.fall_back_to_local(r, res);
+      return UpstreamOutcome::fell_back;
+    }
+    ctx.observe_upstream_ms(reply->ms);
+    const json parsed = json::parse(reply->body, nullptr, false);
+    const json* usage = parsed.is_object() && parsed.contains("usage") ? &parsed["usage"] : nullptr;
+    ctx.record(name, endpoint, reply->status, upstream_generation(reply->ms, usage));
+    res.status = reply->status;
+    res.set_content(reply->body, "application/json");
+    return UpstreamOutcome::answered;
+  }
+  auto pipe = std::make_shared<UpstreamPipe>(up, std::move(request));
+  if (!pipe->wait_started()) {
+    ctx.metrics().record_upstream(name, false);
+    warn_fallback(name, pipe->error());
+    err = ctx.fall_back_to_local(r, res);
+    return UpstreamOutcome::fell_back;
+  }
+  ++ctx.in_flight;  // released with the stream
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [pipe](size_t, httplib::DataSink& sink) {
+        bool finished = false;
+        std::string out = pipe->take(std::chrono::milliseconds(100), finished);
+        if (finished && !pipe->error().empty() && !pipe->saw_done()) {  // broke mid-stream
+          out += sse_event(json{{"error", {{"message", pipe->error()}, {"type", "upstream_error"}}}});
+          out += sse_done();
+        }
+        if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+        if (finished) sink.done();
+        return true;
+      },
+      [&ctx, pipe, name, endpoint](bool) {
+        pipe->cancel();
+        const bool ok = pipe->error().empty();
+        ctx.metrics().record_upstream(name, ok);
+        if (ok) ctx.observe_upstream_ms(pipe->ms());
+        ctx.record(name, endpoint, ok ? 200 : 502, upstream_generation(pipe->ms(), nullptr));
+        --ctx.in_flight;
+      });
+  return UpstreamOutcome::answered;
+}
+
+}  // namespace edgelm::serve

@@ -1,0 +1,39 @@
+// One model a server serves (model_spec.h) with what routing needs of it at run time: its
+// engine service and its latency profile, refined by live timings.
+//
+// Invariants: `service` outlives the ServedModel; latency() is null until a profile was loaded
+// or measured (the router then assumes the tier fits any budget); set_latency may be called
+// from any thread (the startup profile runs beside serving).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "serve/engine_service.h"
+#include "serve/latency_model.h"
+#include "serve/model_spec.h"
+
+namespace edgelm::serve {
+
+struct ServedModel {
+  ModelSpec spec;
+  EngineService* service = nullptr;
+  std::atomic<bool> profiling{false};  // the startup profile is running on its engine thread
+
+  std::shared_ptr<OnlineLatencyModel> latency() const {
+    std::lock_guard lock(mu_);
+    return latency_;
+  }
+  void set_latency(LatencyModel m) {
+    auto online = std::make_shared<OnlineLatencyModel>(std::move(m));
+    std::lock_guard lock(mu_);
+    latency_ = std::move(online);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<OnlineLatencyModel> latency_;
+};
+
+}  // namespace edgelm::serve
