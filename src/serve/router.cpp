@@ -159,12 +159,13 @@ class Policy {
     return {Tier::large, CapKind::dynamic, std::min(std::max(1, dyn), requested_or(dyn)), RouteReason::large_budget};
   }
 
-  // The band's tier, then smaller tiers (faster) from the nearest, then larger ones.
+  // The band's tier, then larger tiers (better answers, when they still fit) from the
+  // nearest, then smaller ones (faster) from the nearest.
   static std::vector<Tier> tier_order(Tier band) {
     std::vector<Tier> order{band};
-    for (int t = static_cast<int>(band) - 1; t >= 0; --t) order.push_back(static_cast<Tier>(t));
     for (int t = static_cast<int>(band) + 1; t <= static_cast<int>(Tier::large); ++t)
       order.push_back(static_cast<Tier>(t));
+    for (int t = static_cast<int>(band) - 1; t >= 0; --t) order.push_back(static_cast<Tier>(t));
     return order;
   }
 

@@ -11,8 +11,8 @@
 //   B <  small_max_ms (5 s)            -> small tier, hard cap <= 64, no reasoning chain      [tight_budget]
 //   small_max_ms <= B <= medium_max_ms -> medium tier, soft cap <= 256 asked for in the prompt [medium_budget]
 //   B >  medium_max_ms (30 s)          -> large tier, dynamic budget growing with complexity  [large_budget]
-//   the band's tier absent / too slow  -> the next tier that fits: smaller ones first, then
-//                                         larger ones                                        [other_tier]
+//   the band's tier absent / too slow  -> the best other tier that fits: larger ones (better
+//                                         answers) first, then smaller ones                  [other_tier]
 //   complex but upstream down / open   -> the local choice above                              [upstream_unavailable]
 //   no local tier fits B               -> upstream when usable                                [no_local_fit]
 //   nothing fits at all                -> the fastest local tier with the tightest cap         [nothing_fits]

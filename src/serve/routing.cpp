@@ -178,6 +178,7 @@ std::optional<ApiError> ServerContext::apply_route(Routed& out, httplib::Respons
   if (!d.ok()) return ApiError{503, d.error().message, "server_error", "", "unavailable"};
   out.decision = std::move(d).value();
   const RouteDecision& dec = *out.decision;
+  res.headers.erase("x-edgelm-route");  // a fallback's decision replaces the first one
   res.set_header("x-edgelm-route", format_route_header(dec));
   metrics_.record_route(dec.target, dec.upstream ? "upstream" : std::string(tier_name(dec.tier)),
                         std::string(route_reason_name(dec.reason)));

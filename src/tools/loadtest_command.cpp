@@ -90,6 +90,7 @@ std::string request_body(const LoadtestOptions& o, const std::string& prompt) {
   else
     body["prompt"] = prompt;
   body["max_tokens"] = o.max_tokens;
+  if (o.latency_budget_ms > 0 && o.send_budget) body["latency_budget_ms"] = o.latency_budget_ms;
   if (o.endpoint != LoadtestEndpoint::predict) body["stream"] = true;
   return body.dump();
 }
@@ -103,6 +104,7 @@ struct Outcome {
   std::optional<double> ttft_s;
   std::vector<double> tbt_s;  // gaps between consecutive token chunks
   size_t tokens = 0;
+  std::string route_tier;  // the first field of x-edgelm-route ("" without the header)
 };
 
 std::optional<size_t> completion_tokens(const nlohmann::json& j) {
@@ -213,6 +215,8 @@ Outcome send_one(httplib::Client& cli, const Target& target, const LoadtestOptio
   }
   out.status = res.status;
   if (res.status != 200) return out;
+  const std::string route = res.get_header_value("x-edgelm-route");
+  out.route_tier = route.substr(0, route.find(';'));
   if (streaming) {
     out.tokens = sse.usage_tokens().value_or(sse.chunks());
     if (!sse.done() && !out.stream_error) {
@@ -236,6 +240,9 @@ struct RunState {
   std::map<std::string, size_t> errors;
   std::string first_connection_error;
   size_t generated_tokens = 0;
+  size_t within_budget = 0;
+  double budget_s = 0;  // 0: none
+  std::map<std::string, size_t> routes;
   Clock::time_point last_done;
   std::atomic<size_t> sent{0}, ok{0}, failed{0}, dropped{0};
 
@@ -248,6 +255,8 @@ struct RunState {
       if (o.ttft_s) ttft.push_back(*o.ttft_s);
       tbt.insert(tbt.end(), o.tbt_s.begin(), o.tbt_s.end());
       generated_tokens += o.tokens;
+      if (budget_s > 0 && o.e2e_s <= budget_s) ++within_budget;
+      if (!o.route_tier.empty()) ++routes[o.route_tier];
       return;
     }
     failed.fetch_add(1);
@@ -369,6 +378,7 @@ Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* p
   if (!before) return make_error("cannot reach the server at {} (GET /metrics failed: {} error)", o.url, probe_error);
 
   auto state = std::make_shared<RunState>();
+  state->budget_s = o.latency_budget_ms / 1e3;
   std::atomic<size_t> next_prompt{0};
   const auto start = Clock::now();
   const auto deadline =
@@ -472,6 +482,8 @@ Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* p
     r.ttft = summarize(state->ttft);
     r.tbt = summarize(state->tbt);
     r.generated_tokens = state->generated_tokens;
+    r.within_budget = state->within_budget;
+    r.routes = state->routes;
   }
   r.requests_per_s = static_cast<double>(r.ok) / r.elapsed_s;
   r.tokens_per_s = static_cast<double>(r.generated_tokens) / r.elapsed_s;
@@ -522,6 +534,14 @@ std::string format_loadtest_text(const LoadtestReport& r) {
   }
   s += fmt::format("throughput: {:.2f} req/s, {:.1f} generated tok/s ({} tokens)\n", r.requests_per_s, r.tokens_per_s,
                    r.generated_tokens);
+  if (o.latency_budget_ms > 0)
+    s += fmt::format("budget {:g} ms: {} of {} sent requests within it ({:.1f}%)\n", o.latency_budget_ms,
+                     r.within_budget, r.sent, r.sent > 0 ? 100.0 * static_cast<double>(r.within_budget) / r.sent : 0.0);
+  if (!r.routes.empty()) {
+    s += "routes:";
+    for (const auto& [tier, n] : r.routes) s += fmt::format(" {} x{}", tier, n);
+    s += "\n";
+  }
   s += fmt::format("server: cpu {}, rss {}\n",
                    r.server_cpu_utilization ? fmt::format("{:.2f} cores", *r.server_cpu_utilization) : "n/a",
                    r.server_rss_bytes ? fmt::format("{:.1f} MiB", *r.server_rss_bytes / (1024.0 * 1024.0)) : "n/a");
@@ -549,6 +569,12 @@ nlohmann::json loadtest_json(const LoadtestReport& r) {
   j["latency_s"] = {{"e2e", summary_json(r.e2e)}, {"ttft", summary_json(r.ttft)}, {"tbt", summary_json(r.tbt)}};
   j["throughput"] = {
       {"requests_per_s", r.requests_per_s}, {"tokens_per_s", r.tokens_per_s}, {"generated_tokens", r.generated_tokens}};
+  if (o.latency_budget_ms > 0)
+    j["budget"] = {{"latency_budget_ms", o.latency_budget_ms},
+                   {"within", r.within_budget},
+                   {"fraction", r.sent > 0 ? static_cast<double>(r.within_budget) / r.sent : 0.0}};
+  j["routes"] = nlohmann::json::object();
+  for (const auto& [tier, n] : r.routes) j["routes"][tier] = n;
   j["server"] = {
       {"process_cpu_utilization",
        r.server_cpu_utilization ? nlohmann::json(*r.server_cpu_utilization) : nlohmann::json()},
@@ -579,6 +605,11 @@ CommandRunner add_loadtest_command(CLI::App& app) {
   cmd->add_option("--endpoint", f->endpoint, "predict, completions or chat")->capture_default_str();
   cmd->add_option("--api-key", f->o.api_key, "Sent as Authorization: Bearer KEY");
   cmd->add_option("--model", f->o.model, "The model field of each request");
+  cmd->add_option("--latency-budget-ms", f->o.latency_budget_ms,
+                  "Send latency_budget_ms and report the fraction of requests that met it")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("!--no-send-budget", f->o.send_budget,
+                "Count requests within --latency-budget-ms without sending it (a baseline without the router)");
   cmd->add_option("--timeout", f->o.timeout_s, "Per-request timeout in seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

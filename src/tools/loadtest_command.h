@@ -43,6 +43,8 @@ struct LoadtestOptions {
   double timeout_s = 120;    // per request (connect + read)
   uint64_t seed = 42;        // Poisson arrivals
   int max_in_flight = 1024;  // open loop: arrivals beyond this are counted as "dropped"
+  double latency_budget_ms = 0;  // > 0: sent as latency_budget_ms; the report counts requests within it
+  bool send_budget = true;       // false: only counted (a baseline without the router)
 };
 
 // Percentiles by linear interpolation between closest ranks (numpy's default).
@@ -62,6 +64,8 @@ struct LoadtestReport {
   double requests_per_s = 0, tokens_per_s = 0;   // ok requests and their tokens per elapsed second
   std::optional<double> server_cpu_utilization;  // process_cpu_utilization, else derived
   std::optional<double> server_rss_bytes;        // process_resident_memory_bytes
+  size_t within_budget = 0;               // ok requests whose end-to-end time met latency_budget_ms
+  std::map<std::string, size_t> routes;   // the tier of each ok request's x-edgelm-route header
 };
 
 // Runs the load; progress (if not null) gets a live "\r..." line every half second.

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "serve/config.h"
+#include "serve/model_spec.h"
 #include "support/test_data.h"
 
 namespace edgelm::serve {
@@ -269,6 +270,89 @@ TEST(ServeConfig, ValidateSpeculativeDecoding) {
   bad([](ServeConfig& x) { x.draft_min = 9; }, "draft-min");
 }
 
+TEST(ServeConfig, ModelSpecs) {
+  auto m = parse_model_spec("tiny=/m/stories.bin,tier=small,tokenizer=/m/tok.bin,profile=/p/tiny.json,dyn_temp=0.3:64:512");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->name, "tiny");
+  EXPECT_EQ(m->path, "/m/stories.bin");
+  EXPECT_EQ(m->tier, Tier::small);
+  EXPECT_EQ(m->tokenizer_path, "/m/tok.bin");
+  EXPECT_EQ(m->profile_path, "/p/tiny.json");
+  ASSERT_TRUE(m->dyn_temp.has_value());
+  EXPECT_TRUE(m->dyn_temp->enabled);
+  EXPECT_FLOAT_EQ(m->dyn_temp->min_temperature, 0.3f);
+  EXPECT_EQ(m->dyn_temp->start_tokens, 64);
+  EXPECT_EQ(m->dyn_temp->full_tokens, 512);
+  m = parse_model_spec("big=/m/a=b.gguf,tier=large");  // '=' inside the path is kept
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->path, "/m/a=b.gguf");
+  EXPECT_EQ(m->tier, Tier::large);
+  EXPECT_FALSE(m->dyn_temp.has_value());
+  EXPECT_TRUE(looks_like_model_spec("a=/m/x.gguf"));
+  EXPECT_FALSE(looks_like_model_spec("/m/x.gguf"));
+  EXPECT_FALSE(looks_like_model_spec("/m/x,y=z.gguf"));
+  for (const auto& [text, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"/m/x.gguf", "NAME=PATH"},
+           {"=x.gguf", "NAME=PATH"},
+           {"a=x.gguf,tier=huge", "tier"},
+           {"a=x.gguf,color=red", "unknown key 'color'"},
+           {"a=x.gguf,tier", "KEY=VALUE"},
+           {"auto=x.gguf", "reserved"},
+           {"a=x.gguf,dyn_temp=0.2:256", "MIN:START:FULL"},
+           {"a=x.gguf,dyn_temp=0.2:300:100", "START < FULL"},
+           {"a=x.gguf,dyn_temp=cold:1:2", "not a number"}}) {
+    auto r = parse_model_spec(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.error().message.find(needle), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(ServeConfig, SeveralModelsUpstreamAndBudgets) {
+  TempDir dir;
+  write_file(dir.file("c.yaml"),
+             "models:\n  - small=/m/s.bin,tier=small\n  - large=/m/l.gguf,tier=large,profile=/p/l.json\n"
+             "upstream: cloud=http://10.0.0.5:8080,api_key_env=CLOUD_KEY\ndefault_budget_ms: 2000\n"
+             "startup_profile: \"off\"\nmemory_budget: 4G\n");
+  auto c = load_config_file(dir.file("c.yaml"), ServeConfig{});
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_EQ(c->models.size(), 2u);
+  EXPECT_EQ(c->upstream, "cloud=http://10.0.0.5:8080,api_key_env=CLOUD_KEY");
+  EXPECT_DOUBLE_EQ(c->default_budget_ms, 2000);
+  EXPECT_EQ(c->startup_profile, "off");
+  ASSERT_TRUE(validate(*c).ok()) << validate(*c).error().message;
+  EXPECT_EQ(*memory_budget_bytes(*c), size_t{4} << 30);
+  auto specs = model_specs(*c);
+  ASSERT_TRUE(specs.ok());
+  EXPECT_EQ((*specs)[1].name, "large");
+  EXPECT_EQ((*specs)[1].profile_path, "/p/l.json");
+  EXPECT_NE(describe(*c).find("models: small=/m/s.bin,tier=small; large="), std::string::npos) << describe(*c);
+  // EDGELM_MODELS separates specs with ';' (they contain commas).
+  ServeConfig e;
+  ASSERT_TRUE(apply_env(e, env_of({{"EDGELM_MODELS", "a=/m/a.bin,tier=small; b=/m/b.gguf,tier=medium"}})).ok());
+  EXPECT_EQ(e.models, (std::vector<std::string>{"a=/m/a.bin,tier=small", "b=/m/b.gguf,tier=medium"}));
+  // One model: model_path, named model_name, the small tier.
+  ServeConfig one;
+  one.model_path = "/m/one.gguf";
+  fill_derived_defaults(one);
+  auto single = model_specs(one);
+  ASSERT_TRUE(single.ok());
+  ASSERT_EQ(single->size(), 1u);
+  EXPECT_EQ((*single)[0].name, "one");
+  EXPECT_EQ((*single)[0].tier, Tier::small);
+  EXPECT_EQ(*memory_budget_bytes(one), 0u);
+
+  auto bad = [&](auto mutate, const char* needle) { expect_invalid(*c, mutate, needle); };
+  bad([](ServeConfig& x) { x.model_path = "/m/x.gguf"; }, "not both");
+  bad([](ServeConfig& x) { x.models.push_back("small=/m/t.bin"); }, "used twice");
+  bad([](ServeConfig& x) { x.models.push_back("/m/t.bin"); }, "NAME=PATH");
+  bad([](ServeConfig& x) { x.upstream = "cloud"; }, "upstream");
+  bad([](ServeConfig& x) { x.upstream = "small=http://h:1"; }, "both named 'small'");
+  bad([](ServeConfig& x) { x.default_budget_ms = 0; }, "default_budget_ms");
+  bad([](ServeConfig& x) { x.startup_profile = "full"; }, "startup_profile");
+  bad([](ServeConfig& x) { x.memory_budget = "lots"; }, "memory_budget");
+  bad([](ServeConfig& x) { x.models.clear(); }, "no model");
+}
+
 TEST(ServeConfig, DescribeMasksSecrets) {
   ServeConfig c;
   c.model_path = "/m/tiny.gguf";
@@ -283,7 +367,7 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 39);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 44);
   EXPECT_NE(d.find("spec: off\ndraft_model: (none)\ndraft_quant: (none)\ndraft_max: 8\ndraft_min: 0\n"),
             std::string::npos)
       << d;

@@ -51,6 +51,7 @@ class FakeServer {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(predict_delay_ms));
       ++predicts;
+      if (body.contains("latency_budget_ms")) res.set_header("x-edgelm-route", "small; 5; 64; tight_budget");
       res.set_content(R"({"output":"once","usage":{"prompt_tokens":3,"completion_tokens":5}})", "application/json");
       --running;
     });
@@ -214,6 +215,36 @@ TEST(Loadtest, ErrorsAreCountedByStatus) {
   EXPECT_EQ(r->e2e.n, 0u);
   const std::string text = format_loadtest_text(*r);
   EXPECT_NE(text.find("503 x"), std::string::npos) << text;
+}
+
+TEST(Loadtest, LatencyBudgetIsSentCountedAndRoutesTallied) {
+  FakeServer server;
+  server.predict_delay_ms = 30;
+  LoadtestOptions o;
+  o.url = server.url();
+  o.concurrency = 2;
+  o.duration_s = 0.3;
+  o.endpoint = LoadtestEndpoint::predict;
+  o.latency_budget_ms = 5000;
+  auto r = run_loadtest(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_GT(r->ok, 0u);
+  EXPECT_EQ(r->within_budget, r->ok);
+  EXPECT_EQ(r->routes.at("small"), r->ok);
+  EXPECT_NE(server.last_body.find("\"latency_budget_ms\":5000"), std::string::npos) << server.last_body;
+  EXPECT_NE(format_loadtest_text(*r).find("budget 5000 ms:"), std::string::npos);
+  EXPECT_EQ(loadtest_json(*r)["budget"]["within"], r->within_budget);
+  o.latency_budget_ms = 10;  // every request takes 30 ms
+  r = run_loadtest(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->within_budget, 0u);
+  o.latency_budget_ms = 5000;  // a baseline: counted, not sent
+  o.send_budget = false;
+  r = run_loadtest(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->within_budget, r->ok);
+  EXPECT_TRUE(r->routes.empty());
+  EXPECT_EQ(server.last_body.find("latency_budget_ms"), std::string::npos) << server.last_body;
 }
 
 TEST(Loadtest, MissingMetricsAreTolerated) {

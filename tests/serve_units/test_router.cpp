@@ -129,6 +129,12 @@ const Row kRows[] = {
        in.tiers.erase(in.tiers.begin());  // no small tier; 40 ms/token medium fits 64 in 4 s
      },
      "mid", RouteReason::other_tier, CapKind::hard, 64},
+    {"band_tier_absent_larger_tier_that_fits_first",
+     [](RouteInput& in) {
+       in.budget_ms = 30000;  // medium band; 256 tokens on the large tier take 25.9 s
+       in.tiers.erase(in.tiers.begin() + 1);
+     },
+     "big", RouteReason::other_tier, CapKind::soft, 256},
     {"unavailable_tier_skipped",
      [](RouteInput& in) {
        in.budget_ms = 15000;

@@ -100,7 +100,8 @@ struct Reply {
   json js() const { return json::parse(body, nullptr, false); }
 };
 
-inline Reply post(const TestServer& s, const std::string& path, const std::string& body,
+template <class Server>
+Reply post(const Server& s, const std::string& path, const std::string& body,
                   const httplib::Headers& headers = {}) {
   httplib::Client c = s.client();
   auto r = c.Post(path.c_str(), headers, body, "application/json");
@@ -108,12 +109,14 @@ inline Reply post(const TestServer& s, const std::string& path, const std::strin
   return {r->status, r->body, r->headers};
 }
 
-inline Reply post(const TestServer& s, const std::string& path, const json& body,
+template <class Server>
+Reply post(const Server& s, const std::string& path, const json& body,
                   const httplib::Headers& headers = {}) {
   return post(s, path, body.dump(), headers);
 }
 
-inline Reply get(const TestServer& s, const std::string& path, const httplib::Headers& headers = {}) {
+template <class Server>
+Reply get(const Server& s, const std::string& path, const httplib::Headers& headers = {}) {
   httplib::Client c = s.client();
   auto r = c.Get(path.c_str(), headers);
   if (!r) return {};

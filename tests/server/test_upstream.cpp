@@ -22,6 +22,7 @@
 #include "core/timer.h"
 #include "serve/router.h"
 #include "serve/upstream.h"
+#include "serve_process.h"
 #include "support/test_data.h"
 
 namespace edgelm::serve {
@@ -29,90 +30,6 @@ namespace {
 
 using nlohmann::json;
 using State = CircuitBreaker::State;
-
-const char* kKey = "test-upstream-key-7f3a";
-
-// `edgelm serve` in a child process; its stderr is collected to find the port and readiness.
-class ServeProcess {
- public:
-  explicit ServeProcess(int port = 0) {
-    int fds[2];
-    if (pipe(fds) != 0) return;
-    const std::string port_s = std::to_string(port);
-    std::vector<std::string> argv = {EDGELM_BIN,     "serve",
-                                     "-m",           test::shared_path("models/stories260K.bin"),
-                                     "--tokenizer",  test::shared_path("models/tok512.bin"),
-                                     "--host",       "127.0.0.1",
-                                     "--port",       port_s,
-                                     "-t",           "1",
-                                     "--kv-memory",  "16M",
-                                     "--api-key",    kKey,
-                                     "--model-name", "cloud-stories"};
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], 2);
-      close(fds[0]);
-      close(fds[1]);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    reader_ = std::thread([this, fd = fds[0]] {
-      char buf[4096];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof buf)) > 0) {
-        std::lock_guard<std::mutex> lock(mu_);
-        log_.append(buf, static_cast<size_t>(n));
-      }
-      close(fd);
-    });
-  }
-
-  ~ServeProcess() { kill_now(); }
-
-  // Waits for "listening on ...:PORT" and "ready"; returns the port (0 on timeout or exit).
-  int wait_ready(std::chrono::seconds timeout = std::chrono::seconds(60)) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
-    while (std::chrono::steady_clock::now() < until) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        std::smatch m;
-        if (std::regex_search(log_, m, listening) && log_.find("ready") != std::string::npos) return std::stoi(m[1]);
-      }
-      if (pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return 0;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return 0;
-  }
-
-  // The link goes down: the server dies without draining.
-  void kill_now() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-    if (reader_.joinable()) reader_.join();
-  }
-
-  std::string log() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return log_;
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::thread reader_;
-  std::mutex mu_;
-  std::string log_;
-};
 
 struct FakeClock {
   CircuitBreaker::Clock::time_point t = CircuitBreaker::Clock::now();
