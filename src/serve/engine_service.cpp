@@ -270,6 +270,8 @@ EngineService::Submitted EngineService::submit(engine::Request req) {
                                    fmt::format("the queue is full ({} requests waiting)", waiting)}};
     }
     handle->slot_ = pinned ? std::move(pinned) : current_;
+    handle->batch_at_submit_ = static_cast<int32_t>(
+        std::min<int64_t>(stats_.n_running + waiting + 1, std::max(1, opts_.engine.scheduler.max_batch_size)));
     inbox_.push_back({std::move(req), handle});
   }
   wake_.notify_one();

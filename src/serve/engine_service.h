@@ -145,6 +145,9 @@ class RequestHandle {
   // Duration of the engine step that produced the first event (0 before it): TTFT minus this
   // approximates the time the request queued before its prefill completed.
   double first_step_seconds() const;
+  // The sequences it was expected to decode beside, itself included (running + waiting + 1 at
+  // submit, at most the batch limit): the batch its latency is observed under (routing.h).
+  int32_t batch_at_submit() const { return batch_at_submit_; }
 
  private:
   friend class EngineService;
@@ -154,6 +157,7 @@ class RequestHandle {
   EngineService& service_;
   std::shared_ptr<ModelSlot> slot_;  // the engine it was submitted to (keeps it alive)
   const int32_t n_prompt_;
+  int32_t batch_at_submit_ = 1;
   engine::Clock::time_point submitted_at_ = engine::Clock::now();
   mutable std::mutex mutex_;
   std::condition_variable cv_;

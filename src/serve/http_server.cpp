@@ -107,6 +107,7 @@ std::string finish_reason(engine::Finish f) { return std::string(engine::finish_
 
 bool Generation::absorb(const RequestHandle& h, engine::TokenEvent& ev) {
   prompt_tokens = h.n_prompt();
+  batch = h.batch_at_submit();
   if (ev.token >= 0) {
     const auto now = engine::Clock::now();
     if (completion_tokens == 0) {
@@ -253,7 +254,8 @@ void ServerContext::record(const std::string& model, const std::string& endpoint
         if (g.tbt_s.size() >= 4) {
           double sum = 0.0;
           for (double t : g.tbt_s) sum += t;
-          lat->observe_decode(g.prompt_tokens + g.completion_tokens / 2, sum * 1e3 / static_cast<double>(g.tbt_s.size()));
+          lat->observe_decode(g.prompt_tokens + g.completion_tokens / 2, sum * 1e3 / static_cast<double>(g.tbt_s.size()),
+                              g.batch);
         }
       }
     }

@@ -69,6 +69,7 @@ struct Generation {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache (from the finishing event)
+  int32_t batch = 1;          // RequestHandle::batch_at_submit
   // Timing (seconds; < 0: not observed), see RequestRecord.
   double latency_s = -1, ttft_s = -1, queue_s = -1;
   std::vector<double> tbt_s;

@@ -331,26 +331,48 @@ void update_factor(double& factor, double alpha, double predicted, double observ
 }
 }  // namespace
 
+// The k-th observation of a phase weighs max(alpha, 1/(k+1)): the first ones average with the
+// profile (which counts as one), so a profile taken under different load is corrected within a
+// few requests; later ones move the factor as an EWMA.
 void OnlineLatencyModel::observe_prefill(int32_t n_input, double ms) {
   std::lock_guard<std::mutex> lock(mu_);
-  update_factor(prefill_factor_, alpha_, base_.prefill_ms(n_input), ms);
+  ++n_prefill_;
+  update_factor(prefill_factor_, std::max(alpha_, 1.0 / static_cast<double>(n_prefill_ + 1)), base_.prefill_ms(n_input),
+                ms);
   ++n_obs_;
 }
 
-void OnlineLatencyModel::observe_decode(int32_t context, double ms_per_token) {
+int OnlineLatencyModel::batch_bucket(int32_t batch) {
+  int b = 0;
+  for (int32_t limit = 1; b < kBatchBuckets - 1 && batch > limit; limit *= 2) ++b;
+  return b;
+}
+
+void OnlineLatencyModel::observe_decode(int32_t context, double ms_per_token, int32_t batch) {
   std::lock_guard<std::mutex> lock(mu_);
-  update_factor(decode_factor_, alpha_, base_.decode_ms(context), ms_per_token);
+  const int b = batch_bucket(batch);
+  if (n_decode_[b] == 0) decode_factor_[b] = decode_factor_locked(batch);  // start from what it predicted
+  ++n_decode_[b];
+  update_factor(decode_factor_[b], std::max(alpha_, 1.0 / static_cast<double>(n_decode_[b] + 1)),
+                base_.decode_ms(context), ms_per_token);
   ++n_obs_;
 }
 
-LatencyModel OnlineLatencyModel::current() const {
+double OnlineLatencyModel::decode_factor_locked(int32_t batch) const {
+  for (int b = batch_bucket(batch); b >= 0; --b)
+    if (n_decode_[b] > 0) return decode_factor_[b];
+  return 1.0;
+}
+
+LatencyModel OnlineLatencyModel::current(int32_t batch) const {
   std::lock_guard<std::mutex> lock(mu_);
   LatencyModel m = base_;
   m.prefill_a *= prefill_factor_;
   m.prefill_b *= prefill_factor_;
   m.prefill_c *= prefill_factor_;
-  m.decode_t *= decode_factor_;
-  m.decode_s *= decode_factor_;
+  const double d = decode_factor_locked(batch);
+  m.decode_t *= d;
+  m.decode_s *= d;
   return m;
 }
 
@@ -359,9 +381,9 @@ double OnlineLatencyModel::prefill_factor() const {
   return prefill_factor_;
 }
 
-double OnlineLatencyModel::decode_factor() const {
+double OnlineLatencyModel::decode_factor(int32_t batch) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return decode_factor_;
+  return decode_factor_locked(batch);
 }
 
 int64_t OnlineLatencyModel::n_observations() const {

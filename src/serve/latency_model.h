@@ -100,30 +100,46 @@ Result<LatencyModel> load_latency_model(const std::string& path);
 // A profile refined by live timings, safe to share between threads.
 //
 // The server feeds it its real step timings; each observation moves an exponentially weighted
-// correction factor (observed / profiled, per phase) by `alpha`, so a machine that runs slower
+// correction factor (observed / profiled, per phase) by `alpha` (the first ones by 1/(k+1),
+// averaging with the profile, which counts as one observation), so a machine that runs slower
 // or faster than when it was profiled (thermal throttling, other load, a different thread
 // count) is tracked within tens of requests, while the shape of the curves (quadratic prefill,
 // context slope) stays the profiled one. Factors are clamped to [1/8, 8] so one outlier
 // cannot wreck the predictions.
+//
+// Decode is corrected per batch size: a request that decodes beside others shares each step
+// with them (on a compute-bound CPU each step grows with the batch), so the decode factor is
+// kept per bucket of batch sizes (1, 2, 3-4, 5-8, 9-16, 17+), each fed by the requests that
+// decoded in such a batch; a bucket without observations uses the nearest smaller one's.
 class OnlineLatencyModel {
  public:
   explicit OnlineLatencyModel(LatencyModel base, double alpha = 0.1);
 
   void observe_prefill(int32_t n_input, double ms);
-  void observe_decode(int32_t context, double ms_per_token);
-  // The profile with the correction factors folded into its coefficients.
-  LatencyModel current() const;
+  // `batch`: the sequences decoding together (this one included), e.g. running + waiting + 1
+  // when the request was submitted.
+  void observe_decode(int32_t context, double ms_per_token, int32_t batch = 1);
+  // The profile with the correction factors for a request decoding in `batch` folded into its
+  // coefficients.
+  LatencyModel current(int32_t batch = 1) const;
   double prefill_factor() const;
-  double decode_factor() const;
+  double decode_factor(int32_t batch = 1) const;
   int64_t n_observations() const;
 
+  static constexpr int kBatchBuckets = 6;
+  static int batch_bucket(int32_t batch);  // 1 -> 0, 2 -> 1, 3-4 -> 2, 5-8 -> 3, 9-16 -> 4, 17+ -> 5
+
  private:
+  double decode_factor_locked(int32_t batch) const;
+
   mutable std::mutex mu_;
   LatencyModel base_;
   double alpha_;
   double prefill_factor_ = 1.0;
-  double decode_factor_ = 1.0;
+  double decode_factor_[kBatchBuckets] = {1.0, 1.0, 1.0, 1.0, 1.0, 1.0};
+  int64_t n_decode_[kBatchBuckets] = {};
   int64_t n_obs_ = 0;
+  int64_t n_prefill_ = 0;
 };
 
 }  // namespace edgelm::serve

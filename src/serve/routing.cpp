@@ -108,11 +108,13 @@ RouteInput ServerContext::route_input(const RouteRequest& rr, const json& body, 
     ts.available = st.state == ServiceState::ready;
     ts.name = ts.available ? m->service->model_name() : m->spec.name;
     if (ts.name.empty()) ts.name = m->spec.name;
-    if (auto lat = m->latency()) ts.latency = lat->current();
+    const int32_t max_batch = st.batch_cap > 0 ? st.batch_cap : cfg_.max_batch_size;
+    // The batch this request would decode in: what runs and waits now, and itself.
+    if (auto lat = m->latency()) ts.latency = lat->current(std::min(st.n_running + st.n_waiting + 1, max_batch));
     ts.queue.waiting_requests = st.n_waiting;
     ts.queue.waiting_prompt_tokens = st.waiting_prompt_tokens;
     ts.queue.running_requests = st.n_running;
-    ts.queue.max_batch_size = st.batch_cap > 0 ? st.batch_cap : cfg_.max_batch_size;
+    ts.queue.max_batch_size = max_batch;
     ts.queue.running_tokens_left = st.running_tokens_left;
     if (ts.available && rr.prompt_ids == 0) {  // the prompt in this model's tokens
       const EngineService::Pin pin = m->service->pin_model();

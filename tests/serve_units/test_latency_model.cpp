@@ -210,5 +210,44 @@ TEST(OnlineLatencyModel, TracksASlowerMachineAndResistsOutliers) {
   EXPECT_TRUE(std::isfinite(online.current().decode_ms(0)));
 }
 
+TEST(OnlineLatencyModel, FirstObservationsAverageWithTheProfile) {
+  LatencyModel base;
+  base.prefill_b = 1.0;
+  base.decode_t = 10.0;
+  OnlineLatencyModel online(base, 0.1);
+  // The profile counts as one observation: after k observations at 2x the factor is the mean
+  // (1 + 2k) / (k + 1), not an EWMA that would still be near 1 (1.1, 1.19, 1.27).
+  for (int k = 1; k <= 3; ++k) {
+    online.observe_decode(100, 2.0 * base.decode_ms(100));
+    EXPECT_NEAR(online.decode_factor(), (1.0 + 2.0 * k) / (k + 1.0), 1e-9) << k;
+  }
+  EXPECT_DOUBLE_EQ(online.prefill_factor(), 1.0) << "the phases are separate";
+}
+
+TEST(OnlineLatencyModel, DecodeIsCorrectedPerBatchSize) {
+  EXPECT_EQ(OnlineLatencyModel::batch_bucket(1), 0);
+  EXPECT_EQ(OnlineLatencyModel::batch_bucket(2), 1);
+  EXPECT_EQ(OnlineLatencyModel::batch_bucket(3), 2);
+  EXPECT_EQ(OnlineLatencyModel::batch_bucket(4), 2);
+  EXPECT_EQ(OnlineLatencyModel::batch_bucket(8), 3);
+  EXPECT_EQ(OnlineLatencyModel::batch_bucket(16), 4);
+  EXPECT_EQ(OnlineLatencyModel::batch_bucket(17), 5);
+  EXPECT_EQ(OnlineLatencyModel::batch_bucket(1000), 5);
+  LatencyModel base;
+  base.decode_t = 10.0;
+  OnlineLatencyModel online(base, 0.1);
+  for (int i = 0; i < 50; ++i) {
+    online.observe_decode(0, 10.0, 1);  // alone: as profiled
+    online.observe_decode(0, 18.0, 2);  // beside another request: each step takes longer
+  }
+  EXPECT_NEAR(online.decode_factor(1), 1.0, 1e-9);
+  EXPECT_NEAR(online.decode_factor(2), 1.8, 0.01);
+  EXPECT_NEAR(online.current(2).decode_ms(0), 18.0, 0.1);
+  EXPECT_NEAR(online.decode_factor(8), 1.8, 0.01) << "an unobserved bucket takes the nearest smaller one's";
+  online.observe_decode(0, 40.0, 8);  // its first observation starts from that, then averages
+  EXPECT_NEAR(online.decode_factor(8), (1.8 + 4.0) / 2, 0.01);
+  EXPECT_NEAR(online.decode_factor(4), 1.8, 0.01);
+}
+
 }  // namespace
 }  // namespace edgelm::serve
