@@ -81,6 +81,17 @@ double LatencyModel::decode_ms(double context) const {
   return std::isfinite(v) ? std::max(0.0, v) : 0.0;
 }
 
+double LatencyModel::batch_factor(int32_t batch) const {
+  if (batch <= 1 || batch_factors.empty()) return 1.0;
+  double b0 = 1.0, f0 = 1.0;
+  for (const auto& [b, f] : batch_factors) {
+    if (batch <= b) return f0 + (f - f0) * (batch - b0) / (b - b0);
+    b0 = b;
+    f0 = f;
+  }
+  return 1.0 + (f0 - 1.0) * (batch - 1.0) / (b0 - 1.0);
+}
+
 double LatencyModel::predict_ms(int32_t n_input, int32_t n_output, int32_t context) const {
   const double o = std::max(0, n_output);
   const double c0 = static_cast<double>(std::max(0, context)) + std::max(0, n_input);
@@ -259,7 +270,8 @@ nlohmann::json to_json(const LatencyModel& m) {
   return {{"version", kProfileVersion},
           {"padding", m.padding},
           {"prefill", {{"a_ms_per_token2", m.prefill_a}, {"b_ms_per_token", m.prefill_b}, {"c_ms", m.prefill_c}}},
-          {"decode", {{"t_ms_per_token", m.decode_t}, {"context_slope_ms", m.decode_s}}},
+          {"decode",
+           {{"t_ms_per_token", m.decode_t}, {"context_slope_ms", m.decode_s}, {"batch_factors", m.batch_factors}}},
           {"held_out_error", {{"prefill", m.held_out_prefill_error}, {"decode", m.held_out_decode_error}}},
           {"samples", {{"prefill", m.n_prefill_samples}, {"decode", m.n_decode_samples}}},
           {"source", m.source}};
@@ -280,6 +292,15 @@ Result<LatencyModel> latency_model_from_json(const nlohmann::json& j) {
     const auto& d = j.at("decode");
     m.decode_t = d.at("t_ms_per_token").get<double>();
     m.decode_s = d.value("context_slope_ms", 0.0);
+    if (d.contains("batch_factors")) {
+      m.batch_factors = d["batch_factors"].get<std::vector<std::pair<int32_t, double>>>();
+      int32_t prev = 1;
+      for (const auto& [b, f] : m.batch_factors) {
+        if (b <= prev || !(f > 0) || !std::isfinite(f))
+          return make_error("latency profile: batch_factors need increasing batch sizes >= 2 and factors > 0");
+        prev = b;
+      }
+    }
     if (j.contains("held_out_error")) {
       m.held_out_prefill_error = j["held_out_error"].value("prefill", 0.0);
       m.held_out_decode_error = j["held_out_error"].value("decode", 0.0);
@@ -354,7 +375,7 @@ void OnlineLatencyModel::observe_decode(int32_t context, double ms_per_token, in
   if (n_decode_[b] == 0) decode_factor_[b] = decode_factor_locked(batch);  // start from what it predicted
   ++n_decode_[b];
   update_factor(decode_factor_[b], std::max(alpha_, 1.0 / static_cast<double>(n_decode_[b] + 1)),
-                base_.decode_ms(context), ms_per_token);
+                base_.decode_ms(context) * base_.batch_factor(batch), ms_per_token);
   ++n_obs_;
 }
 
@@ -370,7 +391,7 @@ LatencyModel OnlineLatencyModel::current(int32_t batch) const {
   m.prefill_a *= prefill_factor_;
   m.prefill_b *= prefill_factor_;
   m.prefill_c *= prefill_factor_;
-  const double d = decode_factor_locked(batch);
+  const double d = decode_factor_locked(batch) * base_.batch_factor(batch);
   m.decode_t *= d;
   m.decode_s *= d;
   return m;

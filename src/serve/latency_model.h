@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -54,11 +55,18 @@ struct LatencyModel {
   double held_out_decode_error = 0.0;
   int32_t n_prefill_samples = 0;  // samples the fit used
   int32_t n_decode_samples = 0;
+  // Decode of one request beside others: (batch size b >= 2, per-token time at b / alone),
+  // by increasing b, measured by the profiler; empty: not measured (factor 1).
+  std::vector<std::pair<int32_t, double>> batch_factors;
   std::string source;  // free text: model path, threads, "startup quick profile", ...
 
   int32_t padded(int32_t n_input) const;
   double prefill_ms(int32_t n_input) const;
   double decode_ms(double context) const;  // one token
+  // Per-token decode time in a batch of `batch` sequences over alone: 1 for batch <= 1,
+  // interpolated between the measured sizes, and beyond the largest extended along the line
+  // from (1, 1) to it (decode steps on a compute-bound CPU grow about linearly with the batch).
+  double batch_factor(int32_t batch) const;
   // A whole request: prefill of n_input new tokens after `context` cached ones, then n_output
   // decode steps (the engine samples the first token right after the prefill, so this is
   // conservative by one step).
@@ -107,10 +115,11 @@ Result<LatencyModel> load_latency_model(const std::string& path);
 // context slope) stays the profiled one. Factors are clamped to [1/8, 8] so one outlier
 // cannot wreck the predictions.
 //
-// Decode is corrected per batch size: a request that decodes beside others shares each step
-// with them (on a compute-bound CPU each step grows with the batch), so the decode factor is
-// kept per bucket of batch sizes (1, 2, 3-4, 5-8, 9-16, 17+), each fed by the requests that
-// decoded in such a batch; a bucket without observations uses the nearest smaller one's.
+// Decode is predicted per batch size: a request that decodes beside others shares each step
+// with them, which the profile's batch_factors measure; the live correction (observed over
+// profiled at that batch) is kept per bucket of batch sizes (1, 2, 3-4, 5-8, 9-16, 17+), each
+// fed by the requests that decoded in such a batch; a bucket without observations uses the
+// nearest smaller one's correction (a slower machine is slower at every batch size).
 class OnlineLatencyModel {
  public:
   explicit OnlineLatencyModel(LatencyModel base, double alpha = 0.1);

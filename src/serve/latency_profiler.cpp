@@ -73,24 +73,59 @@ ProfileOptions profile_plan(int32_t max_input, int32_t n_prefill, int32_t n_deco
     o.decode_contexts.push_back(static_cast<int32_t>(std::lround(16 + x * (max_input - 16))));
   }
   o.decode_tokens = std::max(decode_tokens, 2);
+  o.decode_batches = {2, 4};
   o.reps = std::max(reps, 1);
   return o;
 }
 
 namespace {
 
+// `longest`: one sequence's tokens at most; `kv_tokens`: the tokens of all sequences at once.
 Result<std::unique_ptr<engine::Engine>> make_engine(engine::StepModel& model, const engine::EngineOptions& base,
-                                                    int32_t longest) {
+                                                    int32_t longest, int32_t kv_tokens = 0) {
   const model::ModelConfig& cfg = model.config();
   engine::EngineOptions eo = base;
   const int32_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : cfg.n_ctx_train;
   if (longest > n_ctx)
     return make_error("profile: {} tokens (longest input + output) exceed the context of {}", longest, n_ctx);
   const size_t per_block = kv::kv_bytes_per_token(cfg, eo.kv_type) * static_cast<size_t>(eo.block_size);
-  const auto blocks = static_cast<size_t>((longest + eo.block_size - 1) / eo.block_size + 2);
+  const auto blocks = static_cast<size_t>((std::max(longest, kv_tokens) + eo.block_size - 1) / eo.block_size + 2);
   eo.kv_memory_bytes = std::max(eo.kv_memory_bytes, blocks * per_block);
-  eo.scheduler.max_batch_size = std::max(eo.scheduler.max_batch_size, 1);
+  eo.scheduler.max_batch_size = std::max(eo.scheduler.max_batch_size, 64);  // the profiler submits what it times
+  eo.scheduler.target_step_ms = 0;  // no adaptive cap: batches run at the size asked for
   return engine::Engine::create(model, nullptr, eo);
+}
+
+// `batch` requests of n_input random tokens decode n_new tokens together; the median time of
+// the steps in which all of them decode (after every prefill, before any finishes).
+Result<double> time_batch_step(engine::Engine& eng, int32_t batch, int32_t n_input, int32_t n_new, int32_t n_vocab,
+                               std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> tok(1, n_vocab - 1);
+  for (int32_t i = 0; i < batch; ++i) {
+    engine::Request r;
+    r.prompt.resize(static_cast<size_t>(n_input));
+    for (auto& t : r.prompt) t = tok(rng);
+    r.sampling.temperature = 0.0f;
+    r.max_new_tokens = n_new;
+    r.stop_at_eog = false;
+    r.cache_prefix = false;
+    if (auto id = eng.add_request(std::move(r)); !id.ok()) return id.error();
+  }
+  std::vector<double> steps;
+  Stopwatch watch;
+  while (eng.has_work()) {
+    watch.reset();
+    const std::vector<engine::TokenEvent> events = eng.step();
+    const double ms = watch.millis();
+    int32_t decoded = 0;
+    for (const engine::TokenEvent& ev : events) {
+      if (ev.finish == engine::Finish::error) return make_error("profile request failed: {}", ev.error);
+      if (ev.token >= 0) ++decoded;
+    }
+    if (decoded == batch && eng.stats().last_step_tokens == batch) steps.push_back(ms);  // no prefill in it
+  }
+  if (steps.empty()) return make_error("profile: a batch of {} never decoded together", batch);
+  return median(steps);
 }
 
 }  // namespace
@@ -133,7 +168,11 @@ Result<ProfileRun> run_latency_profile(engine::StepModel& model, const ProfileOp
   for (const int32_t n : o.prefill_lengths)
     if (n < 1) return make_error("profile: input lengths must be >= 1, got {}", n);
 
-  EDGELM_TRY(auto eng, make_engine(model, o.engine, longest));
+  const int32_t mid = o.decode_contexts[o.decode_contexts.size() / 2];  // the batches' context
+  int32_t kv_tokens = longest;
+  for (const int32_t b : o.decode_batches)
+    kv_tokens = std::max(kv_tokens, b * (mid + o.decode_tokens + 1 + o.engine.block_size));
+  EDGELM_TRY(auto eng, make_engine(model, o.engine, longest, kv_tokens));
   const int32_t n_ctx = eng->n_ctx();
 
   std::mt19937 rng(o.seed);
@@ -175,8 +214,20 @@ Result<ProfileRun> run_latency_profile(engine::StepModel& model, const ProfileOp
       o.progress(
           fmt::format("decode at context {:5d}: {:7.2f} ms/token", run.decode.back().context, run.decode.back().ms));
   }
-  run.seconds = total.seconds();
   EDGELM_TRY(run.model, fit_latency_model(run.prefill, run.decode, o.fit));
+  // Batches decode at the middle context, against one sequence timed the same way.
+  double alone = 0.0;
+  for (const int32_t b : o.decode_batches) {
+    if (b < 2) return make_error("profile: decode batches must be >= 2, got {}", b);
+    if (alone == 0.0) {
+      EDGELM_TRY(alone, time_batch_step(*eng, 1, mid, o.decode_tokens + 1, cfg.n_vocab, rng));
+    }
+    EDGELM_TRY(const double ms, time_batch_step(*eng, b, mid, o.decode_tokens + 1, cfg.n_vocab, rng));
+    run.model.batch_factors.emplace_back(b, std::max(1.0, ms / alone));  // each step gives each sequence a token
+    if (o.progress) o.progress(fmt::format("decode in a batch of {:3d}: {:7.2f} ms/step ({:.2f}x alone)", b, ms, ms / alone));
+  }
+  std::sort(run.model.batch_factors.begin(), run.model.batch_factors.end());
+  run.seconds = total.seconds();
   return run;
 }
 

@@ -24,6 +24,7 @@ struct ProfileOptions {
   std::vector<int32_t> prefill_lengths;  // input lengths to time
   std::vector<int32_t> decode_contexts;  // prompt lengths before the timed decode tokens
   int32_t decode_tokens = 16;            // tokens timed per decode context
+  std::vector<int32_t> decode_batches;   // batch sizes (>= 2) whose decode steps are timed too
   int reps = 1;
   engine::EngineOptions engine;  // kv type, chunking (max_batch_tokens) as the server runs them
   FitOptions fit;
@@ -32,7 +33,8 @@ struct ProfileOptions {
 };
 
 // Lengths for a profile up to max_input tokens: `n_prefill` input lengths spread over
-// [8, max_input] (odd values, so padding steps show), `n_decode` contexts over [16, max_input].
+// [8, max_input] (odd values, so padding steps show), `n_decode` contexts over [16, max_input],
+// and decode batches of 2 and 4 sequences.
 ProfileOptions profile_plan(int32_t max_input, int32_t n_prefill, int32_t n_decode, int32_t decode_tokens, int reps);
 
 struct ProfileRun {

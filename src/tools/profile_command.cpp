@@ -71,6 +71,8 @@ int run_profile(const ProfileCmdOptions& o) {
   std::printf("prefill_ms(I) = %.4g*P^2 + %.4g*P + %.4g   (P = I padded to a multiple of %d)\n", lm.prefill_a,
               lm.prefill_b, lm.prefill_c, lm.padding);
   std::printf("decode_ms     = %.4g + %.4g*context   per token\n", lm.decode_t, lm.decode_s);
+  for (const auto& [b, f] : lm.batch_factors)
+    std::printf("decode beside %d other sequences: %.2fx the time per token\n", b - 1, f);
   std::printf("held-out error: prefill %.1f%%, decode %.1f%% (mean |predicted - measured| / measured)\n",
               100.0 * lm.held_out_prefill_error, 100.0 * lm.held_out_decode_error);
   std::printf("\n| input | measured ms | predicted ms | error |\n|---|---|---|---|\n");

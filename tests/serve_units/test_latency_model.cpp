@@ -224,6 +224,33 @@ TEST(OnlineLatencyModel, FirstObservationsAverageWithTheProfile) {
   EXPECT_DOUBLE_EQ(online.prefill_factor(), 1.0) << "the phases are separate";
 }
 
+TEST(LatencyModel, BatchFactorsInterpolateExtendAndRoundTrip) {
+  LatencyModel m;
+  m.decode_t = 10.0;
+  EXPECT_DOUBLE_EQ(m.batch_factor(8), 1.0) << "not measured: 1";
+  m.batch_factors = {{2, 1.4}, {4, 2.0}};
+  EXPECT_DOUBLE_EQ(m.batch_factor(0), 1.0);
+  EXPECT_DOUBLE_EQ(m.batch_factor(1), 1.0);
+  EXPECT_DOUBLE_EQ(m.batch_factor(2), 1.4);
+  EXPECT_DOUBLE_EQ(m.batch_factor(3), 1.7);
+  EXPECT_DOUBLE_EQ(m.batch_factor(4), 2.0);
+  EXPECT_DOUBLE_EQ(m.batch_factor(7), 3.0) << "along the line from (1, 1) through (4, 2)";
+  auto back = latency_model_from_json(to_json(m));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->batch_factors, m.batch_factors);
+  nlohmann::json bad = to_json(m);
+  bad["decode"]["batch_factors"] = {{4, 2.0}, {2, 1.4}};
+  EXPECT_FALSE(latency_model_from_json(bad).ok());
+  // The online model predicts with them and corrects relative to them.
+  OnlineLatencyModel online(m, 0.1);
+  EXPECT_NEAR(online.current(4).decode_ms(0), 20.0, 1e-9);
+  online.observe_decode(0, 2 * 10.0, 1);  // alone, twice as slow as profiled
+  EXPECT_NEAR(online.current(1).decode_ms(0), 15.0, 1e-9);
+  EXPECT_NEAR(online.current(4).decode_ms(0), 30.0, 1e-9) << "the correction carries to larger batches";
+  online.observe_decode(0, 20.0, 4);  // in a batch of 4: exactly as profiled there
+  EXPECT_NEAR(online.decode_factor(4), (1.5 + 1.0) / 2, 1e-9);
+}
+
 TEST(OnlineLatencyModel, DecodeIsCorrectedPerBatchSize) {
   EXPECT_EQ(OnlineLatencyModel::batch_bucket(1), 0);
   EXPECT_EQ(OnlineLatencyModel::batch_bucket(2), 1);

@@ -39,7 +39,7 @@ TEST(LatencyProfiler, ProfilesStories260K) {
   o.progress = [&](std::string_view) { ++lines; };
   auto run = run_latency_profile(runner, o);
   ASSERT_TRUE(run.ok()) << run.error().message;
-  EXPECT_EQ(lines, 17);
+  EXPECT_EQ(lines, 19);  // 12 prefill, 5 decode, 2 batches
   ASSERT_EQ(run->prefill.size(), 12u);
   ASSERT_EQ(run->decode.size(), 5u);
   for (const auto& s : run->prefill) EXPECT_GT(s.ms, 0.0);
@@ -53,6 +53,13 @@ TEST(LatencyProfiler, ProfilesStories260K) {
   // swapped phases), not noise. `edgelm profile` reports the real figures.
   EXPECT_LT(m.held_out_prefill_error, 1.0);
   EXPECT_LT(m.held_out_decode_error, 1.0);
+  // Decode beside 1 and 3 other sequences: measured, ordered, never faster than alone.
+  ASSERT_EQ(m.batch_factors.size(), 2u);
+  EXPECT_EQ(m.batch_factors[0].first, 2);
+  EXPECT_EQ(m.batch_factors[1].first, 4);
+  for (const auto& [b, f] : m.batch_factors) EXPECT_GE(f, 1.0);
+  EXPECT_DOUBLE_EQ(m.batch_factor(1), 1.0);
+  EXPECT_DOUBLE_EQ(m.batch_factor(2), m.batch_factors[0].second);
 
   ProfileOptions too_long = profile_plan(1000, 4, 3, 8, 1);  // stories260K has 512 positions
   EXPECT_FALSE(run_latency_profile(runner, too_long).ok());
