@@ -48,7 +48,7 @@ test-tsan:
 # `make test-tsan`).
 test-tsan-server:
 	cmake --preset tsan -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
-	cmake --build --preset tsan -j $(JOBS) --target test_server test_engine
+	cmake --build --preset tsan -j $(JOBS) --target test_server test_server_router test_engine
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp" ctest --preset tsan -j $(JOBS) -L server
 	./build/tsan/tests/engine/test_engine
 

@@ -23,7 +23,8 @@ struct Timing {
   std::vector<double> decode_step_ms;  // between successive tokens
 };
 
-Result<Timing> time_request(engine::Engine& eng, int32_t n_input, int32_t n_new, int32_t n_vocab, std::mt19937& rng) {
+// n_input random tokens (no prefix-cache sharing), greedy, exactly n_new tokens out.
+engine::Request random_request(int32_t n_input, int32_t n_new, int32_t n_vocab, std::mt19937& rng) {
   std::uniform_int_distribution<int32_t> tok(1, n_vocab - 1);
   engine::Request r;
   r.prompt.resize(static_cast<size_t>(n_input));
@@ -32,6 +33,11 @@ Result<Timing> time_request(engine::Engine& eng, int32_t n_input, int32_t n_new,
   r.max_new_tokens = n_new;
   r.stop_at_eog = false;
   r.cache_prefix = false;
+  return r;
+}
+
+Result<Timing> time_request(engine::Engine& eng, int32_t n_input, int32_t n_new, int32_t n_vocab, std::mt19937& rng) {
+  engine::Request r = random_request(n_input, n_new, n_vocab, rng);
   Timing t;
   Stopwatch watch;
   EDGELM_TRY(const engine::RequestId id, eng.add_request(std::move(r)));
@@ -100,17 +106,8 @@ Result<std::unique_ptr<engine::Engine>> make_engine(engine::StepModel& model, co
 // the steps in which all of them decode (after every prefill, before any finishes).
 Result<double> time_batch_step(engine::Engine& eng, int32_t batch, int32_t n_input, int32_t n_new, int32_t n_vocab,
                                std::mt19937& rng) {
-  std::uniform_int_distribution<int32_t> tok(1, n_vocab - 1);
-  for (int32_t i = 0; i < batch; ++i) {
-    engine::Request r;
-    r.prompt.resize(static_cast<size_t>(n_input));
-    for (auto& t : r.prompt) t = tok(rng);
-    r.sampling.temperature = 0.0f;
-    r.max_new_tokens = n_new;
-    r.stop_at_eog = false;
-    r.cache_prefix = false;
-    if (auto id = eng.add_request(std::move(r)); !id.ok()) return id.error();
-  }
+  for (int32_t i = 0; i < batch; ++i)
+    if (auto id = eng.add_request(random_request(n_input, n_new, n_vocab, rng)); !id.ok()) return id.error();
   std::vector<double> steps;
   Stopwatch watch;
   while (eng.has_work()) {
