@@ -3,6 +3,7 @@
 // by the open circuit breaker, connection error, timeout, error status), the request is routed
 // again without it and served by a local model, so the user always gets an answer. A stream
 // that breaks after its first line cannot change model any more: it ends with an error event.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -150,26 +151,33 @@ UpstreamOutcome serve_from_upstream(ServerContext& ctx, Routed& r, const json& b
     return UpstreamOutcome::fell_back;
   }
   ++ctx.in_flight;  // released with the stream
+  // The request is accounted once: when the stream ends (before its last bytes go out, so a
+  // client that read them sees the metrics), or when the client leaves first.
+  auto account = [&ctx, pipe, name, endpoint, done = std::make_shared<std::atomic<bool>>(false)] {
+    if (done->exchange(true)) return;
+    const bool ok = pipe->error().empty();
+    ctx.metrics().record_upstream(name, ok);
+    if (ok) ctx.observe_upstream_ms(pipe->ms());
+    ctx.record(name, endpoint, ok ? 200 : 502, upstream_generation(pipe->ms(), nullptr));
+  };
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [pipe](size_t, httplib::DataSink& sink) {
+      [pipe, account](size_t, httplib::DataSink& sink) {
         bool finished = false;
         std::string out = pipe->take(std::chrono::milliseconds(100), finished);
         if (finished && !pipe->error().empty() && !pipe->saw_done()) {  // broke mid-stream
           out += sse_event(json{{"error", {{"message", pipe->error()}, {"type", "upstream_error"}}}});
           out += sse_done();
         }
+        if (finished) account();
         if (!out.empty() && !sink.write(out.data(), out.size())) return false;
         if (finished) sink.done();
         return true;
       },
-      [&ctx, pipe, name, endpoint](bool) {
+      [&ctx, pipe, account](bool) {
         pipe->cancel();
-        const bool ok = pipe->error().empty();
-        ctx.metrics().record_upstream(name, ok);
-        if (ok) ctx.observe_upstream_ms(pipe->ms());
-        ctx.record(name, endpoint, ok ? 200 : 502, upstream_generation(pipe->ms(), nullptr));
+        account();
         --ctx.in_flight;
       });
   return UpstreamOutcome::answered;
