@@ -164,10 +164,8 @@ std::string ServerContext::model_name() const {
 }
 
 ServedModel* ServerContext::find_model(std::string_view name) const {
-  for (const auto& m : models_) {
-    const std::string current = m->service->state() == ServiceState::ready ? m->service->model_name() : "";
-    if (name == (current.empty() ? m->spec.name : current)) return m.get();
-  }
+  for (const auto& m : models_)
+    if (name == m->name()) return m.get();
   return nullptr;
 }
 

@@ -351,9 +351,7 @@ void register_openai_routes(httplib::Server& svr, ServerContext& ctx) {
     json data = json::array();
     for (const auto& m : ctx.models()) {
       const ServiceState st = m->service->state();
-      std::string name = st == ServiceState::ready ? m->service->model_name() : "";
-      if (name.empty()) name = m->spec.name;
-      json entry = {{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "edgelm"},
+      json entry = {{"id", m->name()}, {"object", "model"}, {"created", 0}, {"owned_by", "edgelm"},
                     {"tier", tier_name(m->spec.tier)},
                     {"state", m->profiling.load() ? std::string("profiling") : std::string(service_state_name(st))}};
       if (auto lat = m->latency()) {

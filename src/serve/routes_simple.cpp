@@ -155,8 +155,7 @@ void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Respon
   for (const auto& m : ctx.models()) {
     ServerMetrics::ModelGauges g;
     g.stats = m->service->stats();
-    g.model = g.stats.state == ServiceState::ready ? m->service->model_name() : "";
-    if (g.model.empty()) g.model = m->spec.name;
+    g.model = m->name();
     if (auto lat = m->latency()) g.latency_factors = std::make_pair(lat->prefill_factor(), lat->decode_factor());
     gauges.push_back(std::move(g));
   }

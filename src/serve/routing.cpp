@@ -106,8 +106,7 @@ RouteInput ServerContext::route_input(const RouteRequest& rr, const json& body, 
     ts.tier = m->spec.tier;
     const ServiceStats st = m->service->stats();
     ts.available = st.state == ServiceState::ready;
-    ts.name = ts.available ? m->service->model_name() : m->spec.name;
-    if (ts.name.empty()) ts.name = m->spec.name;
+    ts.name = m->name();
     const int32_t max_batch = st.batch_cap > 0 ? st.batch_cap : cfg_.max_batch_size;
     // The batch this request would decode in: what runs and waits now, and itself.
     if (auto lat = m->latency()) ts.latency = lat->current(std::min(st.n_running + st.n_waiting + 1, max_batch));

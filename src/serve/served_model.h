@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "serve/engine_service.h"
 #include "serve/latency_model.h"
@@ -20,6 +21,12 @@ struct ServedModel {
   ModelSpec spec;
   EngineService* service = nullptr;
   std::atomic<bool> profiling{false};  // the startup profile is running on its engine thread
+
+  // The name clients use: the loaded model's (a reload may rename it), else the spec's.
+  std::string name() const {
+    std::string current = service->state() == ServiceState::ready ? service->model_name() : "";
+    return current.empty() ? spec.name : current;
+  }
 
   std::shared_ptr<OnlineLatencyModel> latency() const {
     std::lock_guard lock(mu_);
