@@ -78,7 +78,7 @@ void ThreadPool::run_chunk(int index) {
   if (begin < end) (*job_)(begin, end);
 }
 
-void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::parallel_for(size_t n, FunctionRef<void(size_t, size_t)> fn) {
   if (n == 0) return;
   if (workers_.empty() || n == 1) {
     fn(0, n);

@@ -3,18 +3,20 @@
 // parallel_for splits [0, n) into one contiguous chunk per thread (the caller's thread takes
 // chunk 0), so equal work per item means all threads finish together. Workers spin briefly on
 // a new job before sleeping: a decode step lasts milliseconds, and a futex wake per step would
-// cost more than the spin. Not reentrant: one parallel_for at a time per pool.
+// cost more than the spin. Not reentrant: one parallel_for at a time per pool. Dispatch never
+// allocates: the job is a FunctionRef (core/function_ref.h) to the caller's callable, which
+// lives on the caller's stack until parallel_for returns.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <string_view>
 #include <vector>
 
+#include "core/function_ref.h"
 #include "core/result.h"
 
 namespace edgelm {
@@ -32,7 +34,7 @@ class ThreadPool {
   int n_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Calls fn(begin, end) over disjoint chunks covering [0, n); returns when all are done.
-  void parallel_for(size_t n, const std::function<void(size_t begin, size_t end)>& fn);
+  void parallel_for(size_t n, FunctionRef<void(size_t begin, size_t end)> fn);
 
   // Number of hardware threads, at least 1.
   static int hardware_threads();
@@ -51,7 +53,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   bool stop_ = false;
   // Current job; written by the caller before generation_ is bumped.
-  const std::function<void(size_t, size_t)>* job_ = nullptr;
+  const FunctionRef<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0;
 };
 

@@ -1,17 +1,16 @@
 // The batched forward pass over the paged KV cache (see batch_forward.h).
 //
 // Per layer: norm (per token) -> Q/K/V matmuls (all tokens) -> RoPE and K/V write to the store
-// (per token) -> for each gather group of slices: read the slices' K/V rows back (per row), then
-// attention (per (token, head), cost-balanced parts) -> output matmul -> residual + norm (per
-// token) -> gate/up matmuls -> SwiGLU (per token) -> down matmul -> residual + next norm.
-// Gather groups bound the scratch of the read-back K/V to BatchScratch::gather_budget_bytes.
+// (per token) -> attention over the store (batch_attention.h) -> output matmul -> residual +
+// norm (per token) -> gate/up matmuls -> SwiGLU (per token) -> down matmul -> residual + next
+// norm.
 #include "engine/batch_forward.h"
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 
+#include "kernels/ops_vector.h"
 #include "model/ops.h"
 
 namespace edgelm::engine {
@@ -19,8 +18,6 @@ namespace {
 
 // Below this many float operations a loop runs on the calling thread: waking the pool costs more.
 constexpr int64_t kMinParallelWork = 1 << 14;
-// Fixed cost of one attention item (a query head), in key positions, for load balancing.
-constexpr int64_t kItemOverhead = 8;
 
 template <typename T>
 T* grow(std::vector<T>& v, int64_t n) {
@@ -28,30 +25,27 @@ T* grow(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
-// What the parallel loops of a step read. The loops capture only a reference to it, so the
-// std::function that parallel_for takes stores them inline (no allocation per call).
+// What the parallel loops of a step read.
 struct Step {
+  const model::Model& m;
   const model::ModelConfig& c;
   const model::Weights& w;
   const StepBatch& batch;
   kv::KvStore& store;
   BatchScratch& s;
   ThreadPool& pool;
+  const kernels::VectorOps& ops;
   int64_t n = 0;  // tokens of the step
   int64_t E = 0, D = 0, H = 0, Q = 0, KV = 0, F = 0;
   int32_t block_size = 0;
   float att_scale = 0.0f;
-  // Set per layer / per gather group:
+  // Set per layer:
   int32_t layer = 0;
-  const float* next_norm = nullptr;   // [n_embd] norm applied after a residual add; null: none
-  int32_t g_first = 0, g_end = 0;     // slices [g_first, g_end) of the current gather group
-  int64_t g_tok0 = 0, g_tok_end = 0;  // tokens [g_tok0, g_tok_end) of the group
-  int64_t g_row0 = 0;                 // seq_row[g_first]
-  int64_t g_max_ctx = 0;              // scores stride: longest context in the group
+  const float* next_norm = nullptr;  // [n_embd] norm applied after a residual add; null: none
 };
 
 // fn over [0, n_items) on the pool, or inline when the whole loop is cheap.
-void run(Step& st, size_t n_items, int64_t work_per_item, const std::function<void(size_t, size_t)>& fn) {
+void run(Step& st, size_t n_items, int64_t work_per_item, FunctionRef<void(size_t, size_t)> fn) {
   if (st.pool.n_threads() == 1 || static_cast<int64_t>(n_items) * work_per_item < kMinParallelWork) {
     fn(0, n_items);
   } else {
@@ -69,7 +63,7 @@ void embed_tokens(Step& st) {
     for (size_t t = b; t < e; ++t) {
       float* x = &s.x[t * st.E];
       kernels::get_row(st.w.token_embd, st.batch.tokens[t], x);
-      model::rms_norm(&s.xn[t * st.E], x, st.w.layers[0].attn_norm, st.E, st.c.rms_eps);
+      st.ops.rms_norm(&s.xn[t * st.E], x, st.w.layers[0].attn_norm, st.E, st.c.rms_eps);
     }
   });
 }
@@ -81,95 +75,20 @@ void rope_and_store(Step& st) {
     for (size_t t = b; t < e; ++t) {
       const int32_t pos = s.tok_pos[t];
       float* k = &s.k[t * st.KV];
-      model::rope(&s.q[t * st.Q], c.n_head, c.head_dim, c.n_rot, pos, c.rope_base, c.arch->rope_style);
-      model::rope(k, c.n_head_kv, c.head_dim, c.n_rot, pos, c.rope_base, c.arch->rope_style);
+      st.m.rope().apply(&s.q[t * st.Q], c.n_head, c.head_dim, pos);
+      st.m.rope().apply(k, c.n_head_kv, c.head_dim, pos);
       const kv::BlockId block = slice_blocks(st, s.tok_seq[t])[pos / st.block_size];
       st.store.write(st.layer, block, pos % st.block_size, k, &s.v[t * st.KV]);
     }
   });
 }
 
-// Reads K/V rows [0, pos0 + n_tokens) of every slice of the group into k_ctx / v_ctx.
-void gather_group(Step& st) {
-  const int64_t n_rows = st.s.seq_row[static_cast<size_t>(st.g_end)] - st.g_row0;
-  run(st, static_cast<size_t>(n_rows), 4 * st.KV, [&st](size_t b, size_t e) {
-    BatchScratch& s = st.s;
-    const auto first = s.seq_row.begin() + st.g_first;
-    const auto last = s.seq_row.begin() + st.g_end + 1;
-    auto seq = static_cast<int32_t>(std::upper_bound(first, last, st.g_row0 + static_cast<int64_t>(b)) -
-                                    s.seq_row.begin() - 1);
-    for (size_t r = b; r < e; ++r) {
-      const int64_t row = st.g_row0 + static_cast<int64_t>(r);
-      while (row >= s.seq_row[static_cast<size_t>(seq) + 1]) ++seq;
-      const auto pos = static_cast<int32_t>(row - s.seq_row[static_cast<size_t>(seq)]);
-      const kv::BlockId block = slice_blocks(st, seq)[pos / st.block_size];
-      st.store.read_k(st.layer, block, pos % st.block_size, &s.k_ctx[r * st.KV]);
-      st.store.read_v(st.layer, block, pos % st.block_size, &s.v_ctx[r * st.KV]);
-    }
-  });
-}
-
-// Splits the group's (token, head) items into parts of about equal cost (context length plus a
-// fixed overhead per item) and sizes the scores scratch; returns the number of parts.
-int64_t plan_attention(Step& st) {
-  BatchScratch& s = st.s;
-  int64_t total = 0;
-  for (int64_t t = st.g_tok0; t < st.g_tok_end; ++t)
-    total += st.H * (s.tok_pos[static_cast<size_t>(t)] + 1 + kItemOverhead);
-  const int64_t n_items = (st.g_tok_end - st.g_tok0) * st.H;
-  int64_t n_parts = std::min<int64_t>(st.pool.n_threads(), n_items);
-  if (total * st.D * 2 < kMinParallelWork) n_parts = 1;
-  int64_t* begin = grow(s.part_begin, n_parts + 1);
-  begin[0] = 0;
-  int64_t p = 1, cum = 0;
-  for (int64_t t = st.g_tok0; t < st.g_tok_end && p < n_parts; ++t) {
-    const int64_t w = s.tok_pos[static_cast<size_t>(t)] + 1 + kItemOverhead;  // cost of each of its H items
-    for (; p < n_parts && total * p / n_parts <= cum + st.H * w; ++p) {
-      const int64_t h = (total * p / n_parts - cum + w - 1) / w;  // first item at or past the target
-      begin[p] = std::max(begin[p - 1], (t - st.g_tok0) * st.H + h);
-    }
-    cum += st.H * w;
-  }
-  for (; p <= n_parts; ++p) begin[p] = n_items;
-  grow(s.scores, n_parts * st.g_max_ctx);
-  return n_parts;
-}
-
-void attend_group(Step& st, int64_t n_parts) {
-  run(st, static_cast<size_t>(n_parts), kMinParallelWork, [&st](size_t b, size_t e) {
-    BatchScratch& s = st.s;
-    const int64_t gqa = st.c.n_gqa();
-    for (size_t part = b; part < e; ++part) {
-      float* scores = &s.scores[part * static_cast<size_t>(st.g_max_ctx)];
-      for (int64_t item = s.part_begin[part]; item < s.part_begin[part + 1]; ++item) {
-        const auto t = static_cast<size_t>(st.g_tok0 + item / st.H);
-        const int64_t h = item % st.H;
-        const int64_t row0 = s.seq_row[static_cast<size_t>(s.tok_seq[t])] - st.g_row0;
-        const int64_t off = row0 * st.KV + h / gqa * st.D;  // the head's K/V columns of the slice's first row
-        model::attention_head(&s.q[t * st.Q + h * st.D], &s.k_ctx[off], &s.v_ctx[off], st.KV, s.tok_pos[t] + 1, st.D,
-                              st.att_scale, scores, &s.att[t * st.Q + h * st.D]);
-      }
-    }
-  });
-}
-
-// Causal attention of every token over its own sequence, one gather group at a time.
+// Causal attention of every token over its own sequence, straight from the store.
 void attention(Step& st) {
-  const BatchScratch& s = st.s;
-  for (size_t gi = 0, first = 0; gi < s.group_end.size(); first = static_cast<size_t>(s.group_end[gi]), ++gi) {
-    st.g_first = static_cast<int32_t>(first);
-    st.g_end = s.group_end[gi];
-    st.g_tok0 = s.seq_tok[first];
-    st.g_tok_end = s.seq_tok[static_cast<size_t>(st.g_end)];
-    st.g_row0 = s.seq_row[first];
-    st.g_max_ctx = 0;
-    for (int32_t i = st.g_first; i < st.g_end; ++i) {
-      const BatchSeq& q = st.batch.seqs[static_cast<size_t>(i)];
-      st.g_max_ctx = std::max<int64_t>(st.g_max_ctx, q.pos0 + q.n_tokens);
-    }
-    gather_group(st);
-    attend_group(st, plan_attention(st));
-  }
+  const AttnLayer a{st.store,        st.layer,         st.batch.seqs.data(), st.s.tok_seq.data(),
+                    st.s.tok_pos.data(), st.s.q.data(), st.s.att.data(),      st.c.n_head,
+                    st.c.n_head_kv,  st.c.head_dim,    st.att_scale};
+  attention_run(a, st.s.attn, st.pool);
 }
 
 // x += proj, then xn = rms_norm(x, next_norm) when next_norm is set; per token.
@@ -177,15 +96,15 @@ void residual(Step& st) {
   run(st, static_cast<size_t>(st.n), 3 * st.E, [&st](size_t b, size_t e) {
     BatchScratch& s = st.s;
     for (size_t t = b; t < e; ++t) {
-      model::add_inplace(&s.x[t * st.E], &s.proj[t * st.E], st.E);
-      if (st.next_norm != nullptr) model::rms_norm(&s.xn[t * st.E], &s.x[t * st.E], st.next_norm, st.E, st.c.rms_eps);
+      st.ops.add(&s.x[t * st.E], &s.proj[t * st.E], st.E);
+      if (st.next_norm != nullptr) st.ops.rms_norm(&s.xn[t * st.E], &s.x[t * st.E], st.next_norm, st.E, st.c.rms_eps);
     }
   });
 }
 
 void swiglu(Step& st) {
   run(st, static_cast<size_t>(st.n), 8 * st.F, [&st](size_t b, size_t e) {
-    for (size_t t = b; t < e; ++t) model::swiglu(&st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
+    for (size_t t = b; t < e; ++t) st.ops.swiglu(&st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
   });
 }
 
@@ -229,42 +148,29 @@ Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, co
   return n_logits;
 }
 
-// Token -> slice and position tables, K/V row offsets and gather groups; sizes the scratch.
+// Token -> slice and position tables and the attention plan; sizes the scratch.
 void plan_step(Step& st) {
   BatchScratch& s = st.s;
   const auto n_seqs = static_cast<int64_t>(st.batch.seqs.size());
   int32_t* tok_seq = grow(s.tok_seq, st.n);
   int32_t* tok_pos = grow(s.tok_pos, st.n);
   int64_t* seq_tok = grow(s.seq_tok, n_seqs + 1);
-  int64_t* seq_row = grow(s.seq_row, n_seqs + 1);
-  s.group_end.clear();  // keeps its capacity
-  const int64_t row_bytes = 2 * st.KV * static_cast<int64_t>(sizeof(float));
-  int64_t t = 0, row = 0, group_row0 = 0, max_group_rows = 0;
+  int64_t t = 0;
   for (int64_t i = 0; i < n_seqs; ++i) {
     const BatchSeq& q = st.batch.seqs[static_cast<size_t>(i)];
-    const int64_t n_ctx = int64_t{q.pos0} + q.n_tokens;
-    if (i > 0 && (row + n_ctx - group_row0) * row_bytes > s.gather_budget_bytes) {
-      s.group_end.push_back(static_cast<int32_t>(i));
-      group_row0 = row;
-    }
     seq_tok[i] = t;
-    seq_row[i] = row;
     for (int32_t j = 0; j < q.n_tokens; ++j, ++t) {
       tok_seq[t] = static_cast<int32_t>(i);
       tok_pos[t] = q.pos0 + j;
     }
-    row += n_ctx;
-    max_group_rows = std::max(max_group_rows, row - group_row0);
   }
-  s.group_end.push_back(static_cast<int32_t>(n_seqs));
   seq_tok[n_seqs] = t;
-  seq_row[n_seqs] = row;
+  attention_plan(s.attn, st.n, tok_pos, st.c.n_head_kv, st.c.n_gqa(), st.c.head_dim, st.pool.n_threads());
 
   for (auto* buf : {&s.x, &s.xn, &s.proj}) grow(*buf, st.n * st.E);
   for (auto* buf : {&s.q, &s.att}) grow(*buf, st.n * st.Q);
   for (auto* buf : {&s.k, &s.v}) grow(*buf, st.n * st.KV);
   for (auto* buf : {&s.gate, &s.up}) grow(*buf, st.n * st.F);
-  for (auto* buf : {&s.k_ctx, &s.v_ctx}) grow(*buf, max_group_rows * st.KV);
 }
 
 }  // namespace
@@ -276,7 +182,7 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
   auto n_logits = validate(c, batch, store, logits);
   if (!n_logits.ok()) return n_logits.error();
 
-  Step st{c, w, batch, store, scratch, pool};
+  Step st{m, c, w, batch, store, scratch, pool, kernels::active_vector_ops()};
   st.n = static_cast<int64_t>(batch.tokens.size());
   st.E = c.n_embd;
   st.D = c.head_dim;
@@ -319,7 +225,7 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const int64_t end = s.seq_tok[i + 1];
     for (int64_t t = end - batch.seqs[i].n_logits; t < end; ++t)
-      model::rms_norm(&x_out[j++ * st.E], &s.x[static_cast<size_t>(t * st.E)], w.output_norm, st.E, c.rms_eps);
+      st.ops.rms_norm(&x_out[j++ * st.E], &s.x[static_cast<size_t>(t * st.E)], w.output_norm, st.E, c.rms_eps);
   }
   model::linear(logits.data(), x_out, *n_logits, w.output, nullptr, pool, mm);
   return ok_status();

@@ -7,26 +7,30 @@
 //    weights once instead of N times;
 //  - K/V live in a kv::KvStore addressed through each sequence's block table: position pos is
 //    block blocks[pos / block_size], slot pos % block_size;
-//  - attention reads every position, the slice's own new tokens included, back from the store,
-//    so a quantized KV type affects the current token exactly as it will later steps.
+//  - attention (batch_attention.h) reads every position, the slice's own new tokens included,
+//    straight from the store in its stored type (f32, f16, q8_0), one pass with an online
+//    softmax, split-K over fixed position chunks, so a quantized KV type affects the current
+//    token exactly as it will later steps, and the context is never converted to f32;
+//  - the element-wise ops (RMSNorm, SwiGLU, residual add) use the SIMD variants of
+//    kernels/ops_vector.h, RoPE the model's cos/sin tables.
 //
 // Invariants:
-//  - Both architectures of model/arch.h run through the shared ops of model/ops.h; with F32
-//    weights and an f32 store the logits are bit-identical to Model::forward on each sequence
-//    alone (each output depends only on its own token's row and its own sequence's K/V, and every
-//    sum keeps the reference's order). With quantized weights whose kernels have a tile GEMM
-//    (AMX), matmul's choice of kernel depends on n_total, so results may differ by float
-//    reassociation.
+//  - Both architectures of model/arch.h run through the same ops as Model::forward; with F32
+//    weights and an f32 store the logits equal Model::forward's on each sequence alone up to
+//    float reassociation (the online softmax, the SIMD sums): tests/engine/test_batch_forward.cpp
+//    holds them to 1e-4 of the largest logit. They are no longer bit-identical.
+//  - Each token's result depends only on its own sequence and position, not on the batch, the
+//    block layout or the number of threads: batched, chunked and shuffled runs are
+//    bit-identical to each other (with quantized weights whose matmul kernel depends on
+//    n_total, up to that kernel's reassociation).
 //  - Slices must write disjoint (block, slot)s (the scheduler's copy-on-write guarantees it); a
 //    slice's block table must cover positions [0, pos0 + n_tokens) and positions [0, pos0) must
 //    already be written.
 //  - Validation happens before anything is written: on an error the store is untouched.
 //
-// Cost: weights once per step; per layer, each slice's K/V rows [0, pos0 + n_tokens) are
-// decoded once into scratch (not once per head), then attention runs in parallel over
-// (token, head) pairs split by cost. Once the scratch has grown to a step's size, steps of that
-// size or smaller allocate nothing here (kernels::matmul itself still allocates a little when it
-// runs on the pool).
+// Cost: weights once per step; per layer, each (token, KV head) reads its K/V rows once for all
+// its query heads. Once the scratch has grown to a step's size, steps of that size or smaller
+// allocate nothing here (tests/engine/test_engine_allocations.cpp checks a whole engine step).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +39,7 @@
 
 #include "core/result.h"
 #include "core/thread_pool.h"
+#include "engine/batch_attention.h"
 #include "kernels/matmul.h"
 #include "kv/block_pool.h"
 #include "kv/kv_store.h"
@@ -57,8 +62,8 @@ struct StepBatch {
 };
 
 // Reusable buffers of forward_batch (one per caller; not thread-safe). The buffers are internal
-// and only grow, so a warmed-up scratch makes a step allocation-free; gather_budget_bytes is the
-// one setting.
+// and only grow, so a warmed-up scratch makes a step allocation-free; attn's split_positions and
+// state_budget_bytes are the settings.
 struct BatchScratch {
   std::vector<float> x;             // [n_total, n_embd] residual stream
   std::vector<float> xn;            // [n_total, n_embd] normalized input of a sub-layer
@@ -70,19 +75,11 @@ struct BatchScratch {
   std::vector<float> gate;          // [n_total, n_ff]
   std::vector<float> up;            // [n_total, n_ff]
   std::vector<float> x_out;         // [sum of n_logits, n_embd] final-normed tokens with logits
-  std::vector<float> k_ctx;         // [rows of a gather group, n_embd_kv] keys read back from the store
-  std::vector<float> v_ctx;         // [rows of a gather group, n_embd_kv]
-  std::vector<float> scores;        // [n_parts, longest context of a group] softmax weights
   std::vector<int32_t> tok_seq;     // [n_total] slice of each token
   std::vector<int32_t> tok_pos;     // [n_total] position of each token
   std::vector<int64_t> seq_tok;     // [n_seqs + 1] first token of each slice (and n_total)
-  std::vector<int64_t> seq_row;     // [n_seqs + 1] first K/V row of each slice, counted over all slices
-  std::vector<int32_t> group_end;   // [n_groups] one past the last slice of each gather group
-  std::vector<int64_t> part_begin;  // [n_parts + 1] attention work items of each part
+  AttnScratch attn;                 // attention work items and partial states
   kernels::MatmulScratch matmul;
-  // Most bytes of read-back K/V (f32, K and V) held at once; slices are gathered and attended in
-  // groups under it (a slice whose context alone is larger gets a group of its own).
-  int64_t gather_budget_bytes = int64_t{32} << 20;
 };
 
 // Runs every slice's tokens through the model in one pass (see the header comment) and writes

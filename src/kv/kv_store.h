@@ -63,6 +63,8 @@ class KvStore {
   int32_t n_blocks() const { return n_blocks_; }
   int32_t block_size() const { return block_size_; }
   size_t row_bytes() const { return row_bytes_; }
+  // Bytes from a block's rows to the next block's (k_rows(l, b + 1) - k_rows(l, b)).
+  size_t block_bytes() const { return block_bytes_; }
 
  private:
   struct AlignedFree {

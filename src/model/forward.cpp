@@ -52,8 +52,8 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     linear(v.data(), xn.data(), n, L.wv, L.bv, pool, scratch);
     for (int64_t t = 0; t < n; ++t) {
       const auto pos = static_cast<int32_t>(pos0 + t);
-      rope(&q[t * Q], c.n_head, c.head_dim, c.n_rot, pos, c.rope_base, c.arch->rope_style);
-      rope(&k[t * KV], c.n_head_kv, c.head_dim, c.n_rot, pos, c.rope_base, c.arch->rope_style);
+      rope_.apply(&q[t * Q], c.n_head, c.head_dim, pos);
+      rope_.apply(&k[t * KV], c.n_head_kv, c.head_dim, pos);
       std::copy(&k[t * KV], &k[t * KV] + KV, cache.k(l, pos));
       std::copy(&v[t * KV], &v[t * KV] + KV, cache.v(l, pos));
     }

@@ -14,6 +14,7 @@
 #include "format/model_file.h"
 #include "model/arch.h"
 #include "model/kv_cache.h"
+#include "model/rope_table.h"
 #include "model/weights.h"
 
 namespace edgelm::model {
@@ -27,6 +28,7 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const Weights& weights() const { return weights_; }
+  const RopeTable& rope() const { return rope_; }  // cos/sin tables of the config's RoPE
   const format::ModelFile& file() const { return file_; }
 
   // Runs tokens at positions [cache.n_past(), cache.n_past() + n) and appends their keys and
@@ -39,11 +41,12 @@ class Model {
 
  private:
   Model(format::ModelFile file, ModelConfig config, Weights weights)
-      : file_(std::move(file)), config_(config), weights_(std::move(weights)) {}
+      : file_(std::move(file)), config_(config), weights_(std::move(weights)), rope_(config_) {}
 
   format::ModelFile file_;
   ModelConfig config_;
   Weights weights_;
+  RopeTable rope_;
 };
 
 }  // namespace edgelm::model

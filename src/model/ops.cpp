@@ -22,23 +22,6 @@ void rms_norm(float* out, const float* x, const float* weight, int64_t n, float 
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-void rope(float* v, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos, float base, RopeStyle style) {
-  const int32_t half = n_rot / 2;
-  for (int32_t i = 0; i < half; ++i) {
-    const float theta =
-        static_cast<float>(pos) * std::pow(base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot));
-    const float c = std::cos(theta), s = std::sin(theta);
-    const int32_t a = style == RopeStyle::norm ? 2 * i : i;
-    const int32_t b = style == RopeStyle::norm ? 2 * i + 1 : i + half;
-    for (int32_t h = 0; h < n_heads; ++h) {
-      float* x = v + static_cast<int64_t>(h) * head_dim;
-      const float x0 = x[a], x1 = x[b];
-      x[a] = x0 * c - x1 * s;
-      x[b] = x0 * s + x1 * c;
-    }
-  }
-}
-
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 void swiglu(float* gate, const float* up, int64_t n) {

@@ -28,10 +28,7 @@ void linear(float* out, const float* x, int64_t n_tok, const kernels::WeightMatr
 // out may alias x.
 void rms_norm(float* out, const float* x, const float* weight, int64_t n, float eps);
 
-// Rotates the first n_rot dims of each of n_heads heads ([n_heads, head_dim]) of one token at
-// position pos, in place. norm: pairs (2i, 2i+1); neox: pairs (i, i + n_rot/2); pair i turns by
-// pos * base^(-2i/n_rot).
-void rope(float* v, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos, float base, RopeStyle style);
+// RoPE: model/rope_table.h (tables computed once per model).
 
 // x * sigmoid(x), as x / (1 + e^-x).
 float silu(float x);

@@ -1,9 +1,12 @@
 // forward_batch against the reference Model::forward: several sequences prefilled and decoded
 // together (one still prefilling in chunks while the others decode, one joining late, one
-// leaving early) must give bit-identical logits (memcmp) to each sequence run alone with its own
-// KvCache, with F32 weights and an f32 store, for llama (GQA, MHA, tied output), qwen2 (Q/K/V
-// biases, NEOX rotary) and the real stories260K; quantized stores stay close; block layout and
-// chunking do not matter; bad input is an error; a warm step allocates nothing.
+// leaving early) must give the logits of each sequence run alone with its own KvCache, with F32
+// weights and an f32 store, for llama (GQA, MHA, tied output), qwen2 (Q/K/V biases, NEOX
+// rotary) and the real stories260K. Since attention reads the store with an online softmax and
+// the element-wise ops are SIMD, "the same" means within 1e-4 of the largest logit (the sums
+// are reassociated), not bit-identical. Batched runs among themselves stay bit-identical: the
+// thread count, the grouping of partial states, block layout and chunking do not matter.
+// Quantized stores stay close; bad input is an error; a warm step allocates nothing.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,6 +18,7 @@
 #include <random>
 
 #include "engine/batch_forward.h"
+#include "kernels/isa.h"
 #include "format/model_file.h"
 #include "model/synthetic.h"
 #include "support/test_data.h"
@@ -127,7 +131,8 @@ struct BatchedRun {
   int32_t block_size = 4;
   bool shuffled = false;  // blocks handed out in a seeded random order instead of 0, 1, 2, ...
   int n_threads = 3;
-  int64_t gather_budget = int64_t{32} << 20;
+  int32_t split = 256;  // split-K chunk of the attention, in positions
+  int64_t state_budget = int64_t{16} << 20;
 };
 
 Trace run_batched(const model::Model& m, const std::vector<SeqPlan>& plan, const BatchedRun& o) {
@@ -144,7 +149,8 @@ Trace run_batched(const model::Model& m, const std::vector<SeqPlan>& plan, const
 
   ThreadPool pool(o.n_threads);
   BatchScratch scratch;
-  scratch.gather_budget_bytes = o.gather_budget;
+  scratch.attn.split_positions = o.split;
+  scratch.attn.state_budget_bytes = o.state_budget;
   Trace trace;
   for (const auto& slices : schedule(plan)) {
     StepBatch batch;
@@ -201,21 +207,69 @@ void expect_identical(const Trace& a, const Trace& b) {
   }
 }
 
+// Same keys; logits within kRefTolerance of the largest |logit| of each row (the reference sums
+// in another order: online softmax, SIMD dot products and norms). Returns the largest relative
+// difference seen.
+constexpr double kRefTolerance = 1e-4;
+double expect_close(const Trace& got, const Trace& ref, double tolerance = kRefTolerance) {
+  EXPECT_EQ(got.size(), ref.size());
+  double worst = 0;
+  for (const auto& [key, lr] : ref) {
+    const auto it = got.find(key);
+    if (it == got.end()) {
+      ADD_FAILURE() << "missing seq " << key.first << " pos " << key.second;
+      continue;
+    }
+    EXPECT_EQ(it->second.size(), lr.size());
+    double max_diff = 0, max_logit = 0;
+    for (size_t i = 0; i < lr.size() && i < it->second.size(); ++i) {
+      max_diff = std::max(max_diff, static_cast<double>(std::abs(it->second[i] - lr[i])));
+      max_logit = std::max(max_logit, static_cast<double>(std::abs(lr[i])));
+    }
+    EXPECT_LE(max_diff, tolerance * max_logit) << "seq " << key.first << " pos " << key.second;
+    worst = std::max(worst, max_diff / max_logit);
+  }
+  return worst;
+}
+
+// Runs that give the matmuls other numbers of tokens (chunked prefill, one token per step) are
+// bit-identical only where the F32 matmul is the same per-token vec_dot for every n_tok; with a
+// multi-token GEMM kernel for F32 on the active ISA they differ by its reassociation, so they are
+// held to a tolerance instead: kRefTolerance, or 1e-2 for a q8_0 store, where a last-bit
+// difference can move a K/V element to the next quant step. (batch_attention itself is position-determined either way:
+// tests/engine/test_batch_attention.cpp checks that without matmuls.)
+bool f32_matmul_depends_on_n_tok() {
+  return kernels::isa_kernels(kernels::active_isa())->gemm(DType::f32) != nullptr;
+}
+void expect_same_tokens_result(const Trace& got, const Trace& want, KvType type = KvType::f32) {
+  if (f32_matmul_depends_on_n_tok()) {
+    expect_close(got, want, type == KvType::q8_0 ? 1e-2 : kRefTolerance);
+  } else {
+    expect_identical(got, want);
+  }
+}
+
 class BatchForward : public ::testing::TestWithParam<std::string> {};
 
-// (a) One batch of mixed prefill and decode equals each sequence alone, bit for bit; with one
-// thread or several, and with K/V gathered all at once or in groups of a few slices.
-TEST_P(BatchForward, MixedBatchIsBitIdenticalToSingleSequenceForward) {
+// (a) One batch of mixed prefill and decode equals each sequence alone (to kRefTolerance),
+// with split-K attention on (chunks of 4 positions, most tokens fold several) and off; batched
+// runs are bit-identical to each other on 1 or 3 threads and with partial states held all at
+// once or in small groups.
+TEST_P(BatchForward, MixedBatchMatchesSingleSequenceForward) {
   const auto m = load_model(GetParam());
   const Trace ref = run_reference(*m, kMixed);
   size_t n_expected = 0;  // each prompt's end and every decode step
   for (const SeqPlan& p : kMixed) n_expected += 1 + static_cast<size_t>(p.n_decode);
   EXPECT_EQ(ref.size(), n_expected);
-  for (const int n_threads : {1, 3}) {
-    SCOPED_TRACE(n_threads);
-    expect_identical(run_batched(*m, kMixed, {.n_threads = n_threads}), ref);
+  for (const int32_t split : {4, 1 << 20}) {
+    SCOPED_TRACE(split);
+    const Trace one = run_batched(*m, kMixed, {.n_threads = 1, .split = split});
+    const double worst = expect_close(one, ref);
+    std::printf("[ %s ] split %d: max |logit diff| / max |logit| vs reference %.3g\n", GetParam().c_str(), split,
+                worst);
+    expect_identical(run_batched(*m, kMixed, {.n_threads = 3, .split = split}), one);
+    expect_identical(run_batched(*m, kMixed, {.split = split, .state_budget = 4096}), one);
   }
-  expect_identical(run_batched(*m, kMixed, {.gather_budget = 4096}), ref);
 }
 
 // (c) Blocks allocated in shuffled order, interleaved between sequences, and another block
@@ -229,7 +283,9 @@ TEST_P(BatchForward, ShuffledBlockTablesEqualContiguousOnes) {
 }
 
 // (e) Logits of several trailing tokens of a slice (speculative verification): row j equals the
-// logits the slice ending at that token gives, bit for bit, beside a decoding neighbour.
+// logits the slice ending at that token gives: against forward_batch run one token per step
+// (bit for bit unless f32_matmul_depends_on_n_tok), and to kRefTolerance against the
+// reference, beside a decoding neighbour.
 TEST_P(BatchForward, TrailingTokenLogitsEqualOneSlicePerToken) {
   const auto m = load_model(GetParam());
   const auto V = static_cast<size_t>(m->config().n_vocab);
@@ -247,13 +303,18 @@ TEST_P(BatchForward, TrailingTokenLogitsEqualOneSlicePerToken) {
   batch.seqs = {{0, 9, ta, 5}, {0, 4, tb, 1}};
   std::vector<float> logits(6 * V);
   ASSERT_TRUE(forward_batch(*m, batch, *store, logits, pool, scratch).ok());
-  // Reference: the prompt up to token 4, then one token per step.
-  const Trace ref = run_reference(*m, {{5, 0, 64, 4}});
+  // The prompt up to token 4, then one token per step: batched, and through the reference.
+  const std::vector<SeqPlan> stepwise = {{5, 0, 64, 4}};
+  const Trace one_by_one = run_batched(*m, stepwise, {});
+  const Trace ref = run_reference(*m, stepwise);
+  Trace rows;
   for (int32_t j = 0; j < 5; ++j) {
-    const auto it = ref.find({0, 4 + j});
-    ASSERT_NE(it, ref.end());
-    EXPECT_EQ(std::memcmp(&logits[static_cast<size_t>(j) * V], it->second.data(), V * sizeof(float)), 0) << "row " << j;
+    const auto it = one_by_one.find({0, 4 + j});
+    ASSERT_NE(it, one_by_one.end());
+    rows[{0, 4 + j}].assign(&logits[static_cast<size_t>(j) * V], &logits[static_cast<size_t>(j + 1) * V]);
   }
+  expect_same_tokens_result(rows, one_by_one);
+  expect_close(rows, ref);
   batch.seqs[0].n_logits = 10;
   std::vector<float> too_many(11 * V);
   EXPECT_FALSE(forward_batch(*m, batch, *store, too_many, pool, scratch).ok()) << "more logits than tokens";
@@ -268,8 +329,9 @@ TEST_P(BatchForward, ChunkedPrefillEqualsOneShot) {
     const Trace one_shot = run_batched(*m, {{17, 0, 17, 3}, {3, 0, 64, 12}}, {.kv_type = type, .shuffled = true});
     for (const int32_t chunk : {1, 3, 7}) {
       SCOPED_TRACE(chunk);
-      expect_identical(run_batched(*m, {{17, 0, chunk, 3}, {3, 0, 64, 12}}, {.kv_type = type, .shuffled = true}),
-                       one_shot);
+      expect_same_tokens_result(
+          run_batched(*m, {{17, 0, chunk, 3}, {3, 0, 64, 12}}, {.kv_type = type, .shuffled = true}), one_shot,
+          type);
     }
   }
 }

@@ -1,0 +1,148 @@
+// The scalar attention kernel (the oracle), the fold and finish of partial states, and the
+// choice of kernels by ISA (see attention_kernels.h).
+#include "kernels/attention_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/check.h"
+#include "kernels/attention_x86.h"
+#include "kernels/fp16.h"
+#include "kernels/quants_legacy.h"
+
+namespace edgelm::kernels {
+namespace {
+
+// Element i of a row of the stored type.
+float row_elem(KvElem type, const std::byte* row, int64_t i) {
+  switch (type) {
+    case KvElem::f32: {
+      float x;
+      std::memcpy(&x, row + 4 * i, sizeof x);
+      return x;
+    }
+    case KvElem::f16: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, sizeof h);
+      return fp16_to_fp32(h);
+    }
+    case KvElem::q8_0: {
+      const std::byte* b = row + static_cast<size_t>(i / kQK) * sizeof(BlockQ8_0);
+      uint16_t d;
+      std::memcpy(&d, b, sizeof d);
+      const auto q = static_cast<int8_t>(b[2 + i % kQK]);
+      return static_cast<float>(q) * fp16_to_fp32(d);  // as q8_0_to_float: q * d
+    }
+  }
+  return 0.0f;
+}
+
+constexpr AttentionKernels kScalarAttention{Isa::scalar, &detail::attention_partial_scalar,
+                                            &detail::attention_partial_scalar};
+
+}  // namespace
+
+namespace detail {
+
+void attention_partial_scalar(const AttnKv& kv, const float* q, int32_t n_q, float scale, int32_t p0, int32_t p1,
+                              AttnState out) {
+  const int64_t D = kv.head_dim;
+  for (int32_t h = 0; h < n_q; ++h) {
+    out.m[h] = -std::numeric_limits<float>::infinity();
+    out.l[h] = 0.0f;
+  }
+  std::fill(out.acc, out.acc + n_q * D, 0.0f);
+  float s[kAttnMaxHeads][kAttnTile];  // [head, position in tile] scores, then weights
+  for (int32_t t0 = p0; t0 < p1; t0 += kAttnTile) {
+    const int32_t n = std::min(kAttnTile, p1 - t0);
+    for (int32_t t = 0; t < n; ++t) {
+      const std::byte* row = kv.k_base + kv.offset(t0 + t);
+      for (int32_t h = 0; h < n_q; ++h) {
+        float dot = 0.0f;
+        for (int64_t i = 0; i < D; ++i) dot += q[h * D + i] * row_elem(kv.type, row, kv.col0 + i);
+        s[h][t] = dot * scale;
+      }
+    }
+    for (int32_t h = 0; h < n_q; ++h) {
+      float tile_max = s[h][0];
+      for (int32_t t = 1; t < n; ++t) tile_max = std::max(tile_max, s[h][t]);
+      const float m_new = std::max(out.m[h], tile_max);
+      const float corr = std::isinf(out.m[h]) ? 0.0f : std::exp(out.m[h] - m_new);
+      float sum = 0.0f;
+      for (int32_t t = 0; t < n; ++t) {
+        s[h][t] = std::exp(s[h][t] - m_new);
+        sum += s[h][t];
+      }
+      out.l[h] = out.l[h] * corr + sum;
+      out.m[h] = m_new;
+      for (int64_t i = 0; i < D; ++i) out.acc[h * D + i] *= corr;
+    }
+    for (int32_t t = 0; t < n; ++t) {
+      const std::byte* row = kv.v_base + kv.offset(t0 + t);
+      for (int64_t i = 0; i < D; ++i) {
+        const float x = row_elem(kv.type, row, kv.col0 + i);
+        for (int32_t h = 0; h < n_q; ++h) out.acc[h * D + i] += s[h][t] * x;
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+const AttentionKernels* attention_kernels(Isa isa) {
+  if (!isa_supported(isa)) return nullptr;
+  switch (isa) {
+    case Isa::avx2:
+    case Isa::avx512:
+    case Isa::amx:
+#if defined(EDGELM_HAVE_X86_KERNELS)
+      return &x86::kAvx2Attention;  // every CPU of these ISAs has AVX2 + FMA + F16C (isa.h)
+#else
+      return nullptr;
+#endif
+    case Isa::scalar:
+    case Isa::neon: return &kScalarAttention;
+  }
+  return nullptr;
+}
+
+const AttentionKernels& active_attention_kernels() {
+  static const AttentionKernels* const k = attention_kernels(active_isa());
+  return *k;
+}
+
+void attention_partial(const AttentionKernels& k, const AttnKv& kv, const float* q, int32_t n_q, float scale,
+                       int32_t p0, int32_t p1, AttnState out) {
+  EDGELM_CHECK(p0 >= 0 && p0 < p1 && n_q >= 1, "attention_partial: bad range [", p0, ", ", p1, ") or n_q ", n_q);
+  const AttnPartialFn fn = kv.head_dim % 8 == 0 ? k.partial_x8 : k.partial;
+  const int64_t D = kv.head_dim;
+  for (int32_t h = 0; h < n_q; h += kAttnMaxHeads) {
+    const int32_t n = std::min(kAttnMaxHeads, n_q - h);
+    fn(kv, q + h * D, n, scale, p0, p1, AttnState{out.m + h, out.l + h, out.acc + h * D});
+  }
+}
+
+void attention_fold(int32_t n_q, int32_t head_dim, AttnState state, const float* m, const float* l,
+                    const float* acc) {
+  for (int32_t h = 0; h < n_q; ++h) {
+    const float m_new = std::max(state.m[h], m[h]);
+    const float ca = state.l[h] > 0.0f ? std::exp(state.m[h] - m_new) : 0.0f;
+    const float cb = l[h] > 0.0f ? std::exp(m[h] - m_new) : 0.0f;
+    float* a = state.acc + static_cast<int64_t>(h) * head_dim;
+    const float* b = acc + static_cast<int64_t>(h) * head_dim;
+    for (int32_t i = 0; i < head_dim; ++i) a[i] = a[i] * ca + b[i] * cb;
+    state.l[h] = state.l[h] * ca + l[h] * cb;
+    state.m[h] = m_new;
+  }
+}
+
+void attention_finish(int32_t n_q, int32_t head_dim, const float* l, const float* acc, float* out) {
+  for (int32_t h = 0; h < n_q; ++h) {
+    const float inv = 1.0f / l[h];
+    for (int32_t i = 0; i < head_dim; ++i) out[h * head_dim + i] = acc[h * head_dim + i] * inv;
+  }
+}
+
+}  // namespace edgelm::kernels

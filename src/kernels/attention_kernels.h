@@ -1,0 +1,101 @@
+// Attention kernels over a paged KV cache in its stored element type (f32, f16, q8_0).
+//
+// Job: for the query heads of one token that share one KV head (GQA), one pass over a range of
+// positions with an online softmax: K and V rows are read in their stored type straight from
+// the paged blocks (no f32 copy of the context), each row once for all those query heads. The
+// result is a partial state (running max m, sum l, unnormalized accumulator acc) that callers
+// fold over ranges (split-K) and finish into softmax(q.K * scale) V.
+//
+// Algorithm (the same in every variant, so variants differ by float reassociation only):
+// positions are taken in tiles of kAttnTile from p0; per tile, scores s = (q . k_p) * scale,
+// tile max, m' = max(m, tile max), acc = acc * e^(m - m') + sum_p e^(s_p - m') v_p and
+// l = l * e^(m - m') + sum_p e^(s_p - m').
+//
+// Invariants:
+//  - Results depend only on the inputs and p0/p1: not on the block layout (a range may cross
+//    block boundaries anywhere) nor on which thread runs it. Callers that split a context at
+//    fixed positions and fold the partials in position order get the same bits for a token
+//    whatever else is in the batch.
+//  - The scalar kernel handles any head_dim and is the oracle; the AVX2 kernel (attention_avx2.cpp,
+//    per-file -mavx2 -mfma -mf16c, internal linkage, reached only through attention_kernels()
+//    after the CPU check of isa.h) needs head_dim % 8 == 0 and falls back to scalar otherwise.
+//  - q8_0 rows are whole 32-element blocks (kv::KvStore guarantees it); a head's slice may start
+//    anywhere in a row (col0), e.g. inside a block when head_dim is not a multiple of 32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/isa.h"
+
+namespace edgelm::kernels {
+
+enum class KvElem : uint8_t { f32, f16, q8_0 };
+
+// Positions per online-softmax tile.
+constexpr int32_t kAttnTile = 32;
+// Most query heads one kernel call takes (GQA groups larger than this are split by the caller
+// of attention_partial, which does it for you).
+constexpr int32_t kAttnMaxHeads = 8;
+
+// One layer's K and V rows of one sequence in a paged store: position p is row p % block_size
+// of block blocks[p / block_size], its K at k_base + offset(p) and its V at v_base + offset(p).
+struct AttnKv {
+  KvElem type = KvElem::f32;
+  const std::byte* k_base = nullptr;  // the layer's K rows of block 0
+  const std::byte* v_base = nullptr;  // the layer's V rows of block 0
+  size_t block_stride = 0;            // bytes from one block's rows to the next block's
+  size_t row_bytes = 0;               // bytes of one row ([n_embd_kv] elements of the stored type)
+  int32_t block_size = 0;
+  const int32_t* blocks = nullptr;    // the sequence's block table
+  int64_t col0 = 0;                   // the KV head's first element within a row (kv_head * head_dim)
+  int32_t head_dim = 0;               // elements per head
+
+  size_t offset(int32_t pos) const {
+    return static_cast<size_t>(blocks[pos / block_size]) * block_stride +
+           static_cast<size_t>(pos % block_size) * row_bytes;
+  }
+};
+
+// Partial state of n_q heads: m [n_q], l [n_q], acc [n_q, head_dim]. A state with l == 0 (and
+// m == -inf) is empty.
+struct AttnState {
+  float* m;
+  float* l;
+  float* acc;
+};
+
+// Fills `out` (fresh: previous contents ignored) with the partial state of query heads
+// q [n_q, head_dim] over positions [p0, p1) of kv, 0 <= p0 < p1. n_q <= kAttnMaxHeads.
+using AttnPartialFn = void (*)(const AttnKv& kv, const float* q, int32_t n_q, float scale, int32_t p0, int32_t p1,
+                               AttnState out);
+
+struct AttentionKernels {
+  Isa isa;
+  AttnPartialFn partial;      // any head_dim
+  AttnPartialFn partial_x8;   // head_dim % 8 == 0 (may be the same as partial)
+};
+
+// The attention kernels of `isa` (avx2, avx512 and amx all use the AVX2 kernel), or nullptr
+// when the CPU cannot run them. Isa::scalar and neon get the scalar kernel.
+const AttentionKernels* attention_kernels(Isa isa);
+// Those of the active ISA (active_isa()); never null.
+const AttentionKernels& active_attention_kernels();
+
+// Partial state over [p0, p1) for any n_q (split into groups of kAttnMaxHeads) with kernels k.
+void attention_partial(const AttentionKernels& k, const AttnKv& kv, const float* q, int32_t n_q, float scale,
+                       int32_t p0, int32_t p1, AttnState out);
+
+// state = state (+) other: the partial over both ranges (other's positions follow state's).
+void attention_fold(int32_t n_q, int32_t head_dim, AttnState state, const float* m, const float* l,
+                    const float* acc);
+// out [n_q, head_dim] = acc / l per head.
+void attention_finish(int32_t n_q, int32_t head_dim, const float* l, const float* acc, float* out);
+
+namespace detail {
+// The scalar kernel (the oracle; exposed for tests).
+void attention_partial_scalar(const AttnKv& kv, const float* q, int32_t n_q, float scale, int32_t p0, int32_t p1,
+                              AttnState out);
+}  // namespace detail
+
+}  // namespace edgelm::kernels

@@ -1,0 +1,69 @@
+// AVX2 + FMA element-wise ops (see ops_vector.h), under the rules of kernels_x86.h: per-file
+// -mavx2 -mfma -mf16c, internal linkage, reached only through vector_ops() after the CPU check.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/ops_avx2_math.h"
+#include "kernels/ops_x86.h"
+
+namespace edgelm::kernels::x86 {
+namespace {
+
+// Sum of squares in double, as the scalar op: each product of two floats is exact in double,
+// so the FMA rounds once per add like the scalar's separate multiply and add.
+void rms_norm(float* out, const float* x, const float* weight, int64_t n, float eps) {
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    a0 = _mm256_fmadd_pd(lo, lo, a0);
+    a1 = _mm256_fmadd_pd(hi, hi, a1);
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
+  double ss = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float mean = static_cast<float>(ss / static_cast<double>(n));
+  const float scale = 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(mean + eps)));
+  const __m256 vs = _mm256_set1_ps(scale);
+  for (i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(weight + i)));
+  for (; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void swiglu(float* gate, const float* up, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 zero = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, exp256(_mm256_sub_ps(zero, g))));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  if (i == n) return;
+  // The tail through the same vector exp, so every element sees one formula.
+  alignas(32) float g[8] = {}, u[8] = {};
+  for (int64_t j = i; j < n; ++j) {
+    g[j - i] = gate[j];
+    u[j - i] = up[j];
+  }
+  const __m256 vg = _mm256_load_ps(g);
+  const __m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, exp256(_mm256_sub_ps(zero, vg))));
+  _mm256_store_ps(g, _mm256_mul_ps(silu, _mm256_load_ps(u)));
+  for (int64_t j = i; j < n; ++j) gate[j] = g[j - i];
+}
+
+void add(float* x, const float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) x[i] += y[i];
+}
+
+}  // namespace
+
+constinit const VectorOps kAvx2VectorOps{Isa::avx2, &rms_norm, &swiglu, &add};
+
+}  // namespace edgelm::kernels::x86

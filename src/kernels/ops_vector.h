@@ -1,0 +1,38 @@
+// Element-wise operations of the forward pass between the matmuls: RMSNorm, SwiGLU's product,
+// the residual add; per ISA, chosen at run time like the matmul kernels (isa.h).
+//
+// Job: the engine's batched forward calls these per token row; the reference forward keeps the
+// plain loops of model/ops.h, and the scalar variant here computes exactly those expressions.
+//
+// Invariants:
+//  - add is exact (bit-identical on every ISA). rms_norm sums squares in double on every ISA;
+//    the SIMD variant sums in another order, and its per-element x * scale * weight is the
+//    scalar's (two roundings, no FMA). swiglu's SIMD exp is within a few ulp of std::exp.
+//  - The AVX2 variant (ops_avx2.cpp) is compiled with per-file -mavx2 -mfma -mf16c under the
+//    rules of kernels_x86.h and reached only after the CPU check.
+//  - None allocates; out may alias x.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/isa.h"
+
+namespace edgelm::kernels {
+
+struct VectorOps {
+  Isa isa;
+  // out[i] = x[i] * (1 / sqrt(mean(x^2) + eps)) * weight[i], i < n.
+  void (*rms_norm)(float* out, const float* x, const float* weight, int64_t n, float eps);
+  // gate[i] = gate[i] / (1 + e^-gate[i]) * up[i], i < n.
+  void (*swiglu)(float* gate, const float* up, int64_t n);
+  // x[i] += y[i], i < n.
+  void (*add)(float* x, const float* y, int64_t n);
+};
+
+// The ops of `isa` (avx2, avx512 and amx share the AVX2 ones; scalar and neon the scalar ones),
+// or nullptr when the CPU cannot run them.
+const VectorOps* vector_ops(Isa isa);
+// Those of the active ISA; never null.
+const VectorOps& active_vector_ops();
+
+}  // namespace edgelm::kernels

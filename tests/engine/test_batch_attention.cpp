@@ -1,0 +1,208 @@
+// Batch attention over the paged store (engine/batch_attention.h) against the scalar oracle
+// model::attention_head run on the rows the store decodes to f32 (KvStore::read_k / read_v):
+// f32, f16 and q8_0 stores; MHA, GQA (also groups of more than 8 query heads); head dims that
+// are and are not multiples of 8 or 32; contexts that cross block boundaries in shuffled block
+// tables; split-K on (small chunks, many folds) and off; 1 and 3 threads; the AVX2 kernel and
+// the scalar one. Since both sides read the same decoded values, the only difference is float
+// reassociation (online softmax, SIMD sums): held to 2e-5 of the largest |V| element.
+// Also: a token's result is bit-identical whatever the thread count, the other tokens of the
+// batch, or the grouping of partial states.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "engine/batch_attention.h"
+#include "engine/batch_forward.h"
+#include "kernels/attention_kernels.h"
+#include "model/ops.h"
+
+namespace edgelm::engine {
+namespace {
+
+using kv::BlockId;
+using kv::KvType;
+
+struct Shape {
+  int32_t n_head, n_head_kv, head_dim;
+};
+
+// Sequences of the given context lengths in one store (block size 16, blocks shuffled), random
+// K/V; the step's tokens are the last `n_new` positions of every sequence.
+struct Fixture {
+  model::ModelConfig c;
+  std::optional<kv::KvStore> store;
+  std::vector<std::vector<BlockId>> tables;
+  std::vector<BatchSeq> seqs;
+  std::vector<int32_t> tok_seq, tok_pos;
+  std::vector<float> q;  // [n_tokens, n_head * head_dim]
+  float max_abs_v = 0;
+
+  Fixture(Shape sh, KvType type, const std::vector<int32_t>& ctx, int32_t n_new) {
+    c.n_layer = 2;
+    c.n_head = sh.n_head;
+    c.n_head_kv = sh.n_head_kv;
+    c.head_dim = sh.head_dim;
+    c.n_embd = sh.n_head * sh.head_dim;
+    const int32_t bs = 16;
+    int32_t n_blocks = 0;
+    for (int32_t n : ctx) n_blocks += (n + bs - 1) / bs;
+    auto st = kv::KvStore::create(c, n_blocks, bs, type);
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    store.emplace(std::move(st).value());
+    std::vector<BlockId> ids(static_cast<size_t>(n_blocks));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<BlockId>(i);
+    std::mt19937 rng(17);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const int32_t KV = c.n_embd_kv();
+    std::vector<float> k(static_cast<size_t>(KV)), v(k.size());
+    size_t next = 0;
+    for (int32_t n : ctx) {
+      auto& t = tables.emplace_back();
+      for (int32_t b = 0; b < (n + bs - 1) / bs; ++b) t.push_back(ids[next++]);
+      for (int32_t pos = 0; pos < n; ++pos)
+        for (int32_t l = 0; l < c.n_layer; ++l) {
+          for (auto& x : k) x = nd(rng);
+          for (auto& x : v) x = nd(rng);
+          store->write(l, t[static_cast<size_t>(pos / bs)], pos % bs, k.data(), v.data());
+        }
+    }
+    for (size_t i = 0; i < ctx.size(); ++i) {
+      const int32_t n = std::min(n_new, ctx[i]);
+      seqs.push_back({ctx[i] - n, n, tables[i], 1});
+      for (int32_t j = 0; j < n; ++j) {
+        tok_seq.push_back(static_cast<int32_t>(i));
+        tok_pos.push_back(ctx[i] - n + j);
+      }
+    }
+    q.resize(tok_seq.size() * static_cast<size_t>(c.n_head * c.head_dim));
+    for (auto& x : q) x = nd(rng) * 2.0f;  // sharper softmax than unit scores
+  }
+
+  std::vector<float> run(AttnScratch& s, int n_threads, int32_t layer,
+                         const kernels::AttentionKernels* k = nullptr) const {
+    ThreadPool pool(n_threads);
+    const auto n = static_cast<int64_t>(tok_seq.size());
+    std::vector<float> out(q.size(), NAN);
+    attention_plan(s, n, tok_pos.data(), c.n_head_kv, c.n_gqa(), c.head_dim, pool.n_threads());
+    const AttnLayer a{*store, layer, seqs.data(), tok_seq.data(), tok_pos.data(), q.data(), out.data(),
+                      c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), k};
+    attention_run(a, s, pool);
+    return out;
+  }
+
+  // model::attention_head over the store's decoded rows; also sets max_abs_v.
+  std::vector<float> reference(int32_t layer) {
+    const int32_t KV = c.n_embd_kv(), D = c.head_dim, Q = c.n_head * D, bs = store->block_size();
+    std::vector<float> out(q.size());
+    for (size_t t = 0; t < tok_seq.size(); ++t) {
+      const auto& table = tables[static_cast<size_t>(tok_seq[t])];
+      const int32_t n_pos = tok_pos[t] + 1;
+      std::vector<float> k(static_cast<size_t>(n_pos) * KV), v(k.size()), scores(static_cast<size_t>(n_pos));
+      for (int32_t p = 0; p < n_pos; ++p) {
+        store->read_k(layer, table[static_cast<size_t>(p / bs)], p % bs, &k[static_cast<size_t>(p) * KV]);
+        store->read_v(layer, table[static_cast<size_t>(p / bs)], p % bs, &v[static_cast<size_t>(p) * KV]);
+      }
+      for (float x : v) max_abs_v = std::max(max_abs_v, std::abs(x));
+      for (int32_t h = 0; h < c.n_head; ++h) {
+        const int64_t off = static_cast<int64_t>(h / c.n_gqa()) * D;
+        model::attention_head(&q[t * Q + h * D], &k[off], &v[off], KV, n_pos, D,
+                              1.0f / std::sqrt(static_cast<float>(D)), scores.data(), &out[t * Q + h * D]);
+      }
+    }
+    return out;
+  }
+};
+
+void expect_near_all(const std::vector<float>& got, const std::vector<float>& want, float bound) {
+  ASSERT_EQ(got.size(), want.size());
+  float worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float d = std::abs(got[i] - want[i]);
+    if (!(d <= worst)) {  // NaN counts as worst
+      worst = std::isnan(d) ? INFINITY : d;
+      at = i;
+    }
+  }
+  EXPECT_LE(worst, bound) << "element " << at << ": " << got[at] << " vs " << want[at];
+}
+
+std::vector<const kernels::AttentionKernels*> all_kernels() {
+  std::vector<const kernels::AttentionKernels*> v = {kernels::attention_kernels(kernels::Isa::scalar)};
+  if (const auto* k = kernels::attention_kernels(kernels::Isa::avx2)) v.push_back(k);
+  return v;
+}
+
+struct Case {
+  const char* name;
+  Shape shape;
+  KvType type;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class BatchAttention : public ::testing::TestWithParam<Case> {};
+
+TEST_P(BatchAttention, MatchesScalarAttentionHeadOverDecodedRows) {
+  const Case& tc = GetParam();
+  // Contexts: one position, inside one block, across blocks, and past the default split (256).
+  Fixture f(tc.shape, tc.type, {1, 13, 40, 301}, 5);
+  const std::vector<float> ref = f.reference(1);
+  const float bound = 2e-5f * f.max_abs_v;
+  for (const auto* k : all_kernels()) {
+    for (const int32_t split : {7, 32, 256, 1 << 20}) {
+      for (const int threads : {1, 3}) {
+        SCOPED_TRACE(testing::Message() << kernels::isa_name(k->isa) << " split " << split << " threads " << threads);
+        AttnScratch s;
+        s.split_positions = split;
+        expect_near_all(f.run(s, threads, 1, k), ref, bound);
+      }
+    }
+  }
+}
+
+// The same token, same bits: 1 or 3 threads, partial states in small groups, or the token
+// alone in its step instead of beside others.
+TEST_P(BatchAttention, ResultIsIndependentOfThreadsGroupsAndBatch) {
+  const Case& tc = GetParam();
+  Fixture f(tc.shape, tc.type, {9, 70, 301}, 3);
+  for (const auto* k : all_kernels()) {
+    SCOPED_TRACE(kernels::isa_name(k->isa));
+    AttnScratch s;
+    s.split_positions = 32;
+    const std::vector<float> base = f.run(s, 1, 0, k);
+    AttnScratch small = s;
+    small.state_budget_bytes = 1;  // a group per token
+    for (const auto& got : {f.run(s, 3, 0, k), f.run(small, 2, 0, k)})
+      EXPECT_EQ(std::memcmp(got.data(), base.data(), base.size() * sizeof(float)), 0);
+    // The last sequence's last token alone.
+    Fixture alone(tc.shape, tc.type, {9, 70, 301}, 3);
+    alone.seqs = {alone.seqs[2]};
+    alone.seqs[0].pos0 = 300;
+    alone.seqs[0].n_tokens = 1;
+    alone.tok_seq = {0};
+    alone.tok_pos = {300};
+    const size_t Q = static_cast<size_t>(tc.shape.n_head * tc.shape.head_dim);
+    alone.q.assign(f.q.end() - static_cast<std::ptrdiff_t>(Q), f.q.end());
+    const std::vector<float> one = alone.run(s, 2, 0, k);
+    EXPECT_EQ(std::memcmp(one.data(), &base[base.size() - Q], Q * sizeof(float)), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, BatchAttention,
+    ::testing::Values(Case{"f32_gqa4_d64", {8, 2, 64}, KvType::f32}, Case{"f16_gqa4_d64", {8, 2, 64}, KvType::f16},
+                      Case{"q8_0_gqa4_d64", {8, 2, 64}, KvType::q8_0}, Case{"f16_mha_d32", {4, 4, 32}, KvType::f16},
+                      Case{"q8_0_d24_inside_blocks", {12, 4, 24}, KvType::q8_0},
+                      Case{"f16_d20_not_x8", {6, 2, 20}, KvType::f16},
+                      Case{"q8_0_d20_not_x8", {16, 8, 20}, KvType::q8_0},
+                      Case{"f16_gqa10_over_8_heads", {20, 2, 32}, KvType::f16},
+                      Case{"f32_gqa8_d64_tinyllama", {32, 4, 64}, KvType::f32}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace edgelm::engine
