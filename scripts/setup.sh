@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev libutf8proc-dev libssl-dev
   libcpp-httplib-dev libyaml-cpp-dev prometheus libhnswlib-dev libsqlite3-dev

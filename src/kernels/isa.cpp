@@ -2,7 +2,9 @@
 // everything here must run on any CPU of the architecture.
 #include "kernels/isa.h"
 
+#include <algorithm>
 #include <array>
+#include <iterator>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -221,7 +223,14 @@ const IsaKernels* isa_kernels(Isa isa) {
     case Isa::avx2: return &x86::kAvx2Kernels;
     case Isa::avx512: return &x86::kAvx512Kernels;
     case Isa::amx: {
-      static const IsaKernels amx{Isa::amx, x86::kAvx512Kernels.rows, x86::kAmxGemms};
+      // The tile GEMMs where AMX has one, the AVX2 multi-token GEMMs for the other types.
+      static const std::vector<GemmKernel> gemms = [] {
+        std::vector<GemmKernel> v(std::begin(x86::kAmxGemms), std::end(x86::kAmxGemms));
+        for (const GemmKernel& g : x86::kAvx2Gemms)
+          if (std::none_of(v.begin(), v.end(), [&](const GemmKernel& a) { return a.type == g.type; })) v.push_back(g);
+        return v;
+      }();
+      static const IsaKernels amx{Isa::amx, x86::kAvx512Kernels.rows, gemms};
       return &amx;
     }
 #endif

@@ -534,6 +534,6 @@ constexpr IsaKernelRow kRows[] = {
 
 }  // namespace
 
-constinit const IsaKernels kAvx2Kernels{Isa::avx2, kRows};
+constinit const IsaKernels kAvx2Kernels{Isa::avx2, kRows, kAvx2Gemms};
 
 }  // namespace edgelm::kernels::x86

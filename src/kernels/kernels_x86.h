@@ -25,6 +25,10 @@ extern const IsaKernels kAvx512Kernels;  // kernels_avx512.cpp
 // Tile GEMMs of the amx ISA (gemm_amx.cpp): Q8_0, Q4_0, Q4_K, Q6_K.
 constexpr int kAmxGemmCount = 4;
 extern const GemmKernel kAmxGemms[kAmxGemmCount];
+// Multi-token GEMMs of the avx2 and avx512 ISAs (gemm_avx2.cpp): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// Q4_K, Q5_K, Q6_K, F32, F16, BF16.
+constexpr int kAvx2GemmCount = 11;
+extern const GemmKernel kAvx2Gemms[kAvx2GemmCount];
 #endif
 
 // The failure of a row-length check (n not a non-negative multiple of `block`): the same

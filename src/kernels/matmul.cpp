@@ -1,6 +1,8 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/isa.h"
@@ -18,6 +20,15 @@ constexpr int64_t kMinParallelWork = 1 << 16;
 const IsaKernels& active_kernels() {
   static const IsaKernels* const k = isa_kernels(active_isa());
   return *k;
+}
+
+// The calling thread's GEMM scratch (unpacked weight rows), 64-byte aligned. It only grows, so
+// a warm thread allocates nothing.
+uint8_t* tile_scratch(size_t bytes) {
+  thread_local std::vector<uint8_t> buf;
+  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + ((64 - addr % 64) % 64);
 }
 
 }  // namespace
@@ -58,12 +69,15 @@ void matmul_with(const IsaKernels& isa, const WeightMatrix& w, const float* x, i
     gemm->pack(act, act_row_bytes, w.cols, n_tok, scratch.packed.data());
     const GemmWeights gw{w.data, w.row_bytes, w.rows, w.cols};
     const auto n_tiles = static_cast<size_t>((w.rows + kGemmRowTile - 1) / kGemmRowTile);
-    pool.parallel_for(n_tiles, [&](size_t t0, size_t t1) {
-      std::vector<uint8_t> tile_scratch(gemm->scratch_bytes(w.cols));  // [16 rows] unpacked weights
+    auto tiles = [&](size_t t0, size_t t1) {
       const auto r0 = static_cast<int64_t>(t0) * kGemmRowTile;
       const int64_t r1 = std::min(static_cast<int64_t>(t1) * kGemmRowTile, w.rows);
-      gemm->run(gw, scratch.packed.data(), n_tok, r0, r1, out, w.rows, tile_scratch.data());
-    });
+      gemm->run(gw, scratch.packed.data(), n_tok, r0, r1, out, w.rows, tile_scratch(gemm->scratch_bytes(w.cols)));
+    };
+    if (w.rows * w.cols * n_tok < kMinParallelWork)
+      tiles(0, n_tiles);
+    else
+      pool.parallel_for(n_tiles, tiles);
     return;
   }
 

@@ -44,8 +44,9 @@ struct MatmulScratch {
   std::vector<uint8_t> packed;       // the activations in a GemmKernel's tile layout
 };
 
-// Smallest batch that goes through a tile GEMM when one exists.
-constexpr int64_t kMinGemmTokens = 4;
+// Smallest batch that goes through a multi-token GEMM when one exists (a single token streams
+// each weight row once through vec_dot, which is what decode wants).
+constexpr int64_t kMinGemmTokens = 2;
 
 // out: [n_tok, w.rows] (row stride w.rows); x: [n_tok, w.cols].
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, ThreadPool& pool, MatmulScratch& scratch);

@@ -1,6 +1,7 @@
-// Tile GEMM kernels (kernels/gemm.h) against the scalar oracle: matmul_with(ISA) for every ISA
-// that has GEMMs (AMX on CPUs that have it; the test skips elsewhere) against matmul_with
-// (scalar), which runs the scalar vec_dot per (row, token).
+// Multi-token GEMM kernels (kernels/gemm.h) against the scalar oracle: matmul_with(ISA) for
+// every ISA that has GEMMs (AVX2 and AVX-512 through the AVX2 kernels, AMX on CPUs that have
+// it; the test skips where the CPU has none) against matmul_with(scalar), which runs the scalar
+// vec_dot per (row, token).
 //
 // Shapes cover the tile edges: rows not a multiple of 16 (a padded last tile), token counts
 // below, at and above one 16-token tile (a padded last token tile), 1 to 40 sub-blocks, and
@@ -11,7 +12,8 @@
 // Budget: both sides compute each sub-block's integer dot exactly and differ only in the float
 // summation of nb scaled terms (the scalar K kernels sum a super-block in integers first), so
 // |gemm - scalar| <= (2 nb_terms + 16) u mag, mag = sum_i (|w_i| + 2 |min_i|) |a_i| over the
-// dequantized weight row and the dequantized quantized activations (min_i: Q4_K's min part).
+// dequantized weight row and the dequantized quantized activations (min_i: the min part of
+// Q4_1, Q5_1, Q4_K and Q5_K). Float types are checked with the same bound, one term per element.
 // A wrong quant in a sub-block moves the result by ~1/32 of that sub-block's magnitude, far
 // above the budget.
 #include <gtest/gtest.h>
@@ -35,7 +37,16 @@ namespace {
 
 using test::traits_of;
 
-constexpr DType kGemmTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
+constexpr DType kGemmTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k,
+                                 DType::q5_k, DType::q6_k, DType::f32,  DType::f16,  DType::bf16};
+
+bool is_float(DType type) { return type == DType::f32 || type == DType::f16 || type == DType::bf16; }
+bool is_legacy(DType type) {
+  return type == DType::q8_0 || type == DType::q4_0 || type == DType::q4_1 || type == DType::q5_0 ||
+         type == DType::q5_1;
+}
+// Bytes of fp16 fields at the start of a legacy block (d, and m for the formats with a min).
+size_t legacy_header(DType type) { return type == DType::q4_1 || type == DType::q5_1 ? 4 : 2; }
 
 std::vector<const IsaKernels*> gemm_isas() {
   std::vector<const IsaKernels*> out;
@@ -49,6 +60,13 @@ enum class Data { gaussian, random_bits, zero_blocks, extreme_scales };
 // A [rows, cols] weight matrix of `type` filled per `data`.
 std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data data, uint32_t seed) {
   std::vector<float> f = test::normal_data(rows * cols, seed);
+  if (is_float(type)) {  // no block fields: zeros, huge and tiny values among the elements
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (data == Data::zero_blocks && i % 3 == 1) f[i] = 0.0f;
+      if (data == Data::extreme_scales) f[i] *= (i % 2 == 0) ? 2e3f : 1e-4f;  // within fp16 range
+      if (data == Data::random_bits) f[i] *= static_cast<float>(i % 7 + 1) * 50.0f;
+    }
+  }
   std::vector<uint8_t> w(dtype_row_bytes(type, cols) * static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r)
     traits_of(type).from_float(f.data() + r * cols, w.data() + r * dtype_row_bytes(type, cols), cols);
@@ -60,8 +78,9 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data d
     switch (data) {
       case Data::gaussian: break;
       case Data::random_bits:
-        if (type == DType::q8_0 || type == DType::q4_0) {  // any quants, a finite scale
-          for (size_t i = 2; i < block_bytes; ++i) blk[i] = static_cast<uint8_t>(rng());
+        if (is_float(type)) break;
+        if (is_legacy(type)) {  // any quants, finite scales
+          for (size_t i = legacy_header(type); i < block_bytes; ++i) blk[i] = static_cast<uint8_t>(rng());
           if (type == DType::q8_0)
             for (size_t i = 2; i < block_bytes; ++i)
               if (blk[i] == 0x80) blk[i] = 0x81;  // -128 is outside Q8_0's range
@@ -69,7 +88,7 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data d
           for (size_t i = 0; i < block_bytes; ++i) blk[i] = static_cast<uint8_t>(rng());
           // fp16 fields back to finite values: Q4_K d, dmin at the start; Q6_K d at the end.
           const uint16_t d = fp32_to_fp16(0.01f * static_cast<float>(rng() % 100 + 1));
-          if (type == DType::q4_k) {
+          if (type == DType::q4_k || type == DType::q5_k) {
             std::memcpy(blk, &d, 2);
             std::memcpy(blk + 2, &d, 2);
           } else {
@@ -78,9 +97,10 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data d
         }
         break;
       case Data::zero_blocks:
-        if (b % 3 == 1) std::memset(blk, 0, block_bytes);
+        if (!is_float(type) && b % 3 == 1) std::memset(blk, 0, block_bytes);
         break;
       case Data::extreme_scales: {
+        if (is_float(type)) break;
         const uint16_t h = (b % 2 == 0) ? fp32_to_fp16(65504.0f) : uint16_t{0x0400};  // max, smallest normal
         const size_t at = type == DType::q6_k ? block_bytes - 2 : 0;
         std::memcpy(blk + at, &h, 2);
@@ -95,14 +115,20 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data d
 double magnitude(DType type, const uint8_t* wrow, const std::vector<float>& a, int64_t cols) {
   const std::vector<float> w = test::dequantize(type, wrow, cols);
   std::vector<double> mins(static_cast<size_t>(cols), 0.0);
-  if (type == DType::q4_k) {
-    const auto* blocks = reinterpret_cast<const BlockQ4_K*>(wrow);
+  auto k_mins = [&](const auto* blocks) {
     for (int64_t i = 0; i < cols; ++i) {
       uint8_t sc = 0, m = 0;
       k4_get_scale_min(static_cast<int>((i % kQK_K) / 32), blocks[i / kQK_K].scales, &sc, &m);
       mins[static_cast<size_t>(i)] = std::fabs(fp16_to_fp32(blocks[i / kQK_K].dmin) * m);
     }
-  }
+  };
+  auto legacy_mins = [&](const auto* blocks) {
+    for (int64_t i = 0; i < cols; ++i) mins[static_cast<size_t>(i)] = std::fabs(fp16_to_fp32(blocks[i / kQK].m));
+  };
+  if (type == DType::q4_k) k_mins(reinterpret_cast<const BlockQ4_K*>(wrow));
+  if (type == DType::q5_k) k_mins(reinterpret_cast<const BlockQ5_K*>(wrow));
+  if (type == DType::q4_1) legacy_mins(reinterpret_cast<const BlockQ4_1*>(wrow));
+  if (type == DType::q5_1) legacy_mins(reinterpret_cast<const BlockQ5_1*>(wrow));
   double mag = 0.0;
   for (int64_t i = 0; i < cols; ++i)
     mag += (std::fabs(w[static_cast<size_t>(i)]) + 2.0 * mins[static_cast<size_t>(i)]) *
@@ -130,7 +156,7 @@ void check_gemm(const IsaKernels& isa, DType type, const Case& c, uint32_t seed)
   matmul_with(*isa_kernels(Isa::scalar), m, x.data(), c.n_tok, want.data(), pool, scratch);
 
   const DType act_type = traits_of(type).vec_dot_type;
-  const int64_t block = type == DType::q6_k ? 16 : 32;
+  const int64_t block = type == DType::q6_k ? 16 : is_float(type) ? 1 : 32;
   const double u = std::ldexp(1.0, -24);
   const double budget_u = 2.0 * static_cast<double>(c.cols / block) + 16.0;
   double worst = 0.0;
@@ -160,6 +186,8 @@ TEST(Gemm, MatchesScalarOnTileEdgesAndAdversarialData) {
       {37, 256, 4, Data::gaussian, 1.0f},        {16, 512, 16, Data::gaussian, 1.0f},
       {33, 768, 17, Data::random_bits, 3.0f},    {5, 256, 40, Data::zero_blocks, 1.0f},
       {48, 512, 33, Data::extreme_scales, 1.0f}, {70, 2560, 9, Data::gaussian, 100.0f},
+      {13, 256, 2, Data::gaussian, 1.0f},        {9, 512, 3, Data::random_bits, 1.0f},
+      {1, 256, 6, Data::gaussian, 1.0f},
   };
   uint32_t seed = 100;
   for (const IsaKernels* isa : isas)
@@ -173,7 +201,7 @@ TEST(Gemm, LegacyRowsOfFewBlocks) {
   const auto isas = gemm_isas();
   if (isas.empty()) GTEST_SKIP() << "no ISA with tile GEMM kernels on this CPU";
   for (const IsaKernels* isa : isas)
-    for (DType type : {DType::q8_0, DType::q4_0})
+    for (DType type : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::f32, DType::f16})
       for (int64_t cols : {32, 96, 224}) check_gemm(*isa, type, {19, cols, 5, Data::gaussian, 1.0f}, 7);
 }
 
