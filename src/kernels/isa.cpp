@@ -223,10 +223,10 @@ const IsaKernels* isa_kernels(Isa isa) {
     case Isa::avx2: return &x86::kAvx2Kernels;
     case Isa::avx512: return &x86::kAvx512Kernels;
     case Isa::amx: {
-      // The tile GEMMs where AMX has one, the AVX2 multi-token GEMMs for the other types.
+      // The tile GEMMs where AMX has one, the AVX-512 multi-token GEMMs for the other types.
       static const std::vector<GemmKernel> gemms = [] {
         std::vector<GemmKernel> v(std::begin(x86::kAmxGemms), std::end(x86::kAmxGemms));
-        for (const GemmKernel& g : x86::kAvx2Gemms)
+        for (const GemmKernel& g : x86::kAvx512Gemms)
           if (std::none_of(v.begin(), v.end(), [&](const GemmKernel& a) { return a.type == g.type; })) v.push_back(g);
         return v;
       }();

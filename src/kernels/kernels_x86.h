@@ -25,10 +25,11 @@ extern const IsaKernels kAvx512Kernels;  // kernels_avx512.cpp
 // Tile GEMMs of the amx ISA (gemm_amx.cpp): Q8_0, Q4_0, Q4_K, Q6_K.
 constexpr int kAmxGemmCount = 4;
 extern const GemmKernel kAmxGemms[kAmxGemmCount];
-// Multi-token GEMMs of the avx2 and avx512 ISAs (gemm_avx2.cpp): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q4_K, Q5_K, Q6_K, F32, F16, BF16.
-constexpr int kAvx2GemmCount = 11;
-extern const GemmKernel kAvx2Gemms[kAvx2GemmCount];
+// Multi-token GEMMs (gemm_x86_impl.h) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32,
+// F16, BF16: of the avx2 ISA (gemm_avx2.cpp) and of avx512 and amx (gemm_avx512.cpp, VNNI).
+constexpr int kX86GemmCount = 11;
+extern const GemmKernel kAvx2Gemms[kX86GemmCount];
+extern const GemmKernel kAvx512Gemms[kX86GemmCount];
 #endif
 
 // The failure of a row-length check (n not a non-negative multiple of `block`): the same

@@ -1,0 +1,705 @@
+// Multi-token GEMM (see gemm.h) for x86: the path of prefill and batched decode on every x86
+// CPU without AMX. This is the body of two translation units, included once by each:
+//  - gemm_avx2.cpp (-mavx2 -mfma -mf16c; EDGELM_GEMM_VNNI 0): int8 products with maddubs,
+//    int16 sums widened by madd; kAvx2Gemms, used by the avx2 ISA;
+//  - gemm_avx512.cpp (AVX-512 flags with VNNI; EDGELM_GEMM_VNNI 1): vpdpbusd on 256-bit
+//    registers does the product, the sum and the widening in one instruction and never
+//    saturates, and 32 registers hold tiles of 8 tokens; kAvx512Gemms, used by avx512 and amx.
+// Each includes it inside its own anonymous namespace, so every function here has internal
+// linkage and is compiled with that file's flags only (the rules of kernels_x86.h); nothing
+// else may include it.
+//
+// Why not vec_dot per (row, token): a vec_dot of one weight block with one activation block
+// ends in a float conversion and a scaled add per (row, token, block), and every token unpacks
+// the block again. Here 8 weight rows are interleaved so that one 32-bit lane of a register
+// holds 4 consecutive quants of one row: a single maddubs then multiplies 4 elements of 8 rows
+// with 4 activations of one token (broadcast), the int16 products of a whole sub-block are
+// summed before one widening, and one conversion + FMA finishes 8 rows at once. The unpacked
+// rows are reused by every token of the batch.
+//
+// Method, per run() call and per group of 8 rows (kRows):
+//  1. repack: the group's rows are unpacked into scratch, per 32-element sub-block, as unsigned
+//     bytes (Q8_0: signed) in [8 groups of 4 elements][8 rows][4 bytes] (a 32-bit transpose of
+//     the 8 rows' unpacked bytes), next to the per-row float scales (and int16 sub-block scales
+//     and mins for K formats). Weights are read from memory once per matmul.
+//  2. tiles of up to kTok tokens: for every sub-block, int16 sums of maddubs products, widened
+//     with madd by the sub-block scale (1 for legacy formats); the formats' offsets (Q4_0: 8,
+//     Q5_0: 16, Q6_K: 32) are subtracted as offset * sum(activations) in integers, mins added
+//     as floats, exactly as the scalar kernels do; every (row, token) integer sum is exact.
+// Float types (F32, F16, BF16) interleave 8 rows per 8 columns as floats and FMA against
+// broadcast activations.
+//
+// Bounds (activation quants are in [-127, 127], as every from_float writes them): maddubs
+// pairs of q <= 15 are <= 3810, so 8 groups sum to 30480 in int16; q <= 31 flushes every 4
+// groups (31496); q <= 63 every 2 (32004); Q8_0 uses |w| . sign(y, w) and widens every group.
+// With VNNI every product goes straight into int32 lanes, so Q8_0 is stored biased (w + 128,
+// offset 128) like the unsigned formats.
+// Results differ from the scalar vec_dot by float reassociation only (tests/kernels/test_gemm.cpp).
+#if !defined(EDGELM_GEMM_VNNI) || !defined(EDGELM_GEMM_TABLE)
+#error "gemm_x86_impl.h is the body of gemm_avx2.cpp and gemm_avx512.cpp only"
+#endif
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/gemm.h"
+#include "kernels/kernels_x86.h"
+#include "kernels/quants_k.h"
+#include "kernels/quants_legacy.h"
+
+namespace edgelm::kernels::x86 {
+namespace {
+
+constexpr int kRows = 8;                          // weight rows interleaved in one group (one 32-bit lane each)
+constexpr int kTok = EDGELM_GEMM_VNNI ? 8 : 4;  // tokens of a tile
+
+inline float half(uint16_t h) { return _cvtsh_ss(h); }
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline void store256(void* p, __m256i v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
+inline __m256i bcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// v[r] = 8 dwords of row r -> v[g] = dword g of rows 0..7.
+inline void transpose8(__m256i v[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);      // r0[0] r1[0] r0[1] r1[1] | r0[4] r1[4] r0[5] r1[5]
+    t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);  // r0[2] r1[2] r0[3] r1[3] | r0[6] ...
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);      // [0] of 4 rows | [4]
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);  // [1] | [5]
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);  // [2] | [6]
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);  // [3] | [7]
+  }
+  for (int g = 0; g < 4; ++g) {
+    v[g] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x20);
+    v[g + 4] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x31);
+  }
+}
+
+// Stores the 8 row lanes of a tile's token result, the first n_rows of them.
+inline void store_rows(float* out, __m256 v, int n_rows) {
+  if (n_rows == kRows) {
+    _mm256_storeu_ps(out, v);
+  } else {
+    alignas(32) float tmp[kRows];
+    _mm256_store_ps(tmp, v);
+    for (int i = 0; i < n_rows; ++i) out[i] = tmp[i];
+  }
+}
+
+// The group's row pointers; missing rows of a last partial group repeat its last row (their
+// lanes are computed but never stored).
+template <typename B>
+inline void group_rows(const GemmWeights& w, int64_t r0, int n_rows, const B* rows[kRows]) {
+  for (int i = 0; i < kRows; ++i)
+    rows[i] = reinterpret_cast<const B*>(w.data + static_cast<size_t>(r0 + (i < n_rows ? i : n_rows - 1)) * w.row_bytes);
+}
+
+// ---- Unpacked quants of one 32-element sub-block of one row, [32 x u8] in element order ---------
+
+inline __m256i nibbles(const uint8_t* qs) {  // low nibbles = elements 0..15, high = 16..31
+  const __m256i q = _mm256_broadcastsi128_si256(load128(qs));
+  return _mm256_and_si256(_mm256_blend_epi32(q, _mm256_srli_epi16(q, 4), 0xf0), _mm256_set1_epi8(0x0f));
+}
+
+inline __m256i bits_to_bytes(const uint8_t qh[4]) {  // byte j = 0xff where bit j is set
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+inline __m256i quants_q4_0(const BlockQ4_0& x) { return nibbles(x.qs); }
+inline __m256i quants_q4_1(const BlockQ4_1& x) { return nibbles(x.qs); }
+inline __m256i quants_q8_0(const BlockQ8_0& x) { return load256(x.qs); }
+inline __m256i quants_q8_0_biased(const BlockQ8_0& x) {  // w + 128 in [0, 255]
+  return _mm256_xor_si256(load256(x.qs), _mm256_set1_epi8(static_cast<char>(0x80)));
+}
+template <typename B>
+inline __m256i quants_q5(const B& x) {
+  return _mm256_or_si256(nibbles(x.qs), _mm256_and_si256(bits_to_bytes(x.qh), _mm256_set1_epi8(16)));
+}
+
+// ---- Packed activations -----------------------------------------------------------------------
+
+// One 32-element block of a Q8_0 / Q8_1 activation row with what the kernels need of it.
+struct ActQ8 {
+  float d;      // scale
+  float s;      // Q8_1: the stored s (d * sum, as fp16); Q8_0: 0
+  int32_t sum;  // sum of qs
+  int32_t pad;
+  int8_t qs[kQK];
+};
+static_assert(sizeof(ActQ8) == 48);
+
+// One super-block of a Q8_K activation row.
+struct ActQ8K {
+  float d;
+  int32_t pad[3];
+  int16_t b32[8];   // sums of the 8 32-element sub-blocks
+  int16_t b16[16];  // the row's bsums (16-element sums)
+  int8_t qs[kQK_K];
+};
+static_assert(sizeof(ActQ8K) == 320);
+
+template <typename Act>
+size_t act_packed_bytes(int64_t cols, int64_t n_tok) {
+  constexpr int64_t block = sizeof(Act) == sizeof(ActQ8) ? kQK : kQK_K;
+  return static_cast<size_t>(n_tok) * static_cast<size_t>(cols / block) * sizeof(Act);
+}
+
+template <typename BY, bool kHasS>
+void pack_q8(const uint8_t* act, size_t act_row_bytes, int64_t cols, int64_t n_tok, uint8_t* packed) {
+  const int64_t nb = cols / kQK;
+  auto* out = reinterpret_cast<ActQ8*>(packed);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* y = reinterpret_cast<const BY*>(act + static_cast<size_t>(t) * act_row_bytes);
+    for (int64_t i = 0; i < nb; ++i, ++out) {
+      out->d = half(y[i].d);
+      if constexpr (kHasS)
+        out->s = half(y[i].s);
+      else
+        out->s = 0.0f;
+      const __m256i q = load256(y[i].qs);
+      out->sum = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
+      out->pad = 0;
+      store256(out->qs, q);
+    }
+  }
+}
+
+void pack_q8_k(const uint8_t* act, size_t act_row_bytes, int64_t cols, int64_t n_tok, uint8_t* packed) {
+  const int64_t nb = cols / kQK_K;
+  auto* out = reinterpret_cast<ActQ8K*>(packed);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* y = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_row_bytes);
+    for (int64_t i = 0; i < nb; ++i, ++out) {
+      out->d = y[i].d;
+      out->pad[0] = out->pad[1] = out->pad[2] = 0;
+      for (int j = 0; j < 8; ++j) out->b32[j] = static_cast<int16_t>(y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+      std::memcpy(out->b16, y[i].bsums, sizeof out->b16);
+      std::memcpy(out->qs, y[i].qs, sizeof out->qs);
+    }
+  }
+}
+
+// ---- Integer sub-block dot of 8 rows x T tokens ------------------------------------------------
+
+// acc[t] += per-row int32 sums of one sub-block: q (8 groups x 32 bytes, see the file comment)
+// against the 32 activation quants at y[t]. kFlush groups of int16 sums are widened at a time,
+// with `mult_lo` (groups 0-3) and `mult_hi` (groups 4-7) as the per-row int16 multipliers.
+#if EDGELM_GEMM_VNNI
+// VNNI: kFlush is irrelevant (no int16 stage); the multipliers scale the int32 sums of groups
+// 0-3 and 4-7 (kScaled false: both are 1 and no multiply is done). Two dpbusd chains per token
+// (groups 0-3 and 4-7) hide the instruction's latency.
+template <int T, int kFlush, bool kScaled = true>
+inline void sub_dot_u8(const uint8_t* q, const int8_t* const y[T], __m256i mult_lo, __m256i mult_hi, __m256i acc[T]) {
+  __m256i a[T], b[T];
+  for (int t = 0; t < T; ++t) a[t] = b[t] = _mm256_setzero_si256();
+  for (int g = 0; g < 4; ++g) {
+    const __m256i w0 = load256(q + 32 * g), w1 = load256(q + 32 * (g + 4));
+    for (int t = 0; t < T; ++t) {
+      a[t] = _mm256_dpbusd_epi32(a[t], w0, bcast32(y[t] + 4 * g));
+      b[t] = _mm256_dpbusd_epi32(b[t], w1, bcast32(y[t] + 4 * (g + 4)));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    if constexpr (kScaled)
+      acc[t] = _mm256_add_epi32(acc[t],
+                                _mm256_add_epi32(_mm256_mullo_epi32(a[t], mult_lo), _mm256_mullo_epi32(b[t], mult_hi)));
+    else
+      acc[t] = _mm256_add_epi32(acc[t], _mm256_add_epi32(a[t], b[t]));
+  }
+}
+#else
+template <int T, int kFlush, bool kScaled = true>
+inline void sub_dot_u8(const uint8_t* q, const int8_t* const y[T], __m256i mult_lo, __m256i mult_hi, __m256i acc[T]) {
+  for (int h = 0; h < 8; h += kFlush) {
+    __m256i p[T];
+    for (int g = h; g < h + kFlush; ++g) {
+      const __m256i w = load256(q + 32 * g);
+      for (int t = 0; t < T; ++t) {
+        const __m256i pr = _mm256_maddubs_epi16(w, bcast32(y[t] + 4 * g));
+        p[t] = g == h ? pr : _mm256_add_epi16(p[t], pr);
+      }
+    }
+    const __m256i mult = h < 4 ? mult_lo : mult_hi;
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p[t], mult));
+  }
+}
+#endif
+
+// The same for signed weights (Q8_0), multiplier 1.
+template <int T>
+inline void sub_dot_s8(const uint8_t* q, const int8_t* const y[T], __m256i acc[T]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int g = 0; g < 8; ++g) {
+    const __m256i w = load256(q + 32 * g);
+    const __m256i aw = _mm256_sign_epi8(w, w);
+    for (int t = 0; t < T; ++t) {
+      const __m256i pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast32(y[t] + 4 * g), w));
+      acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(pr, ones));
+    }
+  }
+}
+
+// ---- Legacy formats (32-element blocks) --------------------------------------------------------
+
+// One block of a group of 8 rows.
+struct alignas(32) WLegacy {
+  float d[kRows];
+  float m[kRows];  // Q4_1 / Q5_1 minimum
+  uint8_t q[8 * 32];
+};
+
+template <typename BX, __m256i (*Quants)(const BX&), bool kMin>
+void repack_legacy(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
+  const BX* rows[kRows];
+  group_rows(w, r0, n_rows, rows);
+  auto* out = reinterpret_cast<WLegacy*>(scratch);
+  const int64_t nb = w.cols / kQK;
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i v[kRows];
+    for (int i = 0; i < kRows; ++i) {
+      const BX& x = rows[i][b];
+      _mm_prefetch(reinterpret_cast<const char*>(&x) + 1024, _MM_HINT_T0);
+      v[i] = Quants(x);
+      out[b].d[i] = half(x.d);
+      if constexpr (kMin)
+        out[b].m[i] = half(x.m);
+      else
+        out[b].m[i] = 0.0f;
+    }
+    transpose8(v);
+    for (int g = 0; g < 8; ++g) store256(out[b].q + 32 * g, v[g]);
+  }
+}
+
+// kOffset: the unsigned quants' zero point (Q4_0 8, Q5_0 16); kFlush 0: signed (Q8_0).
+template <int T, int kFlush, int kOffset, bool kMin>
+void tile_legacy(const WLegacy* wb, int64_t nb, const ActQ8* const y[T], float* out, int64_t ldo, int n_rows) {
+  __m256 facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    const int8_t* yq[T];
+    __m256i acc[T];
+    for (int t = 0; t < T; ++t) {
+      yq[t] = y[t][b].qs;
+      acc[t] = _mm256_setzero_si256();
+    }
+    if constexpr (kFlush == 0)
+      sub_dot_s8<T>(wb[b].q, yq, acc);
+    else
+      sub_dot_u8<T, kFlush, false>(wb[b].q, yq, ones, ones, acc);
+    const __m256 d = _mm256_load_ps(wb[b].d);
+    for (int t = 0; t < T; ++t) {
+      __m256i is = acc[t];
+      if constexpr (kOffset != 0) is = _mm256_sub_epi32(is, _mm256_set1_epi32(kOffset * y[t][b].sum));
+      facc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(y[t][b].d)), _mm256_cvtepi32_ps(is), facc[t]);
+      if constexpr (kMin) facc[t] = _mm256_fmadd_ps(_mm256_load_ps(wb[b].m), _mm256_set1_ps(y[t][b].s), facc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows(out + t * ldo, facc[t], n_rows);
+}
+
+// ---- K formats (256-element super-blocks) -------------------------------------------------------
+
+// One super-block of a group of 8 rows, Q4_K / Q5_K.
+struct alignas(32) WK4 {
+  float d[kRows];
+  float dmin[kRows];
+  int16_t sc[8][16];  // per sub-block s: row r's scale as the multiplier of 32-bit lane r (set_mult)
+  int16_t mn[4][16];  // per pair p: row r's mins of sub-blocks 2p, 2p + 1 in lanes 2r, 2r + 1
+  uint8_t q[8][8 * 32];
+};
+
+// One super-block of a group of 8 rows, Q6_K.
+struct alignas(32) WK6 {
+  float d[kRows];
+  float pad[kRows];
+  int16_t sc[16][16];  // per 16-element sub-block j: row r's scale as the multiplier of lane r (set_mult)
+  int16_t scp[8][16];  // per pair p: row r's scales of sub-blocks 2p, 2p + 1 in lanes 2r, 2r + 1
+  uint8_t q[8][8 * 32];
+};
+
+// Row r's multiplier m in 32-bit lane r of a multiplier vector: for madd (AVX2) both int16
+// halves are m; for mullo_epi32 (VNNI) the lane is m as an int32.
+inline void set_mult(int16_t* v, int r, int m) {
+  v[2 * r] = static_cast<int16_t>(m);
+  v[2 * r + 1] = EDGELM_GEMM_VNNI ? static_cast<int16_t>(m < 0 ? -1 : 0) : static_cast<int16_t>(m);
+}
+
+// The 8 six-bit scales and mins of a Q4_K/Q5_K super-block (the packing of quants_k.h's
+// k4_get_scale_min, which as an inline header function must not be instantiated here).
+inline void k4_scales(const uint8_t* q, uint8_t sc[8], uint8_t mn[8]) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = q[j] & 63;
+    mn[j] = q[j + 4] & 63;
+    sc[j + 4] = static_cast<uint8_t>((q[j + 8] & 0x0f) | ((q[j] >> 6) << 4));
+    mn[j + 4] = static_cast<uint8_t>((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
+  }
+}
+
+template <bool kFive, typename Block>
+void repack_k4(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
+  const Block* rows[kRows];
+  group_rows(w, r0, n_rows, rows);
+  auto* out = reinterpret_cast<WK4*>(scratch);
+  const int64_t nb = w.cols / kQK_K;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    WK4& o = out[b];
+    for (int i = 0; i < kRows; ++i) {
+      const Block& x = rows[i][b];
+      _mm_prefetch(reinterpret_cast<const char*>(&x) + 2 * sizeof(Block), _MM_HINT_T0);
+      o.d[i] = half(x.d);
+      o.dmin[i] = half(x.dmin);
+      uint8_t sc[8], mn[8];
+      k4_scales(x.scales, sc, mn);
+      for (int s = 0; s < 8; ++s) set_mult(o.sc[s], i, sc[s]);
+      for (int p = 0; p < 4; ++p) {
+        o.mn[p][2 * i] = mn[2 * p];
+        o.mn[p][2 * i + 1] = mn[2 * p + 1];
+      }
+    }
+    for (int s = 0; s < 8; ++s) {
+      const int c = s / 2;
+      __m256i v[kRows];
+      for (int i = 0; i < kRows; ++i) {
+        const Block& x = rows[i][b];
+        const __m256i qv = load256(x.qs + 32 * c);
+        v[i] = _mm256_and_si256(s % 2 == 0 ? qv : _mm256_srli_epi16(qv, 4), low4);
+        if constexpr (kFive) {
+          const __m256i hb = _mm256_srl_epi16(load256(x.qh), _mm_cvtsi32_si128(s));
+          v[i] = _mm256_or_si256(v[i], _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+        }
+      }
+      transpose8(v);
+      for (int g = 0; g < 8; ++g) store256(o.q[s] + 32 * g, v[g]);
+    }
+  }
+}
+
+void repack_q6_k(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
+  const BlockQ6_K* rows[kRows];
+  group_rows(w, r0, n_rows, rows);
+  auto* out = reinterpret_cast<WK6*>(scratch);
+  const int64_t nb = w.cols / kQK_K;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
+  for (int64_t b = 0; b < nb; ++b) {
+    WK6& o = out[b];
+    for (int i = 0; i < kRows; ++i) {
+      const BlockQ6_K& x = rows[i][b];
+      _mm_prefetch(reinterpret_cast<const char*>(&x) + 2 * sizeof(BlockQ6_K), _MM_HINT_T0);
+      o.d[i] = half(x.d);
+      o.pad[i] = 0.0f;
+      for (int j = 0; j < 16; ++j) set_mult(o.sc[j], i, x.scales[j]);
+      for (int p = 0; p < 8; ++p) {
+        o.scp[p][2 * i] = x.scales[2 * p];
+        o.scp[p][2 * i + 1] = x.scales[2 * p + 1];
+      }
+    }
+    // Sub-block s = 4h + k holds elements 128h + 32k + l: low nibble of ql[64h + 32(k & 1) + l]
+    // (high nibble for k >= 2), top bits (qh[32h + l] >> 2k) & 3.
+    for (int s = 0; s < 8; ++s) {
+      const int h = s / 4, k = s % 4;
+      __m256i v[kRows];
+      for (int i = 0; i < kRows; ++i) {
+        const BlockQ6_K& x = rows[i][b];
+        const __m256i ql = load256(x.ql + 64 * h + 32 * (k & 1));
+        const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(load256(x.qh + 32 * h), _mm_cvtsi32_si128(2 * k)), three);
+        v[i] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+      }
+      transpose8(v);
+      for (int g = 0; g < 8; ++g) store256(o.q[s] + 32 * g, v[g]);
+    }
+  }
+}
+
+template <int T, int kFlush>
+void tile_k4(const WK4* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  __m256 facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const WK4& w = wb[b];
+    __m256i acc[T], mins[T];
+    for (int t = 0; t < T; ++t) acc[t] = mins[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      const int8_t* yq[T];
+      for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
+      const __m256i sc = load256(w.sc[s]);
+      sub_dot_u8<T, kFlush>(w.q[s], yq, sc, sc, acc);
+    }
+    for (int p = 0; p < 4; ++p) {
+      const __m256i mn = load256(w.mn[p]);
+      for (int t = 0; t < T; ++t)
+        mins[t] = _mm256_add_epi32(mins[t], _mm256_madd_epi16(mn, bcast32(y[t][b].b32 + 2 * p)));
+    }
+    const __m256 d = _mm256_load_ps(w.d), dmin = _mm256_load_ps(w.dmin);
+    for (int t = 0; t < T; ++t) {
+      const __m256 yd = _mm256_set1_ps(y[t][b].d);
+      facc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(acc[t]), facc[t]);
+      facc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, yd), _mm256_cvtepi32_ps(mins[t]), facc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows(out + t * ldo, facc[t], n_rows);
+}
+
+template <int T, int kFlush>
+void tile_q6_k(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  __m256 facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const WK6& w = wb[b];
+    __m256i acc[T], offs[T];
+    for (int t = 0; t < T; ++t) acc[t] = offs[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      const int8_t* yq[T];
+      for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
+      sub_dot_u8<T, kFlush>(w.q[s], yq, load256(w.sc[2 * s]), load256(w.sc[2 * s + 1]), acc);
+    }
+    for (int p = 0; p < 8; ++p) {
+      const __m256i sc = load256(w.scp[p]);
+      for (int t = 0; t < T; ++t)
+        offs[t] = _mm256_add_epi32(offs[t], _mm256_madd_epi16(sc, bcast32(y[t][b].b16 + 2 * p)));
+    }
+    const __m256 d = _mm256_load_ps(w.d);
+    for (int t = 0; t < T; ++t) {
+      const __m256i is = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(offs[t], 5));  // q' = q + 32
+      facc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(y[t][b].d)), _mm256_cvtepi32_ps(is), facc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows(out + t * ldo, facc[t], n_rows);
+}
+
+// ---- Float formats (F32, F16, BF16) -----------------------------------------------------------
+
+// Columns are padded to a multiple of 8 with zeros on both sides.
+inline int64_t padded8(int64_t cols) { return (cols + 7) / 8 * 8; }
+
+inline __m256 bf16x8(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+}
+
+// Row c of a float-type row as 8 floats from column c (zeros past `cols`).
+template <DType kType>
+inline __m256 float8(const void* row, int64_t c, int64_t cols) {
+  if (c + 8 <= cols) {
+    if constexpr (kType == DType::f32) return _mm256_loadu_ps(static_cast<const float*>(row) + c);
+    if constexpr (kType == DType::f16) return _mm256_cvtph_ps(load128(static_cast<const uint16_t*>(row) + c));
+    if constexpr (kType == DType::bf16) return bf16x8(static_cast<const uint16_t*>(row) + c);
+  }
+  alignas(32) float tmp[8] = {};
+  for (int64_t j = c; j < cols; ++j) {
+    if constexpr (kType == DType::f32) tmp[j - c] = static_cast<const float*>(row)[j];
+    if constexpr (kType == DType::f16) tmp[j - c] = half(static_cast<const uint16_t*>(row)[j]);
+    if constexpr (kType == DType::bf16) {
+      const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(row)[j]) << 16;
+      std::memcpy(&tmp[j - c], &bits, 4);
+    }
+  }
+  return _mm256_load_ps(tmp);
+}
+
+template <DType kType>
+size_t float_packed_bytes(int64_t cols, int64_t n_tok) {
+  return static_cast<size_t>(n_tok * padded8(cols)) * sizeof(float);
+}
+
+// The activations (already rounded to the weight's type by matmul) as padded float rows.
+template <DType kType>
+void pack_float(const uint8_t* act, size_t act_row_bytes, int64_t cols, int64_t n_tok, uint8_t* packed) {
+  auto* out = reinterpret_cast<float*>(packed);
+  const int64_t stride = padded8(cols);
+  for (int64_t t = 0; t < n_tok; ++t)
+    for (int64_t c = 0; c < stride; c += 8)
+      _mm256_storeu_ps(out + t * stride + c, float8<kType>(act + static_cast<size_t>(t) * act_row_bytes, c, cols));
+}
+
+// [padded cols / 8][8 columns][8 rows] floats.
+template <DType kType>
+void repack_float(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
+  const uint8_t* rows[kRows];
+  group_rows(w, r0, n_rows, rows);
+  auto* out = reinterpret_cast<float*>(scratch);
+  for (int64_t c = 0; c < w.cols; c += 8, out += 64) {
+    __m256i v[kRows];
+    for (int i = 0; i < kRows; ++i) v[i] = _mm256_castps_si256(float8<kType>(rows[i], c, w.cols));
+    transpose8(v);
+    for (int k = 0; k < 8; ++k) _mm256_store_ps(out + 8 * k, _mm256_castsi256_ps(v[k]));
+  }
+}
+
+template <int T>
+void tile_float(const float* wb, int64_t cols, const float* const y[T], float* out, int64_t ldo, int n_rows) {
+  __m256 a0[T], a1[T];  // two chains per token hide the FMA latency
+  for (int t = 0; t < T; ++t) a0[t] = a1[t] = _mm256_setzero_ps();
+  const int64_t n = padded8(cols);
+  for (int64_t c = 0; c < n; c += 8, wb += 64) {
+    for (int k = 0; k < 8; k += 2) {
+      const __m256 w0 = _mm256_load_ps(wb + 8 * k), w1 = _mm256_load_ps(wb + 8 * k + 8);
+      for (int t = 0; t < T; ++t) {
+        a0[t] = _mm256_fmadd_ps(w0, _mm256_broadcast_ss(y[t] + c + k), a0[t]);
+        a1[t] = _mm256_fmadd_ps(w1, _mm256_broadcast_ss(y[t] + c + k + 1), a1[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows(out + t * ldo, _mm256_add_ps(a0[t], a1[t]), n_rows);
+}
+
+// ---- Drivers -----------------------------------------------------------------------------------
+
+// Scratch and per-token packed stride for each family.
+size_t legacy_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK) * sizeof(WLegacy); }
+size_t k4_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK_K) * sizeof(WK4); }
+size_t k6_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK_K) * sizeof(WK6); }
+size_t float_scratch(int64_t cols) { return static_cast<size_t>(padded8(cols)) * kRows * sizeof(float); }
+
+// Tile<n>::run for the last n < kTok tokens of a group.
+template <template <int> class Tile, int T = kTok - 1, typename WB, typename Act>
+inline void run_tail(int n, const WB* wb, int64_t n_wb, const Act* const* y, float* out, int64_t ldo, int n_rows) {
+  if constexpr (T >= 1) {
+    if (n == T)
+      Tile<T>::run(wb, n_wb, y, out, ldo, n_rows);
+    else
+      run_tail<Tile, T - 1>(n, wb, n_wb, y, out, ldo, n_rows);
+  }
+}
+
+// The per-family pieces run() needs: Act (packed activation element), its count per row, the
+// weight block type of the scratch and the tile function template.
+template <typename Act, typename WB, void (*Repack)(const GemmWeights&, int64_t, int, uint8_t*),
+          template <int> class Tile>
+void run_groups(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
+                int64_t ldo, uint8_t* scratch, int64_t n_act, int64_t n_wb) {
+  const auto* act = reinterpret_cast<const Act*>(packed);
+  const auto* wb = reinterpret_cast<const WB*>(scratch);
+  for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
+    const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
+    Repack(w, g0, n_rows, scratch);
+    int64_t t = 0;
+    for (; t + kTok <= n_tok; t += kTok) {
+      const Act* y[kTok];
+      for (int j = 0; j < kTok; ++j) y[j] = act + (t + j) * n_act;
+      Tile<kTok>::run(wb, n_wb, y, out + t * ldo + g0, ldo, n_rows);
+    }
+    if (t < n_tok) {
+      const Act* y[kTok];
+      for (int j = 0; t + j < n_tok; ++j) y[j] = act + (t + j) * n_act;
+      run_tail<Tile>(static_cast<int>(n_tok - t), wb, n_wb, y, out + t * ldo + g0, ldo, n_rows);
+    }
+  }
+}
+
+template <int kFlush, int kOffset, bool kMin>
+struct LegacyTile {
+  template <int T>
+  struct Of {
+    static void run(const WLegacy* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
+      tile_legacy<T, kFlush, kOffset, kMin>(wb, nb, y, out, ldo, n_rows);
+    }
+  };
+};
+
+template <int kFlush>
+struct K4Tile {
+  template <int T>
+  struct Of {
+    static void run(const WK4* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+      tile_k4<T, kFlush>(wb, nb, y, out, ldo, n_rows);
+    }
+  };
+};
+
+template <int T>
+struct K6Tile {
+  static void run(const WK6* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_q6_k<T, 2>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+
+template <int T>
+struct FloatTile {
+  static void run(const float* wb, int64_t cols, const float* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_float<T>(wb, cols, y, out, ldo, n_rows);
+  }
+};
+
+template <typename BX, __m256i (*Quants)(const BX&), int kFlush, int kOffset, bool kMin>
+void run_legacy(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
+                int64_t ldo, uint8_t* scratch) {
+  const int64_t nb = w.cols / kQK;
+  run_groups<ActQ8, WLegacy, repack_legacy<BX, Quants, kMin>, LegacyTile<kFlush, kOffset, kMin>::template Of>(
+      w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
+}
+
+template <bool kFive, typename Block>
+void run_k4(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
+            int64_t ldo, uint8_t* scratch) {
+  const int64_t nb = w.cols / kQK_K;
+  run_groups<ActQ8K, WK4, repack_k4<kFive, Block>, K4Tile<kFive ? 4 : 8>::template Of>(w, packed, n_tok, r0, r1, out,
+                                                                                       ldo, scratch, nb, nb);
+}
+
+void run_q6_k(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
+              int64_t ldo, uint8_t* scratch) {
+  const int64_t nb = w.cols / kQK_K;
+  run_groups<ActQ8K, WK6, repack_q6_k, K6Tile>(w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
+}
+
+template <DType kType>
+void run_float(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
+               int64_t ldo, uint8_t* scratch) {
+  run_groups<float, float, repack_float<kType>, FloatTile>(w, packed, n_tok, r0, r1, out, ldo, scratch,
+                                                           padded8(w.cols), w.cols);
+}
+
+}  // namespace
+
+constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
+    {DType::q4_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false>, legacy_scratch,
+     run_legacy<BlockQ4_0, quants_q4_0, 8, 8, false>},
+    {DType::q4_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true>, legacy_scratch,
+     run_legacy<BlockQ4_1, quants_q4_1, 8, 0, true>},
+    {DType::q5_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false>, legacy_scratch,
+     run_legacy<BlockQ5_0, quants_q5<BlockQ5_0>, 4, 16, false>},
+    {DType::q5_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true>, legacy_scratch,
+     run_legacy<BlockQ5_1, quants_q5<BlockQ5_1>, 4, 0, true>},
+#if EDGELM_GEMM_VNNI
+    {DType::q8_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false>, legacy_scratch,
+     run_legacy<BlockQ8_0, quants_q8_0_biased, 8, 128, false>},
+#else
+    {DType::q8_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false>, legacy_scratch,
+     run_legacy<BlockQ8_0, quants_q8_0, 0, 0, false>},
+#endif
+    {DType::q4_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<false, BlockQ4_K>},
+    {DType::q5_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<true, BlockQ5_K>},
+    {DType::q6_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_q6_k},
+    {DType::f32, float_packed_bytes<DType::f32>, pack_float<DType::f32>, float_scratch, run_float<DType::f32>},
+    {DType::f16, float_packed_bytes<DType::f16>, pack_float<DType::f16>, float_scratch, run_float<DType::f16>},
+    {DType::bf16, float_packed_bytes<DType::bf16>, pack_float<DType::bf16>, float_scratch, run_float<DType::bf16>},
+};
+
+}  // namespace edgelm::kernels::x86
