@@ -3,7 +3,8 @@
 // namespace, only intrinsics and static helpers, the one external symbol a constinit table that
 // attention_kernels() hands out after the CPU check.
 //
-// Per tile of kAttnTile positions (head_dim % 8 == 0, NQ <= 8 query heads of one KV head):
+// Per tile of kAttnTile positions, for each KV head and each group of NQ <= 8 of its query heads
+// (head_dim % 8 == 0):
 //   K: each row's head slice is loaded 8 elements at a time in its stored type (f32 load, f16
 //      vcvtph2ps, q8_0 int8 -> f32 times the block scale) and FMA'd into NQ accumulators, one per
 //      query head, so the row is read once for the whole group; the NQ sums are reduced into one
@@ -52,16 +53,80 @@ inline __m256 reduce_heads(const __m256* a) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+// One tile of n rows for one KV head's group of NQ query heads (q [NQ, D]): updates the group's
+// running max m8 [8 lanes], sum l8 [8 lanes] and accumulator acc [NQ, D].
 template <KvElem T, int NQ>
-void partial(const AttnKv& kv, const float* q, int32_t /*n_q*/, float scale, int32_t p0, int32_t p1, AttnState out) {
-  const int64_t D = kv.head_dim;
-  const int64_t c0 = kv.col0;
-  for (int64_t i = 0; i < NQ * D; i += 8) _mm256_storeu_ps(out.acc + i, _mm256_setzero_ps());
-  __m256 m = _mm256_set1_ps(-__builtin_inff());
-  __m256 l = _mm256_setzero_ps();
-  bool first = true;
+void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D,
+                const float* q, __m256 vscale, float* m8, float* l8, float* acc) {
   alignas(32) float w[kAttnTile][8];  // [position in tile, head] scores, then softmax weights
   alignas(32) float corr[8];
+  __m256 tile_max = _mm256_set1_ps(-__builtin_inff());
+  for (int32_t t = 0; t < n; ++t) {
+    __m256 a[NQ];
+    for (int g = 0; g < NQ; ++g) a[g] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < D; c += 8) {
+      const __m256 k = load8<T>(k_rows[t], col + c);
+      for (int g = 0; g < NQ; ++g) a[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * D + c), k, a[g]);
+    }
+    const __m256 s = _mm256_mul_ps(reduce_heads<NQ>(a), vscale);
+    _mm256_store_ps(w[t], s);
+    tile_max = _mm256_max_ps(tile_max, s);
+  }
+  // Online softmax across the heads' lanes; e^(-inf) is 0 for the first tile.
+  const __m256 m = _mm256_load_ps(m8);
+  const __m256 m_new = _mm256_max_ps(m, tile_max);
+  const __m256 c = exp256(_mm256_sub_ps(m, m_new));
+  __m256 sum = _mm256_setzero_ps();
+  for (int32_t t = 0; t < n; ++t) {
+    const __m256 p = exp256(_mm256_sub_ps(_mm256_load_ps(w[t]), m_new));
+    _mm256_store_ps(w[t], p);
+    sum = _mm256_add_ps(sum, p);
+  }
+  _mm256_store_ps(l8, _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(l8), c), sum));
+  _mm256_store_ps(m8, m_new);
+  _mm256_store_ps(corr, c);
+  // Values: acc = acc * corr + sum_t w[t] v_t, 8 columns at a time, NQ accumulators in registers.
+  for (int64_t j = 0; j < D; j += 8) {
+    __m256 o[NQ];
+    for (int g = 0; g < NQ; ++g) o[g] = _mm256_mul_ps(_mm256_loadu_ps(acc + g * D + j), _mm256_broadcast_ss(&corr[g]));
+    for (int32_t t = 0; t < n; ++t) {
+      const __m256 v = load8<T>(v_rows[t], col + j);
+      for (int g = 0; g < NQ; ++g) o[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&w[t][g]), v, o[g]);
+    }
+    for (int g = 0; g < NQ; ++g) _mm256_storeu_ps(acc + g * D + j, o[g]);
+  }
+}
+
+template <KvElem T>
+void tile_group_n(int nq, const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col,
+                  int64_t D, const float* q, __m256 vscale, float* m8, float* l8, float* acc) {
+  switch (nq) {
+    case 1: return tile_group<T, 1>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 2: return tile_group<T, 2>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 3: return tile_group<T, 3>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 4: return tile_group<T, 4>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 5: return tile_group<T, 5>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 6: return tile_group<T, 6>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 7: return tile_group<T, 7>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    default: return tile_group<T, 8>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+  }
+}
+
+// Tiles outermost: a tile's rows are used by every KV head (whole rows stream through the
+// cache once) before the next tile is read.
+template <KvElem T>
+void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, float scale, int32_t p0, int32_t p1,
+                   AttnState out) {
+  const int64_t D = kv.head_dim;
+  const int32_t per_kv = (gqa + kAttnGroupHeads - 1) / kAttnGroupHeads;
+  alignas(32) float m8[kAttnMaxGroups][8], l8[kAttnMaxGroups][8];
+  for (int32_t gi = 0; gi < n_kv * per_kv; ++gi)
+    for (int j = 0; j < 8; ++j) {
+      m8[gi][j] = -__builtin_inff();
+      l8[gi][j] = 0.0f;
+    }
+  for (int64_t i = 0; i < int64_t{n_kv} * gqa * D; i += 8) _mm256_storeu_ps(out.acc + i, _mm256_setzero_ps());
+  const __m256 vscale = _mm256_set1_ps(scale);
   const std::byte* k_rows[kAttnTile];
   const std::byte* v_rows[kAttnTile];
   for (int32_t t0 = p0; t0 < p1; t0 += kAttnTile) {
@@ -77,73 +142,28 @@ void partial(const AttnKv& kv, const float* q, int32_t /*n_q*/, float scale, int
         ++blk;
       }
     }
-    // Scores: [n, NQ] in w.
-    const __m256 vscale = _mm256_set1_ps(scale);
-    __m256 tile_max = _mm256_set1_ps(-__builtin_inff());
-    for (int32_t t = 0; t < n; ++t) {
-      __m256 acc[NQ];
-      for (int g = 0; g < NQ; ++g) acc[g] = _mm256_setzero_ps();
-      for (int64_t c = 0; c < D; c += 8) {
-        const __m256 k = load8<T>(k_rows[t], c0 + c);
-        for (int g = 0; g < NQ; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * D + c), k, acc[g]);
+    for (int32_t h = 0, gi = 0; h < n_kv; ++h)
+      for (int32_t g = 0; g < gqa; g += kAttnGroupHeads, ++gi) {
+        const int64_t j = int64_t{h} * gqa + g;
+        const int nq = gqa - g < kAttnGroupHeads ? gqa - g : kAttnGroupHeads;
+        tile_group_n<T>(nq, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, m8[gi], l8[gi],
+                        out.acc + j * D);
       }
-      const __m256 s = _mm256_mul_ps(reduce_heads<NQ>(acc), vscale);
-      _mm256_store_ps(w[t], s);
-      tile_max = _mm256_max_ps(tile_max, s);
-    }
-    // Online softmax across the heads' lanes.
-    const __m256 m_new = _mm256_max_ps(m, tile_max);
-    const __m256 c = first ? _mm256_setzero_ps() : exp256(_mm256_sub_ps(m, m_new));
-    __m256 sum = _mm256_setzero_ps();
-    for (int32_t t = 0; t < n; ++t) {
-      const __m256 p = exp256(_mm256_sub_ps(_mm256_load_ps(w[t]), m_new));
-      _mm256_store_ps(w[t], p);
-      sum = _mm256_add_ps(sum, p);
-    }
-    l = _mm256_add_ps(_mm256_mul_ps(l, c), sum);
-    m = m_new;
-    _mm256_store_ps(corr, c);
-    first = false;
-    // Values: acc = acc * corr + sum_t w[t] v_t, 8 columns at a time.
-    for (int64_t col = 0; col < D; col += 8) {
-      __m256 o[NQ];
-      for (int g = 0; g < NQ; ++g)
-        o[g] = _mm256_mul_ps(_mm256_loadu_ps(out.acc + g * D + col), _mm256_broadcast_ss(&corr[g]));
-      for (int32_t t = 0; t < n; ++t) {
-        const __m256 v = load8<T>(v_rows[t], c0 + col);
-        for (int g = 0; g < NQ; ++g) o[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&w[t][g]), v, o[g]);
+  }
+  for (int32_t h = 0, gi = 0; h < n_kv; ++h)
+    for (int32_t g = 0; g < gqa; g += kAttnGroupHeads, ++gi)
+      for (int32_t x = 0; x < kAttnGroupHeads && g + x < gqa; ++x) {
+        out.m[h * gqa + g + x] = m8[gi][x];
+        out.l[h * gqa + g + x] = l8[gi][x];
       }
-      for (int g = 0; g < NQ; ++g) _mm256_storeu_ps(out.acc + g * D + col, o[g]);
-    }
-  }
-  alignas(32) float ms[8], ls[8];
-  _mm256_store_ps(ms, m);
-  _mm256_store_ps(ls, l);
-  for (int g = 0; g < NQ; ++g) {
-    out.m[g] = ms[g];
-    out.l[g] = ls[g];
-  }
 }
 
-template <KvElem T>
-void partial_type(const AttnKv& kv, const float* q, int32_t n_q, float scale, int32_t p0, int32_t p1, AttnState out) {
-  switch (n_q) {
-    case 1: return partial<T, 1>(kv, q, n_q, scale, p0, p1, out);
-    case 2: return partial<T, 2>(kv, q, n_q, scale, p0, p1, out);
-    case 3: return partial<T, 3>(kv, q, n_q, scale, p0, p1, out);
-    case 4: return partial<T, 4>(kv, q, n_q, scale, p0, p1, out);
-    case 5: return partial<T, 5>(kv, q, n_q, scale, p0, p1, out);
-    case 6: return partial<T, 6>(kv, q, n_q, scale, p0, p1, out);
-    case 7: return partial<T, 7>(kv, q, n_q, scale, p0, p1, out);
-    default: return partial<T, 8>(kv, q, n_q, scale, p0, p1, out);
-  }
-}
-
-void partial_x8(const AttnKv& kv, const float* q, int32_t n_q, float scale, int32_t p0, int32_t p1, AttnState out) {
+void partial_x8(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, float scale, int32_t p0, int32_t p1,
+                AttnState out) {
   switch (kv.type) {
-    case KvElem::f32: return partial_type<KvElem::f32>(kv, q, n_q, scale, p0, p1, out);
-    case KvElem::f16: return partial_type<KvElem::f16>(kv, q, n_q, scale, p0, p1, out);
-    case KvElem::q8_0: return partial_type<KvElem::q8_0>(kv, q, n_q, scale, p0, p1, out);
+    case KvElem::f32: return partial_typed<KvElem::f32>(kv, q, n_kv, gqa, scale, p0, p1, out);
+    case KvElem::f16: return partial_typed<KvElem::f16>(kv, q, n_kv, gqa, scale, p0, p1, out);
+    case KvElem::q8_0: return partial_typed<KvElem::q8_0>(kv, q, n_kv, gqa, scale, p0, p1, out);
   }
 }
 

@@ -46,15 +46,16 @@ constexpr AttentionKernels kScalarAttention{Isa::scalar, &detail::attention_part
 
 namespace detail {
 
-void attention_partial_scalar(const AttnKv& kv, const float* q, int32_t n_q, float scale, int32_t p0, int32_t p1,
-                              AttnState out) {
+// One KV head (the slice at kv.col0), n_q <= kAttnGroupHeads query heads.
+static void partial_one_head(const AttnKv& kv, const float* q, int32_t n_q, float scale, int32_t p0, int32_t p1,
+                      AttnState out) {
   const int64_t D = kv.head_dim;
   for (int32_t h = 0; h < n_q; ++h) {
     out.m[h] = -std::numeric_limits<float>::infinity();
     out.l[h] = 0.0f;
   }
   std::fill(out.acc, out.acc + n_q * D, 0.0f);
-  float s[kAttnMaxHeads][kAttnTile];  // [head, position in tile] scores, then weights
+  float s[kAttnGroupHeads][kAttnTile];  // [head, position in tile] scores, then weights
   for (int32_t t0 = p0; t0 < p1; t0 += kAttnTile) {
     const int32_t n = std::min(kAttnTile, p1 - t0);
     for (int32_t t = 0; t < n; ++t) {
@@ -89,6 +90,20 @@ void attention_partial_scalar(const AttnKv& kv, const float* q, int32_t n_q, flo
   }
 }
 
+void attention_partial_scalar(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, float scale, int32_t p0,
+                              int32_t p1, AttnState out) {
+  const int64_t D = kv.head_dim;
+  for (int32_t h = 0; h < n_kv; ++h) {
+    AttnKv one = kv;
+    one.col0 = kv.col0 + h * D;
+    for (int32_t g = 0; g < gqa; g += kAttnGroupHeads) {
+      const int64_t j = int64_t{h} * gqa + g;
+      partial_one_head(one, q + j * D, std::min(kAttnGroupHeads, gqa - g), scale, p0, p1,
+                       AttnState{out.m + j, out.l + j, out.acc + j * D});
+    }
+  }
+}
+
 }  // namespace detail
 
 const AttentionKernels* attention_kernels(Isa isa) {
@@ -113,14 +128,21 @@ const AttentionKernels& active_attention_kernels() {
   return *k;
 }
 
-void attention_partial(const AttentionKernels& k, const AttnKv& kv, const float* q, int32_t n_q, float scale,
-                       int32_t p0, int32_t p1, AttnState out) {
-  EDGELM_CHECK(p0 >= 0 && p0 < p1 && n_q >= 1, "attention_partial: bad range [", p0, ", ", p1, ") or n_q ", n_q);
+void attention_partial(const AttentionKernels& k, const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa,
+                       float scale, int32_t p0, int32_t p1, AttnState out) {
+  EDGELM_CHECK(p0 >= 0 && p0 < p1 && n_kv >= 1 && gqa >= 1, "attention_partial: bad range [", p0, ", ", p1,
+               ") or heads ", n_kv, " x ", gqa);
   const AttnPartialFn fn = kv.head_dim % 8 == 0 ? k.partial_x8 : k.partial;
   const int64_t D = kv.head_dim;
-  for (int32_t h = 0; h < n_q; h += kAttnMaxHeads) {
-    const int32_t n = std::min(kAttnMaxHeads, n_q - h);
-    fn(kv, q + h * D, n, scale, p0, p1, AttnState{out.m + h, out.l + h, out.acc + h * D});
+  const int32_t groups_per_kv = (gqa + kAttnGroupHeads - 1) / kAttnGroupHeads;
+  EDGELM_CHECK(groups_per_kv <= kAttnMaxGroups, "attention_partial: ", gqa, " query heads per KV head");
+  const int32_t kv_per_call = kAttnMaxGroups / groups_per_kv;
+  for (int32_t h = 0; h < n_kv; h += kv_per_call) {
+    AttnKv part = kv;
+    part.col0 = kv.col0 + h * D;
+    const int64_t j = int64_t{h} * gqa;
+    fn(part, q + j * D, std::min(kv_per_call, n_kv - h), gqa, scale, p0, p1,
+       AttnState{out.m + j, out.l + j, out.acc + j * D});
   }
 }
 

@@ -1,10 +1,12 @@
 // Attention kernels over a paged KV cache in its stored element type (f32, f16, q8_0).
 //
-// Job: for the query heads of one token that share one KV head (GQA), one pass over a range of
-// positions with an online softmax: K and V rows are read in their stored type straight from
-// the paged blocks (no f32 copy of the context), each row once for all those query heads. The
-// result is a partial state (running max m, sum l, unnormalized accumulator acc) that callers
-// fold over ranges (split-K) and finish into softmax(q.K * scale) V.
+// Job: for the query heads of one token, one pass over a range of positions with an online
+// softmax: K and V rows are read in their stored type straight from the paged blocks (no f32
+// copy of the context), each KV head's slice once for all the query heads that share it (GQA),
+// and a tile of rows is used by every KV head before the next tile is read (whole rows stream
+// through the cache). The result is a partial state (running max m, sum l, unnormalized
+// accumulator acc) per query head, which callers fold over ranges (split-K) and finish into
+// softmax(q.K * scale) V.
 //
 // Algorithm (the same in every variant, so variants differ by float reassociation only):
 // positions are taken in tiles of kAttnTile from p0; per tile, scores s = (q . k_p) * scale,
@@ -34,9 +36,10 @@ enum class KvElem : uint8_t { f32, f16, q8_0 };
 
 // Positions per online-softmax tile.
 constexpr int32_t kAttnTile = 32;
-// Most query heads one kernel call takes (GQA groups larger than this are split by the caller
-// of attention_partial, which does it for you).
-constexpr int32_t kAttnMaxHeads = 8;
+// Query heads the kernels take together for one KV head (larger GQA groups are split).
+constexpr int32_t kAttnGroupHeads = 8;
+// Most (KV head, group of query heads) pairs one kernel call takes (attention_partial splits).
+constexpr int32_t kAttnMaxGroups = 64;
 
 // One layer's K and V rows of one sequence in a paged store: position p is row p % block_size
 // of block blocks[p / block_size], its K at k_base + offset(p) and its V at v_base + offset(p).
@@ -48,7 +51,7 @@ struct AttnKv {
   size_t row_bytes = 0;               // bytes of one row ([n_embd_kv] elements of the stored type)
   int32_t block_size = 0;
   const int32_t* blocks = nullptr;    // the sequence's block table
-  int64_t col0 = 0;                   // the KV head's first element within a row (kv_head * head_dim)
+  int64_t col0 = 0;                   // the first KV head's first element within a row (kv_head * head_dim)
   int32_t head_dim = 0;               // elements per head
 
   size_t offset(int32_t pos) const {
@@ -57,23 +60,25 @@ struct AttnKv {
   }
 };
 
-// Partial state of n_q heads: m [n_q], l [n_q], acc [n_q, head_dim]. A state with l == 0 (and
-// m == -inf) is empty.
+// Partial state of n_q query heads: m [n_q], l [n_q], acc [n_q, head_dim]. A state with l == 0
+// (and m == -inf) is empty.
 struct AttnState {
   float* m;
   float* l;
   float* acc;
 };
 
-// Fills `out` (fresh: previous contents ignored) with the partial state of query heads
-// q [n_q, head_dim] over positions [p0, p1) of kv, 0 <= p0 < p1. n_q <= kAttnMaxHeads.
-using AttnPartialFn = void (*)(const AttnKv& kv, const float* q, int32_t n_q, float scale, int32_t p0, int32_t p1,
-                               AttnState out);
+// Fills `out` (fresh: previous contents ignored) with the partial states of the query heads
+// q [n_kv * gqa, head_dim] over positions [p0, p1) of kv, 0 <= p0 < p1: query head j uses KV
+// head j / gqa, whose slice starts at kv.col0 + (j / gqa) * head_dim. The kernels take
+// n_kv * ceil(gqa / kAttnGroupHeads) <= kAttnMaxGroups.
+using AttnPartialFn = void (*)(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, float scale, int32_t p0,
+                               int32_t p1, AttnState out);
 
 struct AttentionKernels {
   Isa isa;
-  AttnPartialFn partial;      // any head_dim
-  AttnPartialFn partial_x8;   // head_dim % 8 == 0 (may be the same as partial)
+  AttnPartialFn partial;     // any head_dim
+  AttnPartialFn partial_x8;  // head_dim % 8 == 0 (may be the same as partial)
 };
 
 // The attention kernels of `isa` (avx2, avx512 and amx all use the AVX2 kernel), or nullptr
@@ -82,9 +87,9 @@ const AttentionKernels* attention_kernels(Isa isa);
 // Those of the active ISA (active_isa()); never null.
 const AttentionKernels& active_attention_kernels();
 
-// Partial state over [p0, p1) for any n_q (split into groups of kAttnMaxHeads) with kernels k.
-void attention_partial(const AttentionKernels& k, const AttnKv& kv, const float* q, int32_t n_q, float scale,
-                       int32_t p0, int32_t p1, AttnState out);
+// The same contract as AttnPartialFn for any n_kv (split into calls the kernels take).
+void attention_partial(const AttentionKernels& k, const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa,
+                       float scale, int32_t p0, int32_t p1, AttnState out);
 
 // state = state (+) other: the partial over both ranges (other's positions follow state's).
 void attention_fold(int32_t n_q, int32_t head_dim, AttnState state, const float* m, const float* l,
@@ -94,8 +99,8 @@ void attention_finish(int32_t n_q, int32_t head_dim, const float* l, const float
 
 namespace detail {
 // The scalar kernel (the oracle; exposed for tests).
-void attention_partial_scalar(const AttnKv& kv, const float* q, int32_t n_q, float scale, int32_t p0, int32_t p1,
-                              AttnState out);
+void attention_partial_scalar(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, float scale, int32_t p0,
+                              int32_t p1, AttnState out);
 }  // namespace detail
 
 }  // namespace edgelm::kernels

@@ -2,8 +2,8 @@
 // CPU without AMX. This is the body of two translation units, included once by each:
 //  - gemm_avx2.cpp (-mavx2 -mfma -mf16c; EDGELM_GEMM_VNNI 0): int8 products with maddubs,
 //    int16 sums widened by madd; kAvx2Gemms, used by the avx2 ISA;
-//  - gemm_avx512.cpp (AVX-512 flags with VNNI; EDGELM_GEMM_VNNI 1): vpdpbusd on 256-bit
-//    registers does the product, the sum and the widening in one instruction and never
+//  - gemm_avx512.cpp (AVX-512 flags with VNNI; EDGELM_GEMM_VNNI 1): 512-bit registers hold 16
+//    rows, vpdpbusd does the product, the sum and the widening in one instruction and never
 //    saturates, and 32 registers hold tiles of 8 tokens; kAvx512Gemms, used by avx512 and amx.
 // Each includes it inside its own anonymous namespace, so every function here has internal
 // linkage and is compiled with that file's flags only (the rules of kernels_x86.h); nothing
@@ -11,22 +11,24 @@
 //
 // Why not vec_dot per (row, token): a vec_dot of one weight block with one activation block
 // ends in a float conversion and a scaled add per (row, token, block), and every token unpacks
-// the block again. Here 8 weight rows are interleaved so that one 32-bit lane of a register
-// holds 4 consecutive quants of one row: a single maddubs then multiplies 4 elements of 8 rows
-// with 4 activations of one token (broadcast), the int16 products of a whole sub-block are
-// summed before one widening, and one conversion + FMA finishes 8 rows at once. The unpacked
-// rows are reused by every token of the batch.
+// the block again. Here kRows weight rows (8 in a ymm, 16 in a zmm) are interleaved so that
+// one 32-bit lane of a register holds 4 consecutive quants of one row: a single maddubs (or
+// dpbusd) then multiplies 4 elements of every row with 4 activations of one token (broadcast),
+// the products of a whole sub-block are summed before one widening, and one conversion + FMA
+// finishes all rows at once. The unpacked rows are reused by every token of the batch.
 //
-// Method, per run() call and per group of 8 rows (kRows):
+// Method, per run() call and per group of kRows rows:
 //  1. repack: the group's rows are unpacked into scratch, per 32-element sub-block, as unsigned
-//     bytes (Q8_0: signed) in [8 groups of 4 elements][8 rows][4 bytes] (a 32-bit transpose of
-//     the 8 rows' unpacked bytes), next to the per-row float scales (and int16 sub-block scales
-//     and mins for K formats). Weights are read from memory once per matmul.
-//  2. tiles of up to kTok tokens: for every sub-block, int16 sums of maddubs products, widened
-//     with madd by the sub-block scale (1 for legacy formats); the formats' offsets (Q4_0: 8,
-//     Q5_0: 16, Q6_K: 32) are subtracted as offset * sum(activations) in integers, mins added
-//     as floats, exactly as the scalar kernels do; every (row, token) integer sum is exact.
-// Float types (F32, F16, BF16) interleave 8 rows per 8 columns as floats and FMA against
+//     bytes (Q8_0 on AVX2: signed) in [8 groups of 4 elements][kRows rows][4 bytes] (32-bit
+//     transposes of 8 rows' unpacked bytes at a time), next to the per-row float scales (and
+//     int16 sub-block scales and mins for K formats). Weights are read from memory once per
+//     matmul.
+//  2. tiles of up to kTok tokens: for every sub-block, int16 sums of maddubs products widened
+//     with madd by the sub-block scale (VNNI: int32 dpbusd sums times the scale); the formats'
+//     offsets (Q4_0: 8, Q5_0: 16, Q6_K: 32, biased Q8_0: 128) are subtracted as offset *
+//     sum(activations) in integers, mins added as floats, as the scalar kernels do; every
+//     (row, token) integer sum is exact.
+// Float types (F32, F16, BF16) interleave kRows rows per 8 columns as floats and FMA against
 // broadcast activations.
 //
 // Bounds (activation quants are in [-127, 127], as every from_float writes them): maddubs
@@ -53,18 +55,75 @@
 namespace edgelm::kernels::x86 {
 namespace {
 
-constexpr int kRows = 8;                          // weight rows interleaved in one group (one 32-bit lane each)
+// ---- Registers of one group: kRows 32-bit lanes, one per weight row ------------------------------
+
+#if EDGELM_GEMM_VNNI
+constexpr int kRows = 16;  // zmm
+using VI = __m512i;
+using VF = __m512;
+inline VI vi_load(const void* p) { return _mm512_loadu_si512(p); }
+inline VI vi_zero() { return _mm512_setzero_si512(); }
+inline VI vi_set1(int32_t v) { return _mm512_set1_epi32(v); }
+inline VI vi_add(VI a, VI b) { return _mm512_add_epi32(a, b); }
+inline VI vi_sub(VI a, VI b) { return _mm512_sub_epi32(a, b); }
+inline VI vi_shl5(VI a) { return _mm512_slli_epi32(a, 5); }
+inline VI vi_mullo(VI a, VI b) { return _mm512_mullo_epi32(a, b); }
+inline VI vi_madd16(VI a, VI b) { return _mm512_madd_epi16(a, b); }
+inline VF vf_load(const float* p) { return _mm512_load_ps(p); }
+inline VF vf_zero() { return _mm512_setzero_ps(); }
+inline VF vf_set1(float v) { return _mm512_set1_ps(v); }
+inline VF vf_cvt(VI a) { return _mm512_cvtepi32_ps(a); }
+inline VF vf_add(VF a, VF b) { return _mm512_add_ps(a, b); }
+inline VF vf_mul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+inline VF vf_fmadd(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
+inline VF vf_fnmadd(VF a, VF b, VF c) { return _mm512_fnmadd_ps(a, b, c); }
+inline void vf_store_rows(float* out, VF v, int n_rows) {
+  _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n_rows) - 1), v);
+}
+#else
+constexpr int kRows = 8;  // ymm
+using VI = __m256i;
+using VF = __m256;
+inline VI vi_load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline VI vi_zero() { return _mm256_setzero_si256(); }
+inline VI vi_set1(int32_t v) { return _mm256_set1_epi32(v); }
+inline VI vi_add(VI a, VI b) { return _mm256_add_epi32(a, b); }
+inline VI vi_sub(VI a, VI b) { return _mm256_sub_epi32(a, b); }
+inline VI vi_shl5(VI a) { return _mm256_slli_epi32(a, 5); }
+inline VI vi_madd16(VI a, VI b) { return _mm256_madd_epi16(a, b); }
+inline VF vf_load(const float* p) { return _mm256_load_ps(p); }
+inline VF vf_zero() { return _mm256_setzero_ps(); }
+inline VF vf_set1(float v) { return _mm256_set1_ps(v); }
+inline VF vf_cvt(VI a) { return _mm256_cvtepi32_ps(a); }
+inline VF vf_add(VF a, VF b) { return _mm256_add_ps(a, b); }
+inline VF vf_mul(VF a, VF b) { return _mm256_mul_ps(a, b); }
+inline VF vf_fmadd(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
+inline VF vf_fnmadd(VF a, VF b, VF c) { return _mm256_fnmadd_ps(a, b, c); }
+inline void vf_store_rows(float* out, VF v, int n_rows) {
+  if (n_rows == kRows) {
+    _mm256_storeu_ps(out, v);
+    return;
+  }
+  alignas(32) float tmp[kRows];
+  _mm256_store_ps(tmp, v);
+  for (int i = 0; i < n_rows; ++i) out[i] = tmp[i];
+}
+#endif
+constexpr int kHalves = kRows / 8;               // 8-row transposes per group
+constexpr int kGroupBytes = 4 * kRows;           // one group of 4 elements of every row
+constexpr int kSubBytes = 8 * kGroupBytes;       // one 32-element sub-block of every row
 constexpr int kTok = EDGELM_GEMM_VNNI ? 8 : 4;  // tokens of a tile
+
+inline VI vi_bcast(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return vi_set1(v);
+}
 
 inline float half(uint16_t h) { return _cvtsh_ss(h); }
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 inline void store256(void* p, __m256i v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
-inline __m256i bcast32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 inline int32_t hsum_i32(__m256i v) {
@@ -82,8 +141,8 @@ inline void transpose8(__m256i v[8]) {
     t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);  // r0[2] r1[2] r0[3] r1[3] | r0[6] ...
   }
   for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);      // [0] of 4 rows | [4]
-    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);  // [1] | [5]
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);          // [0] of 4 rows | [4]
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);      // [1] | [5]
     u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);  // [2] | [6]
     u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);  // [3] | [7]
   }
@@ -93,15 +152,11 @@ inline void transpose8(__m256i v[8]) {
   }
 }
 
-// Stores the 8 row lanes of a tile's token result, the first n_rows of them.
-inline void store_rows(float* out, __m256 v, int n_rows) {
-  if (n_rows == kRows) {
-    _mm256_storeu_ps(out, v);
-  } else {
-    alignas(32) float tmp[kRows];
-    _mm256_store_ps(tmp, v);
-    for (int i = 0; i < n_rows; ++i) out[i] = tmp[i];
-  }
+// Transposes the 8 rows of half `h` (v[i] = row 8h + i, 8 dwords) into `q`, laid out as
+// [8 dword columns][kRows rows][4 bytes]: column g of row r at q + g * kGroupBytes + 4 * r.
+inline void store_transposed(uint8_t* q, int h, __m256i v[8]) {
+  transpose8(v);
+  for (int g = 0; g < 8; ++g) store256(q + g * kGroupBytes + 32 * h, v[g]);
 }
 
 // The group's row pointers; missing rows of a last partial group repeat its last row (their
@@ -110,6 +165,13 @@ template <typename B>
 inline void group_rows(const GemmWeights& w, int64_t r0, int n_rows, const B* rows[kRows]) {
   for (int i = 0; i < kRows; ++i)
     rows[i] = reinterpret_cast<const B*>(w.data + static_cast<size_t>(r0 + (i < n_rows ? i : n_rows - 1)) * w.row_bytes);
+}
+
+// Row r's multiplier m in 32-bit lane r of a multiplier vector: for madd (AVX2) both int16
+// halves are m; for mullo_epi32 (VNNI) the lane is m as an int32.
+inline void set_mult(int16_t* v, int r, int m) {
+  v[2 * r] = static_cast<int16_t>(m);
+  v[2 * r + 1] = EDGELM_GEMM_VNNI ? static_cast<int16_t>(m < 0 ? -1 : 0) : static_cast<int16_t>(m);
 }
 
 // ---- Unpacked quants of one 32-element sub-block of one row, [32 x u8] in element order ---------
@@ -144,9 +206,9 @@ inline __m256i quants_q5(const B& x) {
 
 // One 32-element block of a Q8_0 / Q8_1 activation row with what the kernels need of it.
 struct ActQ8 {
-  float d;      // scale
-  float s;      // Q8_1: the stored s (d * sum, as fp16); Q8_0: 0
-  int32_t sum;  // sum of qs
+  float d;       // scale
+  float s;       // Q8_1: the stored s (d * sum, as fp16); Q8_0: 0
+  int32_t bias;  // -offset * sum(qs), the weight format's zero point applied to this block
   int32_t pad;
   int8_t qs[kQK];
 };
@@ -168,7 +230,7 @@ size_t act_packed_bytes(int64_t cols, int64_t n_tok) {
   return static_cast<size_t>(n_tok) * static_cast<size_t>(cols / block) * sizeof(Act);
 }
 
-template <typename BY, bool kHasS>
+template <typename BY, bool kHasS, int kOffset>
 void pack_q8(const uint8_t* act, size_t act_row_bytes, int64_t cols, int64_t n_tok, uint8_t* packed) {
   const int64_t nb = cols / kQK;
   auto* out = reinterpret_cast<ActQ8*>(packed);
@@ -181,7 +243,9 @@ void pack_q8(const uint8_t* act, size_t act_row_bytes, int64_t cols, int64_t n_t
       else
         out->s = 0.0f;
       const __m256i q = load256(y[i].qs);
-      out->sum = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
+      const int32_t sum =
+          hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
+      out->bias = -kOffset * sum;
       out->pad = 0;
       store256(out->qs, q);
     }
@@ -203,73 +267,82 @@ void pack_q8_k(const uint8_t* act, size_t act_row_bytes, int64_t cols, int64_t n
   }
 }
 
-// ---- Integer sub-block dot of 8 rows x T tokens ------------------------------------------------
+// ---- Integer sub-block dot of kRows rows x T tokens --------------------------------------------
 
-// acc[t] += per-row int32 sums of one sub-block: q (8 groups x 32 bytes, see the file comment)
-// against the 32 activation quants at y[t]. kFlush groups of int16 sums are widened at a time,
-// with `mult_lo` (groups 0-3) and `mult_hi` (groups 4-7) as the per-row int16 multipliers.
 #if EDGELM_GEMM_VNNI
-// VNNI: kFlush is irrelevant (no int16 stage); the multipliers scale the int32 sums of groups
-// 0-3 and 4-7 (kScaled false: both are 1 and no multiply is done). Two dpbusd chains per token
-// (groups 0-3 and 4-7) hide the instruction's latency.
-template <int T, int kFlush, bool kScaled = true>
-inline void sub_dot_u8(const uint8_t* q, const int8_t* const y[T], __m256i mult_lo, __m256i mult_hi, __m256i acc[T]) {
-  __m256i a[T], b[T];
-  for (int t = 0; t < T; ++t) a[t] = b[t] = _mm256_setzero_si256();
-  for (int g = 0; g < 4; ++g) {
-    const __m256i w0 = load256(q + 32 * g), w1 = load256(q + 32 * (g + 4));
-    for (int t = 0; t < T; ++t) {
-      a[t] = _mm256_dpbusd_epi32(a[t], w0, bcast32(y[t] + 4 * g));
-      b[t] = _mm256_dpbusd_epi32(b[t], w1, bcast32(y[t] + 4 * (g + 4)));
+// acc[t] += per-row int32 sums of one sub-block: q (8 groups, see the file comment) against the
+// 32 activation quants at y[t], the sums of groups 0-3 times mult_lo and of groups 4-7 times
+// mult_hi (kScaled false: both 1, no multiply; kSplit false: mult_lo for all). The T tokens are
+// T independent dpbusd chains. kFlush only matters to AVX2.
+template <int T, int kFlush, bool kScaled = true, bool kSplit = false>
+inline void sub_dot_u8(const uint8_t* q, const int8_t* const y[T], VI mult_lo, VI mult_hi, VI acc[T]) {
+  if constexpr (kScaled && kSplit) {
+    VI a[T], b[T];
+    for (int t = 0; t < T; ++t) a[t] = b[t] = vi_zero();
+    for (int g = 0; g < 4; ++g) {
+      const VI w0 = vi_load(q + g * kGroupBytes), w1 = vi_load(q + (g + 4) * kGroupBytes);
+      for (int t = 0; t < T; ++t) {
+        a[t] = _mm512_dpbusd_epi32(a[t], w0, vi_bcast(y[t] + 4 * g));
+        b[t] = _mm512_dpbusd_epi32(b[t], w1, vi_bcast(y[t] + 4 * (g + 4)));
+      }
     }
-  }
-  for (int t = 0; t < T; ++t) {
-    if constexpr (kScaled)
-      acc[t] = _mm256_add_epi32(acc[t],
-                                _mm256_add_epi32(_mm256_mullo_epi32(a[t], mult_lo), _mm256_mullo_epi32(b[t], mult_hi)));
-    else
-      acc[t] = _mm256_add_epi32(acc[t], _mm256_add_epi32(a[t], b[t]));
+    for (int t = 0; t < T; ++t) acc[t] = vi_add(acc[t], vi_add(vi_mullo(a[t], mult_lo), vi_mullo(b[t], mult_hi)));
+  } else if constexpr (kScaled) {
+    VI a[T];
+    for (int t = 0; t < T; ++t) a[t] = vi_zero();
+    for (int g = 0; g < 8; ++g) {
+      const VI w = vi_load(q + g * kGroupBytes);
+      for (int t = 0; t < T; ++t) a[t] = _mm512_dpbusd_epi32(a[t], w, vi_bcast(y[t] + 4 * g));
+    }
+    for (int t = 0; t < T; ++t) acc[t] = vi_add(acc[t], vi_mullo(a[t], mult_lo));
+  } else {
+    for (int g = 0; g < 8; ++g) {
+      const VI w = vi_load(q + g * kGroupBytes);
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_dpbusd_epi32(acc[t], w, vi_bcast(y[t] + 4 * g));
+    }
   }
 }
 #else
-template <int T, int kFlush, bool kScaled = true>
-inline void sub_dot_u8(const uint8_t* q, const int8_t* const y[T], __m256i mult_lo, __m256i mult_hi, __m256i acc[T]) {
+// AVX2: int16 sums of kFlush groups of maddubs products at a time, widened by madd with the
+// int16 multipliers (mult_lo for groups 0-3, mult_hi for 4-7).
+template <int T, int kFlush, bool kScaled = true, bool kSplit = false>
+inline void sub_dot_u8(const uint8_t* q, const int8_t* const y[T], VI mult_lo, VI mult_hi, VI acc[T]) {
   for (int h = 0; h < 8; h += kFlush) {
-    __m256i p[T];
+    VI p[T];
     for (int g = h; g < h + kFlush; ++g) {
-      const __m256i w = load256(q + 32 * g);
+      const VI w = vi_load(q + g * kGroupBytes);
       for (int t = 0; t < T; ++t) {
-        const __m256i pr = _mm256_maddubs_epi16(w, bcast32(y[t] + 4 * g));
+        const VI pr = _mm256_maddubs_epi16(w, vi_bcast(y[t] + 4 * g));
         p[t] = g == h ? pr : _mm256_add_epi16(p[t], pr);
       }
     }
-    const __m256i mult = h < 4 ? mult_lo : mult_hi;
-    for (int t = 0; t < T; ++t) acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p[t], mult));
+    const VI mult = h < 4 ? mult_lo : mult_hi;
+    for (int t = 0; t < T; ++t) acc[t] = vi_add(acc[t], vi_madd16(p[t], mult));
+  }
+}
+
+// The same for signed weights (Q8_0), multiplier 1: |w| . sign(y, w), widened every group.
+template <int T>
+inline void sub_dot_s8(const uint8_t* q, const int8_t* const y[T], VI acc[T]) {
+  const VI ones = _mm256_set1_epi16(1);
+  for (int g = 0; g < 8; ++g) {
+    const VI w = vi_load(q + g * kGroupBytes);
+    const VI aw = _mm256_sign_epi8(w, w);
+    for (int t = 0; t < T; ++t) {
+      const VI pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(vi_bcast(y[t] + 4 * g), w));
+      acc[t] = vi_add(acc[t], vi_madd16(pr, ones));
+    }
   }
 }
 #endif
 
-// The same for signed weights (Q8_0), multiplier 1.
-template <int T>
-inline void sub_dot_s8(const uint8_t* q, const int8_t* const y[T], __m256i acc[T]) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int g = 0; g < 8; ++g) {
-    const __m256i w = load256(q + 32 * g);
-    const __m256i aw = _mm256_sign_epi8(w, w);
-    for (int t = 0; t < T; ++t) {
-      const __m256i pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast32(y[t] + 4 * g), w));
-      acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(pr, ones));
-    }
-  }
-}
-
 // ---- Legacy formats (32-element blocks) --------------------------------------------------------
 
-// One block of a group of 8 rows.
-struct alignas(32) WLegacy {
+// One block of a group of kRows rows.
+struct alignas(64) WLegacy {
   float d[kRows];
   float m[kRows];  // Q4_1 / Q5_1 minimum
-  uint8_t q[8 * 32];
+  uint8_t q[kSubBytes];
 };
 
 template <typename BX, __m256i (*Quants)(const BX&), bool kMin>
@@ -279,76 +352,76 @@ void repack_legacy(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratc
   auto* out = reinterpret_cast<WLegacy*>(scratch);
   const int64_t nb = w.cols / kQK;
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i v[kRows];
     for (int i = 0; i < kRows; ++i) {
-      const BX& x = rows[i][b];
-      _mm_prefetch(reinterpret_cast<const char*>(&x) + 1024, _MM_HINT_T0);
-      v[i] = Quants(x);
-      out[b].d[i] = half(x.d);
+      out[b].d[i] = half(rows[i][b].d);
       if constexpr (kMin)
-        out[b].m[i] = half(x.m);
+        out[b].m[i] = half(rows[i][b].m);
       else
         out[b].m[i] = 0.0f;
     }
-    transpose8(v);
-    for (int g = 0; g < 8; ++g) store256(out[b].q + 32 * g, v[g]);
+    for (int h = 0; h < kHalves; ++h) {
+      __m256i v[8];
+      for (int i = 0; i < 8; ++i) {
+        const BX& x = rows[8 * h + i][b];
+        _mm_prefetch(reinterpret_cast<const char*>(&x) + 1024, _MM_HINT_T0);
+        v[i] = Quants(x);
+      }
+      store_transposed(out[b].q, h, v);
+    }
   }
 }
 
-// kOffset: the unsigned quants' zero point (Q4_0 8, Q5_0 16); kFlush 0: signed (Q8_0).
-template <int T, int kFlush, int kOffset, bool kMin>
+// kOffset: the unsigned quants' zero point (its bias is in the packed activations); kFlush 0:
+// signed (Q8_0 on AVX2).
+template <int T, int kFlush, bool kMin>
 void tile_legacy(const WLegacy* wb, int64_t nb, const ActQ8* const y[T], float* out, int64_t ldo, int n_rows) {
-  __m256 facc[T];
-  for (int t = 0; t < T; ++t) facc[t] = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
     const int8_t* yq[T];
-    __m256i acc[T];
+    VI acc[T];
     for (int t = 0; t < T; ++t) {
       yq[t] = y[t][b].qs;
-      acc[t] = _mm256_setzero_si256();
+      acc[t] = vi_set1(y[t][b].bias);
     }
-    if constexpr (kFlush == 0)
+#if !EDGELM_GEMM_VNNI
+    if constexpr (kFlush == 0) {
       sub_dot_s8<T>(wb[b].q, yq, acc);
-    else
+    } else {
+      const VI ones = _mm256_set1_epi16(1);
       sub_dot_u8<T, kFlush, false>(wb[b].q, yq, ones, ones, acc);
-    const __m256 d = _mm256_load_ps(wb[b].d);
+    }
+#else
+    sub_dot_u8<T, kFlush, false>(wb[b].q, yq, vi_zero(), vi_zero(), acc);
+#endif
+    const VF d = vf_load(wb[b].d);
     for (int t = 0; t < T; ++t) {
-      __m256i is = acc[t];
-      if constexpr (kOffset != 0) is = _mm256_sub_epi32(is, _mm256_set1_epi32(kOffset * y[t][b].sum));
-      facc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(y[t][b].d)), _mm256_cvtepi32_ps(is), facc[t]);
-      if constexpr (kMin) facc[t] = _mm256_fmadd_ps(_mm256_load_ps(wb[b].m), _mm256_set1_ps(y[t][b].s), facc[t]);
+      facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(acc[t]), facc[t]);
+      if constexpr (kMin) facc[t] = vf_fmadd(vf_load(wb[b].m), vf_set1(y[t][b].s), facc[t]);
     }
   }
-  for (int t = 0; t < T; ++t) store_rows(out + t * ldo, facc[t], n_rows);
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
 
 // ---- K formats (256-element super-blocks) -------------------------------------------------------
 
-// One super-block of a group of 8 rows, Q4_K / Q5_K.
-struct alignas(32) WK4 {
+// One super-block of a group of kRows rows, Q4_K / Q5_K.
+struct alignas(64) WK4 {
   float d[kRows];
   float dmin[kRows];
-  int16_t sc[8][16];  // per sub-block s: row r's scale as the multiplier of 32-bit lane r (set_mult)
-  int16_t mn[4][16];  // per pair p: row r's mins of sub-blocks 2p, 2p + 1 in lanes 2r, 2r + 1
-  uint8_t q[8][8 * 32];
+  int16_t sc[8][2 * kRows];  // per sub-block s: row r's scale as the multiplier of lane r (set_mult)
+  int16_t mn[4][2 * kRows];  // per pair p: row r's mins of sub-blocks 2p, 2p + 1 in lanes 2r, 2r + 1
+  uint8_t q[8][kSubBytes];
 };
 
-// One super-block of a group of 8 rows, Q6_K.
-struct alignas(32) WK6 {
+// One super-block of a group of kRows rows, Q6_K.
+struct alignas(64) WK6 {
   float d[kRows];
   float pad[kRows];
-  int16_t sc[16][16];  // per 16-element sub-block j: row r's scale as the multiplier of lane r (set_mult)
-  int16_t scp[8][16];  // per pair p: row r's scales of sub-blocks 2p, 2p + 1 in lanes 2r, 2r + 1
-  uint8_t q[8][8 * 32];
+  int16_t sc[16][2 * kRows];  // per 16-element sub-block j: row r's scale as the multiplier of lane r
+  int16_t scp[8][2 * kRows];  // per pair p: row r's scales of sub-blocks 2p, 2p + 1 in lanes 2r, 2r + 1
+  uint8_t q[8][kSubBytes];
 };
-
-// Row r's multiplier m in 32-bit lane r of a multiplier vector: for madd (AVX2) both int16
-// halves are m; for mullo_epi32 (VNNI) the lane is m as an int32.
-inline void set_mult(int16_t* v, int r, int m) {
-  v[2 * r] = static_cast<int16_t>(m);
-  v[2 * r + 1] = EDGELM_GEMM_VNNI ? static_cast<int16_t>(m < 0 ? -1 : 0) : static_cast<int16_t>(m);
-}
 
 // The 8 six-bit scales and mins of a Q4_K/Q5_K super-block (the packing of quants_k.h's
 // k4_get_scale_min, which as an inline header function must not be instantiated here).
@@ -385,18 +458,19 @@ void repack_k4(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
     }
     for (int s = 0; s < 8; ++s) {
       const int c = s / 2;
-      __m256i v[kRows];
-      for (int i = 0; i < kRows; ++i) {
-        const Block& x = rows[i][b];
-        const __m256i qv = load256(x.qs + 32 * c);
-        v[i] = _mm256_and_si256(s % 2 == 0 ? qv : _mm256_srli_epi16(qv, 4), low4);
-        if constexpr (kFive) {
-          const __m256i hb = _mm256_srl_epi16(load256(x.qh), _mm_cvtsi32_si128(s));
-          v[i] = _mm256_or_si256(v[i], _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+      for (int h = 0; h < kHalves; ++h) {
+        __m256i v[8];
+        for (int i = 0; i < 8; ++i) {
+          const Block& x = rows[8 * h + i][b];
+          const __m256i qv = load256(x.qs + 32 * c);
+          v[i] = _mm256_and_si256(s % 2 == 0 ? qv : _mm256_srli_epi16(qv, 4), low4);
+          if constexpr (kFive) {
+            const __m256i hb = _mm256_srl_epi16(load256(x.qh), _mm_cvtsi32_si128(s));
+            v[i] = _mm256_or_si256(v[i], _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+          }
         }
+        store_transposed(o.q[s], h, v);
       }
-      transpose8(v);
-      for (int g = 0; g < 8; ++g) store256(o.q[s] + 32 * g, v[g]);
     }
   }
 }
@@ -423,75 +497,75 @@ void repack_q6_k(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch)
     // Sub-block s = 4h + k holds elements 128h + 32k + l: low nibble of ql[64h + 32(k & 1) + l]
     // (high nibble for k >= 2), top bits (qh[32h + l] >> 2k) & 3.
     for (int s = 0; s < 8; ++s) {
-      const int h = s / 4, k = s % 4;
-      __m256i v[kRows];
-      for (int i = 0; i < kRows; ++i) {
-        const BlockQ6_K& x = rows[i][b];
-        const __m256i ql = load256(x.ql + 64 * h + 32 * (k & 1));
-        const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
-        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(load256(x.qh + 32 * h), _mm_cvtsi32_si128(2 * k)), three);
-        v[i] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+      const int hh = s / 4, k = s % 4;
+      for (int h = 0; h < kHalves; ++h) {
+        __m256i v[8];
+        for (int i = 0; i < 8; ++i) {
+          const BlockQ6_K& x = rows[8 * h + i][b];
+          const __m256i ql = load256(x.ql + 64 * hh + 32 * (k & 1));
+          const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+          const __m256i hi =
+              _mm256_and_si256(_mm256_srl_epi16(load256(x.qh + 32 * hh), _mm_cvtsi32_si128(2 * k)), three);
+          v[i] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+        }
+        store_transposed(o.q[s], h, v);
       }
-      transpose8(v);
-      for (int g = 0; g < 8; ++g) store256(o.q[s] + 32 * g, v[g]);
     }
   }
 }
 
 template <int T, int kFlush>
 void tile_k4(const WK4* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
-  __m256 facc[T];
-  for (int t = 0; t < T; ++t) facc[t] = _mm256_setzero_ps();
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
     const WK4& w = wb[b];
-    __m256i acc[T], mins[T];
-    for (int t = 0; t < T; ++t) acc[t] = mins[t] = _mm256_setzero_si256();
+    VI acc[T], mins[T];
+    for (int t = 0; t < T; ++t) acc[t] = mins[t] = vi_zero();
     for (int s = 0; s < 8; ++s) {
       const int8_t* yq[T];
       for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
-      const __m256i sc = load256(w.sc[s]);
+      const VI sc = vi_load(w.sc[s]);
       sub_dot_u8<T, kFlush>(w.q[s], yq, sc, sc, acc);
     }
     for (int p = 0; p < 4; ++p) {
-      const __m256i mn = load256(w.mn[p]);
-      for (int t = 0; t < T; ++t)
-        mins[t] = _mm256_add_epi32(mins[t], _mm256_madd_epi16(mn, bcast32(y[t][b].b32 + 2 * p)));
+      const VI mn = vi_load(w.mn[p]);
+      for (int t = 0; t < T; ++t) mins[t] = vi_add(mins[t], vi_madd16(mn, vi_bcast(y[t][b].b32 + 2 * p)));
     }
-    const __m256 d = _mm256_load_ps(w.d), dmin = _mm256_load_ps(w.dmin);
+    const VF d = vf_load(w.d), dmin = vf_load(w.dmin);
     for (int t = 0; t < T; ++t) {
-      const __m256 yd = _mm256_set1_ps(y[t][b].d);
-      facc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(acc[t]), facc[t]);
-      facc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, yd), _mm256_cvtepi32_ps(mins[t]), facc[t]);
+      const VF yd = vf_set1(y[t][b].d);
+      facc[t] = vf_fmadd(vf_mul(d, yd), vf_cvt(acc[t]), facc[t]);
+      facc[t] = vf_fnmadd(vf_mul(dmin, yd), vf_cvt(mins[t]), facc[t]);
     }
   }
-  for (int t = 0; t < T; ++t) store_rows(out + t * ldo, facc[t], n_rows);
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
 
 template <int T, int kFlush>
 void tile_q6_k(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
-  __m256 facc[T];
-  for (int t = 0; t < T; ++t) facc[t] = _mm256_setzero_ps();
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
     const WK6& w = wb[b];
-    __m256i acc[T], offs[T];
-    for (int t = 0; t < T; ++t) acc[t] = offs[t] = _mm256_setzero_si256();
+    VI acc[T], offs[T];
+    for (int t = 0; t < T; ++t) acc[t] = offs[t] = vi_zero();
     for (int s = 0; s < 8; ++s) {
       const int8_t* yq[T];
       for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
-      sub_dot_u8<T, kFlush>(w.q[s], yq, load256(w.sc[2 * s]), load256(w.sc[2 * s + 1]), acc);
+      sub_dot_u8<T, kFlush, true, true>(w.q[s], yq, vi_load(w.sc[2 * s]), vi_load(w.sc[2 * s + 1]), acc);
     }
     for (int p = 0; p < 8; ++p) {
-      const __m256i sc = load256(w.scp[p]);
-      for (int t = 0; t < T; ++t)
-        offs[t] = _mm256_add_epi32(offs[t], _mm256_madd_epi16(sc, bcast32(y[t][b].b16 + 2 * p)));
+      const VI sc = vi_load(w.scp[p]);
+      for (int t = 0; t < T; ++t) offs[t] = vi_add(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b16 + 2 * p)));
     }
-    const __m256 d = _mm256_load_ps(w.d);
+    const VF d = vf_load(w.d);
     for (int t = 0; t < T; ++t) {
-      const __m256i is = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(offs[t], 5));  // q' = q + 32
-      facc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(y[t][b].d)), _mm256_cvtepi32_ps(is), facc[t]);
+      const VI is = vi_sub(acc[t], vi_shl5(offs[t]));  // q' = q + 32
+      facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(is), facc[t]);
     }
   }
-  for (int t = 0; t < T; ++t) store_rows(out + t * ldo, facc[t], n_rows);
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
 
 // ---- Float formats (F32, F16, BF16) -----------------------------------------------------------
@@ -503,7 +577,7 @@ inline __m256 bf16x8(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
 }
 
-// Row c of a float-type row as 8 floats from column c (zeros past `cols`).
+// Columns [c, c + 8) of a float-type row as floats (zeros past `cols`).
 template <DType kType>
 inline __m256 float8(const void* row, int64_t c, int64_t cols) {
   if (c + 8 <= cols) {
@@ -538,40 +612,40 @@ void pack_float(const uint8_t* act, size_t act_row_bytes, int64_t cols, int64_t 
       _mm256_storeu_ps(out + t * stride + c, float8<kType>(act + static_cast<size_t>(t) * act_row_bytes, c, cols));
 }
 
-// [padded cols / 8][8 columns][8 rows] floats.
+// [padded cols / 8][8 columns][kRows rows] floats.
 template <DType kType>
 void repack_float(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
   const uint8_t* rows[kRows];
   group_rows(w, r0, n_rows, rows);
-  auto* out = reinterpret_cast<float*>(scratch);
-  for (int64_t c = 0; c < w.cols; c += 8, out += 64) {
-    __m256i v[kRows];
-    for (int i = 0; i < kRows; ++i) v[i] = _mm256_castps_si256(float8<kType>(rows[i], c, w.cols));
-    transpose8(v);
-    for (int k = 0; k < 8; ++k) _mm256_store_ps(out + 8 * k, _mm256_castsi256_ps(v[k]));
+  uint8_t* out = scratch;
+  for (int64_t c = 0; c < w.cols; c += 8, out += 8 * kGroupBytes) {
+    for (int h = 0; h < kHalves; ++h) {
+      __m256i v[8];
+      for (int i = 0; i < 8; ++i) v[i] = _mm256_castps_si256(float8<kType>(rows[8 * h + i], c, w.cols));
+      store_transposed(out, h, v);
+    }
   }
 }
 
 template <int T>
 void tile_float(const float* wb, int64_t cols, const float* const y[T], float* out, int64_t ldo, int n_rows) {
-  __m256 a0[T], a1[T];  // two chains per token hide the FMA latency
-  for (int t = 0; t < T; ++t) a0[t] = a1[t] = _mm256_setzero_ps();
+  VF a0[T], a1[T];  // two chains per token hide the FMA latency
+  for (int t = 0; t < T; ++t) a0[t] = a1[t] = vf_zero();
   const int64_t n = padded8(cols);
-  for (int64_t c = 0; c < n; c += 8, wb += 64) {
+  for (int64_t c = 0; c < n; c += 8, wb += 8 * kRows) {
     for (int k = 0; k < 8; k += 2) {
-      const __m256 w0 = _mm256_load_ps(wb + 8 * k), w1 = _mm256_load_ps(wb + 8 * k + 8);
+      const VF w0 = vf_load(wb + kRows * k), w1 = vf_load(wb + kRows * (k + 1));
       for (int t = 0; t < T; ++t) {
-        a0[t] = _mm256_fmadd_ps(w0, _mm256_broadcast_ss(y[t] + c + k), a0[t]);
-        a1[t] = _mm256_fmadd_ps(w1, _mm256_broadcast_ss(y[t] + c + k + 1), a1[t]);
+        a0[t] = vf_fmadd(w0, vf_set1(y[t][c + k]), a0[t]);
+        a1[t] = vf_fmadd(w1, vf_set1(y[t][c + k + 1]), a1[t]);
       }
     }
   }
-  for (int t = 0; t < T; ++t) store_rows(out + t * ldo, _mm256_add_ps(a0[t], a1[t]), n_rows);
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, vf_add(a0[t], a1[t]), n_rows);
 }
 
 // ---- Drivers -----------------------------------------------------------------------------------
 
-// Scratch and per-token packed stride for each family.
 size_t legacy_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK) * sizeof(WLegacy); }
 size_t k4_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK_K) * sizeof(WK4); }
 size_t k6_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK_K) * sizeof(WK6); }
@@ -588,8 +662,8 @@ inline void run_tail(int n, const WB* wb, int64_t n_wb, const Act* const* y, flo
   }
 }
 
-// The per-family pieces run() needs: Act (packed activation element), its count per row, the
-// weight block type of the scratch and the tile function template.
+// Repack each group of kRows rows of [r0, r1), then run its token tiles. n_act: packed
+// activation elements per token; n_wb: what the tile function iterates over (blocks, columns).
 template <typename Act, typename WB, void (*Repack)(const GemmWeights&, int64_t, int, uint8_t*),
           template <int> class Tile>
 void run_groups(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
@@ -613,12 +687,12 @@ void run_groups(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int6
   }
 }
 
-template <int kFlush, int kOffset, bool kMin>
+template <int kFlush, bool kMin>
 struct LegacyTile {
   template <int T>
   struct Of {
     static void run(const WLegacy* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
-      tile_legacy<T, kFlush, kOffset, kMin>(wb, nb, y, out, ldo, n_rows);
+      tile_legacy<T, kFlush, kMin>(wb, nb, y, out, ldo, n_rows);
     }
   };
 };
@@ -647,11 +721,11 @@ struct FloatTile {
   }
 };
 
-template <typename BX, __m256i (*Quants)(const BX&), int kFlush, int kOffset, bool kMin>
+template <typename BX, __m256i (*Quants)(const BX&), int kFlush, bool kMin>
 void run_legacy(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
                 int64_t ldo, uint8_t* scratch) {
   const int64_t nb = w.cols / kQK;
-  run_groups<ActQ8, WLegacy, repack_legacy<BX, Quants, kMin>, LegacyTile<kFlush, kOffset, kMin>::template Of>(
+  run_groups<ActQ8, WLegacy, repack_legacy<BX, Quants, kMin>, LegacyTile<kFlush, kMin>::template Of>(
       w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
 }
 
@@ -678,22 +752,23 @@ void run_float(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64
 
 }  // namespace
 
-constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
-    {DType::q4_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false>, legacy_scratch,
-     run_legacy<BlockQ4_0, quants_q4_0, 8, 8, false>},
-    {DType::q4_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true>, legacy_scratch,
-     run_legacy<BlockQ4_1, quants_q4_1, 8, 0, true>},
-    {DType::q5_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false>, legacy_scratch,
-     run_legacy<BlockQ5_0, quants_q5<BlockQ5_0>, 4, 16, false>},
-    {DType::q5_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true>, legacy_scratch,
-     run_legacy<BlockQ5_1, quants_q5<BlockQ5_1>, 4, 0, true>},
+// Q8_0: signed with |w| . sign(y, w) on AVX2; biased to w + 128 (offset 128) with VNNI.
 #if EDGELM_GEMM_VNNI
-    {DType::q8_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false>, legacy_scratch,
-     run_legacy<BlockQ8_0, quants_q8_0_biased, 8, 128, false>},
+#define EDGELM_GEMM_Q8_0 pack_q8<BlockQ8_0, false, 128>, legacy_scratch, run_legacy<BlockQ8_0, quants_q8_0_biased, 8, false>
 #else
-    {DType::q8_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false>, legacy_scratch,
-     run_legacy<BlockQ8_0, quants_q8_0, 0, 0, false>},
+#define EDGELM_GEMM_Q8_0 pack_q8<BlockQ8_0, false, 0>, legacy_scratch, run_legacy<BlockQ8_0, quants_q8_0, 0, false>
 #endif
+
+constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
+    {DType::q4_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false, 8>, legacy_scratch,
+     run_legacy<BlockQ4_0, quants_q4_0, 8, false>},
+    {DType::q4_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true, 0>, legacy_scratch,
+     run_legacy<BlockQ4_1, quants_q4_1, 8, true>},
+    {DType::q5_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false, 16>, legacy_scratch,
+     run_legacy<BlockQ5_0, quants_q5<BlockQ5_0>, 4, false>},
+    {DType::q5_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true, 0>, legacy_scratch,
+     run_legacy<BlockQ5_1, quants_q5<BlockQ5_1>, 4, true>},
+    {DType::q8_0, act_packed_bytes<ActQ8>, EDGELM_GEMM_Q8_0},
     {DType::q4_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<false, BlockQ4_K>},
     {DType::q5_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<true, BlockQ5_K>},
     {DType::q6_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_q6_k},
@@ -701,5 +776,6 @@ constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
     {DType::f16, float_packed_bytes<DType::f16>, pack_float<DType::f16>, float_scratch, run_float<DType::f16>},
     {DType::bf16, float_packed_bytes<DType::bf16>, pack_float<DType::bf16>, float_scratch, run_float<DType::bf16>},
 };
+#undef EDGELM_GEMM_Q8_0
 
 }  // namespace edgelm::kernels::x86
