@@ -1,7 +1,7 @@
 // Batch attention over the paged KV store (see batch_attention.h).
 //
 // Per group of tokens: pass 1 computes every item's partial state (a chunk of one token's
-// context for one KV head) on the pool, parts balanced by cost; an item that is its token's
+// context, all heads) on the pool, parts balanced by cost; an item that is its token's
 // whole context finishes into the output at once. Pass 2 folds the partials of tokens with
 // several chunks in position order and finishes them.
 #include "engine/batch_attention.h"
@@ -38,18 +38,17 @@ struct Pass {
   const AttnLayer& a;
   AttnScratch& s;
   const kernels::AttentionKernels& k;
-  int32_t gqa = 0;
-  int64_t state_floats = 0;  // per item: acc [gqa, D], m [gqa], l [gqa]
+  int64_t state_floats = 0;  // per item: acc [n_head, D], m [n_head], l [n_head]
   int64_t item0 = 0;         // first item of the group
   int64_t Q = 0;             // floats per token of q / out
 
   kernels::AttnState state(int64_t item) const {
     float* base = &s.state[static_cast<size_t>((item - item0) * state_floats)];
-    const int64_t acc = int64_t{gqa} * a.head_dim;
-    return {base + acc, base + acc + gqa, base};
+    const int64_t acc = Q;
+    return {base + acc, base + acc + a.n_head, base};
   }
-  int64_t head_off(const AttnScratch::Item& it) const {
-    return it.tok * Q + int64_t{it.kv_head} * gqa * a.head_dim;
+  bool single_chunk(int32_t tok) const {
+    return s.tok_item[static_cast<size_t>(tok) + 1] - s.tok_item[static_cast<size_t>(tok)] == 1;
   }
   void partial(int64_t i) const {
     const AttnScratch::Item& it = s.items[static_cast<size_t>(i)];
@@ -62,39 +61,37 @@ struct Pass {
     kv.row_bytes = a.store.row_bytes();
     kv.block_size = a.store.block_size();
     kv.blocks = seq.blocks.data();
-    kv.col0 = int64_t{it.kv_head} * a.head_dim;
     kv.head_dim = a.head_dim;
     const kernels::AttnState st = state(i);
-    kernels::attention_partial(k, kv, a.q + head_off(it), gqa, a.scale, it.p0, it.p1, st);
-    const int64_t unit = int64_t{it.tok} * a.n_head_kv + it.kv_head;
-    if (s.unit_item[static_cast<size_t>(unit) + 1] - s.unit_item[static_cast<size_t>(unit)] == 1)
-      kernels::attention_finish(gqa, a.head_dim, st.l, st.acc, a.out + head_off(it));
+    kernels::attention_partial(k, kv, a.q + it.tok * Q, a.n_head_kv, a.n_head / a.n_head_kv, a.scale, it.p0, it.p1,
+                               st);
+    if (single_chunk(it.tok)) kernels::attention_finish(a.n_head, a.head_dim, st.l, st.acc, a.out + it.tok * Q);
   }
-  // Folds the unit's chunks in order into its first item's state and finishes it.
-  void fold(int64_t unit) const {
-    const int64_t first = s.unit_item[static_cast<size_t>(unit)], end = s.unit_item[static_cast<size_t>(unit) + 1];
+  // Folds the token's chunks in order into its first item's state and finishes it.
+  void fold(int64_t tok) const {
+    const int64_t first = s.tok_item[static_cast<size_t>(tok)], end = s.tok_item[static_cast<size_t>(tok) + 1];
     if (end - first == 1) return;  // finished by partial()
     const kernels::AttnState acc = state(first);
     for (int64_t i = first + 1; i < end; ++i) {
       const kernels::AttnState other = state(i);
-      kernels::attention_fold(gqa, a.head_dim, acc, other.m, other.l, other.acc);
+      kernels::attention_fold(a.n_head, a.head_dim, acc, other.m, other.l, other.acc);
     }
-    kernels::attention_finish(gqa, a.head_dim, acc.l, acc.acc, a.out + head_off(s.items[static_cast<size_t>(first)]));
+    kernels::attention_finish(a.n_head, a.head_dim, acc.l, acc.acc, a.out + tok * Q);
   }
 };
 
 }  // namespace
 
-void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, int32_t n_head_kv, int32_t n_gqa,
-                    int32_t head_dim, int n_threads) {
+void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, int32_t n_head, int32_t head_dim,
+                    int n_threads) {
   const int64_t S = std::max(1, s.split_positions);
   int64_t n_items = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) n_items += (tok_pos[t] + S) / S * n_head_kv;  // ceil((pos + 1) / S)
+  for (int64_t t = 0; t < n_tokens; ++t) n_items += (tok_pos[t] + S) / S;  // ceil((pos + 1) / S)
   AttnScratch::Item* items = grow(s.items, n_items);
   int64_t* cost = grow(s.cost, n_items + 1);
-  int64_t* unit_item = grow(s.unit_item, n_tokens * n_head_kv + 1);
+  int64_t* tok_item = grow(s.tok_item, n_tokens + 1);
   grow(s.part_item, n_threads + 1);
-  const int64_t state_bytes = int64_t{n_gqa} * (head_dim + 2) * static_cast<int64_t>(sizeof(float));
+  const int64_t state_bytes = int64_t{n_head} * (head_dim + 2) * static_cast<int64_t>(sizeof(float));
   s.group_tok.clear();  // keeps its capacity
   s.group_tok.push_back(0);
   int64_t i = 0, group_item0 = 0, max_group_items = 0;
@@ -102,36 +99,33 @@ void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, in
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int32_t n_pos = tok_pos[t] + 1;
     const int64_t n_chunks = (n_pos + S - 1) / S;
-    if (t > 0 && (i + n_chunks * n_head_kv - group_item0) * state_bytes > s.state_budget_bytes) {
+    if (t > 0 && (i + n_chunks - group_item0) * state_bytes > s.state_budget_bytes) {
       s.group_tok.push_back(t);
       group_item0 = i;
     }
-    for (int32_t h = 0; h < n_head_kv; ++h) {
-      unit_item[t * n_head_kv + h] = i;
-      for (int64_t c = 0; c < n_chunks; ++c, ++i) {
-        const auto p0 = static_cast<int32_t>(c * S);
-        const auto p1 = static_cast<int32_t>(std::min<int64_t>(n_pos, (c + 1) * S));
-        items[i] = {static_cast<int32_t>(t), h, p0, p1};
-        cost[i + 1] = cost[i] + (p1 - p0) + kItemOverhead;
-      }
+    tok_item[t] = i;
+    for (int64_t c = 0; c < n_chunks; ++c, ++i) {
+      const auto p0 = static_cast<int32_t>(c * S);
+      const auto p1 = static_cast<int32_t>(std::min<int64_t>(n_pos, (c + 1) * S));
+      items[i] = {static_cast<int32_t>(t), p0, p1};
+      cost[i + 1] = cost[i] + (p1 - p0) + kItemOverhead;
     }
     max_group_items = std::max(max_group_items, i - group_item0);
   }
-  unit_item[n_tokens * n_head_kv] = i;
+  tok_item[n_tokens] = i;
   s.group_tok.push_back(n_tokens);
   grow(s.state, max_group_items * state_bytes / static_cast<int64_t>(sizeof(float)));
 }
 
 void attention_run(const AttnLayer& a, AttnScratch& s, ThreadPool& pool) {
   Pass p{a, s, a.kernels != nullptr ? *a.kernels : kernels::active_attention_kernels()};
-  p.gqa = a.n_head / a.n_head_kv;
-  p.state_floats = int64_t{p.gqa} * (a.head_dim + 2);
+  p.state_floats = int64_t{a.n_head} * (a.head_dim + 2);
   p.Q = int64_t{a.n_head} * a.head_dim;
-  const int64_t work_per_cost = 4 * int64_t{p.gqa} * a.head_dim;  // multiply-adds per position
+  const int64_t work_per_cost = 2 * p.Q;  // multiply-adds per position
   for (size_t g = 0; g + 1 < s.group_tok.size(); ++g) {
     const int64_t tok0 = s.group_tok[g], tok1 = s.group_tok[g + 1];
-    const int64_t item0 = s.unit_item[static_cast<size_t>(tok0 * a.n_head_kv)];
-    const int64_t item1 = s.unit_item[static_cast<size_t>(tok1 * a.n_head_kv)];
+    const int64_t item0 = s.tok_item[static_cast<size_t>(tok0)];
+    const int64_t item1 = s.tok_item[static_cast<size_t>(tok1)];
     p.item0 = item0;
     const int64_t c0 = s.cost[static_cast<size_t>(item0)], total = s.cost[static_cast<size_t>(item1)] - c0;
     int64_t n_parts = std::min<int64_t>(pool.n_threads(), item1 - item0);
@@ -152,8 +146,8 @@ void attention_run(const AttnLayer& a, AttnScratch& s, ThreadPool& pool) {
       pool.parallel_for(static_cast<size_t>(n_parts), partials);
     }
     // Folds: only tokens whose context has several chunks.
-    const int64_t u0 = tok0 * a.n_head_kv, u1 = tok1 * a.n_head_kv;
-    if (item1 - item0 == u1 - u0) continue;  // every unit is one chunk
+    const int64_t u0 = tok0, u1 = tok1;
+    if (item1 - item0 == u1 - u0) continue;  // every token is one chunk
     auto folds = [&p, u0](size_t b, size_t e) {
       for (size_t u = b; u < e; ++u) p.fold(u0 + static_cast<int64_t>(u));
     };

@@ -1,13 +1,13 @@
 // Causal attention of a step's tokens straight over the paged KV store, in its stored type.
 //
-// Job: for every token of a step and every KV head, softmax(q . K * scale) V over the token's
-// positions [0, pos], for the query heads that share the KV head (GQA) together, with the
-// kernels of kernels/attention_kernels.h: each K/V row is read once per (token, KV head), in
-// its stored type, by one pass with an online softmax. Nothing converts the context to f32.
+// Job: for every token of a step, softmax(q . K * scale) V over the token's positions [0, pos]
+// for all its query heads, with the kernels of kernels/attention_kernels.h: each K/V row is read
+// once per token (each KV head's slice once for the query heads that share it, GQA), in its
+// stored type, by one pass with an online softmax. Nothing converts the context to f32.
 //
 // Split-K: a token's context is cut into chunks at fixed positions (multiples of
-// split_positions), each chunk's partial state is a work item of its own, and the partials are
-// folded in position order. So one long sequence spreads over every thread, and because the
+// split_positions), each chunk's partial state (all heads) is a work item of its own, and the
+// partials are folded in position order. So one long sequence spreads over every thread, and because the
 // cuts depend only on positions, a token's result is the same bits whatever else is in the
 // batch, however its blocks are laid out, and on any number of threads.
 //
@@ -31,18 +31,17 @@ struct BatchSeq;  // batch_forward.h
 // Reusable buffers and settings of batch attention (part of BatchScratch).
 struct AttnScratch {
   struct Item {
-    int32_t tok;      // token of the step
-    int32_t kv_head;  // KV head
-    int32_t p0, p1;   // positions [p0, p1) of the chunk
+    int32_t tok;     // token of the step
+    int32_t p0, p1;  // positions [p0, p1) of the chunk
   };
-  std::vector<Item> items;          // [n_items] by token, then KV head, then chunk
-  std::vector<int64_t> cost;        // [n_items + 1] prefix sums of the items' costs
-  std::vector<int64_t> unit_item;   // [n_tokens * n_head_kv + 1] first item of each (token, KV head)
-  std::vector<int64_t> group_tok;   // [n_groups + 1] first token of each group of tokens
-  std::vector<int64_t> part_item;   // [n_threads + 1] items of each thread's part, per group
-  std::vector<float> state;         // [items of a group, n_gqa * (head_dim + 2)] partial states
+  std::vector<Item> items;         // [n_items] by token, then chunk
+  std::vector<int64_t> cost;       // [n_items + 1] prefix sums of the items' costs
+  std::vector<int64_t> tok_item;   // [n_tokens + 1] first item of each token
+  std::vector<int64_t> group_tok;  // [n_groups + 1] first token of each group of tokens
+  std::vector<int64_t> part_item;  // [n_threads + 1] items of each thread's part, per group
+  std::vector<float> state;        // [items of a group, n_head * (head_dim + 2)] partial states
   // Settings: the split-K chunk in positions (>= 1), and the most bytes of partial states held.
-  int32_t split_positions = 256;
+  int32_t split_positions = 128;
   int64_t state_budget_bytes = int64_t{16} << 20;
 };
 
@@ -62,8 +61,8 @@ struct AttnLayer {
 
 // Items, costs and groups for tokens at positions tok_pos[0..n_tokens); the same for every
 // layer of the step. n_threads sizes the per-part table.
-void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, int32_t n_head_kv, int32_t n_gqa,
-                    int32_t head_dim, int n_threads);
+void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, int32_t n_head, int32_t head_dim,
+                    int n_threads);
 
 // One layer's attention of every token of the plan.
 void attention_run(const AttnLayer& a, AttnScratch& s, ThreadPool& pool);

@@ -165,7 +165,7 @@ void plan_step(Step& st) {
     }
   }
   seq_tok[n_seqs] = t;
-  attention_plan(s.attn, st.n, tok_pos, st.c.n_head_kv, st.c.n_gqa(), st.c.head_dim, st.pool.n_threads());
+  attention_plan(s.attn, st.n, tok_pos, st.c.n_head, st.c.head_dim, st.pool.n_threads());
 
   for (auto* buf : {&s.x, &s.xn, &s.proj}) grow(*buf, st.n * st.E);
   for (auto* buf : {&s.q, &s.att}) grow(*buf, st.n * st.Q);

@@ -98,6 +98,10 @@ Result<RequestId> Engine::add_request(Request req) {
   }
   auto seq = std::make_unique<Sequence>(id, std::move(req), next_arrival_++);
   seq->tokens = seq->req.prompt;
+  // Room for everything the request can hold, so that steps do not grow these vectors.
+  seq->tokens.reserve(static_cast<size_t>(positions));
+  seq->kv.tokens.reserve(static_cast<size_t>(positions));
+  seq->kv.blocks.reserve(static_cast<size_t>(blocks));
   seq->n_prompt = static_cast<int32_t>(n_prompt);
   if (drafter_) seq->spec = SpecController(opts_.spec.draft_min, opts_.spec.draft_max);
   if (tok_ != nullptr) seq->text.emplace(*tok_, seq->tokens, seq->req.stop_strings);
@@ -161,8 +165,9 @@ Finish Engine::accept_token(Sequence& s, int32_t token, std::vector<TokenEvent>&
   return Finish::none;
 }
 
-std::vector<TokenEvent> Engine::step() {
-  std::vector<TokenEvent> out;
+const std::vector<TokenEvent>& Engine::step() {
+  std::vector<TokenEvent>& out = events_;
+  out.clear();
   for (PendingEvent& p : pending_) {
     if (p.on_event) p.on_event(p.event);
     out.push_back(std::move(p.event));
@@ -170,11 +175,11 @@ std::vector<TokenEvent> Engine::step() {
   pending_.clear();
 
   const Clock::time_point now = Clock::now();
-  std::vector<RequestId> expired;
+  expired_.clear();
   for (const auto* list : {&scheduler_.running(), &scheduler_.waiting()})
     for (const auto& s : *list)
-      if (s->req.deadline && *s->req.deadline <= now) expired.push_back(s->id);
-  for (const RequestId id : expired) finish(id, Finish::deadline, {}, out);
+      if (s->req.deadline && *s->req.deadline <= now) expired_.push_back(s->id);
+  for (const RequestId id : expired_) finish(id, Finish::deadline, {}, out);
 
   Stopwatch watch;
   int32_t n_decoding = 0;  // sequences whose next slice is one decode token
@@ -183,7 +188,7 @@ std::vector<TokenEvent> Engine::step() {
   const bool may_draft =
       drafter_ && (!opts_.spec.cost_gate || opts_.spec.draft_min > 0 || gate_.allow(n_decoding));
   const std::vector<RequestId> drafted = may_draft ? propose_drafts() : std::vector<RequestId>{};
-  const std::vector<ScheduledSlice> plan = scheduler_.schedule();
+  const std::vector<ScheduledSlice>& plan = scheduler_.schedule();
   if (plan.empty()) return out;
   const size_t n_events_before = out.size();
 
@@ -204,7 +209,8 @@ std::vector<TokenEvent> Engine::step() {
   logits_.resize(static_cast<size_t>(n_logits) * n_vocab);
   const Status st = model_.forward(batch_, store_, logits_);
 
-  std::vector<std::pair<RequestId, Finish>> done;
+  std::vector<std::pair<RequestId, Finish>>& done = done_;
+  done.clear();
   size_t row = 0;
   for (const ScheduledSlice& sl : plan) {
     Sequence& s = *sl.seq;

@@ -87,8 +87,10 @@ class Engine {
   // max_new_tokens < 0, prompt + max_new_tokens beyond the context or the whole KV pool, stop
   // strings without a tokenizer.
   Result<RequestId> add_request(Request req);
-  // Runs one step; returns its events (each also passed to its request's on_event).
-  std::vector<TokenEvent> step();
+  // Runs one step; returns its events (each also passed to its request's on_event), valid until
+  // the next step(). A warm decode step allocates nothing (tests/engine/test_engine_allocations.cpp):
+  // buffers are reused and a request's token and block vectors are reserved at admission.
+  const std::vector<TokenEvent>& step();
   // Ends the request now (its blocks are freed); its finishing event comes with the next
   // step(). False when the id is unknown or already finished.
   bool cancel(RequestId id);
@@ -137,6 +139,10 @@ class Engine {
   SpecGate gate_;                     // pauses speculation while it is slower than plain decoding
   int64_t spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0, spec_verify_steps_ = 0;
   std::vector<int32_t> commit_buf_;
+  // Reused by step(): its events, expired and finished requests.
+  std::vector<TokenEvent> events_;
+  std::vector<RequestId> expired_;
+  std::vector<std::pair<RequestId, Finish>> done_;
 };
 
 }  // namespace edgelm::engine

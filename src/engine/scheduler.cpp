@@ -58,8 +58,9 @@ void Scheduler::preempt(size_t running_index) {
   insert_waiting(std::move(seq));
 }
 
-std::vector<ScheduledSlice> Scheduler::schedule() {
-  std::vector<ScheduledSlice> plan;
+const std::vector<ScheduledSlice>& Scheduler::schedule() {
+  std::vector<ScheduledSlice>& plan = plan_;
+  plan.clear();
   int32_t budget = opts_.max_batch_tokens;
 
   // Running sequences first: a decode token each, or the next chunk of their prompt.

@@ -89,8 +89,9 @@ class Scheduler {
   Sequence* find(RequestId id);
 
   // Plans one step and reserves the KV room of every slice (commit or cancel them after the
-  // forward). Empty when nothing can run.
-  std::vector<ScheduledSlice> schedule();
+  // forward). Empty when nothing can run. The plan lives in the scheduler (reused, so a warm
+  // step allocates nothing) and is valid until the next schedule().
+  const std::vector<ScheduledSlice>& schedule();
   // Feeds the adaptive batch cap with the duration of the step just run.
   void observe_step(double step_ms);
 
@@ -113,6 +114,7 @@ class Scheduler {
   int64_t n_preemptions_ = 0;
   std::vector<std::unique_ptr<Sequence>> running_;  // in priority, arrival order
   std::vector<std::unique_ptr<Sequence>> waiting_;  // in priority, arrival order
+  std::vector<ScheduledSlice> plan_;                // the last schedule()
 };
 
 }  // namespace edgelm::engine

@@ -7,6 +7,8 @@
 #include <optional>
 #include <utility>
 
+#include <sys/mman.h>
+
 #include "kernels/fp16.h"
 #include "kernels/quants_legacy.h"
 
@@ -85,6 +87,13 @@ Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_bloc
   s.n_bytes_ = *total;
   s.data_.reset(static_cast<std::byte*>(::operator new(s.n_bytes_, kAlign, std::nothrow)));
   if (!s.data_) return make_error("KV cache: cannot allocate {} bytes ({} blocks)", s.n_bytes_, n_blocks);
+  // Attention walks a sequence's blocks, which lie block_bytes apart: with 4 KiB pages every
+  // block of every layer is a TLB miss. Ask for transparent huge pages (best effort: ignored
+  // where THP is off, and the region's unaligned ends keep small pages).
+  constexpr size_t kHuge = size_t{2} << 20;
+  const auto begin = (reinterpret_cast<uintptr_t>(s.data_.get()) + kHuge - 1) & ~(kHuge - 1);
+  const auto end = (reinterpret_cast<uintptr_t>(s.data_.get()) + s.n_bytes_) & ~(kHuge - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
   return s;
 }
 

@@ -24,6 +24,9 @@ void apply_penalties(std::span<float> logits, std::span<const TokenId> history,
 
   // Counting by sorting a copy of the window avoids a [n_vocab] count array (600 KB to clear per
   // token at 150k vocab) and a hash map; windows are small (64 by default).
+  // assign() would grow the buffer to exactly the window, i.e. on every token while the window
+  // fills up; grow geometrically instead so a sequence's steps stop allocating.
+  if (scratch.capacity() < window.size()) scratch.reserve(std::max<size_t>(window.size(), 2 * scratch.capacity()));
   scratch.assign(window.begin(), window.end());
   std::sort(scratch.begin(), scratch.end());
 

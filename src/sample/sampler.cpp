@@ -67,6 +67,9 @@ PenaltyParams penalty_params(const SamplingParams& p) {
 Sampler::Sampler(SamplingParams params) : params_(std::move(params)), rng_(params_.seed) {
   const Status st = validate(params_);
   EDGELM_CHECK(st.ok(), "Sampler built from invalid params: ", st.ok() ? "" : st.error().message);
+  // A fixed window's scratch at its full size now, so that steps never grow it.
+  if (params_.penalty_last_n > 0 && !penalties_are_off(penalty_params(params_)))
+    penalty_scratch_.reserve(static_cast<size_t>(params_.penalty_last_n));
 }
 
 void Sampler::reseed(uint64_t seed) { rng_.seed(seed); }

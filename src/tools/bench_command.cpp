@@ -1,7 +1,8 @@
-// `edgelm bench`: prefill and decode throughput of a model (llama-bench style), with the
-// effective weight bandwidth of each test and its fraction of the machine's measured read
-// bandwidth. `--membw` only measures the bandwidth; `--concurrency` benchmarks the batching
-// engine instead (bench_concurrency.h).
+// `edgelm bench`: prefill and decode throughput of a model (llama-bench style) through the
+// batching engine that serve runs (paged KV of --kv-type, default f16; bench_engine.h), at
+// context depths -d, with the effective weight bandwidth of each test and its fraction of the
+// machine's measured read bandwidth. `--membw` only measures the bandwidth; `--concurrency`
+// benchmarks the engine under N simultaneous requests instead (bench_concurrency.h).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "kernels/isa.h"
 #include "model/model.h"
 #include "tools/bench_concurrency.h"
+#include "tools/bench_engine.h"
 #include "tools/command.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/membw.h"
@@ -28,6 +30,7 @@ struct BenchOptions {
   std::string tokenizer_path;
   int n_prompt = 128;
   int n_gen = 32;
+  std::string depths = "0";  // -d: context already in the KV, e.g. "0,2048"
   int threads = 0;
   std::string cpu_affinity;
   int reps = 5;
@@ -42,7 +45,8 @@ struct BenchOptions {
 };
 
 struct TestResult {
-  std::string test;                     // "pp128", "tg32"
+  std::string test;                     // "pp128", "tg32", "tg32@d2048"
+  int n_depth = 0;
   double median = 0, min = 0, max = 0;  // tok/s
   double gb_s = 0, bw_fraction = 0;
 };
@@ -112,9 +116,6 @@ int run(const BenchOptions& o) {
   auto loaded = model::Model::load(std::move(file).value());
   if (!loaded.ok()) return report_error(loaded.error());
   const model::Model& m = **loaded;
-  const auto& cfg = m.config();
-  if (o.n_prompt + o.n_gen > cfg.n_ctx_train && o.n_prompt > cfg.n_ctx_train)
-    return report_error(make_error("-p {} exceeds the model's context of {}", o.n_prompt, cfg.n_ctx_train));
   engine::DraftModel draft;  // outlives the engine benchmark
   if (!o.concurrency.empty()) {
     ConcurrencyBenchOptions c;
@@ -139,38 +140,24 @@ int run(const BenchOptions& o) {
   const double membw = o.membw_gbs > 0 ? o.membw_gbs : measure_read_bandwidth(pool, o.membw_mib << 20).gb_per_s;
   const double bytes_per_token = static_cast<double>(m.weights().n_bytes_per_token);
 
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<int> tok(0, cfg.n_vocab - 1);
-  std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));
-  const int n_ctx = std::max(o.n_prompt, o.n_gen) + 1;
+  EngineBenchOptions eb;
+  eb.n_prompt = o.n_prompt;
+  eb.n_gen = o.n_gen;
+  eb.reps = o.reps;
+  auto depths = parse_depths(o.depths);
+  if (!depths.ok()) return report_error(depths.error());
+  eb.depths = *depths;
+  auto eo = engine_options(o.engine);
+  if (!eo.ok()) return report_error(eo.error());
+  eb.engine = *eo;
+  auto runs = run_engine_bench(eb, m, pool);
+  if (!runs.ok()) return report_error(runs.error());
   std::vector<TestResult> results;
-
-  auto measure = [&](int n_tokens, bool batched) -> Result<std::vector<double>> {
-    std::vector<double> rates;
-    for (int rep = -1; rep < o.reps; ++rep) {  // rep -1 warms caches and page tables
-      model::KvCache cache(cfg, n_ctx);
-      std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
-      for (auto& t : tokens) t = tok(rng);
-      Stopwatch watch;
-      if (batched) {
-        EDGELM_TRY_STATUS(m.forward(tokens, cache, logits, pool));
-      } else {
-        for (const int32_t t : tokens) EDGELM_TRY_STATUS(m.forward(std::span(&t, 1), cache, logits, pool));
-      }
-      if (rep >= 0) rates.push_back(n_tokens / watch.seconds());
-    }
-    return rates;
-  };
-  if (o.n_prompt > 0) {
-    auto rates = measure(o.n_prompt, true);
-    if (!rates.ok()) return report_error(rates.error());
-    results.push_back(summarize("pp" + std::to_string(o.n_prompt), *rates, bytes_per_token, membw));
+  for (auto& r : *runs) {
+    results.push_back(summarize(r.test, r.rates, bytes_per_token, membw));
+    results.back().n_depth = r.n_depth;
   }
-  if (o.n_gen > 0) {
-    auto rates = measure(o.n_gen, false);
-    if (!rates.ok()) return report_error(rates.error());
-    results.push_back(summarize("tg" + std::to_string(o.n_gen), *rates, bytes_per_token, membw));
-  }
+  const std::string kv_type(kv::kv_type_name(eb.engine.kv_type));
 
   if (o.output == "json") {
     nlohmann::json out = nlohmann::json::array();
@@ -186,13 +173,16 @@ int run(const BenchOptions& o) {
                      {"bw_fraction", r.bw_fraction},
                      {"membw_gb_s", membw},
                      {"reps", o.reps},
+                     {"kv_type", kv_type},
                      {"isa", kernels::isa_name(kernels::active_isa())}});
+      if (r.n_depth > 0) out.back()["n_depth"] = r.n_depth;
     }
     std::printf("%s\n", out.dump(2).c_str());
   } else {
-    std::printf("model: %s (%s, %.1f MiB read per token), kernels %s, memory read bandwidth %.2f GB/s, %d reps\n\n",
-                o.model_path.c_str(), type.c_str(), bytes_per_token / (1024.0 * 1024.0),
-                std::string(kernels::isa_name(kernels::active_isa())).c_str(), membw, o.reps);
+    std::printf(
+        "model: %s (%s, %.1f MiB read per token), kernels %s, %s KV, memory read bandwidth %.2f GB/s, %d reps\n\n",
+        o.model_path.c_str(), type.c_str(), bytes_per_token / (1024.0 * 1024.0),
+        std::string(kernels::isa_name(kernels::active_isa())).c_str(), kv_type.c_str(), membw, o.reps);
     std::printf("| type | threads | test | tok/s (median) | min | max | GB/s | of bandwidth |\n");
     std::printf("|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : results) {
@@ -216,6 +206,10 @@ CommandRunner add_bench_command(CLI::App& app) {
   cmd->add_option("-n,--n-gen", o->n_gen, "Tokens of the decode test (0: skip)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-d,--n-depth", o->depths,
+                  "Context depths: run the tests after this many tokens already in the KV, e.g. 0,2048 "
+                  "(the context is sized to depth + p + n, past the model's trained length if need be)")
+      ->capture_default_str();
   add_thread_options(cmd, o->threads, o->cpu_affinity);
   cmd->add_option("-r,--reps", o->reps, "Repetitions per test")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("-o,--output", o->output, "Output format")

@@ -1,6 +1,7 @@
 // Batch attention over the paged store (engine/batch_attention.h) against the scalar oracle
 // model::attention_head run on the rows the store decodes to f32 (KvStore::read_k / read_v):
-// f32, f16 and q8_0 stores; MHA, GQA (also groups of more than 8 query heads); head dims that
+// f32, f16 and q8_0 stores; MHA, GQA (also groups of more than 8 query heads, and more KV
+// heads than one kernel call takes); head dims that
 // are and are not multiples of 8 or 32; contexts that cross block boundaries in shuffled block
 // tables; split-K on (small chunks, many folds) and off; 1 and 3 threads; the AVX2 kernel and
 // the scalar one. Since both sides read the same decoded values, the only difference is float
@@ -87,7 +88,7 @@ struct Fixture {
     ThreadPool pool(n_threads);
     const auto n = static_cast<int64_t>(tok_seq.size());
     std::vector<float> out(q.size(), NAN);
-    attention_plan(s, n, tok_pos.data(), c.n_head_kv, c.n_gqa(), c.head_dim, pool.n_threads());
+    attention_plan(s, n, tok_pos.data(), c.n_head, c.head_dim, pool.n_threads());
     const AttnLayer a{*store, layer, seqs.data(), tok_seq.data(), tok_pos.data(), q.data(), out.data(),
                       c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), k};
     attention_run(a, s, pool);
@@ -149,7 +150,7 @@ class BatchAttention : public ::testing::TestWithParam<Case> {};
 
 TEST_P(BatchAttention, MatchesScalarAttentionHeadOverDecodedRows) {
   const Case& tc = GetParam();
-  // Contexts: one position, inside one block, across blocks, and past the default split (256).
+  // Contexts: one position, inside one block, across blocks, and past the default split (128).
   Fixture f(tc.shape, tc.type, {1, 13, 40, 301}, 5);
   const std::vector<float> ref = f.reference(1);
   const float bound = 2e-5f * f.max_abs_v;
@@ -201,7 +202,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"f16_d20_not_x8", {6, 2, 20}, KvType::f16},
                       Case{"q8_0_d20_not_x8", {16, 8, 20}, KvType::q8_0},
                       Case{"f16_gqa10_over_8_heads", {20, 2, 32}, KvType::f16},
-                      Case{"f32_gqa8_d64_tinyllama", {32, 4, 64}, KvType::f32}),
+                      Case{"f32_gqa8_d64_tinyllama", {32, 4, 64}, KvType::f32},
+                      Case{"f16_mha_80_kv_heads_over_one_call", {80, 80, 8}, KvType::f16}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

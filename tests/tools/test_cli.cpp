@@ -131,6 +131,22 @@ TEST(Cli, BenchReportsEveryField) {
     EXPECT_GT(t.at("gb_s").get<double>(), 0.0);
     EXPECT_GT(t.at("bw_fraction").get<double>(), 0.0);
   }
+  // Depth rows: the engine's context is sized past the model's trained 512 positions.
+  auto d = edgelm({"bench", "-m", model("stories260K-f32.gguf"), "-p", "8", "-n", "2", "-d", "0,600", "-r", "1", "-t",
+                   "1", "-o", "json", "--membw-gbs", "10", "--kv-type", "q8_0"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const auto jd = nlohmann::json::parse(d.out);
+  ASSERT_EQ(jd.size(), 4u);
+  EXPECT_EQ(jd[0].at("test"), "pp8");
+  EXPECT_FALSE(jd[0].contains("n_depth"));
+  EXPECT_EQ(jd[2].at("test"), "pp8@d600");
+  EXPECT_EQ(jd[3].at("test"), "tg2@d600");
+  for (const auto& t : jd) {
+    EXPECT_EQ(t.at("kv_type"), "q8_0");
+    EXPECT_GT(t.at("tok_s").get<double>(), 0.0);
+  }
+  EXPECT_EQ(jd[3].at("n_depth"), 600);
+  expect_clean_error(edgelm({"bench", "-m", model("stories260K-f32.gguf"), "-d", "5,x"}), "-d: 'x'");
   auto md = edgelm({"bench", "-m", model("stories260K-f16.gguf"), "-p", "8", "-n", "2", "-r", "1", "--membw-gbs", "10"});
   ASSERT_EQ(md.exit_code, 0) << md.err;
   EXPECT_NE(md.out.find("| F16 | "), std::string::npos) << md.out;

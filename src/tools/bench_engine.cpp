@@ -1,0 +1,126 @@
+#include "tools/bench_engine.h"
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+#include "core/timer.h"
+
+namespace edgelm::tools {
+namespace {
+
+using engine::Clock;
+
+struct Bench {
+  const EngineBenchOptions& o;
+  engine::Engine& eng;
+  std::mt19937 rng{1234};
+  int32_t n_vocab = 0;
+
+  std::vector<int32_t> random_tokens(int n) {
+    std::uniform_int_distribution<int32_t> tok(1, n_vocab - 1);
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = tok(rng);
+    return t;
+  }
+
+  // Runs one request to its end. first / last: when its first and last tokens came; computed:
+  // prompt tokens that were not served by the prefix cache.
+  struct Run {
+    Clock::time_point submitted, first, last;
+    int32_t computed = 0;
+  };
+  Result<Run> run(std::vector<int32_t> prompt, int n_new) {
+    engine::Request r;
+    const auto n_prompt = static_cast<int32_t>(prompt.size());
+    r.prompt = std::move(prompt);
+    r.sampling.temperature = 0.0f;
+    r.max_new_tokens = n_new;
+    r.stop_at_eog = false;
+    Run out;
+    out.submitted = Clock::now();
+    EDGELM_TRY_STATUS(eng.add_request(std::move(r)));
+    bool first = true;
+    while (eng.has_work()) {
+      for (const engine::TokenEvent& ev : eng.step()) {
+        const Clock::time_point now = Clock::now();
+        if (ev.finish == engine::Finish::error) return make_error("{}", ev.error);
+        if (ev.finish != engine::Finish::none) out.computed = n_prompt - ev.n_prompt_cached;
+        if (ev.token < 0) continue;
+        if (first) out.first = now;
+        first = false;
+        out.last = now;
+      }
+    }
+    return out;
+  }
+};
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+}  // namespace
+
+Result<std::vector<int>> parse_depths(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t pos = 0;
+      const int v = std::stoi(item, &pos);
+      if (pos != item.size() || v < 0 || v > (1 << 20)) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return make_error("-d: '{}' is not a depth in [0, 1048576] (example: 0,512,2048)", item);
+    }
+  }
+  if (out.empty()) return make_error("-d needs at least one depth (example: 0,2048)");
+  return out;
+}
+
+Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions& o, const model::Model& m,
+                                                         ThreadPool& pool) {
+  engine::ModelRunner runner(m, pool);
+  std::vector<EngineBenchResult> results;
+  for (const int d : o.depths) {
+    engine::EngineOptions eo = o.engine;
+    eo.n_ctx = d + std::max(o.n_prompt, 1) + o.n_gen + 1;
+    eo.scheduler.target_step_ms = 0;  // no adaptive cap: one request at a time
+    // Room for the depth's cached blocks and a request over them, twice over for copy-on-write
+    // and block rounding.
+    const size_t need = kv::kv_bytes_per_token(m.config(), eo.kv_type) *
+                        (2 * static_cast<size_t>(eo.n_ctx) + 4 * static_cast<size_t>(eo.block_size));
+    eo.kv_memory_bytes = std::max(eo.kv_memory_bytes, need);
+    EDGELM_TRY(auto eng, engine::Engine::create(runner, nullptr, eo));
+    Bench b{o, *eng};
+    b.n_vocab = m.config().n_vocab;
+    const std::vector<int32_t> depth = b.random_tokens(d);
+    if (d > 0) EDGELM_TRY_STATUS(b.run(depth, 1));  // fills the KV (and the prefix cache)
+    const std::string at = d > 0 ? "@d" + std::to_string(d) : "";
+    if (o.n_prompt > 0) {
+      EngineBenchResult r{"pp" + std::to_string(o.n_prompt) + at, d, o.n_prompt, {}};
+      for (int rep = -1; rep < o.reps; ++rep) {
+        std::vector<int32_t> prompt = depth;
+        const std::vector<int32_t> fresh = b.random_tokens(o.n_prompt);
+        prompt.insert(prompt.end(), fresh.begin(), fresh.end());
+        EDGELM_TRY(const auto run, b.run(std::move(prompt), 1));
+        r.n_tokens = run.computed;
+        if (rep >= 0) r.rates.push_back(run.computed / seconds(run.submitted, run.first));
+      }
+      results.push_back(std::move(r));
+    }
+    if (o.n_gen > 0) {
+      EngineBenchResult r{"tg" + std::to_string(o.n_gen) + at, d, o.n_gen, {}};
+      for (int rep = -1; rep < o.reps; ++rep) {
+        std::vector<int32_t> prompt = depth;
+        prompt.push_back(b.random_tokens(1)[0]);
+        EDGELM_TRY(const auto run, b.run(std::move(prompt), o.n_gen + 1));
+        if (rep >= 0) r.rates.push_back(o.n_gen / seconds(run.first, run.last));
+      }
+      results.push_back(std::move(r));
+    }
+  }
+  return results;
+}
+
+}  // namespace edgelm::tools

@@ -1,0 +1,42 @@
+// `edgelm bench -p/-n/-d`: prefill and decode speed through the batching engine (paged KV of
+// --kv-type, the forward that serve runs), after DEPTH tokens of context already in the KV.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+namespace edgelm::tools {
+
+struct EngineBenchOptions {
+  int n_prompt = 128;          // pp test: prompt tokens (0: skip)
+  int n_gen = 32;              // tg test: decode steps (0: skip)
+  std::vector<int> depths{0};  // context already in the KV before each test
+  int reps = 5;
+  engine::EngineOptions engine;  // kv_type etc.; n_ctx and kv_memory_bytes are sized here
+};
+
+struct EngineBenchResult {
+  std::string test;  // "pp512", "tg32", "pp512@d2048", "tg32@d2048"
+  int n_depth = 0;
+  int n_tokens = 0;            // tokens computed per rep (prompt tokens, or decode steps)
+  std::vector<double> rates;   // tok/s of each rep
+};
+
+// Per depth d: a request of d random tokens fills the KV once (untimed; its blocks stay in the
+// prefix cache). pp: a request of those d tokens plus n_prompt fresh ones, timed from submission
+// to its first token, so only the n_prompt tokens are computed (d rounded down to whole KV
+// blocks is reused; the tokens actually computed are counted). tg: a request of the d tokens plus
+// one, timed over n_gen decode steps after its first token. The engine's context is d + p + n
+// (+1), past the model's trained length if need be. One untimed warm-up rep per test.
+Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions& o, const model::Model& m,
+                                                         ThreadPool& pool);
+
+// "0,512,2048" -> {0, 512, 2048}; every depth >= 0.
+Result<std::vector<int>> parse_depths(const std::string& text);
+
+}  // namespace edgelm::tools
