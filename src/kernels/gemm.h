@@ -51,9 +51,22 @@ struct GemmKernel {
   // that start on a multiple of kGemmRowTile waste no work.
   void (*run)(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
               int64_t ldo, uint8_t* scratch);
+
+  // Load-time packing (all null / 0 where the kernel has none): the weights rearranged once
+  // into the kernel's interleaved layout (about the stored size), so that every matmul, one
+  // token included, streams them once without unpacking per call.
+  int64_t packed_row_group = 0;  // rows per interleaved group; pack and run ranges start on one
+  // Bytes of the packed form of a [rows, cols] matrix.
+  size_t (*packed_weight_bytes)(int64_t rows, int64_t cols) = nullptr;
+  // Packs rows [r0, r1) of w into dst (the whole packed matrix); r0 a multiple of packed_row_group.
+  void (*pack_weights)(const GemmWeights& w, int64_t r0, int64_t r1, uint8_t* dst) = nullptr;
+  // As run(), from the packed matrix pw of a [rows, cols] matrix; r0 a multiple of packed_row_group.
+  void (*run_packed)(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t* packed, int64_t n_tok, int64_t r0,
+                     int64_t r1, float* out, int64_t ldo) = nullptr;
 };
 
-// Weight rows processed together by run(); parallel splits should be multiples of it.
+// Weight rows processed together by run(); parallel splits should be multiples of it (and it is
+// a multiple of every packed_row_group).
 constexpr int64_t kGemmRowTile = 16;
 
 }  // namespace edgelm::kernels

@@ -80,6 +80,16 @@ inline VF vf_fnmadd(VF a, VF b, VF c) { return _mm512_fnmadd_ps(a, b, c); }
 inline void vf_store_rows(float* out, VF v, int n_rows) {
   _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n_rows) - 1), v);
 }
+inline VI vi_and(VI a, VI b) { return _mm512_and_si512(a, b); }
+inline VI vi_or(VI a, VI b) { return _mm512_or_si512(a, b); }
+inline VI vi_srl16(VI a, int n) { return _mm512_srl_epi16(a, _mm_cvtsi32_si128(n)); }
+inline VI vi_sll16(VI a, int n) { return _mm512_sll_epi16(a, _mm_cvtsi32_si128(n)); }
+inline VI vi_set1_8(char c) { return _mm512_set1_epi8(c); }
+inline VI vi_u8_to_32(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline VI vi_s8_to_32(const int8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline VF vf_half(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+// acc += the int32 dot of each lane's 4 u8 weights with the 4 s8 activations of y4.
+inline VI gdot(VI acc, VI w, VI y4) { return _mm512_dpbusd_epi32(acc, w, y4); }
 #else
 constexpr int kRows = 8;  // ymm
 using VI = __m256i;
@@ -91,6 +101,7 @@ inline VI vi_add(VI a, VI b) { return _mm256_add_epi32(a, b); }
 inline VI vi_sub(VI a, VI b) { return _mm256_sub_epi32(a, b); }
 inline VI vi_shl5(VI a) { return _mm256_slli_epi32(a, 5); }
 inline VI vi_madd16(VI a, VI b) { return _mm256_madd_epi16(a, b); }
+inline VI vi_mullo(VI a, VI b) { return _mm256_mullo_epi32(a, b); }
 inline VF vf_load(const float* p) { return _mm256_load_ps(p); }
 inline VF vf_zero() { return _mm256_setzero_ps(); }
 inline VF vf_set1(float v) { return _mm256_set1_ps(v); }
@@ -107,6 +118,24 @@ inline void vf_store_rows(float* out, VF v, int n_rows) {
   alignas(32) float tmp[kRows];
   _mm256_store_ps(tmp, v);
   for (int i = 0; i < n_rows; ++i) out[i] = tmp[i];
+}
+inline VI vi_and(VI a, VI b) { return _mm256_and_si256(a, b); }
+inline VI vi_or(VI a, VI b) { return _mm256_or_si256(a, b); }
+inline VI vi_srl16(VI a, int n) { return _mm256_srl_epi16(a, _mm_cvtsi32_si128(n)); }
+inline VI vi_sll16(VI a, int n) { return _mm256_sll_epi16(a, _mm_cvtsi32_si128(n)); }
+inline VI vi_set1_8(char c) { return _mm256_set1_epi8(c); }
+inline VI vi_u8_to_32(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline VI vi_s8_to_32(const int8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline VF vf_half(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+// acc += the int32 dot of each lane's 4 u8 weights with the 4 s8 activations of y4 (weights
+// <= 63 here, so the maddubs pairs cannot saturate).
+inline VI gdot(VI acc, VI w, VI y4) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, y4), _mm256_set1_epi16(1)));
+}
+// The same for signed weights: |w| . sign(y, w).
+inline VI gdot_s8(VI acc, VI w, VI y4) {
+  const VI p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y4, w));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
 #endif
 constexpr int kHalves = kRows / 8;               // 8-row transposes per group
@@ -221,8 +250,9 @@ struct ActQ8K {
   int16_t b32[8];   // sums of the 8 32-element sub-blocks
   int16_t b16[16];  // the row's bsums (16-element sums)
   int8_t qs[kQK_K];
+  int32_t q6_bias[16];  // -32 * b16: Q6_K's zero point, applied to each 16-element sum
 };
-static_assert(sizeof(ActQ8K) == 320);
+static_assert(sizeof(ActQ8K) == 384);
 
 template <typename Act>
 size_t act_packed_bytes(int64_t cols, int64_t n_tok) {
@@ -263,6 +293,7 @@ void pack_q8_k(const uint8_t* act, size_t act_row_bytes, int64_t cols, int64_t n
       for (int j = 0; j < 8; ++j) out->b32[j] = static_cast<int16_t>(y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
       std::memcpy(out->b16, y[i].bsums, sizeof out->b16);
       std::memcpy(out->qs, y[i].qs, sizeof out->qs);
+      for (int j = 0; j < 16; ++j) out->q6_bias[j] = -32 * y[i].bsums[j];
     }
   }
 }
@@ -662,6 +693,23 @@ inline void run_tail(int n, const WB* wb, int64_t n_wb, const Act* const* y, flo
   }
 }
 
+// All token tiles of one group of rows: out[t * ldo + i] for its rows i < n_rows.
+template <template <int> class Tile, typename WB, typename Act>
+void run_tiles(const WB* wb, int64_t n_wb, const Act* act, int64_t n_act, int64_t n_tok, float* out, int64_t ldo,
+               int n_rows) {
+  int64_t t = 0;
+  for (; t + kTok <= n_tok; t += kTok) {
+    const Act* y[kTok];
+    for (int j = 0; j < kTok; ++j) y[j] = act + (t + j) * n_act;
+    Tile<kTok>::run(wb, n_wb, y, out + t * ldo, ldo, n_rows);
+  }
+  if (t < n_tok) {
+    const Act* y[kTok];
+    for (int j = 0; t + j < n_tok; ++j) y[j] = act + (t + j) * n_act;
+    run_tail<Tile>(static_cast<int>(n_tok - t), wb, n_wb, y, out + t * ldo, ldo, n_rows);
+  }
+}
+
 // Repack each group of kRows rows of [r0, r1), then run its token tiles. n_act: packed
 // activation elements per token; n_wb: what the tile function iterates over (blocks, columns).
 template <typename Act, typename WB, void (*Repack)(const GemmWeights&, int64_t, int, uint8_t*),
@@ -673,17 +721,7 @@ void run_groups(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int6
   for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
     const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
     Repack(w, g0, n_rows, scratch);
-    int64_t t = 0;
-    for (; t + kTok <= n_tok; t += kTok) {
-      const Act* y[kTok];
-      for (int j = 0; j < kTok; ++j) y[j] = act + (t + j) * n_act;
-      Tile<kTok>::run(wb, n_wb, y, out + t * ldo + g0, ldo, n_rows);
-    }
-    if (t < n_tok) {
-      const Act* y[kTok];
-      for (int j = 0; t + j < n_tok; ++j) y[j] = act + (t + j) * n_act;
-      run_tail<Tile>(static_cast<int>(n_tok - t), wb, n_wb, y, out + t * ldo + g0, ldo, n_rows);
-    }
+    run_tiles<Tile>(wb, n_wb, act, n_act, n_tok, out + g0, ldo, n_rows);
   }
 }
 
@@ -751,31 +789,4 @@ void run_float(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64
 }
 
 }  // namespace
-
-// Q8_0: signed with |w| . sign(y, w) on AVX2; biased to w + 128 (offset 128) with VNNI.
-#if EDGELM_GEMM_VNNI
-#define EDGELM_GEMM_Q8_0 pack_q8<BlockQ8_0, false, 128>, legacy_scratch, run_legacy<BlockQ8_0, quants_q8_0_biased, 8, false>
-#else
-#define EDGELM_GEMM_Q8_0 pack_q8<BlockQ8_0, false, 0>, legacy_scratch, run_legacy<BlockQ8_0, quants_q8_0, 0, false>
-#endif
-
-constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
-    {DType::q4_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false, 8>, legacy_scratch,
-     run_legacy<BlockQ4_0, quants_q4_0, 8, false>},
-    {DType::q4_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true, 0>, legacy_scratch,
-     run_legacy<BlockQ4_1, quants_q4_1, 8, true>},
-    {DType::q5_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false, 16>, legacy_scratch,
-     run_legacy<BlockQ5_0, quants_q5<BlockQ5_0>, 4, false>},
-    {DType::q5_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true, 0>, legacy_scratch,
-     run_legacy<BlockQ5_1, quants_q5<BlockQ5_1>, 4, true>},
-    {DType::q8_0, act_packed_bytes<ActQ8>, EDGELM_GEMM_Q8_0},
-    {DType::q4_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<false, BlockQ4_K>},
-    {DType::q5_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<true, BlockQ5_K>},
-    {DType::q6_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_q6_k},
-    {DType::f32, float_packed_bytes<DType::f32>, pack_float<DType::f32>, float_scratch, run_float<DType::f32>},
-    {DType::f16, float_packed_bytes<DType::f16>, pack_float<DType::f16>, float_scratch, run_float<DType::f16>},
-    {DType::bf16, float_packed_bytes<DType::bf16>, pack_float<DType::bf16>, float_scratch, run_float<DType::bf16>},
-};
-#undef EDGELM_GEMM_Q8_0
-
 }  // namespace edgelm::kernels::x86

@@ -64,7 +64,23 @@ void matmul_with(const IsaKernels& isa, const WeightMatrix& w, const float* x, i
     act = scratch.activations.data();
   }
 
-  if (const GemmKernel* gemm = isa.gemm(w.type); gemm != nullptr && n_tok >= kMinGemmTokens) {
+  const GemmKernel* gemm = isa.gemm(w.type);
+  if (w.packed != nullptr && gemm != nullptr && gemm == w.packed_kernel) {
+    scratch.packed.resize(gemm->packed_bytes(w.cols, n_tok));
+    gemm->pack(act, act_row_bytes, w.cols, n_tok, scratch.packed.data());
+    const auto n_tiles = static_cast<size_t>((w.rows + kGemmRowTile - 1) / kGemmRowTile);
+    auto tiles = [&](size_t t0, size_t t1) {
+      const auto r0 = static_cast<int64_t>(t0) * kGemmRowTile;
+      const int64_t r1 = std::min(static_cast<int64_t>(t1) * kGemmRowTile, w.rows);
+      gemm->run_packed(w.packed, w.rows, w.cols, scratch.packed.data(), n_tok, r0, r1, out, w.rows);
+    };
+    if (w.rows * w.cols * n_tok < kMinParallelWork)
+      tiles(0, n_tiles);
+    else
+      pool.parallel_for(n_tiles, tiles);
+    return;
+  }
+  if (gemm != nullptr && n_tok >= kMinGemmTokens) {
     scratch.packed.resize(gemm->packed_bytes(w.cols, n_tok));
     gemm->pack(act, act_row_bytes, w.cols, n_tok, scratch.packed.data());
     const GemmWeights gw{w.data, w.row_bytes, w.rows, w.cols};
@@ -93,6 +109,24 @@ void matmul_with(const IsaKernels& isa, const WeightMatrix& w, const float* x, i
   } else {
     pool.parallel_for(static_cast<size_t>(w.rows), rows_range);
   }
+}
+
+PackedMatrix pack_matrix(const WeightMatrix& w, ThreadPool& pool) { return pack_matrix_with(active_kernels(), w, pool); }
+
+PackedMatrix pack_matrix_with(const IsaKernels& isa, const WeightMatrix& w, ThreadPool& pool) {
+  PackedMatrix p;
+  const GemmKernel* gemm = isa.gemm(w.type);
+  if (gemm == nullptr || gemm->pack_weights == nullptr || w.rows <= 0) return p;
+  p.kernel = gemm;
+  p.n_bytes = gemm->packed_weight_bytes(w.rows, w.cols);
+  p.data.reset(new uint8_t[p.n_bytes]);
+  const GemmWeights gw{w.data, w.row_bytes, w.rows, w.cols};
+  const auto n_tiles = static_cast<size_t>((w.rows + kGemmRowTile - 1) / kGemmRowTile);
+  pool.parallel_for(n_tiles, [&](size_t t0, size_t t1) {
+    gemm->pack_weights(gw, static_cast<int64_t>(t0) * kGemmRowTile,
+                       std::min(static_cast<int64_t>(t1) * kGemmRowTile, w.rows), p.data.get());
+  });
+  return p;
 }
 
 void get_row(const WeightMatrix& w, int64_t r, float* out) {

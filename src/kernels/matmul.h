@@ -7,12 +7,14 @@
 // streams the weights exactly once, a prefill of n tokens reuses each row n times.
 // Rows are split evenly over the thread pool.
 //
-// With n_tok >= kMinGemmTokens and a tile GEMM for the weight type in the active ISA (gemm.h:
-// AMX on CPUs that have it), the same product runs through that kernel instead; its results
-// differ from the vec_dot path by float reassociation only.
+// With n_tok >= kMinGemmTokens and a multi-token GEMM for the weight type in the ISA (gemm.h:
+// AVX2, AVX-512 VNNI, AMX tiles), the same product runs through that kernel instead; with a
+// matrix packed at load for that kernel (pack_matrix), every n_tok does. Their results differ
+// from the vec_dot path by float reassociation only.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/dtype.h"
@@ -29,6 +31,11 @@ struct WeightMatrix {
   int64_t cols = 0;
   const uint8_t* data = nullptr;
   size_t row_bytes = 0;
+  // The same matrix packed at load for a GEMM kernel's interleaved layout (pack_matrix), or
+  // null. matmul uses it whenever the ISA it runs with has that kernel for the type; `data`
+  // stays the oracle's view (and every other ISA's).
+  const uint8_t* packed = nullptr;
+  const GemmKernel* packed_kernel = nullptr;
 
   explicit operator bool() const { return data != nullptr; }
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
@@ -53,6 +60,20 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, Th
 // The same with the kernels of `k` instead of the active ISA's (tests compare ISAs with it).
 void matmul_with(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t n_tok, float* out,
                  ThreadPool& pool, MatmulScratch& scratch);
+
+// A weight matrix packed for a GEMM kernel (see GemmKernel::pack_weights); empty (data null)
+// when the kernel has no packed layout for the type.
+struct PackedMatrix {
+  std::unique_ptr<uint8_t[]> data;
+  size_t n_bytes = 0;
+  const GemmKernel* kernel = nullptr;
+};
+
+// Packs w for the active ISA's GEMM of w.type (rows split over `pool`); set w.packed and
+// w.packed_kernel from the result to have matmul use it.
+PackedMatrix pack_matrix(const WeightMatrix& w, ThreadPool& pool);
+// The same for the GEMM of `k` (tests pack for each ISA).
+PackedMatrix pack_matrix_with(const IsaKernels& k, const WeightMatrix& w, ThreadPool& pool);
 
 // Row r of w as floats ([w.cols]), e.g. an embedding lookup.
 void get_row(const WeightMatrix& w, int64_t r, float* out);

@@ -1,5 +1,11 @@
 #include "model/weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string_view>
+
 #include "kernels/dequantize.h"
 
 namespace edgelm::model {
@@ -62,6 +68,38 @@ class Loader {
   Weights& w_;
 };
 
+// Asks the kernel to reclaim a packed matrix's pages: the kernels read the packed copy. Pages
+// of the file mapping are dropped (anything that still reads `data` faults them back in);
+// MADV_PAGEOUT never discards contents, so buffers a converter filled stay intact. A kernel
+// without it (before Linux 5.4) answers EINVAL and the pages simply stay.
+void release_pages(const WeightMatrix& m) {
+#if defined(MADV_PAGEOUT)
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(m.data) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(m.data) + m.n_bytes()) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+#else
+  (void)m;
+#endif
+}
+
+void pack_matrices(Weights& w) {
+  if (const char* env = std::getenv("EDGELM_PACK"); env != nullptr && std::string_view(env) == "0") return;
+  ThreadPool pool(ThreadPool::hardware_threads());
+  auto pack = [&](WeightMatrix& m) {
+    kernels::PackedMatrix p = kernels::pack_matrix(m, pool);
+    if (p.data == nullptr) return;
+    m.packed = p.data.get();
+    m.packed_kernel = p.kernel;
+    w.n_bytes_packed += p.n_bytes;
+    if (!(w.tied_output && m.data == w.token_embd.data)) release_pages(m);
+    w.packed.push_back(std::move(p));
+  };
+  for (LayerWeights& L : w.layers)
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
+  pack(w.output);
+}
+
 }  // namespace
 
 Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
@@ -101,6 +139,7 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
     EDGELM_TRY(L.w_up, ld.matrix(p + "ffn_up.weight", E, F));
     EDGELM_TRY(L.w_down, ld.matrix(p + "ffn_down.weight", F, E));
   }
+  pack_matrices(w);
   return w;
 }
 

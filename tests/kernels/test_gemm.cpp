@@ -142,7 +142,7 @@ struct Case {
   float act_scale;
 };
 
-void check_gemm(const IsaKernels& isa, DType type, const Case& c, uint32_t seed) {
+void check_gemm(const IsaKernels& isa, DType type, const Case& c, uint32_t seed, bool packed = false) {
   SCOPED_TRACE(std::string(isa_name(isa.isa)) + " " + std::string(dtype_name(type)) + " rows " +
                std::to_string(c.rows) + " cols " + std::to_string(c.cols) + " tokens " + std::to_string(c.n_tok) +
                " data " + std::to_string(static_cast<int>(c.data)));
@@ -152,7 +152,19 @@ void check_gemm(const IsaKernels& isa, DType type, const Case& c, uint32_t seed)
   std::vector<float> got(static_cast<size_t>(c.n_tok * c.rows)), want(got.size());
   ThreadPool pool(2);
   MatmulScratch scratch;
-  matmul_with(isa, m, x.data(), c.n_tok, got.data(), pool, scratch);
+  WeightMatrix mp = m;
+  PackedMatrix pm;
+  if (packed) {  // the load-time layout: the packed copy alone must give the product
+    pm = pack_matrix_with(isa, m, pool);
+    ASSERT_NE(pm.data, nullptr);
+    std::vector<uint8_t> garbage(w.size(), 0xa5);
+    mp.data = garbage.data();  // must not be read
+    mp.packed = pm.data.get();
+    mp.packed_kernel = pm.kernel;
+    matmul_with(isa, mp, x.data(), c.n_tok, got.data(), pool, scratch);
+  } else {
+    matmul_with(isa, m, x.data(), c.n_tok, got.data(), pool, scratch);
+  }
   matmul_with(*isa_kernels(Isa::scalar), m, x.data(), c.n_tok, want.data(), pool, scratch);
 
   const DType act_type = traits_of(type).vec_dot_type;
@@ -194,6 +206,53 @@ TEST(Gemm, MatchesScalarOnTileEdgesAndAdversarialData) {
     for (DType type : kGemmTypes) {
       ASSERT_NE(isa->gemm(type), nullptr);
       for (const Case& c : cases) check_gemm(*isa, type, c, seed++);
+    }
+}
+
+// Matrices packed at load (pack_matrix_with): every token count, one included, goes through the
+// packed layout, and so does every row count (partial last groups).
+TEST(Gemm, PackedWeightsMatchScalar) {
+  const auto isas = gemm_isas();
+  if (isas.empty()) GTEST_SKIP() << "no ISA with GEMM kernels on this CPU";
+  const Case cases[] = {
+      {37, 256, 1, Data::gaussian, 1.0f},       {16, 512, 2, Data::random_bits, 3.0f}, {33, 768, 9, Data::zero_blocks, 1.0f},
+      {5, 256, 17, Data::extreme_scales, 1.0f}, {70, 2560, 3, Data::gaussian, 100.0f}, {1, 256, 1, Data::gaussian, 1.0f},
+  };
+  uint32_t seed = 900;
+  int n_packed = 0;
+  for (const IsaKernels* isa : isas)
+    for (DType type : kGemmTypes) {
+      const GemmKernel* g = isa->gemm(type);
+      if (g == nullptr || g->pack_weights == nullptr) continue;
+      ++n_packed;
+      for (const Case& c : cases) check_gemm(*isa, type, c, seed++, /*packed=*/true);
+    }
+  EXPECT_GT(n_packed, 0);
+}
+
+// The packed product of one token equals the same token inside any batch, bit for bit.
+TEST(Gemm, PackedBatchEqualsSolo) {
+  const auto isas = gemm_isas();
+  if (isas.empty()) GTEST_SKIP() << "no ISA with GEMM kernels on this CPU";
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  for (const IsaKernels* isa : isas)
+    for (DType type : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k}) {
+      SCOPED_TRACE(std::string(isa_name(isa->isa)) + " " + std::string(dtype_name(type)));
+      const std::vector<uint8_t> w = make_weights(type, 40, 512, Data::gaussian, 5);
+      WeightMatrix m{type, 40, 512, w.data(), dtype_row_bytes(type, 512)};
+      const PackedMatrix pm = pack_matrix_with(*isa, m, pool);
+      ASSERT_NE(pm.data, nullptr);
+      m.packed = pm.data.get();
+      m.packed_kernel = pm.kernel;
+      const int64_t n = 11;
+      const std::vector<float> x = test::normal_data(n * 512, 6);
+      std::vector<float> batch(static_cast<size_t>(n * 40)), solo(40);
+      matmul_with(*isa, m, x.data(), n, batch.data(), pool, scratch);
+      for (int64_t t = 0; t < n; ++t) {
+        matmul_with(*isa, m, x.data() + t * 512, 1, solo.data(), pool, scratch);
+        for (int64_t r = 0; r < 40; ++r) ASSERT_EQ(solo[static_cast<size_t>(r)], batch[static_cast<size_t>(t * 40 + r)]);
+      }
     }
 }
 

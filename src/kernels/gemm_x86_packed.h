@@ -1,0 +1,330 @@
+// Load-time packed weights for the x86 multi-token GEMM (gemm.h: pack_weights / run_packed), and
+// the GEMM table of the translation unit that includes this file (gemm_avx2.cpp or
+// gemm_avx512.cpp; see gemm_x86_impl.h for the shared registers, activations and the per-call
+// kernels, and for the linkage rules).
+//
+// Why: the per-call kernels unpack and transpose every weight group on every matmul, which a
+// prefill of many tokens amortizes but a decode step (1 token) or a small batch does not. The
+// packed layouts do that rearrangement once, at load, and keep the stored bit widths, so the
+// packed matrix is about the size of the stored one (Q4_0, Q8_0, Q6_K: exactly; Q4_K: +8%, its
+// mins as int16 pairs), and every matmul, a single token included, streams it once:
+//  - rows are interleaved in groups of kRows (the last group repeats its last row), blocks of a
+//    group follow each other, groups follow each other;
+//  - quants stay packed (nibbles, 6 bits) with 4 elements of a row per 32-bit lane: one load
+//    and a mask or shift gives the lane-interleaved unsigned bytes the dot products take;
+//  - scales stay fp16 (converted per block in registers) and 8-bit sub-block scales.
+// Per block and token, the integer sums are exact and the float epilogue is that of the
+// per-call kernels: the results equal theirs up to float reassociation, and do not depend on
+// how many tokens share the call (batch == solo bit for bit).
+#include "kernels/gemm_x86_impl.h"
+
+namespace edgelm::kernels::x86 {
+namespace {
+
+// ---- Layouts (one block of a group of kRows rows) ------------------------------------------------
+
+struct PQ4_0 {
+  uint8_t qs[4][kGroupBytes];  // dword k of each row: low nibbles = elements 4k.., high = 16 + 4k..
+  uint16_t d[kRows];
+};
+static_assert(sizeof(PQ4_0) == sizeof(BlockQ4_0) * kRows);
+
+struct PQ8_0 {
+  uint8_t qs[8][kGroupBytes];  // dword g of each row (VNNI: biased to w + 128)
+  uint16_t d[kRows];
+};
+static_assert(sizeof(PQ8_0) == sizeof(BlockQ8_0) * kRows);
+
+struct PQ4_K {
+  uint8_t qs[4][8][kGroupBytes];  // chunk c, dword k: low nibbles = sub-block 2c, high = 2c + 1
+  uint8_t sc[8][kRows];           // sub-block scales
+  int16_t mn[4][2 * kRows];       // mins of sub-blocks 2p, 2p + 1 of row r in lanes 2r, 2r + 1
+  uint16_t d[kRows];
+  uint16_t dmin[kRows];
+};
+
+struct PQ6_K {
+  uint8_t ql[2][2][8][kGroupBytes];  // half h, chunk j, dword k: ql[64h + 32j + 4k ..]
+  uint8_t qh[2][8][kGroupBytes];     // half h, dword k: qh[32h + 4k ..]
+  int8_t sc[16][kRows];
+  uint16_t d[kRows];
+};
+static_assert(sizeof(PQ6_K) == sizeof(BlockQ6_K) * kRows);
+
+// kBlock: elements per block of the layout (kQK or kQK_K).
+template <typename PB, int64_t kBlock>
+size_t packed_bytes_of(int64_t rows, int64_t cols) {
+  constexpr int64_t block = kBlock;
+  const int64_t groups = (rows + kRows - 1) / kRows;
+  return static_cast<size_t>(groups * (cols / block)) * sizeof(PB);
+}
+
+inline void copy4(uint8_t* dst, const uint8_t* src) { std::memcpy(dst, src, 4); }
+
+// ---- Packing (at load; rows [r0, r1) with r0 a multiple of kRows) -------------------------------
+
+template <typename BX, typename PB, int64_t kBlock, void (*PackBlock)(const BX* const*, int64_t, PB&)>
+void pack_groups(const GemmWeights& w, int64_t r0, int64_t r1, uint8_t* dst) {
+  const int64_t nb = w.cols / kBlock;
+  auto* out = reinterpret_cast<PB*>(dst) + (r0 / kRows) * nb;
+  for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
+    const BX* rows[kRows];
+    group_rows(w, g0, static_cast<int>(min64(kRows, w.rows - g0)), rows);
+    for (int64_t b = 0; b < nb; ++b) PackBlock(rows, b, *out++);
+  }
+}
+
+void pack_block_q4_0(const BlockQ4_0* const* rows, int64_t b, PQ4_0& o) {
+  for (int i = 0; i < kRows; ++i) {
+    o.d[i] = rows[i][b].d;
+    for (int k = 0; k < 4; ++k) copy4(o.qs[k] + 4 * i, rows[i][b].qs + 4 * k);
+  }
+}
+
+void pack_block_q8_0(const BlockQ8_0* const* rows, int64_t b, PQ8_0& o) {
+  for (int i = 0; i < kRows; ++i) {
+    o.d[i] = rows[i][b].d;
+    for (int g = 0; g < 8; ++g) {
+      uint8_t q[4];
+      std::memcpy(q, rows[i][b].qs + 4 * g, 4);
+      if (EDGELM_GEMM_VNNI)
+        for (uint8_t& v : q) v ^= 0x80;
+      copy4(o.qs[g] + 4 * i, q);
+    }
+  }
+}
+
+void pack_block_q4_k(const BlockQ4_K* const* rows, int64_t b, PQ4_K& o) {
+  for (int i = 0; i < kRows; ++i) {
+    const BlockQ4_K& x = rows[i][b];
+    o.d[i] = x.d;
+    o.dmin[i] = x.dmin;
+    uint8_t sc[8], mn[8];
+    k4_scales(x.scales, sc, mn);
+    for (int s = 0; s < 8; ++s) o.sc[s][i] = sc[s];
+    for (int p = 0; p < 4; ++p) {
+      o.mn[p][2 * i] = mn[2 * p];
+      o.mn[p][2 * i + 1] = mn[2 * p + 1];
+    }
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 8; ++k) copy4(o.qs[c][k] + 4 * i, x.qs + 32 * c + 4 * k);
+  }
+}
+
+void pack_block_q6_k(const BlockQ6_K* const* rows, int64_t b, PQ6_K& o) {
+  for (int i = 0; i < kRows; ++i) {
+    const BlockQ6_K& x = rows[i][b];
+    o.d[i] = x.d;
+    for (int j = 0; j < 16; ++j) o.sc[j][i] = x.scales[j];
+    for (int h = 0; h < 2; ++h)
+      for (int k = 0; k < 8; ++k) {
+        copy4(o.qh[h][k] + 4 * i, x.qh + 32 * h + 4 * k);
+        for (int j = 0; j < 2; ++j) copy4(o.ql[h][j][k] + 4 * i, x.ql + 64 * h + 32 * j + 4 * k);
+      }
+  }
+}
+
+// ---- Tiles over packed blocks --------------------------------------------------------------------
+
+inline void prefetch_block(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
+}
+
+template <int T>
+void tile_packed_q4_0(const PQ4_0* wb, int64_t nb, const ActQ8* const y[T], float* out, int64_t ldo, int n_rows) {
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
+  const VI low4 = vi_set1_8(0x0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_block(wb + b + 4, sizeof(PQ4_0));
+    // One chain per token (chains, float sums and weights fit the register file; out-of-order
+    // execution overlaps the chains of consecutive blocks when T is small). Group g < 4 is the
+    // low nibbles of dword g, g >= 4 the high nibbles of dword g - 4.
+    VI a[T];
+    for (int t = 0; t < T; ++t) a[t] = vi_set1(y[t][b].bias);
+    for (int g = 0; g < 8; ++g) {
+      const VI raw = vi_load(wb[b].qs[g % 4]);
+      const VI q = vi_and(g < 4 ? raw : vi_srl16(raw, 4), low4);
+      for (int t = 0; t < T; ++t) a[t] = gdot(a[t], q, vi_bcast(y[t][b].qs + 4 * g));
+    }
+    const VF d = vf_half(wb[b].d);
+    for (int t = 0; t < T; ++t) facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(a[t]), facc[t]);
+  }
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
+}
+
+template <int T>
+void tile_packed_q8_0(const PQ8_0* wb, int64_t nb, const ActQ8* const y[T], float* out, int64_t ldo, int n_rows) {
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_block(wb + b + 4, sizeof(PQ8_0));
+    VI a[T];  // one chain per token, as for Q4_0
+    for (int t = 0; t < T; ++t) a[t] = vi_set1(y[t][b].bias);
+    for (int g = 0; g < 8; ++g) {
+      const VI w = vi_load(wb[b].qs[g]);
+      for (int t = 0; t < T; ++t) {
+#if EDGELM_GEMM_VNNI
+        a[t] = gdot(a[t], w, vi_bcast(y[t][b].qs + 4 * g));
+#else
+        a[t] = gdot_s8(a[t], w, vi_bcast(y[t][b].qs + 4 * g));
+#endif
+      }
+    }
+    const VF d = vf_half(wb[b].d);
+    for (int t = 0; t < T; ++t) facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(a[t]), facc[t]);
+  }
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
+}
+
+template <int T>
+void tile_packed_q4_k(const PQ4_K* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
+  const VI low4 = vi_set1_8(0x0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    const PQ4_K& w = wb[b];
+    prefetch_block(wb + b + 2, sizeof(PQ4_K));
+    VI acc[T], mins[T];
+    for (int t = 0; t < T; ++t) acc[t] = mins[t] = vi_zero();
+    // One sub-block at a time (one chain per token: accumulators, chains and float sums must
+    // fit the register file together): s = 2c + 1 takes the high nibbles of chunk c.
+    for (int s = 0; s < 8; ++s) {
+      VI a[T];
+      for (int t = 0; t < T; ++t) a[t] = vi_zero();
+      for (int k = 0; k < 8; ++k) {
+        const VI raw = vi_load(w.qs[s / 2][k]);
+        const VI q = vi_and(s % 2 == 0 ? raw : vi_srl16(raw, 4), low4);
+        for (int t = 0; t < T; ++t) a[t] = gdot(a[t], q, vi_bcast(y[t][b].qs + 32 * s + 4 * k));
+      }
+      const VI sc = vi_u8_to_32(w.sc[s]);
+      for (int t = 0; t < T; ++t) acc[t] = vi_add(acc[t], vi_mullo(a[t], sc));
+    }
+    for (int p = 0; p < 4; ++p) {
+      const VI mn = vi_load(w.mn[p]);
+      for (int t = 0; t < T; ++t) mins[t] = vi_add(mins[t], vi_madd16(mn, vi_bcast(y[t][b].b32 + 2 * p)));
+    }
+    const VF d = vf_half(w.d), dmin = vf_half(w.dmin);
+    for (int t = 0; t < T; ++t) {
+      const VF yd = vf_set1(y[t][b].d);
+      facc[t] = vf_fmadd(vf_mul(d, yd), vf_cvt(acc[t]), facc[t]);
+      facc[t] = vf_fnmadd(vf_mul(dmin, yd), vf_cvt(mins[t]), facc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
+}
+
+template <int T>
+void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
+  const VI low4 = vi_set1_8(0x0f), three = vi_set1_8(3);
+  for (int64_t b = 0; b < nb; ++b) {
+    const PQ6_K& w = wb[b];
+    prefetch_block(wb + b + 2, sizeof(PQ6_K));
+    VI acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = vi_zero();
+    // Sub-block s = 4h + kk: low 4 bits from chunk kk & 1 (high nibbles for kk >= 2), top 2
+    // bits from bits 2kk of qh. Its halves (dwords 0-3, 4-7) have scales 2s and 2s + 1; the
+    // activations' q6_bias starts each half's chain at -32 * its sum (q' = q + 32). One chain
+    // per token at a time, so chains, accumulators and float sums fit the register file.
+    for (int h = 0; h < 2; ++h) {
+      for (int kk = 0; kk < 4; ++kk) {
+        const int s = 4 * h + kk;
+        for (int half = 0; half < 2; ++half) {  // 16-element sub-block j = 2s + half, one chain per token
+          const int j = 2 * s + half;
+          VI a[T];
+          for (int t = 0; t < T; ++t) a[t] = vi_set1(y[t][b].q6_bias[j]);
+          for (int k = 4 * half; k < 4 * half + 4; ++k) {
+            const VI ql = vi_load(w.ql[h][kk & 1][k]);
+            const VI nib = vi_and(kk < 2 ? ql : vi_srl16(ql, 4), low4);
+            const VI top = vi_sll16(vi_and(vi_srl16(vi_load(w.qh[h][k]), 2 * kk), three), 4);
+            const VI q = vi_or(nib, top);
+            for (int t = 0; t < T; ++t) a[t] = gdot(a[t], q, vi_bcast(y[t][b].qs + 32 * s + 4 * k));
+          }
+          const VI sc = vi_s8_to_32(w.sc[j]);
+          for (int t = 0; t < T; ++t) acc[t] = vi_add(acc[t], vi_mullo(a[t], sc));
+        }
+      }
+    }
+    const VF d = vf_half(w.d);
+    for (int t = 0; t < T; ++t) facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(acc[t]), facc[t]);
+  }
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
+}
+
+// Groups of kRows rows of [r0, r1) (r0 a multiple of kRows) from the packed matrix.
+template <typename PB, typename Act, template <int> class Tile>
+void run_packed_groups(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t* packed, int64_t n_tok, int64_t r0,
+                       int64_t r1, float* out, int64_t ldo) {
+  constexpr int64_t block = sizeof(Act) == sizeof(ActQ8) ? kQK : kQK_K;
+  const int64_t nb = cols / block;
+  const auto* act = reinterpret_cast<const Act*>(packed);
+  for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
+    const auto* wb = reinterpret_cast<const PB*>(pw) + (g0 / kRows) * nb;
+    run_tiles<Tile>(wb, nb, act, nb, n_tok, out + g0, ldo, static_cast<int>(min64(kRows, r1 - g0)));
+  }
+}
+
+// The tile instantiations per token count (Tile<T> of run_tiles).
+template <int T>
+struct Q4_0Packed {
+  static void run(const PQ4_0* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_q4_0<T>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
+struct Q8_0Packed {
+  static void run(const PQ8_0* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_q8_0<T>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
+struct Q4_KPacked {
+  static void run(const PQ4_K* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_q4_k<T>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
+struct Q6_KPacked {
+  static void run(const PQ6_K* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_q6_k<T>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+
+}  // namespace
+
+// Q8_0: signed with |w| . sign(y, w) on AVX2; biased to w + 128 (offset 128) with VNNI.
+#if EDGELM_GEMM_VNNI
+#define EDGELM_GEMM_Q8_0 \
+  pack_q8<BlockQ8_0, false, 128>, legacy_scratch, run_legacy<BlockQ8_0, quants_q8_0_biased, 8, false>
+#else
+#define EDGELM_GEMM_Q8_0 pack_q8<BlockQ8_0, false, 0>, legacy_scratch, run_legacy<BlockQ8_0, quants_q8_0, 0, false>
+#endif
+
+constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
+    {DType::q4_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false, 8>, legacy_scratch,
+     run_legacy<BlockQ4_0, quants_q4_0, 8, false>, kRows, packed_bytes_of<PQ4_0, kQK>,
+     pack_groups<BlockQ4_0, PQ4_0, kQK, pack_block_q4_0>, run_packed_groups<PQ4_0, ActQ8, Q4_0Packed>},
+    {DType::q4_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true, 0>, legacy_scratch,
+     run_legacy<BlockQ4_1, quants_q4_1, 8, true>},
+    {DType::q5_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false, 16>, legacy_scratch,
+     run_legacy<BlockQ5_0, quants_q5<BlockQ5_0>, 4, false>},
+    {DType::q5_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true, 0>, legacy_scratch,
+     run_legacy<BlockQ5_1, quants_q5<BlockQ5_1>, 4, true>},
+    {DType::q8_0, act_packed_bytes<ActQ8>, EDGELM_GEMM_Q8_0, kRows, packed_bytes_of<PQ8_0, kQK>,
+     pack_groups<BlockQ8_0, PQ8_0, kQK, pack_block_q8_0>, run_packed_groups<PQ8_0, ActQ8, Q8_0Packed>},
+    {DType::q4_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<false, BlockQ4_K>, kRows,
+     packed_bytes_of<PQ4_K, kQK_K>, pack_groups<BlockQ4_K, PQ4_K, kQK_K, pack_block_q4_k>,
+     run_packed_groups<PQ4_K, ActQ8K, Q4_KPacked>},
+    {DType::q5_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<true, BlockQ5_K>},
+    {DType::q6_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_q6_k, kRows, packed_bytes_of<PQ6_K, kQK_K>,
+     pack_groups<BlockQ6_K, PQ6_K, kQK_K, pack_block_q6_k>, run_packed_groups<PQ6_K, ActQ8K, Q6_KPacked>},
+    {DType::f32, float_packed_bytes<DType::f32>, pack_float<DType::f32>, float_scratch, run_float<DType::f32>},
+    {DType::f16, float_packed_bytes<DType::f16>, pack_float<DType::f16>, float_scratch, run_float<DType::f16>},
+    {DType::bf16, float_packed_bytes<DType::bf16>, pack_float<DType::bf16>, float_scratch, run_float<DType::bf16>},
+};
+#undef EDGELM_GEMM_Q8_0
+
+}  // namespace edgelm::kernels::x86
