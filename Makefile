@@ -1,17 +1,27 @@
 # Thin wrapper over scripts/ and CMake presets. The two quick-start commands:
 #   make run    install what is missing, build, and start the server on the default model
-#   make test   install what is missing, build, and run every test (release, ASan/UBSan,
-#               AArch64 NEON kernels under qemu, fuzzing)
+#   make test   install what is missing, build, and run every test (release; ASan/UBSan and
+#               TSan on the folders where they find bugs; AArch64 NEON under qemu; bounded fuzzing)
 SHARED ?= ../shared
 MODEL ?= $(SHARED)/models/stories260K.bin
 TOKENIZER ?= $(SHARED)/models/tok512.bin
 PROMPT ?= Once upon a time
 N ?= 200
 PORT ?= 8080
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 20
 JOBS ?= $(shell nproc)
+# Folders whose tests also run under AddressSanitizer + UBSan: where the memory bugs live
+# (kernels, the paged KV cache, the engine, the server). The rest run in the release build.
+ASAN_DIRS ?= kernels kv engine server serve_units
 
-.PHONY: setup build run generate test test-tsan-server test-release test-asan test-tsan test-aarch64 fuzz format tidy clean
+# Every build goes through ccache (CMakePresets.json). Paths under this checkout are hashed
+# relative to it and the working directory is left out of the hash, so a fresh clone in another
+# folder (CI) reuses the objects of earlier builds on the same machine.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+export CCACHE_MAXSIZE ?= 8G
+
+.PHONY: setup build run generate test test-tsan-server test-release test-asan test-asan-all test-tsan test-aarch64 fuzz format tidy clean
 
 setup:
 	./scripts/setup.sh
@@ -34,6 +44,12 @@ test-release:
 	ctest --preset release -j $(JOBS)
 
 test-asan:
+	cmake --preset asan -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
+	cmake --build --preset asan -j $(JOBS) --target edgelm $(addprefix tests_,$(ASAN_DIRS))
+	ctest --preset asan -j $(JOBS) -L '^dir_($(subst $(eval) ,|,$(strip $(ASAN_DIRS))))$$'
+
+# The whole tree under AddressSanitizer (not part of `make test`).
+test-asan-all:
 	cmake --preset asan -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)

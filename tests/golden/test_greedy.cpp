@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "engine/engine.h"
@@ -14,7 +15,24 @@
 #include "engine/generator.h"
 #include "format/gguf_writer.h"
 #include "format/llama2c.h"
+#include "kernels/isa.h"
 #include "support/test_data.h"
+
+namespace {
+
+// The golden_isa_<name> CTest entries run this binary with EDGELM_ISA=<name>. Where this CPU or
+// build lacks that ISA the kernels would fall back to another one, so every test says SKIPPED
+// instead (CTest reports it as skipped) rather than passing on a path it did not run.
+class RequestedIsa : public testing::Environment {
+ public:
+  void SetUp() override {
+    const edgelm::kernels::IsaChoice choice = edgelm::kernels::choose_isa(std::getenv("EDGELM_ISA"));
+    if (!choice.warning.empty()) GTEST_SKIP() << "EDGELM_ISA not available here: " << choice.warning;
+  }
+};
+const testing::Environment* const kRequestedIsa = testing::AddGlobalTestEnvironment(new RequestedIsa);
+
+}  // namespace
 
 namespace edgelm::engine {
 namespace {
