@@ -235,7 +235,7 @@ const IsaKernels* isa_kernels(Isa isa) {
     }
 #endif
 #if defined(EDGELM_HAVE_NEON_KERNELS) && defined(__aarch64__)
-    case Isa::neon: return &neon::kNeonKernels;
+    case Isa::neon: return &neon::best_neon_kernels();  // the most capable GEMM variant
 #endif
     default: return nullptr;
   }

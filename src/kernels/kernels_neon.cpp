@@ -260,9 +260,31 @@ constexpr IsaKernelRow kRows[] = {
     {DType::q8_k, nullptr, q8_k_from_float},
 };
 
+constinit const IsaKernels kNeonDotprodKernels{Isa::neon, kRows, kNeonDotprodGemms};
+constinit const IsaKernels kNeonI8mmKernels{Isa::neon, kRows, kNeonI8mmGemms};
+
 }  // namespace
 
-constinit const IsaKernels kNeonKernels{Isa::neon, kRows};
+constinit const IsaKernels kNeonKernels{Isa::neon, kRows, kNeonBaseGemms};
+
+const IsaKernels* neon_kernels(NeonLevel level) {
+  if (!neon_level_supported(level)) return nullptr;
+  switch (level) {
+    case NeonLevel::base: return &kNeonKernels;
+    case NeonLevel::dotprod: return &kNeonDotprodKernels;
+    case NeonLevel::i8mm: return &kNeonI8mmKernels;
+  }
+  return nullptr;
+}
+
+const IsaKernels& best_neon_kernels() {
+  static const IsaKernels* const best = [] {
+    for (NeonLevel level : {NeonLevel::i8mm, NeonLevel::dotprod})
+      if (const IsaKernels* k = neon_kernels(level)) return k;
+    return &kNeonKernels;
+  }();
+  return *best;
+}
 
 }  // namespace edgelm::kernels::neon
 

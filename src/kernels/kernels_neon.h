@@ -5,6 +5,12 @@
 // cannot run an instruction the CPU lacks, and the x86 linkage rules (kernels_x86.h) are not
 // needed. It is built only for AArch64 targets (src/kernels/CMakeLists.txt defines
 // EDGELM_HAVE_NEON_KERNELS there), and isa_kernels(Isa::neon) hands out its table.
+//
+// The multi-token GEMMs (gemm_neon.cpp) come in three variants: baseline, dotprod (SDOT) and
+// i8mm (SMMLA). Those two are compiled for their extensions by pragmas on their code only, and
+// are reached only through neon_kernels(level), which checks the CPU first. There are three
+// tables with the same vec_dot rows and one GEMM variant each; isa_kernels(Isa::neon) is
+// best_neon_kernels(), the most capable level this CPU has.
 #pragma once
 
 #include "kernels/isa.h"
@@ -12,7 +18,22 @@
 namespace edgelm::kernels::neon {
 
 #if defined(EDGELM_HAVE_NEON_KERNELS) && defined(__aarch64__)
-extern const IsaKernels kNeonKernels;  // kernels_neon.cpp
+enum class NeonLevel { base, dotprod, i8mm };
+
+// Q8_0, Q4_0, Q4_K, Q6_K in each variant (gemm_neon.cpp).
+inline constexpr int kNeonGemmCount = 4;
+extern const GemmKernel kNeonBaseGemms[kNeonGemmCount];
+extern const GemmKernel kNeonDotprodGemms[kNeonGemmCount];
+extern const GemmKernel kNeonI8mmGemms[kNeonGemmCount];
+
+// True when the CPU (per the kernel's hwcaps) can run the GEMMs of `level`; base always.
+bool neon_level_supported(NeonLevel level);
+
+extern const IsaKernels kNeonKernels;  // baseline GEMMs; kernels_neon.cpp
+// The table whose GEMMs are those of `level`, or nullptr when the CPU lacks that level.
+const IsaKernels* neon_kernels(NeonLevel level);
+// The table of the most capable supported level (decided once).
+const IsaKernels& best_neon_kernels();
 #endif
 
 }  // namespace edgelm::kernels::neon

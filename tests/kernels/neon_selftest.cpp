@@ -12,8 +12,18 @@
 //    scalar vec_dot on random-bit and quantized-Gaussian rows, all-zero blocks, extreme fp16
 //    scales (65504, the smallest normal), 1, 3, 7 blocks and an 11008-element row; the K
 //    formats bit-identical.
-// Prints one line per failure, a summary per group, and "N passed, M failed" last; exits 1 on
-// any failure.
+//  - Multi-token GEMMs (gemm_neon.cpp), each variant the CPU has (baseline, dotprod, i8mm; one
+//    the CPU lacks prints SKIPPED and runs nothing): matmul_with(variant table) against
+//    matmul_with(scalar table), which runs the scalar vec_dot per (row, token), on row counts
+//    that are not multiples of the 4-row group or the 16-row tile, token counts 1..17 (partial
+//    4-token tiles), quantized Gaussians, random bits, all-zero blocks, extreme fp16 scales
+//    (65504, the smallest normal) and large activations; plus direct run() calls on row ranges
+//    that start inside a group. Budget as tests/kernels/test_gemm.cpp: (2 nb + 16) u mag, nb
+//    the sub-blocks of a row (16-element ones for Q6_K).
+// Usage: neon_selftest [--expect LEVEL,...]: each named GEMM level (base, dotprod, i8mm) must be
+// supported by the CPU, so that a CPU model that should have a feature cannot skip it silently.
+// Prints one line per failure, a summary per group, and "N passed, M failed, K skipped" last;
+// exits 1 on any failure.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,8 +34,11 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "kernels/fp16.h"
 #include "kernels/isa.h"
+#include "kernels/kernels_neon.h"
+#include "kernels/matmul.h"
 #include "kernels/quant_traits.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
@@ -33,7 +46,7 @@
 namespace edgelm::kernels {
 namespace {
 
-int g_passed = 0, g_failed = 0;
+int g_passed = 0, g_failed = 0, g_skipped = 0;
 
 void expect(bool ok, const std::string& what) {
   if (ok) {
@@ -353,16 +366,234 @@ void test_vec_dot() {
   }
 }
 
+
+// ---- Multi-token GEMM -------------------------------------------------------------------------
+
+enum class Data { gaussian, random_bits, zero_blocks, extreme_scales };
+
+// A [rows, cols] weight matrix of `type` filled per `data` (as tests/kernels/test_gemm.cpp).
+std::vector<uint8_t> gemm_weights(DType type, int64_t rows, int64_t cols, Data data, uint32_t seed) {
+  const std::vector<float> f = normal_data(rows * cols, seed);
+  const size_t rb = dtype_row_bytes(type, cols);
+  std::vector<uint8_t> w(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) traits_of(type).from_float(f.data() + r * cols, w.data() + r * rb, cols);
+  std::mt19937 rng(seed);
+  const size_t bs = dtype_traits(type).type_size;
+  // Offset of the fp16 super-block / block scale d: first for Q8_0, Q4_0, Q4_K (then dmin), last for Q6_K.
+  const size_t d_at = type == DType::q6_k ? bs - 2 : 0;
+  for (size_t b = 0; b < w.size() / bs; ++b) {
+    uint8_t* blk = w.data() + b * bs;
+    switch (data) {
+      case Data::gaussian: break;
+      case Data::random_bits: {
+        for (size_t i = 0; i < bs; ++i) blk[i] = static_cast<uint8_t>(rng());
+        if (type == DType::q8_0)
+          for (size_t i = 2; i < bs; ++i)
+            if (blk[i] == 0x80) blk[i] = 0x81;  // -128 is outside Q8_0's range
+        const uint16_t d = fp32_to_fp16(0.01f * static_cast<float>(rng() % 100 + 1));
+        std::memcpy(blk + d_at, &d, 2);
+        if (type == DType::q4_k) std::memcpy(blk + 2, &d, 2);
+        break;
+      }
+      case Data::zero_blocks:
+        if (b % 3 == 1) std::memset(blk, 0, bs);
+        break;
+      case Data::extreme_scales: {
+        const uint16_t h = (b % 2 == 0) ? fp32_to_fp16(65504.0f) : uint16_t{0x0400};
+        std::memcpy(blk + d_at, &h, 2);
+        break;
+      }
+    }
+  }
+  return w;
+}
+
+// Per element of a weight row: |w_i| + 2 |min_i| (min_i: Q4_K's dmin * m part).
+std::vector<double> gemm_weight_mag(DType type, const uint8_t* row, int64_t cols) {
+  const std::vector<float> w = dequantize(type, row, cols);
+  std::vector<double> m(static_cast<size_t>(cols));
+  for (int64_t i = 0; i < cols; ++i) {
+    double mn = 0.0;
+    if (type == DType::q4_k) {
+      const auto* b = reinterpret_cast<const BlockQ4_K*>(row) + i / kQK_K;
+      uint8_t sc = 0, mq = 0;
+      k4_get_scale_min(static_cast<int>((i % kQK_K) / 32), b->scales, &sc, &mq);
+      mn = std::fabs(static_cast<double>(fp16_to_fp32(b->dmin)) * mq);
+    }
+    m[static_cast<size_t>(i)] = std::fabs(static_cast<double>(w[static_cast<size_t>(i)])) + 2.0 * mn;
+  }
+  return m;
+}
+
+struct GemmCase {
+  int64_t rows, cols, n_tok;
+  Data data;
+  float act_scale;
+};
+
+struct GemmStats {
+  double worst = 0.0;  // of the budget
+  int cases = 0;
+};
+
+// got: [n_tok, ldo] rows [r0, r1) against the scalar matmul `want` of the same layout.
+void gemm_compare(DType type, const std::vector<uint8_t>& w, const std::vector<float>& x, const GemmCase& c,
+                  const std::vector<float>& got, const std::vector<float>& want, int64_t r0, int64_t r1,
+                  const std::string& label, GemmStats& st) {
+  const DType at = traits_of(type).vec_dot_type;
+  const size_t rb = dtype_row_bytes(type, c.cols);
+  const int64_t block = type == DType::q6_k ? 16 : 32;
+  const double budget_u = 2.0 * static_cast<double>(c.cols / block) + 16.0;
+  std::vector<std::vector<double>> wmag;
+  for (int64_t r = r0; r < r1; ++r) wmag.push_back(gemm_weight_mag(type, w.data() + r * rb, c.cols));
+  double worst = 0.0;
+  std::string first_bad;
+  for (int64_t t = 0; t < c.n_tok; ++t) {
+    std::vector<uint8_t> q(dtype_row_bytes(at, c.cols));
+    traits_of(at).from_float(x.data() + t * c.cols, q.data(), c.cols);
+    const std::vector<float> a = dequantize(at, q.data(), c.cols);
+    for (int64_t r = r0; r < r1; ++r) {
+      double mag = 0.0;
+      for (int64_t i = 0; i < c.cols; ++i)
+        mag += wmag[static_cast<size_t>(r - r0)][static_cast<size_t>(i)] * std::fabs(a[static_cast<size_t>(i)]);
+      const size_t i = static_cast<size_t>(t * c.rows + r);
+      const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+      const double tol = budget_u * std::ldexp(1.0, -24) * mag + 1e-30;
+      if ((!std::isfinite(got[i]) || !(err <= tol)) && first_bad.empty()) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf, ": row %lld token %lld got %.9g want %.9g (err %.3g, tol %.3g)",
+                      static_cast<long long>(r), static_cast<long long>(t), static_cast<double>(got[i]),
+                      static_cast<double>(want[i]), err, tol);
+        first_bad = buf;
+      }
+      if (tol > 1e-30) worst = std::max(worst, err / tol);
+    }
+  }
+  expect(first_bad.empty(), label + first_bad);
+  st.worst = std::max(st.worst, worst);
+  ++st.cases;
+}
+
+std::string gemm_label(const char* level, DType type, const GemmCase& c) {
+  return std::string("neon ") + level + " " + name_of(type) + " gemm " + std::to_string(c.rows) + "x" +
+         std::to_string(c.cols) + " x " + std::to_string(c.n_tok) + " tokens data " +
+         std::to_string(static_cast<int>(c.data));
+}
+
+void check_gemm_case(const IsaKernels& k, const char* level, DType type, const GemmCase& c, uint32_t seed,
+                     ThreadPool& pool, GemmStats& st) {
+  const std::vector<uint8_t> w = gemm_weights(type, c.rows, c.cols, c.data, seed);
+  const WeightMatrix m{type, c.rows, c.cols, w.data(), dtype_row_bytes(type, c.cols)};
+  const std::vector<float> x = normal_data(c.n_tok * c.cols, seed + 1, c.act_scale);
+  std::vector<float> got(static_cast<size_t>(c.n_tok * c.rows), -1.0f), want(got.size());
+  MatmulScratch scratch;
+  matmul_with(k, m, x.data(), c.n_tok, got.data(), pool, scratch);
+  matmul_with(*isa_kernels(Isa::scalar), m, x.data(), c.n_tok, want.data(), pool, scratch);
+  gemm_compare(type, w, x, c, got, want, 0, c.rows, gemm_label(level, type, c), st);
+}
+
+// run() called directly on [r0, r1) (starting inside a 4-row group): those rows, and no others,
+// are written.
+void check_gemm_range(const IsaKernels& k, const char* level, DType type, int64_t r0, int64_t r1, GemmStats& st) {
+  const GemmCase c{29, 512, 7, Data::gaussian, 1.0f};
+  const GemmKernel* g = k.gemm(type);
+  const std::vector<uint8_t> w = gemm_weights(type, c.rows, c.cols, c.data, 77);
+  const size_t rb = dtype_row_bytes(type, c.cols);
+  const std::vector<float> x = normal_data(c.n_tok * c.cols, 78);
+  const DType at = traits_of(type).vec_dot_type;
+  const size_t ab = dtype_row_bytes(at, c.cols);
+  std::vector<uint8_t> act(ab * static_cast<size_t>(c.n_tok));
+  for (int64_t t = 0; t < c.n_tok; ++t) traits_of(at).from_float(x.data() + t * c.cols, act.data() + t * ab, c.cols);
+  std::vector<uint8_t> packed(g->packed_bytes(c.cols, c.n_tok)), scratch(g->scratch_bytes(c.cols) + 64);
+  g->pack(act.data(), ab, c.cols, c.n_tok, packed.data());
+  const float kSentinel = 12345.0f;
+  std::vector<float> got(static_cast<size_t>(c.n_tok * c.rows), kSentinel), want(got.size());
+  auto* s = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  g->run(GemmWeights{w.data(), rb, c.rows, c.cols}, packed.data(), c.n_tok, r0, r1, got.data(), c.rows, s);
+  for (int64_t t = 0; t < c.n_tok; ++t)
+    for (int64_t r = 0; r < c.rows; ++r)
+      want[static_cast<size_t>(t * c.rows + r)] =
+          traits_of(type).vec_dot(c.cols, w.data() + r * rb, act.data() + t * ab);
+  bool untouched = true;
+  for (int64_t t = 0; t < c.n_tok; ++t)
+    for (int64_t r = 0; r < c.rows; ++r)
+      if ((r < r0 || r >= r1) && got[static_cast<size_t>(t * c.rows + r)] != kSentinel) untouched = false;
+  const std::string label = gemm_label(level, type, c) + " run rows [" + std::to_string(r0) + ", " +
+                            std::to_string(r1) + ")";
+  expect(untouched, label + ": wrote outside its row range");
+  gemm_compare(type, w, x, c, got, want, r0, r1, label, st);
+}
+
+void test_gemm(const std::vector<std::string>& expected) {
+  using neon::NeonLevel;
+  const struct {
+    NeonLevel level;
+    const char* name;
+  } levels[] = {{NeonLevel::base, "base"}, {NeonLevel::dotprod, "dotprod"}, {NeonLevel::i8mm, "i8mm"}};
+  const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
+  ThreadPool pool(2);
+  // The active table carries the most capable supported variant.
+  const IsaKernels* best = nullptr;
+  for (const auto& l : levels)
+    if (const IsaKernels* k = neon::neon_kernels(l.level)) best = k;
+  expect(best != nullptr && isa_kernels(Isa::neon) == best, "isa_kernels(neon) has the most capable GEMM variant");
+  for (const auto& l : levels) {
+    const bool want = std::find(expected.begin(), expected.end(), l.name) != expected.end();
+    const IsaKernels* k = neon::neon_kernels(l.level);
+    expect(k != nullptr || !want, std::string("this CPU should support NEON GEMM level ") + l.name);
+    if (k == nullptr) {
+      std::printf("[ SKIPPED ] neon %s gemm: the CPU lacks %s (hwcaps)\n", l.name, l.name);
+      ++g_skipped;
+      continue;
+    }
+    expect(k->gemms.size() == std::size(types), std::string("neon ") + l.name + " has a GEMM per type");
+    for (DType type : types) {
+      const GemmKernel* g = k->gemm(type);
+      expect(g != nullptr, std::string("neon ") + l.name + " gemm for " + name_of(type));
+      if (g == nullptr) continue;
+      const int64_t bs = dtype_traits(type).block_size;
+      const int64_t cols = bs == kQK_K ? 512 : 256;
+      GemmStats st;
+      uint32_t seed = 500 + 31 * static_cast<uint32_t>(type);
+      for (int64_t n_tok = 1; n_tok <= 17; ++n_tok)
+        check_gemm_case(*k, l.name, type, {n_tok % 2 ? 37 : 22, cols, n_tok, Data::gaussian, 1.0f}, seed++, pool, st);
+      const GemmCase more[] = {
+          {13, 3 * cols, 5, Data::random_bits, 3.0f},  {33, cols, 17, Data::random_bits, 1.0f},
+          {7, 3 * cols, 6, Data::zero_blocks, 1.0f},   {19, 2 * cols, 9, Data::extreme_scales, 1.0f},
+          {5, cols, 3, Data::extreme_scales, 100.0f},  {1, cols, 4, Data::gaussian, 1.0f},
+          {3, 11264, 2, Data::gaussian, 1.0f},         {50, 2 * cols, 16, Data::gaussian, 1e3f},
+          {9, bs, 11, Data::random_bits, 1.0f},        {71, 4096 / bs * bs, 8, Data::gaussian, 1.0f},
+      };
+      for (const GemmCase& c : more) check_gemm_case(*k, l.name, type, c, seed++, pool, st);
+      check_gemm_range(*k, l.name, type, 5, 23, st);
+      check_gemm_range(*k, l.name, type, 16, 29, st);
+      std::printf("[ info ] neon %s %s gemm: worst |gemm - scalar| = %.2f of the budget, %d cases\n", l.name,
+                  name_of(type).c_str(), st.worst, st.cases);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace edgelm::kernels
 
-int main() {
+int main(int argc, char** argv) {
   using namespace edgelm::kernels;
+  std::vector<std::string> expected;  // --expect base,dotprod,i8mm
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::string(argv[i]) != "--expect") continue;
+    std::string list = argv[i + 1];
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      expected.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
   test_selection();
   if (isa_kernels(Isa::neon) != nullptr) {
     test_quantizers();
     test_vec_dot();
+    test_gemm(expected);
   }
-  std::printf("%d passed, %d failed\n", g_passed, g_failed);
+  std::printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
   return g_failed == 0 ? 0 : 1;
 }
