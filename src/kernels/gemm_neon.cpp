@@ -1,4 +1,4 @@
-// NEON multi-token GEMM tables (gemm.h) for AArch64: Q8_0, Q4_0, Q4_K and Q6_K in three
+// NEON multi-token GEMM tables (gemm.h) for AArch64: Q8_0, Q4_0, Q4_K, Q6_K and F32 in three
 // variants, one per instruction set, from one body (gemm_neon_impl.h, see there for the method):
 //  - kNeonBaseGemms: baseline ARMv8.0 (vmull_s8 + vpadalq_s16), runs on every AArch64 CPU;
 //  - kNeonDotprodGemms: SDOT, compiled under `#pragma GCC target("arch=armv8.2-a+dotprod")`;
@@ -56,8 +56,8 @@ namespace i8mm {
 }  // namespace i8mm
 #pragma GCC pop_options
 
-static_assert(kNeonGemmCount == 4);
-#define EDGELM_NEON_GEMM_COPY(ns) {ns::kGemms[0], ns::kGemms[1], ns::kGemms[2], ns::kGemms[3]}
+static_assert(kNeonGemmCount == 5);
+#define EDGELM_NEON_GEMM_COPY(ns) {ns::kGemms[0], ns::kGemms[1], ns::kGemms[2], ns::kGemms[3], ns::kGemms[4]}
 constinit const GemmKernel kNeonBaseGemms[kNeonGemmCount] = EDGELM_NEON_GEMM_COPY(base);
 constinit const GemmKernel kNeonDotprodGemms[kNeonGemmCount] = EDGELM_NEON_GEMM_COPY(dotprod);
 constinit const GemmKernel kNeonI8mmGemms[kNeonGemmCount] = EDGELM_NEON_GEMM_COPY(i8mm);

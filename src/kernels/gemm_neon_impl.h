@@ -21,6 +21,8 @@
 // evaluate the scalar kernel's float expression per super-block. The results differ from the
 // scalar vec_dot by float reassociation of the per-block terms only (tests/kernels/neon_selftest.cpp).
 //
+// F32 keeps float lanes: 4 rows x 4 tokens of 4-column FMAs, one reduction per (row, token).
+//
 // Tiles: kTok = 4 tokens per tile; pack() pads the last tile with zero tokens (scale 0), whose
 // outputs are never stored. Rows: any range; a last group of fewer than 4 rows repeats its last
 // row and stores only the rows it has.
@@ -403,6 +405,60 @@ void q6_k_run(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_
   }
 }
 
+// ---- F32 (float activations) ---------------------------------------------------------------------
+
+// Packed: the activation rows as they are, the last tile padded with zero rows: [tiles * kTok][cols].
+size_t f32_packed_bytes(int64_t cols, int64_t n_tok) {
+  return static_cast<size_t>(tiles_of(n_tok) * kTok * cols) * sizeof(float);
+}
+
+void f32_pack(const uint8_t* act, size_t act_row_bytes, int64_t cols, int64_t n_tok, uint8_t* packed) {
+  std::memset(packed, 0, f32_packed_bytes(cols, n_tok));
+  for (int64_t t = 0; t < n_tok; ++t)
+    std::memcpy(packed + static_cast<size_t>(t * cols) * sizeof(float), act + static_cast<size_t>(t) * act_row_bytes,
+                static_cast<size_t>(cols) * sizeof(float));
+}
+
+size_t f32_scratch_bytes(int64_t) { return 0; }
+
+// 4 rows x 4 tokens of float lanes (4 columns each) per step, reduced once at the end; the
+// columns past the last multiple of 4 are added in scalar order after the reduction.
+void f32_run(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
+             int64_t ldo, uint8_t*) {
+  const int64_t cols = w.cols, c4 = cols / 4 * 4;
+  const auto* x = reinterpret_cast<const float*>(packed);
+  for (int64_t g = r0; g < r1; g += kRows) {
+    const int n_rows = static_cast<int>(r1 - g < kRows ? r1 - g : kRows);
+    const float* rows[kRows];
+    for (int r = 0; r < kRows; ++r)
+      rows[r] = reinterpret_cast<const float*>(w.data +
+                                               static_cast<size_t>(g + (r < n_rows ? r : n_rows - 1)) * w.row_bytes);
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kTok) {
+      const float* xt = x + t0 * cols;
+      float32x4_t acc[kRows][kTok];
+      for (auto& a : acc)
+        for (float32x4_t& v : a) v = vdupq_n_f32(0.0f);
+      for (int64_t i = 0; i < c4; i += 4) {
+        float32x4_t wr[kRows], xv[kTok];
+        for (int r = 0; r < kRows; ++r) wr[r] = vld1q_f32(rows[r] + i);
+        for (int t = 0; t < kTok; ++t) xv[t] = vld1q_f32(xt + t * cols + i);
+        for (int r = 0; r < kRows; ++r)
+          for (int t = 0; t < kTok; ++t) acc[r][t] = vfmaq_f32(acc[r][t], wr[r], xv[t]);
+      }
+      for (int t = 0; t < kTok && t0 + t < n_tok; ++t) {
+        float32x4_t v = vpaddq_f32(vpaddq_f32(acc[0][t], acc[1][t]), vpaddq_f32(acc[2][t], acc[3][t]));
+        if (c4 < cols) {
+          float tail[kRows] = {};
+          for (int r = 0; r < kRows; ++r)
+            for (int64_t i = c4; i < cols; ++i) tail[r] += rows[r][i] * xt[t * cols + i];
+          v = vaddq_f32(v, vld1q_f32(tail));
+        }
+        store_rows(out + (t0 + t) * ldo + g, v, n_rows);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // The GEMM rows of this variant (gemm_neon.cpp gathers them into the tables).
@@ -413,4 +469,5 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
      legacy_run<BlockQ4_0, unpack_q4_0>},
     {DType::q4_k, q8_k_packed_bytes, q8_k_pack, q4_k_scratch_bytes, q4_k_run},
     {DType::q6_k, q8_k_packed_bytes, q8_k_pack, q6_k_scratch_bytes, q6_k_run},
+    {DType::f32, f32_packed_bytes, f32_pack, f32_scratch_bytes, f32_run},
 };

@@ -1,6 +1,8 @@
 // NEON (AArch64, baseline ARMv8.0 Advanced SIMD) kernels: vec_dot for F32, Q4_0, Q8_0, Q4_K and
 // Q6_K, and the activation quantizers of Q8_0 and Q8_K. Other types fall back to the scalar
-// traits rows (kernel_or_scalar in isa.h).
+// traits rows (kernel_or_scalar in isa.h). The same rows make three tables, one per GEMM
+// variant of gemm_neon.cpp (baseline, dotprod, i8mm); neon_kernels(level) hands out a variant's
+// table only when the CPU has it.
 //
 // Invariants (the contract with the scalar oracle, tested by tests/kernels/neon_selftest.cpp
 // under qemu and by tests/kernels/test_simd.cpp on an AArch64 host):

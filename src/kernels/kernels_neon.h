@@ -20,8 +20,8 @@ namespace edgelm::kernels::neon {
 #if defined(EDGELM_HAVE_NEON_KERNELS) && defined(__aarch64__)
 enum class NeonLevel { base, dotprod, i8mm };
 
-// Q8_0, Q4_0, Q4_K, Q6_K in each variant (gemm_neon.cpp).
-inline constexpr int kNeonGemmCount = 4;
+// Q8_0, Q4_0, Q4_K, Q6_K, F32 in each variant (gemm_neon.cpp).
+inline constexpr int kNeonGemmCount = 5;
 extern const GemmKernel kNeonBaseGemms[kNeonGemmCount];
 extern const GemmKernel kNeonDotprodGemms[kNeonGemmCount];
 extern const GemmKernel kNeonI8mmGemms[kNeonGemmCount];

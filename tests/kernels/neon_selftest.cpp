@@ -378,6 +378,16 @@ std::vector<uint8_t> gemm_weights(DType type, int64_t rows, int64_t cols, Data d
   std::vector<uint8_t> w(rb * static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) traits_of(type).from_float(f.data() + r * cols, w.data() + r * rb, cols);
   std::mt19937 rng(seed);
+  if (type == DType::f32) {  // no block fields: zeros, huge, tiny and large values among the elements
+    std::vector<float> g = f;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (data == Data::zero_blocks && i % 3 == 1) g[i] = 0.0f;
+      if (data == Data::extreme_scales) g[i] *= (i % 2 == 0) ? 1e30f : 1e-30f;
+      if (data == Data::random_bits) g[i] *= static_cast<float>(i % 7 + 1) * 50.0f;
+    }
+    std::memcpy(w.data(), g.data(), w.size());
+    return w;
+  }
   const size_t bs = dtype_traits(type).type_size;
   // Offset of the fp16 super-block / block scale d: first for Q8_0, Q4_0, Q4_K (then dmin), last for Q6_K.
   const size_t d_at = type == DType::q6_k ? bs - 2 : 0;
@@ -442,7 +452,7 @@ void gemm_compare(DType type, const std::vector<uint8_t>& w, const std::vector<f
                   const std::string& label, GemmStats& st) {
   const DType at = traits_of(type).vec_dot_type;
   const size_t rb = dtype_row_bytes(type, c.cols);
-  const int64_t block = type == DType::q6_k ? 16 : 32;
+  const int64_t block = type == DType::q6_k ? 16 : type == DType::f32 ? 1 : 32;
   const double budget_u = 2.0 * static_cast<double>(c.cols / block) + 16.0;
   std::vector<std::vector<double>> wmag;
   for (int64_t r = r0; r < r1; ++r) wmag.push_back(gemm_weight_mag(type, w.data() + r * rb, c.cols));
@@ -530,7 +540,7 @@ void test_gemm(const std::vector<std::string>& expected) {
     NeonLevel level;
     const char* name;
   } levels[] = {{NeonLevel::base, "base"}, {NeonLevel::dotprod, "dotprod"}, {NeonLevel::i8mm, "i8mm"}};
-  const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
+  const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k, DType::f32};
   ThreadPool pool(2);
   // The active table carries the most capable supported variant.
   const IsaKernels* best = nullptr;
@@ -551,8 +561,8 @@ void test_gemm(const std::vector<std::string>& expected) {
       const GemmKernel* g = k->gemm(type);
       expect(g != nullptr, std::string("neon ") + l.name + " gemm for " + name_of(type));
       if (g == nullptr) continue;
-      const int64_t bs = dtype_traits(type).block_size;
-      const int64_t cols = bs == kQK_K ? 512 : 256;
+      const int64_t bs = type == DType::f32 ? 1 : dtype_traits(type).block_size;
+      const int64_t cols = bs == kQK_K ? 512 : type == DType::f32 ? 257 : 256;  // F32: a 1-column tail
       GemmStats st;
       uint32_t seed = 500 + 31 * static_cast<uint32_t>(type);
       for (int64_t n_tok = 1; n_tok <= 17; ++n_tok)
@@ -562,7 +572,7 @@ void test_gemm(const std::vector<std::string>& expected) {
           {7, 3 * cols, 6, Data::zero_blocks, 1.0f},   {19, 2 * cols, 9, Data::extreme_scales, 1.0f},
           {5, cols, 3, Data::extreme_scales, 100.0f},  {1, cols, 4, Data::gaussian, 1.0f},
           {3, 11264, 2, Data::gaussian, 1.0f},         {50, 2 * cols, 16, Data::gaussian, 1e3f},
-          {9, bs, 11, Data::random_bits, 1.0f},        {71, 4096 / bs * bs, 8, Data::gaussian, 1.0f},
+          {9, bs == 1 ? 7 : bs, 11, Data::random_bits, 1.0f}, {71, 4096 / bs * bs, 8, Data::gaussian, 1.0f},
       };
       for (const GemmCase& c : more) check_gemm_case(*k, l.name, type, c, seed++, pool, st);
       check_gemm_range(*k, l.name, type, 5, 23, st);
