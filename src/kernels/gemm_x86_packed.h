@@ -131,46 +131,33 @@ inline void prefetch_block(const void* p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
 }
 
-template <int T>
-void tile_packed_q4_0(const PQ4_0* wb, int64_t nb, const ActQ8* const y[T], float* out, int64_t ldo, int n_rows) {
+// Group g (elements 4g..4g+3 of every row, unsigned bytes) of a packed legacy block: Q4_0's
+// g < 4 is the low nibbles of dword g, g >= 4 the high nibbles of dword g - 4.
+inline VI group_q4_0(const PQ4_0& b, int g) {
+  const VI raw = vi_load(b.qs[g % 4]);
+  return vi_and(g < 4 ? raw : vi_srl16(raw, 4), vi_set1_8(0x0f));
+}
+inline VI group_q8_0(const PQ8_0& b, int g) { return vi_load(b.qs[g]); }
+#if EDGELM_GEMM_VNNI
+constexpr auto kDotQ8_0 = gdot;  // biased weights: unsigned like the others
+#else
+constexpr auto kDotQ8_0 = gdot_s8;
+#endif
+
+// Q4_0 and Q8_0: one chain per token (chains, float sums and weights fit the register file;
+// out-of-order execution overlaps the chains of consecutive blocks when T is small), started
+// at the activations' bias (the format's zero point times their sum).
+template <int T, typename PB, VI (*Group)(const PB&, int), VI (*Dot)(VI, VI, VI)>
+void tile_packed_legacy(const PB* wb, int64_t nb, const ActQ8* const y[T], float* out, int64_t ldo, int n_rows) {
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
-  const VI low4 = vi_set1_8(0x0f);
   for (int64_t b = 0; b < nb; ++b) {
-    prefetch_block(wb + b + 4, sizeof(PQ4_0));
-    // One chain per token (chains, float sums and weights fit the register file; out-of-order
-    // execution overlaps the chains of consecutive blocks when T is small). Group g < 4 is the
-    // low nibbles of dword g, g >= 4 the high nibbles of dword g - 4.
+    prefetch_block(wb + b + 4, sizeof(PB));
     VI a[T];
     for (int t = 0; t < T; ++t) a[t] = vi_set1(y[t][b].bias);
     for (int g = 0; g < 8; ++g) {
-      const VI raw = vi_load(wb[b].qs[g % 4]);
-      const VI q = vi_and(g < 4 ? raw : vi_srl16(raw, 4), low4);
-      for (int t = 0; t < T; ++t) a[t] = gdot(a[t], q, vi_bcast(y[t][b].qs + 4 * g));
-    }
-    const VF d = vf_half(wb[b].d);
-    for (int t = 0; t < T; ++t) facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(a[t]), facc[t]);
-  }
-  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
-}
-
-template <int T>
-void tile_packed_q8_0(const PQ8_0* wb, int64_t nb, const ActQ8* const y[T], float* out, int64_t ldo, int n_rows) {
-  VF facc[T];
-  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
-  for (int64_t b = 0; b < nb; ++b) {
-    prefetch_block(wb + b + 4, sizeof(PQ8_0));
-    VI a[T];  // one chain per token, as for Q4_0
-    for (int t = 0; t < T; ++t) a[t] = vi_set1(y[t][b].bias);
-    for (int g = 0; g < 8; ++g) {
-      const VI w = vi_load(wb[b].qs[g]);
-      for (int t = 0; t < T; ++t) {
-#if EDGELM_GEMM_VNNI
-        a[t] = gdot(a[t], w, vi_bcast(y[t][b].qs + 4 * g));
-#else
-        a[t] = gdot_s8(a[t], w, vi_bcast(y[t][b].qs + 4 * g));
-#endif
-      }
+      const VI q = Group(wb[b], g);
+      for (int t = 0; t < T; ++t) a[t] = Dot(a[t], q, vi_bcast(y[t][b].qs + 4 * g));
     }
     const VF d = vf_half(wb[b].d);
     for (int t = 0; t < T; ++t) facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(a[t]), facc[t]);
@@ -271,13 +258,13 @@ void run_packed_groups(const uint8_t* pw, int64_t rows, int64_t cols, const uint
 template <int T>
 struct Q4_0Packed {
   static void run(const PQ4_0* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
-    tile_packed_q4_0<T>(wb, nb, y, out, ldo, n_rows);
+    tile_packed_legacy<T, PQ4_0, group_q4_0, gdot>(wb, nb, y, out, ldo, n_rows);
   }
 };
 template <int T>
 struct Q8_0Packed {
   static void run(const PQ8_0* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
-    tile_packed_q8_0<T>(wb, nb, y, out, ldo, n_rows);
+    tile_packed_legacy<T, PQ8_0, group_q8_0, kDotQ8_0>(wb, nb, y, out, ldo, n_rows);
   }
 };
 template <int T>
