@@ -110,10 +110,15 @@ const AttentionKernels* attention_kernels(Isa isa) {
   if (!isa_supported(isa)) return nullptr;
   switch (isa) {
     case Isa::avx2:
+#if defined(EDGELM_HAVE_X86_KERNELS)
+      return &x86::kAvx2Attention;
+#else
+      return nullptr;
+#endif
     case Isa::avx512:
     case Isa::amx:
 #if defined(EDGELM_HAVE_X86_KERNELS)
-      return &x86::kAvx2Attention;  // every CPU of these ISAs has AVX2 + FMA + F16C (isa.h)
+      return &x86::kAvx512Attention;  // amx implies avx512 (isa.h)
 #else
       return nullptr;
 #endif

@@ -19,8 +19,9 @@
 //    fixed positions and fold the partials in position order get the same bits for a token
 //    whatever else is in the batch.
 //  - The scalar kernel handles any head_dim and is the oracle; the AVX2 kernel (attention_avx2.cpp,
-//    per-file -mavx2 -mfma -mf16c, internal linkage, reached only through attention_kernels()
-//    after the CPU check of isa.h) needs head_dim % 8 == 0 and falls back to scalar otherwise.
+//    per-file -mavx2 -mfma -mf16c) and the AVX-512 one (attention_avx512.cpp, the flags of
+//    kernels_avx512.cpp), internal linkage, reached only through attention_kernels() after the
+//    CPU check of isa.h, need head_dim % 8 == 0 and fall back to scalar otherwise.
 //  - q8_0 rows are whole 32-element blocks (kv::KvStore guarantees it); a head's slice may start
 //    anywhere in a row (col0), e.g. inside a block when head_dim is not a multiple of 32.
 #pragma once
@@ -81,7 +82,7 @@ struct AttentionKernels {
   AttnPartialFn partial_x8;  // head_dim % 8 == 0 (may be the same as partial)
 };
 
-// The attention kernels of `isa` (avx2, avx512 and amx all use the AVX2 kernel), or nullptr
+// The attention kernels of `isa` (avx2: the AVX2 kernel; avx512 and amx: the AVX-512 one), or nullptr
 // when the CPU cannot run them. Isa::scalar and neon get the scalar kernel.
 const AttentionKernels* attention_kernels(Isa isa);
 // Those of the active ISA (active_isa()); never null.

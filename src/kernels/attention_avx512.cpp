@@ -1,0 +1,305 @@
+// AVX-512 attention kernel (see attention_kernels.h), under the rules of kernels_x86.h: compiled
+// with the per-file flags of kernels_avx512.cpp (-mavx512f/bw/vl/dq/vnni -mavx2 -mfma -mf16c),
+// everything in an anonymous namespace, only intrinsics and static helpers, the one external
+// symbol a constinit table that attention_kernels() hands out for avx512 and amx after the CPU
+// check.
+//
+// The algorithm is that of attention_kernels.h (tiles of kAttnTile positions from p0, online
+// softmax per tile), so results depend only on the inputs and [p0, p1) as for the other
+// variants; they differ from the AVX2 kernel's by float reassociation only. Per tile, for each KV
+// head and each group of NQ <= 8 of its query heads (head_dim % 8 == 0):
+//   K: two positions per step. Each row's head slice is loaded 16 elements at a time in its
+//      stored type (f32 load, f16 vcvtph2ps of 16 halves, q8_0 int8 -> f32 times the block
+//      scale; a last 8-column chunk is masked) and FMA'd into 2 * NQ accumulators, so every q
+//      chunk serves both rows; one transposing reduction turns the 16 accumulators into one
+//      vector whose lane p * 8 + g is head g's score at position t + p (w[t][g] in memory, the
+//      AVX2 kernel's layout). A lone last position gets -inf in its half (weight 0).
+//   softmax: max over the tile per head, then e^(s - m) for 16 (position, head) lanes at once.
+//   V: per 16 columns, the NQ output accumulators stay in registers over the tile's rows, each
+//      row's weights broadcast straight from w.
+// Rows of the next tile are prefetched while the current one is computed (see partial_typed).
+// GCC 12 reports the undefined pass-through operand of the unmasked AVX-512 intrinsics as
+// uninitialized (as in gemm_avx512.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/attention_x86.h"
+
+namespace edgelm::kernels::x86 {
+namespace {
+
+constexpr int kQ8Block = 32;       // elements per q8_0 block
+constexpr int kQ8BlockBytes = 34;  // fp16 scale + 32 int8
+
+// e^x, within ~2 ulp for x in [-87.3, 88.3]; 0 below (and for NaN, -inf), e^88.3 above. The
+// same polynomial as exp256 (ops_avx2_math.h), 16 lanes.
+inline __m512 exp512(__m512 x) {
+  const __mmask16 valid = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
+  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3f)), _mm512_set1_ps(-87.3f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(valid, p, _mm512_castsi512_ps(e));
+}
+
+inline float half_to_float(const std::byte* p) {
+  uint16_t d;
+  __builtin_memcpy(&d, p, sizeof d);
+  return _cvtsh_ss(d);
+}
+
+// Elements [i, i + 16) of a row of the stored type (i % 8 == 0); with kTail only [i, i + 8),
+// the upper 8 lanes 0. Nothing past the elements used is read.
+template <KvElem T, bool kTail>
+inline __m512 load16(const std::byte* row, int64_t i) {
+  if constexpr (T == KvElem::f32) {
+    const float* p = reinterpret_cast<const float*>(row) + i;
+    return kTail ? _mm512_maskz_loadu_ps(0x00FF, p) : _mm512_loadu_ps(p);
+  } else if constexpr (T == KvElem::f16) {
+    const auto* p = reinterpret_cast<const __m256i*>(row + 2 * i);
+    return _mm512_cvtph_ps(kTail ? _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))
+                                 : _mm256_loadu_si256(p));
+  } else {
+    const std::byte* b = row + (i / kQ8Block) * kQ8BlockBytes;
+    const int64_t in = i % kQ8Block;
+    if (kTail || in <= kQ8Block - 16) {  // one block
+      const __m128i q = kTail ? _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + in))
+                              : _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + in));
+      return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(half_to_float(b)));
+    }
+    // The last 8 elements of one block and the first 8 of the next, each with its scale.
+    const std::byte* b2 = b + kQ8BlockBytes;
+    const __m128i q = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + in)),
+                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b2 + 2)));
+    const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(half_to_float(b)), _mm256_set1_ps(half_to_float(b2)), 1);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+  }
+}
+
+template <bool kTail>
+inline __m512 loadq(const float* p) {
+  return kTail ? _mm512_maskz_loadu_ps(0x00FF, p) : _mm512_loadu_ps(p);
+}
+
+// out lane L = the sum of the lanes of in[4 * (L % 4) + L / 4]: four rounds of pairwise
+// shuffle-and-add (256-bit halves, 128-bit blocks, pairs, single lanes).
+inline __m512 reduce16(const __m512* in) {
+  __m512 w[8], z[4], r[2];
+  for (int i = 0; i < 8; ++i)
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(in[2 * i], in[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(in[2 * i], in[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int j = 0; j < 4; ++j)  // block k of z[j]: input 4j + k
+    z[j] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * j], w[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(w[2 * j], w[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  for (int j = 0; j < 2; ++j)
+    r[j] = _mm512_add_ps(_mm512_shuffle_ps(z[2 * j], z[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(z[2 * j], z[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// a [2 * 8] (position p, head g at p * 8 + g) += q [NQ, D] . the rows' columns [c, c + 16).
+template <KvElem T, int NQ, bool kTail>
+inline void dot_step(const std::byte* r0, const std::byte* r1, int64_t col, int64_t c, int64_t D, const float* q,
+                     __m512* a) {
+  const __m512 k0 = load16<T, kTail>(r0, col + c);
+  const __m512 k1 = load16<T, kTail>(r1, col + c);
+  for (int g = 0; g < NQ; ++g) {
+    const __m512 qg = loadq<kTail>(q + g * D + c);
+    a[g] = _mm512_fmadd_ps(qg, k0, a[g]);
+    a[8 + g] = _mm512_fmadd_ps(qg, k1, a[8 + g]);
+  }
+}
+
+// acc [NQ, D] columns [j, j + 16) = acc * corr + sum_t w[t] v_t.
+template <KvElem T, int NQ, bool kTail>
+inline void value_step(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t j, int64_t D,
+                       const float (*w)[8], const float* corr, float* acc) {
+  __m512 o[NQ];
+  for (int g = 0; g < NQ; ++g) o[g] = _mm512_mul_ps(loadq<kTail>(acc + g * D + j), _mm512_set1_ps(corr[g]));
+  for (int32_t t = 0; t < n; ++t) {
+    const __m512 v = load16<T, kTail>(v_rows[t], col + j);
+    for (int g = 0; g < NQ; ++g) o[g] = _mm512_fmadd_ps(_mm512_set1_ps(w[t][g]), v, o[g]);
+  }
+  for (int g = 0; g < NQ; ++g) {
+    if (kTail) {
+      _mm512_mask_storeu_ps(acc + g * D + j, 0x00FF, o[g]);
+    } else {
+      _mm512_storeu_ps(acc + g * D + j, o[g]);
+    }
+  }
+}
+
+// One tile of n rows for one KV head's group of NQ query heads (q [NQ, D]): updates the group's
+// running max m8 [8 lanes], sum l8 [8 lanes] and accumulator acc [NQ, D].
+template <KvElem T, int NQ>
+void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D,
+                const float* q, __m512 vscale, float* m8, float* l8, float* acc) {
+  alignas(64) float w[kAttnTile][8];  // [position in tile, head] scores, then softmax weights
+  alignas(32) float corr[8];
+  const int64_t D16 = D & ~int64_t{15};
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  __m512 tile_max = neg_inf;
+  for (int32_t t = 0; t < n; t += 2) {
+    const bool lone = t + 1 == n;  // the tile's last position has no partner
+    const std::byte* r0 = k_rows[t];
+    const std::byte* r1 = lone ? r0 : k_rows[t + 1];
+    __m512 a[16];
+    for (auto& x : a) x = _mm512_setzero_ps();
+    for (int64_t c = 0; c < D16; c += 16) dot_step<T, NQ, false>(r0, r1, col, c, D, q, a);
+    if (D16 < D) dot_step<T, NQ, true>(r0, r1, col, D16, D, q, a);
+    __m512 in[16];
+    for (int i = 0; i < 16; ++i) in[i] = a[4 * (i % 4) + i / 4];
+    __m512 s = _mm512_mul_ps(reduce16(in), vscale);
+    if (lone) s = _mm512_mask_mov_ps(s, 0xFF00, neg_inf);
+    _mm512_store_ps(w[t], s);  // w[t] and w[t + 1] (a lone position's partner stays in w's padding)
+    tile_max = _mm512_max_ps(tile_max, s);
+  }
+  // Online softmax across the heads' lanes; e^(-inf) is 0 for the first tile.
+  const __m256 tmax8 = _mm256_max_ps(_mm512_castps512_ps256(tile_max), _mm512_extractf32x8_ps(tile_max, 1));
+  const __m256 m = _mm256_load_ps(m8);
+  const __m256 m_new = _mm256_max_ps(m, tmax8);
+  const __m256 c = _mm512_castps512_ps256(exp512(_mm512_castps256_ps512(_mm256_sub_ps(m, m_new))));
+  const __m512 m_new16 = _mm512_broadcast_f32x8(m_new);
+  __m512 sum = _mm512_setzero_ps();
+  for (int32_t t = 0; t < n; t += 2) {
+    const __m512 p = exp512(_mm512_sub_ps(_mm512_load_ps(w[t]), m_new16));
+    _mm512_store_ps(w[t], p);
+    sum = _mm512_add_ps(sum, p);
+  }
+  const __m256 sum8 = _mm256_add_ps(_mm512_castps512_ps256(sum), _mm512_extractf32x8_ps(sum, 1));
+  _mm256_store_ps(l8, _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(l8), c), sum8));
+  _mm256_store_ps(m8, m_new);
+  _mm256_store_ps(corr, c);
+  for (int64_t j = 0; j < D16; j += 16) value_step<T, NQ, false>(v_rows, n, col, j, D, w, corr, acc);
+  if (D16 < D) value_step<T, NQ, true>(v_rows, n, col, D16, D, w, corr, acc);
+}
+
+template <KvElem T>
+void tile_group_n(int nq, const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col,
+                  int64_t D, const float* q, __m512 vscale, float* m8, float* l8, float* acc) {
+  switch (nq) {
+    case 1: return tile_group<T, 1>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 2: return tile_group<T, 2>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 3: return tile_group<T, 3>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 4: return tile_group<T, 4>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 5: return tile_group<T, 5>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 6: return tile_group<T, 6>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 7: return tile_group<T, 7>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    default: return tile_group<T, 8>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+  }
+}
+
+// Tiles prefetched ahead of the one computed.
+constexpr int kAhead = 1;  // 2 measured no better (DRAM-bound at depth 2048)
+
+// Row pointers (K and V) of the tile of positions [t0, min(t0 + kAttnTile, p1)).
+inline int32_t tile_rows(const AttnKv& kv, int32_t t0, int32_t p1, const std::byte** k, const std::byte** v) {
+  const int32_t n = p1 - t0 < kAttnTile ? p1 - t0 : kAttnTile;
+  int32_t blk = t0 / kv.block_size, slot = t0 % kv.block_size;
+  for (int32_t t = 0; t < n; ++t) {
+    const size_t off = static_cast<size_t>(kv.blocks[blk]) * kv.block_stride + static_cast<size_t>(slot) * kv.row_bytes;
+    k[t] = kv.k_base + off;
+    v[t] = kv.v_base + off;
+    if (++slot == kv.block_size) {
+      slot = 0;
+      ++blk;
+    }
+  }
+  return n;
+}
+
+// The bytes [b0, b1) of every row, into L2.
+inline void prefetch_rows(const std::byte* const* r, int32_t n, size_t b0, size_t b1) {
+  for (int32_t t = 0; t < n; ++t)
+    for (size_t b = b0; b < b1; b += 64) _mm_prefetch(reinterpret_cast<const char*>(r[t] + b), _MM_HINT_T1);
+}
+
+// Tiles outermost: a tile's rows are used by every KV head before the next tile is read. The
+// next tile's rows are prefetched while the current one is computed (each KV head reads a slice
+// of every row, a strided pattern the hardware prefetchers do not run ahead of), spread over the
+// KV heads' groups so the requests do not all queue at once.
+template <KvElem T>
+void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, float scale, int32_t p0, int32_t p1,
+                   AttnState out) {
+  const int64_t D = kv.head_dim;
+  const int32_t per_kv = (gqa + kAttnGroupHeads - 1) / kAttnGroupHeads;
+  const int32_t n_groups = n_kv * per_kv;
+  alignas(32) float m8[kAttnMaxGroups][8], l8[kAttnMaxGroups][8];
+  for (int32_t gi = 0; gi < n_groups; ++gi)
+    for (int j = 0; j < 8; ++j) {
+      m8[gi][j] = -__builtin_inff();
+      l8[gi][j] = 0.0f;
+    }
+  for (int64_t i = 0; i < int64_t{n_kv} * gqa * D; i += 8) _mm256_storeu_ps(out.acc + i, _mm256_setzero_ps());
+  const __m512 vscale = _mm512_set1_ps(scale);
+  // Row pointers of a ring of kAhead + 1 tiles: the current one and the kAhead after it, whose
+  // rows are prefetched (the one kAhead tiles ahead while the current one is computed).
+  const std::byte* rows[kAhead + 1][2][kAttnTile];  // [tile % (kAhead + 1)][K, V][position in tile]
+  int32_t n_rows[kAhead + 1] = {};
+  for (int a = 0; a < kAhead; ++a) {
+    const int32_t t = p0 + a * kAttnTile;
+    if (t >= p1) break;
+    n_rows[a] = tile_rows(kv, t, p1, rows[a][0], rows[a][1]);
+    prefetch_rows(rows[a][0], n_rows[a], 0, kv.row_bytes);
+    prefetch_rows(rows[a][1], n_rows[a], 0, kv.row_bytes);
+  }
+  for (int32_t t0 = p0, cur = 0; t0 < p1; t0 += kAttnTile, cur = cur == kAhead ? 0 : cur + 1) {
+    const int32_t n = n_rows[cur];
+    const int far = cur == 0 ? kAhead : cur - 1;  // (cur + kAhead) % (kAhead + 1)
+    const bool more = t0 + kAhead * kAttnTile < p1;
+    n_rows[far] = more ? tile_rows(kv, t0 + kAhead * kAttnTile, p1, rows[far][0], rows[far][1]) : 0;
+    const std::byte* const* k_rows = rows[cur][0];
+    const std::byte* const* v_rows = rows[cur][1];
+    for (int32_t h = 0, gi = 0; h < n_kv; ++h)
+      for (int32_t g = 0; g < gqa; g += kAttnGroupHeads, ++gi) {
+        if (more) {  // this group's share of the far tile's rows
+          const size_t b0 = (kv.row_bytes * gi / n_groups) & ~size_t{63};
+          const size_t b1 = gi + 1 == n_groups ? kv.row_bytes : (kv.row_bytes * (gi + 1) / n_groups) & ~size_t{63};
+          prefetch_rows(rows[far][0], n_rows[far], b0, b1);
+          prefetch_rows(rows[far][1], n_rows[far], b0, b1);
+        }
+        const int64_t j = int64_t{h} * gqa + g;
+        const int nq = gqa - g < kAttnGroupHeads ? gqa - g : kAttnGroupHeads;
+        tile_group_n<T>(nq, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, m8[gi], l8[gi],
+                        out.acc + j * D);
+      }
+  }
+  for (int32_t h = 0, gi = 0; h < n_kv; ++h)
+    for (int32_t g = 0; g < gqa; g += kAttnGroupHeads, ++gi)
+      for (int32_t x = 0; x < kAttnGroupHeads && g + x < gqa; ++x) {
+        out.m[h * gqa + g + x] = m8[gi][x];
+        out.l[h * gqa + g + x] = l8[gi][x];
+      }
+}
+
+void partial_x8(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, float scale, int32_t p0, int32_t p1,
+                AttnState out) {
+  switch (kv.type) {
+    case KvElem::f32: return partial_typed<KvElem::f32>(kv, q, n_kv, gqa, scale, p0, p1, out);
+    case KvElem::f16: return partial_typed<KvElem::f16>(kv, q, n_kv, gqa, scale, p0, p1, out);
+    case KvElem::q8_0: return partial_typed<KvElem::q8_0>(kv, q, n_kv, gqa, scale, p0, p1, out);
+  }
+}
+
+}  // namespace
+
+constinit const AttentionKernels kAvx512Attention{Isa::avx512, &detail::attention_partial_scalar, &partial_x8};
+
+}  // namespace edgelm::kernels::x86
