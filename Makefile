@@ -65,7 +65,7 @@ test-tsan:
 test-tsan-server:
 	cmake --preset tsan -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
 	cmake --build --preset tsan -j $(JOBS) --target test_server test_server_router test_engine
-	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp" ctest --preset tsan -j $(JOBS) --no-tests=error -L server
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp" ctest --preset tsan -j $(JOBS) --no-tests=error -L '^server$$'
 	./build/tsan/tests/engine/test_engine
 
 test-aarch64:

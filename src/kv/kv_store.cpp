@@ -83,12 +83,11 @@ Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_bloc
   if (!total || *total > static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()))
     return make_error("KV cache of {} blocks x {} tokens x {} bytes per token does not fit in memory", n_blocks,
                       block_size, kv_bytes_per_token(config, type));
-  s.block_bytes_ = *block_bytes;
   s.n_bytes_ = *total;
   s.data_.reset(static_cast<std::byte*>(::operator new(s.n_bytes_, kAlign, std::nothrow)));
   if (!s.data_) return make_error("KV cache: cannot allocate {} bytes ({} blocks)", s.n_bytes_, n_blocks);
-  // Attention walks a sequence's blocks, which lie block_bytes apart: with 4 KiB pages every
-  // block of every layer is a TLB miss. Ask for transparent huge pages (best effort: ignored
+  // Attention walks a sequence's blocks layer by layer: with 4 KiB pages every block it reaches
+  // is a TLB miss. Ask for transparent huge pages (best effort: ignored
   // where THP is off, and the region's unaligned ends keep small pages).
   constexpr size_t kHuge = size_t{2} << 20;
   const auto begin = (reinterpret_cast<uintptr_t>(s.data_.get()) + kHuge - 1) & ~(kHuge - 1);
@@ -107,8 +106,10 @@ int32_t KvStore::blocks_for_budget(const model::ModelConfig& config, int32_t blo
 const std::byte* KvStore::rows(int32_t layer, BlockId block, int kv) const {
   EDGELM_CHECK(layer >= 0 && layer < n_layer_, "layer ", layer, " out of range [0, ", n_layer_, ")");
   EDGELM_CHECK(block >= 0 && block < n_blocks_, "block ", block, " out of range [0, ", n_blocks_, ")");
-  const size_t offset = static_cast<size_t>(block) * block_bytes_ +
-                        (static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * block_size_ * row_bytes_;
+  const size_t piece = static_cast<size_t>(block_size_) * row_bytes_;  // one layer's K or V of a block
+  const size_t offset = ((static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * static_cast<size_t>(n_blocks_) +
+                         static_cast<size_t>(block)) *
+                        piece;
   return data_.get() + offset;
 }
 
@@ -163,7 +164,9 @@ void KvStore::read_v(int32_t layer, BlockId block, int32_t slot, float* out) con
 
 void KvStore::copy_block(BlockId dst, BlockId src) {
   EDGELM_CHECK(dst != src, "copy_block onto itself (block ", dst, ")");
-  std::memcpy(const_cast<std::byte*>(rows(0, dst, 0)), rows(0, src, 0), block_bytes_);
+  const size_t piece = static_cast<size_t>(block_size_) * row_bytes_;
+  for (int32_t l = 0; l < n_layer_; ++l)
+    for (int kv = 0; kv < 2; ++kv) std::memcpy(const_cast<std::byte*>(rows(l, dst, kv)), rows(l, src, kv), piece);
 }
 
 }  // namespace edgelm::kv

@@ -4,11 +4,15 @@
 // from/to float on write/read, and copy whole blocks (copy-on-write). Which blocks are live is
 // BlockPool's business; KvStore only does bounds-checked (EDGELM_CHECK) data movement.
 //
-// Layout (block-major, so a block is one contiguous span and copy_block is one memcpy):
-//   data_ [n_blocks, n_layer, 2 (K then V), block_size, row_bytes]
+// Layout (layer-major):
+//   data_ [n_layer, 2 (K then V), n_blocks, block_size, row_bytes]
 //   row_bytes = n_embd_kv * 4 (f32), * 2 (f16), / 32 * 34 (q8_0: n_embd_kv / 32 BlockQ8_0)
 // so for one layer the K rows of a block are a [block_size, n_embd_kv] matrix, as attention
-// wants them.
+// wants them, and consecutive blocks of one layer's K (or V) are adjacent: attention over a
+// sequence whose blocks were allocated in order streams one contiguous run per layer instead
+// of a block_size-row piece every n_layer * 2 pieces (measured: the block-major layout kept
+// decode at depth 2048 latency-bound on the scattered pieces). copy_block copies the block's
+// n_layer * 2 pieces.
 //
 // Invariants: q8_0 requires n_embd_kv % 32 == 0 (create() refuses otherwise), so every row is
 // whole quant blocks and rows never share bytes. write/read of distinct (layer, block, slot)
@@ -64,7 +68,7 @@ class KvStore {
   int32_t block_size() const { return block_size_; }
   size_t row_bytes() const { return row_bytes_; }
   // Bytes from a block's rows to the next block's (k_rows(l, b + 1) - k_rows(l, b)).
-  size_t block_bytes() const { return block_bytes_; }
+  size_t block_bytes() const { return static_cast<size_t>(block_size_) * row_bytes_; }
 
  private:
   struct AlignedFree {
@@ -84,7 +88,6 @@ class KvStore {
   int32_t n_blocks_ = 0;
   int32_t block_size_ = 0;
   size_t row_bytes_ = 0;
-  size_t block_bytes_ = 0;                          // n_layer * 2 * block_size * row_bytes
   size_t n_bytes_ = 0;                              // n_blocks * block_bytes
   std::unique_ptr<std::byte[], AlignedFree> data_;  // [n_blocks, n_layer, 2, block_size, row_bytes]
 };
