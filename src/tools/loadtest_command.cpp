@@ -206,7 +206,14 @@ Outcome send_one(httplib::Client& cli, const Target& target, const LoadtestOptio
   };
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
-  const bool sent = cli.send(req, res, err);
+  bool sent = cli.send(req, res, err);
+  // A kept-alive connection the server closed after its last response fails at once with a
+  // read or write error and no byte received (llama-server closes after each stream): send
+  // again once on a new connection, as HTTP clients do, instead of counting a failure.
+  if (!sent && (err == httplib::Error::Read || err == httplib::Error::Write) && sse.chunks() == 0 && body.empty()) {
+    res = httplib::Response();
+    sent = cli.send(req, res, err);
+  }
   out.e2e_s = seconds_since(t0);
   if (!sent) {
     out.status = 0;
