@@ -91,7 +91,6 @@ void pack_matrices(Weights& w) {
     if (p.data == nullptr) return;
     m.packed = p.data.get();
     m.packed_kernel = p.kernel;
-    w.n_bytes_packed += p.n_bytes;
     if (!(w.tied_output && m.data == w.token_embd.data)) release_pages(m);
     w.packed.push_back(std::move(p));
   };

@@ -46,7 +46,6 @@ struct Weights {
   std::vector<std::unique_ptr<float[]>> owned;
   // Matrices packed at load for the active ISA's GEMM (WeightMatrix::packed points into them).
   std::vector<kernels::PackedMatrix> packed;
-  uint64_t n_bytes_packed = 0;  // their size; the packed tensors' pages of the file are released
 };
 
 // A [n] tensor (shape already checked) as float32: its mapped data when stored as aligned F32,
