@@ -1,5 +1,7 @@
 #include "tools/bench_concurrency.h"
 
+#include "tools/command.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -90,21 +92,7 @@ Result<RunSample> run_once(const ConcurrencyBenchOptions& o, engine::StepModel& 
 }  // namespace
 
 Result<std::vector<int>> parse_levels(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t pos = 0;
-      const int v = std::stoi(item, &pos);
-      if (pos != item.size() || v < 1 || v > 4096) throw std::invalid_argument(item);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      return make_error("--concurrency: '{}' is not a level in [1, 4096] (example: 1,2,4,8)", item);
-    }
-  }
-  if (out.empty()) return make_error("--concurrency needs at least one level (example: 1,2,4,8)");
-  return out;
+  return parse_int_list(text, 1, 4096, "--concurrency", "level", "1,2,4,8");
 }
 
 int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& m, ThreadPool& pool) {

@@ -1,5 +1,7 @@
 #include "tools/bench_engine.h"
 
+#include "tools/command.h"
+
 #include <algorithm>
 #include <random>
 #include <sstream>
@@ -61,21 +63,7 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 }  // namespace
 
 Result<std::vector<int>> parse_depths(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t pos = 0;
-      const int v = std::stoi(item, &pos);
-      if (pos != item.size() || v < 0 || v > (1 << 20)) throw std::invalid_argument(item);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      return make_error("-d: '{}' is not a depth in [0, 1048576] (example: 0,512,2048)", item);
-    }
-  }
-  if (out.empty()) return make_error("-d needs at least one depth (example: 0,2048)");
-  return out;
+  return parse_int_list(text, 0, 1 << 20, "-d", "depth", "0,512,2048");
 }
 
 Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions& o, const model::Model& m,

@@ -8,6 +8,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/result.h"
 #include "core/thread_pool.h"
@@ -36,6 +38,11 @@ CommandRunner add_eval_cache_command(CLI::App& app);
 
 // Prints "edgelm: error: <message>" to stderr and returns exit code 1.
 int report_error(const Error& error);
+
+// "1,2,4" -> {1, 2, 4}, every item an integer in [min, max]; the errors name `flag`, call an
+// item a `what` and show `example`. An empty list is an error.
+Result<std::vector<int>> parse_int_list(const std::string& text, int min, int max, std::string_view flag,
+                                        std::string_view what, std::string_view example);
 
 // Default for --threads: the hardware threads of this machine.
 int default_threads();

@@ -1,5 +1,7 @@
 #include <cstdio>
 #include <exception>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "core/byte_size.h"
@@ -69,6 +71,25 @@ void add_spec_options(CLI::App* cmd, SpecFlags& f) {
   cmd->add_option("--draft-max", f.draft_max, "Most tokens drafted per step")->capture_default_str();
   cmd->add_option("--draft-min", f.draft_min, "Fewest tokens drafted while speculating (0: may fall to plain decoding)")
       ->capture_default_str();
+}
+
+Result<std::vector<int>> parse_int_list(const std::string& text, int min, int max, std::string_view flag,
+                                        std::string_view what, std::string_view example) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t pos = 0;
+      const int v = std::stoi(item, &pos);
+      if (pos != item.size() || v < min || v > max) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return make_error("{}: '{}' is not a {} in [{}, {}] (example: {})", flag, item, what, min, max, example);
+    }
+  }
+  if (out.empty()) return make_error("{} needs at least one {} (example: {})", flag, what, example);
+  return out;
 }
 
 }  // namespace edgelm::tools

@@ -21,20 +21,9 @@
 #include "kernels/isa.h"
 #include "format/model_file.h"
 #include "model/synthetic.h"
+#include "support/counting_new.h"
 #include "support/test_data.h"
 
-// Counts heap allocations, for the allocation-free test. (Not inlined: GCC would otherwise warn
-// about free() on memory from operator new at every inlined call site.)
-namespace {
-std::atomic<int64_t> g_n_allocs{0};
-}  // namespace
-__attribute__((noinline)) void* operator new(size_t n) {
-  g_n_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace edgelm::engine {
 namespace {
@@ -439,9 +428,9 @@ TEST(BatchForwardAllocations, WarmStepAllocatesNothing) {
   ASSERT_TRUE(forward_batch(*m, warm, *store, logits, pool, scratch).ok());
   for (int32_t pos = 36; pos < 40; ++pos) {
     StepBatch decode{{3, 4, 5}, {{pos, 1, t0, false}, {pos, 1, t1, false}, {pos, 1, t2, true}}};
-    const int64_t before = g_n_allocs.load();
+    const int64_t before = test::heap_allocations();
     const Status st = forward_batch(*m, decode, *store, std::span(logits.data(), V), pool, scratch);
-    const int64_t n_allocs = g_n_allocs.load() - before;
+    const int64_t n_allocs = test::heap_allocations() - before;
     ASSERT_TRUE(st.ok()) << st.error().message;
     EXPECT_EQ(n_allocs, 0) << "position " << pos;
   }

@@ -17,39 +17,8 @@
 #include "engine/loaded_model.h"
 #include "model/quantize.h"
 #include "model/synthetic.h"
+#include "support/counting_new.h"
 #include "support/test_data.h"
-
-namespace {
-std::atomic<int64_t> g_n_allocs{0};
-}  // namespace
-// Not inlined: GCC would otherwise warn about free() on memory from operator new at every
-// inlined call site.
-__attribute__((noinline)) void* operator new(size_t n) {
-  g_n_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-__attribute__((noinline)) void* operator new[](size_t n) {
-  g_n_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-// The nothrow forms too (std::stable_sort's temporary buffer uses them): every form must pair
-// with the replaced delete, or a sanitizer reports new/free mismatches.
-__attribute__((noinline)) void* operator new(size_t n, const std::nothrow_t&) noexcept {
-  g_n_allocs.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(n == 0 ? 1 : n);
-}
-__attribute__((noinline)) void* operator new[](size_t n, const std::nothrow_t&) noexcept {
-  g_n_allocs.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(n == 0 ? 1 : n);
-}
-__attribute__((noinline)) void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete(void* p, size_t) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete[](void* p) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete[](void* p, size_t) noexcept { std::free(p); }
 
 namespace edgelm::engine {
 namespace {
@@ -61,9 +30,9 @@ int64_t count_warm_step_allocations(Engine& e, int n_warm, int n_count) {
   EXPECT_EQ(e.stats().n_waiting, 0);
   int64_t total = 0;
   for (int i = 0; i < n_count; ++i) {
-    const int64_t before = g_n_allocs.load();
+    const int64_t before = test::heap_allocations();
     const std::vector<TokenEvent>& events = e.step();
-    const int64_t n = g_n_allocs.load() - before;
+    const int64_t n = test::heap_allocations() - before;
     EXPECT_EQ(n, 0) << "step " << n_warm + i;
     total += n;
     EXPECT_EQ(events.size(), 4u) << "every request decodes a token per step";
