@@ -50,6 +50,11 @@ const std::vector<Field>& fields() {
       {"target_step_ms", &ServeConfig::target_step_ms},
       {"max_queue", &ServeConfig::max_queue},
       {"max_connections", &ServeConfig::max_connections},
+      {"header_timeout_s", &ServeConfig::header_timeout_s},
+      {"body_timeout_s", &ServeConfig::body_timeout_s},
+      {"idle_timeout_s", &ServeConfig::idle_timeout_s},
+      {"write_timeout_s", &ServeConfig::write_timeout_s},
+      {"stream_buffer_bytes", &ServeConfig::stream_buffer_bytes, true},
       {"max_body_bytes", &ServeConfig::max_body_bytes, true},
       {"max_upload_bytes", &ServeConfig::max_upload_bytes, true},
       {"n_ctx", &ServeConfig::n_ctx},
@@ -57,6 +62,7 @@ const std::vector<Field>& fields() {
       {"admin_token", &ServeConfig::admin_token},
       {"auth_health", &ServeConfig::auth_health},
       {"auth_metrics", &ServeConfig::auth_metrics},
+      {"prefix_cache_scope", &ServeConfig::prefix_cache_scope},
       {"drain_timeout_s", &ServeConfig::drain_timeout_s},
       {"cache", &ServeConfig::cache},
       {"cache_threshold", &ServeConfig::cache_threshold},
@@ -328,6 +334,13 @@ Status validate(const ServeConfig& c) {
   if (!(c.target_step_ms >= 0)) return make_error("target_step_ms must be >= 0, got {}", c.target_step_ms);
   if (c.max_queue < 1) return make_error("max_queue must be >= 1, got {}", c.max_queue);
   if (c.max_connections < 1) return make_error("max_connections must be >= 1, got {}", c.max_connections);
+  for (const auto& [name, v] : {std::pair{"header_timeout_s", c.header_timeout_s}, {"body_timeout_s", c.body_timeout_s},
+                                {"idle_timeout_s", c.idle_timeout_s}, {"write_timeout_s", c.write_timeout_s}})
+    if (!(v > 0)) return make_error("{} must be > 0, got {}", name, v);
+  if (c.stream_buffer_bytes < 4096)
+    return make_error("stream_buffer_bytes must be >= 4096, got {}", c.stream_buffer_bytes);
+  if (!c.prefix_cache_scope.empty() && c.prefix_cache_scope != "key" && c.prefix_cache_scope != "global")
+    return make_error("prefix_cache_scope '{}' is not one of key, global", c.prefix_cache_scope);
   if (c.max_body_bytes < 1) return make_error("max_body_bytes must be >= 1");
   if (c.max_upload_bytes < 1) return make_error("max_upload_bytes must be >= 1");
   if (c.n_ctx < 0) return make_error("n_ctx must be >= 0 (0: the model's), got {}", c.n_ctx);

@@ -31,13 +31,20 @@ struct ServeConfig {
   int max_batch_tokens = 512, max_batch_size = 32;
   double target_step_ms = 250;
   int max_queue = 64;
-  int max_connections = 64;
+  int max_connections = 4096;  // open HTTP connections; beyond: 503 at once (idle ones cost no thread)
+  // Transport timeouts (seconds): the whole request header, each body read, an idle
+  // keep-alive connection, each response write.
+  double header_timeout_s = 10, body_timeout_s = 30, idle_timeout_s = 60, write_timeout_s = 30;
+  size_t stream_buffer_bytes = 256 << 10;  // SSE output a slow reader may leave unread before it is cut
   size_t max_body_bytes = 1 << 20;               // JSON request bodies
   size_t max_upload_bytes = size_t{16} << 30;     // models uploaded to POST /reload
   int n_ctx = 0;
   std::vector<std::string> api_keys;
   std::string admin_token;
   bool auth_health = false, auth_metrics = false;
+  // Who shares prefix-KV and response-cache entries: "key" (each API key its own), "global"
+  // (everyone), or empty: key when api_keys are configured, else global.
+  std::string prefix_cache_scope;
   double drain_timeout_s = 30;
   // Response cache (serve/routes_cache.h): off | exact | semantic (semantic includes exact).
   std::string cache = "off";

@@ -56,6 +56,19 @@ std::optional<engine::TokenEvent> RequestHandle::next(std::chrono::milliseconds 
   return ev;
 }
 
+std::optional<engine::TokenEvent> RequestHandle::try_next() {
+  std::lock_guard lock(mutex_);
+  if (events_.empty()) return std::nullopt;
+  engine::TokenEvent ev = std::move(events_.front());
+  events_.pop_front();
+  return ev;
+}
+
+void RequestHandle::set_on_event(std::function<void(RequestHandle&)> fn) {
+  std::lock_guard lock(mutex_);
+  on_event_ = std::move(fn);
+}
+
 void RequestHandle::cancel() {
   if (cancelled_.exchange(true)) return;
   service_.post_cancel(slot_.get(), id_);
@@ -67,6 +80,7 @@ double RequestHandle::first_step_seconds() const {
 }
 
 void RequestHandle::push(engine::TokenEvent ev, double step_seconds) {
+  std::function<void(RequestHandle&)> on_event;
   {
     std::lock_guard lock(mutex_);
     if (!got_first_) {
@@ -74,8 +88,10 @@ void RequestHandle::push(engine::TokenEvent ev, double step_seconds) {
       first_step_seconds_ = step_seconds;
     }
     events_.push_back(std::move(ev));
+    on_event = on_event_;
   }
   cv_.notify_all();
+  if (on_event) on_event(*this);
 }
 
 void RequestHandle::resolve(Result<engine::RequestId> accepted) {

@@ -136,6 +136,12 @@ class RequestHandle {
 
   // The next event, or nullopt when none came within `timeout`.
   std::optional<engine::TokenEvent> next(std::chrono::milliseconds timeout);
+  // The next event if one is there, without waiting.
+  std::optional<engine::TokenEvent> try_next();
+  // From now on, `fn(*this)` runs after each event arrives (on the engine thread, no lock of
+  // this handle held): a consumer that does not block in next() (an SSE stream) learns when
+  // to try_next(). `fn` must not own this handle (it would never be freed).
+  void set_on_event(std::function<void(RequestHandle&)> fn);
   // Ends the request (its finishing event, Finish::cancelled, still arrives). Idempotent.
   void cancel();
 
@@ -162,6 +168,7 @@ class RequestHandle {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<engine::TokenEvent> events_;
+  std::function<void(RequestHandle&)> on_event_;
   bool resolved_ = false;
   std::string refusal_;  // the engine's error when it refused the request
   engine::RequestId id_ = 0;

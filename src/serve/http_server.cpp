@@ -1,26 +1,26 @@
 #include "serve/http_server.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <climits>
 #include <thread>
 
 #include "core/log.h"
-#include "serve/client_socket.h"
-#include "serve/sse.h"
+#include "http/sse.h"
 
 namespace edgelm::serve {
+
+using http::sse_done;
+using http::sse_event;
 namespace {
 
 using nlohmann::json;
-constexpr auto kPoll = std::chrono::milliseconds(100);
-// How much of an oversized JSON body is still read (and dropped) to answer 413 cleanly.
-constexpr size_t kDrainBytes = size_t{16} << 20;
 // How often a non-streamed request looks at its client's socket: well under a decode step.
 constexpr auto kHangupPoll = std::chrono::milliseconds(10);
 
-bool is_inference_path(const std::string& path) { return path != "/health" && path != "/metrics" && path != "/reload"; }
+// Everything but the probes and the admin routes (which take the admin token, not an API key).
+bool is_inference_path(const std::string& path) {
+  return path != "/health" && path != "/metrics" && path != "/reload" && path.rfind("/admin/", 0) != 0;
+}
 
 ApiError type_error(const char* field, const char* want) {
   return {400, fmt::format("'{}' must be {}", field, want), "invalid_request_error", field, "invalid_type"};
@@ -174,7 +174,7 @@ void ServerContext::observe_upstream_ms(double ms) {
   upstream_ms_ = upstream_ms_ <= 0.0 ? ms : 0.8 * upstream_ms_ + 0.2 * ms;
 }
 
-std::optional<json> ServerContext::parse_body(const httplib::Request& req, ApiError& err) {
+std::optional<json> ServerContext::parse_body(const http::Request& req, ApiError& err) {
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
     err = {400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"};
@@ -187,14 +187,14 @@ std::optional<json> ServerContext::parse_body(const httplib::Request& req, ApiEr
   return body;
 }
 
-void ServerContext::send_json(httplib::Response& res, int status, const json& body) {
+void ServerContext::send_json(http::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(), "application/json");
 }
 
-void ServerContext::send_error(httplib::Response& res, const std::string& endpoint, const ApiError& e) {
+void ServerContext::send_error(http::Response& res, const std::string& endpoint, const ApiError& e) {
   send_json(res, e.status, error_body(e));
-  if (e.status == 429) res.set_header("Retry-After", "1");
+  if (e.status == 429 || e.status == 503) res.set_header("Retry-After", "1");
   if (!endpoint.empty()) {
     RequestRecord r;
     r.model = model_name();
@@ -273,15 +273,14 @@ void ServerContext::record(const std::string& model, const std::string& endpoint
 }
 
 std::optional<Generation> ServerContext::run_to_end(RequestHandle& h, const std::string& endpoint,
-                                                    const httplib::Request& req) {
+                                                    const http::Request& req) {
   Generation g;
   g.prompt_tokens = h.n_prompt();
-  const int fd = find_client_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   bool client_gone = false;
   for (;;) {
-    std::optional<engine::TokenEvent> ev = h.next(fd >= 0 ? kHangupPoll : kPoll);
+    std::optional<engine::TokenEvent> ev = h.next(kHangupPoll);
     if (ev && g.absorb(h, *ev)) break;
-    if (!client_gone && peer_hung_up(fd)) {
+    if (!client_gone && req.client_gone()) {
       client_gone = true;
       h.cancel();  // freed before the engine's next step; its finishing event ends the loop
     }
@@ -291,60 +290,109 @@ std::optional<Generation> ServerContext::run_to_end(RequestHandle& h, const std:
   return std::nullopt;
 }
 
-void ServerContext::stream(httplib::Response& res, std::shared_ptr<RequestHandle> h, const std::string& endpoint,
+namespace {
+
+// A generation streamed as SSE: the engine thread wakes the transport (RequestHandle's
+// on_event), which pulls the events that are there. Accounting happens once, when the
+// finishing event was pulled (200) or, after an abort, when it arrives (499). The state the
+// engine thread's callback touches is shared apart from the stream, so the stream (and the
+// handle it owns) is never destroyed from inside the handle's own callback.
+struct StreamState {
+  StreamState(ServerContext& c, std::string ep, std::string m, StreamWriter w)
+      : ctx(c), endpoint(std::move(ep)), model(std::move(m)), writer(std::move(w)) {}
+
+  // Folds the events that are there; SSE text into `out` unless aborted. Caller holds mu.
+  void drain(RequestHandle& h, std::string* out) {
+    while (!finished) {
+      std::optional<engine::TokenEvent> ev = h.try_next();
+      if (!ev) return;
+      std::string piece = ev->text;
+      const bool done = gen.absorb(h, *ev);
+      if (out != nullptr && !piece.empty()) *out += sse_event(writer.chunk(piece));
+      if (!done) continue;
+      finished = true;
+      if (out != nullptr) {
+        for (const json& j : writer.finish(gen)) *out += sse_event(j);
+        *out += sse_done();
+      }
+      // Before the last bytes go out, so a client that read them sees the metrics.
+      ctx.record(model, endpoint, out != nullptr ? 200 : 499, gen);  // 499: nginx's "client closed request"
+      --ctx.in_flight;
+    }
+  }
+
+  ServerContext& ctx;
+  const std::string endpoint, model;
+  StreamWriter writer;
+  std::function<void()> wake;
+  std::mutex mu;
+  Generation gen;
+  bool finished = false, aborted = false;
+};
+
+class EngineStream : public http::StreamSource {
+ public:
+  EngineStream(ServerContext& ctx, std::shared_ptr<RequestHandle> h, std::string endpoint, std::string model,
+               StreamWriter writer)
+      : handle_(std::move(h)),
+        st_(std::make_shared<StreamState>(ctx, std::move(endpoint), std::move(model), std::move(writer))) {
+    st_->gen.prompt_tokens = handle_->n_prompt();
+    st_->wake = waker();
+    handle_->set_on_event([st = st_](RequestHandle& handle) {
+      std::function<void()> wake;
+      {
+        std::lock_guard lock(st->mu);
+        if (st->aborted)
+          st->drain(handle, nullptr);
+        else
+          wake = st->wake;
+      }
+      if (wake) wake();
+    });
+  }
+  ~EngineStream() override { abort(http::StreamEnd::client_gone); }  // no-op once finished or aborted
+
+  bool pull(std::string& out) override {
+    std::lock_guard lock(st_->mu);
+    st_->drain(*handle_, &out);
+    return st_->finished;
+  }
+
+  void abort(http::StreamEnd why) override {
+    {
+      std::lock_guard lock(st_->mu);
+      if (st_->finished || st_->aborted) return;
+      st_->aborted = true;
+    }
+    if (why == http::StreamEnd::slow_reader) st_->ctx.metrics().record_stream_cut(st_->model, "slow_reader");
+    handle_->cancel();
+    std::lock_guard lock(st_->mu);
+    st_->drain(*handle_, nullptr);  // the finishing event may already be there
+  }
+
+ private:
+  std::shared_ptr<RequestHandle> handle_;
+  std::shared_ptr<StreamState> st_;
+};
+
+}  // namespace
+
+void ServerContext::stream(http::Response& res, std::shared_ptr<RequestHandle> h, const std::string& endpoint,
                            StreamWriter writer) {
-  struct State {
-    std::shared_ptr<RequestHandle> handle;
-    Generation gen;
-    bool finished = false;
-  };
-  auto st = std::make_shared<State>();
-  st->handle = std::move(h);
-  const std::string model = model_name();  // the release runs after the handler's selection ended
-  st->gen.prompt_tokens = st->handle->n_prompt();
-  ++in_flight;  // released with the stream
+  ++in_flight;  // released when the stream is accounted for
+  auto st = std::make_shared<EngineStream>(*this, std::move(h), endpoint, model_name(), std::move(writer));
+  res.status = 200;
+  res.set_header("Content-Type", "text/event-stream");
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, st, writer](size_t, httplib::DataSink& sink) {
-        std::optional<engine::TokenEvent> ev = st->handle->next(kPoll);
-        if (!ev) return sink.is_writable();  // nothing yet; keep the stream unless the peer left
-        std::string piece = ev->text;
-        const bool done = st->gen.absorb(*st->handle, *ev);
-        std::string out;
-        if (!piece.empty() && !done) out += sse_event(writer.chunk(piece));
-        if (done) {
-          st->finished = true;
-          if (!piece.empty()) out += sse_event(writer.chunk(piece));
-          for (const json& j : writer.finish(st->gen)) out += sse_event(j);
-          out += sse_done();
-        }
-        if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // client gone: release cancels
-        if (done) sink.done();
-        return true;
-      },
-      [this, st, endpoint, model](bool success) {
-        if (!st->finished) {
-          st->handle->cancel();
-          // Drain to the finishing event so the request is accounted for.
-          while (!st->finished) {
-            std::optional<engine::TokenEvent> ev = st->handle->next(kPoll);
-            if (ev && st->gen.absorb(*st->handle, *ev)) st->finished = true;
-          }
-          record(model, endpoint, 499, st->gen);  // nginx's "client closed request"
-        } else {
-          record(model, endpoint, 200, st->gen);
-        }
-        --in_flight;
-      });
+  res.stream = st;
 }
 
-bool ServerContext::admit(const httplib::Request& req, httplib::Response& res) {
+bool ServerContext::admit(const http::Request& req, http::Response& res) {
   const bool inference = is_inference_path(req.path);
   const bool needs_key = !cfg_.api_keys.empty() && (inference || (req.path == "/health" && cfg_.auth_health) ||
                                                     (req.path == "/metrics" && cfg_.auth_metrics));
   if (needs_key) {
-    const std::string auth = req.get_header_value("Authorization");
+    const std::string auth = req.header("Authorization");
     const std::string prefix = "Bearer ";
     if (auth.empty() || auth.compare(0, prefix.size(), prefix) != 0) {
       send_error(
@@ -368,7 +416,7 @@ bool ServerContext::admit(const httplib::Request& req, httplib::Response& res) {
   return true;
 }
 
-void ServerContext::run_routed(const httplib::Server::Handler& h, const httplib::Request& req, httplib::Response& res) {
+void ServerContext::run_routed(const Handler& h, const http::Request& req, http::Response& res) {
   const EngineService::Pin pin = service_.pin_model();
   ++in_flight;
   struct Release {
@@ -376,106 +424,91 @@ void ServerContext::run_routed(const httplib::Server::Handler& h, const httplib:
     ~Release() { --n; }
   } release{in_flight};
   h(req, res);
+  // A handler that found its client gone answers nothing: there is nobody to read it.
+  if (req.client_gone() && !res.stream && res.body.empty()) res.drop = true;
 }
 
-httplib::Server::Handler ServerContext::route(httplib::Server::Handler h) {
-  return [this, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
-    if (!admit(req, res)) return;
-    run_routed(h, req, res);
-  };
+void ServerContext::get(http::Server& svr, const std::string& path, http::RouteClass cls, Handler h) {
+  http::Route r;
+  r.method = "GET";
+  r.path = path;
+  r.cls = cls;
+  r.max_body_bytes = cfg_.max_body_bytes;
+  r.handler = [this, h = std::move(h)](http::Request& req, http::Response& res) { run_routed(h, req, res); };
+  svr.add(std::move(r));
 }
 
-httplib::Server::HandlerWithContentReader ServerContext::route_body(httplib::Server::Handler h) {
-  return [this, h = std::move(h)](const httplib::Request& req, httplib::Response& res,
-                                  const httplib::ContentReader& reader) {
-    if (!admit(req, res)) return;  // before reading: an unauthorized client cannot make us read its body
-    if (req.is_multipart_form_data())
+void ServerContext::post_json(http::Server& svr, const std::string& path, http::RouteClass cls, Handler h) {
+  http::Route r;
+  r.method = "POST";
+  r.path = path;
+  r.cls = cls;
+  r.max_body_bytes = cfg_.max_body_bytes;
+  r.handler = [this, h = std::move(h)](http::Request& req, http::Response& res) {
+    if (req.is_multipart())
       return send_error(res, "", {415, "expected a JSON body, not multipart/form-data", "invalid_request_error", "",
                                   "unsupported_media_type"});
-    httplib::Request with_body = req;
-    size_t received = 0;
-    bool too_large = false;
-    reader([&](const char* data, size_t n) {
-      received += n;
-      too_large = received > cfg_.max_body_bytes;
-      if (too_large)
-        with_body.body.clear();  // read on and discard, so the client gets to read the 413
-      else
-        with_body.body.append(data, n);
-      return received <= cfg_.max_body_bytes + kDrainBytes;  // past that, stop and close
-    });
-    if (too_large) {
-      res.set_header("Connection", "close");
-      return send_error(res, "", body_too_large(cfg_.max_body_bytes));
-    }
-    run_routed(h, with_body, res);
+    run_routed(h, req, res);
   };
+  svr.add(std::move(r));
+}
+
+void ServerContext::transport_error(const http::Request& req, const http::TransportError& e, http::Response& res) {
+  ApiError a{e.status, e.message, "invalid_request_error", "", e.code};
+  if (e.status == 429) a.type = "rate_limit_error";
+  if (e.status >= 500) a.type = "server_error";
+  send_json(res, e.status, error_body(a));
+  (void)req;
 }
 
 // ---- HttpServer ----
 
 HttpServer::HttpServer(const ServeConfig& cfg, EngineService& service, ServerMetrics& metrics)
-    : svr_(std::make_unique<httplib::Server>()),
-      ctx_(std::make_unique<ServerContext>(cfg, service, metrics)),
-      cfg_(cfg) {
+    : ctx_(std::make_unique<ServerContext>(cfg, service, metrics)), cfg_(cfg) {
   init();
 }
 
 HttpServer::HttpServer(const ServeConfig& cfg, std::vector<std::unique_ptr<ServedModel>> models,
                        ServerMetrics& metrics)
-    : svr_(std::make_unique<httplib::Server>()),
-      ctx_(std::make_unique<ServerContext>(cfg, std::move(models), metrics)),
-      cfg_(cfg) {
+    : ctx_(std::make_unique<ServerContext>(cfg, std::move(models), metrics)), cfg_(cfg) {
   init();
 }
 
+namespace {
+
+std::chrono::milliseconds ms_of(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, seconds) * 1e3));
+}
+
+}  // namespace
+
 void HttpServer::init() {
   const ServeConfig& cfg = cfg_;
-  const int n_workers = std::max(1, cfg.max_connections);
-  svr_->new_task_queue = [n_workers] { return new httplib::ThreadPool(static_cast<size_t>(n_workers)); };
-  // cpp-httplib's one limit must admit model uploads; JSON routes enforce max_body_bytes
-  // themselves (route_body), and the pre-routing check answers a declared oversized body
-  // before any of it is read.
-  svr_->set_payload_max_length(std::max(cfg.max_body_bytes, cfg.max_upload_bytes));
-  svr_->set_pre_routing_handler([ctx = ctx_.get()](const httplib::Request& req, httplib::Response& res) {
-    if (!req.has_header("Content-Length")) return httplib::Server::HandlerResponse::Unhandled;
-    // Bodies a little over the JSON limit are read and discarded by route_body (a client that
-    // writes its whole body before reading then sees the 413); much larger ones are refused here.
-    const size_t limit = req.path == "/reload" && req.is_multipart_form_data()
-                             ? ctx->config().max_upload_bytes
-                             : ctx->config().max_body_bytes + kDrainBytes;
-    const std::string declared = req.get_header_value("Content-Length");
-    char* end = nullptr;
-    const unsigned long long n = std::strtoull(declared.c_str(), &end, 10);
-    if (end == declared.c_str() || n <= limit) return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("Connection", "close");
-    ctx->send_error(res, "", body_too_large(req.path == "/reload" ? limit : ctx->config().max_body_bytes));
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  svr_->set_keep_alive_max_count(100);
-  svr_->set_tcp_nodelay(true);  // small SSE chunks and replies must not wait for Nagle's timer
   ServerContext* ctx = ctx_.get();
-  svr_->set_error_handler([ctx](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a route already wrote its error
-    ApiError e{res.status, "", "invalid_request_error", "", ""};
-    if (res.status == 404)
-      e.message = fmt::format("no route for {} {}", req.method, req.path);
-    else if (res.status == 413)
-      e = body_too_large(std::max(ctx->config().max_body_bytes, ctx->config().max_upload_bytes));
-    else
-      e.message = fmt::format("HTTP {}", res.status);
-    ctx->send_json(res, res.status, error_body(e));
-  });
-  svr_->set_exception_handler([ctx](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& ex) {
-      what = ex.what();
-    } catch (...) {
-    }
-    ctx->send_json(res, 500, error_body({500, what, "server_error", "", ""}));
-  });
+  http::ServerOptions o;
+  o.host = cfg.host;
+  o.port = cfg.port;
+  o.max_connections = cfg.max_connections;
+  // What the engines can hold: running plus waiting, per model. More would only wait in the
+  // transport; fewer would refuse what the engines could serve.
+  o.work_capacity = std::max(1, (cfg.max_batch_size + cfg.max_queue) * static_cast<int>(ctx->models().size()));
+  o.stream_buffer_bytes = cfg.stream_buffer_bytes;
+  o.header_timeout = ms_of(cfg.header_timeout_s);
+  o.body_timeout = ms_of(cfg.body_timeout_s);
+  o.idle_timeout = ms_of(cfg.idle_timeout_s);
+  o.write_timeout = ms_of(cfg.write_timeout_s);
+  o.format_error = [ctx](const http::TransportError& e, http::Response& res) { ctx->transport_error({}, e, res); };
+  o.gate = [ctx](const http::Request& req, const http::Route&, http::Response& res) { return ctx->admit(req, res); };
+  o.on_refused = [ctx](const http::Request& req, const http::TransportError& e) {
+    if (e.status == 404 || e.status == 405 || req.path.empty()) return;  // not a request of ours
+    RequestRecord r;
+    r.model = ctx->model_name();
+    r.endpoint = req.path;
+    r.status = e.status;
+    ctx->metrics().record(r);
+  };
+  svr_ = std::make_unique<http::Server>(std::move(o));
+  ctx_->set_transport(svr_.get());
   register_openai_routes(*svr_, *ctx_);
   register_simple_routes(*svr_, *ctx_);
   register_embeddings_routes(*svr_, *ctx_);
@@ -485,22 +518,11 @@ void HttpServer::init() {
 
 HttpServer::~HttpServer() = default;
 
-Result<int> HttpServer::bind() {
-  if (cfg_.port == 0) {
-    const int port = svr_->bind_to_any_port(cfg_.host);
-    if (port <= 0) return make_error("cannot listen on {}: no free port", cfg_.host);
-    return port;
-  }
-  if (!svr_->bind_to_port(cfg_.host, cfg_.port))
-    return make_error("cannot listen on {}:{} (in use, or not an address of this machine)", cfg_.host, cfg_.port);
-  return cfg_.port;
-}
+Result<int> HttpServer::bind() { return svr_->bind(); }
 
-void HttpServer::run() { svr_->listen_after_bind(); }
+void HttpServer::run() { svr_->run(); }
 
-void HttpServer::wait_until_running() {
-  while (!svr_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
+void HttpServer::wait_until_running() { svr_->wait_until_running(); }
 
 void HttpServer::shutdown(std::chrono::duration<double> drain_timeout) {
   ctx_->draining.store(true);
@@ -508,7 +530,7 @@ void HttpServer::shutdown(std::chrono::duration<double> drain_timeout) {
       std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(drain_timeout);
   while (ctx_->in_flight.load() > 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  svr_->stop();
+  svr_->shutdown();
 }
 
 }  // namespace edgelm::serve

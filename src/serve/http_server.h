@@ -1,7 +1,11 @@
-// The HTTP front of `edgelm serve`: a cpp-httplib server (one worker per connection, up to
-// max_connections) over an EngineService, plus what every route shares (ServerContext):
-// JSON errors in OpenAI's shape, auth, request accounting, and running one request to the end
-// or streaming it.
+// The HTTP front of `edgelm serve`: the bounded transport (http/server.h) over the
+// EngineService(s), plus what every route shares (ServerContext): JSON errors in OpenAI's
+// shape, auth, request accounting, and running one request to the end or streaming it.
+//
+// Capacity by construction: the transport admits at most the engines' own capacity
+// (max_batch_size running + max_queue waiting, per model) of generation requests at once and
+// answers the next one 429 with Retry-After at once; /health, /metrics and the admin routes
+// run on the transport's control pool, so load never delays them.
 //
 // Routes live in routes_openai.cpp (/v1/completions, /v1/chat/completions, /v1/models),
 // routes_simple.cpp (/predict, /tokenize, /detokenize, /health, /metrics), routes_embeddings.cpp
@@ -28,10 +32,11 @@
 #include <string>
 #include <vector>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "core/result.h"
+#include "http/message.h"
+#include "http/server.h"
 #include "serve/config.h"
 #include "serve/engine_service.h"
 #include "serve/metrics.h"
@@ -112,15 +117,15 @@ class ServerContext {
   // x-edgelm-route header. Errors: 400 bad budget or complexity, 404 unknown model, 503 when no
   // model can serve.
   std::optional<ApiError> route_request(const RouteRequest& rr, const nlohmann::json& body,
-                                        const httplib::Request& req, httplib::Response& res, Routed& out);
+                                        const http::Request& req, http::Response& res, Routed& out);
   // After the upstream failed: routes again with the upstream marked down and selects the local
   // model chosen (header and metrics updated). Errors: 503 when no local model can serve.
-  std::optional<ApiError> fall_back_to_local(Routed& r, httplib::Response& res);
+  std::optional<ApiError> fall_back_to_local(Routed& r, http::Response& res);
 
   // Parses the body as a JSON object; nullopt after setting `err` (400) otherwise.
-  static std::optional<nlohmann::json> parse_body(const httplib::Request& req, ApiError& err);
-  void send_error(httplib::Response& res, const std::string& endpoint, const ApiError& e);
-  void send_json(httplib::Response& res, int status, const nlohmann::json& body);
+  static std::optional<nlohmann::json> parse_body(const http::Request& req, ApiError& err);
+  void send_error(http::Response& res, const std::string& endpoint, const ApiError& e);
+  void send_json(http::Response& res, int status, const nlohmann::json& body);
 
   // False (with a 503 in `err`) until a model is loaded.
   bool check_ready(ApiError& err) const;
@@ -131,25 +136,35 @@ class ServerContext {
   std::shared_ptr<RequestHandle> submit(engine::Request req, ApiError& err);
 
   // Runs a submitted request to its end (the caller records it, once it knows the status).
-  // Watches the client meanwhile (client_socket.h): when it hangs up, the request is cancelled
+  // Watches the client meanwhile (http::Request::client_gone): when it hangs up, the request is cancelled
   // (its KV freed before the engine's next step), recorded as 499, and nullopt returned —
   // there is nobody to answer.
-  std::optional<Generation> run_to_end(RequestHandle& h, const std::string& endpoint, const httplib::Request& req);
-  // Streams a submitted request as SSE; the response completes asynchronously.
-  void stream(httplib::Response& res, std::shared_ptr<RequestHandle> h, const std::string& endpoint,
+  std::optional<Generation> run_to_end(RequestHandle& h, const std::string& endpoint, const http::Request& req);
+  // Streams a submitted request as SSE; the response completes asynchronously, pulled by the
+  // transport as the engine produces (no thread waits on it). A reader that falls more than
+  // stream_buffer_bytes behind is cut and its request cancelled
+  // (edge_stream_slow_reader_cancels_total).
+  void stream(http::Response& res, std::shared_ptr<RequestHandle> h, const std::string& endpoint,
               StreamWriter writer);
   // Records a finished request that was answered with `status` (under model_name(), or
   // `model`), and feeds a generated one's timings to that model's latency profile.
   void record(const std::string& endpoint, int status, const Generation& g);
   void record(const std::string& model, const std::string& endpoint, int status, const Generation& g);
 
-  // Wraps a route: auth and drain checks (admit), and the in-flight count while it runs.
-  httplib::Server::Handler route(httplib::Server::Handler h);
-  // The same for a POST route with a JSON body: admits first, then reads the body up to
-  // max_body_bytes (413 beyond, 415 for multipart) and runs `h` with it in req.body.
-  httplib::Server::HandlerWithContentReader route_body(httplib::Server::Handler h);
-  // True when the request may proceed; otherwise the 401/503 is already in `res`.
-  bool admit(const httplib::Request& req, httplib::Response& res);
+  using Handler = std::function<void(const http::Request& req, http::Response& res)>;
+  // Registers a GET route; `h` runs pinned (run_routed) after the transport's gate (admit).
+  void get(http::Server& svr, const std::string& path, http::RouteClass cls, Handler h);
+  // A POST route with a JSON body of at most max_body_bytes (413 beyond, 415 for multipart).
+  void post_json(http::Server& svr, const std::string& path, http::RouteClass cls, Handler h);
+  // True when the request may proceed; otherwise the 401/503 is already in `res`. Runs on the
+  // transport's IO thread before the body is read: never blocks.
+  bool admit(const http::Request& req, http::Response& res);
+  // The transport's own answers (404, 408, 413, 429, ...) in OpenAI's error shape, counted.
+  void transport_error(const http::Request& req, const http::TransportError& e, http::Response& res);
+
+  // The transport (for its gauges in /metrics); set by HttpServer.
+  void set_transport(const http::Server* t) { transport_ = t; }
+  const http::Server* transport() const { return transport_; }
 
   // Where POST /reload writes uploaded models; empty: the current model's folder. Set before
   // the server runs.
@@ -164,11 +179,11 @@ class ServerContext {
   std::atomic<uint64_t> next_id{1};
 
  private:
-  void run_routed(const httplib::Server::Handler& h, const httplib::Request& req, httplib::Response& res);
+  void run_routed(const Handler& h, const http::Request& req, http::Response& res);
 
   RouteInput route_input(const RouteRequest& rr, const nlohmann::json& body, std::optional<double> budget,
                          const std::string& model) const;
-  std::optional<ApiError> apply_route(Routed& out, httplib::Response& res);
+  std::optional<ApiError> apply_route(Routed& out, http::Response& res);
 
   const ServeConfig& cfg_;
   std::vector<std::unique_ptr<ServedModel>> models_;
@@ -179,6 +194,7 @@ class ServerContext {
   double upstream_ms_ = 0.0;  // EWMA of answered upstream calls (0: none yet)
   std::string upload_dir_;
   std::shared_ptr<cache::ResponseCache> cache_;
+  const http::Server* transport_ = nullptr;
 };
 
 enum class UpstreamOutcome { answered, fell_back };
@@ -187,21 +203,21 @@ enum class UpstreamOutcome { answered, fell_back };
 // routed again without it (fall_back_to_local) and fell_back returned: the caller serves it
 // with the local model now selected, or answers `err` when none can.
 UpstreamOutcome serve_from_upstream(ServerContext& ctx, Routed& r, const nlohmann::json& body, bool stream,
-                                    const std::string& endpoint, httplib::Response& res,
+                                    const std::string& endpoint, http::Response& res,
                                     std::optional<ApiError>& err);
 
 // The OpenAI finish_reason of an engine finish.
 std::string finish_reason(engine::Finish f);
 
-void register_openai_routes(httplib::Server& svr, ServerContext& ctx);
-void register_simple_routes(httplib::Server& svr, ServerContext& ctx);
-void register_embeddings_routes(httplib::Server& svr, ServerContext& ctx);
-void register_admin_routes(httplib::Server& svr, ServerContext& ctx);
-void register_cache_routes(httplib::Server& svr, ServerContext& ctx);
+void register_openai_routes(http::Server& svr, ServerContext& ctx);
+void register_simple_routes(http::Server& svr, ServerContext& ctx);
+void register_embeddings_routes(http::Server& svr, ServerContext& ctx);
+void register_admin_routes(http::Server& svr, ServerContext& ctx);
+void register_cache_routes(http::Server& svr, ServerContext& ctx);
 // The admin token check of /reload (routes_admin.cpp) for other admin routes: false after
 // answering 403 (no token configured, wrong token) or 401 (none sent); errors are recorded
 // under `endpoint`.
-bool check_admin_token(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+bool check_admin_token(ServerContext& ctx, const http::Request& req, http::Response& res,
                        const std::string& endpoint);
 
 // Equal length and bytes, in time that depends only on the lengths.
@@ -229,11 +245,12 @@ class HttpServer {
   void wait_until_running();
 
   ServerContext& context() { return *ctx_; }
+  http::ServerStats transport_stats() const { return svr_->stats(); }
 
  private:
   void init();
 
-  std::unique_ptr<httplib::Server> svr_;
+  std::unique_ptr<http::Server> svr_;
   std::unique_ptr<ServerContext> ctx_;
   const ServeConfig& cfg_;
 };

@@ -194,8 +194,26 @@ ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(devic
                         "Calls to the cloud upstream by result (ok, error: the request fell back to a local model)");
   registry_.add_gauge("edge_latency_model_factor",
                       "Live correction of a model's latency profile by phase (observed / profiled)");
+  registry_.add_counter("edge_stream_slow_reader_cancels_total",
+                        "Streams cancelled because their reader left more than stream_buffer_bytes unread");
+  registry_.add_gauge("edge_http_connections_open", "Open HTTP connections");
+  registry_.add_gauge("edge_http_requests_in_progress", "Generation requests admitted and not yet answered");
+  registry_.add_counter("edge_http_refused_total", "Requests or connections refused for load (429/503 at once)");
+  registry_.add_counter("edge_http_timeouts_total", "Connections closed by a header, body or write timeout");
   last_wall_ = std::chrono::steady_clock::now();
   last_cpu_s_ = process_cpu_seconds();
+}
+
+void ServerMetrics::record_stream_cut(const std::string& model, const std::string& reason) {
+  if (reason == "slow_reader") registry_.inc("edge_stream_slow_reader_cancels_total", labels(model));
+}
+
+void ServerMetrics::set_transport(const TransportGauges& t) {
+  const Labels base = {{"device_id", device_id_}};
+  registry_.set("edge_http_connections_open", base, static_cast<double>(t.connections_open));
+  registry_.set("edge_http_requests_in_progress", base, static_cast<double>(t.work_in_progress));
+  registry_.set_counter("edge_http_refused_total", base, static_cast<double>(t.refused_total));
+  registry_.set_counter("edge_http_timeouts_total", base, static_cast<double>(t.timeouts_total));
 }
 
 void ServerMetrics::record_route(const std::string& model, const std::string& tier, const std::string& reason) {
@@ -242,11 +260,12 @@ std::string ServerMetrics::scrape(const ServiceStats& s, const std::string& mode
   return scrape(std::vector<ModelGauges>{{model, s, std::nullopt}});
 }
 
-std::string ServerMetrics::scrape(const std::vector<ModelGauges>& models) {
+std::string ServerMetrics::scrape(const std::vector<ModelGauges>& models, const TransportGauges* transport) {
   std::lock_guard lock(scrape_mutex_);  // one scrape at a time: each clears and resets the gauges
   registry_.clear_gauges();
   for (const ModelGauges& m : models) set_model_gauges(m);
   set_process_gauges(labels(models.empty() ? std::string() : models.front().model));
+  if (transport != nullptr) set_transport(*transport);
   return registry_.render();
 }
 

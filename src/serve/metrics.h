@@ -99,6 +99,14 @@ class ServerMetrics {
   // A call to the upstream `upstream` (edge_upstream_requests_total{result}).
   void record_upstream(const std::string& upstream, bool ok);
 
+  // A stream the transport cut (edge_stream_slow_reader_cancels_total for reason "slow_reader").
+  void record_stream_cut(const std::string& model, const std::string& reason);
+
+  // The transport's own state (http::ServerStats), as plain numbers.
+  struct TransportGauges {
+    int64_t connections_open = 0, work_in_progress = 0, refused_total = 0, timeouts_total = 0;
+  };
+
   struct ModelGauges {
     std::string model;
     ServiceStats stats;
@@ -106,12 +114,13 @@ class ServerMetrics {
   };
   // Sets the gauges from each model's engine and the process (/proc/self: CPU use since the
   // last scrape, resident memory; labelled with the first model), then renders every series.
-  std::string scrape(const std::vector<ModelGauges>& models);
+  std::string scrape(const std::vector<ModelGauges>& models, const TransportGauges* transport = nullptr);
   std::string scrape(const ServiceStats& stats, const std::string& model);  // one model
 
  private:
   void set_model_gauges(const ModelGauges& m);
   void set_process_gauges(const Labels& base);
+  void set_transport(const TransportGauges& t);
   // model_name and device_id, then `own`.
   Labels labels(const std::string& model, Labels own = {}) const;
 

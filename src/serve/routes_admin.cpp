@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 
+#include "http/multipart.h"
 #include "serve/http_server.h"
 #include "serve/sha256.h"
 
@@ -34,7 +35,7 @@ namespace fs = std::filesystem;
 
 const char* kEndpoint = "/reload";
 
-bool check_admin(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+bool check_admin(ServerContext& ctx, const http::Request& req, http::Response& res,
                  const char* endpoint = kEndpoint) {
   const std::string& token = ctx.config().admin_token;
   if (token.empty()) {
@@ -43,7 +44,7 @@ bool check_admin(ServerContext& ctx, const httplib::Request& req, httplib::Respo
                     "admin_disabled"});
     return false;
   }
-  const std::string auth = req.get_header_value("Authorization");
+  const std::string auth = req.header("Authorization");
   const std::string prefix = "Bearer ";
   if (auth.size() < prefix.size() || auth.compare(0, prefix.size(), prefix) != 0) {
     ctx.send_error(res, endpoint,
@@ -85,7 +86,7 @@ std::string sha256_file(const std::string& path) {
 }
 
 // Reloads and answers; `uploaded` (if set) is deleted on failure.
-void do_reload(ServerContext& ctx, httplib::Response& res, ReloadOptions ro, const std::string& uploaded) {
+void do_reload(ServerContext& ctx, http::Response& res, ReloadOptions ro, const std::string& uploaded) {
   EngineService::Reloaded r = ctx.service().reload(ro);
   if (r.error) {
     if (!uploaded.empty()) std::remove(uploaded.c_str());
@@ -108,21 +109,27 @@ void do_reload(ServerContext& ctx, httplib::Response& res, ReloadOptions ro, con
   ctx.metrics().record(rec);
 }
 
-void handle_json(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
-                 const httplib::ContentReader& reader) {
-  std::string raw;
-  bool too_large = false;
-  reader([&](const char* data, size_t n) {
-    too_large = raw.size() + n > ctx.config().max_body_bytes;
-    if (!too_large) raw.append(data, n);
-    return !too_large;
-  });
-  if (too_large) {
-    res.set_header("Connection", "close");
-    return ctx.send_error(res, kEndpoint, body_too_large(ctx.config().max_body_bytes));
+// Reads the whole body from `req.body_reader` into `out`, up to `limit` bytes. Errors: 413
+// beyond the limit, 400 when the body breaks off.
+std::optional<ApiError> read_body(const http::Request& req, size_t limit, std::string& out) {
+  char buf[16384];
+  for (;;) {
+    const long n = req.body_reader->read(buf, sizeof(buf));
+    if (n == 0) return std::nullopt;
+    if (n < 0)
+      return ApiError{400, fmt::format("the request body could not be read: {}", req.body_reader->error()),
+                      "invalid_request_error", "", "bad_body"};
+    if (out.size() + static_cast<size_t>(n) > limit) return body_too_large(limit);
+    out.append(buf, static_cast<size_t>(n));
   }
-  httplib::Request parsed;
-  parsed.body = std::move(raw);
+}
+
+void handle_json(ServerContext& ctx, const http::Request& req, http::Response& res) {
+  http::Request parsed;
+  if (auto e = read_body(req, ctx.config().max_body_bytes, parsed.body)) {
+    res.close = true;
+    return ctx.send_error(res, kEndpoint, *e);
+  }
   ApiError err;
   std::optional<json> body = ServerContext::parse_body(parsed, err);
   if (!body) return ctx.send_error(res, kEndpoint, err);
@@ -153,8 +160,7 @@ void handle_json(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   do_reload(ctx, res, std::move(ro), "");
 }
 
-void handle_multipart(ServerContext& ctx, const httplib::Request&, httplib::Response& res,
-                      const httplib::ContentReader& reader) {
+void handle_multipart(ServerContext& ctx, const http::Request& req, http::Response& res) {
   fs::path dir_path = ctx.upload_dir();
   if (dir_path.empty()) dir_path = fs::path(ctx.service().model_path()).parent_path();
   if (dir_path.empty()) dir_path = fs::current_path();
@@ -163,72 +169,107 @@ void handle_multipart(ServerContext& ctx, const httplib::Request&, httplib::Resp
   int fd = -1;
   Sha256 hash;
   std::string field, filename, error;
+  int error_status = 400;
   std::map<std::string, std::string> fields;
   size_t n_model_bytes = 0;
   bool got_model = false;
   const size_t kMaxField = 4096;
 
-  reader(
-      [&](const httplib::MultipartFormData& part) {
-        field = part.name;
-        if (field == "model") {
-          if (got_model) {
-            error = "more than one 'model' part";
-            return false;
-          }
-          got_model = true;
-          filename = part.filename;
-          std::string ext = fs::path(filename).extension().string();
-          if (ext.size() > 16 || ext.find_first_of("/\\") != std::string::npos) ext.clear();
-          std::string tmpl = fmt::format("{}{}", (fs::path(dir) / ".edgelm-upload-XXXXXX").string(), ext);
-          std::vector<char> name(tmpl.begin(), tmpl.end());
-          name.push_back('\0');
-          fd = mkstemps(name.data(), static_cast<int>(ext.size()));
-          if (fd < 0) {
-            error = fmt::format("cannot create a temporary file in '{}': {}", dir, std::strerror(errno));
-            return false;
-          }
-          tmp_path = name.data();
-        } else {
-          fields[field];
-        }
-        return true;
-      },
-      [&](const char* data, size_t n) {
-        if (field == "model") {
-          if (n_model_bytes + n > ctx.config().max_upload_bytes) {
-            error = fmt::format("the upload is larger than the limit of {} bytes (max_upload_bytes)",
-                                ctx.config().max_upload_bytes);
-            return false;
-          }
-          hash.update(data, n);
-          n_model_bytes += n;
-          while (n > 0) {
-            const ssize_t w = ::write(fd, data, n);
-            if (w < 0) {
-              if (errno == EINTR) continue;
-              error = fmt::format("cannot write the upload: {}", std::strerror(errno));
-              return false;
-            }
-            data += w;
-            n -= static_cast<size_t>(w);
-          }
-          return true;
-        }
-        std::string& v = fields[field];
-        if (v.size() + n > kMaxField) {
-          error = fmt::format("the field '{}' is longer than {} bytes", field, kMaxField);
+  auto on_part = [&](const http::MultipartPart& part) {
+    field = part.name;
+    if (field == "model") {
+      if (got_model) {
+        error = "more than one 'model' part";
+        return false;
+      }
+      got_model = true;
+      filename = part.filename;
+      std::string ext = fs::path(filename).extension().string();
+      if (ext.size() > 16 || ext.find_first_of("/\\") != std::string::npos) ext.clear();
+      std::string tmpl = fmt::format("{}{}", (fs::path(dir) / ".edgelm-upload-XXXXXX").string(), ext);
+      std::vector<char> name(tmpl.begin(), tmpl.end());
+      name.push_back('\0');
+      fd = mkstemps(name.data(), static_cast<int>(ext.size()));
+      if (fd < 0) {
+        error = fmt::format("cannot create a temporary file in '{}': {}", dir, std::strerror(errno));
+        error_status = errno == ENOSPC || errno == EDQUOT ? 507 : 500;
+        return false;
+      }
+      tmp_path = name.data();
+    } else {
+      fields[field];
+    }
+    return true;
+  };
+  auto on_data = [&](const char* data, size_t n) {
+    if (field == "model") {
+      if (n_model_bytes + n > ctx.config().max_upload_bytes) {
+        error = fmt::format("the upload is larger than the limit of {} bytes (max_upload_bytes)",
+                            ctx.config().max_upload_bytes);
+        error_status = 413;
+        return false;
+      }
+      hash.update(data, n);
+      n_model_bytes += n;
+      while (n > 0) {
+        const ssize_t w = ::write(fd, data, n);
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          const bool full = errno == ENOSPC || errno == EDQUOT;
+          error = fmt::format("cannot write the upload to '{}': {}{}", dir, std::strerror(errno),
+                              full ? " (the disk is full; the current model keeps serving)" : "");
+          error_status = full ? 507 : 500;
           return false;
         }
-        v.append(data, n);
-        return true;
-      });
+        data += w;
+        n -= static_cast<size_t>(w);
+      }
+      return true;
+    }
+    std::string& v = fields[field];
+    if (v.size() + n > kMaxField) {
+      error = fmt::format("the field '{}' is longer than {} bytes", field, kMaxField);
+      return false;
+    }
+    v.append(data, n);
+    return true;
+  };
+  Result<std::string> boundary = http::multipart_boundary(req.header("Content-Type"));
+  if (!boundary.ok()) {
+    error = boundary.error().message;
+  } else {
+    http::MultipartParser parser(*boundary, on_part, on_data);
+    std::vector<char> buf(1 << 16);
+    for (;;) {
+      const long n = req.body_reader->read(buf.data(), buf.size());
+      if (n < 0) {
+        if (error.empty()) error = fmt::format("the upload broke off: {}", req.body_reader->error());
+        break;
+      }
+      if (n == 0) {
+        if (!parser.finish() && error.empty()) error = parser.error();
+        break;
+      }
+      if (!parser.feed(buf.data(), static_cast<size_t>(n))) {
+        if (error.empty()) error = parser.error();
+        break;
+      }
+    }
+  }
+  if (fd >= 0 && ::fsync(fd) != 0 && error.empty()) {
+    const bool full = errno == ENOSPC || errno == EDQUOT;
+    error = fmt::format("cannot write the upload: {}", std::strerror(errno));
+    error_status = full ? 507 : 500;
+  }
   if (fd >= 0 && ::close(fd) != 0 && error.empty()) error = "cannot write the upload";
   auto fail = [&](int status, const std::string& msg, const char* param, const char* code) {
     if (!tmp_path.empty()) std::remove(tmp_path.c_str());
-    ctx.send_error(res, kEndpoint, {status, msg, "invalid_request_error", param, code});
+    res.close = true;  // the rest of the body, if any, is not read
+    ctx.send_error(res, kEndpoint,
+                   {status, msg, status >= 500 ? "server_error" : "invalid_request_error", param, code});
   };
-  if (!error.empty()) return fail(400, error, "model", "upload_failed");
+  if (!error.empty())
+    return fail(error_status, error, "model", error_status == 507 ? "insufficient_storage" : "upload_failed");
   if (!got_model || n_model_bytes == 0)
     return fail(400, "the multipart body has no (non-empty) file field 'model'", "model", "missing_field");
   const std::string got = hash.hex_digest();
@@ -256,8 +297,7 @@ void handle_multipart(ServerContext& ctx, const httplib::Request&, httplib::Resp
   }
 }
 
-void handle_reload(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
-                   const httplib::ContentReader& reader) {
+void handle_reload(ServerContext& ctx, const http::Request& req, http::Response& res) {
   if (!check_admin(ctx, req, res)) return;
   if (ctx.draining.load()) {
     res.set_header("Connection", "close");
@@ -270,21 +310,27 @@ void handle_reload(ServerContext& ctx, const httplib::Request& req, httplib::Res
     std::atomic<int>& n;
     ~Release() { --n; }
   } release{ctx.in_flight};
-  if (req.is_multipart_form_data()) return handle_multipart(ctx, req, res, reader);
-  handle_json(ctx, req, res, reader);
+  if (req.is_multipart()) return handle_multipart(ctx, req, res);
+  handle_json(ctx, req, res);
 }
 
 }  // namespace
 
-bool check_admin_token(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+bool check_admin_token(ServerContext& ctx, const http::Request& req, http::Response& res,
                        const std::string& endpoint) {
   return check_admin(ctx, req, res, endpoint.c_str());
 }
 
-void register_admin_routes(httplib::Server& svr, ServerContext& ctx) {
-  svr.Post("/reload", [&ctx](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& r) {
-    handle_reload(ctx, req, res, r);
-  });
+void register_admin_routes(http::Server& svr, ServerContext& ctx) {
+  http::Route r;
+  r.method = "POST";
+  r.path = kEndpoint;
+  r.cls = http::RouteClass::control;
+  r.body = http::BodyMode::streamed;  // uploads flow to disk as they arrive
+  // The multipart framing around the model adds a little to max_upload_bytes.
+  r.max_body_bytes = std::max(ctx.config().max_body_bytes, ctx.config().max_upload_bytes + (size_t{1} << 20));
+  r.handler = [&ctx](http::Request& req, http::Response& res) { handle_reload(ctx, req, res); };
+  svr.add(std::move(r));
 }
 
 }  // namespace edgelm::serve

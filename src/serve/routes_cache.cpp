@@ -9,20 +9,23 @@
 #include "core/log.h"
 #include "serve/embeddings.h"
 #include "serve/sha256.h"
-#include "serve/sse.h"
+#include "http/sse.h"
 #ifdef EDGELM_CACHE_HAS_BERT
 #include "cache/bert_embedder.h"
 #endif
 
 namespace edgelm::serve {
+
+using http::sse_done;
+using http::sse_event;
 namespace {
 
 using nlohmann::json;
 
 // The isolation namespace of a request: a hash of its API key when keys are configured.
-std::string namespace_of(const ServerContext& ctx, const httplib::Request& req) {
+std::string namespace_of(const ServerContext& ctx, const http::Request& req) {
   if (ctx.config().api_keys.empty()) return "";
-  const std::string auth = req.get_header_value("Authorization");
+  const std::string auth = req.header("Authorization");
   Sha256 h;
   h.update(auth.data(), auth.size());
   return h.hex_digest().substr(0, 16);
@@ -101,11 +104,11 @@ std::string params_fingerprint(const engine::Request& req, const std::string& en
   return out;
 }
 
-CacheUse cache_lookup(ServerContext& ctx, const httplib::Request& http_req, const json& body, const CacheQuery& q,
-                      httplib::Response& res) {
+CacheUse cache_lookup(ServerContext& ctx, const http::Request& http_req, const json& body, const CacheQuery& q,
+                      http::Response& res) {
   CacheUse use;
   struct Header {  // set once, on every path out
-    httplib::Response& res;
+    http::Response& res;
     CacheUse& use;
     ~Header() {
       res.set_header("x-edgelm-cache", cache::cache_level_name(use.lookup.level));
@@ -151,7 +154,7 @@ Generation cached_generation(const CacheUse& use, int32_t prompt_tokens) {
   return g;
 }
 
-void send_cached_stream(ServerContext& ctx, httplib::Response& res, const StreamWriter& w, const Generation& g,
+void send_cached_stream(ServerContext& ctx, http::Response& res, const StreamWriter& w, const Generation& g,
                         const std::string& endpoint) {
   std::string out;
   // Word-sized chunks: each piece ends after a run of spaces, like tokens that start with one.
@@ -173,15 +176,17 @@ void send_cached_stream(ServerContext& ctx, httplib::Response& res, const Stream
 
 // ---- admin routes ----
 
-void register_cache_routes(httplib::Server& svr, ServerContext& ctx) {
-  svr.Post("/admin/cache/flush", [&ctx](const httplib::Request& req, httplib::Response& res) {
+void register_cache_routes(http::Server& svr, ServerContext& ctx) {
+  svr.add({"POST", "/admin/cache/flush", http::RouteClass::control, http::BodyMode::buffered, ctx.config().max_body_bytes,
+           [&ctx](const http::Request& req, http::Response& res) {
     if (!check_admin_token(ctx, req, res, "/admin/cache/flush")) return;
     cache::ResponseCache* c = ctx.cache();
     if (c == nullptr) return ctx.send_json(res, 200, {{"status", "flushed"}, {"entries", 0}, {"cache", "off"}});
     const size_t n = c->flush();
     ctx.send_json(res, 200, {{"status", "flushed"}, {"entries", n}});
-  });
-  svr.Get("/admin/cache/stats", [&ctx](const httplib::Request& req, httplib::Response& res) {
+           }});
+  svr.add({"GET", "/admin/cache/stats", http::RouteClass::control, http::BodyMode::buffered, ctx.config().max_body_bytes,
+           [&ctx](const http::Request& req, http::Response& res) {
     if (!check_admin_token(ctx, req, res, "/admin/cache/stats")) return;
     cache::ResponseCache* c = ctx.cache();
     if (c == nullptr) return ctx.send_json(res, 200, {{"mode", "off"}});
@@ -207,7 +212,7 @@ void register_cache_routes(httplib::Server& svr, ServerContext& ctx) {
                    {"guard_rejections", s.guard_rejections},
                    {"embed_errors", s.embed_errors},
                    {"store_errors", s.store_errors}});
-  });
+           }});
 }
 
 }  // namespace edgelm::serve

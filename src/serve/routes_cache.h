@@ -48,15 +48,15 @@ struct CacheUse {
 
 // Looks the request up (if it uses the cache), counts the lookup in the metrics and sets the
 // x-edgelm-cache headers on `res`.
-CacheUse cache_lookup(ServerContext& ctx, const httplib::Request& http_req, const nlohmann::json& body,
-                      const CacheQuery& q, httplib::Response& res);
+CacheUse cache_lookup(ServerContext& ctx, const http::Request& http_req, const nlohmann::json& body,
+                      const CacheQuery& q, http::Response& res);
 // Stores a finished generation (stop or length only).
 void cache_insert(ServerContext& ctx, CacheUse& use, const Generation& g);
 // The generation a hit stands for (latency: the lookup's time).
 Generation cached_generation(const CacheUse& use, int32_t prompt_tokens);
 // Answers a hit as an SSE stream: the text in word-sized chunks through `w`, then its finish
 // chunks and [DONE], like a generated stream.
-void send_cached_stream(ServerContext& ctx, httplib::Response& res, const StreamWriter& w, const Generation& g,
+void send_cached_stream(ServerContext& ctx, http::Response& res, const StreamWriter& w, const Generation& g,
                         const std::string& endpoint);
 
 // The generation parameters that change an answer, as one canonical string.

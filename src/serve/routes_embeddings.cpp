@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-void handle_embeddings(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res) {
+void handle_embeddings(ServerContext& ctx, const http::Request& http_req, http::Response& res) {
   const std::string endpoint = "/v1/embeddings";
   ApiError err;
   if (!ctx.check_ready(err)) return ctx.send_error(res, endpoint, err);
@@ -82,10 +82,9 @@ void handle_embeddings(ServerContext& ctx, const httplib::Request& http_req, htt
 
 }  // namespace
 
-void register_embeddings_routes(httplib::Server& svr, ServerContext& ctx) {
-  svr.Post("/v1/embeddings", ctx.route_body([&ctx](const httplib::Request& req, httplib::Response& res) {
-    handle_embeddings(ctx, req, res);
-  }));
+void register_embeddings_routes(http::Server& svr, ServerContext& ctx) {
+  ctx.post_json(svr, "/v1/embeddings", http::RouteClass::work,
+                [&ctx](const http::Request& req, http::Response& res) { handle_embeddings(ctx, req, res); });
 }
 
 }  // namespace edgelm::serve

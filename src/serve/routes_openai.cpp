@@ -173,7 +173,7 @@ void add_instruction(std::vector<ChatMessage>& messages, const std::string& inst
   messages.insert(messages.begin(), ChatMessage{"system", instruction});
 }
 
-void handle_generation(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res, bool chat) {
+void handle_generation(ServerContext& ctx, const http::Request& http_req, http::Response& res, bool chat) {
   const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   ApiError err;
   if (!ctx.check_ready(err)) return ctx.send_error(res, endpoint, err);
@@ -340,14 +340,13 @@ void handle_generation(ServerContext& ctx, const httplib::Request& http_req, htt
 
 }  // namespace
 
-void register_openai_routes(httplib::Server& svr, ServerContext& ctx) {
-  svr.Post("/v1/completions", ctx.route_body([&ctx](const httplib::Request& req, httplib::Response& res) {
+void register_openai_routes(http::Server& svr, ServerContext& ctx) {
+  ctx.post_json(svr, "/v1/completions", http::RouteClass::work, [&ctx](const http::Request& req, http::Response& res) {
     handle_generation(ctx, req, res, /*chat=*/false);
-  }));
-  svr.Post("/v1/chat/completions", ctx.route_body([&ctx](const httplib::Request& req, httplib::Response& res) {
-    handle_generation(ctx, req, res, /*chat=*/true);
-  }));
-  svr.Get("/v1/models", ctx.route([&ctx](const httplib::Request&, httplib::Response& res) {
+  });
+  ctx.post_json(svr, "/v1/chat/completions", http::RouteClass::work,
+                [&ctx](const http::Request& req, http::Response& res) { handle_generation(ctx, req, res, /*chat=*/true); });
+  ctx.get(svr, "/v1/models", http::RouteClass::control, [&ctx](const http::Request&, http::Response& res) {
     json data = json::array();
     for (const auto& m : ctx.models()) {
       const ServiceState st = m->service->state();
@@ -367,7 +366,7 @@ void register_openai_routes(httplib::Server& svr, ServerContext& ctx) {
                       {"tier", "upstream"}, {"state", breaker_state_name(up->breaker().state())}});
     }
     ctx.send_json(res, 200, {{"object", "list"}, {"data", data}});
-  }));
+  });
 }
 
 }  // namespace edgelm::serve

@@ -9,7 +9,7 @@ namespace {
 
 using nlohmann::json;
 
-void handle_predict(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res) {
+void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Response& res) {
   const std::string endpoint = "/predict";
   ApiError err;
   if (!ctx.check_ready(err)) return ctx.send_error(res, endpoint, err);
@@ -86,7 +86,7 @@ void handle_predict(ServerContext& ctx, const httplib::Request& http_req, httpli
                  {"usage", {{"prompt_tokens", gen.prompt_tokens}, {"completion_tokens", gen.completion_tokens}}}});
 }
 
-void handle_tokenize(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res) {
+void handle_tokenize(ServerContext& ctx, const http::Request& http_req, http::Response& res) {
   ApiError err;
   if (!ctx.check_ready(err)) return ctx.send_error(res, "", err);
   std::optional<json> body = ServerContext::parse_body(http_req, err);
@@ -102,7 +102,7 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& http_req, httpl
   ctx.send_json(res, 200, {{"tokens", ctx.service().tokenizer().encode(content, add_special, parse_special)}});
 }
 
-void handle_detokenize(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res) {
+void handle_detokenize(ServerContext& ctx, const http::Request& http_req, http::Response& res) {
   ApiError err;
   if (!ctx.check_ready(err)) return ctx.send_error(res, "", err);
   std::optional<json> body = ServerContext::parse_body(http_req, err);
@@ -127,7 +127,7 @@ void handle_detokenize(ServerContext& ctx, const httplib::Request& http_req, htt
 }
 
 // 200 when every model is ready; the first one not ready names the state otherwise.
-void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+void handle_health(ServerContext& ctx, const http::Request&, http::Response& res) {
   const ServiceStats s = ctx.service().stats();
   json body = {{"model", ctx.model_name()}, {"queue_depth", s.n_waiting}, {"running", s.n_running}};
   ServiceState worst = ServiceState::ready;
@@ -150,7 +150,7 @@ void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Respons
   ctx.send_json(res, 503, body);
 }
 
-void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+void handle_metrics(ServerContext& ctx, const http::Request&, http::Response& res) {
   std::vector<ServerMetrics::ModelGauges> gauges;
   for (const auto& m : ctx.models()) {
     ServerMetrics::ModelGauges g;
@@ -159,23 +159,26 @@ void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Respon
     if (auto lat = m->latency()) g.latency_factors = std::make_pair(lat->prefill_factor(), lat->decode_factor());
     gauges.push_back(std::move(g));
   }
-  res.set_content(ctx.metrics().scrape(gauges), "text/plain; version=0.0.4; charset=utf-8");
+  std::optional<ServerMetrics::TransportGauges> tg;
+  if (const http::Server* t = ctx.transport()) {
+    const http::ServerStats st = t->stats();
+    tg = ServerMetrics::TransportGauges{st.connections_open, st.work_in_progress, st.refused_total, st.timeouts_total};
+  }
+  res.set_content(ctx.metrics().scrape(gauges, tg ? &*tg : nullptr), "text/plain; version=0.0.4; charset=utf-8");
 }
 
 }  // namespace
 
-void register_simple_routes(httplib::Server& svr, ServerContext& ctx) {
-  using Route = void (*)(ServerContext&, const httplib::Request&, httplib::Response&);
+void register_simple_routes(http::Server& svr, ServerContext& ctx) {
+  using Route = void (*)(ServerContext&, const http::Request&, http::Response&);
   auto handler = [&ctx](Route f) {
-    return [&ctx, f](const httplib::Request& req, httplib::Response& res) { f(ctx, req, res); };
+    return [&ctx, f](const http::Request& req, http::Response& res) { f(ctx, req, res); };
   };
-  auto bind = [&](Route f) { return ctx.route(handler(f)); };
-  auto bind_body = [&](Route f) { return ctx.route_body(handler(f)); };
-  svr.Post("/predict", bind_body(handle_predict));
-  svr.Post("/tokenize", bind_body(handle_tokenize));
-  svr.Post("/detokenize", bind_body(handle_detokenize));
-  svr.Get("/health", bind(handle_health));
-  svr.Get("/metrics", bind(handle_metrics));
+  ctx.post_json(svr, "/predict", http::RouteClass::work, handler(handle_predict));
+  ctx.post_json(svr, "/tokenize", http::RouteClass::work, handler(handle_tokenize));
+  ctx.post_json(svr, "/detokenize", http::RouteClass::work, handler(handle_detokenize));
+  ctx.get(svr, "/health", http::RouteClass::control, handler(handle_health));
+  ctx.get(svr, "/metrics", http::RouteClass::control, handler(handle_metrics));
 }
 
 }  // namespace edgelm::serve

@@ -11,9 +11,12 @@
 #include <thread>
 
 #include "serve/http_server.h"
-#include "serve/sse.h"
+#include "http/sse.h"
 
 namespace edgelm::serve {
+
+using http::sse_done;
+using http::sse_event;
 namespace {
 
 using nlohmann::json;
@@ -44,6 +47,11 @@ class UpstreamPipe {
   void cancel() {
     std::lock_guard lock(mu_);
     cancelled_ = true;
+  }
+  // Called (on the pipe's thread) whenever lines arrive or the stream ends.
+  void set_notify(std::function<void()> fn) {
+    std::lock_guard lock(mu_);
+    notify_ = std::move(fn);
   }
   // Blocks until the first line or the end; true when lines flow.
   bool wait_started() {
@@ -78,20 +86,30 @@ class UpstreamPipe {
   void run(UpstreamClient& client, json request) {
     const auto t0 = std::chrono::steady_clock::now();
     Result<StreamStats> r = client.chat_stream(std::move(request), [this](std::string_view line) {
-      std::lock_guard lock(mu_);
-      if (cancelled_) return false;
-      pending_.append(line);
-      pending_ += '\n';
-      saw_done_ |= line == "data: [DONE]";
-      ++n_lines_;
-      cv_.notify_all();
+      std::function<void()> notify;
+      {
+        std::lock_guard lock(mu_);
+        if (cancelled_) return false;
+        pending_.append(line);
+        pending_ += '\n';
+        saw_done_ |= line == "data: [DONE]";
+        ++n_lines_;
+        cv_.notify_all();
+        notify = notify_;
+      }
+      if (notify) notify();
       return true;
     });
-    std::lock_guard lock(mu_);
-    finished_ = true;
-    ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!r.ok()) error_ = r.error().message;
-    cv_.notify_all();
+    std::function<void()> notify;
+    {
+      std::lock_guard lock(mu_);
+      finished_ = true;
+      ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!r.ok()) error_ = r.error().message;
+      cv_.notify_all();
+      notify = notify_;
+    }
+    if (notify) notify();
   }
 
   mutable std::mutex mu_;
@@ -99,6 +117,7 @@ class UpstreamPipe {
   std::string pending_;
   int64_t n_lines_ = 0;
   bool finished_ = false, cancelled_ = false, saw_done_ = false;
+  std::function<void()> notify_;
   std::string error_;
   double ms_ = 0.0;
   std::thread thread_;  // last: starts once every member above exists
@@ -107,6 +126,44 @@ class UpstreamPipe {
 void warn_fallback(const std::string& upstream, const std::string& why) {
   std::fprintf(stderr, "edgelm serve: upstream '%s' failed (%s); answering locally\n", upstream.c_str(), why.c_str());
 }
+
+// The upstream's SSE lines passed through to our client as they arrive.
+class UpstreamStream : public http::StreamSource {
+ public:
+  UpstreamStream(std::shared_ptr<UpstreamPipe> pipe, std::function<void()> account, std::function<void()> release)
+      : pipe_(std::move(pipe)), account_(std::move(account)), release_(std::move(release)) {}
+  ~UpstreamStream() override {
+    pipe_->set_notify(nullptr);
+    pipe_->cancel();
+    account_();
+    release_();
+    // The pipe's thread may sit in an upstream read until its next line: join it elsewhere, not
+    // on the transport's IO thread.
+    std::thread([p = std::move(pipe_), a = std::move(account_)]() mutable {
+      a = nullptr;
+      p.reset();
+    }).detach();
+  }
+
+  bool pull(std::string& out) override {
+    bool finished = false;
+    out += pipe_->take(std::chrono::milliseconds(0), finished);
+    if (finished && !pipe_->error().empty() && !pipe_->saw_done()) {  // broke mid-stream
+      out += sse_event(json{{"error", {{"message", pipe_->error()}, {"type", "upstream_error"}}}});
+      out += sse_done();
+    }
+    if (finished) account_();
+    return finished;
+  }
+  void abort(http::StreamEnd) override {
+    pipe_->cancel();
+    account_();
+  }
+
+ private:
+  std::shared_ptr<UpstreamPipe> pipe_;
+  std::function<void()> account_, release_;
+};
 
 Generation upstream_generation(double ms, const json* usage) {
   Generation g;
@@ -122,7 +179,7 @@ Generation upstream_generation(double ms, const json* usage) {
 }  // namespace
 
 UpstreamOutcome serve_from_upstream(ServerContext& ctx, Routed& r, const json& body, bool stream,
-                                    const std::string& endpoint, httplib::Response& res,
+                                    const std::string& endpoint, http::Response& res,
                                     std::optional<ApiError>& err) {
   UpstreamClient& up = *ctx.upstream();
   const std::string name = up.config().name;
@@ -160,26 +217,13 @@ UpstreamOutcome serve_from_upstream(ServerContext& ctx, Routed& r, const json& b
     if (ok) ctx.observe_upstream_ms(pipe->ms());
     ctx.record(name, endpoint, ok ? 200 : 502, upstream_generation(pipe->ms(), nullptr));
   };
+  auto src = std::make_shared<UpstreamStream>(pipe, account, [&ctx] { --ctx.in_flight; });
+  pipe->set_notify(src->waker());
+  src->wake();  // lines may have come before the notify was set
+  res.status = 200;
+  res.set_header("Content-Type", "text/event-stream");
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [pipe, account](size_t, httplib::DataSink& sink) {
-        bool finished = false;
-        std::string out = pipe->take(std::chrono::milliseconds(100), finished);
-        if (finished && !pipe->error().empty() && !pipe->saw_done()) {  // broke mid-stream
-          out += sse_event(json{{"error", {{"message", pipe->error()}, {"type", "upstream_error"}}}});
-          out += sse_done();
-        }
-        if (finished) account();
-        if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-        if (finished) sink.done();
-        return true;
-      },
-      [&ctx, pipe, account](bool) {
-        pipe->cancel();
-        account();
-        --ctx.in_flight;
-      });
+  res.stream = std::move(src);
   return UpstreamOutcome::answered;
 }
 

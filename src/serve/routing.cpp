@@ -20,7 +20,7 @@ ApiError bad_field(const char* field, std::string message) {
 }
 
 // latency_budget_ms from the body, else the x-latency-budget-ms header; nullopt: none.
-std::optional<double> read_budget(const json& body, const httplib::Request& req, std::optional<ApiError>& err) {
+std::optional<double> read_budget(const json& body, const http::Request& req, std::optional<ApiError>& err) {
   double ms = 0.0;
   if (auto it = body.find("latency_budget_ms"); it != body.end() && !it->is_null()) {
     if (!it->is_number()) {
@@ -30,7 +30,7 @@ std::optional<double> read_budget(const json& body, const httplib::Request& req,
     }
     ms = it->get<double>();
   } else if (req.has_header("x-latency-budget-ms")) {
-    const std::string text = req.get_header_value("x-latency-budget-ms");
+    const std::string text = req.header("x-latency-budget-ms");
     char* end = nullptr;
     ms = std::strtod(text.c_str(), &end);
     if (text.empty() || end != text.c_str() + text.size()) {
@@ -133,7 +133,7 @@ RouteInput ServerContext::route_input(const RouteRequest& rr, const json& body, 
 }
 
 std::optional<ApiError> ServerContext::route_request(const RouteRequest& rr, const json& body,
-                                                     const httplib::Request& req, httplib::Response& res,
+                                                     const http::Request& req, http::Response& res,
                                                      Routed& out) {
   std::string model;
   if (auto e = json_get(body, "model", model)) return e;
@@ -169,12 +169,12 @@ std::optional<ApiError> ServerContext::route_request(const RouteRequest& rr, con
   return apply_route(out, res);
 }
 
-std::optional<ApiError> ServerContext::fall_back_to_local(Routed& r, httplib::Response& res) {
+std::optional<ApiError> ServerContext::fall_back_to_local(Routed& r, http::Response& res) {
   r.input.upstream.healthy = false;
   return apply_route(r, res);
 }
 
-std::optional<ApiError> ServerContext::apply_route(Routed& out, httplib::Response& res) {
+std::optional<ApiError> ServerContext::apply_route(Routed& out, http::Response& res) {
   Result<RouteDecision> d = serve::route(out.input);
   if (!d.ok()) return ApiError{503, d.error().message, "server_error", "", "unavailable"};
   out.decision = std::move(d).value();

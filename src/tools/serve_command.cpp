@@ -257,8 +257,26 @@ CommandRunner add_serve_command(CLI::App& app) {
   bind_flag(*o, cmd, "--max-queue", &serve::ServeConfig::max_queue, "Waiting requests beyond which new ones get 429")
       ->capture_default_str();
   bind_flag(*o, cmd, "--max-connections", &serve::ServeConfig::max_connections,
-            "Concurrent HTTP connections (worker threads)")
+            "Open HTTP connections; beyond them a new one gets 503 at once")
       ->capture_default_str();
+  bind_flag(*o, cmd, "--header-timeout", &serve::ServeConfig::header_timeout_s,
+            "Seconds a request's headers may take to arrive (slowloris)")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--body-timeout", &serve::ServeConfig::body_timeout_s,
+            "Seconds a request body may stall")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--idle-timeout", &serve::ServeConfig::idle_timeout_s,
+            "Seconds an idle keep-alive connection stays open")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--write-timeout", &serve::ServeConfig::write_timeout_s,
+            "Seconds a response write may stall before the connection is cut")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--stream-buffer", &serve::ServeConfig::stream_buffer_bytes,
+            "Bytes of SSE output a slow reader may leave unread before its stream is cancelled")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--prefix-cache-scope", &serve::ServeConfig::prefix_cache_scope,
+            "key | global: who shares cached prompt prefixes and answers (default: key with API keys)")
+      ->check(CLI::IsMember({"key", "global"}));
   bind_flag(*o, cmd, "--api-key", &serve::ServeConfig::api_keys, "Accepted API key (repeatable); none: no auth");
   cmd->add_option("--api-key-file", o->api_key_file, "File of accepted API keys, one per line (# comments)");
   bind_flag(*o, cmd, "--admin-token", &serve::ServeConfig::admin_token,

@@ -6,10 +6,10 @@
 
 #include <string>
 
-namespace edgelm::serve {
+namespace edgelm::http {
 
 inline std::string sse_event(const nlohmann::json& payload) { return "data: " + payload.dump() + "\n\n"; }
 
 inline std::string sse_done() { return "data: [DONE]\n\n"; }
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::http
