@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "http/sse.h"
+#include "serve/sha256.h"
 
 namespace edgelm::serve {
 
@@ -93,6 +94,21 @@ std::optional<ApiError> json_get(const json& body, const char* field, uint64_t& 
   if (!it->is_number_integer() || (it->is_number_integer() && !it->is_number_unsigned() && it->get<int64_t>() < 0))
     return type_error(field, "a non-negative integer");
   out = it->get<uint64_t>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_context_fit(size_t n_prompt, std::optional<int32_t> max_tokens, int32_t n_ctx,
+                                          const char* prompt_param) {
+  if (n_prompt > static_cast<size_t>(n_ctx))
+    return ApiError{400, fmt::format("the prompt has {} tokens, more than the context of {}", n_prompt, n_ctx),
+                    "invalid_request_error", prompt_param, "context_length_exceeded"};
+  if (max_tokens && static_cast<int64_t>(n_prompt) + *max_tokens > n_ctx)
+    return ApiError{400,
+                    fmt::format("this model's context is {} tokens, but {} prompt tokens + max_tokens {} = {}: lower "
+                                "max_tokens to at most {}, or omit it to generate until the context is full",
+                                n_ctx, n_prompt, *max_tokens, static_cast<int64_t>(n_prompt) + *max_tokens,
+                                n_ctx - static_cast<int32_t>(n_prompt)),
+                    "invalid_request_error", "max_tokens", "context_length_exceeded"};
   return std::nullopt;
 }
 
@@ -223,6 +239,26 @@ std::optional<ApiError> ServerContext::check_model(const json& body) const {
     return ApiError{404, fmt::format("the model '{}' does not exist; this server serves '{}'", model, name),
                     "invalid_request_error", "model", "model_not_found"};
   }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ServerContext::cache_scope(const http::Request& req, const json& body,
+                                                   std::string& out) const {
+  std::string salt;
+  if (auto e = json_get(body, "cache_salt", salt)) return e;
+  if (salt.size() > 256)
+    return ApiError{400, "'cache_salt' must be at most 256 bytes", "invalid_request_error", "cache_salt",
+                    "invalid_value"};
+  const std::string& scope = cfg_.prefix_cache_scope;
+  const bool per_key = scope == "key" || (scope.empty() && !cfg_.api_keys.empty());
+  out.clear();
+  if (per_key) {
+    const std::string auth = req.header("Authorization");
+    Sha256 h;
+    h.update(auth.data(), auth.size());
+    out = "key:" + h.hex_digest().substr(0, 32);
+  }
+  if (!salt.empty()) out += "|salt:" + salt;
   return std::nullopt;
 }
 

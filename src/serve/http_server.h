@@ -132,6 +132,13 @@ class ServerContext {
   // The `model` field, when present, must name this server's model (404 otherwise).
   std::optional<ApiError> check_model(const nlohmann::json& body) const;
 
+  // The scope of a request's cached state — prefix KV blocks (engine::Request::cache_salt) and
+  // response-cache entries: the hash of its API key when prefix_cache_scope is "key" (the
+  // default once API keys are configured), plus its own `cache_salt` field (vLLM's), so requests
+  // share only with requests of the same key and salt. Errors: cache_salt not a string or
+  // longer than 256 bytes.
+  std::optional<ApiError> cache_scope(const http::Request& req, const nlohmann::json& body, std::string& out) const;
+
   // Submits; maps refusals to `err` (400 invalid, 429 queue full, 503 loading) and returns null.
   std::shared_ptr<RequestHandle> submit(engine::Request req, ApiError& err);
 
@@ -219,6 +226,13 @@ void register_cache_routes(http::Server& svr, ServerContext& ctx);
 // under `endpoint`.
 bool check_admin_token(ServerContext& ctx, const http::Request& req, http::Response& res,
                        const std::string& endpoint);
+
+// OpenAI's and vLLM's answer to a request that cannot fit: a prompt longer than the context, or
+// an explicit max_tokens (`max_tokens` set) that does not fit beside the prompt, is a 400
+// naming the prompt tokens, max_tokens and the context. Without max_tokens the remaining
+// context is the limit.
+std::optional<ApiError> check_context_fit(size_t n_prompt, std::optional<int32_t> max_tokens, int32_t n_ctx,
+                                          const char* prompt_param);
 
 // Equal length and bytes, in time that depends only on the lengths.
 bool constant_time_equal(const std::string& a, const std::string& b);

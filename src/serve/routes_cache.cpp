@@ -8,7 +8,6 @@
 #include "cache/lexical_embedder.h"
 #include "core/log.h"
 #include "serve/embeddings.h"
-#include "serve/sha256.h"
 #include "http/sse.h"
 #ifdef EDGELM_CACHE_HAS_BERT
 #include "cache/bert_embedder.h"
@@ -21,15 +20,6 @@ using http::sse_event;
 namespace {
 
 using nlohmann::json;
-
-// The isolation namespace of a request: a hash of its API key when keys are configured.
-std::string namespace_of(const ServerContext& ctx, const http::Request& req) {
-  if (ctx.config().api_keys.empty()) return "";
-  const std::string auth = req.header("Authorization");
-  Sha256 h;
-  h.update(auth.data(), auth.size());
-  return h.hex_digest().substr(0, 16);
-}
 
 engine::Finish finish_from_name(const std::string& name) {
   return name == "length" ? engine::Finish::length : engine::Finish::stop;
@@ -121,7 +111,7 @@ CacheUse cache_lookup(ServerContext& ctx, const http::Request& http_req, const j
   if (auto it = body.find("cache"); it != body.end() && it->is_boolean() && !it->get<bool>()) return use;
   const bool deterministic = q.request->sampling.temperature <= 0 || q.seeded;
   if (!deterministic && !ctx.config().cache_nondeterministic) return use;
-  use.req.ns = namespace_of(ctx, http_req);
+  use.req.ns = q.request->cache_salt;  // the request's scope (ServerContext::cache_scope)
   use.req.parts = {ctx.model_name(), q.prompt, params_fingerprint(*q.request, q.endpoint, q.seeded)};
   use.req.query = q.query;
   use.req.context = q.context;

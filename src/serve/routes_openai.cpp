@@ -183,6 +183,7 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   g.req.max_new_tokens = 16;
   if (auto e = parse_common(*body, g)) return ctx.send_error(res, endpoint, *e);
   const bool max_given = body->contains("max_tokens") && !(*body)["max_tokens"].is_null();
+  const int32_t requested_max = g.req.max_new_tokens;  // before the router's token budget
   std::vector<ChatMessage> messages;
   if (chat) {
     if (auto e = parse_messages(*body, messages)) return ctx.send_error(res, endpoint, *e);
@@ -232,13 +233,10 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
                                                     : p.dump();  // token ids
     cq.query = cq.prompt;
   }
-  if (g.req.prompt.size() > static_cast<size_t>(ctx.service().n_ctx())) {
-    return ctx.send_error(res, endpoint,
-                          {400,
-                           fmt::format("the prompt has {} tokens, more than the context of {}", g.req.prompt.size(),
-                                       ctx.service().n_ctx()),
-                           "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
-  }
+  if (auto e = check_context_fit(g.req.prompt.size(), max_given ? std::optional<int32_t>(requested_max) : std::nullopt,
+                                  ctx.service().n_ctx(), chat ? "messages" : "prompt"))
+    return ctx.send_error(res, endpoint, *e);
+  if (auto e = ctx.cache_scope(http_req, *body, g.req.cache_salt)) return ctx.send_error(res, endpoint, *e);
   cq.endpoint = endpoint;
   cq.request = &g.req;
   cq.seeded = body->contains("seed") && !(*body)["seed"].is_null();

@@ -41,13 +41,9 @@ void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Res
   if (routed.model->spec.dyn_temp) req.sampling.dyn_temp = *routed.model->spec.dyn_temp;
   if (deadline_ms >= 0) req.deadline = engine::Clock::now() + std::chrono::milliseconds(deadline_ms);
   req.prompt = ctx.service().tokenizer().encode(input, /*add_special=*/true, /*parse_special=*/false);
-  if (req.prompt.size() > static_cast<size_t>(ctx.service().n_ctx())) {
-    return ctx.send_error(
-        res, endpoint,
-        {400,
-         fmt::format("the input has {} tokens, more than the context of {}", req.prompt.size(), ctx.service().n_ctx()),
-         "invalid_request_error", "input", "context_length_exceeded"});
-  }
+  if (auto e = check_context_fit(req.prompt.size(), rr.max_tokens, ctx.service().n_ctx(), "input"))
+    return ctx.send_error(res, endpoint, *e);
+  if (auto e = ctx.cache_scope(http_req, *body, req.cache_salt)) return ctx.send_error(res, endpoint, *e);
   CacheQuery cq;  // the response cache (routes_cache.h)
   cq.endpoint = endpoint;
   cq.prompt = input;
