@@ -12,7 +12,7 @@ FUZZ_SECONDS ?= 20
 JOBS ?= $(shell nproc)
 # Folders whose tests also run under AddressSanitizer + UBSan: where the memory bugs live
 # (kernels, the paged KV cache, the engine, the server). The rest run in the release build.
-ASAN_DIRS ?= kernels kv engine server serve_units
+ASAN_DIRS ?= kernels kv engine http server serve_units
 
 # Every build goes through ccache (CMakePresets.json). Paths under this checkout are hashed
 # relative to it and the working directory is left out of the hash, so a fresh clone in another

@@ -148,17 +148,7 @@ void Connection::on_header(beast::error_code ec) {
   if (const auto declared = header_parser_->content_length(); declared && *declared > route_->max_body_bytes)
     return refuse({413, fmt::format("the request body is larger than the limit of {} bytes", route_->max_body_bytes),
                    "request_too_large"});
-  if (route_->cls == RouteClass::work) {
-    if (core_.work_in_progress.load() >= core_.opts.work_capacity) {
-      ++core_.refused_total;
-      return refuse({429,
-                     fmt::format("the server is at capacity ({} requests in progress); retry later",
-                                 core_.opts.work_capacity),
-                     "overloaded"});
-    }
-    ++core_.work_in_progress;
-    work_counted_ = true;
-  } else if (core_.control->pending() >= static_cast<size_t>(kControlQueueLimit)) {
+  if (route_->cls == RouteClass::control && core_.control->pending() >= static_cast<size_t>(kControlQueueLimit)) {
     ++core_.refused_total;
     return refuse({503, "too many control requests in progress; retry later", "overloaded"});
   }
@@ -208,10 +198,9 @@ void Connection::read_buffered_body() {
   bhttp::async_read(stream_, buf_, *body_parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
     if (self->closed_) return;
     if (ec == bhttp::error::body_limit)
-      return self->refuse({413,
-                           fmt::format("the request body is larger than the limit of {} bytes",
-                                       self->route_->max_body_bytes),
-                           "request_too_large"});
+      return self->refuse(
+          {413, fmt::format("the request body is larger than the limit of {} bytes", self->route_->max_body_bytes),
+           "request_too_large"});
     if (ec == beast::error::timeout) {
       ++self->core_.timeouts_total;
       return self->close_now();
@@ -262,11 +251,11 @@ void Connection::read_body_chunk() {
     if (ec) {
       if (ec == beast::error::timeout) ++self->core_.timeouts_total;
       self->keep_alive_ = false;
-      self->pipe_->fail(ec == bhttp::error::body_limit
-                            ? fmt::format("the request body is larger than the limit of {} bytes",
-                                          self->route_->max_body_bytes)
-                        : ec == beast::error::timeout ? std::string("the request body stalled (body timeout)")
-                                                      : fmt::format("reading the request body: {}", ec.message()));
+      self->pipe_->fail(
+          ec == bhttp::error::body_limit
+              ? fmt::format("the request body is larger than the limit of {} bytes", self->route_->max_body_bytes)
+          : ec == beast::error::timeout ? std::string("the request body stalled (body timeout)")
+                                        : fmt::format("reading the request body: {}", ec.message()));
       return;
     }
     if (got > 0 && !self->pipe_->push(self->chunk_.data(), got)) self->body_paused_ = true;
@@ -281,6 +270,20 @@ void Connection::read_body_chunk() {
 }
 
 void Connection::dispatch() {
+  // Admission counts from here, once the body is in: a client that sends its body slowly holds
+  // a socket, never a place in the work capacity.
+  if (route_->cls == RouteClass::work && !work_counted_) {
+    if (core_.work_in_progress.load() >= core_.opts.work_capacity) {
+      ++core_.refused_total;
+      if (pipe_) pipe_->fail("refused");
+      return refuse(
+          {429,
+           fmt::format("the server is at capacity ({} requests in progress); retry later", core_.opts.work_capacity),
+           "overloaded"});
+    }
+    ++core_.work_in_progress;
+    work_counted_ = true;
+  }
   WorkerPool& pool = route_->cls == RouteClass::work ? *core_.work : *core_.control;
   handler_done_ = false;
   auto self = shared_from_this();
@@ -308,38 +311,39 @@ void Connection::start_watch() {
   if (watching_ || closed_ || peer_eof_) return;
   watching_ = true;
   watch_buf_.resize(kWatchBytes);
-  stream_.socket().async_read_some(
-      asio::buffer(watch_buf_), [self = shared_from_this()](beast::error_code ec, size_t n) {
-        self->watching_ = false;
-        if (self->closed_) return;
-        auto resume = [&] {
-          if (self->after_watch_) {
-            auto f = std::move(self->after_watch_);
-            self->after_watch_ = nullptr;
-            f();
-            return true;
-          }
-          return false;
-        };
-        if (!ec) {  // pipelined bytes of a next request: keep them for the parser
-          auto mb = self->buf_.prepare(n);
-          std::memcpy(mb.data(), self->watch_buf_.data(), n);
-          self->buf_.commit(n);
-          if (resume()) return;
-          if (self->buf_.size() < kMaxPipelined) self->start_watch();
-          return;
-        }
-        if (ec == asio::error::operation_aborted) {
-          resume();
-          return;
-        }
-        // EOF or an error: the peer hung up (a half-close reads the same; see the README).
-        self->peer_eof_ = true;
-        self->keep_alive_ = false;
-        if (self->req_ && self->req_->client) self->req_->client->mark_gone();
-        if (self->stream_started_ && !self->stream_ended_) return self->cut_stream(StreamEnd::client_gone);
-        resume();
-      });
+  stream_.socket().async_read_some(asio::buffer(watch_buf_),
+                                   [self = shared_from_this()](beast::error_code ec, size_t n) {
+                                     self->watching_ = false;
+                                     if (self->closed_) return;
+                                     auto resume = [&] {
+                                       if (self->after_watch_) {
+                                         auto f = std::move(self->after_watch_);
+                                         self->after_watch_ = nullptr;
+                                         f();
+                                         return true;
+                                       }
+                                       return false;
+                                     };
+                                     if (!ec) {  // pipelined bytes of a next request: keep them for the parser
+                                       auto mb = self->buf_.prepare(n);
+                                       std::memcpy(mb.data(), self->watch_buf_.data(), n);
+                                       self->buf_.commit(n);
+                                       if (resume()) return;
+                                       if (self->buf_.size() < kMaxPipelined) self->start_watch();
+                                       return;
+                                     }
+                                     if (ec == asio::error::operation_aborted) {
+                                       resume();
+                                       return;
+                                     }
+                                     // EOF or an error: the peer hung up (a half-close reads the same; see the README).
+                                     self->peer_eof_ = true;
+                                     self->keep_alive_ = false;
+                                     if (self->req_ && self->req_->client) self->req_->client->mark_gone();
+                                     if (self->stream_started_ && !self->stream_ended_)
+                                       return self->cut_stream(StreamEnd::client_gone);
+                                     resume();
+                                   });
 }
 
 template <typename F>
@@ -396,9 +400,9 @@ void Connection::write_stream_header() {
   out_head_->chunked(true);
   // Bounded kernel buffering too: what a slow reader leaves unread stays small and is seen.
   beast::error_code ec;
-  stream_.socket().set_option(
-      asio::socket_base::send_buffer_size(static_cast<int>(std::min<size_t>(core_.opts.stream_buffer_bytes, 256 << 10))),
-      ec);
+  stream_.socket().set_option(asio::socket_base::send_buffer_size(
+                                  static_cast<int>(std::min<size_t>(core_.opts.stream_buffer_bytes, 256 << 10))),
+                              ec);
   head_sr_.emplace(*out_head_);
   std::weak_ptr<Connection> weak = weak_from_this();
   res_->stream->set_waker([weak] {
@@ -420,8 +424,9 @@ void Connection::pump() {
   wake_posted_.store(false);
   if (closed_ || stream_ended_) return;
   if (!stream_src_done_) stream_src_done_ = res_->stream->pull(pending_);
+  if (!writing_) write_pending();  // hands everything pending to the socket
+  // What piled up while a write is stuck: the reader is not keeping up.
   if (pending_.size() > core_.opts.stream_buffer_bytes) return cut_stream(StreamEnd::slow_reader);
-  if (!writing_) write_pending();
 }
 
 void Connection::write_pending() {
@@ -500,13 +505,13 @@ void Connection::linger_close() {
 
 void Connection::linger_drain(size_t drained) {
   buf_.consume(buf_.size());
-  stream_.async_read_some(buf_.prepare(kWatchBytes), [self = shared_from_this(), drained](beast::error_code ec,
-                                                                                           size_t n) {
-    if (self->closed_) return;
-    if (ec || drained + n > kLingerBytes) return self->close_now();
-    self->buf_.commit(n);
-    self->linger_drain(drained + n);
-  });
+  stream_.async_read_some(buf_.prepare(kWatchBytes),
+                          [self = shared_from_this(), drained](beast::error_code ec, size_t n) {
+                            if (self->closed_) return;
+                            if (ec || drained + n > kLingerBytes) return self->close_now();
+                            self->buf_.commit(n);
+                            self->linger_drain(drained + n);
+                          });
 }
 
 void Connection::close_now() {

@@ -87,7 +87,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   unsigned version_ = 11;
   bool keep_alive_ = false;
   bool work_counted_ = false;
-  bool body_done_ = true;  // every body byte of the request was read
+  bool body_done_ = true;     // every body byte of the request was read
   bool handler_done_ = true;  // no handler of this connection runs
   std::shared_ptr<BodyPipe> pipe_;
   std::vector<char> chunk_;  // streamed body reads

@@ -21,8 +21,7 @@ std::string percent_decode(std::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '+') {
       out += ' ';
-    } else if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 &&
-               hex_value(s[i + 2]) >= 0) {
+    } else if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
       out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
       i += 2;
     } else {
@@ -35,9 +34,8 @@ std::string percent_decode(std::string_view s) {
 }  // namespace
 
 bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return lower(x) == lower(y);
-         });
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return lower(x) == lower(y); });
 }
 
 std::string Headers::get(std::string_view name) const {
@@ -58,9 +56,8 @@ void Headers::set(std::string_view name, std::string value) {
 void Headers::add(std::string name, std::string value) { fields_.emplace_back(std::move(name), std::move(value)); }
 
 void Headers::erase(std::string_view name) {
-  fields_.erase(
-      std::remove_if(fields_.begin(), fields_.end(), [&](const auto& f) { return iequals(f.first, name); }),
-      fields_.end());
+  fields_.erase(std::remove_if(fields_.begin(), fields_.end(), [&](const auto& f) { return iequals(f.first, name); }),
+                fields_.end());
 }
 
 std::optional<std::string> Request::param(std::string_view name) const {

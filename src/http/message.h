@@ -64,7 +64,7 @@ struct Request {
   std::string path;    // target up to '?', percent-decoding not applied
   std::string query;   // after '?', raw
   Headers headers;
-  std::string body;  // BodyMode::buffered routes
+  std::string body;                   // BodyMode::buffered routes
   BodyReader* body_reader = nullptr;  // BodyMode::streamed routes (valid while the handler runs)
   std::string remote_addr;
   int remote_port = 0;

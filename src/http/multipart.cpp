@@ -9,7 +9,7 @@
 namespace edgelm::http {
 namespace {
 
-constexpr size_t kMaxBoundary = 200;     // RFC 2046: at most 70; generous
+constexpr size_t kMaxBoundary = 200;  // RFC 2046: at most 70; generous
 constexpr size_t kMaxPartHeaders = 8192;
 
 std::string trim(std::string_view s) {
@@ -160,8 +160,7 @@ bool MultipartParser::feed(const char* data, size_t n) {
         state_ = State::after_delimiter;
         break;
       }
-      case State::done:
-        return true;  // the epilogue is ignored
+      case State::done: return true;  // the epilogue is ignored
     }
   }
 }

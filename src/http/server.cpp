@@ -87,7 +87,8 @@ Result<int> Server::bind() {
   boost::system::error_code ec;
   tcp::resolver resolver(c.ioc);
   auto results = resolver.resolve(c.opts.host, std::to_string(c.opts.port), tcp::resolver::passive, ec);
-  if (ec || results.empty()) return make_error("cannot listen on {}: {}", c.opts.host, ec ? ec.message() : "no address");
+  if (ec || results.empty())
+    return make_error("cannot listen on {}: {}", c.opts.host, ec ? ec.message() : "no address");
   const tcp::endpoint ep = results.begin()->endpoint();
   tcp::acceptor& a = impl_->acceptor;
   a.open(ep.protocol(), ec);

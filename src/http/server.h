@@ -9,8 +9,9 @@
 //
 // Bounds and what happens past them:
 //  - open connections > max_connections: the new one is answered 503 at once and closed;
-//  - work requests in progress (admitted, not yet fully answered) >= work_capacity: 429 with
-//    Retry-After at once, from the IO thread, before the handler pool is touched;
+//  - work requests in progress (admitted once their body is read, until fully answered)
+//    >= work_capacity: 429 with Retry-After at once, from the IO thread, before the handler
+//    pool is touched;
 //  - request headers: max_header_bytes (431), complete within header_timeout (408, then close):
 //    slowloris costs a socket, never a worker;
 //  - request bodies: the route's max_body_bytes (413, declared or counted), each read within
@@ -97,8 +98,8 @@ struct ServerStats {
   int64_t connections_open = 0;
   int64_t connections_total = 0;
   int64_t work_in_progress = 0;
-  int64_t refused_total = 0;        // 429/503 for load
-  int64_t timeouts_total = 0;       // 408s and idle closes of unfinished requests
+  int64_t refused_total = 0;   // 429/503 for load
+  int64_t timeouts_total = 0;  // 408s and idle closes of unfinished requests
   int64_t slow_reader_cuts_total = 0;
 };
 

@@ -36,8 +36,7 @@ struct ServerCore {
   std::unordered_map<Connection*, std::weak_ptr<Connection>> conns;
 
   // The route for method + path; null with `path_known` telling 404 from 405.
-  const Route* find(const std::string& method, const std::string& path, bool& path_known,
-                    std::string& allow) const;
+  const Route* find(const std::string& method, const std::string& path, bool& path_known, std::string& allow) const;
   // A transport-generated answer through opts.format_error.
   void make_error(const TransportError& e, Response& res) const;
 };

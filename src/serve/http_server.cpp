@@ -226,8 +226,7 @@ bool ServerContext::check_ready(ApiError& err) const {
     if (m->service->state() == ServiceState::ready) return true;
     loading |= m->service->state() == ServiceState::loading;
   }
-  err = {503, loading ? "the model is still loading" : "the model is not available", "server_error", "",
-         "unavailable"};
+  err = {503, loading ? "the model is still loading" : "the model is not available", "server_error", "", "unavailable"};
   return false;
 }
 
@@ -242,8 +241,7 @@ std::optional<ApiError> ServerContext::check_model(const json& body) const {
   return std::nullopt;
 }
 
-std::optional<ApiError> ServerContext::cache_scope(const http::Request& req, const json& body,
-                                                   std::string& out) const {
+std::optional<ApiError> ServerContext::cache_scope(const http::Request& req, const json& body, std::string& out) const {
   std::string salt;
   if (auto e = json_get(body, "cache_salt", salt)) return e;
   if (salt.size() > 256)
@@ -288,8 +286,8 @@ void ServerContext::record(const std::string& model, const std::string& endpoint
         if (g.tbt_s.size() >= 4) {
           double sum = 0.0;
           for (double t : g.tbt_s) sum += t;
-          lat->observe_decode(g.prompt_tokens + g.completion_tokens / 2, sum * 1e3 / static_cast<double>(g.tbt_s.size()),
-                              g.batch);
+          lat->observe_decode(g.prompt_tokens + g.completion_tokens / 2,
+                              sum * 1e3 / static_cast<double>(g.tbt_s.size()), g.batch);
         }
       }
     }
@@ -482,8 +480,9 @@ void ServerContext::post_json(http::Server& svr, const std::string& path, http::
   r.max_body_bytes = cfg_.max_body_bytes;
   r.handler = [this, h = std::move(h)](http::Request& req, http::Response& res) {
     if (req.is_multipart())
-      return send_error(res, "", {415, "expected a JSON body, not multipart/form-data", "invalid_request_error", "",
-                                  "unsupported_media_type"});
+      return send_error(res, "",
+                        {415, "expected a JSON body, not multipart/form-data", "invalid_request_error", "",
+                         "unsupported_media_type"});
     run_routed(h, req, res);
   };
   svr.add(std::move(r));
@@ -504,8 +503,7 @@ HttpServer::HttpServer(const ServeConfig& cfg, EngineService& service, ServerMet
   init();
 }
 
-HttpServer::HttpServer(const ServeConfig& cfg, std::vector<std::unique_ptr<ServedModel>> models,
-                       ServerMetrics& metrics)
+HttpServer::HttpServer(const ServeConfig& cfg, std::vector<std::unique_ptr<ServedModel>> models, ServerMetrics& metrics)
     : ctx_(std::make_unique<ServerContext>(cfg, std::move(models), metrics)), cfg_(cfg) {
   init();
 }

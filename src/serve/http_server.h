@@ -116,8 +116,8 @@ class ServerContext {
   // runs the router when it applies, selects the chosen model in `out` and sets the
   // x-edgelm-route header. Errors: 400 bad budget or complexity, 404 unknown model, 503 when no
   // model can serve.
-  std::optional<ApiError> route_request(const RouteRequest& rr, const nlohmann::json& body,
-                                        const http::Request& req, http::Response& res, Routed& out);
+  std::optional<ApiError> route_request(const RouteRequest& rr, const nlohmann::json& body, const http::Request& req,
+                                        http::Response& res, Routed& out);
   // After the upstream failed: routes again with the upstream marked down and selects the local
   // model chosen (header and metrics updated). Errors: 503 when no local model can serve.
   std::optional<ApiError> fall_back_to_local(Routed& r, http::Response& res);
@@ -151,8 +151,7 @@ class ServerContext {
   // transport as the engine produces (no thread waits on it). A reader that falls more than
   // stream_buffer_bytes behind is cut and its request cancelled
   // (edge_stream_slow_reader_cancels_total).
-  void stream(http::Response& res, std::shared_ptr<RequestHandle> h, const std::string& endpoint,
-              StreamWriter writer);
+  void stream(http::Response& res, std::shared_ptr<RequestHandle> h, const std::string& endpoint, StreamWriter writer);
   // Records a finished request that was answered with `status` (under model_name(), or
   // `model`), and feeds a generated one's timings to that model's latency profile.
   void record(const std::string& endpoint, int status, const Generation& g);
@@ -210,8 +209,7 @@ enum class UpstreamOutcome { answered, fell_back };
 // routed again without it (fall_back_to_local) and fell_back returned: the caller serves it
 // with the local model now selected, or answers `err` when none can.
 UpstreamOutcome serve_from_upstream(ServerContext& ctx, Routed& r, const nlohmann::json& body, bool stream,
-                                    const std::string& endpoint, http::Response& res,
-                                    std::optional<ApiError>& err);
+                                    const std::string& endpoint, http::Response& res, std::optional<ApiError>& err);
 
 // The OpenAI finish_reason of an engine finish.
 std::string finish_reason(engine::Finish f);
@@ -224,8 +222,7 @@ void register_cache_routes(http::Server& svr, ServerContext& ctx);
 // The admin token check of /reload (routes_admin.cpp) for other admin routes: false after
 // answering 403 (no token configured, wrong token) or 401 (none sent); errors are recorded
 // under `endpoint`.
-bool check_admin_token(ServerContext& ctx, const http::Request& req, http::Response& res,
-                       const std::string& endpoint);
+bool check_admin_token(ServerContext& ctx, const http::Request& req, http::Response& res, const std::string& endpoint);
 
 // OpenAI's and vLLM's answer to a request that cannot fit: a prompt longer than the context, or
 // an explicit max_tokens (`max_tokens` set) that does not fit beside the prompt, is a 400

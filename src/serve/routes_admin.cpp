@@ -35,8 +35,7 @@ namespace fs = std::filesystem;
 
 const char* kEndpoint = "/reload";
 
-bool check_admin(ServerContext& ctx, const http::Request& req, http::Response& res,
-                 const char* endpoint = kEndpoint) {
+bool check_admin(ServerContext& ctx, const http::Request& req, http::Response& res, const char* endpoint = kEndpoint) {
   const std::string& token = ctx.config().admin_token;
   if (token.empty()) {
     ctx.send_error(res, endpoint,
@@ -316,8 +315,7 @@ void handle_reload(ServerContext& ctx, const http::Request& req, http::Response&
 
 }  // namespace
 
-bool check_admin_token(ServerContext& ctx, const http::Request& req, http::Response& res,
-                       const std::string& endpoint) {
+bool check_admin_token(ServerContext& ctx, const http::Request& req, http::Response& res, const std::string& endpoint) {
   return check_admin(ctx, req, res, endpoint.c_str());
 }
 

@@ -7,8 +7,8 @@
 
 #include "cache/lexical_embedder.h"
 #include "core/log.h"
-#include "serve/embeddings.h"
 #include "http/sse.h"
+#include "serve/embeddings.h"
 #ifdef EDGELM_CACHE_HAS_BERT
 #include "cache/bert_embedder.h"
 #endif
@@ -28,7 +28,7 @@ engine::Finish finish_from_name(const std::string& name) {
 }  // namespace
 
 Result<std::shared_ptr<cache::ResponseCache>> make_response_cache(const ServeConfig& cfg, EngineService& service,
-                                                                 std::vector<std::string>& warnings) {
+                                                                  std::vector<std::string>& warnings) {
   EDGELM_TRY(cache::CacheMode mode, cache::parse_cache_mode(cfg.cache));
   if (mode == cache::CacheMode::off) return std::shared_ptr<cache::ResponseCache>();
   cache::CacheOptions o;
@@ -66,9 +66,10 @@ Result<std::shared_ptr<cache::ResponseCache>> make_response_cache(const ServeCon
           });
     } else {
 #ifdef EDGELM_CACHE_HAS_BERT
-      EDGELM_TRY(std::unique_ptr<cache::BertEmbedder> bert,
-                 cache::BertEmbedder::load(cfg.embedding_model,
-                                           std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())))));
+      EDGELM_TRY(
+          std::unique_ptr<cache::BertEmbedder> bert,
+          cache::BertEmbedder::load(cfg.embedding_model,
+                                    std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())))));
       embedder = std::move(bert);
 #else
       return make_error("embedding model '{}': this build has no BERT support (use lexical or self)",
@@ -83,8 +84,8 @@ Result<std::shared_ptr<cache::ResponseCache>> make_response_cache(const ServeCon
 std::string params_fingerprint(const engine::Request& req, const std::string& endpoint, bool seeded) {
   const sample::SamplingParams& s = req.sampling;
   std::string out = fmt::format("ep={};max={};eog={};t={};k={};p={};minp={};rep={};pres={};freq={};last={}", endpoint,
-                                req.max_new_tokens, req.stop_at_eog ? 1 : 0, s.temperature, s.top_k, s.top_p,
-                                s.min_p, s.repeat_penalty, s.presence_penalty, s.frequency_penalty, s.penalty_last_n);
+                                req.max_new_tokens, req.stop_at_eog ? 1 : 0, s.temperature, s.top_k, s.top_p, s.min_p,
+                                s.repeat_penalty, s.presence_penalty, s.frequency_penalty, s.penalty_last_n);
   if (s.temperature > 0 || seeded) out += fmt::format(";seed={}", s.seed);
   for (const std::string& stop : req.stop_strings) {
     out += ";stop=";
@@ -119,7 +120,8 @@ CacheUse cache_lookup(ServerContext& ctx, const http::Request& http_req, const j
   use.active = true;
   use.lookup = c->lookup(use.req);
   const bool semantic = c->options().mode == cache::CacheMode::semantic;
-  ctx.metrics().record_cache(ctx.model_name(), use.lookup.level == cache::CacheLevel::exact      ? "exact"
+  ctx.metrics().record_cache(ctx.model_name(),
+                             use.lookup.level == cache::CacheLevel::exact      ? "exact"
                              : use.lookup.level == cache::CacheLevel::semantic ? "semantic"
                                                                                : "miss",
                              semantic, use.lookup.seconds, use.lookup.guard_rejected);
@@ -167,41 +169,42 @@ void send_cached_stream(ServerContext& ctx, http::Response& res, const StreamWri
 // ---- admin routes ----
 
 void register_cache_routes(http::Server& svr, ServerContext& ctx) {
-  svr.add({"POST", "/admin/cache/flush", http::RouteClass::control, http::BodyMode::buffered, ctx.config().max_body_bytes,
-           [&ctx](const http::Request& req, http::Response& res) {
-    if (!check_admin_token(ctx, req, res, "/admin/cache/flush")) return;
-    cache::ResponseCache* c = ctx.cache();
-    if (c == nullptr) return ctx.send_json(res, 200, {{"status", "flushed"}, {"entries", 0}, {"cache", "off"}});
-    const size_t n = c->flush();
-    ctx.send_json(res, 200, {{"status", "flushed"}, {"entries", n}});
+  svr.add({"POST", "/admin/cache/flush", http::RouteClass::control, http::BodyMode::buffered,
+           ctx.config().max_body_bytes, [&ctx](const http::Request& req, http::Response& res) {
+             if (!check_admin_token(ctx, req, res, "/admin/cache/flush")) return;
+             cache::ResponseCache* c = ctx.cache();
+             if (c == nullptr)
+               return ctx.send_json(res, 200, {{"status", "flushed"}, {"entries", 0}, {"cache", "off"}});
+             const size_t n = c->flush();
+             ctx.send_json(res, 200, {{"status", "flushed"}, {"entries", n}});
            }});
-  svr.add({"GET", "/admin/cache/stats", http::RouteClass::control, http::BodyMode::buffered, ctx.config().max_body_bytes,
-           [&ctx](const http::Request& req, http::Response& res) {
-    if (!check_admin_token(ctx, req, res, "/admin/cache/stats")) return;
-    cache::ResponseCache* c = ctx.cache();
-    if (c == nullptr) return ctx.send_json(res, 200, {{"mode", "off"}});
-    const cache::CacheStats s = c->stats();
-    const uint64_t lookups = s.hits_exact + s.hits_semantic + s.misses;
-    ctx.send_json(res, 200,
-                  {{"mode", s.mode},
-                   {"embedder", s.embedder},
-                   {"threshold", s.threshold},
-                   {"db_path", s.db_path},
-                   {"entries", s.entries},
-                   {"bytes", s.bytes},
-                   {"vectors", s.vectors},
-                   {"namespaces", s.namespaces},
-                   {"capacity", c->options().capacity},
-                   {"hits", {{"exact", s.hits_exact}, {"semantic", s.hits_semantic}}},
-                   {"misses", s.misses},
-                   {"hit_rate", lookups ? static_cast<double>(s.hits_exact + s.hits_semantic) / lookups : 0.0},
-                   {"skipped", s.skipped},
-                   {"inserts", s.inserts},
-                   {"evictions", s.evictions},
-                   {"expirations", s.expirations},
-                   {"guard_rejections", s.guard_rejections},
-                   {"embed_errors", s.embed_errors},
-                   {"store_errors", s.store_errors}});
+  svr.add({"GET", "/admin/cache/stats", http::RouteClass::control, http::BodyMode::buffered,
+           ctx.config().max_body_bytes, [&ctx](const http::Request& req, http::Response& res) {
+             if (!check_admin_token(ctx, req, res, "/admin/cache/stats")) return;
+             cache::ResponseCache* c = ctx.cache();
+             if (c == nullptr) return ctx.send_json(res, 200, {{"mode", "off"}});
+             const cache::CacheStats s = c->stats();
+             const uint64_t lookups = s.hits_exact + s.hits_semantic + s.misses;
+             ctx.send_json(res, 200,
+                           {{"mode", s.mode},
+                            {"embedder", s.embedder},
+                            {"threshold", s.threshold},
+                            {"db_path", s.db_path},
+                            {"entries", s.entries},
+                            {"bytes", s.bytes},
+                            {"vectors", s.vectors},
+                            {"namespaces", s.namespaces},
+                            {"capacity", c->options().capacity},
+                            {"hits", {{"exact", s.hits_exact}, {"semantic", s.hits_semantic}}},
+                            {"misses", s.misses},
+                            {"hit_rate", lookups ? static_cast<double>(s.hits_exact + s.hits_semantic) / lookups : 0.0},
+                            {"skipped", s.skipped},
+                            {"inserts", s.inserts},
+                            {"evictions", s.evictions},
+                            {"expirations", s.expirations},
+                            {"guard_rejections", s.guard_rejections},
+                            {"embed_errors", s.embed_errors},
+                            {"store_errors", s.store_errors}});
            }});
 }
 

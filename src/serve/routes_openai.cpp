@@ -159,9 +159,12 @@ void describe_prompt(const json& body, bool chat, RouteRequest& rr) {
   }
   auto it = body.find("prompt");
   if (it == body.end()) return;
-  if (it->is_string()) rr.prompt_text = it->get<std::string>();
-  else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) rr.prompt_text = (*it)[0].get<std::string>();
-  else if (it->is_array()) rr.prompt_ids = static_cast<int32_t>(it->size());
+  if (it->is_string())
+    rr.prompt_text = it->get<std::string>();
+  else if (it->is_array() && it->size() == 1 && (*it)[0].is_string())
+    rr.prompt_text = (*it)[0].get<std::string>();
+  else if (it->is_array())
+    rr.prompt_ids = static_cast<int32_t>(it->size());
 }
 
 // A soft token cap or "no reasoning chain" asked for in the prompt: a system message first.
@@ -202,7 +205,8 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
       return;
     if (fallback_error) return ctx.send_error(res, endpoint, *fallback_error);
   }
-  if (!max_given) g.req.max_new_tokens = chat ? ctx.service().n_ctx() : 16;  // OpenAI: 16; chat: until the context is full
+  if (!max_given)
+    g.req.max_new_tokens = chat ? ctx.service().n_ctx() : 16;  // OpenAI: 16; chat: until the context is full
   if (routed.decision) {
     g.req.max_new_tokens = std::min(g.req.max_new_tokens, routed.decision->max_tokens);
     if (chat && !routed.decision->instruction.empty()) add_instruction(messages, routed.decision->instruction);
@@ -228,13 +232,13 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
     return ctx.send_error(res, endpoint, *e);
   } else {
     const json& p = (*body)["prompt"];
-    cq.prompt = p.is_string()                    ? p.get<std::string>()
+    cq.prompt = p.is_string()                       ? p.get<std::string>()
                 : p.size() == 1 && p[0].is_string() ? p[0].get<std::string>()
                                                     : p.dump();  // token ids
     cq.query = cq.prompt;
   }
   if (auto e = check_context_fit(g.req.prompt.size(), max_given ? std::optional<int32_t>(requested_max) : std::nullopt,
-                                  ctx.service().n_ctx(), chat ? "messages" : "prompt"))
+                                 ctx.service().n_ctx(), chat ? "messages" : "prompt"))
     return ctx.send_error(res, endpoint, *e);
   if (auto e = ctx.cache_scope(http_req, *body, g.req.cache_salt)) return ctx.send_error(res, endpoint, *e);
   cq.endpoint = endpoint;
@@ -342,13 +346,17 @@ void register_openai_routes(http::Server& svr, ServerContext& ctx) {
   ctx.post_json(svr, "/v1/completions", http::RouteClass::work, [&ctx](const http::Request& req, http::Response& res) {
     handle_generation(ctx, req, res, /*chat=*/false);
   });
-  ctx.post_json(svr, "/v1/chat/completions", http::RouteClass::work,
-                [&ctx](const http::Request& req, http::Response& res) { handle_generation(ctx, req, res, /*chat=*/true); });
+  ctx.post_json(
+      svr, "/v1/chat/completions", http::RouteClass::work,
+      [&ctx](const http::Request& req, http::Response& res) { handle_generation(ctx, req, res, /*chat=*/true); });
   ctx.get(svr, "/v1/models", http::RouteClass::control, [&ctx](const http::Request&, http::Response& res) {
     json data = json::array();
     for (const auto& m : ctx.models()) {
       const ServiceState st = m->service->state();
-      json entry = {{"id", m->name()}, {"object", "model"}, {"created", 0}, {"owned_by", "edgelm"},
+      json entry = {{"id", m->name()},
+                    {"object", "model"},
+                    {"created", 0},
+                    {"owned_by", "edgelm"},
                     {"tier", tier_name(m->spec.tier)},
                     {"state", m->profiling.load() ? std::string("profiling") : std::string(service_state_name(st))}};
       if (auto lat = m->latency()) {
@@ -360,8 +368,12 @@ void register_openai_routes(http::Server& svr, ServerContext& ctx) {
       data.push_back(std::move(entry));
     }
     if (UpstreamClient* up = ctx.upstream()) {
-      data.push_back({{"id", up->config().name}, {"object", "model"}, {"created", 0}, {"owned_by", "upstream"},
-                      {"tier", "upstream"}, {"state", breaker_state_name(up->breaker().state())}});
+      data.push_back({{"id", up->config().name},
+                      {"object", "model"},
+                      {"created", 0},
+                      {"owned_by", "upstream"},
+                      {"tier", "upstream"},
+                      {"state", breaker_state_name(up->breaker().state())}});
     }
     ctx.send_json(res, 200, {{"object", "list"}, {"data", data}});
   });

@@ -10,8 +10,8 @@
 #include <mutex>
 #include <thread>
 
-#include "serve/http_server.h"
 #include "http/sse.h"
+#include "serve/http_server.h"
 
 namespace edgelm::serve {
 
@@ -179,8 +179,7 @@ Generation upstream_generation(double ms, const json* usage) {
 }  // namespace
 
 UpstreamOutcome serve_from_upstream(ServerContext& ctx, Routed& r, const json& body, bool stream,
-                                    const std::string& endpoint, http::Response& res,
-                                    std::optional<ApiError>& err) {
+                                    const std::string& endpoint, http::Response& res, std::optional<ApiError>& err) {
   UpstreamClient& up = *ctx.upstream();
   const std::string name = up.config().name;
   json request = upstream_body(body, up);

@@ -41,7 +41,6 @@ struct TestServer {
     cfg.port = 0;
     cfg.model_name = "stories260K";
     cfg.device_id = "test-device";
-    cfg.max_connections = 32;
     serve::EngineServiceOptions so;
     so.model_path = cfg.model_path;
     so.tokenizer_path = cfg.tokenizer_path;

@@ -31,7 +31,6 @@ struct CacheServer {
     cfg.port = 0;
     cfg.model_name = "stories260K";
     cfg.device_id = "test-device";
-    cfg.max_connections = 16;
     cfg.cache = "exact";
     tweak(cfg);
     serve::EngineServiceOptions so;

@@ -13,63 +13,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "raw_connection.h"
 #include "server_fixture.h"
 
 namespace edgelm::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A plain TCP connection to the test server, for requests cpp-httplib's client will not send.
-class RawConnection {
- public:
-  explicit RawConnection(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
-  ~RawConnection() { close(); }
-  bool connected() const { return connected_; }
-  bool send_all(const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-      const ssize_t n = ::send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      off += static_cast<size_t>(n);
-    }
-    return true;
-  }
-  // Reads until the peer closes or `timeout` passes.
-  std::string read_all(std::chrono::seconds timeout = std::chrono::seconds(20)) {
-    timeval tv{static_cast<time_t>(timeout.count()), 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    std::string out;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-};
-
-int status_of(const std::string& response) {
-  // "HTTP/1.1 413 Payload Too Large"
-  if (response.rfind("HTTP/1.1 ", 0) != 0 || response.size() < 12) return 0;
-  return std::stoi(response.substr(9, 3));
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -50,7 +50,6 @@ struct RouterServer {
     cfg.host = "127.0.0.1";
     cfg.port = 0;
     cfg.device_id = "test-device";
-    cfg.max_connections = 32;
     cfg.upstream = upstream;
     std::vector<std::unique_ptr<serve::ServedModel>> models;
     for (const TierFile& t : tiers) {
