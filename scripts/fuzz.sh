@@ -8,12 +8,12 @@ seconds=${2:-30}
 cd "$(dirname "$0")/.."
 
 cmake --preset fuzz -DEDGELM_SHARED_DIR="$shared" >/dev/null
-cmake --build --preset fuzz -j "$(nproc)" --target fuzz_gguf fuzz_tokenizers
+cmake --build --preset fuzz -j "$(nproc)" --target fuzz_gguf fuzz_tokenizers fuzz_routes fuzz_http_raw
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target edgelm
 
 work=build/fuzz/corpus
-rm -rf "$work" && mkdir -p "$work/gguf" "$work/text"
+rm -rf "$work" && mkdir -p "$work/gguf" "$work/text" "$work/routes" "$work/http"
 cp "$shared/vocab/ggml-vocab-bert-bge.gguf" "$work/gguf/" 2>/dev/null || true
 ./build/release/src/tools/edgelm synth -o "$work/gguf/llama.gguf" --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 1 --n-vocab 16 2>/dev/null
 ./build/release/src/tools/edgelm synth -o "$work/gguf/qwen2.gguf" --arch qwen2 --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 2 --n-vocab 16 --type f16 2>/dev/null
@@ -27,6 +27,28 @@ for f in "$shared"/vocab/*.inp; do
   done
 done
 
+# Route seeds: a selector byte (route, framing) and a body; the hostile shapes of issue 17
+# (deep nesting, huge numbers, NUL and invalid UTF-8 in prompts) among them.
+route_seed() { printf "\\$(printf %03o "$1")%b" "$2" > "$work/routes/seed-$1-$3"; }
+n=0
+for body in '{"prompt":"Once upon a time","max_tokens":4}' \
+            '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"stream":true}' \
+            '{"input":"Once","max_tokens":1e999}' '{"prompt":"a\\u0000b","max_tokens":99999999999999999999}' \
+            '{"prompt":"\xff\xfe\xc3","max_tokens":2}' '{"content":"Once upon","add_special":true}' \
+            '{"tokens":[1,2,3,-5,999999]}' '{"input":["a","b"]}' '{"path":"/nonexistent.gguf","sha256":"zz"}' \
+            "$(printf '%.0s[' $(seq 1 200))" '{"prompt":"x","cache_salt":7,"stop":[1]}'; do
+  for sel in 0 1 2 3 4 5 6 7 128 129; do route_seed "$sel" "$body" "$n"; done
+  n=$((n + 1))
+done
+# Raw HTTP seeds: valid, pipelined, broken request lines, chunking and headers.
+printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n' > "$work/http/health"
+printf 'GET /health HTTP/1.1\r\n\r\nGET /metrics HTTP/1.1\r\n\r\nPOST /tokenize HTTP/1.1\r\nContent-Length: 11\r\n\r\n{"content":' > "$work/http/pipelined"
+printf 'POST /tokenize HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n' > "$work/http/bad-chunk"
+printf 'POST /predict HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\n{"in"}' > "$work/http/two-lengths"
+printf 'G\x00T /\xff HTTP/9.9\r\n\r\n' > "$work/http/bad-line"
+{ printf 'GET /health HTTP/1.1\r\nX: '; head -c 20000 /dev/zero | tr '\0' a; printf '\r\n\r\n'; } > "$work/http/huge-header"
+printf 'POST /reload HTTP/1.1\r\nContent-Type: multipart/form-data; boundary=B\r\nAuthorization: Bearer fuzz-admin\r\nContent-Length: 60\r\n\r\n--B\r\nContent-Disposition: form-data; name="model"\r\n\r\nGGUF\r\n--B--' > "$work/http/upload"
+
 run_fuzzer() {  # name corpus max_len
   echo "fuzz: $1 for ${seconds}s"
   "./build/fuzz/tests/fuzz/$1" -max_total_time="$seconds" -max_len="$3" -rss_limit_mb=2048 -timeout=10 -artifact_prefix="$work/" \
@@ -35,3 +57,5 @@ run_fuzzer() {  # name corpus max_len
 }
 run_fuzzer fuzz_gguf "$work/gguf" 65536
 run_fuzzer fuzz_tokenizers "$work/text" 8192
+run_fuzzer fuzz_routes "$work/routes" 4096
+run_fuzzer fuzz_http_raw "$work/http" 32768

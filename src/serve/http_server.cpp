@@ -190,7 +190,39 @@ void ServerContext::observe_upstream_ms(double ms) {
   upstream_ms_ = upstream_ms_ <= 0.0 ? ms : 0.8 * upstream_ms_ + 0.2 * ms;
 }
 
+namespace {
+
+// The deepest nesting of arrays and objects in a JSON text (strings skipped), scanned without
+// parsing: a body nested thousands deep is refused before any recursive code sees it.
+size_t json_depth(std::string_view text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+constexpr size_t kMaxJsonDepth = 64;
+
+}  // namespace
+
 std::optional<json> ServerContext::parse_body(const http::Request& req, ApiError& err) {
+  if (json_depth(req.body) > kMaxJsonDepth) {
+    err = {400, fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth), "invalid_request_error",
+           "", "invalid_json"};
+    return std::nullopt;
+  }
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
     err = {400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"};

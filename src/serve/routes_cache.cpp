@@ -8,7 +8,7 @@
 #include "cache/lexical_embedder.h"
 #include "core/log.h"
 #include "http/sse.h"
-#include "serve/embeddings.h"
+#include "engine/embeddings.h"
 #ifdef EDGELM_CACHE_HAS_BERT
 #include "cache/bert_embedder.h"
 #endif
@@ -58,7 +58,7 @@ Result<std::shared_ptr<cache::ResponseCache>> make_response_cache(const ServeCon
             const model::Model& m = *svc->model().model;
             std::vector<float> vec;
             Status st = svc->run_exclusive([&](ThreadPool& pool) -> Status {
-              EDGELM_TRY(vec, embed_tokens(m, tokens, pool));
+              EDGELM_TRY(vec, engine::embed_tokens(m, tokens, pool));
               return ok_status();
             });
             if (!st.ok()) return st.error();

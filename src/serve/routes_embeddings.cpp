@@ -4,7 +4,7 @@
 // EngineService::run_exclusive job: it shares the engine's thread pool and is serialized with
 // the engine's steps (a long input delays the next step of running generations by its
 // forward time). The model is the one pinned for the request (see http_server.h).
-#include "serve/embeddings.h"
+#include "engine/embeddings.h"
 #include "serve/http_server.h"
 
 namespace edgelm::serve {
@@ -61,7 +61,7 @@ void handle_embeddings(ServerContext& ctx, const http::Request& http_req, http::
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::vector<float> vec;
     Status st = service.run_exclusive([&](ThreadPool& pool) -> Status {
-      EDGELM_TRY(vec, embed_tokens(m, tokens[i], pool));
+      EDGELM_TRY(vec, engine::embed_tokens(m, tokens[i], pool));
       return ok_status();
     });
     if (!st.ok()) return ctx.send_error(res, endpoint, {500, st.error().message, "server_error", "", ""});

@@ -28,7 +28,7 @@
 #include "cache/response_cache.h"
 #include "cache/semantic_index.h"
 #include "engine/loaded_model.h"
-#include "serve/embeddings.h"
+#include "engine/embeddings.h"
 #include "tools/command.h"
 #ifdef EDGELM_CACHE_HAS_BERT
 #include "cache/bert_embedder.h"
@@ -97,7 +97,7 @@ Result<EmbedderBundle> make_embedder(const EvalCacheOptions& o) {
     b.embedder = std::make_shared<cache::FunctionEmbedder>(
         "self", model->model->config().n_embd, [model, pool_ptr](std::string_view text) -> Result<std::vector<float>> {
           const std::vector<int32_t> tokens = model->tokenizer->encode(std::string(text), true, false);
-          return serve::embed_tokens(*model->model, tokens, *pool_ptr);
+          return engine::embed_tokens(*model->model, tokens, *pool_ptr);
         });
   } else {
 #ifdef EDGELM_CACHE_HAS_BERT

@@ -1,11 +1,11 @@
-#include "serve/embeddings.h"
+#include "engine/embeddings.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "model/kv_cache.h"
 
-namespace edgelm::serve {
+namespace edgelm::engine {
 
 using namespace edgelm::model;
 
@@ -35,4 +35,4 @@ Result<std::vector<float>> embed_tokens(const Model& m, std::span<const TokenId>
   return out;
 }
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::engine
