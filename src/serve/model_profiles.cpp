@@ -1,6 +1,7 @@
 #include "serve/model_profiles.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 
@@ -102,15 +103,6 @@ Status measure_profile(ServedModel& m, const StartupProfileOptions& opts, Steady
 }  // namespace
 
 bool startup_profile_needed(size_t n_models, bool has_upstream) { return n_models > 1 || has_upstream; }
-
-Status prepare_latency_profile(ServedModel& m, const StartupProfileOptions& opts, SteadyClock::time_point deadline) {
-  EDGELM_TRY(const bool loaded, load_profile_file(m, opts));
-  if (loaded || !opts.measure) return ok_status();
-  m.profiling = true;
-  const Status st = measure_profile(m, opts, deadline);
-  m.profiling = false;
-  return st;
-}
 
 void prepare_latency_profiles(const std::vector<ServedModel*>& models, bool has_upstream,
                               const StartupProfileOptions& opts) {

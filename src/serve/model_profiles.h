@@ -13,7 +13,6 @@
 // treats a model as it does any model without a profile (it fits any budget).
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -48,11 +47,5 @@ bool startup_profile_needed(size_t n_models, bool has_upstream);
 // model then stays unprofiled.
 void prepare_latency_profiles(const std::vector<ServedModel*>& models, bool has_upstream,
                               const StartupProfileOptions& opts);
-
-// One model: its profile file, else (opts.measure) a measurement that ends by `deadline`.
-// Errors: an unreadable or invalid profile file, a measurement that failed or measured too
-// little for a fit.
-Status prepare_latency_profile(ServedModel& m, const StartupProfileOptions& opts,
-                               std::chrono::steady_clock::time_point deadline);
 
 }  // namespace edgelm::serve

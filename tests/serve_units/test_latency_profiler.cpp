@@ -26,18 +26,29 @@ TEST(LatencyProfiler, PlanSpreadsOddLengths) {
   EXPECT_EQ(p.reps, 2);
 }
 
-TEST(LatencyProfiler, ProfilesStories260K) {
-  auto lm = engine::load_model(test::shared_path("models/stories260K.bin"), test::shared_path("models/tok512.bin"));
-  ASSERT_TRUE(lm.ok()) << lm.error().message;
-  ThreadPool pool(1);
-  engine::ModelRunner runner(*lm->model, pool);
+// stories260K on one thread, stepped by the runner the profiler times.
+class LatencyProfilerOnStories : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto loaded =
+        engine::load_model(test::shared_path("models/stories260K.bin"), test::shared_path("models/tok512.bin"));
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    lm = std::move(loaded).value();
+    runner = std::make_unique<engine::ModelRunner>(*lm.model, pool);
+  }
+  engine::LoadedModel lm;
+  ThreadPool pool{1};
+  std::unique_ptr<engine::ModelRunner> runner;
+};
+
+TEST_F(LatencyProfilerOnStories, ProfilesStories260K) {
   ProfileOptions o = profile_plan(400, 12, 5, 8, 3);
   o.engine.kv_memory_bytes = size_t{8} << 20;
   o.engine.scheduler.max_batch_tokens = 512;
   o.fit.padding = 0;  // detect
   int lines = 0;
   o.progress = [&](std::string_view) { ++lines; };
-  auto run = run_latency_profile(runner, o);
+  auto run = run_latency_profile(*runner, o);
   ASSERT_TRUE(run.ok()) << run.error().message;
   EXPECT_EQ(lines, 19);  // 12 prefill, 5 decode, 2 batches
   ASSERT_EQ(run->prefill.size(), 12u);
@@ -62,19 +73,15 @@ TEST(LatencyProfiler, ProfilesStories260K) {
   EXPECT_DOUBLE_EQ(m.batch_factor(2), m.batch_factors[0].second);
 
   ProfileOptions too_long = profile_plan(1000, 4, 3, 8, 1);  // stories260K has 512 positions
-  EXPECT_FALSE(run_latency_profile(runner, too_long).ok());
+  EXPECT_FALSE(run_latency_profile(*runner, too_long).ok());
 }
 
 // The session the server's startup profile runs piece by piece: the warm-up, a replan, a
 // fit of what was measured when cut short (no batch factors yet), then the rest.
-TEST(LatencyProfiler, SessionRunsInPiecesAndFitsWhatItMeasured) {
-  auto lm = engine::load_model(test::shared_path("models/stories260K.bin"), test::shared_path("models/tok512.bin"));
-  ASSERT_TRUE(lm.ok()) << lm.error().message;
-  ThreadPool pool(1);
-  engine::ModelRunner runner(*lm->model, pool);
+TEST_F(LatencyProfilerOnStories, SessionRunsInPiecesAndFitsWhatItMeasured) {
   ProfileOptions o = profile_plan(200, 8, 4, 8, 1);
   o.engine.kv_memory_bytes = size_t{8} << 20;
-  auto session = LatencyProfileSession::create(runner, o);
+  auto session = LatencyProfileSession::create(*runner, o);
   ASSERT_TRUE(session.ok()) << session.error().message;
   LatencyProfileSession& s = **session;
   const int32_t warm = LatencyProfileSession::kWarmupSteps;
