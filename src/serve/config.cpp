@@ -84,6 +84,7 @@ const std::vector<Field>& fields() {
       {"upstream", &ServeConfig::upstream},
       {"default_budget_ms", &ServeConfig::default_budget_ms},
       {"startup_profile", &ServeConfig::startup_profile},
+      {"startup_profile_budget_s", &ServeConfig::startup_profile_budget_s},
       {"memory_budget", &ServeConfig::memory_budget},
   };
   return table;
@@ -321,6 +322,8 @@ Status validate(const ServeConfig& c) {
   if (!(c.default_budget_ms > 0)) return make_error("default_budget_ms must be > 0, got {}", c.default_budget_ms);
   if (c.startup_profile != "quick" && c.startup_profile != "off")
     return make_error("startup_profile '{}' is not one of quick, off", c.startup_profile);
+  if (!(c.startup_profile_budget_s >= 0))
+    return make_error("startup_profile_budget_s must be >= 0, got {}", c.startup_profile_budget_s);
   EDGELM_TRY_STATUS(memory_budget_bytes(c));
   if (c.host.empty()) return make_error("host must not be empty");
   if (c.port < 0 || c.port > 65535)

@@ -72,6 +72,7 @@ struct ServeConfig {
   std::string upstream;               // cloud tier: "name=URL[,api_key_env=VAR,...]" (serve/upstream.h)
   double default_budget_ms = 30000;   // latency budget of a routed request that states none
   std::string startup_profile = "quick";  // quick | off: profile models without a profile file at startup
+  double startup_profile_budget_s = 20;   // wall time of the startup profile of all models (0: none)
   std::string memory_budget = "0";    // weights + KV of all models (e.g. 4G); 0: no limit
 };
 
@@ -100,8 +101,9 @@ Status load_api_key_file(ServeConfig& config, const std::string& path);
 void fill_derived_defaults(ServeConfig& config);
 
 // Checks ranges and formats: a model path (or models, each a valid spec with a unique name),
-// an upstream that parses, startup_profile quick/off, memory_budget a size, port 0..65535 (0: any free port), kv_type one of
-// f16/f32/q8_0, kv_memory a size, positive batch limits, queue and connection limits >= 1,
+// an upstream that parses, startup_profile quick/off, startup_profile_budget_s >= 0,
+// memory_budget a size, port 0..65535 (0: any free port), kv_type one of f16/f32/q8_0,
+// kv_memory a size, positive batch limits, queue and connection limits >= 1,
 // non-negative timeouts, keys without blanks, spec off/ngram[:N], draft_max in [1, 64],
 // draft_min in [0, draft_max], at most one of ngram / draft_model / draft_quant.
 Status validate(const ServeConfig& config);

@@ -270,6 +270,24 @@ Status EngineService::run_exclusive_model(std::function<Status(engine::StepModel
   });
 }
 
+Status EngineService::run_when_idle(std::function<Status(ThreadPool& pool)> fn) {
+  auto result = std::make_shared<std::promise<Status>>();
+  std::future<Status> done = result->get_future();
+  {
+    std::lock_guard lock(mutex_);
+    if (state() != ServiceState::ready || draining_ || stop_) return make_error("the engine is not running");
+    idle_jobs_.push_back({std::move(fn), result});
+  }
+  wake_.notify_one();
+  return done.get();
+}
+
+std::shared_ptr<engine::StepModel> EngineService::current_step_model() const {
+  std::lock_guard lock(mutex_);
+  if (state() != ServiceState::ready || !current_) return nullptr;
+  return std::shared_ptr<engine::StepModel>(current_, current_->runner.get());  // shares the slot's ownership
+}
+
 EngineService::Submitted EngineService::submit(engine::Request req) {
   auto handle = std::make_shared<RequestHandle>(*this, static_cast<int32_t>(req.prompt.size()));
   req.on_event = nullptr;  // events are routed from step()'s return value
@@ -361,6 +379,8 @@ void EngineService::thread_main() {
     inbox_.clear();
     for (auto& j : jobs_) j.result->set_value(make_error("the model failed to load"));
     jobs_.clear();
+    for (auto& j : idle_jobs_) j.result->set_value(make_error("the model failed to load"));
+    idle_jobs_.clear();
     wake_.wait(lock, [&] { return stop_; });
     return;
   }
@@ -368,6 +388,7 @@ void EngineService::thread_main() {
   std::vector<PendingSubmit> submits;
   std::vector<PendingCancel> cancels;
   std::vector<Job> jobs;
+  std::vector<Job> refused_idle;  // idle jobs left when draining began
   auto has_live = [&] {
     for (const auto& slot : slots_)
       if (!slot->live.empty()) return true;
@@ -378,9 +399,13 @@ void EngineService::thread_main() {
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] {
-        return !inbox_.empty() || !cancels_.empty() || !jobs_.empty() || stop_ || cancel_all_ || current_changed_ ||
-               any_work();
+        return !inbox_.empty() || !cancels_.empty() || !jobs_.empty() || !idle_jobs_.empty() || stop_ || cancel_all_ ||
+               current_changed_ || any_work();
       });
+      if (draining_ || stop_) {
+        for (Job& j : idle_jobs_) refused_idle.push_back(std::move(j));
+        idle_jobs_.clear();
+      }
       if (stop_ && inbox_.empty() && jobs_.empty() && !any_work() && !has_live()) break;
       submits.swap(inbox_);
       cancels.swap(cancels_);
@@ -412,6 +437,21 @@ void EngineService::thread_main() {
         for (auto& [id, h] : slot->live) slot->engine->cancel(id);
     for (Job& j : jobs) j.result->set_value(j.fn(*pool_));
     jobs.clear();
+    for (Job& j : refused_idle) j.result->set_value(make_error("the server is shutting down"));
+    refused_idle.clear();
+    // One idle job, only when nothing runs or waits: a submit that comes meanwhile waits for it
+    // alone, and the next loop takes the submit before any further idle job.
+    if (!any_work() && !has_live()) {
+      std::optional<Job> idle;
+      {
+        std::lock_guard lock(mutex_);
+        if (!idle_jobs_.empty() && inbox_.empty() && cancels_.empty() && jobs_.empty() && !current_changed_) {
+          idle = std::move(idle_jobs_.front());
+          idle_jobs_.pop_front();
+        }
+      }
+      if (idle) idle->result->set_value(idle->fn(*pool_));
+    }
 
     for (const auto& slot : slots_) {
       if (!slot->engine->has_work()) continue;
@@ -446,6 +486,8 @@ void EngineService::thread_main() {
   }
   {
     std::lock_guard lock(mutex_);
+    for (Job& j : idle_jobs_) j.result->set_value(make_error("the server is shutting down"));
+    idle_jobs_.clear();
     state_.store(ServiceState::stopped, std::memory_order_release);
   }
   state_cv_.notify_all();

@@ -25,6 +25,9 @@
 //    the request's KV blocks are free within one step.
 //  - Jobs (run_exclusive) run on the engine thread between steps, with the engine's thread pool:
 //    they are serialized with the steps of every engine.
+//  - Idle jobs (run_when_idle) run only when no request runs or waits in any engine and no
+//    submit or job is pending, one per loop: a request that arrives meanwhile waits for at most
+//    the one idle job that is running.
 //  - At most one reload runs at a time (a second one is refused as busy).
 //  - The service outlives every handle it gave out (HTTP handlers finish before shutdown()).
 #pragma once
@@ -239,6 +242,15 @@ class EngineService {
   Status run_exclusive(std::function<Status(ThreadPool& pool)> fn);
   // The same with the current model's step model (e.g. the latency profile at startup).
   Status run_exclusive_model(std::function<Status(engine::StepModel& model, ThreadPool& pool)> fn);
+  // Runs fn(pool) on the engine thread once it is idle (see the top) and returns its status:
+  // background work cut into short pieces, one piece per call (the startup latency profile).
+  // Errors: the service is not running, or it began draining or stopped before fn ran.
+  Status run_when_idle(std::function<Status(ThreadPool& pool)> fn);
+  // The current model's step model, keeping its slot alive (a reload cannot free it); null
+  // unless ready. Use it only inside run_exclusive / run_when_idle jobs.
+  std::shared_ptr<engine::StepModel> current_step_model() const;
+  // The waiting requests beyond which submit() says queue_full.
+  int max_queue() const { return opts_.max_queue; }
 
   // Refuses new submits, lets running and waiting requests finish for up to drain_timeout,
   // cancels what is left, delivers the finishing events and joins the engine thread.
@@ -285,6 +297,7 @@ class EngineService {
   std::vector<PendingSubmit> inbox_;
   std::vector<PendingCancel> cancels_;
   std::vector<Job> jobs_;
+  std::deque<Job> idle_jobs_;  // run_when_idle, oldest first
   int32_t n_in_transit_ = 0;  // submits taken from the inbox, not yet added
   bool draining_ = false;
   bool stop_ = false;

@@ -155,77 +155,191 @@ Result<std::vector<RequestCheck>> check_latency_model(engine::StepModel& step_mo
   return out;
 }
 
-Result<ProfileRun> run_latency_profile(engine::StepModel& model, const ProfileOptions& o) {
+namespace {
+
+// The longest sequence and the KV tokens of all sequences at once that a plan needs.
+Status plan_sizes(const ProfileOptions& o, int32_t& longest, int32_t& kv_tokens) {
   if (o.prefill_lengths.empty() || o.decode_contexts.empty()) return make_error("profile: no lengths to measure");
   if (o.decode_tokens < 2) return make_error("profile: decode_tokens must be >= 2, got {}", o.decode_tokens);
-  const model::ModelConfig& cfg = model.config();
-  int32_t longest = 0;
-  for (const int32_t n : o.prefill_lengths) longest = std::max(longest, n + 1);
-  for (const int32_t n : o.decode_contexts) longest = std::max(longest, n + o.decode_tokens);
-  for (const int32_t n : o.prefill_lengths)
+  longest = 0;
+  for (const int32_t n : o.prefill_lengths) {
     if (n < 1) return make_error("profile: input lengths must be >= 1, got {}", n);
-
+    longest = std::max(longest, n + 1);
+  }
+  for (const int32_t n : o.decode_contexts) longest = std::max(longest, n + o.decode_tokens);
+  for (const int32_t b : o.decode_batches)
+    if (b < 2) return make_error("profile: decode batches must be >= 2, got {}", b);
   const int32_t mid = o.decode_contexts[o.decode_contexts.size() / 2];  // the batches' context
-  int32_t kv_tokens = longest;
+  kv_tokens = longest;
   for (const int32_t b : o.decode_batches)
     kv_tokens = std::max(kv_tokens, b * (mid + o.decode_tokens + 1 + o.engine.block_size));
-  EDGELM_TRY(auto eng, make_engine(model, o.engine, longest, kv_tokens));
-  const int32_t n_ctx = eng->n_ctx();
+  return ok_status();
+}
 
-  std::mt19937 rng(o.seed);
-  ProfileRun run;
-  Stopwatch total;
-  EDGELM_TRY_STATUS(time_request(*eng, std::min<int32_t>(32, n_ctx - 4), 3, cfg.n_vocab, rng));  // warm-up
+}  // namespace
 
-  // Every (length, rep) runs once, in a shuffled order: a change of machine load during the
-  // profile then spreads over all lengths as noise instead of bending the curve.
-  struct Job {
-    bool decode;
-    size_t index;
-  };
-  std::vector<Job> jobs;
+LatencyProfileSession::LatencyProfileSession(engine::StepModel& model, const ProfileOptions& opts)
+    : model_(model), opts_(opts), rng_(opts.seed) {}
+
+LatencyProfileSession::~LatencyProfileSession() = default;
+
+Result<std::unique_ptr<LatencyProfileSession>> LatencyProfileSession::create(engine::StepModel& model,
+                                                                             const ProfileOptions& opts) {
+  int32_t longest = 0, kv_tokens = 0;
+  EDGELM_TRY_STATUS(plan_sizes(opts, longest, kv_tokens));
+  std::unique_ptr<LatencyProfileSession> s(new LatencyProfileSession(model, opts));
+  EDGELM_TRY(s->engine_, make_engine(model, opts.engine, longest, kv_tokens));
+  s->sized_longest_ = longest;
+  s->sized_kv_tokens_ = kv_tokens;
+  EDGELM_TRY_STATUS(s->set_plan(opts));
+  return s;
+}
+
+// Every (length, rep) runs once, in a shuffled order: a change of machine load during the
+// profile then spreads over all lengths as noise instead of bending the curve.
+Status LatencyProfileSession::set_plan(const ProfileOptions& o) {
+  int32_t longest = 0, kv_tokens = 0;
+  EDGELM_TRY_STATUS(plan_sizes(o, longest, kv_tokens));
+  if (longest > sized_longest_ || kv_tokens > sized_kv_tokens_)
+    return make_error("profile: the new plan needs more than the engine was sized for");
+  const engine::EngineOptions eo = opts_.engine;
+  opts_ = o;
+  opts_.engine = eo;
+  jobs_.clear();
   for (int rep = 0; rep < o.reps; ++rep) {
-    for (size_t i = 0; i < o.prefill_lengths.size(); ++i) jobs.push_back({false, i});
-    for (size_t i = 0; i < o.decode_contexts.size(); ++i) jobs.push_back({true, i});
+    for (size_t i = 0; i < o.prefill_lengths.size(); ++i) jobs_.push_back({false, i});
+    for (size_t i = 0; i < o.decode_contexts.size(); ++i) jobs_.push_back({true, i});
   }
-  std::shuffle(jobs.begin(), jobs.end(), rng);
-  std::vector<std::vector<double>> prefill_ms(o.prefill_lengths.size()), decode_ms(o.decode_contexts.size());
-  for (const Job& j : jobs) {
+  std::shuffle(jobs_.begin(), jobs_.end(), rng_);
+  prefill_ms_.assign(o.prefill_lengths.size(), {});
+  decode_ms_.assign(o.decode_contexts.size(), {});
+  batch_factors_.clear();
+  alone_ms_ = 0.0;
+  return ok_status();
+}
+
+Status LatencyProfileSession::replan(const ProfileOptions& opts) {
+  if (next_ != kWarmupSteps) return make_error("profile: a plan can only be replaced right after the warm-up");
+  return set_plan(opts);
+}
+
+int32_t LatencyProfileSession::n_steps() const {
+  const auto batches = static_cast<int32_t>(opts_.decode_batches.size());
+  return kWarmupSteps + static_cast<int32_t>(jobs_.size()) + (batches > 0 ? batches + 1 : 0);
+}
+
+Status LatencyProfileSession::step() {
+  if (done()) return ok_status();
+  Stopwatch watch;
+  Status st = run_step();
+  seconds_ += watch.seconds();
+  if (!st.ok()) {
+    next_ = n_steps();  // a failed engine is not trusted further
+    return st;
+  }
+  ++next_;
+  return ok_status();
+}
+
+Status LatencyProfileSession::run_step() {
+  const int32_t n_vocab = model_.config().n_vocab;
+  const auto n_jobs = static_cast<int32_t>(jobs_.size());
+  if (next_ < kWarmupSteps) {
+    // The first request runs cold (page faults, scratch sizing: up to 100x slower per token);
+    // the second one of the same size is what the plan is estimated from.
+    const int32_t n = std::min<int32_t>(32, engine_->n_ctx() - 4);
+    EDGELM_TRY(const Timing t, time_request(*engine_, n, 3, n_vocab, rng_));
+    warmup_prefill_ms_per_token_ = t.prefill_ms / std::max(n, 1);
+    warmup_decode_ms_ = median(t.decode_step_ms);
+    return ok_status();
+  }
+  if (next_ < kWarmupSteps + n_jobs) {
+    const Job& j = jobs_[static_cast<size_t>(next_ - kWarmupSteps)];
     if (j.decode) {
-      EDGELM_TRY(const Timing t, time_request(*eng, o.decode_contexts[j.index], o.decode_tokens + 1, cfg.n_vocab, rng));
-      decode_ms[j.index].push_back(median(t.decode_step_ms));
+      EDGELM_TRY(const Timing t,
+                 time_request(*engine_, opts_.decode_contexts[j.index], opts_.decode_tokens + 1, n_vocab, rng_));
+      decode_ms_[j.index].push_back(median(t.decode_step_ms));
     } else {
-      EDGELM_TRY(const Timing t, time_request(*eng, o.prefill_lengths[j.index], 1, cfg.n_vocab, rng));
-      prefill_ms[j.index].push_back(t.prefill_ms);
+      EDGELM_TRY(const Timing t, time_request(*engine_, opts_.prefill_lengths[j.index], 1, n_vocab, rng_));
+      prefill_ms_[j.index].push_back(t.prefill_ms);
     }
+    if (next_ == kWarmupSteps + n_jobs - 1) report_samples();
+    return ok_status();
   }
-  for (size_t i = 0; i < o.prefill_lengths.size(); ++i) {
-    run.prefill.push_back({o.prefill_lengths[i], median(prefill_ms[i])});
-    if (o.progress)
-      o.progress(fmt::format("prefill {:5d} tokens: {:9.2f} ms", run.prefill.back().n_input, run.prefill.back().ms));
-  }
-  for (size_t i = 0; i < o.decode_contexts.size(); ++i) {
-    // The timed tokens see contexts c+1 .. c+decode_tokens; the median sits mid-way.
-    run.decode.push_back({o.decode_contexts[i] + o.decode_tokens / 2, median(decode_ms[i])});
-    if (o.progress)
-      o.progress(
-          fmt::format("decode at context {:5d}: {:7.2f} ms/token", run.decode.back().context, run.decode.back().ms));
-  }
-  EDGELM_TRY(run.model, fit_latency_model(run.prefill, run.decode, o.fit));
   // Batches decode at the middle context, against one sequence timed the same way.
-  double alone = 0.0;
-  for (const int32_t b : o.decode_batches) {
-    if (b < 2) return make_error("profile: decode batches must be >= 2, got {}", b);
-    if (alone == 0.0) {
-      EDGELM_TRY(alone, time_batch_step(*eng, 1, mid, o.decode_tokens + 1, cfg.n_vocab, rng));
-    }
-    EDGELM_TRY(const double ms, time_batch_step(*eng, b, mid, o.decode_tokens + 1, cfg.n_vocab, rng));
-    run.model.batch_factors.emplace_back(b, std::max(1.0, ms / alone));  // each step gives each sequence a token
-    if (o.progress) o.progress(fmt::format("decode in a batch of {:3d}: {:7.2f} ms/step ({:.2f}x alone)", b, ms, ms / alone));
+  const int32_t mid = opts_.decode_contexts[opts_.decode_contexts.size() / 2];
+  const int32_t k = next_ - n_jobs - kWarmupSteps;  // 0: alone, then each batch size
+  if (k == 0) {
+    EDGELM_TRY(alone_ms_, time_batch_step(*engine_, 1, mid, opts_.decode_tokens + 1, n_vocab, rng_));
+    return ok_status();
   }
+  const int32_t b = opts_.decode_batches[static_cast<size_t>(k - 1)];
+  EDGELM_TRY(const double ms, time_batch_step(*engine_, b, mid, opts_.decode_tokens + 1, n_vocab, rng_));
+  batch_factors_.emplace_back(b, std::max(1.0, ms / alone_ms_));  // each step gives each sequence a token
+  if (opts_.progress)
+    opts_.progress(fmt::format("decode in a batch of {:3d}: {:7.2f} ms/step ({:.2f}x alone)", b, ms, ms / alone_ms_));
+  return ok_status();
+}
+
+void LatencyProfileSession::report_samples() const {
+  if (reported_ || !opts_.progress) return;
+  reported_ = true;
+  for (size_t i = 0; i < prefill_ms_.size(); ++i)
+    if (!prefill_ms_[i].empty())
+      opts_.progress(fmt::format("prefill {:5d} tokens: {:9.2f} ms", opts_.prefill_lengths[i], median(prefill_ms_[i])));
+  for (size_t i = 0; i < decode_ms_.size(); ++i)
+    if (!decode_ms_[i].empty())
+      opts_.progress(fmt::format("decode at context {:5d}: {:7.2f} ms/token",
+                                 opts_.decode_contexts[i] + opts_.decode_tokens / 2, median(decode_ms_[i])));
+}
+
+Result<ProfileRun> LatencyProfileSession::finish() const {
+  report_samples();
+  ProfileRun run;
+  for (size_t i = 0; i < prefill_ms_.size(); ++i)
+    if (!prefill_ms_[i].empty()) run.prefill.push_back({opts_.prefill_lengths[i], median(prefill_ms_[i])});
+  // The timed tokens see contexts c+1 .. c+decode_tokens; the median sits mid-way.
+  for (size_t i = 0; i < decode_ms_.size(); ++i)
+    if (!decode_ms_[i].empty())
+      run.decode.push_back({opts_.decode_contexts[i] + opts_.decode_tokens / 2, median(decode_ms_[i])});
+  EDGELM_TRY(run.model, fit_latency_model(run.prefill, run.decode, opts_.fit));
+  run.model.batch_factors = batch_factors_;
   std::sort(run.model.batch_factors.begin(), run.model.batch_factors.end());
-  run.seconds = total.seconds();
+  run.seconds = seconds_;
   return run;
+}
+
+Result<ProfileRun> run_latency_profile(engine::StepModel& model, const ProfileOptions& o) {
+  EDGELM_TRY(auto session, LatencyProfileSession::create(model, o));
+  while (!session->done()) EDGELM_TRY_STATUS(session->step());
+  return session->finish();
+}
+
+double estimate_profile_ms(const ProfileOptions& o, double p, double d) {
+  double ms = 0.0;
+  for (const int32_t n : o.prefill_lengths) ms += p * n;
+  for (const int32_t c : o.decode_contexts) ms += p * c + d * (o.decode_tokens + 1);
+  ms *= std::max(o.reps, 1);
+  if (!o.decode_batches.empty() && !o.decode_contexts.empty()) {
+    const int32_t mid = o.decode_contexts[o.decode_contexts.size() / 2];
+    const double alone = p * mid + d * (o.decode_tokens + 1);
+    ms += alone;
+    for (const int32_t b : o.decode_batches) ms += b * alone;
+  }
+  return ms;
+}
+
+ProfileOptions startup_profile_plan(int32_t max_input, int32_t decode_tokens, double budget_ms, double p, double d) {
+  ProfileOptions best = profile_plan(max_input, 12, 6, decode_tokens, 5);
+  if (estimate_profile_ms(best, p, d) <= std::min(budget_ms, 10000.0)) return best;
+  const std::pair<int32_t, int32_t> sizes[] = {{12, 6}, {8, 4}, {6, 3}, {4, 3}};
+  for (int32_t len = max_input;; len = std::max<int32_t>(32, len / 2)) {
+    for (const auto& [n_prefill, n_decode] : sizes) {
+      best = profile_plan(len, n_prefill, n_decode, decode_tokens, 1);
+      if (estimate_profile_ms(best, p, d) <= budget_ms) return best;
+    }
+    if (len <= 32) return best;
+  }
 }
 
 }  // namespace edgelm::serve

@@ -1,6 +1,7 @@
 // The small routes: POST /predict (text in, text out, greedy by default), POST /tokenize,
 // POST /detokenize, GET /health (200 when ready, 503 while loading or draining), GET /metrics
 // (Prometheus text format).
+#include "serve/health.h"
 #include "serve/http_server.h"
 #include "serve/routes_cache.h"
 
@@ -122,28 +123,16 @@ void handle_detokenize(ServerContext& ctx, const http::Request& http_req, http::
   ctx.send_json(res, 200, {{"content", tok.decode(ids)}});
 }
 
-// 200 when every model is ready; the first one not ready names the state otherwise.
+// 200 whenever every model is ready, profiling or saturated included; 503 while a model loads,
+// failed or stopped, or the server drains. The state is in the body (serve/health.h).
 void handle_health(ServerContext& ctx, const http::Request&, http::Response& res) {
   const ServiceStats s = ctx.service().stats();
-  json body = {{"model", ctx.model_name()}, {"queue_depth", s.n_waiting}, {"running", s.n_running}};
-  ServiceState worst = ServiceState::ready;
-  if (ctx.models().size() > 1) {
-    json models = json::array();
-    for (const auto& m : ctx.models()) {
-      const ServiceState st = m->service->state();
-      if (worst == ServiceState::ready) worst = st;
-      models.push_back({{"name", m->spec.name}, {"tier", tier_name(m->spec.tier)}, {"state", service_state_name(st)}});
-    }
-    body["models"] = std::move(models);
-  } else {
-    worst = s.state;
-  }
-  if (worst == ServiceState::ready && !ctx.draining.load()) {
-    body["status"] = "ok";
-    return ctx.send_json(res, 200, body);
-  }
-  body["status"] = ctx.draining.load() ? std::string("draining") : std::string(service_state_name(worst));
-  ctx.send_json(res, 503, body);
+  const Health h = assess_health(ctx.models(), ctx.draining.load());
+  json body = health_json(h, /*list_models=*/ctx.models().size() > 1);
+  body["model"] = ctx.model_name();
+  body["queue_depth"] = s.n_waiting;
+  body["running"] = s.n_running;
+  ctx.send_json(res, h.http_status, body);
 }
 
 void handle_metrics(ServerContext& ctx, const http::Request&, http::Response& res) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,7 +21,11 @@ namespace edgelm::serve {
 struct ServedModel {
   ModelSpec spec;
   EngineService* service = nullptr;
-  std::atomic<bool> profiling{false};  // the startup profile is running on its engine thread
+  // The startup profile (model_profiles.h) is pending or running on its engine thread, and its
+  // pieces done of those planned (planned is 0 until the plan is made after the warm-up).
+  std::atomic<bool> profiling{false};
+  std::atomic<int32_t> profile_pieces_done{0};
+  std::atomic<int32_t> profile_pieces_planned{0};
 
   // The name clients use: the loaded model's (a reload may rename it), else the spec's.
   std::string name() const {

@@ -166,18 +166,19 @@ int run_serve(ServeOptions& o) {
       std::fprintf(stderr, "edgelm serve: model '%s' (%s) ready (n_ctx %d)\n", m->spec.name.c_str(),
                    std::string(serve::tier_name(m->spec.tier)).c_str(), m->service->n_ctx());
     }
+    // Only when routing needs it, time-boxed, and in idle pieces that requests never wait
+    // behind for more than one measurement (serve/model_profiles.h).
     serve::StartupProfileOptions po;
     po.measure = cfg.startup_profile == "quick";
+    po.budget_s = cfg.startup_profile_budget_s;
     po.engine = *eo;
     po.log = [](std::string_view line) {
       std::fprintf(stderr, "edgelm serve: %.*s\n", static_cast<int>(line.size()), line.data());
     };
-    for (const auto& m : server.context().models()) {
-      if (server.context().draining.load()) return;
-      if (Status st = serve::prepare_latency_profile(*m, po); !st.ok())
-        std::fprintf(stderr, "edgelm serve: warning: %s (the router assumes it fits any budget)\n",
-                     st.error().message.c_str());
-    }
+    po.stop = [&] { return server.context().draining.load(); };
+    std::vector<serve::ServedModel*> models;
+    for (const auto& m : server.context().models()) models.push_back(m.get());
+    serve::prepare_latency_profiles(models, server.context().upstream() != nullptr, po);
   });
 
   int sig = 0;
@@ -320,9 +321,13 @@ CommandRunner add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   bind_flag(*o, cmd, "--startup-profile", &serve::ServeConfig::startup_profile,
-            "quick: profile models without a profile file at startup; off: never")
+            "quick: profile models without a profile file at startup when routing needs it; off: never")
       ->capture_default_str()
       ->check(CLI::IsMember({"quick", "off"}));
+  bind_flag(*o, cmd, "--startup-profile-budget", &serve::ServeConfig::startup_profile_budget_s,
+            "Seconds the startup profile of all models may take (its plan shrinks to fit; 0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   bind_flag(*o, cmd, "--memory-budget", &serve::ServeConfig::memory_budget,
             "Weights + KV of all models (e.g. 4G); KV per model shrinks to fit; 0: no limit")
       ->capture_default_str();

@@ -312,13 +312,18 @@ TEST(ServeConfig, SeveralModelsUpstreamAndBudgets) {
   write_file(dir.file("c.yaml"),
              "models:\n  - small=/m/s.bin,tier=small\n  - large=/m/l.gguf,tier=large,profile=/p/l.json\n"
              "upstream: cloud=http://10.0.0.5:8080,api_key_env=CLOUD_KEY\ndefault_budget_ms: 2000\n"
-             "startup_profile: \"off\"\nmemory_budget: 4G\n");
+             "startup_profile: \"off\"\nstartup_profile_budget_s: 45\nmemory_budget: 4G\n");
   auto c = load_config_file(dir.file("c.yaml"), ServeConfig{});
   ASSERT_TRUE(c.ok()) << c.error().message;
   ASSERT_EQ(c->models.size(), 2u);
   EXPECT_EQ(c->upstream, "cloud=http://10.0.0.5:8080,api_key_env=CLOUD_KEY");
   EXPECT_DOUBLE_EQ(c->default_budget_ms, 2000);
   EXPECT_EQ(c->startup_profile, "off");
+  EXPECT_DOUBLE_EQ(c->startup_profile_budget_s, 45);
+  EXPECT_DOUBLE_EQ(ServeConfig{}.startup_profile_budget_s, 20);
+  ServeConfig from_env;
+  ASSERT_TRUE(apply_env(from_env, env_of({{"EDGELM_STARTUP_PROFILE_BUDGET_S", "7.5"}})).ok());
+  EXPECT_DOUBLE_EQ(from_env.startup_profile_budget_s, 7.5);
   ASSERT_TRUE(validate(*c).ok()) << validate(*c).error().message;
   EXPECT_EQ(*memory_budget_bytes(*c), size_t{4} << 30);
   auto specs = model_specs(*c);
@@ -349,6 +354,7 @@ TEST(ServeConfig, SeveralModelsUpstreamAndBudgets) {
   bad([](ServeConfig& x) { x.upstream = "small=http://h:1"; }, "both named 'small'");
   bad([](ServeConfig& x) { x.default_budget_ms = 0; }, "default_budget_ms");
   bad([](ServeConfig& x) { x.startup_profile = "full"; }, "startup_profile");
+  bad([](ServeConfig& x) { x.startup_profile_budget_s = -1; }, "startup_profile_budget_s");
   bad([](ServeConfig& x) { x.memory_budget = "lots"; }, "memory_budget");
   bad([](ServeConfig& x) { x.models.clear(); }, "no model");
 }
@@ -367,7 +373,8 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 44);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 45);
+  EXPECT_NE(d.find("startup_profile: quick\nstartup_profile_budget_s: 20\n"), std::string::npos) << d;
   EXPECT_NE(d.find("spec: off\ndraft_model: (none)\ndraft_quant: (none)\ndraft_max: 8\ndraft_min: 0\n"),
             std::string::npos)
       << d;

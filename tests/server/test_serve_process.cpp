@@ -138,6 +138,9 @@ TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
   EXPECT_TRUE(parse_sse(s->body).done);
   EXPECT_EQ(p.wait_exit(std::chrono::seconds(300)), 0) << p.log();
   EXPECT_NE(p.log().find("SIGTERM received"), std::string::npos) << p.log();
+  // One model and no upstream: nothing to route, so no startup profile held the engine.
+  EXPECT_NE(p.log().find("no startup profile: one model and no upstream"), std::string::npos) << p.log();
+  EXPECT_EQ(p.log().find("profiled in"), std::string::npos) << p.log();
 }
 
 }  // namespace

@@ -45,6 +45,8 @@ TEST_F(ServerApi, HealthAndModels) {
   Reply h = get(s(), "/health");
   ASSERT_EQ(h.status, 200) << h.body;
   EXPECT_EQ(h.js()["status"], "ok");
+  EXPECT_EQ(h.js()["state"], "ready");
+  EXPECT_FALSE(h.js().contains("profile"));
   EXPECT_EQ(h.js()["model"], "stories260K");
   EXPECT_EQ(h.js()["queue_depth"], 0);
   Reply m = get(s(), "/v1/models");

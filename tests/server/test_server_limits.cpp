@@ -121,6 +121,7 @@ TEST(ServerLimits, HealthIs503WhileTheModelLoads) {
     Reply h = get(s, "/health");
     EXPECT_EQ(h.status, 503);
     EXPECT_EQ(h.js()["status"], "loading");
+    EXPECT_EQ(h.js()["state"], "loading");
     EXPECT_TRUE(h.js().contains("queue_depth"));
     EXPECT_EQ(post(s, "/predict", json{{"input", "Hi"}}).status, 503);
     // Let the load go on: every open of the FIFO meets a writer that closes at once, so the

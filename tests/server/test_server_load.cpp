@@ -64,6 +64,55 @@ TEST(ServerLoad, FullQueueIs429WithRetryAfter) {
   EXPECT_TRUE(s.wait_idle());
 }
 
+// /health stays 200 when the queue is full (state "saturated": requests get 429, the server is
+// still up) and turns 503 while the server drains. The engine thread is held by a job, so the
+// one request it admits waits in the queue for as long as the test likes.
+TEST(ServerLoad, HealthIs200WhenSaturatedAnd503WhileDraining) {
+  TestServer s([](serve::ServeConfig&, serve::EngineServiceOptions& so) { so.max_queue = 1; });
+  s.wait_ready();
+  std::promise<void> started, release;
+  std::shared_future<void> released = release.get_future().share();
+  auto job = std::async(std::launch::async, [&] {
+    return s.service->run_exclusive([&](ThreadPool&) {
+      started.set_value();
+      released.wait();
+      return ok_status();
+    });
+  });
+  started.get_future().wait();
+  Reply h = get(s, "/health");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.js()["state"], "ready") << h.body;
+  auto queued =
+      std::async(std::launch::async, [&s] { return post(s, "/v1/completions", greedy("Once upon a time", 8)); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (s.service->stats().n_waiting < 1 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(s.service->stats().n_waiting, 1);
+  EXPECT_EQ(post(s, "/v1/completions", greedy("Hi", 2)).status, 429);  // what saturated means
+  h = get(s, "/health");
+  EXPECT_EQ(h.status, 200) << h.body;
+  EXPECT_EQ(h.js()["status"], "ok");
+  EXPECT_EQ(h.js()["state"], "saturated");
+  EXPECT_EQ(h.js()["queue_depth"], 1);
+
+  // Draining (the queued request is still in flight, so the listener stays up): 503.
+  auto stopper = std::async(std::launch::async, [&s] { s.server->shutdown(std::chrono::seconds(60)); });
+  while (!s.server->context().draining.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  h = get(s, "/health");
+  EXPECT_EQ(h.status, 503) << h.body;
+  EXPECT_EQ(h.js()["status"], "draining");
+  EXPECT_EQ(h.js()["state"], "draining");
+  release.set_value();
+  EXPECT_TRUE(job.get().ok());
+  Reply done = queued.get();
+  EXPECT_EQ(done.status, 200) << done.body;
+  stopper.get();
+  s.http.join();
+  s.service->shutdown(std::chrono::seconds(5));
+  s.stopped = true;
+}
+
 TEST(ServerLoad, ApiKeysGuardInferenceOnly) {
   TestServer s([](serve::ServeConfig& cfg, serve::EngineServiceOptions&) { cfg.api_keys = {"k-one", "k-two"}; });
   s.wait_ready();
@@ -156,6 +205,7 @@ TEST(ServerLoad, HealthIs503WhenTheModelCannotLoad) {
   Reply h = get(s, "/health");
   EXPECT_EQ(h.status, 503);
   EXPECT_EQ(h.js()["status"], "failed");
+  EXPECT_EQ(h.js()["state"], "failed");
   EXPECT_EQ(post(s, "/v1/completions", greedy("Hi", 2)).status, 503);
 }
 

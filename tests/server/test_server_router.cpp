@@ -4,6 +4,7 @@
 // the cloud tier and is killed mid-test to prove the fallback and the circuit breaker.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <regex>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "serve/http_server.h"
+#include "serve/model_profiles.h"
 #include "serve/model_spec.h"
 #include "serve/served_model.h"
 #include "serve_process.h"
@@ -32,7 +34,7 @@ serve::LatencyModel profile(double prefill_ms_per_token, double decode_ms_per_to
 struct TierFile {
   std::string name, path, tokenizer;
   Tier tier;
-  serve::LatencyModel latency;
+  std::optional<serve::LatencyModel> latency;  // none: as a model without a profile file
   std::optional<sample::DynamicTemperature> dyn_temp;
 };
 
@@ -68,7 +70,7 @@ struct RouterServer {
       models.back()->spec.tier = t.tier;
       models.back()->spec.dyn_temp = t.dyn_temp;
       models.back()->service = services.back().get();
-      models.back()->set_latency(t.latency);
+      if (t.latency) models.back()->set_latency(*t.latency);
     }
     metrics = std::make_unique<serve::ServerMetrics>(cfg.device_id);
     server = std::make_unique<serve::HttpServer>(cfg, std::move(models), *metrics);
@@ -238,7 +240,9 @@ TEST(ServerRouter, ModelsHealthMetricsAndLiveRefinement) {
 
   r = get(s, "/health");
   EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(r.js()["models"].size(), 3u);
+  EXPECT_EQ(r.js()["state"], "ready");
+  ASSERT_EQ(r.js()["models"].size(), 3u);
+  for (const json& m : r.js()["models"]) EXPECT_EQ(m["state"], "ready");
 
   const std::string metrics = get(s, "/metrics").body;
   EXPECT_NE(metrics.find(
@@ -271,6 +275,139 @@ TEST(ServerRouter, PerTierDynamicTemperature) {
   greedy["model"] = hot["model"] = "medium";
   EXPECT_NE(post(s, "/v1/completions", hot).js()["choices"][0]["text"],
             post(s, "/v1/completions", greedy).js()["choices"][0]["text"]);
+}
+
+// Tiers without a profile file, so each gets a startup profile.
+std::vector<TierFile> unprofiled_tiers() {
+  return {{"small", shared_path("models/stories260K.bin"), shared_path("models/tok512.bin"), Tier::small, std::nullopt,
+           std::nullopt},
+          {"medium", shared_path("models/stories260K-f16.gguf"), "", Tier::medium, std::nullopt, std::nullopt}};
+}
+
+std::vector<serve::ServedModel*> served_models(const RouterServer& s) {
+  std::vector<serve::ServedModel*> out;
+  for (const auto& m : s.server->context().models()) out.push_back(m.get());
+  return out;
+}
+
+serve::StartupProfileOptions profile_options(std::string* log = nullptr) {
+  serve::StartupProfileOptions po;
+  po.engine.kv_memory_bytes = size_t{16} << 20;
+  po.engine.scheduler.target_step_ms = 0;
+  if (log) po.log = [log](std::string_view line) { *log += std::string(line) + "\n"; };
+  return po;
+}
+
+// The startup profile runs as idle pieces of each engine thread: a request sent as soon as the
+// server is ready completes while the first model's profile is still in progress (it did not
+// wait for the profile), no piece starts while a request runs on that engine, and at the end
+// each model has its fitted profile.
+TEST(ServerRouter, StartupProfileYieldsToRequests) {
+  RouterServer s(unprofiled_tiers());
+  const std::vector<serve::ServedModel*> models = served_models(s);
+  std::atomic<int> pieces{0}, pieces_beside_a_request{0};
+  std::string log;
+  serve::StartupProfileOptions po = profile_options(&log);
+  po.budget_s = 600;  // not cut short: this is about yielding, the budget has its own test
+  po.on_piece = [&](const serve::ServedModel& m) {
+    ++pieces;
+    if (m.service->stats().n_running > 0) ++pieces_beside_a_request;
+    // Long pieces: a request that waited for the whole profile could not finish within it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  };
+  std::thread profiler([&] { serve::prepare_latency_profiles(models, /*has_upstream=*/false, po); });
+  Reply h;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    h = get(s, "/health");
+    if (h.js().value("state", "") == "profiling") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(h.status, 200) << h.body;  // profiling is ready
+  ASSERT_EQ(h.js()["state"], "profiling") << h.body;
+  EXPECT_EQ(h.js()["models"][0]["state"], "profiling");
+
+  // One request as soon as the server is ready, one once the profile is well under way: each
+  // completes while its model's profile is still in progress.
+  auto request_during_profile = [&](const char* when) {
+    json req = completion(24);
+    req["model"] = "small";  // the model profiled first
+    Reply r = post(s, "/v1/completions", req);
+    const int done = models[0]->profile_pieces_done.load(), planned = models[0]->profile_pieces_planned.load();
+    const bool still_profiling = models[0]->profiling.load();
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.js()["usage"]["completion_tokens"], 24);
+    EXPECT_TRUE(still_profiling) << when << ": the request completed only after the profile of its model";
+    EXPECT_TRUE(planned == 0 || done < planned) << when << ": " << done << " of " << planned;
+    const Reply health = get(s, "/health");
+    EXPECT_EQ(health.status, 200);
+    EXPECT_EQ(health.js()["state"], "profiling") << when;
+    EXPECT_TRUE(health.js()["profile"].contains("pieces_done")) << health.body;
+  };
+  request_during_profile("at once");
+  const auto until_under_way = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (models[0]->profile_pieces_done.load() < 10 && std::chrono::steady_clock::now() < until_under_way)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  request_during_profile("under way");
+
+  profiler.join();
+  EXPECT_EQ(pieces_beside_a_request.load(), 0);
+  EXPECT_GT(pieces.load(), 20);
+  for (const serve::ServedModel* m : models) {
+    EXPECT_FALSE(m->profiling.load());
+    ASSERT_NE(m->latency(), nullptr) << m->spec.name << "\n" << log;
+    EXPECT_GT(m->latency()->current().decode_ms(0), 0.0);
+    EXPECT_EQ(m->profile_pieces_done.load(), m->profile_pieces_planned.load());
+  }
+  EXPECT_NE(log.find("model 'small': profiled in"), std::string::npos) << log;
+  h = get(s, "/health");
+  EXPECT_EQ(h.js()["state"], "ready");
+  EXPECT_FALSE(h.js().contains("profile"));
+  for (const json& m : get(s, "/v1/models").js()["data"]) EXPECT_TRUE(m.contains("latency_model")) << m.dump();
+}
+
+// One model and no upstream: nothing to route, so no profile runs; with an upstream the same
+// model is profiled.
+TEST(ServerRouter, OneModelWithoutUpstreamRunsNoStartupProfile) {
+  RouterServer s({unprofiled_tiers()[0]});
+  const std::vector<serve::ServedModel*> models = served_models(s);
+  std::atomic<int> pieces{0};
+  std::string log;
+  serve::StartupProfileOptions po = profile_options(&log);
+  po.on_piece = [&](const serve::ServedModel&) { ++pieces; };
+  serve::prepare_latency_profiles(models, /*has_upstream=*/false, po);
+  EXPECT_EQ(pieces.load(), 0);
+  EXPECT_EQ(models[0]->latency(), nullptr);
+  EXPECT_NE(log.find("no startup profile"), std::string::npos) << log;
+  EXPECT_EQ(get(s, "/health").js()["state"], "ready");
+
+  serve::prepare_latency_profiles(models, /*has_upstream=*/true, po);
+  EXPECT_GT(pieces.load(), 0);
+  EXPECT_NE(models[0]->latency(), nullptr) << log;
+}
+
+// A budget far below what the plan needs: the profile stops at it (a piece in progress
+// finishes), whatever it measured or not.
+TEST(ServerRouter, StartupProfileStopsAtItsBudget) {
+  RouterServer s(unprofiled_tiers());
+  const std::vector<serve::ServedModel*> models = served_models(s);
+  std::atomic<int> pieces{0};
+  std::string log;
+  serve::StartupProfileOptions po = profile_options(&log);
+  po.budget_s = 0.2;  // 0.1 s per model: at most ~6 pieces of 20 ms each
+  po.on_piece = [&](const serve::ServedModel&) {
+    ++pieces;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  serve::prepare_latency_profiles(models, /*has_upstream=*/false, po);
+  EXPECT_GT(pieces.load(), 0);
+  EXPECT_LE(pieces.load(), 16) << log;
+  for (const serve::ServedModel* m : models) {
+    EXPECT_FALSE(m->profiling.load());
+    EXPECT_LT(m->profile_pieces_done.load(), m->profile_pieces_planned.load());
+  }
+  EXPECT_NE(log.find("cut by"), std::string::npos) << log;
+  EXPECT_EQ(get(s, "/health").js()["state"], "ready");
 }
 
 // The cloud tier is a real `edgelm serve` on loopback. Complex chat requests go there (plain
