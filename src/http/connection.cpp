@@ -71,12 +71,16 @@ void Connection::start() {
   wait_for_request();
 }
 
-void Connection::close_from_outside() {
-  asio::post(stream_.get_executor(), [self = shared_from_this()] { self->close_now(); });
+void Connection::close_from_outside(bool only_if_idle) {
+  asio::post(stream_.get_executor(), [self = shared_from_this(), only_if_idle] {
+    if (!only_if_idle || !self->busy_) self->close_now();
+  });
 }
 
 void Connection::wait_for_request() {
   if (closed_) return;
+  busy_ = false;
+  if (core_.stopping.load()) return close_now();  // no new request once the server stops
   if (buf_.size() > 0) return read_header();
   stream_.expires_after(core_.opts.idle_timeout);
   auto mb = buf_.prepare(kWatchBytes);
@@ -286,6 +290,7 @@ void Connection::dispatch() {
   }
   WorkerPool& pool = route_->cls == RouteClass::work ? *core_.work : *core_.control;
   handler_done_ = false;
+  busy_ = true;
   auto self = shared_from_this();
   const bool posted = pool.post([self, req = req_, res = res_, route = route_, pipe = pipe_] {
     try {
@@ -369,6 +374,7 @@ void Connection::write_response() {
   if (closed_) return;
   Response& r = *res_;
   if (r.drop) return close_now();
+  busy_ = true;
   out_.emplace();
   out_->version(version_);
   out_->result(static_cast<unsigned>(r.status));

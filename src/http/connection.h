@@ -37,8 +37,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ~Connection();
 
   void start();
-  // From any thread: closes the socket on the strand (server shutdown).
-  void close_from_outside();
+  // From any thread: closes the socket on the strand (server shutdown); with `only_if_idle`,
+  // only when no request is in progress (one that is finishes its answer, then closes).
+  void close_from_outside(bool only_if_idle);
 
  private:
   using Stream = boost::beast::tcp_stream;
@@ -75,6 +76,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string remote_addr_;
   int remote_port_ = 0;
   bool open_counted_ = false;
+  bool busy_ = false;  // a request is being handled or answered (until its answer's last byte)
   bool closed_ = false;
 
   // The request in progress.

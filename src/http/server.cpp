@@ -112,28 +112,37 @@ void Server::wait_until_running() {
   while (!impl_->running.load() && !impl_->shut.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
-void Server::shutdown() {
+void Server::shutdown(std::chrono::milliseconds grace) {
   if (impl_->shut.exchange(true)) return;
   ServerCore& c = impl_->core;
   c.stopping.store(true);
-  asio::post(c.ioc, [this] {
-    boost::system::error_code ec;
-    impl_->acceptor.close(ec);
-    impl_->retry.cancel();
-    std::vector<std::shared_ptr<Connection>> open;
-    {
-      std::lock_guard lock(impl_->core.conns_mu);
-      for (auto& [p, w] : impl_->core.conns)
-        if (auto sp = w.lock()) open.push_back(std::move(sp));
-    }
-    for (auto& conn : open) conn->close_from_outside();
-  });
-  // Handlers still running see their clients gone (close_now marks them) and return.
+  auto close_all = [this](bool only_idle) {
+    asio::post(impl_->core.ioc, [this, only_idle] {
+      boost::system::error_code ec;
+      impl_->acceptor.close(ec);
+      impl_->retry.cancel();
+      std::vector<std::shared_ptr<Connection>> open;
+      {
+        std::lock_guard lock(impl_->core.conns_mu);
+        for (auto& [p, w] : impl_->core.conns)
+          if (auto sp = w.lock()) open.push_back(std::move(sp));
+      }
+      for (auto& conn : open) conn->close_from_outside(only_idle);
+    });
+  };
+  // Answers in progress finish (their connections close after them, stopping is set).
+  close_all(/*only_idle=*/true);
+  auto wait_closed = [&](std::chrono::milliseconds t) {
+    const auto until = std::chrono::steady_clock::now() + t;
+    while (c.connections_open.load() > 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  if (impl_->running.load()) wait_closed(grace);
+  // Then everyone: handlers still running see their clients gone (close_now marks them).
+  close_all(/*only_idle=*/false);
   if (c.work) c.work->stop();
   if (c.control) c.control->stop();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (c.connections_open.load() > 0 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  if (impl_->running.load()) wait_closed(std::chrono::seconds(2));
   c.ioc.stop();
 }
 

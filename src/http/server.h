@@ -119,9 +119,10 @@ class Server {
   void run();
   // Waits until run() accepts.
   void wait_until_running();
-  // Stops accepting, closes every connection (streams are aborted with StreamEnd::shutdown),
-  // lets handlers that run finish, and makes run() return.
-  void shutdown();
+  // Stops accepting and closes idle connections; requests in progress get up to `grace` to
+  // finish their answers (then each connection closes), after which every connection is
+  // closed (streams aborted with StreamEnd::shutdown). Handlers that run finish; run() returns.
+  void shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 
   ServerStats stats() const;
   const ServerOptions& options() const;

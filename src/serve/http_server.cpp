@@ -200,8 +200,10 @@ size_t json_depth(std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -219,8 +221,8 @@ constexpr size_t kMaxJsonDepth = 64;
 
 std::optional<json> ServerContext::parse_body(const http::Request& req, ApiError& err) {
   if (json_depth(req.body) > kMaxJsonDepth) {
-    err = {400, fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth), "invalid_request_error",
-           "", "invalid_json"};
+    err = {400, fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth), "invalid_request_error", "",
+           "invalid_json"};
     return std::nullopt;
   }
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
@@ -596,7 +598,8 @@ void HttpServer::shutdown(std::chrono::duration<double> drain_timeout) {
       std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(drain_timeout);
   while (ctx_->in_flight.load() > 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  svr_->shutdown();
+  // A handler that returned may still be writing its answer: give those a moment.
+  svr_->shutdown(std::chrono::milliseconds(2000));
 }
 
 }  // namespace edgelm::serve

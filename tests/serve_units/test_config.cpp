@@ -48,7 +48,10 @@ TEST(ServeConfig, LoadsEveryKindOfField) {
              "api_keys: [alpha, beta]\n"
              "admin_token: s3cret\n"
              "auth_metrics: true\n"
-             "drain_timeout_s: 5\n");
+             "drain_timeout_s: 5\n"
+             "header_timeout_s: 2.5\n"
+             "stream_buffer_bytes: 64K\n"
+             "prefix_cache_scope: global\n");
   auto c = load_config_file(dir.file("c.yaml"), ServeConfig{});
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->model_path, "/models/qwen.gguf");
@@ -64,6 +67,9 @@ TEST(ServeConfig, LoadsEveryKindOfField) {
   EXPECT_TRUE(c->auth_metrics);
   EXPECT_FALSE(c->auth_health);
   EXPECT_DOUBLE_EQ(c->drain_timeout_s, 5);
+  EXPECT_DOUBLE_EQ(c->header_timeout_s, 2.5);
+  EXPECT_EQ(c->stream_buffer_bytes, size_t{64} << 10);
+  EXPECT_EQ(c->prefix_cache_scope, "global");
   // Untouched fields keep the base's values.
   EXPECT_EQ(c->max_queue, 64);
 }
@@ -212,6 +218,10 @@ TEST(ServeConfig, Validate) {
   EXPECT_TRUE(validate(c).ok());
   auto bad = [&](auto mutate, const char* needle) { expect_invalid(c, mutate, needle); };
   bad([](ServeConfig& x) { x.port = 70000; }, "port");
+  bad([](ServeConfig& x) { x.header_timeout_s = 0; }, "header_timeout_s");
+  bad([](ServeConfig& x) { x.write_timeout_s = -1; }, "write_timeout_s");
+  bad([](ServeConfig& x) { x.stream_buffer_bytes = 100; }, "stream_buffer_bytes");
+  bad([](ServeConfig& x) { x.prefix_cache_scope = "tenant"; }, "prefix_cache_scope");
   bad([](ServeConfig& x) { x.kv_type = "q4_0"; }, "kv_type");
   bad([](ServeConfig& x) { x.kv_memory = "lots"; }, "kv_memory");
   bad([](ServeConfig& x) { x.max_batch_size = 0; }, "max_batch_size");
@@ -373,7 +383,7 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 45);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 51);
   EXPECT_NE(d.find("startup_profile: quick\nstartup_profile_budget_s: 20\n"), std::string::npos) << d;
   EXPECT_NE(d.find("spec: off\ndraft_model: (none)\ndraft_quant: (none)\ndraft_max: 8\ndraft_min: 0\n"),
             std::string::npos)

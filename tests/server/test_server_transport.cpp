@@ -343,3 +343,29 @@ TEST(ServerTenants, PrefixCacheIsScopedPerKeyUnlessShared) {
 
 }  // namespace
 }  // namespace edgelm::test
+
+namespace edgelm::test {
+namespace {
+
+TEST(ServerTransport, ARequestOutlivesTheHeaderAndBodyTimeouts) {
+  // The read timeouts bound reading the request, not how long the answer may take.
+  TestServer s([](serve::ServeConfig& cfg, serve::EngineServiceOptions&) {
+    cfg.header_timeout_s = 0.2;
+    cfg.body_timeout_s = 0.2;
+  });
+  s.wait_ready();
+  auto gate = std::make_unique<EngineGate>(*s.service);
+  auto plain = std::async(std::launch::async, [&] { return post(s, "/v1/completions", completion("Once", 4)); });
+  json sreq = completion("Once", 4);
+  sreq["stream"] = true;
+  auto streamed = std::async(std::launch::async, [&] { return post(s, "/v1/completions", sreq); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  gate->release();
+  EXPECT_EQ(plain.get().status, 200);
+  Reply r = streamed.get();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(parse_sse(r.body).done) << r.body;
+}
+
+}  // namespace
+}  // namespace edgelm::test
