@@ -9,6 +9,7 @@ PROMPT ?= Once upon a time
 N ?= 200
 PORT ?= 8080
 FUZZ_SECONDS ?= 20
+SOAK_MINUTES ?= 2
 JOBS ?= $(shell nproc)
 # Folders whose tests also run under AddressSanitizer + UBSan: where the memory bugs live
 # (kernels, the paged KV cache, the engine, the server). The rest run in the release build.
@@ -21,7 +22,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 8G
 
-.PHONY: setup build run generate test test-tsan-server test-release test-asan test-asan-all test-tsan test-aarch64 fuzz format tidy clean
+.PHONY: setup build run generate test test-tsan-server test-release test-asan test-asan-all test-tsan test-aarch64 fuzz soak format tidy clean
 
 setup:
 	./scripts/setup.sh
@@ -74,6 +75,13 @@ test-aarch64:
 # Builds the libFuzzer targets and runs each briefly from a seed corpus of real and synthetic models.
 fuzz:
 	./scripts/fuzz.sh "$(SHARED)" $(FUZZ_SECONDS)
+
+# The real server under mixed load for SOAK_MINUTES (scripts/soak.sh): no failed request other
+# than deliberate 429/503 and the soak's own cancellations, a clean SIGTERM exit, flat RSS.
+soak:
+	cmake --preset release -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"
+	cmake --build --preset release -j $(JOBS) --target edgelm
+	EDGELM_SHARED_DIR="$(abspath $(SHARED))" ./scripts/soak.sh $(SOAK_MINUTES)
 
 format:
 	git ls-files '*.h' '*.cpp' | xargs clang-format -i

@@ -32,6 +32,7 @@ CommandRunner add_detokenize_command(CLI::App& app);
 CommandRunner add_eval_command(CLI::App& app);
 CommandRunner add_serve_command(CLI::App& app);
 CommandRunner add_loadtest_command(CLI::App& app);
+CommandRunner add_soak_command(CLI::App& app);
 CommandRunner add_profile_command(CLI::App& app);
 CommandRunner add_embed_command(CLI::App& app);
 CommandRunner add_eval_cache_command(CLI::App& app);
@@ -70,6 +71,5 @@ Result<engine::EngineOptions> engine_options(const EngineFlags& flags);
 using SpecFlags = engine::DraftSpec;
 // Adds --spec, --draft-model, --draft-quant, --draft-max, --draft-min.
 void add_spec_options(CLI::App* cmd, SpecFlags& flags);
-
 
 }  // namespace edgelm::tools

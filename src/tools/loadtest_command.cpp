@@ -13,10 +13,10 @@
 #include <memory>
 #include <mutex>
 #include <random>
-#include <regex>
 #include <thread>
 
 #include "tools/command.h"
+#include "tools/http_client.h"
 
 namespace edgelm::tools {
 namespace {
@@ -32,44 +32,13 @@ const std::vector<std::string>& default_prompts() {
   return prompts;
 }
 
-struct Target {
-  std::string scheme_host_port;  // "http://host:port", what httplib::Client takes
-  std::string base_path;         // "" or "/prefix" (no trailing slash)
-};
-
-Result<Target> parse_url(const std::string& url) {
-  static const std::regex re(R"(^(https?)://([A-Za-z0-9.\-_]+|\[[0-9A-Fa-f:.]+\])(:([0-9]{1,5}))?(/.*)?$)");
-  std::smatch m;
-  if (!std::regex_match(url, m, re))
-    return make_error("--url '{}' is not an http(s) URL like http://127.0.0.1:8080", url);
-  if (m[4].matched && std::stoi(m[4].str()) > 65535) return make_error("--url '{}': port out of range", url);
-  Target t;
-  t.scheme_host_port = m[1].str() + "://" + m[2].str() + (m[3].matched ? m[3].str() : "");
-  t.base_path = m[5].matched ? m[5].str() : "";
-  while (!t.base_path.empty() && t.base_path.back() == '/') t.base_path.pop_back();
-  return t;
-}
+using Target = HttpTarget;
 
 std::unique_ptr<httplib::Client> make_client(const Target& target, const LoadtestOptions& o) {
-  auto cli = std::make_unique<httplib::Client>(target.scheme_host_port);
-  const auto secs = [](double s, auto setter) {
-    const double whole = std::floor(s);
-    setter(static_cast<time_t>(whole), static_cast<time_t>((s - whole) * 1e6));
-  };
-  secs(std::min(o.timeout_s, 10.0), [&](time_t s, time_t us) { cli->set_connection_timeout(s, us); });
-  secs(o.timeout_s, [&](time_t s, time_t us) { cli->set_read_timeout(s, us); });
-  secs(o.timeout_s, [&](time_t s, time_t us) { cli->set_write_timeout(s, us); });
-  cli->set_keep_alive(true);
-  // Without it a keep-alive POST (headers, then body) meets Nagle + delayed ACK: +40 ms each.
-  cli->set_tcp_nodelay(true);
-  return cli;
+  return make_http_client(target, o.timeout_s);
 }
 
-httplib::Headers auth_headers(const LoadtestOptions& o) {
-  httplib::Headers h;
-  if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
-  return h;
-}
+httplib::Headers auth_headers(const LoadtestOptions& o) { return bearer_headers(o.api_key); }
 
 std::string endpoint_path(LoadtestEndpoint e) {
   switch (e) {
@@ -107,84 +76,6 @@ struct Outcome {
   std::string route_tier;  // the first field of x-edgelm-route ("" without the header)
 };
 
-std::optional<size_t> completion_tokens(const nlohmann::json& j) {
-  if (j.contains("usage") && j["usage"].is_object() && j["usage"].contains("completion_tokens") &&
-      j["usage"]["completion_tokens"].is_number_unsigned())
-    return j["usage"]["completion_tokens"].get<size_t>();
-  for (const char* key : {"completion_tokens", "tokens_generated", "n_tokens"})
-    if (j.contains(key) && j[key].is_number_unsigned()) return j[key].get<size_t>();
-  return std::nullopt;
-}
-
-// Incremental SSE reader: "data: {json}\n\n" events; "data: [DONE]" ends the stream.
-class SseTokenReader {
- public:
-  SseTokenReader(Outcome& out, Clock::time_point t0) : out_(out), t0_(t0) {}
-
-  void feed(const char* data, size_t n) {
-    for (size_t i = 0; i < n; ++i)
-      if (data[i] != '\r') buf_ += data[i];
-    size_t end;
-    while ((end = buf_.find("\n\n")) != std::string::npos) {
-      handle_event(buf_.substr(0, end));
-      buf_.erase(0, end + 2);
-    }
-  }
-  bool done() const { return done_; }
-  size_t chunks() const { return chunks_; }
-  std::optional<size_t> usage_tokens() const { return usage_tokens_; }
-
- private:
-  void handle_event(const std::string& event) {
-    size_t pos = 0;
-    while (pos < event.size()) {
-      size_t nl = event.find('\n', pos);
-      if (nl == std::string::npos) nl = event.size();
-      std::string_view line(event.data() + pos, nl - pos);
-      pos = nl + 1;
-      if (line.substr(0, 5) != "data:") continue;
-      line.remove_prefix(5);
-      if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
-      if (line == "[DONE]") {
-        done_ = true;
-        continue;
-      }
-      const auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.is_object()) continue;
-      if (j.contains("error")) {
-        out_.stream_error = true;
-        out_.error =
-            j["error"].is_object() && j["error"].contains("message") ? j["error"]["message"].dump() : j["error"].dump();
-        continue;
-      }
-      if (auto n = completion_tokens(j)) usage_tokens_ = n;
-      if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
-      const auto& c = j["choices"][0];
-      std::string text;
-      if (c.contains("text") && c["text"].is_string()) text = c["text"].get<std::string>();
-      if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&
-          c["delta"]["content"].is_string())
-        text = c["delta"]["content"].get<std::string>();
-      if (text.empty()) continue;
-      const double t = seconds_since(t0_);
-      if (!out_.ttft_s)
-        out_.ttft_s = t;
-      else
-        out_.tbt_s.push_back(t - last_);
-      last_ = t;
-      ++chunks_;
-    }
-  }
-
-  Outcome& out_;
-  Clock::time_point t0_;
-  std::string buf_;
-  bool done_ = false;
-  size_t chunks_ = 0;
-  double last_ = 0;
-  std::optional<size_t> usage_tokens_;
-};
-
 Outcome send_one(httplib::Client& cli, const Target& target, const LoadtestOptions& o, const std::string& prompt) {
   Outcome out;
   const auto t0 = Clock::now();
@@ -195,7 +86,15 @@ Outcome send_one(httplib::Client& cli, const Target& target, const LoadtestOptio
   req.headers.emplace("Content-Type", "application/json");
   req.body = request_body(o, prompt);
   const bool streaming = o.endpoint != LoadtestEndpoint::predict;
-  SseTokenReader sse(out, t0);
+  double last = 0;
+  SseReader sse([&](std::string_view) {
+    const double t = seconds_since(t0);
+    if (!out.ttft_s)
+      out.ttft_s = t;
+    else
+      out.tbt_s.push_back(t - last);
+    last = t;
+  });
   std::string body;
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     if (streaming)
@@ -206,14 +105,7 @@ Outcome send_one(httplib::Client& cli, const Target& target, const LoadtestOptio
   };
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
-  bool sent = cli.send(req, res, err);
-  // A kept-alive connection the server closed after its last response fails at once with a
-  // read or write error and no byte received (llama-server closes after each stream): send
-  // again once on a new connection, as HTTP clients do, instead of counting a failure.
-  if (!sent && (err == httplib::Error::Read || err == httplib::Error::Write) && sse.chunks() == 0 && body.empty()) {
-    res = httplib::Response();
-    sent = cli.send(req, res, err);
-  }
+  const bool sent = http_send(cli, req, res, err, [&] { return sse.bytes() == 0 && body.empty(); });
   out.e2e_s = seconds_since(t0);
   if (!sent) {
     out.status = 0;
@@ -226,7 +118,10 @@ Outcome send_one(httplib::Client& cli, const Target& target, const LoadtestOptio
   out.route_tier = route.substr(0, route.find(';'));
   if (streaming) {
     out.tokens = sse.usage_tokens().value_or(sse.chunks());
-    if (!sse.done() && !out.stream_error) {
+    if (sse.failed()) {
+      out.stream_error = true;
+      out.error = sse.error();
+    } else if (!sse.done()) {
       out.stream_error = true;
       out.error = "stream ended without [DONE]";
     }
@@ -378,7 +273,7 @@ Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* p
   if (o.max_tokens < 1) return make_error("--max-tokens must be >= 1");
   if (!(o.timeout_s > 0)) return make_error("the request timeout must be positive");
   if (o.prompts.empty()) o.prompts = default_prompts();
-  EDGELM_TRY(const Target target, parse_url(o.url));
+  EDGELM_TRY(const Target target, parse_http_url(o.url));
 
   std::string probe_error;
   const auto before = scrape_metrics(target, o, &probe_error);

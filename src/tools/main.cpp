@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   add(edgelm::tools::add_eval_command);
   add(edgelm::tools::add_serve_command);
   add(edgelm::tools::add_loadtest_command);
+  add(edgelm::tools::add_soak_command);
   add(edgelm::tools::add_profile_command);
   add(edgelm::tools::add_embed_command);
   add(edgelm::tools::add_eval_cache_command);
