@@ -79,6 +79,7 @@ const std::vector<Field>& fields() {
       {"default_budget_ms", &ServeConfig::default_budget_ms},
       {"startup_profile", &ServeConfig::startup_profile},
       {"memory_budget", &ServeConfig::memory_budget},
+      {"no_mmap", &ServeConfig::no_mmap},
   };
   return table;
 }

@@ -66,6 +66,7 @@ struct ServeConfig {
   double default_budget_ms = 30000;   // latency budget of a routed request that states none
   std::string startup_profile = "quick";  // quick | off: profile models without a profile file at startup
   std::string memory_budget = "0";    // weights + KV of all models (e.g. 4G); 0: no limit
+  bool no_mmap = false;               // read model files into memory instead of mapping them (format::LoadOptions)
 };
 
 // Reads a YAML mapping whose keys are the field names above (snake_case) over `base`.

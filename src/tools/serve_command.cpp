@@ -32,6 +32,7 @@ struct ServeOptions {
   serve::ServeConfig flags;  // what the flags say; applied only where a flag was given
   EngineFlags engine;
   SpecFlags spec;
+  format::LoadOptions load;  // --no-mmap, copied to the config's no_mmap when given
   std::string config_path, api_key_file;
   std::string upload_dir;  // POST /reload uploads; empty: the model's folder
   std::vector<std::string> model_args;  // -m: one path, or NAME=PATH,tier=... specs
@@ -133,6 +134,7 @@ int run_serve(ServeOptions& o) {
     so.engine = *eo;
     so.spec = engine::DraftSpec{cfg.spec, cfg.draft_model, cfg.draft_quant, cfg.draft_max, cfg.draft_min};
     so.max_queue = cfg.max_queue;
+    so.no_mmap = cfg.no_mmap;
     services.push_back(std::make_unique<serve::EngineService>(so));
     models.push_back(std::make_unique<serve::ServedModel>());
     models.back()->spec = spec;
@@ -252,6 +254,8 @@ CommandRunner add_serve_command(CLI::App& app) {
                            [p = o.get()](serve::ServeConfig& cfg) { cfg.draft_max = p->spec.draft_max; });
   o->bindings.emplace_back(cmd->get_option("--draft-min"),
                            [p = o.get()](serve::ServeConfig& cfg) { cfg.draft_min = p->spec.draft_min; });
+  o->bindings.emplace_back(add_model_load_options(cmd, o->load),
+                           [p = o.get()](serve::ServeConfig& cfg) { cfg.no_mmap = p->load.no_mmap; });
   bind_flag(*o, cmd, "-c,--ctx-size", &serve::ServeConfig::n_ctx, "Context per sequence (0: the model's)")
       ->check(CLI::NonNegativeNumber);
   bind_flag(*o, cmd, "--max-queue", &serve::ServeConfig::max_queue, "Waiting requests beyond which new ones get 429")
