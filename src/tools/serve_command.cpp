@@ -151,6 +151,7 @@ int run_serve(ServeOptions& o) {
     for (const std::string& w : warnings) std::fprintf(stderr, "edgelm serve: warning: %s\n", w.c_str());
     if (!cache.ok()) return report_error(cache.error());
     server.context().set_cache(*cache);
+    if (*cache) metrics.set_cache_store_errors_source([c = *cache] { return c->stats().store_errors; });
   }
   auto port = server.bind();
   if (!port.ok()) return report_error(port.error());
