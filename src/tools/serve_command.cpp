@@ -22,6 +22,7 @@
 #include "serve/metrics.h"
 #include "serve/model_profiles.h"
 #include "serve/model_spec.h"
+#include "serve/upload_dir.h"
 #include "serve/upstream.h"
 #include "tools/command.h"
 
@@ -112,6 +113,15 @@ int run_serve(ServeOptions& o) {
   auto kv_bytes = kv_bytes_within_budget(cfg, *specs, eo->kv_memory_bytes);
   if (!kv_bytes.ok()) return report_error(kv_bytes.error());
   eo->kv_memory_bytes = *kv_bytes;
+  {
+    // A server killed mid-upload left its temporary upload behind (serve/upload_dir.h).
+    std::vector<std::string> model_paths;
+    for (const serve::ModelSpec& spec : *specs) model_paths.push_back(spec.path);
+    for (const std::string& dir : serve::upload_dirs(o.upload_dir, model_paths)) {
+      auto removed = serve::remove_stale_uploads(dir);
+      if (!removed.ok()) std::fprintf(stderr, "edgelm serve: warning: %s\n", removed.error().message.c_str());
+    }
+  }
   std::unique_ptr<serve::UpstreamClient> upstream;
   if (!cfg.upstream.empty()) {
     auto up_cfg = serve::parse_upstream_flag(cfg.upstream);
