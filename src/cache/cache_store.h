@@ -11,10 +11,11 @@
 // created; open() reports that in `warning`. Not thread-safe: ResponseCache serializes.
 //
 // Faults: every write is one autocommit transaction, so a process killed mid-write (kill -9)
-// leaves the file with exactly the writes that committed (WAL recovery at the next open). A
-// write that fails (disk full: SQLITE_FULL, or the OS refusing to grow the file) is rolled back
-// and returned as an error naming the file and SQLite's reason (disk full, write refused); the rows already
-// in the file are untouched and the store stays usable.
+// leaves the file with exactly the writes that committed (WAL recovery at the next open;
+// synchronous=NORMAL: a power cut may lose the last commits, never the file). A write that
+// fails (disk full: SQLITE_FULL, or the OS refusing to grow the file) is rolled back and
+// returned as an error naming the file and the cause; the rows already in the file are
+// untouched and the store stays usable.
 #pragma once
 
 #include <memory>

@@ -112,16 +112,16 @@ void ResponseCache::drop_locked(std::vector<CacheEntry>& removed, bool expired) 
 
 void ResponseCache::note_store_locked(const Status& st) {
   if (st.ok()) {
-    if (store_failing_since_ > 0)
+    if (n_failing_writes_ > 0)
       EDGELM_LOG_WARN(
           "response cache: writes to '{}' work again ({} failed meanwhile; those entries are in memory only)",
-          store_->path(), store_failing_since_);
-    store_failing_since_ = 0;
+          store_->path(), n_failing_writes_);
+    n_failing_writes_ = 0;
     return;
   }
   ++counters_.store_errors;
   counters_.store_last_error = st.error().message;
-  if (store_failing_since_++ == 0)
+  if (n_failing_writes_++ == 0)
     EDGELM_LOG_WARN(
         "response cache: {}; the cache keeps serving from memory, the file keeps its earlier entries "
         "(further failures are counted in store_errors, not logged)",

@@ -136,7 +136,7 @@ class ResponseCache {
   std::map<std::string, Space> spaces_;  // by semantic namespace
   std::unique_ptr<CacheStore> store_;
   CacheStats counters_;
-  uint64_t store_failing_since_ = 0;  // failures since the last successful write (0: healthy)
+  uint64_t n_failing_writes_ = 0;  // failed writes since the last successful one (0: healthy)
 };
 
 }  // namespace edgelm::cache
