@@ -100,13 +100,43 @@ Result<std::unique_ptr<CacheStore>> CacheStore::open(const std::string& path, st
 
 CacheStore::~CacheStore() { sqlite3_close(db_); }
 
-Status CacheStore::exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : sqlite3_errmsg(db_);
-    sqlite3_free(err);
-    return make_error("cache file '{}': {}", path_, msg);
+Error CacheStore::db_error() const {
+  // SQLite says "disk I/O error" both for a failing disk and for a write the OS refused (no
+  // space left, a file size limit); the extended code tells a write from a read.
+  const int code = sqlite3_extended_errcode(db_);
+  const char* why = nullptr;
+  switch (code) {
+    case SQLITE_FULL: why = "no room to grow the file"; break;
+    case SQLITE_IOERR_WRITE:
+    case SQLITE_IOERR_FSYNC:
+    case SQLITE_IOERR_TRUNCATE:
+    case SQLITE_IOERR_SHMSIZE: why = "a write was refused: disk full, a file size limit, or a failing disk"; break;
+    case SQLITE_IOERR_READ:
+    case SQLITE_IOERR_SHORT_READ: why = "a read failed"; break;
+    case SQLITE_READONLY: why = "the file or its folder is read-only"; break;
+    default: break;
   }
+  if (why != nullptr) return make_error("cache file '{}': {} ({})", path_, sqlite3_errmsg(db_), why);
+  return make_error("cache file '{}': {}", path_, sqlite3_errmsg(db_));
+}
+
+Status CacheStore::exec(const char* sql) {
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) != SQLITE_OK) return db_error();
+  return ok_status();
+}
+
+Status CacheStore::integrity_check() {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "PRAGMA integrity_check", -1, &st.s, nullptr) != SQLITE_OK) return db_error();
+  std::string found;
+  int rc;
+  while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
+    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(st.s, 0));
+    const std::string line = text ? text : "";
+    if (line != "ok") found += (found.empty() ? "" : "; ") + line;
+  }
+  if (rc != SQLITE_DONE) return db_error();
+  if (!found.empty()) return make_error("cache file '{}' fails integrity_check: {}", path_, found);
   return ok_status();
 }
 
@@ -117,7 +147,7 @@ Status CacheStore::put(const CacheEntry& e) {
                          " prompt_tokens, completion_tokens, created_s, expires_s, embedder, vector)"
                          " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                          -1, &st.s, nullptr) != SQLITE_OK)
-    return make_error("cache file '{}': {}", path_, sqlite3_errmsg(db_));
+    return db_error();
   auto text = [&](int i, const std::string& s) {
     sqlite3_bind_text(st.s, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
   };
@@ -135,16 +165,16 @@ Status CacheStore::put(const CacheEntry& e) {
     sqlite3_bind_null(st.s, 11);
   else
     sqlite3_bind_blob(st.s, 11, e.vector.data(), static_cast<int>(e.vector.size() * sizeof(float)), SQLITE_TRANSIENT);
-  if (sqlite3_step(st.s) != SQLITE_DONE) return make_error("cache file '{}': {}", path_, sqlite3_errmsg(db_));
+  if (sqlite3_step(st.s) != SQLITE_DONE) return db_error();
   return ok_status();
 }
 
 Status CacheStore::erase(const std::string& key) {
   Stmt st;
   if (sqlite3_prepare_v2(db_, "DELETE FROM edgelm_cache_v1 WHERE key = ?", -1, &st.s, nullptr) != SQLITE_OK)
-    return make_error("cache file '{}': {}", path_, sqlite3_errmsg(db_));
+    return db_error();
   sqlite3_bind_text(st.s, 1, key.data(), static_cast<int>(key.size()), SQLITE_TRANSIENT);
-  if (sqlite3_step(st.s) != SQLITE_DONE) return make_error("cache file '{}': {}", path_, sqlite3_errmsg(db_));
+  if (sqlite3_step(st.s) != SQLITE_DONE) return db_error();
   return ok_status();
 }
 
@@ -156,7 +186,7 @@ Result<std::vector<CacheEntry>> CacheStore::load_all() {
                          "SELECT key, sem_ns, query, response, finish_reason, prompt_tokens, completion_tokens,"
                          " created_s, expires_s, embedder, vector FROM edgelm_cache_v1 ORDER BY created_s, rowid",
                          -1, &st.s, nullptr) != SQLITE_OK)
-    return make_error("cache file '{}': {}", path_, sqlite3_errmsg(db_));
+    return db_error();
   std::vector<CacheEntry> out;
   auto col = [&](int i) {
     const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(st.s, i));
@@ -182,7 +212,7 @@ Result<std::vector<CacheEntry>> CacheStore::load_all() {
     }
     out.push_back(std::move(e));
   }
-  if (rc != SQLITE_DONE) return make_error("cache file '{}': {}", path_, sqlite3_errmsg(db_));
+  if (rc != SQLITE_DONE) return db_error();
   return out;
 }
 

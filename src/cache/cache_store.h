@@ -9,6 +9,13 @@
 // A file that is not a database, fails PRAGMA quick_check, or has an incompatible table is
 // moved aside to "<path>.corrupt-<unix time>" (with its -wal/-shm files) and a fresh file is
 // created; open() reports that in `warning`. Not thread-safe: ResponseCache serializes.
+//
+// Faults: every write is one autocommit transaction, so a process killed mid-write (kill -9)
+// leaves the file with exactly the writes that committed (WAL recovery at the next open;
+// synchronous=NORMAL: a power cut may lose the last commits, never the file). A write that
+// fails (disk full: SQLITE_FULL, or the OS refusing to grow the file) is rolled back and
+// returned as an error naming the file and the cause; the rows already in the file are
+// untouched and the store stays usable.
 #pragma once
 
 #include <memory>
@@ -33,12 +40,16 @@ class CacheStore {
   Status clear();
   // Every row, oldest first; guards and labels are not stored (the caller recomputes them).
   Result<std::vector<CacheEntry>> load_all();
+  // PRAGMA integrity_check (the full check; open() runs the quick one): ok, or what it found.
+  Status integrity_check();
 
   const std::string& path() const { return path_; }
 
  private:
   CacheStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   Status exec(const char* sql);
+  // "cache file 'P': <SQLite message> (<what it means>)" for the last failed call.
+  Error db_error() const;
   sqlite3* db_;
   std::string path_;
 };

@@ -1,5 +1,7 @@
 #include "cache/response_cache.h"
 
+#include "core/log.h"
+
 #include <chrono>
 
 namespace edgelm::cache {
@@ -104,8 +106,26 @@ void ResponseCache::drop_locked(std::vector<CacheEntry>& removed, bool expired) 
     else
       ++counters_.evictions;
     remove_vector_locked(e);
-    if (store_ && !store_->erase(e.key).ok()) ++counters_.store_errors;
+    if (store_) note_store_locked(store_->erase(e.key));
   }
+}
+
+void ResponseCache::note_store_locked(const Status& st) {
+  if (st.ok()) {
+    if (n_failing_writes_ > 0)
+      EDGELM_LOG_WARN(
+          "response cache: writes to '{}' work again ({} failed meanwhile; those entries are in memory only)",
+          store_->path(), n_failing_writes_);
+    n_failing_writes_ = 0;
+    return;
+  }
+  ++counters_.store_errors;
+  counters_.store_last_error = st.error().message;
+  if (n_failing_writes_++ == 0)
+    EDGELM_LOG_WARN(
+        "response cache: {}; the cache keeps serving from memory, the file keeps its earlier entries "
+        "(further failures are counted in store_errors, not logged)",
+        st.error().message);
 }
 
 void ResponseCache::put_locked(CacheEntry e, bool persist) {
@@ -132,14 +152,14 @@ void ResponseCache::put_locked(CacheEntry e, bool persist) {
     if (it->key == key) {  // too large to ever fit
       refused = true;
       remove_vector_locked(*it);
-      if (store_ && !store_->erase(key).ok()) ++counters_.store_errors;
+      if (store_) note_store_locked(store_->erase(key));
       it = evicted.erase(it);
     } else {
       ++it;
     }
   }
   drop_locked(evicted, false);
-  if (persist && store_ && !refused && !store_->put(copy_for_store).ok()) ++counters_.store_errors;
+  if (persist && store_ && !refused) note_store_locked(store_->put(copy_for_store));
 }
 
 CacheLookup ResponseCache::lookup(const CacheRequest& req) {
@@ -260,7 +280,7 @@ size_t ResponseCache::flush() {
   std::lock_guard lock(mutex_);
   std::vector<CacheEntry> all = exact_.clear();
   spaces_.clear();
-  if (store_ && !store_->clear().ok()) ++counters_.store_errors;
+  if (store_) note_store_locked(store_->clear());
   return all.size();
 }
 

@@ -14,6 +14,8 @@
 // entry's vector from its index and its row from the file); expired entries are never served;
 // a namespace never sees another's entries; a full cache evicts, never fails; errors of the
 // file or the embedder degrade to a miss / a memory-only insert and are counted, never thrown.
+// A failing file (disk full, say) is logged once when it starts failing and once when writes
+// work again, not on every insert; the memory cache keeps serving in between.
 #pragma once
 
 #include <atomic>
@@ -83,6 +85,8 @@ struct CacheStats {
   size_t entries = 0, bytes = 0, vectors = 0, namespaces = 0;
   uint64_t hits_exact = 0, hits_semantic = 0, misses = 0, skipped = 0, inserts = 0, evictions = 0,
            expirations = 0, embed_errors = 0, store_errors = 0;
+  // store_errors counts failed writes to the file; this is the latest one's message (empty: none).
+  std::string store_last_error;
   std::map<std::string, uint64_t> guard_rejections;  // by guard name
   std::string mode, embedder, db_path;
   double threshold = 0;
@@ -118,6 +122,8 @@ class ResponseCache {
   void remove_vector_locked(const CacheEntry& e);
   // With mutex_ held: put into the memory cache, index and (if persist) the file.
   void put_locked(CacheEntry e, bool persist);
+  // With mutex_ held: counts and logs the outcome of a write to the file.
+  void note_store_locked(const Status& st);
 
   CacheOptions options_;
   std::shared_ptr<Embedder> embedder_;
@@ -130,6 +136,7 @@ class ResponseCache {
   std::map<std::string, Space> spaces_;  // by semantic namespace
   std::unique_ptr<CacheStore> store_;
   CacheStats counters_;
+  uint64_t n_failing_writes_ = 0;  // failed writes since the last successful one (0: healthy)
 };
 
 }  // namespace edgelm::cache

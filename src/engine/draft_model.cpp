@@ -8,7 +8,7 @@
 namespace edgelm::engine {
 
 Status configure_speculation(const DraftSpec& ds, const model::Model& target, const std::string& tokenizer_path,
-                             ThreadPool& pool, SpecOptions& spec, DraftModel& draft) {
+                             ThreadPool& pool, SpecOptions& spec, DraftModel& draft, const format::LoadOptions& load) {
   spec.draft_max = ds.draft_max;
   spec.draft_min = ds.draft_min;
   EDGELM_TRY_STATUS(parse_spec_mode(ds.spec, spec));
@@ -17,7 +17,7 @@ Status configure_speculation(const DraftSpec& ds, const model::Model& target, co
   if ((!ds.draft_model.empty() || !ds.draft_quant.empty()) && spec.mode == SpecMode::ngram)
     return make_error("--spec ngram and a draft model exclude each other");
   if (!ds.draft_model.empty()) {
-    auto file = format::open_model_file(ds.draft_model, tokenizer_path);
+    auto file = format::open_model_file(ds.draft_model, tokenizer_path, load);
     if (!file.ok()) return make_error("draft model '{}': {}", ds.draft_model, file.error().message);
     auto m = model::Model::load(std::move(file).value());
     if (!m.ok()) return make_error("draft model '{}': {}", ds.draft_model, m.error().message);

@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "engine/speculative.h"
 #include "engine/step_model.h"
+#include "format/model_file.h"
 #include "model/model.h"
 
 namespace edgelm::engine {
@@ -38,8 +39,10 @@ struct DraftModel {
 };
 
 // Fills spec from ds: loads ds.draft_model (a llama2.c checkpoint takes tokenizer_path) or
-// quantizes `target` in memory (ds.draft_quant) into `draft`, whose runner uses `pool`.
+// quantizes `target` in memory (ds.draft_quant) into `draft`, whose runner uses `pool`. A draft
+// file is loaded with `load` (no_mmap: read into memory, like the target).
 Status configure_speculation(const DraftSpec& ds, const model::Model& target, const std::string& tokenizer_path,
-                             ThreadPool& pool, SpecOptions& spec, DraftModel& draft);
+                             ThreadPool& pool, SpecOptions& spec, DraftModel& draft,
+                             const format::LoadOptions& load = {});
 
 }  // namespace edgelm::engine

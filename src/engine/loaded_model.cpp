@@ -5,9 +5,10 @@
 
 namespace edgelm::engine {
 
-Result<LoadedModel> load_model(const std::string& path, const std::string& tokenizer_path) {
+Result<LoadedModel> load_model(const std::string& path, const std::string& tokenizer_path,
+                               const format::LoadOptions& options) {
   Stopwatch watch;
-  EDGELM_TRY(format::ModelFile file, format::open_model_file(path, tokenizer_path));
+  EDGELM_TRY(format::ModelFile file, format::open_model_file(path, tokenizer_path, options));
   if (!file.metadata.contains("tokenizer.ggml.tokens")) {
     return make_error("'{}' has no vocabulary{}", path,
                       tokenizer_path.empty() ? " (a llama2.c checkpoint needs --tokenizer TOKENIZER.bin)" : "");

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "format/model_file.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -17,7 +18,9 @@ struct LoadedModel {
 };
 
 // tokenizer_path is needed for llama2.c checkpoints only (GGUF files embed their vocabulary).
+// options.no_mmap reads the model file into memory instead of mapping it (format::LoadOptions).
 // Errors: unreadable or malformed files, no vocabulary, vocab/model size mismatch.
-Result<LoadedModel> load_model(const std::string& path, const std::string& tokenizer_path = "");
+Result<LoadedModel> load_model(const std::string& path, const std::string& tokenizer_path = "",
+                               const format::LoadOptions& options = {});
 
 }  // namespace edgelm::engine

@@ -204,8 +204,8 @@ Result<ModelFile> parse_gguf(const uint8_t* data, size_t size, std::shared_ptr<c
   return file;
 }
 
-Result<ModelFile> read_gguf(const std::string& path) {
-  EDGELM_TRY(MappedFile mapped, MappedFile::open(path));
+Result<ModelFile> read_gguf(const std::string& path, const LoadOptions& options) {
+  EDGELM_TRY(MappedFile mapped, MappedFile::open(path, options.no_mmap ? FileAccess::read : FileAccess::map));
   auto shared = std::make_shared<MappedFile>(std::move(mapped));
   auto parsed = parse_gguf(shared->data(), shared->size(), shared);
   if (!parsed.ok()) return make_error("{}: {}", path, parsed.error().message);

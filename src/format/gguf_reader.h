@@ -4,7 +4,8 @@
 // key/values, the tensor infos, padding to general.alignment, then the tensor data section.
 // Every count, length, offset and size is checked against the bytes that remain and for
 // overflow before it is used, so no input can cause an out-of-bounds read or an allocation
-// larger than the input itself. Tensor data is referenced in place in the mapping.
+// larger than the input itself. Tensor data is referenced in place in the mapping (or the
+// in-memory copy, LoadOptions::no_mmap).
 #pragma once
 
 #include <cstddef>
@@ -22,7 +23,7 @@ constexpr uint32_t kGgufDefaultAlignment = 32;
 // Parses a GGUF image held in memory. `keep_alive` (optional) owns the bytes.
 Result<ModelFile> parse_gguf(const uint8_t* data, size_t size, std::shared_ptr<const void> keep_alive = {});
 
-// Maps and parses a GGUF file.
-Result<ModelFile> read_gguf(const std::string& path);
+// Maps (or with options.no_mmap reads) and parses a GGUF file.
+Result<ModelFile> read_gguf(const std::string& path, const LoadOptions& options = {});
 
 }  // namespace edgelm::format

@@ -140,8 +140,8 @@ Status parse_llama2c_tokenizer(const uint8_t* data, size_t size, GgufMetadata& m
   return ok_status();
 }
 
-Result<ModelFile> read_llama2c(const std::string& path, const std::string& tokenizer_path) {
-  EDGELM_TRY(MappedFile mapped, MappedFile::open(path));
+Result<ModelFile> read_llama2c(const std::string& path, const std::string& tokenizer_path, const LoadOptions& options) {
+  EDGELM_TRY(MappedFile mapped, MappedFile::open(path, options.no_mmap ? FileAccess::read : FileAccess::map));
   auto map = std::make_shared<MappedFile>(std::move(mapped));
   Llama2cHeader h;
   static_assert(sizeof(Llama2cHeader) == 7 * sizeof(int32_t));

@@ -27,8 +27,10 @@ struct Llama2cHeader {
 };
 
 // Loads a checkpoint; with a non-empty tokenizer_path also its vocabulary (which must have
-// exactly vocab_size tokens).
-Result<ModelFile> read_llama2c(const std::string& path, const std::string& tokenizer_path);
+// exactly vocab_size tokens). options.no_mmap reads the checkpoint into memory instead of
+// mapping it (the tokenizer is always parsed into metadata and closed).
+Result<ModelFile> read_llama2c(const std::string& path, const std::string& tokenizer_path,
+                               const LoadOptions& options = {});
 
 // Parses a tokenizer.bin image into tokenizer.ggml.* metadata entries.
 Status parse_llama2c_tokenizer(const uint8_t* data, size_t size, GgufMetadata& md);

@@ -21,14 +21,15 @@ const TensorInfo* ModelFile::find_tensor(std::string_view name) const {
   return nullptr;
 }
 
-Result<ModelFile> open_model_file(const std::string& path, const std::string& tokenizer_path) {
+Result<ModelFile> open_model_file(const std::string& path, const std::string& tokenizer_path,
+                                  const LoadOptions& options) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return make_error("cannot open '{}': {}", path, std::strerror(errno));
   uint32_t magic = 0;
   const size_t got = std::fread(&magic, 1, sizeof magic, f);
   std::fclose(f);
-  if (got == sizeof magic && magic == kGgufMagic) return read_gguf(path);
-  return read_llama2c(path, tokenizer_path);
+  if (got == sizeof magic && magic == kGgufMagic) return read_gguf(path, options);
+  return read_llama2c(path, tokenizer_path, options);
 }
 
 }  // namespace edgelm::format

@@ -1,6 +1,7 @@
 // A model file in memory: metadata plus named tensors whose bytes live in a backing store
-// (the file's mmap, or buffers a converter filled). GGUF files and llama2.c checkpoints both
-// load into this one shape, so everything above the format layer reads a single thing.
+// (the file's mmap or an in-memory copy of it, or buffers a converter filled). GGUF files and
+// llama2.c checkpoints both load into this one shape, so everything above the format layer
+// reads a single thing.
 #pragma once
 
 #include <array>
@@ -48,8 +49,17 @@ class ModelFile {
   std::vector<std::shared_ptr<const void>> storage_;
 };
 
+// How a model file's bytes are brought into memory.
+struct LoadOptions {
+  // Read the whole file into memory and close it instead of mapping it (FileAccess::read):
+  // the file can then be truncated, overwritten or deleted without effect on the loaded
+  // model, at the cost of its size in RAM up front and a full read before the first token.
+  bool no_mmap = false;
+};
+
 // Opens a model by sniffing its first bytes: GGUF, or a llama2.c checkpoint (which needs the
 // llama2.c tokenizer.bin path for its vocabulary; empty means "no vocabulary").
-Result<ModelFile> open_model_file(const std::string& path, const std::string& tokenizer_path = "");
+Result<ModelFile> open_model_file(const std::string& path, const std::string& tokenizer_path = "",
+                                  const LoadOptions& options = {});
 
 }  // namespace edgelm::format

@@ -70,7 +70,8 @@ class Loader {
 
 // Asks the kernel to reclaim a packed matrix's pages: the kernels read the packed copy. Pages
 // of the file mapping are dropped (anything that still reads `data` faults them back in);
-// MADV_PAGEOUT never discards contents, so buffers a converter filled stay intact. A kernel
+// MADV_PAGEOUT never discards contents, so buffers a converter filled and the anonymous copy
+// of a file read with no_mmap stay intact (those go to swap, where there is swap). A kernel
 // without it (before Linux 5.4) answers EINVAL and the pages simply stay.
 void release_pages(const WeightMatrix& m) {
 #if defined(MADV_PAGEOUT)

@@ -86,6 +86,7 @@ const std::vector<Field>& fields() {
       {"startup_profile", &ServeConfig::startup_profile},
       {"startup_profile_budget_s", &ServeConfig::startup_profile_budget_s},
       {"memory_budget", &ServeConfig::memory_budget},
+      {"no_mmap", &ServeConfig::no_mmap},
   };
   return table;
 }

@@ -74,6 +74,7 @@ struct ServeConfig {
   std::string startup_profile = "quick";  // quick | off: profile models without a profile file at startup
   double startup_profile_budget_s = 20;   // wall time of the startup profile of all models (0: none)
   std::string memory_budget = "0";    // weights + KV of all models (e.g. 4G); 0: no limit
+  bool no_mmap = false;               // read model files into memory instead of mapping them (format::LoadOptions)
 };
 
 // Reads a YAML mapping whose keys are the field names above (snake_case) over `base`.

@@ -127,11 +127,12 @@ Result<std::shared_ptr<ModelSlot>> EngineService::make_slot(const std::string& p
   slot->path = path;
   slot->tokenizer_path = tok_path;
   slot->name = name.empty() ? model_name_from_path(path) : name;
-  EDGELM_TRY(slot->lm, engine::load_model(path, tok_path));
+  const format::LoadOptions load{.no_mmap = opts_.no_mmap};
+  EDGELM_TRY(slot->lm, engine::load_model(path, tok_path, load));
   slot->runner = std::make_unique<engine::ModelRunner>(*slot->lm.model, *pool_);
   engine::EngineOptions eo = opts_.engine;
-  const Status spec = engine::configure_speculation(opts_.spec, *slot->lm.model, tok_path, load_pool, eo.spec,
-                                                    slot->draft);
+  const Status spec =
+      engine::configure_speculation(opts_.spec, *slot->lm.model, tok_path, load_pool, eo.spec, slot->draft, load);
   if (!spec.ok())
     return make_error("speculative decoding for '{}': {}", slot->name, spec.error().message);
   if (slot->draft.runner && &load_pool != pool_.get()) {

@@ -63,6 +63,7 @@ struct EngineServiceOptions {
   std::string cpu_affinity;    // e.g. "0-3"; empty: no pinning
   engine::EngineOptions engine;  // engine.spec is filled per slot from `spec`
   engine::DraftSpec spec;        // speculative decoding; each slot loads its own draft model
+  bool no_mmap = false;          // read model files (initial, reloaded, draft) into memory, not mmap
   int max_queue = 64;  // waiting requests (not yet running) beyond which submit() says queue_full
 };
 

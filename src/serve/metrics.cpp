@@ -188,6 +188,8 @@ ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(devic
                           {0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1});
   registry_.add_counter("edge_cache_guard_rejections_total",
                         "Semantic cache candidates above the threshold refused by a guard");
+  registry_.add_counter("edge_cache_store_errors_total",
+                        "Failed writes to the response cache's file (disk full, I/O); the memory cache keeps serving");
   registry_.add_counter("edge_route_decisions_total",
                         "Router decisions by chosen tier (small, medium, large, upstream) and reason");
   registry_.add_counter("edge_upstream_requests_total",
@@ -256,6 +258,11 @@ void ServerMetrics::record(const RequestRecord& r) {
   for (const double g : r.tbt_s) registry_.observe("edge_time_between_tokens_seconds", base, g);
 }
 
+void ServerMetrics::set_cache_store_errors_source(std::function<uint64_t()> total) {
+  std::lock_guard lock(scrape_mutex_);
+  cache_store_errors_ = std::move(total);
+}
+
 std::string ServerMetrics::scrape(const ServiceStats& s, const std::string& model) {
   return scrape(std::vector<ModelGauges>{{model, s, std::nullopt}});
 }
@@ -264,7 +271,10 @@ std::string ServerMetrics::scrape(const std::vector<ModelGauges>& models, const 
   std::lock_guard lock(scrape_mutex_);  // one scrape at a time: each clears and resets the gauges
   registry_.clear_gauges();
   for (const ModelGauges& m : models) set_model_gauges(m);
-  set_process_gauges(labels(models.empty() ? std::string() : models.front().model));
+  const Labels first = labels(models.empty() ? std::string() : models.front().model);
+  set_process_gauges(first);
+  if (cache_store_errors_)
+    registry_.set_counter("edge_cache_store_errors_total", first, static_cast<double>(cache_store_errors_()));
   if (transport != nullptr) set_transport(*transport);
   return registry_.render();
 }

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -117,6 +118,11 @@ class ServerMetrics {
   std::string scrape(const std::vector<ModelGauges>& models, const TransportGauges* transport = nullptr);
   std::string scrape(const ServiceStats& stats, const std::string& model);  // one model
 
+  // Where each scrape reads edge_cache_store_errors_total (failed writes to the response
+  // cache's file, ResponseCache::stats().store_errors; labelled with the first model); unset:
+  // the family has no series. Set before the server runs.
+  void set_cache_store_errors_source(std::function<uint64_t()> total);
+
  private:
   void set_model_gauges(const ModelGauges& m);
   void set_process_gauges(const Labels& base);
@@ -129,6 +135,7 @@ class ServerMetrics {
   std::mutex scrape_mutex_;
   double last_cpu_s_ = -1.0;
   std::chrono::steady_clock::time_point last_wall_;
+  std::function<uint64_t()> cache_store_errors_;
 };
 
 // Process CPU time (user + system, seconds) and resident memory (bytes) from /proc/self; 0

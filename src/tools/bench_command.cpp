@@ -42,6 +42,7 @@ struct BenchOptions {
   EngineFlags engine;
   SpecFlags spec;
   std::string prompt_file;  // --concurrency: every request's prompt (else random tokens)
+  format::LoadOptions load;
 };
 
 struct TestResult {
@@ -96,7 +97,7 @@ int run(const BenchOptions& o) {
     return 0;
   }
   if (o.reps < 1) return report_error(make_error("--reps must be at least 1"));
-  auto file = format::open_model_file(o.model_path, o.tokenizer_path);
+  auto file = format::open_model_file(o.model_path, o.tokenizer_path, o.load);
   if (!file.ok()) return report_error(file.error());
   const std::string type = weight_type_label(*file);
   std::vector<int32_t> prompt_tokens;
@@ -132,7 +133,8 @@ int run(const BenchOptions& o) {
     c.type = type;
     c.engine = *eo;
     c.prompt_tokens = prompt_tokens;
-    if (auto st = engine::configure_speculation(o.spec, m, o.tokenizer_path, pool, c.engine.spec, draft); !st.ok())
+    if (auto st = engine::configure_speculation(o.spec, m, o.tokenizer_path, pool, c.engine.spec, draft, o.load);
+        !st.ok())
       return report_error(st.error());
     if (c.n_prompt < 1 || c.n_gen < 1) return report_error(make_error("--concurrency needs -p and -n of at least 1"));
     return run_concurrency_bench(c, m, pool);
@@ -224,6 +226,7 @@ CommandRunner add_bench_command(CLI::App& app) {
                   "Benchmark the batching engine at these concurrency levels instead, e.g. 1,2,4,8");
   add_engine_options(cmd, o->engine);
   add_spec_options(cmd, o->spec);
+  add_model_load_options(cmd, o->load);
   cmd->add_option("--prompt-file", o->prompt_file,
                   "--concurrency: every request's prompt is this file's text (default: -p random tokens)");
   cmd->callback([cmd, o] {

@@ -15,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "engine/draft_model.h"
 #include "engine/engine.h"
+#include "format/model_file.h"
 
 namespace edgelm::tools {
 
@@ -71,5 +72,8 @@ Result<engine::EngineOptions> engine_options(const EngineFlags& flags);
 using SpecFlags = engine::DraftSpec;
 // Adds --spec, --draft-model, --draft-quant, --draft-max, --draft-min.
 void add_spec_options(CLI::App* cmd, SpecFlags& flags);
+
+// Adds --no-mmap (format::LoadOptions: read the model file into memory instead of mapping it).
+CLI::Option* add_model_load_options(CLI::App* cmd, format::LoadOptions& load);
 
 }  // namespace edgelm::tools

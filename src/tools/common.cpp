@@ -73,6 +73,12 @@ void add_spec_options(CLI::App* cmd, SpecFlags& f) {
       ->capture_default_str();
 }
 
+CLI::Option* add_model_load_options(CLI::App* cmd, format::LoadOptions& load) {
+  return cmd->add_flag("--no-mmap", load.no_mmap,
+                       "Read the model file into memory instead of mapping it: costs its size in RAM and a full "
+                       "read at load, but the file may then be overwritten, truncated or deleted safely");
+}
+
 Result<std::vector<int>> parse_int_list(const std::string& text, int min, int max, std::string_view flag,
                                         std::string_view what, std::string_view example) {
   std::vector<int> out;

@@ -26,6 +26,7 @@ struct RunOptions {
   std::string kv_memory;  // empty: what the context needs
   engine::GenerateOptions gen;
   SpecFlags spec;
+  format::LoadOptions load;
 };
 
 int run(RunOptions& o) {
@@ -44,13 +45,14 @@ int run(RunOptions& o) {
     if (!bytes.ok()) return report_error(bytes.error());
     o.gen.kv_memory_bytes = *bytes;
   }
-  auto lm = engine::load_model(o.model_path, o.tokenizer_path);
+  auto lm = engine::load_model(o.model_path, o.tokenizer_path, o.load);
   if (!lm.ok()) return report_error(lm.error());
   auto pool_or = make_thread_pool(o.threads, o.cpu_affinity);
   if (!pool_or.ok()) return report_error(pool_or.error());
   ThreadPool& pool = **pool_or;
   engine::DraftModel draft;
-  if (auto st = engine::configure_speculation(o.spec, *lm->model, o.tokenizer_path, pool, o.gen.spec, draft); !st.ok())
+  if (auto st = engine::configure_speculation(o.spec, *lm->model, o.tokenizer_path, pool, o.gen.spec, draft, o.load);
+      !st.ok())
     return report_error(st.error());
 
   bool wrote = false;
@@ -107,6 +109,7 @@ CommandRunner add_run_command(CLI::App& app) {
   cmd->add_option("--kv-memory", o->kv_memory, "KV cache pool size, e.g. 256M (default: what the context needs)");
   add_thread_options(cmd, o->threads, o->cpu_affinity);
   add_spec_options(cmd, o->spec);
+  add_model_load_options(cmd, o->load);
   cmd->add_flag(
       "--ignore-eos", [o](int64_t) { o->gen.stop_at_eos = false; }, "Keep generating after EOS");
   auto& s = o->gen.sampling;

@@ -22,6 +22,7 @@
 #include "serve/metrics.h"
 #include "serve/model_profiles.h"
 #include "serve/model_spec.h"
+#include "serve/upload_dir.h"
 #include "serve/upstream.h"
 #include "tools/command.h"
 
@@ -32,6 +33,7 @@ struct ServeOptions {
   serve::ServeConfig flags;  // what the flags say; applied only where a flag was given
   EngineFlags engine;
   SpecFlags spec;
+  format::LoadOptions load;  // --no-mmap, copied to the config's no_mmap when given
   std::string config_path, api_key_file;
   std::string upload_dir;  // POST /reload uploads; empty: the model's folder
   std::vector<std::string> model_args;  // -m: one path, or NAME=PATH,tier=... specs
@@ -111,6 +113,15 @@ int run_serve(ServeOptions& o) {
   auto kv_bytes = kv_bytes_within_budget(cfg, *specs, eo->kv_memory_bytes);
   if (!kv_bytes.ok()) return report_error(kv_bytes.error());
   eo->kv_memory_bytes = *kv_bytes;
+  {
+    // A server killed mid-upload left its temporary upload behind (serve/upload_dir.h).
+    std::vector<std::string> model_paths;
+    for (const serve::ModelSpec& spec : *specs) model_paths.push_back(spec.path);
+    for (const std::string& dir : serve::upload_dirs(o.upload_dir, model_paths)) {
+      auto removed = serve::remove_stale_uploads(dir);
+      if (!removed.ok()) std::fprintf(stderr, "edgelm serve: warning: %s\n", removed.error().message.c_str());
+    }
+  }
   std::unique_ptr<serve::UpstreamClient> upstream;
   if (!cfg.upstream.empty()) {
     auto up_cfg = serve::parse_upstream_flag(cfg.upstream);
@@ -133,6 +144,7 @@ int run_serve(ServeOptions& o) {
     so.engine = *eo;
     so.spec = engine::DraftSpec{cfg.spec, cfg.draft_model, cfg.draft_quant, cfg.draft_max, cfg.draft_min};
     so.max_queue = cfg.max_queue;
+    so.no_mmap = cfg.no_mmap;
     services.push_back(std::make_unique<serve::EngineService>(so));
     models.push_back(std::make_unique<serve::ServedModel>());
     models.back()->spec = spec;
@@ -149,6 +161,7 @@ int run_serve(ServeOptions& o) {
     for (const std::string& w : warnings) std::fprintf(stderr, "edgelm serve: warning: %s\n", w.c_str());
     if (!cache.ok()) return report_error(cache.error());
     server.context().set_cache(*cache);
+    if (*cache) metrics.set_cache_store_errors_source([c = *cache] { return c->stats().store_errors; });
   }
   auto port = server.bind();
   if (!port.ok()) return report_error(port.error());
@@ -253,6 +266,8 @@ CommandRunner add_serve_command(CLI::App& app) {
                            [p = o.get()](serve::ServeConfig& cfg) { cfg.draft_max = p->spec.draft_max; });
   o->bindings.emplace_back(cmd->get_option("--draft-min"),
                            [p = o.get()](serve::ServeConfig& cfg) { cfg.draft_min = p->spec.draft_min; });
+  o->bindings.emplace_back(add_model_load_options(cmd, o->load),
+                           [p = o.get()](serve::ServeConfig& cfg) { cfg.no_mmap = p->load.no_mmap; });
   bind_flag(*o, cmd, "-c,--ctx-size", &serve::ServeConfig::n_ctx, "Context per sequence (0: the model's)")
       ->check(CLI::NonNegativeNumber);
   bind_flag(*o, cmd, "--max-queue", &serve::ServeConfig::max_queue, "Waiting requests beyond which new ones get 429")

@@ -187,6 +187,29 @@ TEST(ServeConfig, EnvironmentOverridesTheFile) {
   EXPECT_DOUBLE_EQ(c->drain_timeout_s, 2.5);
 }
 
+// no_mmap: off by default; the YAML key, EDGELM_NO_MMAP and a bad value naming the key.
+TEST(ServeConfig, NoMmapFromYamlAndEnvironment) {
+  EXPECT_FALSE(ServeConfig{}.no_mmap);
+  TempDir dir;
+  write_file(dir.file("c.yaml"), "model_path: m.gguf\nno_mmap: true\n");
+  auto c = load_config_file(dir.file("c.yaml"), ServeConfig{});
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(c->no_mmap);
+  EXPECT_NE(describe(*c).find("no_mmap: true\n"), std::string::npos) << describe(*c);
+  ASSERT_TRUE(apply_env(*c, env_of({{"EDGELM_NO_MMAP", "off"}})).ok());
+  EXPECT_FALSE(c->no_mmap);
+  ASSERT_TRUE(apply_env(*c, env_of({{"EDGELM_NO_MMAP", "1"}})).ok());
+  EXPECT_TRUE(c->no_mmap);
+  EXPECT_TRUE(validate(*c).ok());
+  auto bad = apply_env(*c, env_of({{"EDGELM_NO_MMAP", "sometimes"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("EDGELM_NO_MMAP"), std::string::npos) << bad.error().message;
+  write_file(dir.file("bad.yaml"), "no_mmap: maybe\n");
+  auto bad_yaml = load_config_file(dir.file("bad.yaml"), ServeConfig{});
+  ASSERT_FALSE(bad_yaml.ok());
+  EXPECT_NE(bad_yaml.error().message.find("'no_mmap'"), std::string::npos) << bad_yaml.error().message;
+}
+
 TEST(ServeConfig, LongEnvironmentNamesWorkToo) {
   ServeConfig c;
   ASSERT_TRUE(apply_env(c, env_of({{"EDGELM_MODEL_PATH", "a.gguf"}, {"EDGELM_MAX_BODY_BYTES", "64K"}})).ok());
@@ -383,8 +406,9 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 51);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 52);
   EXPECT_NE(d.find("startup_profile: quick\nstartup_profile_budget_s: 20\n"), std::string::npos) << d;
+  EXPECT_NE(d.find("no_mmap: false\n"), std::string::npos) << d;
   EXPECT_NE(d.find("spec: off\ndraft_model: (none)\ndraft_quant: (none)\ndraft_max: 8\ndraft_min: 0\n"),
             std::string::npos)
       << d;

@@ -1,6 +1,6 @@
 // `edgelm serve` (EDGELM_BIN) in a child process on loopback, as the cloud tier of the upstream
 // tests: stories260K named "cloud-stories", API key kKey; killed without draining to take the
-// link down.
+// link down. Or with arguments of the test's own (the fault tests: kill -9 mid-upload).
 #pragma once
 
 #include <signal.h>
@@ -23,19 +23,19 @@ inline const char* kKey = "test-upstream-key-7f3a";
 // `edgelm serve` in a child process; its stderr is collected to find the port and readiness.
 class ServeProcess {
  public:
-  explicit ServeProcess(int port = 0) {
+  explicit ServeProcess(int port = 0)
+      : ServeProcess(std::vector<std::string>{"-m", test::shared_path("models/stories260K.bin"), "--tokenizer",
+                                              test::shared_path("models/tok512.bin"), "--host", "127.0.0.1", "--port",
+                                              std::to_string(port), "-t", "1", "--kv-memory", "16M", "--api-key", kKey,
+                                              "--model-name", "cloud-stories"}) {}
+
+  // `edgelm serve` with these arguments (those after "serve"; wait_ready() expects --host
+  // 127.0.0.1).
+  explicit ServeProcess(std::vector<std::string> serve_args) {
     int fds[2];
     if (pipe(fds) != 0) return;
-    const std::string port_s = std::to_string(port);
-    std::vector<std::string> argv = {EDGELM_BIN,     "serve",
-                                     "-m",           test::shared_path("models/stories260K.bin"),
-                                     "--tokenizer",  test::shared_path("models/tok512.bin"),
-                                     "--host",       "127.0.0.1",
-                                     "--port",       port_s,
-                                     "-t",           "1",
-                                     "--kv-memory",  "16M",
-                                     "--api-key",    kKey,
-                                     "--model-name", "cloud-stories"};
+    std::vector<std::string> argv = {EDGELM_BIN, "serve"};
+    argv.insert(argv.end(), serve_args.begin(), serve_args.end());
     pid_ = fork();
     if (pid_ == 0) {
       dup2(fds[1], 2);
@@ -89,6 +89,8 @@ class ServeProcess {
     }
     if (reader_.joinable()) reader_.join();
   }
+
+  pid_t pid() const { return pid_; }
 
   std::string log() {
     std::lock_guard<std::mutex> lock(mu_);

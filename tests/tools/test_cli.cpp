@@ -51,6 +51,23 @@ TEST(Cli, RunPrintsTheGoldenContinuation) {
     EXPECT_NE(r.err.find(stat), std::string::npos) << stat << " missing from: " << r.err;
 }
 
+// --no-mmap (the model read into memory, not mapped) on run and bench: the same golden text.
+TEST(Cli, NoMmapRunsGiveTheGolden) {
+  auto r = edgelm({"run", "-m", model("stories260K.bin"), "--tokenizer", model("tok512.bin"), "-p", "Once upon a time",
+                   "-n", "200", "--temp", "0", "-q", "--no-mmap"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trim_newlines(r.out), golden_text(0));
+  auto g = edgelm({"run", "-m", model("stories260K-f16.gguf"), "-p", "Tom and his dog", "-n", "120", "--temp", "0",
+                   "-q", "--no-mmap"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(trim_newlines(g.out), golden_text(1));
+  auto b = edgelm({"bench", "-m", model("stories260K-f32.gguf"), "-p", "4", "-n", "2", "-r", "1", "-t", "1", "-o",
+                   "json", "--membw-gbs", "10", "--no-mmap"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(b.out).size(), 2u);
+  expect_clean_error(edgelm({"run", "-m", "/nonexistent/m.gguf", "-p", "x", "--no-mmap"}), "/nonexistent/m.gguf");
+}
+
 TEST(Cli, ConvertThenRunGivesTheGolden) {
   TempDir dir;
   const std::string out = dir.file("stories.gguf");
