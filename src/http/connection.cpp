@@ -367,6 +367,9 @@ void Connection::on_handler_done() {
     return;
   }
   if (res_->stream) return write_stream_header();
+  // The work is done: its place is free before the answer goes out, so a client that sends its
+  // next request the moment it reads this one never finds its own place still taken.
+  release_work();
   after_watch([self = shared_from_this()] { self->write_response(); });
 }
 
@@ -430,7 +433,8 @@ void Connection::pump() {
   wake_posted_.store(false);
   if (closed_ || stream_ended_) return;
   if (!stream_src_done_) stream_src_done_ = res_->stream->pull(pending_);
-  if (!writing_) write_pending();  // hands everything pending to the socket
+  if (stream_src_done_) release_work();  // generated to the end: only bytes are left to send
+  if (!writing_) write_pending();        // hands everything pending to the socket
   // What piled up while a write is stuck: the reader is not keeping up.
   if (pending_.size() > core_.opts.stream_buffer_bytes) return cut_stream(StreamEnd::slow_reader);
 }

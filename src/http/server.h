@@ -9,9 +9,11 @@
 //
 // Bounds and what happens past them:
 //  - open connections > max_connections: the new one is answered 503 at once and closed;
-//  - work requests in progress (admitted once their body is read, until fully answered)
-//    >= work_capacity: 429 with Retry-After at once, from the IO thread, before the handler
-//    pool is touched;
+//  - work requests in progress (admitted once their body is read, until their handler
+//    returned — for a stream, until its source is done) >= work_capacity: 429 with Retry-After
+//    at once, from the IO thread, before the handler pool is touched. The place is free before
+//    the last bytes go out, so a client at capacity that sends its next request on reading the
+//    answer is never refused by its own previous request;
 //  - request headers: max_header_bytes (431), complete within header_timeout (408, then close):
 //    slowloris costs a socket, never a worker;
 //  - request bodies: the route's max_body_bytes (413, declared or counted), each read within

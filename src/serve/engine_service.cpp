@@ -133,8 +133,7 @@ Result<std::shared_ptr<ModelSlot>> EngineService::make_slot(const std::string& p
   engine::EngineOptions eo = opts_.engine;
   const Status spec =
       engine::configure_speculation(opts_.spec, *slot->lm.model, tok_path, load_pool, eo.spec, slot->draft, load);
-  if (!spec.ok())
-    return make_error("speculative decoding for '{}': {}", slot->name, spec.error().message);
+  if (!spec.ok()) return make_error("speculative decoding for '{}': {}", slot->name, spec.error().message);
   if (slot->draft.runner && &load_pool != pool_.get()) {
     // The draft steps with the target on the engine thread's pool, not the loading one.
     slot->draft.runner = std::make_unique<engine::ModelRunner>(*slot->draft.model, *pool_);
@@ -300,9 +299,13 @@ EngineService::Submitted EngineService::submit(engine::Request req) {
       return {nullptr, SubmitError{SubmitErrorKind::unavailable, why}};
     }
     const int64_t waiting = int64_t{stats_.n_waiting} + static_cast<int64_t>(inbox_.size()) + n_in_transit_;
-    if (waiting >= opts_.max_queue) {
+    // The engine holds max_batch_size + max_queue requests however its adaptive batch cap splits
+    // them between running and waiting: the same number the HTTP layer admits, so a request the
+    // transport let in is not refused here because the cap shrank for a slow step.
+    if (stats_.n_running + waiting >= capacity()) {
       return {nullptr, SubmitError{SubmitErrorKind::queue_full,
-                                   fmt::format("the queue is full ({} requests waiting)", waiting)}};
+                                   fmt::format("the queue is full ({} requests running, {} waiting)", stats_.n_running,
+                                               waiting)}};
     }
     handle->slot_ = pinned ? std::move(pinned) : current_;
     handle->batch_at_submit_ = static_cast<int32_t>(

@@ -64,7 +64,9 @@ struct EngineServiceOptions {
   engine::EngineOptions engine;  // engine.spec is filled per slot from `spec`
   engine::DraftSpec spec;        // speculative decoding; each slot loads its own draft model
   bool no_mmap = false;          // read model files (initial, reloaded, draft) into memory, not mmap
-  int max_queue = 64;  // waiting requests (not yet running) beyond which submit() says queue_full
+  // submit() says queue_full once max_batch_size (engine.scheduler) + max_queue requests are
+  // running or waiting: while the adaptive batch cap runs fewer, more may wait.
+  int max_queue = 64;
 };
 
 enum class ServiceState { loading, ready, failed, stopped };
@@ -252,6 +254,8 @@ class EngineService {
   std::shared_ptr<engine::StepModel> current_step_model() const;
   // The waiting requests beyond which submit() says queue_full.
   int max_queue() const { return opts_.max_queue; }
+  // Requests it holds at most, running and waiting (submit() refuses beyond).
+  int capacity() const { return std::max(1, opts_.engine.scheduler.max_batch_size) + opts_.max_queue; }
 
   // Refuses new submits, lets running and waiting requests finish for up to drain_timeout,
   // cancels what is left, delivers the finishing events and joins the engine thread.

@@ -14,7 +14,7 @@ Health assess_health(const std::vector<std::unique_ptr<ServedModel>>& models, bo
     if (st.state != ServiceState::ready) {
       mh.state = std::string(service_state_name(st.state));
       if (not_ready.empty()) not_ready = mh.state;
-    } else if (st.n_waiting >= m->service->max_queue()) {
+    } else if (st.n_running + st.n_waiting >= m->service->capacity()) {  // a new request would get 429
       mh.state = "saturated";
       saturated = true;
     } else if (m->profiling.load()) {

@@ -60,7 +60,7 @@ std::string request_body(const LoadtestOptions& o, const std::string& prompt) {
     body["prompt"] = prompt;
   body["max_tokens"] = o.max_tokens;
   if (o.latency_budget_ms > 0 && o.send_budget) body["latency_budget_ms"] = o.latency_budget_ms;
-  if (o.endpoint != LoadtestEndpoint::predict) body["stream"] = true;
+  if (o.endpoint != LoadtestEndpoint::predict) body["stream"] = o.stream;
   return body.dump();
 }
 
@@ -73,7 +73,8 @@ struct Outcome {
   std::optional<double> ttft_s;
   std::vector<double> tbt_s;  // gaps between consecutive token chunks
   size_t tokens = 0;
-  std::string route_tier;  // the first field of x-edgelm-route ("" without the header)
+  std::string route_tier;    // the first field of x-edgelm-route ("" without the header)
+  double retry_after_s = 0;  // a refusal's Retry-After
 };
 
 Outcome send_one(httplib::Client& cli, const Target& target, const LoadtestOptions& o, const std::string& prompt) {
@@ -85,7 +86,7 @@ Outcome send_one(httplib::Client& cli, const Target& target, const LoadtestOptio
   req.headers = auth_headers(o);
   req.headers.emplace("Content-Type", "application/json");
   req.body = request_body(o, prompt);
-  const bool streaming = o.endpoint != LoadtestEndpoint::predict;
+  const bool streaming = o.endpoint != LoadtestEndpoint::predict && o.stream;
   double last = 0;
   SseReader sse([&](std::string_view) {
     const double t = seconds_since(t0);
@@ -113,6 +114,10 @@ Outcome send_one(httplib::Client& cli, const Target& target, const LoadtestOptio
     return out;
   }
   out.status = res.status;
+  if (res.status == 429 || res.status == 503) {
+    const std::string ra = res.get_header_value("Retry-After");
+    out.retry_after_s = ra.empty() ? 1.0 : std::atof(ra.c_str());
+  }
   if (res.status != 200) return out;
   const std::string route = res.get_header_value("x-edgelm-route");
   out.route_tier = route.substr(0, route.find(';'));
@@ -138,7 +143,8 @@ struct RunState {
   std::mutex mu;
   std::condition_variable cv;
   int in_flight = 0;
-  std::vector<double> e2e, ttft, tbt;
+  std::vector<double> e2e, ttft, tbt, refused, health;
+  size_t health_failures = 0;
   std::map<std::string, size_t> errors;
   std::string first_connection_error;
   size_t generated_tokens = 0;
@@ -162,6 +168,7 @@ struct RunState {
       return;
     }
     failed.fetch_add(1);
+    if (o.status == 429 || o.status == 503) refused.push_back(o.e2e_s);
     if (o.status == 0) {
       ++errors["connection"];
       if (first_connection_error.empty()) first_connection_error = o.error;
@@ -308,6 +315,25 @@ Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* p
     });
   }
 
+  std::thread health_thread;
+  if (o.probe_health_ms > 0) {
+    health_thread = std::thread([&, state] {
+      auto cli = make_client(target, o);
+      while (Clock::now() < deadline) {
+        const auto t0 = Clock::now();
+        auto res = cli->Get(target.base_path + "/health", auth_headers(o));
+        const double took = seconds_since(t0);
+        {
+          std::lock_guard lock(state->mu);
+          state->health.push_back(took);
+          if (!res || res->status != 200) ++state->health_failures;
+        }
+        std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double, std::milli>(o.probe_health_ms)));
+      }
+    });
+  }
+
   if (o.qps > 0) {
     // Open loop: Poisson arrivals; each request on its own detached thread (own connection).
     const auto shared = std::make_shared<const LoadtestOptions>(o);
@@ -356,13 +382,20 @@ Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* p
           state->sent.fetch_add(1);
           const Outcome out = send_one(*cli, target, o, o.prompts[next_prompt.fetch_add(1) % o.prompts.size()]);
           state->record(out);
-          std::lock_guard lock(state->mu);
-          --state->in_flight;
+          {
+            std::lock_guard lock(state->mu);
+            --state->in_flight;
+          }
+          if (o.honor_retry_after && out.retry_after_s > 0)  // a well-behaved client backs off
+            std::this_thread::sleep_until(
+                std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                      std::chrono::duration<double>(out.retry_after_s))));
         }
       });
     }
     for (auto& w : workers) w.join();
   }
+  if (health_thread.joinable()) health_thread.join();
   if (progress_thread.joinable()) {
     stop_progress = true;
     state->cv.notify_all();
@@ -383,6 +416,9 @@ Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* p
     r.e2e = summarize(state->e2e);
     r.ttft = summarize(state->ttft);
     r.tbt = summarize(state->tbt);
+    r.refused = summarize(state->refused);
+    r.health = summarize(state->health);
+    r.health_failures = state->health_failures;
     r.generated_tokens = state->generated_tokens;
     r.within_budget = state->within_budget;
     r.routes = state->routes;
@@ -434,6 +470,11 @@ std::string format_loadtest_text(const LoadtestReport& r) {
     row("TTFT", r.ttft);
     row("TBT", r.tbt);
   }
+  if (r.refused.n > 0) row("refused", r.refused);
+  if (r.health.n > 0) {
+    row("/health", r.health);
+    if (r.health_failures > 0) s += fmt::format("/health: {} probes without a 200\n", r.health_failures);
+  }
   s += fmt::format("throughput: {:.2f} req/s, {:.1f} generated tok/s ({} tokens)\n", r.requests_per_s, r.tokens_per_s,
                    r.generated_tokens);
   if (o.latency_budget_ms > 0)
@@ -466,6 +507,9 @@ nlohmann::json loadtest_json(const LoadtestReport& r) {
   j["max_tokens"] = o.max_tokens;
   j["elapsed_s"] = r.elapsed_s;
   j["requests"] = {{"sent", r.sent}, {"ok", r.ok}, {"failed", r.failed}, {"dropped", r.dropped}};
+  j["refused_latency"] = summary_json(r.refused);
+  j["health_latency"] = summary_json(r.health);
+  j["health_failures"] = r.health_failures;
   j["errors"] = nlohmann::json::object();
   for (const auto& [what, n] : r.errors) j["errors"][what] = n;
   j["latency_s"] = {{"e2e", summary_json(r.e2e)}, {"ttft", summary_json(r.ttft)}, {"tbt", summary_json(r.tbt)}};
@@ -516,6 +560,12 @@ CommandRunner add_loadtest_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", f->o.seed, "Seed of the Poisson arrivals")->capture_default_str();
+  cmd->add_option("--probe-health-ms", f->o.probe_health_ms,
+                  "GET /health this often during the run and report its latency (a balancer's probe)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("!--no-stream", f->o.stream, "completions/chat: ask for one JSON answer instead of SSE");
+  cmd->add_flag("--honor-retry-after", f->o.honor_retry_after,
+                "Closed loop: a worker refused with 429/503 waits Retry-After before its next request");
   cmd->add_flag("--json", f->json, "Print one JSON object instead of the table");
   return [f]() -> int {
     auto endpoint = loadtest_endpoint_from_name(f->endpoint);

@@ -45,6 +45,9 @@ struct LoadtestOptions {
   int max_in_flight = 1024;  // open loop: arrivals beyond this are counted as "dropped"
   double latency_budget_ms = 0;  // > 0: sent as latency_budget_ms; the report counts requests within it
   bool send_budget = true;       // false: only counted (a baseline without the router)
+  bool stream = true;             // completions and chat: SSE (false: one JSON answer)
+  double probe_health_ms = 0;    // > 0: GET /health this often during the run (its latency reported)
+  bool honor_retry_after = false;  // closed loop: a worker refused (429/503) waits Retry-After before its next request
 };
 
 // Percentiles by linear interpolation between closest ranks (numpy's default).
@@ -60,6 +63,9 @@ struct LoadtestReport {
   std::map<std::string, size_t> errors;  // "429", "503", "connection", "stream", ...
   std::string first_connection_error;    // the first one's text, for the report
   LatencySummary e2e, ttft, tbt;
+  LatencySummary refused;        // arrival to the 429/503 answer of refused requests
+  LatencySummary health;         // the /health probes (probe_health_ms)
+  size_t health_failures = 0;    // probes without a 200 (no answer within the timeout included)
   size_t generated_tokens = 0;
   double requests_per_s = 0, tokens_per_s = 0;   // ok requests and their tokens per elapsed second
   std::optional<double> server_cpu_utilization;  // process_cpu_utilization, else derived

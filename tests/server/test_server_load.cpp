@@ -68,7 +68,11 @@ TEST(ServerLoad, FullQueueIs429WithRetryAfter) {
 // still up) and turns 503 while the server drains. The engine thread is held by a job, so the
 // one request it admits waits in the queue for as long as the test likes.
 TEST(ServerLoad, HealthIs200WhenSaturatedAnd503WhileDraining) {
-  TestServer s([](serve::ServeConfig&, serve::EngineServiceOptions& so) { so.max_queue = 1; });
+  // Capacity 1 running + 1 waiting.
+  TestServer s([](serve::ServeConfig&, serve::EngineServiceOptions& so) {
+    so.max_queue = 1;
+    so.engine.scheduler.max_batch_size = 1;
+  });
   s.wait_ready();
   std::promise<void> started, release;
   std::shared_future<void> released = release.get_future().share();
@@ -85,16 +89,18 @@ TEST(ServerLoad, HealthIs200WhenSaturatedAnd503WhileDraining) {
   EXPECT_EQ(h.js()["state"], "ready") << h.body;
   auto queued =
       std::async(std::launch::async, [&s] { return post(s, "/v1/completions", greedy("Once upon a time", 8)); });
+  auto queued2 =
+      std::async(std::launch::async, [&s] { return post(s, "/v1/completions", greedy("Once upon a time", 8)); });
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (s.service->stats().n_waiting < 1 && std::chrono::steady_clock::now() < until)
+  while (s.service->stats().n_waiting < 2 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_EQ(s.service->stats().n_waiting, 1);
+  ASSERT_EQ(s.service->stats().n_waiting, 2);
   EXPECT_EQ(post(s, "/v1/completions", greedy("Hi", 2)).status, 429);  // what saturated means
   h = get(s, "/health");
   EXPECT_EQ(h.status, 200) << h.body;
   EXPECT_EQ(h.js()["status"], "ok");
   EXPECT_EQ(h.js()["state"], "saturated");
-  EXPECT_EQ(h.js()["queue_depth"], 1);
+  EXPECT_EQ(h.js()["queue_depth"], 2);
 
   // Draining (the queued request is still in flight, so the listener stays up): 503.
   auto stopper = std::async(std::launch::async, [&s] { s.server->shutdown(std::chrono::seconds(60)); });
@@ -107,6 +113,7 @@ TEST(ServerLoad, HealthIs200WhenSaturatedAnd503WhileDraining) {
   EXPECT_TRUE(job.get().ok());
   Reply done = queued.get();
   EXPECT_EQ(done.status, 200) << done.body;
+  EXPECT_EQ(queued2.get().status, 200);
   stopper.get();
   s.http.join();
   s.service->shutdown(std::chrono::seconds(5));

@@ -199,8 +199,7 @@ TEST(ServerRouter, PinnedModelsAndErrors) {
     req.update(bad);
     r = post(s, "/v1/completions", req);
     EXPECT_EQ(r.status, 400) << bad.dump();
-    EXPECT_TRUE(r.js()["error"]["param"] == "latency_budget_ms" || r.js()["error"]["param"] == "complexity")
-        << r.body;
+    EXPECT_TRUE(r.js()["error"]["param"] == "latency_budget_ms" || r.js()["error"]["param"] == "complexity") << r.body;
   }
   r = post(s, "/v1/completions", completion(4), {{"x-latency-budget-ms", "soon"}});
   EXPECT_EQ(r.status, 400);
@@ -245,9 +244,10 @@ TEST(ServerRouter, ModelsHealthMetricsAndLiveRefinement) {
   for (const json& m : r.js()["models"]) EXPECT_EQ(m["state"], "ready");
 
   const std::string metrics = get(s, "/metrics").body;
-  EXPECT_NE(metrics.find(
-                R"(edge_route_decisions_total{model_name="small",device_id="test-device",tier="small",reason="tight_budget"} 3)"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics.find(
+          R"(edge_route_decisions_total{model_name="small",device_id="test-device",tier="small",reason="tight_budget"} 3)"),
+      std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find(R"(edge_requests_running{model_name="large")"), std::string::npos);
   EXPECT_NE(metrics.find(R"(edge_latency_model_factor{model_name="small",device_id="test-device",phase="decode"})"),
@@ -404,7 +404,9 @@ TEST(ServerRouter, StartupProfileStopsAtItsBudget) {
   EXPECT_LE(pieces.load(), 16) << log;
   for (const serve::ServedModel* m : models) {
     EXPECT_FALSE(m->profiling.load());
-    EXPECT_LT(m->profile_pieces_done.load(), m->profile_pieces_planned.load());
+    // Cut: pieces were left, or (on a busy machine) its share ran out before it planned any.
+    const int planned = m->profile_pieces_planned.load();
+    EXPECT_TRUE(planned == 0 || m->profile_pieces_done.load() < planned) << m->profile_pieces_done.load();
   }
   EXPECT_NE(log.find("cut by"), std::string::npos) << log;
   EXPECT_EQ(get(s, "/health").js()["state"], "ready");
