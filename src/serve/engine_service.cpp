@@ -1,5 +1,7 @@
 #include "serve/engine_service.h"
 
+#include <malloc.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -485,7 +487,12 @@ void EngineService::thread_main() {
       n_in_transit_ = 0;
       refresh_stats_locked();
     }
-    drained.clear();
+    if (!drained.empty()) {
+      drained.clear();
+      // A replaced model's buffers were freed into malloc's arenas; hand them back to the
+      // system so that RSS stays flat across reloads rather than keeping the high-water mark.
+      malloc_trim(0);
+    }
     state_cv_.notify_all();  // shutdown() waits for the drain here
   }
   {
