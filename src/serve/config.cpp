@@ -4,7 +4,7 @@
 #include "core/byte_size.h"
 #include "engine/speculative.h"
 #include "serve/model_spec.h"
-#include "serve/upstream.h"
+#include "serve/router_api.h"
 
 #include <unistd.h>
 #include <fmt/ranges.h>

@@ -41,7 +41,7 @@
 #include "serve/engine_service.h"
 #include "serve/metrics.h"
 #include "serve/routing.h"
-#include "serve/upstream.h"
+#include "serve/router_api.h"
 
 namespace edgelm::cache {
 class ResponseCache;

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "serve/latency_profiler.h"
+#include "serve/router_api.h"
 
 namespace edgelm::serve {
 namespace {

@@ -21,7 +21,7 @@
 #include "core/result.h"
 #include "sample/dynamic_temperature.h"
 #include "serve/config.h"
-#include "serve/router.h"
+#include "serve/router_api.h"
 
 namespace edgelm::serve {
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "serve/complexity.h"
+#include "serve/router_api.h"
 #include "serve/http_server.h"
 
 namespace edgelm::serve {

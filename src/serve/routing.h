@@ -16,7 +16,7 @@
 #include <string>
 
 #include "serve/engine_service.h"
-#include "serve/router.h"
+#include "serve/router_api.h"
 #include "serve/served_model.h"
 
 namespace edgelm::serve {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "serve/engine_service.h"
-#include "serve/latency_model.h"
+#include "serve/router_api.h"
 #include "serve/model_spec.h"
 
 namespace edgelm::serve {

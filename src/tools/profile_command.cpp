@@ -9,7 +9,7 @@
 
 #include "format/model_file.h"
 #include "model/model.h"
-#include "serve/latency_profiler.h"
+#include "serve/router_api.h"
 #include "tools/command.h"
 
 namespace edgelm::tools {

@@ -23,7 +23,7 @@
 #include "serve/model_profiles.h"
 #include "serve/model_spec.h"
 #include "serve/upload_dir.h"
-#include "serve/upstream.h"
+#include "serve/router_api.h"
 #include "tools/command.h"
 
 namespace edgelm::tools {
@@ -128,7 +128,7 @@ int run_serve(ServeOptions& o) {
     if (!up_cfg.ok()) return report_error(up_cfg.error());
     auto client = serve::UpstreamClient::create(*up_cfg);
     if (!client.ok()) return report_error(client.error());
-    std::fprintf(stderr, "edgelm serve: upstream %s\n", serve::describe(*up_cfg).c_str());
+    std::fprintf(stderr, "edgelm serve: upstream %s\n", router::describe(*up_cfg).c_str());
     upstream = std::move(client).value();
   }
 

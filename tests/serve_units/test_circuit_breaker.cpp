@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "serve/upstream.h"
+#include "serve/router_api.h"
 
 namespace edgelm::serve {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "serve/latency_model.h"
+#include "serve/router_api.h"
 #include "support/test_data.h"
 
 namespace edgelm::serve {

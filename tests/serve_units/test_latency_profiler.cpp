@@ -6,7 +6,7 @@
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
 #include "engine/step_model.h"
-#include "serve/latency_profiler.h"
+#include "serve/router_api.h"
 #include "support/test_data.h"
 
 namespace edgelm::serve {

@@ -4,8 +4,8 @@
 
 #include <functional>
 
-#include "serve/complexity.h"
-#include "serve/router.h"
+#include "serve/router_api.h"
+#include "serve/router_api.h"
 
 namespace edgelm::serve {
 namespace {

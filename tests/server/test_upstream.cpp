@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/timer.h"
-#include "serve/router.h"
-#include "serve/upstream.h"
+#include "serve/router_api.h"
+#include "serve/router_api.h"
 #include "serve_process.h"
 #include "support/test_data.h"
 

@@ -28,7 +28,7 @@
 
 #include "core/result.h"
 
-namespace edgelm::serve {
+namespace edgelm::router {
 
 // One measured prefill: n_input prompt tokens took ms (prompt processing up to the first token).
 struct PrefillSample {
@@ -151,4 +151,4 @@ class OnlineLatencyModel {
   int64_t n_prefill_ = 0;
 };
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::router

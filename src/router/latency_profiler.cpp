@@ -1,4 +1,4 @@
-#include "serve/latency_profiler.h"
+#include "router/latency_profiler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "core/timer.h"
 #include "kv/kv_store.h"
 
-namespace edgelm::serve {
+namespace edgelm::router {
 namespace {
 
 double median(std::vector<double> v) {
@@ -342,4 +342,4 @@ ProfileOptions startup_profile_plan(int32_t max_input, int32_t decode_tokens, do
   }
 }
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::router

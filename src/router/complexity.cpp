@@ -1,11 +1,11 @@
-#include "serve/complexity.h"
+#include "router/complexity.h"
 
 #include <algorithm>
 #include <cctype>
 
 #include <fmt/format.h>
 
-namespace edgelm::serve {
+namespace edgelm::router {
 namespace {
 
 struct TaskWord {
@@ -99,4 +99,4 @@ ComplexityEstimate HeuristicComplexity::estimate(std::string_view prompt, int32_
   return e;
 }
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::router

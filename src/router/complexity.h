@@ -15,7 +15,7 @@
 
 #include "core/result.h"
 
-namespace edgelm::serve {
+namespace edgelm::router {
 
 enum class Complexity { simple, moderate, complex };
 std::string_view complexity_name(Complexity c);
@@ -56,4 +56,4 @@ class HeuristicComplexity final : public ComplexityEstimator {
   HeuristicComplexityOptions opts_;
 };
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::router

@@ -1,4 +1,4 @@
-#include "serve/upstream.h"
+#include "router/upstream.h"
 
 #include <httplib.h>
 
@@ -9,7 +9,7 @@
 
 #include "core/timer.h"
 
-namespace edgelm::serve {
+namespace edgelm::router {
 
 // ---- CircuitBreaker ------------------------------------------------------------------------
 
@@ -325,4 +325,4 @@ Result<StreamStats> UpstreamClient::chat_stream(nlohmann::json request,
   return stats;
 }
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::router

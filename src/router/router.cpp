@@ -1,11 +1,11 @@
-#include "serve/router.h"
+#include "router/router.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
-namespace edgelm::serve {
+namespace edgelm::router {
 
 std::string_view tier_name(Tier t) {
   switch (t) {
@@ -298,4 +298,4 @@ std::string format_route_header(const RouteDecision& d) {
                      std::llround(d.predicted_ms), d.token_budget, route_reason_name(d.reason));
 }
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::router

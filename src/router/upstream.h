@@ -29,7 +29,7 @@
 
 #include "core/result.h"
 
-namespace edgelm::serve {
+namespace edgelm::router {
 
 class CircuitBreaker {
  public:
@@ -125,4 +125,4 @@ class UpstreamClient {
   CircuitBreaker breaker_;
 };
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::router

@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "core/result.h"
-#include "serve/complexity.h"
-#include "serve/latency_model.h"
+#include "router/complexity.h"
+#include "router/latency_model.h"
 
-namespace edgelm::serve {
+namespace edgelm::router {
 
 enum class Tier { small, medium, large };
 std::string_view tier_name(Tier t);
@@ -134,4 +134,4 @@ Result<RouteDecision> route(const RouteInput& in);
 // "small; 1830; 64; tight_budget" ("upstream" as the tier for the cloud).
 std::string format_route_header(const RouteDecision& d);
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::router

@@ -19,9 +19,9 @@
 
 #include "engine/engine.h"
 #include "engine/step_model.h"
-#include "serve/latency_model.h"
+#include "router/latency_model.h"
 
-namespace edgelm::serve {
+namespace edgelm::router {
 
 struct ProfileOptions {
   std::vector<int32_t> prefill_lengths;  // input lengths to time
@@ -140,4 +140,4 @@ double estimate_profile_ms(const ProfileOptions& opts, double prefill_ms_per_tok
 ProfileOptions startup_profile_plan(int32_t max_input, int32_t decode_tokens, double budget_ms,
                                     double prefill_ms_per_token, double decode_ms);
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::router

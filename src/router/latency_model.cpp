@@ -1,4 +1,4 @@
-#include "serve/latency_model.h"
+#include "router/latency_model.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace edgelm::serve {
+namespace edgelm::router {
 namespace {
 
 constexpr int kProfileVersion = 1;
@@ -412,4 +412,4 @@ int64_t OnlineLatencyModel::n_observations() const {
   return n_obs_;
 }
 
-}  // namespace edgelm::serve
+}  // namespace edgelm::router
