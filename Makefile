@@ -1,7 +1,8 @@
 # Thin wrapper over scripts/ and CMake presets. The two quick-start commands:
 #   make run    install what is missing, build, and start the server on the default model
 #   make test   install what is missing, build, and run every test (release; ASan/UBSan and
-#               TSan on the folders where they find bugs; AArch64 NEON under qemu; bounded fuzzing)
+#               TSan on the folders where they find bugs; AArch64 NEON under qemu; bounded fuzzing;
+#               a 2-minute soak of the real server)
 SHARED ?= ../shared
 MODEL ?= $(SHARED)/models/stories260K.bin
 TOKENIZER ?= $(SHARED)/models/tok512.bin
@@ -37,7 +38,7 @@ run: build
 generate: build
 	./build/release/src/tools/edgelm run -m "$(MODEL)" --tokenizer "$(TOKENIZER)" -p "$(PROMPT)" -n $(N)
 
-test: setup test-release test-asan test-tsan-server test-aarch64 fuzz
+test: setup test-release test-asan test-tsan-server test-aarch64 fuzz soak
 
 test-release:
 	cmake --preset release -DEDGELM_SHARED_DIR="$(abspath $(SHARED))"

@@ -431,7 +431,9 @@ void Connection::write_stream_header() {
 
 void Connection::pump() {
   wake_posted_.store(false);
-  if (closed_ || stream_ended_) return;
+  // A wake posted before its stream ended may run after the connection moved on to its next
+  // request (res_ reset, or another response).
+  if (closed_ || stream_ended_ || !stream_started_ || !res_ || !res_->stream) return;
   if (!stream_src_done_) stream_src_done_ = res_->stream->pull(pending_);
   if (stream_src_done_) release_work();  // generated to the end: only bytes are left to send
   if (!writing_) write_pending();        // hands everything pending to the socket
@@ -485,6 +487,7 @@ void Connection::finish_request() {
 void Connection::next_request() {
   after_watch([self = shared_from_this()] {
     if (self->closed_) return;
+    if (self->res_ && self->res_->stream) self->res_->stream->set_waker(nullptr);  // late wakes go nowhere
     self->req_.reset();
     self->res_.reset();
     self->route_ = nullptr;

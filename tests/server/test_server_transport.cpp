@@ -369,3 +369,28 @@ TEST(ServerTransport, ARequestOutlivesTheHeaderAndBodyTimeouts) {
 
 }  // namespace
 }  // namespace edgelm::test
+
+namespace edgelm::test {
+namespace {
+
+TEST(ServerTransport, OneKeptAliveConnectionCarriesManyStreamsAndAnswers) {
+  // A wake of a finished stream can arrive after its connection moved on to the next request;
+  // back-to-back streams and plain answers on one connection exercise exactly that.
+  TestServer s;
+  s.wait_ready();
+  httplib::Client c = s.client();
+  c.set_keep_alive(true);
+  json sreq = completion("Once upon a time", 6);
+  sreq["stream"] = true;
+  for (int i = 0; i < 300; ++i) {
+    const bool stream = i % 3 != 2;
+    auto r = c.Post("/v1/completions", (stream ? sreq : completion("Once", 3)).dump(), "application/json");
+    ASSERT_TRUE(r) << i;
+    ASSERT_EQ(r->status, 200) << i;
+    if (stream) ASSERT_TRUE(parse_sse(r->body).done) << i;
+  }
+  EXPECT_EQ(get(s, "/health").status, 200);
+}
+
+}  // namespace
+}  // namespace edgelm::test
