@@ -191,7 +191,7 @@ void handle_multipart(ServerContext& ctx, const http::Request& req, http::Respon
       fd = mkstemps(name.data(), static_cast<int>(ext.size()));
       if (fd < 0) {
         error = fmt::format("cannot create a temporary file in '{}': {}", dir, std::strerror(errno));
-        error_status = errno == ENOSPC || errno == EDQUOT ? 507 : 500;
+        error_status = errno == ENOSPC || errno == EDQUOT || errno == EFBIG ? 507 : 500;
         return false;
       }
       tmp_path = name.data();
@@ -214,7 +214,7 @@ void handle_multipart(ServerContext& ctx, const http::Request& req, http::Respon
         const ssize_t w = ::write(fd, data, n);
         if (w < 0) {
           if (errno == EINTR) continue;
-          const bool full = errno == ENOSPC || errno == EDQUOT;
+          const bool full = errno == ENOSPC || errno == EDQUOT || errno == EFBIG;
           error = fmt::format("cannot write the upload to '{}': {}{}", dir, std::strerror(errno),
                               full ? " (the disk is full; the current model keeps serving)" : "");
           error_status = full ? 507 : 500;
@@ -256,7 +256,7 @@ void handle_multipart(ServerContext& ctx, const http::Request& req, http::Respon
     }
   }
   if (fd >= 0 && ::fsync(fd) != 0 && error.empty()) {
-    const bool full = errno == ENOSPC || errno == EDQUOT;
+    const bool full = errno == ENOSPC || errno == EDQUOT || errno == EFBIG;
     error = fmt::format("cannot write the upload: {}", std::strerror(errno));
     error_status = full ? 507 : 500;
   }

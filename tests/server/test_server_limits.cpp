@@ -3,11 +3,13 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -42,9 +44,10 @@ TEST(ServerLimits, ChunkedBodyOverTheLimitIs413) {
     RawConnection c(s.port);
     ASSERT_TRUE(c.connected());
     const std::string body = json{{"input", "Once upon a time"}, {"max_tokens", 4}}.dump();
-    ASSERT_TRUE(c.send_all("POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                           "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
-                           chunk(body.substr(0, 5)) + chunk(body.substr(5)) + "0\r\n\r\n"));
+    ASSERT_TRUE(
+        c.send_all("POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+                   chunk(body.substr(0, 5)) + chunk(body.substr(5)) + "0\r\n\r\n"));
     const std::string r = c.read_all();
     EXPECT_EQ(status_of(r), 200) << r;
   }
@@ -52,8 +55,9 @@ TEST(ServerLimits, ChunkedBodyOverTheLimitIs413) {
   {
     RawConnection c(s.port);
     ASSERT_TRUE(c.connected());
-    std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      "Transfer-Encoding: chunked\r\n\r\n";
+    std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n";
     req += chunk("{\"prompt\": \"" + std::string(3000, 'a'));
     req += chunk(std::string(3000, 'a') + "\"}");
     req += "0\r\n\r\n";
@@ -66,8 +70,9 @@ TEST(ServerLimits, ChunkedBodyOverTheLimitIs413) {
   {
     RawConnection c(s.port);
     ASSERT_TRUE(c.connected());
-    ASSERT_TRUE(c.send_all("POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                           "Content-Length: 100000000\r\n\r\n{\"input\": "));
+    ASSERT_TRUE(
+        c.send_all("POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: 100000000\r\n\r\n{\"input\": "));
     const std::string r = c.read_all();
     EXPECT_EQ(status_of(r), 413) << r;
   }
@@ -91,9 +96,10 @@ TEST(ServerLimits, NonStreamedClientThatHangsUpIsCancelled) {
   const std::string body = req.dump();
   RawConnection c(s.port);
   ASSERT_TRUE(c.connected());
-  ASSERT_TRUE(c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         "Content-Length: " +
-                         std::to_string(body.size()) + "\r\n\r\n" + body));
+  ASSERT_TRUE(
+      c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 "Content-Length: " +
+                 std::to_string(body.size()) + "\r\n\r\n" + body));
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (s.service->stats().n_running < 1 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -107,6 +113,36 @@ TEST(ServerLimits, NonStreamedClientThatHangsUpIsCancelled) {
   const size_t pos = m.find("edge_generated_tokens_total{");
   ASSERT_NE(pos, std::string::npos);
   EXPECT_LT(std::stod(m.substr(m.find("} ", pos) + 2)), 1500);
+}
+
+TEST(ServerLimits, AFullDiskDuringAnUploadIs507AndTheOldModelServes) {
+  // A file size limit stands in for a full disk: writes past it fail (EFBIG) as they would with
+  // ENOSPC. Only this test's process is limited (CTest runs each test in its own process).
+  const std::string data = read_file(shared_path("models/stories260K-f16.gguf"));
+  const fs::path dir = fs::temp_directory_path() / ("edgelm-upload-full-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  TestServer s([](serve::ServeConfig& cfg, serve::EngineServiceOptions&) { cfg.admin_token = "adm"; });
+  s.server->context().set_upload_dir(dir.string());
+  s.wait_ready();
+  signal(SIGXFSZ, SIG_IGN);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit small = old;
+  small.rlim_cur = 128 << 10;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  httplib::Client c = s.client();
+  c.set_default_headers({{"Authorization", "Bearer adm"}});
+  auto r = c.Post("/reload",
+                  httplib::MultipartFormDataItems{{"model", data, "stories260K-f16.gguf", "application/octet-stream"}});
+  setrlimit(RLIMIT_FSIZE, &old);
+  ASSERT_TRUE(r) << "the server drains the rest of the body so that its answer is read";
+  EXPECT_EQ(r->status, 507) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "insufficient_storage") << r->body;
+  EXPECT_TRUE(fs::is_empty(dir)) << "the partial upload is removed";
+  EXPECT_EQ(get(s, "/health").js()["model"], "stories260K") << "the old model keeps serving";
+  EXPECT_EQ(post(s, "/predict", json{{"input", "Once"}, {"max_tokens", 2}}).status, 200);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 TEST(ServerLimits, HealthIs503WhileTheModelLoads) {
@@ -160,8 +196,9 @@ TEST(ServerLimits, UploadsAreBoundedByTheUploadLimitNotTheBodyLimit) {
     // A model upload 9x that size: fine.
     httplib::Client c = s.client();
     c.set_default_headers(admin);
-    auto r = c.Post("/reload", httplib::MultipartFormDataItems{
-                                   {"model", data, "stories260K-f16.gguf", "application/octet-stream"}});
+    auto r =
+        c.Post("/reload",
+               httplib::MultipartFormDataItems{{"model", data, "stories260K-f16.gguf", "application/octet-stream"}});
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200) << r->body;
     EXPECT_EQ(get(s, "/health").js()["model"], "stories260K-f16");
@@ -175,8 +212,9 @@ TEST(ServerLimits, UploadsAreBoundedByTheUploadLimitNotTheBodyLimit) {
     s.wait_ready();
     httplib::Client c = s.client();
     c.set_default_headers(admin);
-    auto r = c.Post("/reload", httplib::MultipartFormDataItems{
-                                   {"model", data, "stories260K-f16.gguf", "application/octet-stream"}});
+    auto r =
+        c.Post("/reload",
+               httplib::MultipartFormDataItems{{"model", data, "stories260K-f16.gguf", "application/octet-stream"}});
     if (r) {  // the server may close before the client has sent everything
       EXPECT_EQ(r->status, 413) << r->body;
     }
