@@ -21,7 +21,7 @@ class FakeServer {
   int predict_delay_ms = 0;
   int first_token_ms = 30, token_gap_ms = 20, n_chunks = 4;
   bool serve_metrics = true;
-  std::atomic<int> predicts{0}, completions{0}, metrics_scrapes{0};
+  std::atomic<int> predicts{0}, completions{0}, metrics_scrapes{0}, health_probes{0};
   std::atomic<int> running{0}, max_running{0};
   std::mutex mu;
   std::string last_authorization, last_body;
@@ -73,6 +73,10 @@ class FakeServer {
         --running;
         return true;
       });
+    });
+    svr_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      ++health_probes;
+      res.set_content(R"({"status":"ok"})", "application/json");
     });
     svr_.Post("/v1/chat/completions", [](const httplib::Request&, httplib::Response& res) {
       res.status = 503;
@@ -215,6 +219,34 @@ TEST(Loadtest, ErrorsAreCountedByStatus) {
   EXPECT_EQ(r->e2e.n, 0u);
   const std::string text = format_loadtest_text(*r);
   EXPECT_NE(text.find("503 x"), std::string::npos) << text;
+}
+
+TEST(Loadtest, RefusalsAreTimedRetryAfterIsHonoredAndHealthIsProbed) {
+  FakeServer server;
+  LoadtestOptions o;
+  o.url = server.url();
+  o.concurrency = 1;
+  o.duration_s = 0.6;
+  o.endpoint = LoadtestEndpoint::chat;  // the fake answers 503 (no Retry-After: 1 s assumed)
+  o.honor_retry_after = true;
+  o.probe_health_ms = 20;
+  auto r = run_loadtest(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->sent, 1u) << "a refused worker waits Retry-After (past the end of the run)";
+  EXPECT_EQ(r->refused.n, 1u);
+  EXPECT_GT(r->refused.max, 0.0);
+  EXPECT_GE(r->health.n, 5u);
+  EXPECT_EQ(r->health_failures, 0u);
+  EXPECT_EQ(static_cast<size_t>(server.health_probes.load()), r->health.n);
+  const std::string text = format_loadtest_text(*r);
+  EXPECT_NE(text.find("refused"), std::string::npos) << text;
+  EXPECT_NE(text.find("/health"), std::string::npos) << text;
+  o.honor_retry_after = false;
+  o.probe_health_ms = 0;
+  auto eager = run_loadtest(o);
+  ASSERT_TRUE(eager.ok());
+  EXPECT_GT(eager->sent, 1u) << "without it, the worker retries at once";
+  EXPECT_EQ(eager->health.n, 0u);
 }
 
 TEST(Loadtest, LatencyBudgetIsSentCountedAndRoutesTallied) {
