@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "http/connection.h"
@@ -104,7 +105,16 @@ Result<int> Server::bind() {
 void Server::run() {
   impl_->do_accept();
   impl_->running.store(true);
-  impl_->core.ioc.run();
+  // A handler that throws on the IO thread is a bug, but one connection's bug must not take the
+  // others down: log it and keep serving (that connection's state is dropped with its handler).
+  for (;;) {
+    try {
+      impl_->core.ioc.run();
+      break;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "edgelm http: an IO handler threw (%s); serving on\n", e.what());
+    }
+  }
   impl_->running.store(false);
 }
 

@@ -8,7 +8,10 @@
 
 namespace edgelm::http {
 
-inline std::string sse_event(const nlohmann::json& payload) { return "data: " + payload.dump() + "\n\n"; }
+// Invalid UTF-8 in a payload (a quoted client string) is replaced, never thrown on.
+inline std::string sse_event(const nlohmann::json& payload) {
+  return "data: " + payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+}
 
 inline std::string sse_done() { return "data: [DONE]\n\n"; }
 

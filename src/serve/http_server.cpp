@@ -239,7 +239,8 @@ std::optional<json> ServerContext::parse_body(const http::Request& req, ApiError
 
 void ServerContext::send_json(http::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  // Replace, not throw: an error may quote a client's invalid UTF-8 (an unknown model name).
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 void ServerContext::send_error(http::Response& res, const std::string& endpoint, const ApiError& e) {

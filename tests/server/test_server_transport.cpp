@@ -264,6 +264,12 @@ TEST(ServerTransport, ExpectContinueMalformedAndUnknown) {
     ASSERT_TRUE(c.send_all("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(40000, 'a') + "\r\n\r\n"));
     EXPECT_EQ(status_of(c.read_all(std::chrono::seconds(5))), 431);
   }
+  {  // Invalid UTF-8 in the target is quoted in the 404's message: replaced, not a crash.
+    RawConnection c(s.port);
+    ASSERT_TRUE(c.send_all("GET /\xff\xfe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    const std::string r = c.read_all(std::chrono::seconds(5));
+    EXPECT_TRUE(status_of(r) == 404 || status_of(r) == 400) << r;
+  }
   Reply nf = get(s, "/no/such/route");
   EXPECT_EQ(nf.status, 404);
   EXPECT_EQ(nf.js()["error"]["code"], "not_found") << nf.body;
