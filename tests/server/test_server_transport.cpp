@@ -393,7 +393,9 @@ TEST(ServerTransport, OneKeptAliveConnectionCarriesManyStreamsAndAnswers) {
     auto r = c.Post("/v1/completions", (stream ? sreq : completion("Once", 3)).dump(), "application/json");
     ASSERT_TRUE(r) << i;
     ASSERT_EQ(r->status, 200) << i;
-    if (stream) ASSERT_TRUE(parse_sse(r->body).done) << i;
+    if (stream) {
+      ASSERT_TRUE(parse_sse(r->body).done) << i;
+    }
   }
   EXPECT_EQ(get(s, "/health").status, 200);
 }
