@@ -245,9 +245,10 @@ void ModelDrafter::propose(std::span<Sequence* const> seqs, std::span<const int3
       // fit, no draft this step.
       kv_.free(st.kv);
       if (!kv_.reserve(st.kv, len + k[i] - 1)) {
-        for (auto& [id, other] : states_) {
+        for (auto& entry : states_) {
+          const auto id = entry.first;  // not a structured binding: clang 14 cannot capture those
           const bool drafting = std::any_of(seqs.begin(), seqs.end(), [&](const Sequence* q) { return q->id == id; });
-          if (!drafting) kv_.free(other->kv);
+          if (!drafting) kv_.free(entry.second->kv);
         }
         if (!kv_.reserve(st.kv, len + k[i] - 1)) continue;
       }
