@@ -241,7 +241,8 @@ TEST(ServerRouter, ModelsHealthMetricsAndLiveRefinement) {
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.js()["state"], "ready");
   ASSERT_EQ(r.js()["models"].size(), 3u);
-  for (const json& m : r.js()["models"]) EXPECT_EQ(m["state"], "ready");
+  const json health_models = r.js()["models"];  // a named copy: r.js() is a temporary
+  for (const json& m : health_models) EXPECT_EQ(m["state"], "ready");
 
   const std::string metrics = get(s, "/metrics").body;
   EXPECT_NE(
@@ -363,7 +364,8 @@ TEST(ServerRouter, StartupProfileYieldsToRequests) {
   h = get(s, "/health");
   EXPECT_EQ(h.js()["state"], "ready");
   EXPECT_FALSE(h.js().contains("profile"));
-  for (const json& m : get(s, "/v1/models").js()["data"]) EXPECT_TRUE(m.contains("latency_model")) << m.dump();
+  const json listed = get(s, "/v1/models").js()["data"];  // a named copy: js() is a temporary
+  for (const json& m : listed) EXPECT_TRUE(m.contains("latency_model")) << m.dump();
 }
 
 // One model and no upstream: nothing to route, so no profile runs; with an upstream the same
