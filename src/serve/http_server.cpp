@@ -498,23 +498,22 @@ void ServerContext::run_routed(const Handler& h, const http::Request& req, http:
 }
 
 void ServerContext::get(http::Server& svr, const std::string& path, http::RouteClass cls, Handler h) {
-  http::Route r;
-  r.method = "GET";
-  r.path = path;
-  r.cls = cls;
-  r.max_body_bytes = cfg_.max_body_bytes;
-  r.handler = [this, h = std::move(h)](http::Request& req, http::Response& res) { run_routed(h, req, res); };
-  svr.add(std::move(r));
+  add_route(svr, "GET", path, cls, /*json_body=*/false, std::move(h));
 }
 
 void ServerContext::post_json(http::Server& svr, const std::string& path, http::RouteClass cls, Handler h) {
+  add_route(svr, "POST", path, cls, /*json_body=*/true, std::move(h));
+}
+
+void ServerContext::add_route(http::Server& svr, const char* method, const std::string& path, http::RouteClass cls,
+                              bool json_body, Handler h) {
   http::Route r;
-  r.method = "POST";
+  r.method = method;
   r.path = path;
   r.cls = cls;
   r.max_body_bytes = cfg_.max_body_bytes;
-  r.handler = [this, h = std::move(h)](http::Request& req, http::Response& res) {
-    if (req.is_multipart())
+  r.handler = [this, json_body, h = std::move(h)](http::Request& req, http::Response& res) {
+    if (json_body && req.is_multipart())
       return send_error(res, "",
                         {415, "expected a JSON body, not multipart/form-data", "invalid_request_error", "",
                          "unsupported_media_type"});

@@ -186,6 +186,8 @@ class ServerContext {
 
  private:
   void run_routed(const Handler& h, const http::Request& req, http::Response& res);
+  void add_route(http::Server& svr, const char* method, const std::string& path, http::RouteClass cls, bool json_body,
+                 Handler h);
 
   RouteInput route_input(const RouteRequest& rr, const nlohmann::json& body, std::optional<double> budget,
                          const std::string& model) const;
