@@ -16,6 +16,7 @@
 #include "format/gguf_writer.h"
 #include "format/llama2c.h"
 #include "kernels/isa.h"
+#include "support/greedy_goldens.h"
 #include "support/test_data.h"
 
 namespace {
@@ -37,19 +38,8 @@ const testing::Environment* const kRequestedIsa = testing::AddGlobalTestEnvironm
 namespace edgelm::engine {
 namespace {
 
-struct GoldenCase {
-  std::string prompt;
-  int n_predict;
-  std::string text;
-};
-
-std::vector<GoldenCase> load_cases() {
-  std::ifstream in(test::shared_path("golden/greedy.json"));
-  const auto j = nlohmann::json::parse(in);
-  std::vector<GoldenCase> cases;
-  for (const auto& c : j.at("cases")) cases.push_back({c.at("prompt"), c.at("n_predict"), c.at("text")});
-  return cases;
-}
+using test::GoldenCase;
+using test::load_cases;
 
 std::string greedy(const LoadedModel& lm, const GoldenCase& c, kv::KvType kv_type = kv::KvType::f16,
                    SpecOptions spec = {}, GenerateStats* out_stats = nullptr) {

@@ -23,6 +23,7 @@
 
 #include "engine/generator.h"
 #include "engine/loaded_model.h"
+#include "support/greedy_goldens.h"
 #include "support/test_data.h"
 
 namespace edgelm::engine {
@@ -30,19 +31,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct GoldenCase {
-  std::string prompt;
-  int n_predict;
-  std::string text;
-};
-
-std::vector<GoldenCase> load_cases() {
-  std::ifstream in(test::shared_path("golden/greedy.json"));
-  const auto j = nlohmann::json::parse(in);
-  std::vector<GoldenCase> cases;
-  for (const auto& c : j.at("cases")) cases.push_back({c.at("prompt"), c.at("n_predict"), c.at("text")});
-  return cases;
-}
+using test::GoldenCase;
+using test::load_cases;
 
 std::string greedy(const LoadedModel& lm, const GoldenCase& c) {
   GenerateOptions opts;
