@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages that building and testing edgelm needs.
+# Installs the Debian 12 packages that building and testing edgelm needs, and the npm packages
+# of the client tests (tests/clients/*: the official OpenAI Node client, pinned by its lockfile).
 # Idempotent: installs only what is missing. Runs apt-get as root, or via sudo.
 set -euo pipefail
 
@@ -10,7 +11,11 @@ packages=(
   libcpp-httplib-dev libboost-dev libyaml-cpp-dev prometheus libhnswlib-dev libsqlite3-dev
   clang libclang-rt-14-dev clang-format clang-tidy
   g++-aarch64-linux-gnu qemu-user
+  python3-jsonschema
 )
+# Node.js and npm: Debian's packages unless a node with npm is already installed (e.g. from
+# NodeSource, whose nodejs package conflicts with Debian's npm).
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -19,12 +24,23 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
-  exit 0
+else
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-sudo_cmd=()
-[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# npm packages of the client tests, exactly as their lockfiles say (reinstalled when a lockfile
+# changes).
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+for dir in "$root"/tests/clients/*/; do
+  [ -f "$dir/package-lock.json" ] || continue
+  stamp="$dir/node_modules/.package-lock.json"
+  if [ ! -f "$stamp" ] || [ "$dir/package-lock.json" -nt "$stamp" ]; then
+    echo "setup: npm ci in ${dir#"$root"/}"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+done

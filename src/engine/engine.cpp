@@ -81,6 +81,7 @@ Result<RequestId> Engine::add_request(Request req) {
   EDGELM_TRY_STATUS(sample::validate(req.sampling));
   if (n_prompt > n_ctx_) return make_error("the prompt has {} tokens, more than the context of {}", n_prompt, n_ctx_);
   if (!req.stop_strings.empty() && tok_ == nullptr) return make_error("stop strings need a tokenizer");
+  if (req.grammar && tok_ == nullptr) return make_error("constrained decoding needs a tokenizer");
   // The most positions the request can hold, plus one block of copy-on-write headroom.
   const int64_t positions = std::min<int64_t>(n_ctx_, n_prompt + req.max_new_tokens);
   const int64_t blocks = (positions + opts_.block_size - 1) / opts_.block_size + 1;
@@ -105,6 +106,7 @@ Result<RequestId> Engine::add_request(Request req) {
   seq->n_prompt = static_cast<int32_t>(n_prompt);
   if (drafter_) seq->spec = SpecController(opts_.spec.draft_min, opts_.spec.draft_max);
   if (tok_ != nullptr) seq->text.emplace(*tok_, seq->tokens, seq->req.stop_strings);
+  if (seq->req.grammar) seq->constraint.emplace(seq->req.grammar, grammar_vocab(), seq->req.grammar_trigger);
   scheduler_.add(std::move(seq));
   return id;
 }
@@ -143,9 +145,20 @@ void Engine::finish(RequestId id, Finish f, std::string error, std::vector<Token
 }
 
 Finish Engine::accept_token(Sequence& s, int32_t token, std::vector<TokenEvent>& out) {
-  const bool eog = s.req.stop_at_eog && tok_ != nullptr && tok_->vocab().is_eog(token);
+  const bool is_eog = tok_ != nullptr && tok_->vocab().is_eog(token);
+  // Under an active grammar an end-of-generation token ends the output even with ignore_eos:
+  // the grammar allowed it only because the output is complete.
+  const bool grammar_end = is_eog && s.constraint && s.constraint->active() && !s.constraint->broken();
+  const bool eog = (s.req.stop_at_eog || grammar_end) && is_eog;
   if (eog || std::find(s.req.stop_tokens.begin(), s.req.stop_tokens.end(), token) != s.req.stop_tokens.end())
     return Finish::stop;
+  // A rejected token means the mask and the matcher disagree (an eager grammar) or the text
+  // after a lazy grammar's trigger left it (then the output just stays text).
+  const bool eager = s.constraint && s.req.grammar_trigger.empty();
+  if (s.constraint && !s.constraint->accept(token) && eager) {
+    s.error = "the output left its grammar (internal error: the mask allowed a token the grammar rejects)";
+    return Finish::error;
+  }
   s.tokens.push_back(token);
   ++s.n_generated;
   TokenEvent ev{s.id, token, {}, Finish::none, {}};
@@ -160,9 +173,70 @@ Finish Engine::accept_token(Sequence& s, int32_t token, std::vector<TokenEvent>&
     s.text.reset();  // the stop string and anything held with it are dropped
     return Finish::stop;
   }
+  if (s.constraint && s.constraint->must_end()) return Finish::stop;
   if (s.n_generated >= s.req.max_new_tokens) return Finish::length;
   if (static_cast<int32_t>(s.tokens.size()) >= n_ctx_) return Finish::length;
   return Finish::none;
+}
+
+void MaskTimeStats::observe(double seconds) {
+  size_t b = 0;
+  while (b < kMaskTimeBounds.size() && seconds > kMaskTimeBounds[b]) ++b;
+  ++buckets[b];
+  sum_s += seconds;
+  ++count;
+}
+
+std::shared_ptr<const GrammarVocab> Engine::grammar_vocab() {
+  if (grammar_vocab_) return grammar_vocab_;
+  EDGELM_CHECK(tok_ != nullptr, "grammar_vocab without a tokenizer");
+  const tokenizer::Vocab& v = tok_->vocab();
+  const int32_t n = model_.config().n_vocab;
+  std::vector<std::string> pieces(static_cast<size_t>(n));
+  auto gv = std::make_shared<GrammarVocab>();
+  for (int32_t id = 0; id < n && id < v.n_tokens(); ++id) {
+    if (v.is_eog(id)) {
+      gv->eog.push_back(id);
+      continue;  // never text: allowed only where the grammar may end
+    }
+    pieces[static_cast<size_t>(id)] = tok_->token_to_piece(id);
+  }
+  gv->index = std::make_shared<const grammar::TokenIndex>(std::move(pieces));
+  grammar_vocab_ = std::move(gv);
+  return grammar_vocab_;
+}
+
+int32_t Engine::sample_token(Sequence& s, std::span<float> logits) {
+  if (!s.constraint || !s.constraint->active() || s.constraint->broken())
+    return s.sampler.sample(logits, s.tokens, s.n_prompt);
+  Stopwatch watch;
+  if (s.sampler.is_greedy(s.n_prompt)) {
+    // Exact shortcut: an allowed unmasked argmax is the masked argmax (lowest id on ties in both).
+    greedy_logits_.assign(logits.begin(), logits.end());
+    const int32_t t = s.sampler.sample(greedy_logits_, s.tokens, s.n_prompt);
+    if (s.constraint->allows(t)) {
+      mask_time_.observe(watch.seconds());
+      return t;
+    }
+  }
+  const int32_t n_left = s.constraint->mask(logits, mask_buf_);
+  mask_time_.observe(watch.seconds());
+  if (n_left == 0) return -1;
+  return s.sampler.sample(logits, s.tokens, s.n_prompt);
+}
+
+void Engine::mask_draft_rows(Sequence& s, std::span<float> logits, std::span<const int32_t> draft) {
+  if (!s.constraint || !s.constraint->active() || s.constraint->broken()) return;
+  const size_t V = logits.size() / (draft.size() + 1);
+  Constraint c = s.constraint->fork();
+  for (size_t j = 0; j <= draft.size(); ++j) {
+    Stopwatch watch;
+    c.mask(logits.subspan(j * V, V), mask_buf_);
+    mask_time_.observe(watch.seconds());
+    // Rows after a draft the grammar rejects are never used: verification stops at that draft.
+    if (j == draft.size() || !c.allows(draft[j]) || (tok_ != nullptr && tok_->vocab().is_eog(draft[j]))) return;
+    c.accept(draft[j]);
+  }
 }
 
 const std::vector<TokenEvent>& Engine::step() {
@@ -228,14 +302,19 @@ const std::vector<TokenEvent>& Engine::step() {
     kv_.commit(s.kv, std::span(s.tokens).subspan(static_cast<size_t>(s.kv.n_tokens), static_cast<size_t>(sl.n_tokens)));
     if (!sl.logits) continue;
     const std::span<float> lg(logits_.data() + row++ * n_vocab, n_vocab);
-    const int32_t token = s.sampler.sample(lg, s.tokens, s.n_prompt);
-    const Finish f = accept_token(s, token, out);
+    const int32_t token = sample_token(s, lg);
+    if (token < 0) s.error = "no token can continue the output within its grammar";
+    const Finish f = token < 0 ? Finish::error : accept_token(s, token, out);
     if (f != Finish::none) done.emplace_back(s.id, f);
   }
   if (!st) {
     for (const ScheduledSlice& sl : plan) done.emplace_back(sl.seq->id, Finish::error);
   }
-  for (const auto& [id, f] : done) finish(id, f, f == Finish::error ? st.error().message : std::string(), out);
+  for (const auto& [id, f] : done) {
+    std::string error;
+    if (f == Finish::error) error = !st ? st.error().message : scheduler_.find(id)->error;
+    finish(id, f, std::move(error), out);
+  }
   for (const RequestId id : drafted) {  // roll the draft state back to what the step kept
     Sequence* s = scheduler_.find(id);
     if (s == nullptr) continue;
@@ -270,6 +349,8 @@ std::vector<RequestId> Engine::propose_drafts() {
     s.draft.clear();
     s.draft_probs.clear();
     if (s.n_pending() != 1) continue;  // prefilling: nothing to speculate on yet
+    // A lazy grammar's trigger may start inside a draft, whose later rows would go unmasked.
+    if (s.constraint && !s.constraint->active()) continue;
     // The verification emits up to k + 1 tokens: stay within max_new_tokens and the context.
     const int32_t room =
         std::min(s.req.max_new_tokens - s.n_generated, n_ctx_ - static_cast<int32_t>(s.tokens.size())) - 1;
@@ -288,6 +369,7 @@ std::vector<RequestId> Engine::propose_drafts() {
 Finish Engine::verify_slice(const ScheduledSlice& sl, std::span<float> logits, std::vector<TokenEvent>& out) {
   Sequence& s = *sl.seq;
   const auto draft = std::span<const int32_t>(s.draft).first(static_cast<size_t>(sl.n_draft));
+  mask_draft_rows(s, logits, draft);
   const Verdict v = verify(s.sampler, logits, s.tokens, s.n_prompt, draft, s.draft_probs);
   // KV: the pending token and the accepted drafts stay; the rejected drafts' positions go.
   commit_buf_.assign(s.tokens.begin() + s.kv.n_tokens, s.tokens.end());
@@ -324,6 +406,7 @@ EngineStats Engine::stats() const {
   s.spec_accepted_tokens = spec_accepted_tokens_;
   s.spec_verify_steps = spec_verify_steps_;
   s.spec_draft_kv_blocks_used = drafter_ ? drafter_->kv_blocks_used() : 0;
+  s.mask_time = mask_time_;
   return s;
 }
 

@@ -22,6 +22,7 @@
 // Not thread-safe: one thread drives add_request / step / cancel.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -55,6 +56,16 @@ struct EngineOptions {
 // Checks ranges; the message names the option.
 Status validate(const EngineOptions& opts);
 
+// Upper bounds (seconds) of the mask-time histogram's buckets, without +Inf.
+inline constexpr std::array<double, 10> kMaskTimeBounds = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
+                                                           5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2};
+struct MaskTimeStats {
+  std::array<int64_t, kMaskTimeBounds.size() + 1> buckets{};  // per bucket (not cumulative), the last +Inf
+  double sum_s = 0.0;
+  int64_t count = 0;
+  void observe(double seconds);
+};
+
 struct EngineStats {
   int32_t n_running = 0;
   int32_t n_waiting = 0;
@@ -75,6 +86,9 @@ struct EngineStats {
   int64_t spec_accepted_tokens = 0;
   int64_t spec_verify_steps = 0;
   int32_t spec_draft_kv_blocks_used = 0;
+  // Constrained decoding: time to pick each constrained token's allowed set (mask or the
+  // greedy shortcut), per token.
+  MaskTimeStats mask_time;
 };
 
 class Engine {
@@ -113,6 +127,15 @@ class Engine {
   std::vector<RequestId> propose_drafts();
   // Verifies sl's drafts with its logits rows, commits the accepted KV and emits the tokens.
   Finish verify_slice(const ScheduledSlice& sl, std::span<float> logits, std::vector<TokenEvent>& out);
+  // The next token of s from its logits row, inside its grammar when it has one; -1 when the
+  // grammar lets no token continue.
+  int32_t sample_token(Sequence& s, std::span<float> logits);
+  // Masks each row of a verification slice (the pending token's, then one per draft) with the
+  // grammar state after the drafts before it, so verification accepts only drafts the grammar
+  // takes and draws corrections inside it.
+  void mask_draft_rows(Sequence& s, std::span<float> logits, std::span<const int32_t> draft);
+  // The vocabulary as grammars see it, built on first use.
+  std::shared_ptr<const GrammarVocab> grammar_vocab();
 
   StepModel& model_;
   const tokenizer::Tokenizer* tok_;
@@ -139,6 +162,10 @@ class Engine {
   SpecGate gate_;                     // pauses speculation while it is slower than plain decoding
   int64_t spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0, spec_verify_steps_ = 0;
   std::vector<int32_t> commit_buf_;
+  std::shared_ptr<const GrammarVocab> grammar_vocab_;
+  std::vector<uint8_t> mask_buf_;      // [n_vocab] allowed tokens of one constrained row
+  std::vector<float> greedy_logits_;   // [n_vocab] the unmasked row for the greedy shortcut
+  MaskTimeStats mask_time_;
   // Reused by step(): its events, expired and finished requests.
   std::vector<TokenEvent> events_;
   std::vector<RequestId> expired_;

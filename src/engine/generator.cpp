@@ -61,6 +61,7 @@ Result<GenerateStats> generate(const LoadedModel& lm, std::string_view prompt, c
   req.sampling = opts.sampling;
   req.max_new_tokens = opts.n_predict;
   req.stop_at_eog = opts.stop_at_eos;
+  req.grammar = opts.grammar;
   EDGELM_TRY(const RequestId id, engine->add_request(std::move(req)));
 
   Stopwatch watch;

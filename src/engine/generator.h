@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
 #include "engine/speculative.h"
+#include "grammar/grammar.h"
 #include "kv/kv_store.h"
 #include "sample/sampler.h"
 
@@ -24,6 +25,7 @@ struct GenerateOptions {
   kv::KvType kv_type = kv::KvType::f16;
   size_t kv_memory_bytes = 0;  // 0: exactly what the context needs
   SpecOptions spec;            // speculative decoding (the draft KV gets the same budget)
+  grammar::GrammarPtr grammar;  // constrained decoding (constraint.h); null: free text
 };
 
 enum class FinishReason { length, eos, context };

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "sample/sampler.h"
 
 namespace edgelm::engine {
@@ -56,6 +57,13 @@ struct Request {
   int32_t priority = 0;                             // higher runs first; FCFS within a priority
   bool cache_prefix = true;                         // share and reuse KV blocks with other requests
   std::string cache_salt;                           // requests share blocks only with equal salts
+  // Constrained decoding (constraint.h): every generated token continues a sentence of the
+  // grammar; end-of-generation only where it may end, and at once where nothing can follow.
+  // Needs a tokenizer in the engine.
+  grammar::GrammarPtr grammar;
+  // With a grammar: the output is free until this text appears in it, then (from the text's
+  // first byte) a sentence of the grammar; empty: constrained from the first token.
+  std::string grammar_trigger;
   std::function<void(const TokenEvent&)> on_event;  // streaming; called from Engine::step()
 };
 

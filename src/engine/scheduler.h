@@ -30,6 +30,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/constraint.h"
 #include "engine/request.h"
 #include "engine/speculative.h"
 #include "engine/text_stream.h"
@@ -55,6 +56,8 @@ struct Sequence {
   kv::SeqKv kv;
   sample::Sampler sampler;
   std::optional<TextStream> text;  // when the engine has a tokenizer
+  std::optional<Constraint> constraint;  // with Request::grammar
+  std::string error;                     // why it ends with Finish::error (not a forward's failure)
   // Speculative decoding (speculative.h): this step's proposal, verified after the pending token,
   // and the per-sequence adaptive k.
   std::vector<int32_t> draft;

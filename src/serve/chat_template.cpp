@@ -17,10 +17,11 @@ bool contains(std::string_view haystack, std::string_view needle) {
   return haystack.find(needle) != std::string_view::npos;
 }
 
-Status check_roles(std::span<const ChatMessage> messages) {
+Status check_roles(ChatTemplate t, std::span<const ChatMessage> messages) {
   if (messages.empty()) return make_error("chat: the message list is empty");
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& role = messages[i].role;
+    if (role == "ipython" && t == ChatTemplate::llama3) continue;
     if (role != "system" && role != "user" && role != "assistant")
       return make_error("chat: message {} has unknown role '{}' (expected system, user or assistant)", i, role);
   }
@@ -110,7 +111,7 @@ ChatTemplate detect_chat_template(const format::GgufMetadata& md) {
 
 Result<std::string> apply_chat_template(ChatTemplate t, std::span<const ChatMessage> messages,
                                         bool add_generation_prompt) {
-  EDGELM_TRY_STATUS(check_roles(messages));
+  EDGELM_TRY_STATUS(check_roles(t, messages));
   std::string out;
   switch (t) {
     case ChatTemplate::llama2: return apply_llama2(messages);

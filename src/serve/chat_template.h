@@ -14,20 +14,31 @@
 // special markers in the output are meant to be tokenized with special-token parsing on.
 //
 // Invariants: apply_chat_template is a pure function of its inputs; it accepts only the roles
-// system, user and assistant and a non-empty list, and reports anything else as an Error.
+// system, user and assistant (llama3 also ipython, its tool-result turn) and a non-empty list,
+// and reports anything else as an Error.
 #pragma once
 
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/result.h"
 #include "format/gguf_value.h"
 
 namespace edgelm::serve {
 
+struct ChatToolCall {
+  std::string id, name, arguments;  // arguments: JSON text
+};
+
+// role and content; an assistant message may carry tool calls and a "tool" message the id of the
+// call it answers. The templates render only system, user and assistant (and llama3's ipython):
+// tool turns are rewritten into those first (tool_calls.h).
 struct ChatMessage {
   std::string role, content;
+  std::vector<ChatToolCall> tool_calls = {};
+  std::string tool_call_id = {};
 };
 
 enum class ChatTemplate { llama2, llama3, chatml, zephyr, phi3 };

@@ -360,6 +360,7 @@ void EngineService::refresh_stats_locked() {
     stats_.spec_draft_tokens = es.spec_draft_tokens;
     stats_.spec_accepted_tokens = es.spec_accepted_tokens;
     stats_.spec_verify_steps = es.spec_verify_steps;
+    stats_.mask_time = es.mask_time;
   }
 }
 

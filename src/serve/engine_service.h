@@ -87,6 +87,7 @@ struct ServiceStats {
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   int64_t spec_verify_steps = 0;
+  engine::MaskTimeStats mask_time;  // constrained decoding, current slot's engine
 };
 
 enum class ReloadErrorKind { busy, invalid, unavailable };

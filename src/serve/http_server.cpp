@@ -377,7 +377,8 @@ struct StreamState {
       if (!ev) return;
       std::string piece = ev->text;
       const bool done = gen.absorb(h, *ev);
-      if (out != nullptr && !piece.empty()) *out += sse_event(writer.chunk(piece));
+      if (out != nullptr && !piece.empty())
+        if (const json j = writer.chunk(piece); !j.is_null()) *out += sse_event(j);
       if (!done) continue;
       finished = true;
       if (out != nullptr) {

@@ -86,7 +86,7 @@ struct Generation {
 
 // How a route shapes its SSE payloads.
 struct StreamWriter {
-  std::function<nlohmann::json(const std::string& text)> chunk;            // a chunk of text
+  std::function<nlohmann::json(const std::string& text)> chunk;            // a chunk of text (null: send nothing yet)
   std::function<std::vector<nlohmann::json>(const Generation& g)> finish;  // the last chunks
 };
 

@@ -100,6 +100,18 @@ void MetricsRegistry::observe(const std::string& name, const Labels& labels, dou
   ++s.count;
 }
 
+void MetricsRegistry::set_histogram(const std::string& name, const Labels& labels, std::span<const int64_t> buckets,
+                                    double sum, uint64_t count) {
+  std::lock_guard lock(mutex_);
+  Family& f = family(name);
+  EDGELM_CHECK(f.kind == Kind::histogram && buckets.size() == f.bounds.size() + 1, "not a histogram of ",
+               buckets.size(), " buckets: ", name);
+  Series& s = f.series[label_text(labels)];
+  s.buckets.assign(buckets.begin(), buckets.end());
+  s.sum = sum;
+  s.count = count;
+}
+
 void MetricsRegistry::clear_gauges() {
   std::lock_guard lock(mutex_);
   for (Family& f : families_)
@@ -181,6 +193,11 @@ ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(devic
   registry_.add_counter("edge_spec_draft_tokens_total", "Tokens drafted by speculative decoding (current model)");
   registry_.add_counter("edge_spec_accepted_tokens_total", "Drafted tokens the target model accepted (current model)");
   registry_.add_gauge("edge_spec_acceptance_ratio", "Accepted / drafted speculative tokens (0: nothing drafted)");
+  registry_.add_counter("edge_constrained_requests_total",
+                        "Requests decoded under a grammar, by kind (json_object, json_schema, grammar, tools)");
+  registry_.add_histogram("edge_grammar_mask_seconds",
+                          "Time to find the tokens a grammar allows, per constrained token (current model)",
+                          std::vector<double>(engine::kMaskTimeBounds.begin(), engine::kMaskTimeBounds.end()));
   registry_.add_gauge("process_cpu_utilization", "CPU seconds per wall second since the previous scrape");
   registry_.add_gauge("process_resident_memory_bytes", "Resident set size");
   registry_.add_counter("edge_cache_lookups_total", "Response cache lookups by level (exact, semantic) and result");
@@ -208,6 +225,10 @@ ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(devic
 
 void ServerMetrics::record_stream_cut(const std::string& model, const std::string& reason) {
   if (reason == "slow_reader") registry_.inc("edge_stream_slow_reader_cancels_total", labels(model));
+}
+
+void ServerMetrics::record_constrained(const std::string& model, const std::string& kind) {
+  registry_.inc("edge_constrained_requests_total", labels(model, {{"kind", kind}}));
 }
 
 void ServerMetrics::set_transport(const TransportGauges& t) {
@@ -293,6 +314,8 @@ void ServerMetrics::set_model_gauges(const ModelGauges& m) {
   registry_.set("edge_prefix_cache_hit_ratio", base, s.prefix_hit_ratio);
   registry_.set_counter("edge_spec_draft_tokens_total", base, static_cast<double>(s.spec_draft_tokens));
   registry_.set_counter("edge_spec_accepted_tokens_total", base, static_cast<double>(s.spec_accepted_tokens));
+  registry_.set_histogram("edge_grammar_mask_seconds", base, s.mask_time.buckets, s.mask_time.sum_s,
+                          static_cast<uint64_t>(s.mask_time.count));
   registry_.set("edge_spec_acceptance_ratio", base,
                 s.spec_draft_tokens > 0
                     ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_draft_tokens)

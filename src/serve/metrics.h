@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,10 @@ class MetricsRegistry {
   // Sets a counter to a total kept elsewhere (already cumulative, e.g. an engine's counts).
   void set_counter(const std::string& name, const Labels& labels, double total);
   void observe(const std::string& name, const Labels& labels, double value);
+  // Sets a histogram to totals kept elsewhere: per-bucket counts (not cumulative, the last +Inf;
+  // as many as the family's bounds + 1), their sum and count.
+  void set_histogram(const std::string& name, const Labels& labels, std::span<const int64_t> buckets, double sum,
+                     uint64_t count);
 
   // Drops every gauge series (a scrape then sets the current ones, so a reloaded model's old
   // gauges do not linger).
@@ -102,6 +107,8 @@ class ServerMetrics {
 
   // A stream the transport cut (edge_stream_slow_reader_cancels_total for reason "slow_reader").
   void record_stream_cut(const std::string& model, const std::string& reason);
+  // A request decoded under a grammar: kind json_object, json_schema, grammar or tools.
+  void record_constrained(const std::string& model, const std::string& kind);
 
   // The transport's own state (http::ServerStats), as plain numbers.
   struct TransportGauges {

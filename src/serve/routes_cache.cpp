@@ -113,7 +113,10 @@ CacheUse cache_lookup(ServerContext& ctx, const http::Request& http_req, const j
   const bool deterministic = q.request->sampling.temperature <= 0 || q.seeded;
   if (!deterministic && !ctx.config().cache_nondeterministic) return use;
   use.req.ns = q.request->cache_salt;  // the request's scope (ServerContext::cache_scope)
-  use.req.parts = {ctx.model_name(), q.prompt, params_fingerprint(*q.request, q.endpoint, q.seeded)};
+  // An answer decoded under a grammar stands only for requests with the same grammar.
+  std::string params = params_fingerprint(*q.request, q.endpoint, q.seeded);
+  if (!q.constraint.empty()) params += ";grammar=" + q.constraint;
+  use.req.parts = {ctx.model_name(), q.prompt, std::move(params)};
   use.req.query = q.query;
   use.req.context = q.context;
   if (!c->cacheable(use.req)) return use;
@@ -155,7 +158,7 @@ void send_cached_stream(ServerContext& ctx, http::Response& res, const StreamWri
   while (start < text.size()) {
     size_t end = text.find(' ', start + 1);
     if (end == std::string::npos) end = text.size();
-    out += sse_event(w.chunk(text.substr(start, end - start)));
+    if (const json j = w.chunk(text.substr(start, end - start)); !j.is_null()) out += sse_event(j);
     start = end;
   }
   for (const json& j : w.finish(g)) out += sse_event(j);

@@ -37,6 +37,7 @@ struct CacheQuery {
   std::string context;   // must match exactly for a semantic hit: the chat messages before it
   const engine::Request* request = nullptr;  // its generation parameters
   bool seeded = false;   // the body set "seed"
+  std::string constraint;  // the grammar (and lazy trigger) the answer is decoded under; "" none
 };
 
 struct CacheUse {

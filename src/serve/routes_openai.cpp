@@ -7,6 +7,10 @@
 // extensions deadline_ms, ignore_eos and cache (false: bypass the response cache,
 // routes_cache.h). OpenAI's sampling semantics: no top-k or min-p unless asked (top_k, min_p
 // extensions). Streams send `data: {chunk}` events and end with `data: [DONE]`.
+// Structured output: response_format and grammar (structured_output.h) on both endpoints; on
+// chat also tools, tool_choice, parallel_tool_calls, assistant tool_calls and tool messages
+// (tool_calls.h), answered as message.tool_calls / delta.tool_calls with finish_reason
+// "tool_calls".
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -14,6 +18,8 @@
 #include "serve/chat_template.h"
 #include "serve/http_server.h"
 #include "serve/routes_cache.h"
+#include "serve/structured_output.h"
+#include "serve/tool_calls.h"
 
 namespace edgelm::serve {
 namespace {
@@ -113,6 +119,68 @@ std::optional<ApiError> parse_prompt(const json& body, const tokenizer::Tokenize
   return std::nullopt;
 }
 
+ApiError bad_field(const std::string& param, std::string message, const char* code = "invalid_type") {
+  return ApiError{400, std::move(message), "invalid_request_error", param, code};
+}
+
+// A message's content: a string, or an array of {"type": "text", "text"} parts (joined).
+std::optional<ApiError> message_content(const json& c, const std::string& param, std::string& out) {
+  if (c.is_string()) {
+    out = c.get<std::string>();
+    return std::nullopt;
+  }
+  if (!c.is_array()) return bad_field(param, fmt::format("'{}' must be a string or an array of text parts", param));
+  for (size_t i = 0; i < c.size(); ++i) {
+    const json& part = c[i];
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") || !part["text"].is_string())
+      return bad_field(fmt::format("{}[{}]", param, i),
+                       fmt::format("'{}[{}]' must be a {{\"type\": \"text\", \"text\": ...}} part (only text is supported)",
+                                   param, i));
+    out += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// An assistant message's tool_calls and a tool message's tool_call_id.
+std::optional<ApiError> message_tool_fields(const json& m, const std::string& param, ChatMessage& cm) {
+  if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
+    if (cm.role != "assistant")
+      return bad_field(param + ".tool_calls", fmt::format("'{}.tool_calls' is only valid on assistant messages", param),
+                       "invalid_value");
+    if (!tc->is_array()) return bad_field(param + ".tool_calls", fmt::format("'{}.tool_calls' must be an array", param));
+    for (size_t i = 0; i < tc->size(); ++i) {
+      const json& c = (*tc)[i];
+      const std::string p = fmt::format("{}.tool_calls[{}]", param, i);
+      if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+          !c["function"].value("name", json()).is_string())
+        return bad_field(p, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{\"name\", \"arguments\"}}}}", p));
+      ChatToolCall call;
+      call.name = c["function"]["name"].get<std::string>();
+      call.id = c.value("id", json()).is_string() ? c["id"].get<std::string>() : std::string();
+      const json args = c["function"].value("arguments", json());
+      if (args.is_string()) {
+        call.arguments = args.get<std::string>();
+        if (!json::accept(call.arguments))
+          return bad_field(p + ".function.arguments",
+                           fmt::format("'{}.function.arguments' must be a JSON object as a string", p), "invalid_value");
+      } else if (args.is_object()) {
+        call.arguments = args.dump();
+      } else if (!args.is_null()) {
+        return bad_field(p + ".function.arguments", fmt::format("'{}.function.arguments' must be a string", p));
+      }
+      cm.tool_calls.push_back(std::move(call));
+    }
+  }
+  if (cm.role == "tool") {
+    auto id = m.find("tool_call_id");
+    if (id == m.end() || !id->is_string())
+      return bad_field(param + ".tool_call_id", fmt::format("'{}.tool_call_id' is required on tool messages", param),
+                       "missing_field");
+    cm.tool_call_id = id->get<std::string>();
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_messages(const json& body, std::vector<ChatMessage>& out) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null())
@@ -128,11 +196,9 @@ std::optional<ApiError> parse_messages(const json& body, std::vector<ChatMessage
     ChatMessage cm;
     cm.role = m["role"].get<std::string>();
     if (auto c = m.find("content"); c != m.end() && !c->is_null()) {
-      if (!c->is_string())
-        return ApiError{400, fmt::format("'{}.content' must be a string", param), "invalid_request_error",
-                        param + ".content", "invalid_type"};
-      cm.content = c->get<std::string>();
+      if (auto e = message_content(*c, param + ".content", cm.content)) return e;
     }
+    if (auto e = message_tool_fields(m, param, cm)) return e;
     out.push_back(std::move(cm));
   }
   return std::nullopt;
@@ -188,9 +254,27 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   const bool max_given = body->contains("max_tokens") && !(*body)["max_tokens"].is_null();
   const int32_t requested_max = g.req.max_new_tokens;  // before the router's token budget
   std::vector<ChatMessage> messages;
+  std::optional<ToolSpec> tools;
   if (chat) {
     if (auto e = parse_messages(*body, messages)) return ctx.send_error(res, endpoint, *e);
+    if (auto e = parse_tools(*body, tools)) return ctx.send_error(res, endpoint, *e);
+  } else {
+    for (const char* f : {"tools", "tool_choice", "parallel_tool_calls"})
+      if (body->contains(f) && !(*body)[f].is_null())
+        return ctx.send_error(res, endpoint,
+                              bad_field(f, fmt::format("'{}' is only supported on /v1/chat/completions", f),
+                                        "unsupported_parameter"));
   }
+  std::optional<OutputConstraint> constraint;
+  if (auto e = parse_output_constraint(*body, constraint)) return ctx.send_error(res, endpoint, *e);
+  const bool tool_mode = tools && tools->choice != ToolChoice::none;
+  if (tool_mode && constraint)
+    return ctx.send_error(
+        res, endpoint,
+        bad_field(body->contains("grammar") ? "grammar" : "response_format",
+                  "a JSON 'response_format' or 'grammar' cannot be combined with tool_choice auto, required or a named "
+                  "tool: the answer is either text or tool calls (send tool_choice \"none\" to constrain the text)",
+                  "invalid_value"));
 
   RouteRequest rr;  // the router (routing.h) picks the model and the token budget
   rr.endpoint = endpoint;
@@ -215,19 +299,34 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
 
   const tokenizer::Tokenizer& tok = ctx.service().tokenizer();
   CacheQuery cq;  // what the response cache keys on (routes_cache.h)
+  ToolSyntax syntax = ToolSyntax::generic;
   if (chat) {
+    const ChatTemplate tmpl = detect_chat_template(ctx.service().model().model->file().metadata);
+    syntax = tool_syntax_for(tmpl);
+    // Tools, tool calls and tool results in the family's own form; the cache keys on that too.
+    messages = lower_tool_messages(syntax, tools ? &*tools : nullptr, std::move(messages));
     for (size_t i = 0; i < messages.size(); ++i) {
       const std::string line = messages[i].role + ": " + messages[i].content + "\n";
       cq.prompt += line;
       if (i + 1 < messages.size()) cq.context += line;
     }
     cq.query = messages.back().content;
-    const ChatTemplate tmpl = detect_chat_template(ctx.service().model().model->file().metadata);
     Result<std::string> text = apply_chat_template(tmpl, messages, /*add_generation_prompt=*/true);
     if (!text.ok())
       return ctx.send_error(res, endpoint,
                             {400, text.error().message, "invalid_request_error", "messages", "invalid_value"});
     g.req.prompt = tok.encode(*text, /*add_special=*/true, /*parse_special=*/true);
+    if (tool_mode) {
+      std::string gbnf, trigger;
+      if (auto e = tool_call_grammar(syntax, *tools, gbnf, trigger)) return ctx.send_error(res, endpoint, *e);
+      Result<grammar::GrammarPtr> gr = compile_grammar(gbnf);
+      if (!gr.ok())
+        return ctx.send_error(res, endpoint,
+                              bad_field("tools", fmt::format("the tools' call grammar does not compile: {}",
+                                                             gr.error().message),
+                                        "invalid_value"));
+      constraint = OutputConstraint{"tools", std::move(gbnf), std::move(trigger), *gr};
+    }
   } else if (auto e = parse_prompt(*body, tok, g.req.prompt)) {
     return ctx.send_error(res, endpoint, *e);
   } else {
@@ -241,6 +340,12 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
                                  ctx.service().n_ctx(), chat ? "messages" : "prompt"))
     return ctx.send_error(res, endpoint, *e);
   if (auto e = ctx.cache_scope(http_req, *body, g.req.cache_salt)) return ctx.send_error(res, endpoint, *e);
+  if (constraint) {
+    g.req.grammar = constraint->grammar;
+    g.req.grammar_trigger = constraint->trigger;
+    cq.constraint = constraint->trigger + '\x1f' + constraint->gbnf;
+    ctx.metrics().record_constrained(ctx.model_name(), constraint->kind);
+  }
   cq.endpoint = endpoint;
   cq.request = &g.req;
   cq.seeded = body->contains("seed") && !(*body)["seed"].is_null();
@@ -255,13 +360,16 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   if (g.stream) {
     const char* chunk_object = chat ? "chat.completion.chunk" : "text_completion";
     auto first = std::make_shared<bool>(true);
+    // Tool calls: the text goes through the call parser, calls come out as delta.tool_calls.
+    auto calls = tool_mode ? std::make_shared<ToolCallStream>(syntax) : nullptr;
     StreamWriter w;
-    auto choice = [chat, first](const std::string& text, engine::Finish f) {
-      json c = {{"index", 0}, {"finish_reason", null_if_none(f)}};
+    auto choice = [chat, first](const std::string& text, const json& tool_calls, const json& finish_reason) {
+      json c = {{"index", 0}, {"finish_reason", finish_reason}};
       if (chat) {
         json delta = json::object();
         if (*first) delta["role"] = "assistant";
-        if (!text.empty() || f == engine::Finish::none) delta["content"] = text;
+        if (!text.empty() || (finish_reason.is_null() && tool_calls.empty())) delta["content"] = text;
+        if (!tool_calls.empty()) delta["tool_calls"] = tool_calls;
         c["delta"] = delta;
       } else {
         c["text"] = text;
@@ -273,11 +381,23 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
     auto envelope = [=](json choices) {
       return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model}, {"choices", choices}};
     };
-    w.chunk = [=](const std::string& text) { return envelope(json::array({choice(text, engine::Finish::none)})); };
+    w.chunk = [=](const std::string& text) -> json {
+      if (!calls) return envelope(json::array({choice(text, json::array(), nullptr)}));
+      ToolCallStream::Delta d = calls->feed(text);
+      if (d.content.empty() && d.tool_calls.empty()) return nullptr;  // held back: may start a call
+      return envelope(json::array({choice(d.content, d.tool_calls, nullptr)}));
+    };
     const bool include_usage = g.include_usage;
     w.finish = [=](const Generation& gen) {
       std::vector<json> out;
-      json last = envelope(json::array({choice("", gen.finish)}));
+      json reason = null_if_none(gen.finish);
+      if (calls) {
+        ToolCallStream::Delta d = calls->finish();
+        if (!d.content.empty() || !d.tool_calls.empty())
+          out.push_back(envelope(json::array({choice(d.content, d.tool_calls, nullptr)})));
+        if (calls->n_calls() > 0 && gen.finish == engine::Finish::stop) reason = "tool_calls";
+      }
+      json last = envelope(json::array({choice("", json::array(), reason)}));
       if (gen.finish == engine::Finish::error) last["error"] = {{"message", gen.error}, {"type", "server_error"}};
       out.push_back(std::move(last));
       if (include_usage) {
@@ -324,9 +444,23 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
                             {"code", "deadline_exceeded"}}}});
   }
   json c = {{"index", 0}, {"finish_reason", finish_reason(gen.finish)}};
-  if (chat)
+  if (chat && tool_mode) {
+    ParsedToolOutput parsed = parse_tool_output(syntax, gen.text);
+    json msg = {{"role", "assistant"}};
+    msg["content"] = parsed.calls.empty() || !parsed.content.empty() ? json(parsed.content) : json(nullptr);
+    if (!parsed.calls.empty()) {
+      json list = json::array();
+      for (ParsedCall& call : parsed.calls)
+        list.push_back({{"id", new_tool_call_id()},
+                        {"type", "function"},
+                        {"function", {{"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}}}});
+      msg["tool_calls"] = std::move(list);
+      if (gen.finish == engine::Finish::stop) c["finish_reason"] = "tool_calls";
+    }
+    c["message"] = std::move(msg);
+  } else if (chat) {
     c["message"] = {{"role", "assistant"}, {"content", gen.text}};
-  else {
+  } else {
     c["text"] = gen.text;
     c["logprobs"] = nullptr;
   }

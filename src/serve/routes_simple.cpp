@@ -1,9 +1,11 @@
-// The small routes: POST /predict (text in, text out, greedy by default), POST /tokenize,
+// The small routes: POST /predict (text in, text out, greedy by default; with "schema", JSON
+// valid against it, also returned parsed as "json"), POST /tokenize,
 // POST /detokenize, GET /health (200 when ready, 503 while loading or draining), GET /metrics
 // (Prometheus text format).
 #include "serve/health.h"
 #include "serve/http_server.h"
 #include "serve/routes_cache.h"
+#include "serve/structured_output.h"
 
 namespace edgelm::serve {
 namespace {
@@ -31,6 +33,8 @@ void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Res
   if (req.max_new_tokens < 0)
     return ctx.send_error(res, endpoint,
                           {400, "'max_tokens' must be >= 0", "invalid_request_error", "max_tokens", "invalid_value"});
+  std::optional<OutputConstraint> constraint;
+  if (auto e = parse_predict_schema(*body, constraint)) return ctx.send_error(res, endpoint, *e);
   RouteRequest rr;  // the router (routing.h) picks the model and the token budget
   rr.endpoint = endpoint;
   rr.prompt_text = input;
@@ -50,6 +54,11 @@ void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Res
   cq.prompt = input;
   cq.query = input;
   cq.request = &req;
+  if (constraint) {
+    req.grammar = constraint->grammar;
+    cq.constraint = constraint->gbnf;
+    ctx.metrics().record_constrained(ctx.model_name(), constraint->kind);
+  }
   CacheUse cache_use = cache_lookup(ctx, http_req, *body, cq, res);
   Generation gen;
   if (cache_use.hit()) {
@@ -75,12 +84,15 @@ void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Res
                             {"param", nullptr},
                             {"code", status == 500 ? json(nullptr) : json("deadline_exceeded")}}}});
   }
-  ctx.send_json(res, 200,
-                {{"output", gen.text},
-                 {"model", ctx.model_name()},
-                 {"latency_ms", gen.latency_s * 1e3},
-                 {"finish_reason", finish_reason(gen.finish)},
-                 {"usage", {{"prompt_tokens", gen.prompt_tokens}, {"completion_tokens", gen.completion_tokens}}}});
+  json out = {{"output", gen.text},
+              {"model", ctx.model_name()},
+              {"latency_ms", gen.latency_s * 1e3},
+              {"finish_reason", finish_reason(gen.finish)},
+              {"usage", {{"prompt_tokens", gen.prompt_tokens}, {"completion_tokens", gen.completion_tokens}}}};
+  // A complete answer under a schema parses; one cut by max_tokens may not (then "json" is null).
+  if (constraint) out["json"] = json::parse(gen.text, nullptr, /*allow_exceptions=*/false, true);
+  if (constraint && out["json"].is_discarded()) out["json"] = nullptr;
+  ctx.send_json(res, 200, out);
 }
 
 void handle_tokenize(ServerContext& ctx, const http::Request& http_req, http::Response& res) {

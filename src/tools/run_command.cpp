@@ -9,6 +9,7 @@
 #include "core/sys_stats.h"
 #include "engine/generator.h"
 #include "kernels/isa.h"
+#include "schema/json_schema_grammar.h"
 #include "tools/command.h"
 
 namespace edgelm::tools {
@@ -25,18 +26,49 @@ struct RunOptions {
   std::string kv_type = "f16";
   std::string kv_memory;  // empty: what the context needs
   engine::GenerateOptions gen;
+  std::string grammar, grammar_file, json_schema, json_schema_file;  // constrained output
   SpecFlags spec;
   format::LoadOptions load;
 };
 
+Result<std::string> read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("cannot read {} file '{}'", what, path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// --grammar / --grammar-file (GBNF) or --json-schema / --json-schema-file, compiled.
+Status load_grammar(RunOptions& o) {
+  if (!o.grammar_file.empty()) {
+    EDGELM_TRY(o.grammar, read_file(o.grammar_file, "grammar"));
+  }
+  if (!o.json_schema_file.empty()) {
+    EDGELM_TRY(o.json_schema, read_file(o.json_schema_file, "JSON Schema"));
+  }
+  std::string gbnf = o.grammar;
+  if (!o.json_schema.empty()) {
+    const nlohmann::json schema = nlohmann::json::parse(o.json_schema, nullptr, /*allow_exceptions=*/false);
+    if (schema.is_discarded()) return make_error("--json-schema: not valid JSON");
+    Result<std::string> g = schema::json_schema_to_gbnf(schema);
+    if (!g.ok()) return make_error("--json-schema: {}", g.error().message);
+    gbnf = std::move(*g);
+  }
+  if (gbnf.empty()) return ok_status();
+  Result<grammar::GrammarPtr> g = grammar::parse_gbnf(gbnf);
+  if (!g.ok()) return make_error("--grammar: {}", g.error().message);
+  o.gen.grammar = *g;
+  return ok_status();
+}
+
 int run(RunOptions& o) {
   if (!o.prompt_file.empty()) {
-    std::ifstream in(o.prompt_file, std::ios::binary);
-    if (!in) return report_error(make_error("cannot read prompt file '{}'", o.prompt_file));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    o.prompt = ss.str();
+    auto text = read_file(o.prompt_file, "prompt");
+    if (!text.ok()) return report_error(text.error());
+    o.prompt = std::move(*text);
   }
+  if (auto st = load_grammar(o); !st.ok()) return report_error(st.error());
   auto kv_type = kv::kv_type_from_name(o.kv_type);
   if (!kv_type.ok()) return report_error(kv_type.error());
   o.gen.kv_type = *kv_type;
@@ -129,6 +161,15 @@ CommandRunner add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--dyn-temp-full", s.dyn_temp.full_tokens, "Input length where the floor is reached")
       ->capture_default_str();
+  auto* g1 = cmd->add_option("--grammar", o->grammar, "Constrain the output to this GBNF grammar (root rule 'root')");
+  auto* g2 = cmd->add_option("--grammar-file", o->grammar_file, "Read the GBNF grammar from a file")->excludes(g1);
+  auto* g3 = cmd->add_option("--json-schema", o->json_schema, "Constrain the output to JSON valid against this schema")
+                 ->excludes(g1)
+                 ->excludes(g2);
+  cmd->add_option("--json-schema-file", o->json_schema_file, "Read the JSON Schema from a file")
+      ->excludes(g1)
+      ->excludes(g2)
+      ->excludes(g3);
   cmd->add_flag("-q,--quiet", o->quiet, "Do not print statistics on stderr");
   return [o] { return run(*o); };
 }

@@ -1,0 +1,66 @@
+// Constrained decoding of one sequence (see constraint.h).
+#include "engine/constraint.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace edgelm::engine {
+
+bool GrammarVocab::is_eog(int32_t id) const { return std::binary_search(eog.begin(), eog.end(), id); }
+
+Constraint::Constraint(grammar::GrammarPtr g, std::shared_ptr<const GrammarVocab> vocab, std::string trigger)
+    : matcher_(std::move(g), vocab->index), vocab_(std::move(vocab)), trigger_(std::move(trigger)) {
+  active_ = trigger_.empty();
+}
+
+bool Constraint::allows(int32_t token) const {
+  if (!active_ || broken_) return true;
+  if (vocab_->is_eog(token)) return matcher_.can_end();
+  return matcher_.allows(token);
+}
+
+int32_t Constraint::mask(std::span<float> logits, std::vector<uint8_t>& mask) const {
+  const auto n = static_cast<int32_t>(logits.size());
+  if (!active_ || broken_) return n;
+  mask.resize(static_cast<size_t>(vocab_->index->n_tokens()));
+  matcher_.fill_mask(mask);
+  const bool can_end = matcher_.can_end();
+  for (const int32_t e : vocab_->eog)
+    if (e < static_cast<int32_t>(mask.size())) mask[static_cast<size_t>(e)] = can_end ? 1 : 0;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  int32_t n_left = 0;
+  const int32_t n_masked = std::min<int32_t>(n, static_cast<int32_t>(mask.size()));
+  for (int32_t i = 0; i < n_masked; ++i) {
+    if (mask[static_cast<size_t>(i)] != 0) {
+      ++n_left;
+    } else {
+      logits[static_cast<size_t>(i)] = kNegInf;
+    }
+  }
+  // Logit rows wider than the vocabulary (padded output layers) have no text: never allowed.
+  for (int32_t i = n_masked; i < n; ++i) logits[static_cast<size_t>(i)] = kNegInf;
+  return n_left;
+}
+
+bool Constraint::accept(int32_t token) {
+  if (broken_) return true;
+  if (active_) {
+    if (matcher_.accept_token(token)) return true;
+    broken_ = true;
+    return false;
+  }
+  pending_ += vocab_->index->piece(token);
+  const size_t at = pending_.find(trigger_);
+  if (at == std::string::npos) {
+    // Keep only a tail that may still be the trigger's start.
+    if (pending_.size() >= trigger_.size()) pending_.erase(0, pending_.size() - (trigger_.size() - 1));
+    return true;
+  }
+  active_ = true;
+  const bool ok = matcher_.accept_bytes(std::string_view(pending_).substr(at));
+  pending_.clear();
+  if (!ok) broken_ = true;
+  return ok;
+}
+
+}  // namespace edgelm::engine
