@@ -18,7 +18,12 @@ void prepare(WalkScratch& w, const TokenIndex& t, const StackSet& start) {
   w.flag[0] = 0;
 }
 
+std::atomic<uint32_t> g_key_depth{kDefaultKeyDepth};
+
 }  // namespace
+
+uint32_t mask_key_depth() { return g_key_depth.load(); }
+void set_mask_key_depth(uint32_t depth) { g_key_depth.store(std::max(depth, 1u)); }
 
 MaskEntry classify_all(const Program& g, const TokenIndex& t, const StackSet& start, bool local, WalkScratch& w) {
   prepare(w, t, start);
@@ -93,7 +98,7 @@ void accept_subset(const Program& g, const TokenIndex& t, const StackSet& start,
 }
 
 std::shared_ptr<const MaskEntry> MaskCache::get(const uint32_t* stk, uint32_t len, uint32_t partial) {
-  const uint32_t k = std::min(len, kKeyDepth);
+  const uint32_t k = std::min(len, depth_);
   std::vector<uint32_t> key;
   key.reserve(k + 2);
   key.push_back(partial);

@@ -26,7 +26,11 @@
 
 namespace edgelm::grammar::detail {
 
-inline constexpr uint32_t kKeyDepth = 6;
+inline constexpr uint32_t kDefaultKeyDepth = 6;
+
+// The key depth of caches created from now on (tests lower it to exercise the uncertain path).
+uint32_t mask_key_depth();
+void set_mask_key_depth(uint32_t depth);
 
 struct MaskEntry {
   std::vector<uint64_t> bits;       // accepted token ids as a bitset (when dense), else empty
@@ -51,7 +55,7 @@ void accept_subset(const Program& g, const TokenIndex& t, const StackSet& start,
 
 class MaskCache {
  public:
-  MaskCache(const Program& g, const TokenIndex& t) : g_(g), t_(t) {}
+  MaskCache(const Program& g, const TokenIndex& t) : g_(g), t_(t), depth_(mask_key_depth()) {}
 
   // The entry for a stack (entries stk[0..len), top last); builds it on first use.
   std::shared_ptr<const MaskEntry> get(const uint32_t* stk, uint32_t len, uint32_t partial);
@@ -75,6 +79,7 @@ class MaskCache {
 
   const Program& g_;
   const TokenIndex& t_;
+  const uint32_t depth_;
   mutable std::mutex mu_;
   std::unordered_map<std::vector<uint32_t>, std::shared_ptr<const MaskEntry>, KeyHash> map_;
   size_t bytes_ = 0, builds_ = 0;

@@ -9,6 +9,7 @@
 
 #include "format/gguf_reader.h"
 #include "grammar/grammar.h"
+#include "grammar/mask_cache.h"
 #include "support/test_data.h"
 #include "test_grammars.h"
 #include "tokenizer/tokenizer.h"
@@ -72,7 +73,20 @@ std::string random_grammar(std::mt19937& rng) {
   return g;
 }
 
-TEST(FillMask, RandomGrammarsSyntheticVocab) {
+// Runs the body with caches keyed on only `depth` stack entries (more uncertain tokens).
+class KeyDepth {
+ public:
+  explicit KeyDepth(uint32_t d) : saved_(detail::mask_key_depth()) { detail::set_mask_key_depth(d); }
+  ~KeyDepth() { detail::set_mask_key_depth(saved_); }
+
+ private:
+  uint32_t saved_;
+};
+
+class FillMaskDepth : public testing::TestWithParam<uint32_t> {};
+
+TEST_P(FillMaskDepth, RandomGrammarsSyntheticVocab) {
+  KeyDepth depth(GetParam());
   std::vector<std::string> pieces = {"", "\xC3", "\xA9", "\xE4", "\xB8", "\xAD", "\xC3\xA9", "\xE4\xB8", "\xB8\xAD",
                                      "a\xC3", "\xA9" "a", "\xE4\xB8\xAD", "\xFF", "\xC0\x80"};
   const char* alpha[] = {"a", "b", "c", "d"};
@@ -104,6 +118,28 @@ TEST(FillMask, RandomGrammarsSyntheticVocab) {
   }
   EXPECT_GT(tested, 150);
 }
+
+// Deep nesting: the keys are proper suffixes, tokens that close brackets are uncertain.
+TEST_P(FillMaskDepth, NestedBracketsSyntheticVocab) {
+  KeyDepth depth(GetParam());
+  auto g = parse_gbnf("root ::= v\nv ::= \"[\" ws (v (\",\" ws v)*)? ws \"]\" | \"a\"+\nws ::= \" \"{0,2}");
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  std::vector<std::string> pieces = {"[", "]", "]]", "]]]", "],", "],[", ",", " ", "a", "aa", "a]", "a]]", "a],", "[[",
+                                     " ]", "] ]", "]]]]]]]]]", "[[[[", ",a", "a,a]"};
+  auto tok = std::make_shared<TokenIndex>(pieces);
+  std::mt19937 rng(GetParam());
+  for (int walk = 0; walk < 40; ++walk) {
+    Matcher m(*g, tok);
+    ASSERT_TRUE(m.accept_bytes(std::string(1 + rng() % 10, '[')));
+    for (int step = 0; step < 30; ++step) {
+      const auto allowed = expect_mask_matches(m, "walk " + std::to_string(walk) + " step " + std::to_string(step));
+      if (allowed.empty() || HasFailure()) return;
+      ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KeyDepths, FillMaskDepth, testing::Values(1u, 2u, detail::kDefaultKeyDepth));
 
 struct Vocab {
   std::unique_ptr<tokenizer::Tokenizer> tok;
@@ -163,6 +199,20 @@ TEST_P(RealVocab, JsonGrammarRandomWalks) {
       if (allowed.empty() || HasFailure()) break;
       ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
     }
+  }
+}
+
+TEST_P(RealVocab, DeepNestingShallowKeys) {
+  Vocab v = load_vocab(GetParam());
+  if (!v.tok) GTEST_SKIP() << "vocabulary not found";
+  KeyDepth depth(2);
+  auto g = parse_gbnf(test::kJsonGrammar);
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  const char* prefixes[] = {"[[{\"a\": [{\"b\": \"x", "[[[[[1", "{\"k\": {\"k\": {\"k\": [tru", "[[[\"\\u00", "[[[\"\xE4\xB8"};
+  for (const char* p : prefixes) {
+    Matcher m(*g, v.index);
+    ASSERT_TRUE(m.accept_bytes(p)) << p;
+    expect_mask_matches(m, p);
   }
 }
 
