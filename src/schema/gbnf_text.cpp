@@ -126,8 +126,12 @@ void append_gbnf_char(std::string& out, uint32_t c, std::string_view special) {
   } else if (c < 0x20 || c == 0x7F) {
     out += fmt::format("\\x{:02X}", c);
   } else if (c < 0x80 && special.find(static_cast<char>(c)) != std::string_view::npos) {
-    out += '\\';
-    out += static_cast<char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02X}", c);  // class metacharacters: hex, which every GBNF reader takes
+    }
   } else if (c >= 0xD800 && c <= 0xDFFF) {
     out += fmt::format("\\u{:04X}", c);  // not encodable as UTF-8
   } else {

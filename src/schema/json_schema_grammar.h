@@ -19,7 +19,8 @@
 // Documented choices:
 //  - additionalProperties absent means allowed (JSON Schema), with extra properties (any key that
 //    is not declared) after the declared ones; Options::extra_properties_by_default = false gives
-//    OpenAI strict mode's reading (absent = false).
+//    OpenAI strict mode's reading (absent = false). Keys of additional properties have at most 128
+//    characters (beyond a prefix they share with a declared name).
 //  - oneOf is compiled as anyOf (exclusivity cannot be enforced): a document matching several
 //    branches is accepted.
 //  - nullable: true (OpenAPI) adds null.

@@ -523,7 +523,7 @@ Result<std::string> SchemaCompiler::compile_object(const ojson& s, const std::st
   std::string extra_first, extra_rest;
   if (extras && extra_max > 0) {
     EDGELM_TRY(const std::string value, compile(extra, path_join(path, "additionalProperties"), name + "-additional"));
-    const std::string key = declared.empty() ? b_.string_rule() : key_not_in_gbnf(b_, declared, name);
+    const std::string key = declared.empty() ? extra_key_gbnf(b_) : key_not_in_gbnf(b_, declared, name);
     const std::string one =
         b_.intern_rule(name + "-additional-kv", fmt::format("{} {} \":\" {} {} {}", key, ws, ws, value, ws));
     const std::string next = "(\",\" " + ws + " " + one + ")";

@@ -129,6 +129,11 @@ Result<std::string> string_gbnf(GbnfBuilder& b, const nlohmann::ordered_json& sc
   return fmt::format("\"\\\"\" {}{{{},{}}} \"\\\"\"", ch, lo, *max_len);
 }
 
+std::string extra_key_gbnf(GbnfBuilder& b) {
+  return b.intern_rule("extra-key",
+                       fmt::format("\"\\\"\" {}{{0,{}}} \"\\\"\"", b.string_char_rule(), kMaxExtraKeyLength));
+}
+
 std::string key_not_in_gbnf(GbnfBuilder& b, const std::vector<std::string>& names, const std::string& name) {
   // A trie of the names' code points; node 0 is the root.
   struct TrieNode {
@@ -150,7 +155,8 @@ std::string key_not_in_gbnf(GbnfBuilder& b, const std::vector<std::string>& name
     trie[at].terminal = true;
   }
   // tail: any characters, then the closing quote (the prefix already differs from every name).
-  const std::string tail = b.intern_rule("key-tail", b.string_char_rule() + "* \"\\\"\"");
+  const std::string tail =
+      b.intern_rule("key-tail", fmt::format("{}{{0,{}}} \"\\\"\"", b.string_char_rule(), kMaxExtraKeyLength));
   std::vector<std::string> rule_of(trie.size());
   for (size_t i = 0; i < trie.size(); ++i) rule_of[i] = b.reserve_rule(fmt::format("{}-key-{}", name, i));
   for (size_t i = 0; i < trie.size(); ++i) {

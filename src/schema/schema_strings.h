@@ -23,7 +23,15 @@ Result<std::string> string_gbnf(GbnfBuilder& b, const nlohmann::ordered_json& sc
 // a valid pair).
 std::string string_char_gbnf();
 
-// A JSON string (with quotes) whose decoded value is none of `names`; its characters next to a
+// Keys of additional (undeclared) properties are bounded so that a model cannot loop on a key.
+inline constexpr size_t kMaxExtraKeyLength = 128;
+
+// A JSON string (with quotes) of at most kMaxExtraKeyLength characters: a key of an additional
+// property of an object without declared properties.
+std::string extra_key_gbnf(GbnfBuilder& b);
+
+// A JSON string (with quotes) whose decoded value is none of `names`, at most about
+// kMaxExtraKeyLength characters (the declared prefix it shares plus that many); its characters next to a
 // declared prefix are written in canonical form (json_escape_char). Rules are added under `name`.
 std::string key_not_in_gbnf(GbnfBuilder& b, const std::vector<std::string>& names, const std::string& name);
 

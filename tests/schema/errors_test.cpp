@@ -28,7 +28,7 @@ TEST(SchemaErrors, MessagesNameKeywordAndPath) {
       {R"({"type":"string","format":"email"})", "unsupported 'format' value 'email' at /"},
       {R"({"type":"array","items":{"type":"string","pattern":"(a)\\1"}})",
        "unsupported 'pattern' at /items: backreference '\\1' is not supported"},
-      {R"({"type":"string","pattern":"a(?=b)"})", "unsupported 'pattern' at /: lookahead '(?=' is not supported"},
+      {R"j({"type":"string","pattern":"a(?=b)"})j", "unsupported 'pattern' at /: lookahead '(?=' is not supported"},
       {R"({"type":"string","pattern":"(?<!a)b"})", "unsupported 'pattern' at /: lookbehind '(?<!' is not supported"},
       {R"({"type":"string","pattern":"a+?"})", "unsupported 'pattern' at /: lazy quantifier '?' is not supported"},
       {R"({"type":"string","pattern":"\\bword"})", "unsupported 'pattern' at /: word boundary '\\b' is not supported"},
@@ -58,6 +58,9 @@ TEST(SchemaErrors, MessagesNameKeywordAndPath) {
        "unsupported JSON Schema keyword 'dependentRequired' at /$defs/a/items"},
       {R"({"anyOf":[{"type":"string"},{"unevaluatedProperties":false}]})",
        "unsupported JSON Schema keyword 'unevaluatedProperties' at /anyOf/1"},
+      // additionalProperties:false next to allOf forbids every property the allOf branches declare
+      {R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}],"additionalProperties":false})",
+       "invalid 'required' at /: 'a' is required but its schema is false"},
       {R"({"type":"object","propertyNames":{"maxLength":3}})", "unsupported JSON Schema keyword 'propertyNames' at /"},
   };
   for (const ErrorCase& c : cases) {

@@ -213,9 +213,9 @@ TEST(SchemaCombinators, AnyOfOneOf) {
 
 TEST(SchemaCombinators, AllOfMergesObjects) {
   check({
-      {R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"string"}},"required":["b"]}],"additionalProperties":false})",
-       {R"({"a":1,"b":"x"})"},
-       {R"({"a":1})", R"({"b":"x"})", R"({"a":1,"b":"x","c":1})"}},
+      {R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"string"}},"required":["b"]}]})",
+       {R"({"a":1,"b":"x"})", R"({"a":1,"b":"x","c":1})"},
+       {R"({"a":1})", R"({"b":"x"})", R"({"a":"x","b":"x"})", R"({"b":"x","a":1})"}},
       // additionalProperties:false in one branch only covers its own properties
       {R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":false},{"properties":{"b":{"type":"string"}}}]})",
        {R"({"a":1})", "{}"},
