@@ -59,10 +59,11 @@ bool has_any(const ojson& s, const std::set<std::string>& keys) {
 // Non-annotation keys other than `skip` and $defs/definitions.
 ojson constraining_siblings(const ojson& s, std::initializer_list<const char*> skip) {
   ojson out = ojson::object();
-  for (const auto& [k, v] : s.items()) {
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    const std::string& k = it.key();
     if (is_annotation(k) || k == "$defs" || k == "definitions") continue;
-    if (std::any_of(skip.begin(), skip.end(), [&](const char* x) { return k == x; })) continue;
-    out[k] = v;
+    if (std::any_of(skip.begin(), skip.end(), [&k](const char* x) { return k == x; })) continue;
+    out[k] = it.value();
   }
   return out;
 }

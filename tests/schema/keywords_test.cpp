@@ -25,9 +25,12 @@ void check(const std::vector<Case>& cases) {
 
 TEST(SchemaTypes, Scalars) {
   check({
-      {R"({"type":"string"})", {R"("")", R"("abc")", R"("a\"b\\c\n\u00e9\ud83d\ude00")", "\"\xc3\xa9\""},
+      {R"({"type":"string"})",
+       {R"("")", R"("abc")", R"("a\"b\\c\n\u00e9\ud83d\ude00")", "\"\xc3\xa9\""},
        {"abc", R"("a)", R"("\x")", R"("\ud83d")", "\"a\nb\"", "1", "null", R"( "a")", R"("a" )"}},
-      {R"({"type":"integer"})", {"0", "-1", "42", "1234567890123456"}, {"01", "-0.5", "1.0", "1e3", "12345678901234567", "-", ""}},
+      {R"({"type":"integer"})",
+       {"0", "-1", "42", "1234567890123456"},
+       {"01", "-0.5", "1.0", "1e3", "12345678901234567", "-", ""}},
       {R"({"type":"number"})",
        {"0", "-0", "1.5", "-12.25e+10", "3E-2", "1e99"},
        {"01", ".5", "1.", "1e", "1e100", "+1", "1.12345678901234567", "NaN"}},
@@ -95,7 +98,9 @@ TEST(SchemaObjects, AdditionalProperties) {
        {R"({"b":true})", R"({"a":1,"b":false})", R"({"a":1,"b":false,"c":true})"},
        {R"({"a":1})", R"({"b":1})"}},
       // a false property may only be absent
-      {R"({"type":"object","properties":{"a":false,"b":{"type":"integer"}}})", {R"({"b":1})", R"({"c":1})"}, {R"({"a":1})"}},
+      {R"({"type":"object","properties":{"a":false,"b":{"type":"integer"}}})",
+       {R"({"b":1})", R"({"c":1})"},
+       {R"({"a":1})"}},
   });
 }
 
@@ -114,9 +119,10 @@ TEST(SchemaObjects, PropertyCounts) {
 }
 
 TEST(SchemaObjects, KeysWithEscapes) {
-  check({{R"({"type":"object","properties":{"a\"b":{"type":"integer"},"é/~":{"type":"integer"}},"additionalProperties":false})",
-          {R"({"a\"b":1})", "{\"\xc3\xa9/~\":2}", "{\"a\\\"b\":1,\"\xc3\xa9/~\":2}"},
-          {R"({"ab":1})"}}});
+  check(
+      {{R"({"type":"object","properties":{"a\"b":{"type":"integer"},"é/~":{"type":"integer"}},"additionalProperties":false})",
+        {R"({"a\"b":1})", "{\"\xc3\xa9/~\":2}", "{\"a\\\"b\":1,\"\xc3\xa9/~\":2}"},
+        {R"({"ab":1})"}}});
 }
 
 TEST(SchemaArrays, ItemsAndCounts) {
@@ -139,7 +145,9 @@ TEST(SchemaArrays, Tuples) {
       {R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"minItems":2,"items":{"type":"boolean"}})",
        {"[1,\"a\"]", "[1,\"a\",true,false]"},
        {"[1]", "[1,\"a\",1]"}},
-      {R"({"type":"array","prefixItems":[{"type":"integer"}],"maxItems":3})", {"[1]", "[1,\"x\",null]"}, {"[\"x\"]", "[1,2,3,4]"}},
+      {R"({"type":"array","prefixItems":[{"type":"integer"}],"maxItems":3})",
+       {"[1]", "[1,\"x\",null]"},
+       {"[\"x\"]", "[1,2,3,4]"}},
       {R"({"type":"array","items":[{"type":"integer"}],"additionalItems":false})", {"[]", "[1]"}, {"[1,2]"}},
   });
 }
@@ -159,11 +167,17 @@ TEST(SchemaStrings, Pattern) {
       {R"({"type":"string","pattern":"^[a-z]+$"})", {R"("abc")"}, {R"("")", R"("aBc")", R"("abc1")"}},
       {R"({"type":"string","pattern":"abc"})", {R"("abc")", R"("xxabcyy")"}, {R"("ab")", R"("acb")"}},
       {R"({"type":"string","pattern":"^\\d{3}-\\d{4}$"})", {R"("555-1234")"}, {R"("5551234")", R"("55-1234")"}},
-      {R"({"type":"string","pattern":"^(?:ab|cd)*x?$"})", {R"("")", R"("abcdab")", R"("cdx")"}, {R"("abc")", R"("xx")"}},
-      {R"({"type":"string","pattern":"^[^a-c]{2,}$"})", {R"("xy")", R"("\n\"z")", "\"\xc3\xa9z\""}, {R"("ax")", R"("x")"}},
+      {R"({"type":"string","pattern":"^(?:ab|cd)*x?$"})",
+       {R"("")", R"("abcdab")", R"("cdx")"},
+       {R"("abc")", R"("xx")"}},
+      {R"({"type":"string","pattern":"^[^a-c]{2,}$"})",
+       {R"("xy")", R"("\n\"z")", "\"\xc3\xa9z\""},
+       {R"("ax")", R"("x")"}},
       {R"({"type":"string","pattern":"^a.c$"})", {R"("abc")", R"("a\"c")", R"("a c")"}, {R"("a\nc")", R"("ac")"}},
       {R"({"type":"string","pattern":"^\"\\\\\\.$"})", {R"("\"\\.")"}, {R"("\"\\x")"}},
-      {R"({"type":"string","pattern":"^\\w+@\\w+\\.com$"})", {R"("me@site.com")"}, {R"("me@site.org")", R"("@site.com")"}},
+      {R"({"type":"string","pattern":"^\\w+@\\w+\\.com$"})",
+       {R"("me@site.com")"},
+       {R"("me@site.org")", R"("@site.com")"}},
       {R"({"type":"string","pattern":"^a$|^b"})", {R"("a")", R"("b")", R"("bcd")"}, {R"("ab")", R"("c")"}},
       {R"({"type":"string","pattern":"^[\\s]$"})", {R"(" ")", R"("\t")", R"("\n")"}, {R"("a")"}},
       {R"({"type":"string","pattern":"^\\S\\D\\W$"})", {R"("ab!")"}, {R"("a1b")", R"(" b!")"}},
@@ -177,7 +191,8 @@ TEST(SchemaStrings, Formats) {
   check({
       {R"({"type":"string","format":"date"})",
        {R"("2024-02-29")", R"("2023-12-31")", R"("2000-02-29")", R"("0001-01-01")"},
-       {R"("2023-02-29")", R"("1900-02-29")", R"("2023-04-31")", R"("2023-13-01")", R"("0000-01-01")", R"("2023-1-01")"}},
+       {R"("2023-02-29")", R"("1900-02-29")", R"("2023-04-31")", R"("2023-13-01")", R"("0000-01-01")",
+        R"("2023-1-01")"}},
       {R"({"type":"string","format":"time"})",
        {R"("12:34:56Z")", R"("23:59:59.123+05:30")", R"("00:00:00-00:00")"},
        {R"("24:00:00Z")", R"("12:34:56")", R"("12:60:00Z")"}},
@@ -242,9 +257,10 @@ TEST(SchemaRefs, DefsDefinitionsAndRecursion) {
 }
 
 TEST(SchemaRefs, Annotations) {
-  check({{R"({"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"x","title":"T","description":"d","default":1,"examples":[1],"$comment":"c","deprecated":false,"readOnly":true,"writeOnly":false,"type":"integer"})",
-          {"1"},
-          {"\"1\""}}});
+  check(
+      {{R"({"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"x","title":"T","description":"d","default":1,"examples":[1],"$comment":"c","deprecated":false,"readOnly":true,"writeOnly":false,"type":"integer"})",
+        {"1"},
+        {"\"1\""}}});
 }
 
 TEST(ResponseFormat, JsonObjectAndJsonSchema) {

@@ -15,9 +15,9 @@
 #include <random>
 
 #include "format/gguf_reader.h"
+#include "schema_test_util.h"
 #include "support/test_data.h"
 #include "tokenizer/tokenizer.h"
-#include "schema_test_util.h"
 
 namespace edgelm::schema::test {
 namespace {
@@ -75,9 +75,9 @@ class SchemaGen {
         s["maxLength"] = 4 + pick(6);
         break;
       case 2: {
-        static const char* patterns[] = {"^[a-z]{1,6}$",      "^\\d{3}-\\d{2}$",    "^(ab|c){1,3}x?$",
+        static const char* patterns[] = {"^[a-z]{1,6}$",     "^\\d{3}-\\d{2}$",   "^(ab|c){1,3}x?$",
                                          "^[^\"\\\\]{0,5}$", "^\\w\\s?\\S{1,3}$", "^[A-F0-9]{2,4}(\\.[a-z]{1,3})?$",
-                                         "^(?:yes|no)$",      "^.{2,4}$"};
+                                         "^(?:yes|no)$",     "^.{2,4}$"};
         s["pattern"] = patterns[pick(std::size(patterns))];
         break;
       }
@@ -112,8 +112,8 @@ class SchemaGen {
   }
 
   ojson enum_schema() {
-    static const std::vector<ojson> pool = {"red", "green", "é\"\\", 1, 2.5, true, nullptr,
-                                            ojson::array({1, "x"}), ojson{{"k", false}}};
+    static const std::vector<ojson> pool = {
+        "red", "green", "é\"\\", 1, 2.5, true, nullptr, ojson::array({1, "x"}), ojson{{"k", false}}};
     ojson e = ojson::array();
     const size_t n = 1 + pick(4);
     for (size_t i = 0; i < n; ++i) {
@@ -233,13 +233,14 @@ TEST(SchemaProperty, RandomSchemasRandomDocumentsValidate) {
   for (int32_t id = 0; id < n_vocab; ++id) pieces.push_back((*tok)->token_to_piece(id));
   const auto tokens = std::make_shared<const grammar::TokenIndex>(std::move(pieces));
 
-  constexpr int kSchemas = 150;
+  constexpr int kSchemas = 200;
   constexpr int kDocsPerSchema = 20;
   edgelm::test::TempDir tmp;
   const std::string batch = tmp.file("docs.jsonl");
   std::ofstream out(batch);
   std::mt19937_64 rng(20240611);
   int n_docs = 0;
+  std::string longest;
   for (int i = 0; i < kSchemas; ++i) {
     SchemaGen gen(1000 + static_cast<uint64_t>(i));
     const ojson schema = gen.root();
@@ -257,6 +258,7 @@ TEST(SchemaProperty, RandomSchemasRandomDocumentsValidate) {
       ASSERT_FALSE(parsed.is_discarded()) << "not JSON: '" << w.text << "'\n" << *gbnf;
       out << ojson{{"schema", schema}, {"doc", w.text}}.dump() << "\n";
       ++n_docs;
+      if (w.text.size() > longest.size()) longest = w.text;
     }
   }
   out.close();
@@ -274,6 +276,7 @@ TEST(SchemaProperty, RandomSchemasRandomDocumentsValidate) {
   std::cout << fmt::format("{} schemas x {} documents = {} documents; walk {:.1f} s, validate {:.1f} s\n", kSchemas,
                            kDocsPerSchema, n_docs, std::chrono::duration<double>(walked - start).count(),
                            std::chrono::duration<double>(done - walked).count())
+            << "longest document: " << longest << "\n"
             << report;
 }
 
