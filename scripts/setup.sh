@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev libutf8proc-dev libssl-dev
   libcpp-httplib-dev libboost-dev libyaml-cpp-dev prometheus libhnswlib-dev libsqlite3-dev
-  clang libclang-rt-14-dev clang-format clang-tidy
+  clang libclang-rt-14-dev clang-format clang-tidy python3-jsonschema
   g++-aarch64-linux-gnu qemu-user
   python3-jsonschema
 )

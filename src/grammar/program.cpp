@@ -1,0 +1,140 @@
+// Byte stepping over a Program: UTF-8 decoding against char classes, stack-set dedup, and
+// expansion through the precomputed closures (see program.h for the invariants).
+#include "grammar/program.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace edgelm::grammar::detail {
+
+bool CharClass::contains(uint32_t cp) const {
+  if (cp < 128) return (ascii[cp >> 6] >> (cp & 63)) & 1;
+  // First range whose end >= cp.
+  auto it = std::lower_bound(ranges.begin(), ranges.end(), cp,
+                             [](const std::pair<uint32_t, uint32_t>& r, uint32_t v) { return r.second < v; });
+  return it != ranges.end() && it->first <= cp;
+}
+
+bool CharClass::intersects(uint32_t lo, uint32_t hi) const {
+  auto it = std::lower_bound(ranges.begin(), ranges.end(), lo,
+                             [](const std::pair<uint32_t, uint32_t>& r, uint32_t v) { return r.second < v; });
+  return it != ranges.end() && it->first <= hi;
+}
+
+namespace {
+
+constexpr uint32_t kMinCp[5] = {0, 0, 0x80, 0x800, 0x10000};
+constexpr uint32_t kMaxCp[5] = {0, 0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
+
+// partial = acc | need << 21 | len << 23 (need in 1..3, len in 2..4).
+uint32_t pack(uint32_t acc, uint32_t need, uint32_t len) { return acc | (need << 21) | (len << 23); }
+
+// Some valid scalar value (no surrogate) in [lo, hi] belongs to c.
+bool intersects_valid(const CharClass& c, uint32_t lo, uint32_t hi) {
+  if (lo <= 0xD7FF && c.intersects(lo, std::min(hi, 0xD7FFu))) return true;
+  if (hi >= 0xE000 && c.intersects(std::max(lo, 0xE000u), hi)) return true;
+  return false;
+}
+
+uint32_t hash_stack(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb, uint32_t partial) {
+  uint32_t h = 2166136261u ^ partial;
+  for (uint32_t i = 0; i < na; ++i) h = (h ^ a[i]) * 16777619u;
+  for (uint32_t i = 0; i < nb; ++i) h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
+}  // namespace
+
+Step utf8_step(const CharClass& c, uint32_t partial, uint8_t b, uint32_t* new_partial) {
+  uint32_t acc, need, len;
+  if (partial == 0) {
+    if (b < 0x80) return ((c.ascii[b >> 6] >> (b & 63)) & 1) ? Step::kMatch : Step::kReject;
+    if (b >= 0xF5 || b < 0xC2) return Step::kReject;  // continuation byte, C0/C1 overlongs, > U+10FFFF
+    len = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
+    acc = b & (0x7Fu >> len);
+    need = len - 1;
+  } else {
+    if ((b & 0xC0) != 0x80) return Step::kReject;
+    acc = ((partial & 0x1FFFFF) << 6) | (b & 0x3F);
+    need = ((partial >> 21) & 3) - 1;
+    len = partial >> 23;
+  }
+  if (need == 0) {
+    if (acc < kMinCp[len] || acc > kMaxCp[len] || (acc >= 0xD800 && acc <= 0xDFFF)) return Step::kReject;
+    return c.contains(acc) ? Step::kMatch : Step::kReject;
+  }
+  const uint32_t lo = std::max(acc << (6 * need), kMinCp[len]);
+  const uint32_t hi = std::min((acc << (6 * need)) | ((1u << (6 * need)) - 1), kMaxCp[len]);
+  if (lo > hi || !intersects_valid(c, lo, hi)) return Step::kReject;
+  *new_partial = pack(acc, need, len);
+  return Step::kPartial;
+}
+
+bool StackSet::has_complete() const {
+  for (const Stack& s : stacks_)
+    if (s.len == 0) return true;
+  return false;
+}
+
+void StackSet::emit(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb, uint32_t partial) {
+  const uint32_t h = hash_stack(a, na, b, nb, partial);
+  const uint32_t n = na + nb;
+  for (const Stack& s : stacks_) {
+    if (s.hash != h || s.len != n || s.partial != partial) continue;
+    const uint32_t* e = data_.data() + s.off;
+    if (std::equal(a, a + na, e) && std::equal(b, b + nb, e + na)) return;
+  }
+  if (stacks_.size() >= kMaxStacks) {
+    overflow_ = true;
+    return;
+  }
+  const uint32_t off = static_cast<uint32_t>(data_.size());
+  data_.insert(data_.end(), a, a + na);
+  data_.insert(data_.end(), b, b + nb);
+  stacks_.push_back({off, n, partial, h});
+}
+
+void expand_into(const Program& g, const uint32_t* stk, uint32_t len, uint32_t q, StackSet& out, bool local) {
+  while (true) {
+    for (uint32_t r = g.closure_begin[q]; r < g.closure_begin[q + 1]; ++r) {
+      const Program::Rep& rep = g.reps[r];
+      out.emit(stk, len, g.rep_data.data() + rep.off, rep.len, 0);
+    }
+    if (!g.can_pop[q]) return;
+    if (len == 0) {
+      if (local) {
+        out.set_underflow();
+      } else {
+        out.emit(nullptr, 0, nullptr, 0, 0);
+      }
+      return;
+    }
+    q = stk[--len];
+  }
+}
+
+void advance(const Program& g, const StackSet& in, uint8_t byte, StackSet& out, bool local) {
+  out.clear();
+  for (const StackSet::Stack& s : in.stacks()) {
+    if (s.len == 0) continue;  // complete: nothing may follow
+    const uint32_t* e = in.entries(s);
+    const uint32_t top = e[s.len - 1];
+    const Elem& el = g.elems[top];
+    EDGELM_CHECK(el.kind == ElemKind::kChar, "unexpanded stack top");
+    uint32_t np = 0;
+    switch (utf8_step(g.classes[el.arg], s.partial, byte, &np)) {
+      case Step::kReject: break;
+      case Step::kPartial: out.emit(e, s.len, nullptr, 0, np); break;
+      case Step::kMatch: expand_into(g, e, s.len - 1, top + 1, out, local); break;
+    }
+  }
+}
+
+void initial_state(const Program& g, StackSet& out) {
+  out.clear();
+  expand_into(g, nullptr, 0, 0, out, false);
+}
+
+}  // namespace edgelm::grammar::detail
