@@ -9,9 +9,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev libutf8proc-dev libssl-dev
   libcpp-httplib-dev libboost-dev libyaml-cpp-dev prometheus libhnswlib-dev libsqlite3-dev
-  clang libclang-rt-14-dev clang-format clang-tidy python3-jsonschema
+  clang libclang-rt-14-dev clang-format clang-tidy
+  python3-jsonschema python3-rfc3339-validator
   g++-aarch64-linux-gnu qemu-user
-  python3-jsonschema
 )
 # Node.js and npm: Debian's packages unless a node with npm is already installed (e.g. from
 # NodeSource, whose nodejs package conflicts with Debian's npm).

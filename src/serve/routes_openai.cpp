@@ -255,9 +255,10 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   const int32_t requested_max = g.req.max_new_tokens;  // before the router's token budget
   std::vector<ChatMessage> messages;
   std::optional<ToolSpec> tools;
+  const nlohmann::ordered_json obody = ordered_body(http_req);  // schemas keep their property order
   if (chat) {
     if (auto e = parse_messages(*body, messages)) return ctx.send_error(res, endpoint, *e);
-    if (auto e = parse_tools(*body, tools)) return ctx.send_error(res, endpoint, *e);
+    if (auto e = parse_tools(obody, tools)) return ctx.send_error(res, endpoint, *e);
   } else {
     for (const char* f : {"tools", "tool_choice", "parallel_tool_calls"})
       if (body->contains(f) && !(*body)[f].is_null())
@@ -266,7 +267,7 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
                                         "unsupported_parameter"));
   }
   std::optional<OutputConstraint> constraint;
-  if (auto e = parse_output_constraint(*body, constraint)) return ctx.send_error(res, endpoint, *e);
+  if (auto e = parse_output_constraint(obody, constraint)) return ctx.send_error(res, endpoint, *e);
   const bool tool_mode = tools && tools->choice != ToolChoice::none;
   if (tool_mode && constraint)
     return ctx.send_error(

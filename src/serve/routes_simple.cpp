@@ -34,7 +34,7 @@ void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Res
     return ctx.send_error(res, endpoint,
                           {400, "'max_tokens' must be >= 0", "invalid_request_error", "max_tokens", "invalid_value"});
   std::optional<OutputConstraint> constraint;
-  if (auto e = parse_predict_schema(*body, constraint)) return ctx.send_error(res, endpoint, *e);
+  if (auto e = parse_predict_schema(ordered_body(http_req), constraint)) return ctx.send_error(res, endpoint, *e);
   RouteRequest rr;  // the router (routing.h) picks the model and the token budget
   rr.endpoint = endpoint;
   rr.prompt_text = input;

@@ -10,7 +10,7 @@
 namespace edgelm::serve {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 constexpr size_t kGrammarCacheEntries = 64;
 
@@ -104,8 +104,9 @@ std::optional<ApiError> parse_response_format(const json& rf, std::optional<Outp
   if (schema == js->end() || schema->is_null())
     return bad("response_format.json_schema.schema", "'response_format.json_schema.schema' is required",
                "missing_field");
+  const bool strict = js->contains("strict") && (*js)["strict"].is_boolean() && (*js)["strict"].get<bool>();
   std::string gbnf;
-  if (auto e = schema_gbnf(*schema, "response_format.json_schema.schema", gbnf)) return e;
+  if (auto e = schema_gbnf(*schema, strict, "response_format.json_schema.schema", gbnf)) return e;
   return finish("json_schema", std::move(gbnf), "response_format.json_schema.schema", out);
 }
 
@@ -113,8 +114,17 @@ std::optional<ApiError> parse_response_format(const json& rf, std::optional<Outp
 
 Result<grammar::GrammarPtr> compile_grammar(const std::string& gbnf) { return grammar_cache().get(gbnf); }
 
-std::optional<ApiError> schema_gbnf(const json& schema, const std::string& param, std::string& out) {
-  Result<std::string> g = schema::json_schema_to_gbnf(schema);
+json ordered_body(const http::Request& req) {
+  json out = json::object();
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object()) return out;
+  for (const char* key : {"response_format", "grammar", "tools", "tool_choice", "parallel_tool_calls", "schema"})
+    if (auto it = body.find(key); it != body.end()) out[key] = std::move(*it);
+  return out;
+}
+
+std::optional<ApiError> schema_gbnf(const json& schema, bool strict, const std::string& param, std::string& out) {
+  Result<std::string> g = schema::json_schema_to_gbnf(schema, schema::Options{!strict});
   if (!g.ok()) return bad(param, fmt::format("'{}': {}", param, g.error().message), "unsupported_schema");
   out = std::move(*g);
   return std::nullopt;
@@ -143,7 +153,7 @@ std::optional<ApiError> parse_predict_schema(const json& body, std::optional<Out
   auto s = body.find("schema");
   if (s == body.end() || s->is_null()) return std::nullopt;
   std::string gbnf;
-  if (auto e = schema_gbnf(*s, "schema", gbnf)) return e;
+  if (auto e = schema_gbnf(*s, /*strict=*/false, "schema", gbnf)) return e;
   return finish("json_schema", std::move(gbnf), "schema", out);
 }
 

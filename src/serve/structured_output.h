@@ -31,17 +31,28 @@ struct OutputConstraint {
   grammar::GrammarPtr grammar;
 };
 
+// The request body with its objects' keys in the order the client wrote them (schemas compile
+// their properties in that order; nlohmann::json would sort them). Only the fields that carry
+// schemas and grammars (response_format, grammar, tools, tool_choice, parallel_tool_calls, schema)
+// are kept; the body was already checked by
+// ServerContext::parse_body.
+nlohmann::ordered_json ordered_body(const http::Request& req);
+
 // response_format and grammar of a /v1/completions or /v1/chat/completions body. `out` stays
 // empty when neither asks for a constraint. Compiles the grammar.
-std::optional<ApiError> parse_output_constraint(const nlohmann::json& body, std::optional<OutputConstraint>& out);
+std::optional<ApiError> parse_output_constraint(const nlohmann::ordered_json& body,
+                                                std::optional<OutputConstraint>& out);
 // /predict's optional schema.
-std::optional<ApiError> parse_predict_schema(const nlohmann::json& body, std::optional<OutputConstraint>& out);
+std::optional<ApiError> parse_predict_schema(const nlohmann::ordered_json& body,
+                                             std::optional<OutputConstraint>& out);
 
 // The grammar of `gbnf` (root rule "root"), from the cache or compiled now. The error is the
 // parser's message.
 Result<grammar::GrammarPtr> compile_grammar(const std::string& gbnf);
 
-// The GBNF of a JSON Schema as a 400 naming `param` on failure.
-std::optional<ApiError> schema_gbnf(const nlohmann::json& schema, const std::string& param, std::string& out);
+// The GBNF of a JSON Schema as a 400 naming `param` on failure. strict: an object without
+// additionalProperties allows no others (OpenAI's strict mode).
+std::optional<ApiError> schema_gbnf(const nlohmann::ordered_json& schema, bool strict, const std::string& param,
+                                    std::string& out);
 
 }  // namespace edgelm::serve

@@ -10,7 +10,7 @@
 namespace edgelm::serve {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
@@ -202,6 +202,7 @@ std::optional<ApiError> parse_tools(const json& body, std::optional<ToolSpec>& o
         d.parameters = value;
       } else if (key == "strict") {
         if (!value.is_boolean() && !value.is_null()) return bad(p, fmt::format("'{}' must be a boolean", p));
+        d.strict = value.is_boolean() && value.get<bool>();
       } else {
         return bad(p, fmt::format("unsupported field '{}'", p), "unsupported_parameter");
       }
@@ -294,7 +295,11 @@ std::vector<ChatMessage> lower_tool_messages(ToolSyntax syntax, const ToolSpec* 
 
 std::optional<ApiError> tool_call_grammar(ToolSyntax syntax, const ToolSpec& spec, std::string& gbnf,
                                           std::string& trigger) {
-  schema::GbnfBuilder b;
+  // OpenAI strict mode (objects without additionalProperties allow none) for all tools when one
+  // asks for it: one grammar, one reading; for the others it only forbids extra arguments.
+  bool strict = false;
+  for (const ToolDef& t : spec.tools) strict = strict || t.strict;
+  schema::GbnfBuilder b(schema::Options{!strict});
   const bool llama3 = syntax == ToolSyntax::llama3;
   std::string alts;
   for (size_t i = 0; i < spec.tools.size(); ++i) {

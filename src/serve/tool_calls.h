@@ -36,7 +36,8 @@ ToolSyntax tool_syntax_for(ChatTemplate t);
 struct ToolDef {
   std::string name;
   std::string description;   // may be empty
-  nlohmann::json parameters;  // a JSON Schema of the arguments object (absent: no arguments)
+  nlohmann::ordered_json parameters;  // a JSON Schema of the arguments object (absent: no arguments)
+  bool strict = false;                // OpenAI strict: objects without additionalProperties allow none
 };
 
 enum class ToolChoice { none, automatic, required, named };
@@ -48,8 +49,9 @@ struct ToolSpec {
   bool parallel = true;
 };
 
-// tools, tool_choice and parallel_tool_calls of a chat body; `out` stays empty without tools.
-std::optional<ApiError> parse_tools(const nlohmann::json& body, std::optional<ToolSpec>& out);
+// tools, tool_choice and parallel_tool_calls of a chat body (ordered_body(): the keys in the
+// client's order); `out` stays empty without tools.
+std::optional<ApiError> parse_tools(const nlohmann::ordered_json& body, std::optional<ToolSpec>& out);
 
 // The messages with tools, tool calls and tool results rewritten into the plain roles of the
 // family (see above). `tools` may be null (a history with tool turns but no tools now).
