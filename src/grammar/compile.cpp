@@ -259,7 +259,8 @@ class Compiler {
     p.closure_begin.assign(n + 1, 0);
     p.can_pop.assign(n, 0);
     for (uint32_t q = 0; q < n && !too_big; ++q) visit(q);
-    if (too_big) return make_error("1:1: grammar too large or too ambiguous (its expansion exceeds {} entries)", kMaxReps);
+    if (too_big)
+      return make_error("1:1: grammar too large or too ambiguous (its expansion exceeds {} entries)", kMaxReps);
     for (uint32_t q = 0; q < n; ++q) {
       p.closure_begin[q] = static_cast<uint32_t>(p.reps.size());
       p.can_pop[q] = pop[q];

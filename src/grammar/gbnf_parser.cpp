@@ -216,7 +216,8 @@ class Parser {
           break;
         }
         default:
-          return make_error("{}:{}: bad escape '\\{}'", line, col, eof() || c == '\n' ? std::string() : std::string(1, c));
+          return make_error("{}:{}: bad escape '\\{}'", line, col,
+                            eof() || c == '\n' ? std::string() : std::string(1, c));
       }
       if (cp > kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF))
         return make_error("{}:{}: bad escape: U+{:X} is not a Unicode scalar value", line, col, cp);

@@ -38,8 +38,8 @@ class Grammar {
   Grammar& operator=(const Grammar&) = delete;
 
   const detail::Program& program() const { return *program_; }
-  int32_t n_rules() const;                  // user rules plus generated helper rules
-  int32_t n_positions() const;              // grammar positions (elements of all alternatives)
+  int32_t n_rules() const;      // user rules plus generated helper rules
+  int32_t n_positions() const;  // grammar positions (elements of all alternatives)
   const std::string& rule_name(int32_t id) const;
 
   // The token-mask cache for `tokens` (created on first use, shared by every Matcher of this
@@ -94,17 +94,17 @@ class Matcher {
   Matcher(Matcher&&) noexcept;
   Matcher& operator=(Matcher&&) noexcept;
 
-  bool accept_token(int32_t id);             // false (state unchanged) when it cannot continue
-  bool accept_bytes(std::string_view bytes);  // same for raw bytes
-  bool allows(int32_t id) const;             // accept_token(id) would succeed
-  bool can_end() const;                      // the output so far is a complete sentence
-  bool must_end() const;                     // can_end() and no byte at all can follow
+  bool accept_token(int32_t id);                  // false (state unchanged) when it cannot continue
+  bool accept_bytes(std::string_view bytes);      // same for raw bytes
+  bool allows(int32_t id) const;                  // accept_token(id) would succeed
+  bool can_end() const;                           // the output so far is a complete sentence
+  bool must_end() const;                          // can_end() and no byte at all can follow
   void fill_mask(std::span<uint8_t> mask) const;  // mask.size() == n_tokens; mask[id] = allows(id)
 
   // Additions.
-  void reset();                   // back to the empty output
-  bool overflowed() const;        // a step was refused because the stack set grew past its bound
-  size_t n_stacks() const;        // size of the current stack set (ambiguity)
+  void reset();             // back to the empty output
+  bool overflowed() const;  // a step was refused because the stack set grew past its bound
+  size_t n_stacks() const;  // size of the current stack set (ambiguity)
   const TokenIndex& tokens() const { return *tokens_; }
 
  private:

@@ -43,7 +43,8 @@ MaskEntry classify_all(const Program& g, const TokenIndex& t, const StackSet& st
         break;
       }
       advance(g, w.levels[d], static_cast<uint8_t>(p[d]), w.levels[d + 1], local);
-      w.flag[d + 1] = w.flag[d] | (w.levels[d + 1].underflow() ? kUnderflow : 0) | (w.levels[d + 1].overflow() ? kOverflow : 0);
+      w.flag[d + 1] =
+          w.flag[d] | (w.levels[d + 1].underflow() ? kUnderflow : 0) | (w.levels[d + 1].overflow() ? kOverflow : 0);
       ++d;
     }
     valid = d;

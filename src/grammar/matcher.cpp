@@ -10,6 +10,9 @@
 namespace edgelm::grammar {
 namespace detail {
 
+// Past this many stacks, fill_mask walks the whole set at once instead of using the cache.
+constexpr size_t kExactWalkStacks = 64;
+
 struct MatcherState {
   StackSet cur;
   bool overflowed = false;
@@ -108,6 +111,26 @@ bool Matcher::must_end() const {
   return !st_->cur.empty();
 }
 
+namespace {
+
+// Bits -> one byte per token.
+void bits_to_mask(const uint64_t* bits, std::span<uint8_t> mask) {
+  const size_t words = (mask.size() + 63) / 64;
+  uint8_t* out = mask.data();
+  const size_t n = mask.size();
+  for (size_t w = 0; w < words; ++w) {
+    const uint64_t v = bits[w];
+    const size_t base = w * 64, lim = std::min<size_t>(64, n - base);
+    if (v == 0) {
+      std::memset(out + base, 0, lim);
+      continue;
+    }
+    for (size_t b = 0; b < lim; ++b) out[base + b] = static_cast<uint8_t>((v >> b) & 1);
+  }
+}
+
+}  // namespace
+
 void Matcher::fill_mask(std::span<uint8_t> mask) const {
   EDGELM_CHECK(mask.size() == static_cast<size_t>(tokens_->n_tokens()), "mask size ", mask.size(), " != n_tokens ",
                tokens_->n_tokens());
@@ -118,6 +141,15 @@ void Matcher::fill_mask(std::span<uint8_t> mask) const {
   uint64_t* bits = s.bits.data();
   const auto& stacks = s.cur.stacks();
   s.entries.clear();
+  if (stacks.size() > detail::kExactWalkStacks) {
+    // Very ambiguous state: one exact walk of the whole set (the same steps as accept_token,
+    // stack-set bound included); tokens that hit the bound are refused, as accept_token does.
+    const detail::MaskEntry e = detail::classify_all(g, *tokens_, s.cur, false, s.walk);
+    if (!e.bits.empty()) std::copy(e.bits.begin(), e.bits.end(), bits);
+    for (int32_t id : e.ids) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    bits_to_mask(bits, mask);
+    return;
+  }
   // 1. Union of the context-independent accepted sets.
   for (const auto& st : stacks) {
     if (st.len == 0) {
@@ -147,18 +179,7 @@ void Matcher::fill_mask(std::span<uint8_t> mask) const {
     s.single.emit(s.cur.entries(stacks[k]), stacks[k].len, nullptr, 0, stacks[k].partial);
     detail::accept_subset(g, *tokens_, s.single, s.todo, s.walk, bits);
   }
-  // 3. Bits -> bytes.
-  uint8_t* out = mask.data();
-  const size_t n = mask.size();
-  for (size_t w = 0; w < words; ++w) {
-    const uint64_t v = bits[w];
-    const size_t base = w * 64, lim = std::min<size_t>(64, n - base);
-    if (v == 0) {
-      std::memset(out + base, 0, lim);
-      continue;
-    }
-    for (size_t b = 0; b < lim; ++b) out[base + b] = static_cast<uint8_t>((v >> b) & 1);
-  }
+  bits_to_mask(bits, mask);
 }
 
 }  // namespace edgelm::grammar

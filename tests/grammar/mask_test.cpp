@@ -38,14 +38,16 @@ std::vector<int32_t> expect_mask_matches(const Matcher& m, const std::string& wh
       ADD_FAILURE() << where << ": token " << i << " '" << m.tokens().piece(static_cast<int32_t>(i))
                     << "' mask=" << int(mask[i]) << " brute=" << int(want[i]);
     if (want[i]) allowed.push_back(static_cast<int32_t>(i));
-    if (want[i] != m.allows(static_cast<int32_t>(i)) && bad++ < 5) ADD_FAILURE() << where << ": allows() differs at " << i;
+    if (want[i] != m.allows(static_cast<int32_t>(i)) && bad++ < 5)
+      ADD_FAILURE() << where << ": allows() differs at " << i;
   }
   return allowed;
 }
 
 std::string random_grammar(std::mt19937& rng) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
-  const char* atoms[] = {"\"a\"", "\"b\"", "\"ab\"", "[a-c]", "[^a]", "\"\xC3\xA9\"", "[\xC3\xA9\xE4\xB8\xAD]", ".", "\"\""};
+  const char* atoms[] = {"\"a\"", "\"b\"", "\"ab\"", "[a-c]", "[^a]", "\"\xC3\xA9\"", "[\xC3\xA9\xE4\xB8\xAD]",
+                         ".",     "\"\""};
   const char* posts[] = {"", "", "", "*", "+", "?", "{2}", "{1,3}", "{,2}", "{2,}"};
   std::string g;
   const int n_rules = 1 + pick(3);
@@ -87,8 +89,21 @@ class FillMaskDepth : public testing::TestWithParam<uint32_t> {};
 
 TEST_P(FillMaskDepth, RandomGrammarsSyntheticVocab) {
   KeyDepth depth(GetParam());
-  std::vector<std::string> pieces = {"", "\xC3", "\xA9", "\xE4", "\xB8", "\xAD", "\xC3\xA9", "\xE4\xB8", "\xB8\xAD",
-                                     "a\xC3", "\xA9" "a", "\xE4\xB8\xAD", "\xFF", "\xC0\x80"};
+  std::vector<std::string> pieces = {"",
+                                     "\xC3",
+                                     "\xA9",
+                                     "\xE4",
+                                     "\xB8",
+                                     "\xAD",
+                                     "\xC3\xA9",
+                                     "\xE4\xB8",
+                                     "\xB8\xAD",
+                                     "a\xC3",
+                                     "\xA9"
+                                     "a",
+                                     "\xE4\xB8\xAD",
+                                     "\xFF",
+                                     "\xC0\x80"};
   const char* alpha[] = {"a", "b", "c", "d"};
   for (const char* x : alpha) {
     pieces.emplace_back(x);
@@ -124,8 +139,8 @@ TEST_P(FillMaskDepth, NestedBracketsSyntheticVocab) {
   KeyDepth depth(GetParam());
   auto g = parse_gbnf("root ::= v\nv ::= \"[\" ws (v (\",\" ws v)*)? ws \"]\" | \"a\"+\nws ::= \" \"{0,2}");
   ASSERT_TRUE(g.ok()) << g.error().message;
-  std::vector<std::string> pieces = {"[", "]", "]]", "]]]", "],", "],[", ",", " ", "a", "aa", "a]", "a]]", "a],", "[[",
-                                     " ]", "] ]", "]]]]]]]]]", "[[[[", ",a", "a,a]"};
+  std::vector<std::string> pieces = {"[",  "]",   "]]",  "]]]", "],", "],[", ",",         " ",    "a",  "aa",
+                                     "a]", "a]]", "a],", "[[",  " ]", "] ]", "]]]]]]]]]", "[[[[", ",a", "a,a]"};
   auto tok = std::make_shared<TokenIndex>(pieces);
   std::mt19937 rng(GetParam());
   for (int walk = 0; walk < 40; ++walk) {
@@ -208,7 +223,8 @@ TEST_P(RealVocab, DeepNestingShallowKeys) {
   KeyDepth depth(2);
   auto g = parse_gbnf(test::kJsonGrammar);
   ASSERT_TRUE(g.ok()) << g.error().message;
-  const char* prefixes[] = {"[[{\"a\": [{\"b\": \"x", "[[[[[1", "{\"k\": {\"k\": {\"k\": [tru", "[[[\"\\u00", "[[[\"\xE4\xB8"};
+  const char* prefixes[] = {"[[{\"a\": [{\"b\": \"x", "[[[[[1", "{\"k\": {\"k\": {\"k\": [tru", "[[[\"\\u00",
+                            "[[[\"\xE4\xB8"};
   for (const char* p : prefixes) {
     Matcher m(*g, v.index);
     ASSERT_TRUE(m.accept_bytes(p)) << p;

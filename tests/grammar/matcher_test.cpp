@@ -33,15 +33,16 @@ void check(const GrammarPtr& g, const std::vector<Case>& cases) {
 
 TEST(Matcher, Constructs) {
   check(G(R"(root ::= "ab" | "ac" | "b"+)"), {{"a", true, false},
-                                                {"ab", true, true},
-                                                {"ac", true, true},
-                                                {"ad", false, false},
-                                                {"bbb", true, true},
-                                                {"abb", false, false},
-                                                {"", true, false}});
+                                              {"ab", true, true},
+                                              {"ac", true, true},
+                                              {"ad", false, false},
+                                              {"bbb", true, true},
+                                              {"abb", false, false},
+                                              {"", true, false}});
   check(G(R"(root ::= [0-9]* "." [0-9]+)"),
         {{"12.", true, false}, {"12.5", true, true}, {".5", true, true}, {"1a", false, false}});
-  check(G("root ::= x x\nx ::= \"<\" [^>]* \">\""), {{"<a><>", true, true}, {"<a>", true, false}, {"<a>>", false, false}});
+  check(G("root ::= x x\nx ::= \"<\" [^>]* \">\""),
+        {{"<a><>", true, true}, {"<a>", true, false}, {"<a>>", false, false}});
 }
 
 TEST(Matcher, RepetitionBoundsExact) {
@@ -90,8 +91,9 @@ TEST(Matcher, Utf8SplitAcrossTokens) {
 
 TEST(Matcher, InvalidUtf8Rejected) {
   auto g = G("root ::= .*");
-  const char* bad[] = {"\x80", "\xC0\x80", "\xC1\xBF", "\xE0\x80\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80",
-                       "\xF5\x80\x80\x80", "\xFF", "\xE2\x28"};
+  const char* bad[] = {"\x80",         "\xC0\x80",         "\xC1\xBF",         "\xE0\x80\x80",
+                       "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80", "\xFF",
+                       "\xE2\x28"};
   for (const char* b : bad) {
     Matcher m(g, T({"a"}));
     EXPECT_FALSE(m.accept_bytes(b)) << testing::PrintToString(std::string(b));

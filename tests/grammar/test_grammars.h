@@ -90,9 +90,20 @@ class SchemaDocGenerator {
     return (pick(8) == 0 ? "-" : "") + std::to_string(v);
   }
   std::string str() {
-    static const char* words[] = {"alpha", "Beta", "gamma delta", "hello world", "caf\xC3\xA9", "\xE4\xB8\xAD\xE6\x96\x87",
-                                  "emoji \xF0\x9F\x98\x80", "a\\\"quoted\\\"", "line\\nbreak", "x\\u00e9y", "12345",
-                                  "The quick brown fox", "snake_case_name", "path/to/file.txt"};
+    static const char* words[] = {"alpha",
+                                  "Beta",
+                                  "gamma delta",
+                                  "hello world",
+                                  "caf\xC3\xA9",
+                                  "\xE4\xB8\xAD\xE6\x96\x87",
+                                  "emoji \xF0\x9F\x98\x80",
+                                  "a\\\"quoted\\\"",
+                                  "line\\nbreak",
+                                  "x\\u00e9y",
+                                  "12345",
+                                  "The quick brown fox",
+                                  "snake_case_name",
+                                  "path/to/file.txt"};
     std::string s = "\"";
     for (uint32_t i = 0, n = pick(4); i <= n; ++i) s += std::string(i ? " " : "") + words[pick(14)];
     return s + "\"";
