@@ -63,8 +63,7 @@ struct Pass {
     kv.blocks = seq.blocks.data();
     kv.head_dim = a.head_dim;
     const kernels::AttnState st = state(i);
-    kernels::attention_partial(k, kv, a.q + it.tok * Q, a.n_head_kv, a.n_head / a.n_head_kv, a.scale, it.p0, it.p1,
-                               st);
+    kernels::attention_partial(k, kv, a.q + it.tok * Q, a.n_head_kv, a.n_head / a.n_head_kv, a.scale, it.p0, it.p1, st);
     if (single_chunk(it.tok)) kernels::attention_finish(a.n_head, a.head_dim, st.l, st.acc, a.out + it.tok * Q);
   }
   // Folds the token's chunks in order into its first item's state and finishes it.

@@ -85,9 +85,9 @@ void rope_and_store(Step& st) {
 
 // Causal attention of every token over its own sequence, straight from the store.
 void attention(Step& st) {
-  const AttnLayer a{st.store,        st.layer,         st.batch.seqs.data(), st.s.tok_seq.data(),
-                    st.s.tok_pos.data(), st.s.q.data(), st.s.att.data(),      st.c.n_head,
-                    st.c.n_head_kv,  st.c.head_dim,    st.att_scale};
+  const AttnLayer a{st.store,      st.layer,        st.batch.seqs.data(), st.s.tok_seq.data(), st.s.tok_pos.data(),
+                    st.s.q.data(), st.s.att.data(), st.c.n_head,          st.c.n_head_kv,      st.c.head_dim,
+                    st.att_scale};
   attention_run(a, st.s.attn, st.pool);
 }
 

@@ -65,20 +65,20 @@ struct StepBatch {
 // and only grow, so a warmed-up scratch makes a step allocation-free; attn's split_positions and
 // state_budget_bytes are the settings.
 struct BatchScratch {
-  std::vector<float> x;             // [n_total, n_embd] residual stream
-  std::vector<float> xn;            // [n_total, n_embd] normalized input of a sub-layer
-  std::vector<float> q;             // [n_total, n_head * head_dim]
-  std::vector<float> k;             // [n_total, n_embd_kv] the step's new keys (after RoPE)
-  std::vector<float> v;             // [n_total, n_embd_kv]
-  std::vector<float> att;           // [n_total, n_head * head_dim] attention output
-  std::vector<float> proj;          // [n_total, n_embd] sub-layer output
-  std::vector<float> gate;          // [n_total, n_ff]
-  std::vector<float> up;            // [n_total, n_ff]
-  std::vector<float> x_out;         // [sum of n_logits, n_embd] final-normed tokens with logits
-  std::vector<int32_t> tok_seq;     // [n_total] slice of each token
-  std::vector<int32_t> tok_pos;     // [n_total] position of each token
-  std::vector<int64_t> seq_tok;     // [n_seqs + 1] first token of each slice (and n_total)
-  AttnScratch attn;                 // attention work items and partial states
+  std::vector<float> x;          // [n_total, n_embd] residual stream
+  std::vector<float> xn;         // [n_total, n_embd] normalized input of a sub-layer
+  std::vector<float> q;          // [n_total, n_head * head_dim]
+  std::vector<float> k;          // [n_total, n_embd_kv] the step's new keys (after RoPE)
+  std::vector<float> v;          // [n_total, n_embd_kv]
+  std::vector<float> att;        // [n_total, n_head * head_dim] attention output
+  std::vector<float> proj;       // [n_total, n_embd] sub-layer output
+  std::vector<float> gate;       // [n_total, n_ff]
+  std::vector<float> up;         // [n_total, n_ff]
+  std::vector<float> x_out;      // [sum of n_logits, n_embd] final-normed tokens with logits
+  std::vector<int32_t> tok_seq;  // [n_total] slice of each token
+  std::vector<int32_t> tok_pos;  // [n_total] position of each token
+  std::vector<int64_t> seq_tok;  // [n_seqs + 1] first token of each slice (and n_total)
+  AttnScratch attn;              // attention work items and partial states
   kernels::MatmulScratch matmul;
 };
 
@@ -86,8 +86,8 @@ struct BatchScratch {
 // the logits of the last n_logits tokens of each slice: logits is [sum of n_logits, n_vocab],
 // slice after slice in seqs order, tokens in position order within a slice. The store's block size is the paging unit.
 // Errors (nothing is written): empty batch, tokens.size() != sum of n_tokens, n_tokens <= 0,
-// pos0 < 0, n_logits outside [0, n_tokens], a token outside the vocabulary, a block table too short or naming a block outside
-// the store, a store of another model's shape, logits span of the wrong size.
+// pos0 < 0, n_logits outside [0, n_tokens], a token outside the vocabulary, a block table too short or naming a block
+// outside the store, a store of another model's shape, logits span of the wrong size.
 Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore& store, std::span<float> logits,
                      ThreadPool& pool, BatchScratch& scratch);
 

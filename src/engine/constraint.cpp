@@ -42,6 +42,33 @@ int32_t Constraint::mask(std::span<float> logits, std::vector<uint8_t>& mask) co
   return n_left;
 }
 
+bool Constraint::fits(int32_t token, int64_t left_after) const {
+  if (!active_ || broken_) return true;
+  if (vocab_->is_eog(token)) return matcher_.can_end();
+  grammar::Matcher m = matcher_;
+  if (!m.accept_token(token)) return false;
+  const uint64_t need = m.min_bytes_to_end();
+  return left_after >= 0 && need <= static_cast<uint64_t>(left_after);
+}
+
+int32_t Constraint::closing_token(std::span<const float> logits, int64_t left_after) const {
+  int32_t best = -1;
+  float best_logit = -std::numeric_limits<float>::infinity();
+  auto consider = [&](int32_t t) {
+    if (t >= static_cast<int32_t>(logits.size())) return;
+    const float l = logits[static_cast<size_t>(t)];
+    // Ties (and all -inf rows) go to the lowest id, as in the samplers' argmax.
+    if (best >= 0 && !(l > best_logit || (l == best_logit && t < best))) return;
+    if (!fits(t, left_after)) return;
+    best = t;
+    best_logit = l;
+  };
+  if (matcher_.can_end())
+    for (const int32_t e : vocab_->eog) consider(e);
+  for (const int32_t t : vocab_->byte_tokens) consider(t);
+  return best;
+}
+
 bool Constraint::accept(int32_t token) {
   if (broken_) return true;
   if (active_) {

@@ -8,6 +8,13 @@
 // is lazy: the output is free until the trigger text appears in it, and from the trigger's first
 // byte on everything must be a sentence of the grammar.
 //
+// Token budget: an output must also end within its request's max_new_tokens (and context). A
+// token is taken only if the output can still be completed in the tokens left after it, counting
+// one byte per token (every vocabulary here has a token for each single byte); otherwise the
+// engine takes the closing token instead: the likeliest of the single-byte tokens (or EOG) that
+// keep a completion in reach. So a constrained output that can fit its budget always finishes
+// as a complete sentence, whatever the grammar's unbounded parts and the model's taste.
+//
 // Invariants:
 //  - Masking is exact: after mask(), a token keeps its logit iff accept() of it would succeed
 //    (EOG tokens: iff can_end()). Samplers then see only those tokens, so every sampler path
@@ -30,7 +37,8 @@ namespace edgelm::engine {
 // end-of-generation tokens, which a grammar never takes) and the end-of-generation ids.
 struct GrammarVocab {
   grammar::TokenIndexPtr index;
-  std::vector<int32_t> eog;  // sorted
+  std::vector<int32_t> eog;          // sorted
+  std::vector<int32_t> byte_tokens;  // the tokens whose piece is one byte
   bool is_eog(int32_t id) const;
 };
 
@@ -52,6 +60,14 @@ class Constraint {
   // left (0: nothing can continue the output; the caller ends it with an error). A no-op
   // returning n_vocab while inactive or broken. `mask` is scratch [n_vocab].
   int32_t mask(std::span<float> logits, std::vector<uint8_t>& mask) const;
+  // Whether, after `token`, the output can still be complete within `left_after` more tokens
+  // (EOG: whether it can end now). True while inactive or broken.
+  bool fits(int32_t token, int64_t left_after) const;
+  // The closing token (see above) from a logits row; -1 when none keeps a completion in reach.
+  int32_t closing_token(std::span<const float> logits, int64_t left_after) const;
+  // Active and the output so far is a complete sentence.
+  bool can_end() const { return active_ && !broken_ && matcher_.can_end(); }
+
   // Advances by a generated (non-EOG) token. Returns false when an active grammar rejects it
   // (then broken()).
   bool accept(int32_t token);

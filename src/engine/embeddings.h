@@ -1,5 +1,5 @@
-// Sentence embeddings (POST /v1/embeddings, the semantic cache's "self" embedder): the mean over the input's tokens of the final
-// hidden state after the output norm, L2-normalized.
+// Sentence embeddings (POST /v1/embeddings, the semantic cache's "self" embedder): the mean over the input's tokens of
+// the final hidden state after the output norm, L2-normalized.
 //
 // Computed by the reference forward (Model::forward with a hidden-state output) over a private
 // KvCache.

@@ -174,8 +174,9 @@ Finish Engine::accept_token(Sequence& s, int32_t token, std::vector<TokenEvent>&
     return Finish::stop;
   }
   if (s.constraint && s.constraint->must_end()) return Finish::stop;
-  if (s.n_generated >= s.req.max_new_tokens) return Finish::length;
-  if (static_cast<int32_t>(s.tokens.size()) >= n_ctx_) return Finish::length;
+  const bool out_of_room = s.n_generated >= s.req.max_new_tokens || static_cast<int32_t>(s.tokens.size()) >= n_ctx_;
+  // A constrained output closed in time by its budget is complete: it stops, it is not cut.
+  if (out_of_room) return s.constraint && s.constraint->can_end() ? Finish::stop : Finish::length;
   return Finish::none;
 }
 
@@ -200,29 +201,61 @@ std::shared_ptr<const GrammarVocab> Engine::grammar_vocab() {
       continue;  // never text: allowed only where the grammar may end
     }
     pieces[static_cast<size_t>(id)] = tok_->token_to_piece(id);
+    if (pieces[static_cast<size_t>(id)].size() == 1) gv->byte_tokens.push_back(id);
   }
   gv->index = std::make_shared<const grammar::TokenIndex>(std::move(pieces));
   grammar_vocab_ = std::move(gv);
   return grammar_vocab_;
 }
 
+int64_t Engine::tokens_left_after_next(const Sequence& s) const {
+  return std::min<int64_t>(s.req.max_new_tokens - s.n_generated, n_ctx_ - static_cast<int64_t>(s.tokens.size())) - 1;
+}
+
 int32_t Engine::sample_token(Sequence& s, std::span<float> logits) {
   if (!s.constraint || !s.constraint->active() || s.constraint->broken())
     return s.sampler.sample(logits, s.tokens, s.n_prompt);
   Stopwatch watch;
+  const int64_t left_after = tokens_left_after_next(s);
   if (s.sampler.is_greedy(s.n_prompt)) {
     // Exact shortcut: an allowed unmasked argmax is the masked argmax (lowest id on ties in both).
     greedy_logits_.assign(logits.begin(), logits.end());
     const int32_t t = s.sampler.sample(greedy_logits_, s.tokens, s.n_prompt);
     if (s.constraint->allows(t)) {
+      const int32_t closing =
+          s.constraint->fits(t, left_after) ? t : s.constraint->closing_token(greedy_logits_, left_after);
       mask_time_.observe(watch.seconds());
-      return t;
+      return closing >= 0 ? closing : t;
     }
   }
   const int32_t n_left = s.constraint->mask(logits, mask_buf_);
   mask_time_.observe(watch.seconds());
   if (n_left == 0) return -1;
-  return s.sampler.sample(logits, s.tokens, s.n_prompt);
+  const int32_t t = s.sampler.sample(logits, s.tokens, s.n_prompt);
+  // logits now hold what the sampler saw (masked, penalized): the closing token comes from them.
+  const int32_t closing = s.constraint->fits(t, left_after) ? t : s.constraint->closing_token(logits, left_after);
+  return closing >= 0 ? closing : t;
+}
+
+void Engine::close_in_budget(Sequence& s, std::span<float> logits, Verdict& v) {
+  if (!s.constraint || !s.constraint->active() || s.constraint->broken()) return;
+  const auto V = static_cast<size_t>(model_.config().n_vocab);
+  Constraint c = s.constraint->fork();
+  const int64_t left = tokens_left_after_next(s);
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    const int32_t t = v.tokens[i];
+    const int64_t left_after = left - static_cast<int64_t>(i);
+    if (!c.fits(t, left_after)) {  // as plain decoding would: the closing token from row i
+      const int32_t closing = c.closing_token(logits.subspan(i * V, V), left_after);
+      if (closing < 0) return;  // no completion fits any more: as plain decoding, keep the token
+      v.tokens.resize(i);
+      v.tokens.push_back(closing);
+      v.n_accepted = std::min<int32_t>(v.n_accepted, static_cast<int32_t>(i));
+      return;
+    }
+    if (tok_ != nullptr && tok_->vocab().is_eog(t)) return;
+    c.accept(t);
+  }
 }
 
 void Engine::mask_draft_rows(Sequence& s, std::span<float> logits, std::span<const int32_t> draft) {
@@ -259,8 +292,7 @@ const std::vector<TokenEvent>& Engine::step() {
   int32_t n_decoding = 0;  // sequences whose next slice is one decode token
   for (const auto& p : scheduler_.running()) n_decoding += p->n_pending() == 1 ? 1 : 0;
   // draft_min > 0 asks for speculation whatever it costs; otherwise the gate decides.
-  const bool may_draft =
-      drafter_ && (!opts_.spec.cost_gate || opts_.spec.draft_min > 0 || gate_.allow(n_decoding));
+  const bool may_draft = drafter_ && (!opts_.spec.cost_gate || opts_.spec.draft_min > 0 || gate_.allow(n_decoding));
   const std::vector<RequestId> drafted = may_draft ? propose_drafts() : std::vector<RequestId>{};
   const std::vector<ScheduledSlice>& plan = scheduler_.schedule();
   if (plan.empty()) return out;
@@ -370,7 +402,8 @@ Finish Engine::verify_slice(const ScheduledSlice& sl, std::span<float> logits, s
   Sequence& s = *sl.seq;
   const auto draft = std::span<const int32_t>(s.draft).first(static_cast<size_t>(sl.n_draft));
   mask_draft_rows(s, logits, draft);
-  const Verdict v = verify(s.sampler, logits, s.tokens, s.n_prompt, draft, s.draft_probs);
+  Verdict v = verify(s.sampler, logits, s.tokens, s.n_prompt, draft, s.draft_probs);
+  close_in_budget(s, logits, v);
   // KV: the pending token and the accepted drafts stay; the rejected drafts' positions go.
   commit_buf_.assign(s.tokens.begin() + s.kv.n_tokens, s.tokens.end());
   commit_buf_.insert(commit_buf_.end(), draft.begin(), draft.begin() + v.n_accepted);

@@ -57,8 +57,8 @@ struct EngineOptions {
 Status validate(const EngineOptions& opts);
 
 // Upper bounds (seconds) of the mask-time histogram's buckets, without +Inf.
-inline constexpr std::array<double, 10> kMaskTimeBounds = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
-                                                           5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2};
+inline constexpr std::array<double, 10> kMaskTimeBounds = {1e-5, 2.5e-5, 5e-5,   1e-4, 2.5e-4,
+                                                           5e-4, 1e-3,   2.5e-3, 5e-3, 1e-2};
 struct MaskTimeStats {
   std::array<int64_t, kMaskTimeBounds.size() + 1> buckets{};  // per bucket (not cumulative), the last +Inf
   double sum_s = 0.0;
@@ -69,7 +69,7 @@ struct MaskTimeStats {
 struct EngineStats {
   int32_t n_running = 0;
   int32_t n_waiting = 0;
-  int32_t batch_cap = 0;  // the adaptive cap on running sequences
+  int32_t batch_cap = 0;              // the adaptive cap on running sequences
   int64_t waiting_prompt_tokens = 0;  // prompt tokens of the waiting requests (the router's queue estimate)
   int64_t running_tokens_left = 0;    // tokens the running requests may still generate (max_new_tokens left)
   int32_t kv_blocks = 0;
@@ -134,6 +134,11 @@ class Engine {
   // grammar state after the drafts before it, so verification accepts only drafts the grammar
   // takes and draws corrections inside it.
   void mask_draft_rows(Sequence& s, std::span<float> logits, std::span<const int32_t> draft);
+  // Tokens s may still generate after its next one (max_new_tokens and the context).
+  int64_t tokens_left_after_next(const Sequence& s) const;
+  // The budget rule of constraint.h applied to a verification's tokens, as plain decoding would
+  // apply it token by token (rows: the logits verify() used).
+  void close_in_budget(Sequence& s, std::span<float> logits, Verdict& v);
   // The vocabulary as grammars see it, built on first use.
   std::shared_ptr<const GrammarVocab> grammar_vocab();
 
@@ -163,8 +168,8 @@ class Engine {
   int64_t spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0, spec_verify_steps_ = 0;
   std::vector<int32_t> commit_buf_;
   std::shared_ptr<const GrammarVocab> grammar_vocab_;
-  std::vector<uint8_t> mask_buf_;      // [n_vocab] allowed tokens of one constrained row
-  std::vector<float> greedy_logits_;   // [n_vocab] the unmasked row for the greedy shortcut
+  std::vector<uint8_t> mask_buf_;     // [n_vocab] allowed tokens of one constrained row
+  std::vector<float> greedy_logits_;  // [n_vocab] the unmasked row for the greedy shortcut
   MaskTimeStats mask_time_;
   // Reused by step(): its events, expired and finished requests.
   std::vector<TokenEvent> events_;

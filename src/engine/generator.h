@@ -23,8 +23,8 @@ struct GenerateOptions {
   bool stop_at_eos = true;
   sample::SamplingParams sampling;
   kv::KvType kv_type = kv::KvType::f16;
-  size_t kv_memory_bytes = 0;  // 0: exactly what the context needs
-  SpecOptions spec;            // speculative decoding (the draft KV gets the same budget)
+  size_t kv_memory_bytes = 0;   // 0: exactly what the context needs
+  SpecOptions spec;             // speculative decoding (the draft KV gets the same budget)
   grammar::GrammarPtr grammar;  // constrained decoding (constraint.h); null: free text
 };
 

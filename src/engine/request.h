@@ -54,9 +54,9 @@ struct Request {
   std::vector<int32_t> stop_tokens;       // further tokens that end the request (not emitted)
   std::vector<std::string> stop_strings;  // need a tokenizer in the engine
   std::optional<Clock::time_point> deadline;
-  int32_t priority = 0;                             // higher runs first; FCFS within a priority
-  bool cache_prefix = true;                         // share and reuse KV blocks with other requests
-  std::string cache_salt;                           // requests share blocks only with equal salts
+  int32_t priority = 0;      // higher runs first; FCFS within a priority
+  bool cache_prefix = true;  // share and reuse KV blocks with other requests
+  std::string cache_salt;    // requests share blocks only with equal salts
   // Constrained decoding (constraint.h): every generated token continues a sentence of the
   // grammar; end-of-generation only where it may end, and at once where nothing can follow.
   // Needs a tokenizer in the engine.

@@ -55,7 +55,7 @@ struct Sequence {
   int32_t n_preemptions = 0;
   kv::SeqKv kv;
   sample::Sampler sampler;
-  std::optional<TextStream> text;  // when the engine has a tokenizer
+  std::optional<TextStream> text;        // when the engine has a tokenizer
   std::optional<Constraint> constraint;  // with Request::grammar
   std::string error;                     // why it ends with Finish::error (not a forward's failure)
   // Speculative decoding (speculative.h): this step's proposal, verified after the pending token,

@@ -205,7 +205,8 @@ void NgramDrafter::propose(std::span<Sequence* const> seqs, std::span<const int3
 Result<std::unique_ptr<ModelDrafter>> ModelDrafter::create(StepModel& draft, int32_t block_size, kv::KvType kv_type,
                                                            size_t kv_memory_bytes) {
   const int32_t n_blocks = kv::KvStore::blocks_for_budget(draft.config(), block_size, kv_type, kv_memory_bytes);
-  if (n_blocks < 2) return make_error("the draft model's KV budget of {} bytes holds fewer than 2 blocks", kv_memory_bytes);
+  if (n_blocks < 2)
+    return make_error("the draft model's KV budget of {} bytes holds fewer than 2 blocks", kv_memory_bytes);
   EDGELM_TRY(kv::KvStore store, kv::KvStore::create(draft.config(), n_blocks, block_size, kv_type));
   return std::unique_ptr<ModelDrafter>(new ModelDrafter(draft, std::move(store), block_size));
 }

@@ -167,8 +167,8 @@ class ModelDrafter final : public Drafter {
   struct State {
     explicit State(const sample::SamplingParams& p) : sampler(p) {}
     kv::SeqKv kv;
-    sample::Sampler sampler;      // the draft's own chain and random stream
-    std::vector<int32_t> fed;     // tokens fed this step at positions [kv.n_tokens, ...): reserved, not committed
+    sample::Sampler sampler;   // the draft's own chain and random stream
+    std::vector<int32_t> fed;  // tokens fed this step at positions [kv.n_tokens, ...): reserved, not committed
   };
   ModelDrafter(StepModel& draft, kv::KvStore store, int32_t block_size);
   State& state(const Sequence& s);

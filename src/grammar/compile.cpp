@@ -63,6 +63,7 @@ class Compiler {
       p->alt_starts.push_back(std::move(starts));
     }
     p->classes = std::move(classes_);
+    compute_min_tails(*p);
     EDGELM_TRY_STATUS(build_closures(*p));
     return p;
   }

@@ -99,6 +99,9 @@ class Matcher {
   bool allows(int32_t id) const;                  // accept_token(id) would succeed
   bool can_end() const;                           // the output so far is a complete sentence
   bool must_end() const;                          // can_end() and no byte at all can follow
+  // The fewest bytes after which the output can be complete (0 when can_end(); UINT64_MAX when
+  // no sentence can be reached). Engines use it to close an output within its token budget.
+  uint64_t min_bytes_to_end() const;
   void fill_mask(std::span<uint8_t> mask) const;  // mask.size() == n_tokens; mask[id] = allows(id)
 
   // Additions.

@@ -105,6 +105,11 @@ bool Matcher::allows(int32_t id) const {
 
 bool Matcher::can_end() const { return st_->cur.has_complete(); }
 
+uint64_t Matcher::min_bytes_to_end() const {
+  const uint64_t n = detail::min_bytes_to_end(grammar_->program(), st_->cur);
+  return n == detail::kNever ? UINT64_MAX : n;
+}
+
 bool Matcher::must_end() const {
   for (const auto& s : st_->cur.stacks())
     if (s.len != 0) return false;

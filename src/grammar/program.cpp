@@ -132,6 +132,56 @@ void advance(const Program& g, const StackSet& in, uint8_t byte, StackSet& out, 
   }
 }
 
+void compute_min_tails(Program& g) {
+  // Shortest encoding of a class's member: that of its smallest code point.
+  std::vector<uint32_t> class_len(g.classes.size());
+  for (size_t c = 0; c < g.classes.size(); ++c) {
+    const uint32_t cp = g.classes[c].ranges.front().first;
+    class_len[c] = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  }
+  std::vector<uint32_t> rule_len(g.alt_starts.size(), kNever);
+  g.min_tail.assign(g.elems.size(), kNever);
+  auto add = [](uint32_t a, uint32_t b) { return a == kNever || b == kNever ? kNever : a + b; };
+  // Each pass settles at least one more rule (its shortest sentence uses only settled ones), so
+  // at most n_rules + 1 passes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t q = g.elems.size(); q-- > 0;) {
+      const Elem& el = g.elems[q];
+      g.min_tail[q] = el.kind == ElemKind::kEnd    ? 0
+                      : el.kind == ElemKind::kChar ? add(class_len[el.arg], g.min_tail[q + 1])
+                                                   : add(rule_len[el.arg], g.min_tail[q + 1]);
+    }
+    for (size_t r = 0; r < rule_len.size(); ++r) {
+      uint32_t best = kNever;
+      for (const uint32_t a : g.alt_starts[r]) best = std::min(best, g.min_tail[a]);
+      if (best < rule_len[r]) {
+        rule_len[r] = best;
+        changed = true;
+      }
+    }
+  }
+}
+
+uint64_t min_bytes_to_end(const Program& g, const StackSet& s) {
+  uint64_t best = kNever;
+  for (const StackSet::Stack& st : s.stacks()) {
+    if (st.len == 0) return 0;
+    const uint32_t* e = s.entries(st);
+    const uint32_t top = e[st.len - 1];
+    // The top character: the continuation bytes it still needs, or its shortest encoding.
+    uint64_t n = st.partial != 0 ? ((st.partial >> 21) & 3) : g.min_tail[top] - g.min_tail[top + 1];
+    bool never = g.min_tail[top + 1] == kNever;
+    n += never ? 0 : g.min_tail[top + 1];
+    for (uint32_t i = 0; i + 1 < st.len && !never; ++i) {
+      never = g.min_tail[e[i]] == kNever;
+      n += never ? 0 : g.min_tail[e[i]];
+    }
+    if (!never) best = std::min(best, n);
+  }
+  return best;
+}
+
 void initial_state(const Program& g, StackSet& out) {
   out.clear();
   expand_into(g, nullptr, 0, 0, out, false);

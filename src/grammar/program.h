@@ -54,6 +54,9 @@ struct Program {
   std::vector<Rep> reps;
   std::vector<uint32_t> closure_begin;
   std::vector<uint8_t> can_pop;
+  // Per position: the fewest bytes that complete the rest of its alternative from it (rule
+  // references at their shortest; kNever where no sentence can follow).
+  std::vector<uint32_t> min_tail;
 };
 
 // UTF-8 stepping of one class by one byte.
@@ -103,5 +106,12 @@ void advance(const Program& g, const StackSet& in, uint8_t byte, StackSet& out, 
 
 // The initial state: the start symbol expanded.
 void initial_state(const Program& g, StackSet& out);
+
+inline constexpr uint32_t kNever = UINT32_MAX;
+
+// Fills g.min_tail (a fixed point over the rules' shortest sentences).
+void compute_min_tails(Program& g);
+// The fewest bytes after which some stack of `s` is complete (0: it can end now; kNever: none).
+uint64_t min_bytes_to_end(const Program& g, const StackSet& s);
 
 }  // namespace edgelm::grammar::detail

@@ -78,7 +78,9 @@ std::string GbnfBuilder::shared(const std::string& key, const std::string& body)
   return n;
 }
 
-std::string GbnfBuilder::ws_rule() { return shared("ws", "[ \\t]{0,20} (\"\\n\" [ \\t]{0,20})?"); }
+// One space, or a newline and an indentation of at most 12: pretty-printed JSON fits, and a
+// small model sampled at temperature 1 cannot spend its tokens on blanks.
+std::string GbnfBuilder::ws_rule() { return shared("ws", "(\" \" | \"\\n\" [ \\t]{0,12})?"); }
 std::string GbnfBuilder::string_char_rule() { return shared("char", string_char_gbnf()); }
 std::string GbnfBuilder::string_rule() {
   const std::string ch = string_char_rule();

@@ -2,8 +2,8 @@
 // server compiles a request's schema once and the grammar engine enforces it while decoding.
 //
 // Output language: JSON text without leading or trailing whitespace; between structural tokens
-// (after '{' '[' ',' ':' and before '}' ']' ',' ':') bounded whitespace: at most 20 spaces/tabs,
-// optionally one newline and at most 20 more spaces/tabs. Numbers are bounded: integral part at
+// (after '{' '[' ',' ':' and before '}' ']' ',' ':') bounded whitespace: nothing, one space, or
+// one newline and at most 12 spaces/tabs of indentation. Numbers are bounded: integral part at
 // most 16 digits (unless a bound needs more), fraction at most 16 digits, exponent at most 2.
 // Object properties come in the schema's order; constants and enum values in compact form.
 // So a model cannot loop on whitespace or digits, and a schema whose strings and arrays are bounded

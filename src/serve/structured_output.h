@@ -43,8 +43,7 @@ nlohmann::ordered_json ordered_body(const http::Request& req);
 std::optional<ApiError> parse_output_constraint(const nlohmann::ordered_json& body,
                                                 std::optional<OutputConstraint>& out);
 // /predict's optional schema.
-std::optional<ApiError> parse_predict_schema(const nlohmann::ordered_json& body,
-                                             std::optional<OutputConstraint>& out);
+std::optional<ApiError> parse_predict_schema(const nlohmann::ordered_json& body, std::optional<OutputConstraint>& out);
 
 // The grammar of `gbnf` (root rule "root"), from the cache or compiled now. The error is the
 // parser's message.

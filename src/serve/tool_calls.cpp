@@ -223,7 +223,8 @@ std::optional<ApiError> parse_tools(const json& body, std::optional<ToolSpec>& o
       else if (c == "required")
         spec.choice = ToolChoice::required;
       else
-        return bad("tool_choice", fmt::format("unknown tool_choice '{}' (expected none, auto, required or an object)", c));
+        return bad("tool_choice",
+                   fmt::format("unknown tool_choice '{}' (expected none, auto, required or an object)", c));
     } else if (choice->is_object() && choice->value("type", json()) == "function" && choice->contains("function") &&
                (*choice)["function"].is_object() && (*choice)["function"].value("name", json()).is_string()) {
       spec.choice = ToolChoice::named;
@@ -238,7 +239,8 @@ std::optional<ApiError> parse_tools(const json& body, std::optional<ToolSpec>& o
     }
   }
   if (parallel != body.end() && !parallel->is_null()) {
-    if (!parallel->is_boolean()) return bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean", "invalid_type");
+    if (!parallel->is_boolean())
+      return bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean", "invalid_type");
     spec.parallel = parallel->get<bool>();
   }
   out = std::move(spec);
@@ -258,8 +260,8 @@ std::vector<ChatMessage> lower_tool_messages(ToolSyntax syntax, const ToolSpec* 
       // Consecutive results: one user turn of <tool_response> blocks.
       std::string text;
       for (; i < messages.size() && messages[i].role == "tool"; ++i)
-        text += (text.empty() ? "" : "\n") + std::string("<tool_response>\n") + messages[i].content +
-                "\n</tool_response>";
+        text +=
+            (text.empty() ? "" : "\n") + std::string("<tool_response>\n") + messages[i].content + "\n</tool_response>";
       --i;
       out.push_back(ChatMessage{"user", std::move(text)});
       continue;
@@ -305,13 +307,12 @@ std::optional<ApiError> tool_call_grammar(ToolSyntax syntax, const ToolSpec& spe
   for (size_t i = 0; i < spec.tools.size(); ++i) {
     const ToolDef& t = spec.tools[i];
     if (spec.choice == ToolChoice::named && t.name != spec.named) continue;
-    const json params =
-        t.parameters.is_null() ? json{{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}}
-                               : t.parameters;
+    const json params = t.parameters.is_null()
+                            ? json{{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}}
+                            : t.parameters;
     Result<std::string> args = b.add_schema(params, "args-" + t.name);
     const std::string param = fmt::format("tools[{}].function.parameters", i);
-    if (!args.ok())
-      return bad(param, fmt::format("'{}': {}", param, args.error().message), "unsupported_schema");
+    if (!args.ok()) return bad(param, fmt::format("'{}': {}", param, args.error().message), "unsupported_schema");
     const std::string key = llama3 ? "parameters" : "arguments";
     const std::string alt = b.add_rule("call-" + t.name, literal(t.name + "\", \"" + key + "\": ") + " " + *args);
     alts += (alts.empty() ? "" : " | ") + alt;
@@ -321,9 +322,8 @@ std::optional<ApiError> tool_call_grammar(ToolSyntax syntax, const ToolSpec& spe
   const std::string call = b.add_rule("tool-call", literal(open) + " ( " + alts + " ) " + literal(close));
   const bool many = spec.parallel && spec.choice != ToolChoice::named;
   const std::string sep = llama3 ? "; " : "\n";
-  const std::string calls =
-      b.add_rule("tool-calls", many ? fmt::format("{} ( {} {} ){{0,{}}}", call, literal(sep), call, kMaxParallelCalls - 1)
-                                    : call);
+  const std::string calls = b.add_rule(
+      "tool-calls", many ? fmt::format("{} ( {} {} ){{0,{}}}", call, literal(sep), call, kMaxParallelCalls - 1) : call);
   gbnf = b.gbnf(calls);
   trigger = spec.choice == ToolChoice::automatic ? std::string(trigger_of(syntax)) : std::string();
   return std::nullopt;

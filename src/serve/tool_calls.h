@@ -35,7 +35,7 @@ ToolSyntax tool_syntax_for(ChatTemplate t);
 
 struct ToolDef {
   std::string name;
-  std::string description;   // may be empty
+  std::string description;            // may be empty
   nlohmann::ordered_json parameters;  // a JSON Schema of the arguments object (absent: no arguments)
   bool strict = false;                // OpenAI strict: objects without additionalProperties allow none
 };
@@ -96,7 +96,7 @@ class ToolCallStream {
  private:
   void take_calls(Delta& d, bool at_end);
   ToolSyntax syntax_;
-  std::string buf_;     // text not yet sent
+  std::string buf_;        // text not yet sent
   bool in_calls_ = false;  // the first call started: nothing more is content
   int32_t n_calls_ = 0;
 };

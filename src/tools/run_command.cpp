@@ -49,7 +49,9 @@ Status load_grammar(RunOptions& o) {
   }
   std::string gbnf = o.grammar;
   if (!o.json_schema.empty()) {
-    const nlohmann::json schema = nlohmann::json::parse(o.json_schema, nullptr, /*allow_exceptions=*/false);
+    // ordered_json: properties in the order the file gives them.
+    const nlohmann::ordered_json schema =
+        nlohmann::ordered_json::parse(o.json_schema, nullptr, /*allow_exceptions=*/false);
     if (schema.is_discarded()) return make_error("--json-schema: not valid JSON");
     Result<std::string> g = schema::json_schema_to_gbnf(schema);
     if (!g.ok()) return make_error("--json-schema: {}", g.error().message);

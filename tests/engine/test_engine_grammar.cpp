@@ -54,7 +54,8 @@ bool complete_sentence(const grammar::GrammarPtr& g, const std::string& text) {
   return m.accept_bytes(text) && m.can_end();
 }
 
-constexpr const char* kRecordGrammar = R"(root ::= "{\"id\": " [0-9]{1,3} ", \"tag\": \"" [a-z]{1,8} "\", \"ok\": " ("true" | "false") "}")";
+constexpr const char* kRecordGrammar =
+    R"(root ::= "{\"id\": " [0-9]{1,3} ", \"tag\": \"" [a-z]{1,8} "\", \"ok\": " ("true" | "false") "}")";
 
 TEST(EngineGrammar, GreedyAndSampledOutputsAreSentencesEndedByTheGrammar) {
   Stories s;
@@ -113,29 +114,60 @@ TEST(EngineGrammar, SpeculativeGreedyEqualsGrammarAlone) {
 item ::= "\"" [a-z ]{1,10} "\"")");
   ASSERT_TRUE(g);
   const std::vector<int32_t> prompt = s.lm.tokenizer->encode("Lily and Ben went to the park", true, false);
-  auto run = [&](SpecOptions spec) {
-    auto e = make_engine(s, runner, spec);
-    Request r = test::greedy(prompt, 150);
+  for (const int32_t budget : {150, 24}) {  // 24: the budget rule closes the list early
+    auto run = [&](SpecOptions spec) {
+      auto e = make_engine(s, runner, spec);
+      Request r = test::greedy(prompt, budget);
+      r.grammar = g;
+      const RequestId id = e->add_request(std::move(r)).value();
+      auto got = test::run_all(*e);
+      return std::make_pair(got.at(id), e->stats());
+    };
+    const auto [plain, plain_st] = run({});
+    EXPECT_TRUE(complete_sentence(g, text_of(*s.lm.tokenizer, plain.tokens))) << text_of(*s.lm.tokenizer, plain.tokens);
+    SpecOptions ngram;
+    ngram.mode = SpecMode::ngram;
+    ngram.cost_gate = false;
+    ngram.draft_min = 1;
+    SpecOptions model = ngram;
+    model.mode = SpecMode::draft;
+    model.draft_model = &draft_runner;
+    for (const auto& [name, spec] : {std::pair{"ngram", ngram}, std::pair{"draft model", model}}) {
+      const auto [o, st] = run(spec);
+      EXPECT_EQ(o.tokens, plain.tokens) << name;
+      EXPECT_EQ(o.finish, plain.finish) << name;
+      EXPECT_GT(st.spec_draft_tokens, 0) << name;
+      EXPECT_GT(st.spec_accepted_tokens, 0) << name;
+    }
+    EXPECT_EQ(plain.finish, Finish::stop) << "budget " << budget;
+    EXPECT_LE(plain.tokens.size(), static_cast<size_t>(budget));
+  }
+}
+
+TEST(EngineGrammar, UnboundedGrammarsCloseWithinTheTokenBudget) {
+  // Free-form strings the model would fill for ever: the budget rule ends each output in time.
+  Stories s;
+  ModelRunner runner(*s.lm.model, s.pool);
+  auto e = make_engine(s, runner);
+  const grammar::GrammarPtr g = compile(R"(root ::= "{\"story\": \"" [a-zA-Z ,.]* "\", \"more\": [" [0-9]* "]}")");
+  ASSERT_TRUE(g);
+  std::vector<std::pair<RequestId, int32_t>> ids;
+  for (int i = 0; i < 12; ++i) {
+    Request r;
+    r.prompt = s.lm.tokenizer->encode("Once upon a time", true, false);
+    r.max_new_tokens = 30 + 7 * i;  // the shortest sentence has 25 bytes
     r.grammar = g;
-    const RequestId id = e->add_request(std::move(r)).value();
-    auto got = test::run_all(*e);
-    return std::make_pair(got.at(id), e->stats());
-  };
-  const auto [plain, plain_st] = run({});
-  EXPECT_TRUE(complete_sentence(g, text_of(*s.lm.tokenizer, plain.tokens))) << text_of(*s.lm.tokenizer, plain.tokens);
-  SpecOptions ngram;
-  ngram.mode = SpecMode::ngram;
-  ngram.cost_gate = false;
-  ngram.draft_min = 1;
-  SpecOptions model = ngram;
-  model.mode = SpecMode::draft;
-  model.draft_model = &draft_runner;
-  for (const auto& [name, spec] : {std::pair{"ngram", ngram}, std::pair{"draft model", model}}) {
-    const auto [o, st] = run(spec);
-    EXPECT_EQ(o.tokens, plain.tokens) << name;
-    EXPECT_EQ(o.finish, plain.finish) << name;
-    EXPECT_GT(st.spec_draft_tokens, 0) << name;
-    EXPECT_GT(st.spec_accepted_tokens, 0) << name;
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = static_cast<uint64_t>(100 + i);
+    ids.emplace_back(e->add_request(std::move(r)).value(), 30 + 7 * i);
+  }
+  const auto got = test::run_all(*e);
+  for (const auto& [id, budget] : ids) {
+    const Outcome& o = got.at(id);
+    const std::string text = text_of(*s.lm.tokenizer, o.tokens);
+    EXPECT_EQ(o.finish, Finish::stop) << text;
+    EXPECT_LE(o.tokens.size(), static_cast<size_t>(budget));
+    EXPECT_TRUE(complete_sentence(g, text)) << text;
   }
 }
 

@@ -27,7 +27,9 @@ void check(const GrammarPtr& g, const std::vector<Case>& cases) {
     Matcher m(g, tok);
     const bool ok = m.accept_bytes(c.bytes);
     EXPECT_EQ(ok, c.prefix_ok) << "'" << c.bytes << "'";
-    if (ok) EXPECT_EQ(m.can_end(), c.complete) << "'" << c.bytes << "'";
+    if (ok) {
+      EXPECT_EQ(m.can_end(), c.complete) << "'" << c.bytes << "'";
+    }
   }
 }
 

@@ -104,8 +104,8 @@ TEST(ServerCacheConfig, YamlEnvAndValidation) {
   EXPECT_EQ(c->cache_db, "/tmp/x.db");
   EXPECT_EQ(c->embedding_model, "self");
   EXPECT_FALSE(c->cache_guards);
-  std::map<std::string, std::string> env = {{"EDGELM_CACHE", "exact"}, {"EDGELM_CACHE_CAPACITY", "7"},
-                                            {"EDGELM_EMBEDDING_MODEL", "lexical"}};
+  std::map<std::string, std::string> env = {
+      {"EDGELM_CACHE", "exact"}, {"EDGELM_CACHE_CAPACITY", "7"}, {"EDGELM_EMBEDDING_MODEL", "lexical"}};
   ASSERT_TRUE(serve::apply_env(*c, [&](const char* n) -> const char* {
                 auto it = env.find(n);
                 return it == env.end() ? nullptr : it->second.c_str();
@@ -145,9 +145,8 @@ TEST(ServerCache, ExactHitOnCompletionsPredictAndChat) {
   EXPECT_EQ(header(p2, "x-edgelm-cache"), "exact");
   EXPECT_EQ(p1.js()["output"], p2.js()["output"]);
 
-  const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
-                     {"max_tokens", 6},
-                     {"temperature", 0}};
+  const json chat = {
+      {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"max_tokens", 6}, {"temperature", 0}};
   Reply c1 = s.post("/v1/chat/completions", chat);
   Reply c2 = s.post("/v1/chat/completions", chat);
   ASSERT_EQ(c1.status, 200) << c1.body;
@@ -191,9 +190,9 @@ TEST(ServerCache, SemanticHitAndGuardMisses) {
   EXPECT_LT(sim, 1.0);
   EXPECT_EQ(text_of(a), text_of(b));
   // Negation, number and entity flips are misses.
-  EXPECT_EQ(header(s.post("/v1/completions", completion("Can't I return an opened item to the shop?")),
-                   "x-edgelm-cache"),
-            "miss");
+  EXPECT_EQ(
+      header(s.post("/v1/completions", completion("Can't I return an opened item to the shop?")), "x-edgelm-cache"),
+      "miss");
   s.post("/v1/completions", completion("Can I return shoes after 30 days?"));
   EXPECT_EQ(header(s.post("/v1/completions", completion("Can I return shoes after 60 days?")), "x-edgelm-cache"),
             "miss");
@@ -203,7 +202,8 @@ TEST(ServerCache, SemanticHitAndGuardMisses) {
   Reply stats = s.get("/admin/cache/stats");
   EXPECT_EQ(stats.status, 403);  // no admin token configured
   Reply m = s.get("/metrics");
-  EXPECT_NE(m.body.find("edge_cache_lookups_total{model_name=\"stories260K\",device_id=\"test-device\",level=\"semantic\",result=\"hit\"} 1"),
+  EXPECT_NE(m.body.find("edge_cache_lookups_total{model_name=\"stories260K\",device_id=\"test-device\",level="
+                        "\"semantic\",result=\"hit\"} 1"),
             std::string::npos)
       << m.body;
   EXPECT_NE(m.body.find("edge_cache_guard_rejections_total"), std::string::npos);
@@ -224,7 +224,8 @@ TEST(ServerCache, SelfEmbeddingSource) {
   Reply b = s.post("/v1/completions", completion("A little dog ran into the park"));
   ASSERT_EQ(b.status, 200) << b.body;
   EXPECT_EQ(header(b, "x-edgelm-cache"), "semantic");
-  const double sim = std::stod(header(b, "x-edgelm-cache-similarity").empty() ? "0" : header(b, "x-edgelm-cache-similarity"));
+  const double sim =
+      std::stod(header(b, "x-edgelm-cache-similarity").empty() ? "0" : header(b, "x-edgelm-cache-similarity"));
   EXPECT_GT(sim, 0.05);
   EXPECT_LT(sim, 0.9999);
   EXPECT_EQ(text_of(a), text_of(b));
@@ -279,6 +280,26 @@ TEST(ServerCache, StreamsACachedAnswer) {
   EXPECT_EQ(parse_sse(c2.body).events.at(0)["choices"][0]["delta"]["role"], "assistant");
 }
 
+TEST(ServerCache, KeysOnTheGrammarOfConstrainedAnswers) {
+  CacheServer s([](serve::ServeConfig&) {});
+  const json plain = {{"prompt", "Once upon a time"}, {"max_tokens", 30}, {"temperature", 0}};
+  json constrained = plain;
+  constrained["response_format"] = {{"type", "json_object"}};
+  json other = plain;
+  other["grammar"] = "root ::= [a-z ]+ \".\"";
+  ASSERT_EQ(s.post("/v1/completions", plain).status, 200);
+  for (const json& body : {constrained, other}) {
+    const Reply r = s.post("/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.headers.find("x-edgelm-cache")->second, "miss")
+        << "an answer under another grammar must not stand for it";
+  }
+  const Reply again = s.post("/v1/completions", constrained);
+  EXPECT_EQ(again.headers.find("x-edgelm-cache")->second, "exact");
+  const std::string text = again.js()["choices"][0]["text"].get<std::string>();
+  EXPECT_TRUE(json::parse(text, nullptr, false).is_object()) << text;
+}
+
 TEST(ServerCache, NamespacesPerApiKey) {
   CacheServer s([](serve::ServeConfig& c) { c.api_keys = {"key-one", "key-two"}; });
   const httplib::Headers one = {{"Authorization", "Bearer key-one"}};
@@ -314,12 +335,18 @@ TEST(ServerCache, PersistsAcrossRestartAndSurvivesACorruptFile) {
   const std::string db = dir.file("cache.db");
   std::string first;
   {
-    CacheServer s([&](serve::ServeConfig& c) { c.cache_db = db; c.cache = "semantic"; });
+    CacheServer s([&](serve::ServeConfig& c) {
+      c.cache_db = db;
+      c.cache = "semantic";
+    });
     EXPECT_TRUE(s.warnings.empty());
     first = text_of(s.post("/v1/completions", completion("Once upon a time")));
   }
   {
-    CacheServer s([&](serve::ServeConfig& c) { c.cache_db = db; c.cache = "semantic"; });
+    CacheServer s([&](serve::ServeConfig& c) {
+      c.cache_db = db;
+      c.cache = "semantic";
+    });
     Reply r = s.post("/v1/completions", completion("Once upon a time"));
     EXPECT_EQ(header(r, "x-edgelm-cache"), "exact");
     EXPECT_EQ(text_of(r), first);

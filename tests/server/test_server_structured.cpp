@@ -38,19 +38,21 @@ json chat(json extra) {
 }
 
 json tools() {
-  return json::array({{{"type", "function"},
-                       {"function", {{"name", "move_arm"}, {"description", "Move a joint"}, {"parameters", arm_schema()}}}},
-                      {{"type", "function"}, {"function", {{"name", "stop_arm"}}}}});
+  return json::array(
+      {{{"type", "function"},
+        {"function", {{"name", "move_arm"}, {"description", "Move a joint"}, {"parameters", arm_schema()}}}},
+       {{"type", "function"}, {"function", {{"name", "stop_arm"}}}}});
 }
 
 TEST(ServerStructured, JsonSchemaGreedyAndSampled) {
   TestServer s;
   s.wait_ready();
   for (int seed = 0; seed < 4; ++seed) {
-    json body = chat({{"response_format",
-                       {{"type", "json_schema"}, {"json_schema", {{"name", "arm"}, {"schema", arm_schema()}, {"strict", true}}}}},
-                      {"temperature", seed == 0 ? 0.0 : 1.0},
-                      {"seed", seed}});
+    json body = chat(
+        {{"response_format",
+          {{"type", "json_schema"}, {"json_schema", {{"name", "arm"}, {"schema", arm_schema()}, {"strict", true}}}}},
+         {"temperature", seed == 0 ? 0.0 : 1.0},
+         {"seed", seed}});
     const Reply r = post(s, "/v1/chat/completions", body);
     ASSERT_EQ(r.status, 200) << r.body;
     const json c = r.js()["choices"][0];
@@ -64,7 +66,10 @@ TEST(ServerStructured, JsonObjectGrammarAndPredictSchema) {
   TestServer s;
   s.wait_ready();
   Reply r = post(s, "/v1/completions",
-                 json{{"prompt", "Once upon a time"}, {"max_tokens", 100}, {"temperature", 1}, {"seed", 3},
+                 json{{"prompt", "Once upon a time"},
+                      {"max_tokens", 100},
+                      {"temperature", 1},
+                      {"seed", 3},
                       {"response_format", {{"type", "json_object"}}}});
   ASSERT_EQ(r.status, 200) << r.body;
   const std::string obj = r.js()["choices"][0]["text"].get<std::string>();
@@ -139,12 +144,13 @@ TEST(ServerStructured, ToolCallsForcedRequiredStreamedAndHistory) {
 
   // A history with a call and its result is accepted.
   json history = kUser;
-  history.push_back({{"role", "assistant"},
-                     {"content", nullptr},
-                     {"tool_calls",
-                      {{{"id", "call_1"},
-                        {"type", "function"},
-                        {"function", {{"name", "move_arm"}, {"arguments", "{\"joint\":\"wrist\",\"angle_deg\":30}"}}}}}}});
+  history.push_back(
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        {{{"id", "call_1"},
+          {"type", "function"},
+          {"function", {{"name", "move_arm"}, {"arguments", "{\"joint\":\"wrist\",\"angle_deg\":30}"}}}}}}});
   history.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "{\"ok\": true}"}});
   r = post(s, "/v1/chat/completions", json{{"messages", history}, {"tools", tools()}, {"max_tokens", 20}});
   ASSERT_EQ(r.status, 200) << r.body;
@@ -162,29 +168,34 @@ TEST(ServerStructured, BadFieldsAre400sNamingThem) {
       {{{"response_format", {{"type", "yaml"}}}}, "response_format.type", "yaml"},
       {{{"response_format", {{"type", "json_schema"}}}}, "response_format.json_schema", "json_schema"},
       {{{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}},
-       "response_format.json_schema.schema", "schema"},
+       "response_format.json_schema.schema",
+       "schema"},
       {{{"response_format",
          {{"type", "json_schema"},
           {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}, {"patternProperties", json::object()}}}}}}}},
-       "response_format.json_schema.schema", "patternProperties"},
+       "response_format.json_schema.schema",
+       "patternProperties"},
       {{{"response_format", {{"type", "json_object"}, {"extra", 1}}}}, "response_format.extra", "extra"},
       {{{"grammar", "root ::= undefined-rule"}}, "grammar", "undefined-rule"},
       {{{"grammar", "root ::= \"a\""}, {"response_format", {{"type", "json_object"}}}}, "grammar", "grammar"},
       {{{"tool_choice", "required"}}, "tool_choice", "tools"},
-      {{{"tools", tools()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "fly"}}}}}}, "tool_choice",
+      {{{"tools", tools()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "fly"}}}}}},
+       "tool_choice",
        "fly"},
       {{{"tools", json::array({{{"type", "function"}, {"function", {{"name", "bad name!"}}}}})}},
-       "tools[0].function.name", "name"},
+       "tools[0].function.name",
+       "name"},
       {{{"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"color", "red"}}}}})}},
-       "tools[0].function.color", "color"},
+       "tools[0].function.color",
+       "color"},
       {{{"tools",
          json::array({{{"type", "function"},
                        {"function", {{"name", "f"}, {"parameters", {{"type", "array"}, {"uniqueItems", true}}}}}}})},
         {"tool_choice", "required"}},
-       "tools[0].function.parameters", "uniqueItems"},
+       "tools[0].function.parameters",
+       "uniqueItems"},
       {{{"tools", tools()}, {"response_format", {{"type", "json_object"}}}}, "response_format", "tool_choice"},
-      {{{"messages", json::array({{{"role", "tool"}, {"content", "x"}}})}}, "messages[0].tool_call_id",
-       "tool_call_id"},
+      {{{"messages", json::array({{{"role", "tool"}, {"content", "x"}}})}}, "messages[0].tool_call_id", "tool_call_id"},
   };
   for (const Case& c : cases) {
     const Reply r = post(s, "/v1/chat/completions", chat(c.extra));
@@ -201,28 +212,21 @@ TEST(ServerStructured, BadFieldsAre400sNamingThem) {
   EXPECT_EQ(p.js()["error"]["param"], "schema");
 }
 
-TEST(ServerStructured, CacheKeysOnTheGrammarAndMetricsCount) {
-  TestServer s([](serve::ServeConfig& cfg, serve::EngineServiceOptions&) { cfg.cache = "exact"; });
+TEST(ServerStructured, MetricsCountConstrainedRequestsAndMaskTime) {
+  TestServer s;
   s.wait_ready();
-  const json plain = {{"prompt", "Once upon a time"}, {"max_tokens", 30}, {"temperature", 0}};
-  json constrained = plain;
-  constrained["response_format"] = {{"type", "json_object"}};
-  Reply a = post(s, "/v1/completions", plain);
-  ASSERT_EQ(a.status, 200);
-  Reply b = post(s, "/v1/completions", constrained);
-  ASSERT_EQ(b.status, 200);
-  EXPECT_EQ(b.headers.find("x-edgelm-cache")->second, "miss") << "a free answer must not stand for a constrained one";
-  Reply b2 = post(s, "/v1/completions", constrained);
-  EXPECT_EQ(b2.headers.find("x-edgelm-cache")->second, "exact");
-  EXPECT_EQ(b2.js()["choices"][0]["text"], b.js()["choices"][0]["text"]);
+  const json body = {
+      {"prompt", "Once upon a time"}, {"max_tokens", 30}, {"response_format", {{"type", "json_object"}}}};
+  ASSERT_EQ(post(s, "/v1/completions", body).status, 200);
+  ASSERT_EQ(post(s, "/v1/completions", body).status, 200);
+  ASSERT_EQ(post(s, "/predict", json{{"input", "x"}, {"max_tokens", 30}, {"schema", arm_schema()}}).status, 200);
   const std::string m = get(s, "/metrics").body;
-  EXPECT_NE(m.find("edge_constrained_requests_total{model_name=\"stories260K\",device_id=\"test-device\",kind=\"json_object\"} 2"),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("edge_grammar_mask_seconds_count{"), std::string::npos) << m;
-  EXPECT_EQ(m.find("edge_grammar_mask_seconds_count{model_name=\"stories260K\",device_id=\"test-device\"} 0\n"),
-            std::string::npos)
-      << "the mask time of the constrained request is counted";
+  const std::string labels = "{model_name=\"stories260K\",device_id=\"test-device\"";
+  EXPECT_NE(m.find("edge_constrained_requests_total" + labels + ",kind=\"json_object\"} 2\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("edge_constrained_requests_total" + labels + ",kind=\"json_schema\"} 1\n"), std::string::npos) << m;
+  const size_t at = m.find("edge_grammar_mask_seconds_count" + labels + "} ");
+  ASSERT_NE(at, std::string::npos) << m;
+  EXPECT_GT(std::stol(m.substr(m.find("} ", at) + 2)), 0) << "the constrained tokens' mask time is counted";
 }
 
 }  // namespace
