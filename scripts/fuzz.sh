@@ -8,12 +8,12 @@ seconds=${2:-30}
 cd "$(dirname "$0")/.."
 
 cmake --preset fuzz -DEDGELM_SHARED_DIR="$shared" >/dev/null
-cmake --build --preset fuzz -j "$(nproc)" --target fuzz_gguf fuzz_tokenizers fuzz_routes fuzz_http_raw
+cmake --build --preset fuzz -j "$(nproc)" --target fuzz_gguf fuzz_tokenizers fuzz_routes fuzz_http_raw fuzz_gbnf
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target edgelm
 
 work=build/fuzz/corpus
-rm -rf "$work" && mkdir -p "$work/gguf" "$work/text" "$work/routes" "$work/http"
+rm -rf "$work" && mkdir -p "$work/gguf" "$work/text" "$work/routes" "$work/http" "$work/gbnf"
 cp "$shared/vocab/ggml-vocab-bert-bge.gguf" "$work/gguf/" 2>/dev/null || true
 ./build/release/src/tools/edgelm synth -o "$work/gguf/llama.gguf" --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 1 --n-vocab 16 2>/dev/null
 ./build/release/src/tools/edgelm synth -o "$work/gguf/qwen2.gguf" --arch qwen2 --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 2 --n-vocab 16 --type f16 2>/dev/null
@@ -36,7 +36,11 @@ for body in '{"prompt":"Once upon a time","max_tokens":4}' \
             '{"input":"Once","max_tokens":1e999}' '{"prompt":"a\\u0000b","max_tokens":99999999999999999999}' \
             '{"prompt":"\xff\xfe\xc3","max_tokens":2}' '{"content":"Once upon","add_special":true}' \
             '{"tokens":[1,2,3,-5,999999]}' '{"input":["a","b"]}' '{"path":"/nonexistent.gguf","sha256":"zz"}' \
-            "$(printf '%.0s[' $(seq 1 200))" '{"prompt":"x","cache_salt":7,"stop":[1]}'; do
+            "$(printf '%.0s[' $(seq 1 200))" '{"prompt":"x","cache_salt":7,"stop":[1]}' \
+            '{"prompt":"x","max_tokens":8,"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object","properties":{"n":{"type":"integer","minimum":-5,"maximum":300},"s":{"type":"string","pattern":"^[a-c]{2,4}$"}},"required":["n"]}}}}' \
+            '{"prompt":"x","max_tokens":4,"grammar":"root ::= [a-z]{1,3} (\" \" root)?"}' \
+            '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":30,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"enum":[1,"x",null]}}}}}],"tool_choice":"required","stream":true}' \
+            '{"input":"x","max_tokens":9,"schema":{"$defs":{"t":{"type":"array","items":{"$ref":"#/$defs/t"},"maxItems":2}},"$ref":"#/$defs/t"}}'; do
   for sel in 0 1 2 3 4 5 6 7 128 129; do route_seed "$sel" "$body" "$n"; done
   n=$((n + 1))
 done
@@ -49,6 +53,11 @@ printf 'G\x00T /\xff HTTP/9.9\r\n\r\n' > "$work/http/bad-line"
 { printf 'GET /health HTTP/1.1\r\nX: '; head -c 20000 /dev/zero | tr '\0' a; printf '\r\n\r\n'; } > "$work/http/huge-header"
 printf 'POST /reload HTTP/1.1\r\nContent-Type: multipart/form-data; boundary=B\r\nAuthorization: Bearer fuzz-admin\r\nContent-Length: 60\r\n\r\n--B\r\nContent-Disposition: form-data; name="model"\r\n\r\nGGUF\r\n--B--' > "$work/http/upload"
 
+# GBNF seeds: grammar text, a NUL, then the bytes a matcher is fed.
+printf 'root ::= "{" ws "\"a\"" ws ":" ws [0-9]{1,3} ws "}"\nws ::= [ \\t\\n]{0,4}\0{ "a" : 12 }' > "$work/gbnf/json"
+printf 'root ::= item ("," item)*\nitem ::= [^,\\x00-\\x1f]+ | "\\u00e9"\0ab,\xc3\xa9,c' > "$work/gbnf/utf8"
+printf 'root ::= ("a" | "ab")* "b"? [^\\n]{2,5}\0abababxy' > "$work/gbnf/ambiguous"
+
 run_fuzzer() {  # name corpus max_len
   echo "fuzz: $1 for ${seconds}s"
   "./build/fuzz/tests/fuzz/$1" -max_total_time="$seconds" -max_len="$3" -rss_limit_mb=2048 -timeout=10 -artifact_prefix="$work/" \
@@ -59,3 +68,4 @@ run_fuzzer fuzz_gguf "$work/gguf" 65536
 run_fuzzer fuzz_tokenizers "$work/text" 8192
 run_fuzzer fuzz_routes "$work/routes" 4096
 run_fuzzer fuzz_http_raw "$work/http" 32768
+run_fuzzer fuzz_gbnf "$work/gbnf" 2048

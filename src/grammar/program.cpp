@@ -78,14 +78,48 @@ bool StackSet::has_complete() const {
   return false;
 }
 
+bool StackSet::same(const Stack& s, uint32_t h, const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb,
+                    uint32_t partial) const {
+  if (s.hash != h || s.len != na + nb || s.partial != partial) return false;
+  const uint32_t* e = data_.data() + s.off;
+  return std::equal(a, a + na, e) && std::equal(b, b + nb, e + na);
+}
+
+bool StackSet::find(uint32_t h, const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb,
+                    uint32_t partial) const {
+  if (stacks_.size() <= kLinearStacks || index_.empty()) {
+    for (const Stack& s : stacks_)
+      if (same(s, h, a, na, b, nb, partial)) return true;
+    return false;
+  }
+  const size_t mask = index_.size() - 1;
+  for (size_t i = h & mask; index_[i] != 0; i = (i + 1) & mask)
+    if (same(stacks_[index_[i] - 1], h, a, na, b, nb, partial)) return true;
+  return false;
+}
+
+void StackSet::index_add(uint32_t stack) {
+  if (stacks_.size() <= kLinearStacks) return;
+  if (index_.size() < 2 * stacks_.size()) {  // (re)build at a load of at most 1/2
+    size_t size = 64;
+    while (size < 4 * stacks_.size()) size *= 2;
+    index_.assign(size, 0);
+    for (uint32_t k = 0; k < stacks_.size(); ++k) {
+      size_t i = stacks_[k].hash & (size - 1);
+      while (index_[i] != 0) i = (i + 1) & (size - 1);
+      index_[i] = k + 1;
+    }
+    return;
+  }
+  const size_t mask = index_.size() - 1;
+  size_t i = stacks_[stack].hash & mask;
+  while (index_[i] != 0) i = (i + 1) & mask;
+  index_[i] = stack + 1;
+}
+
 void StackSet::emit(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb, uint32_t partial) {
   const uint32_t h = hash_stack(a, na, b, nb, partial);
-  const uint32_t n = na + nb;
-  for (const Stack& s : stacks_) {
-    if (s.hash != h || s.len != n || s.partial != partial) continue;
-    const uint32_t* e = data_.data() + s.off;
-    if (std::equal(a, a + na, e) && std::equal(b, b + nb, e + na)) return;
-  }
+  if (find(h, a, na, b, nb, partial)) return;
   if (stacks_.size() >= kMaxStacks) {
     overflow_ = true;
     return;
@@ -93,7 +127,8 @@ void StackSet::emit(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t 
   const uint32_t off = static_cast<uint32_t>(data_.size());
   data_.insert(data_.end(), a, a + na);
   data_.insert(data_.end(), b, b + nb);
-  stacks_.push_back({off, n, partial, h});
+  stacks_.push_back({off, na + nb, partial, h});
+  index_add(static_cast<uint32_t>(stacks_.size() - 1));
 }
 
 void expand_into(const Program& g, const uint32_t* stk, uint32_t len, uint32_t q, StackSet& out, bool local) {

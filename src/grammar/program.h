@@ -75,6 +75,7 @@ class StackSet {
   void clear() {
     data_.clear();
     stacks_.clear();
+    index_.clear();  // keeps its capacity; rebuilt when the set outgrows kLinearStacks again
     underflow_ = false;
     overflow_ = false;
   }
@@ -91,8 +92,17 @@ class StackSet {
   void emit(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb, uint32_t partial);
 
  private:
+  // Above kLinearStacks stacks, dedup goes through an open-addressing index of stack numbers + 1
+  // by hash (0: empty slot), so very ambiguous states stay O(stacks) per step instead of O(n^2).
+  static constexpr size_t kLinearStacks = 32;
+  bool find(uint32_t h, const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb, uint32_t partial) const;
+  bool same(const Stack& s, uint32_t h, const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb,
+            uint32_t partial) const;
+  void index_add(uint32_t stack);
+
   std::vector<uint32_t> data_;
   std::vector<Stack> stacks_;
+  std::vector<uint32_t> index_;  // empty until the set outgrows kLinearStacks; size a power of 2
   bool underflow_ = false;
   bool overflow_ = false;
 };

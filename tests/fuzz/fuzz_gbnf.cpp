@@ -32,6 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     (void)m.can_end();
     (void)m.must_end();
+    const uint64_t need = m.min_bytes_to_end();
+    EDGELM_CHECK((need == 0) == m.can_end(), "min_bytes_to_end ", need, " disagrees with can_end");
     if (!m.accept_bytes(input.substr(i, 1))) break;
   }
   return 0;
