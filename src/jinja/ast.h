@@ -22,21 +22,21 @@ using ExprPtr = std::unique_ptr<Expr>;
 
 struct Expr {
   enum class K {
-    literal,   // lit
-    name,      // name
-    list,      // kids: items
-    dict,      // kids: key, value, key, value, ...
-    getattr,   // kids[0].name
-    getitem,   // kids[0][kids[1]]
-    slice,     // kids[0][kids[1]:kids[2]:kids[3]] (null parts allowed)
-    call,      // kids[0](kids[1..], kwargs)
-    filter,    // kids[0] | name(kids[1..], kwargs); kids[0] null in a filter block
-    test,      // kids[0] is [not] name(kids[1..]); negated
-    not_,      // not kids[0]
-    neg,       // -kids[0]
-    pos,       // +kids[0]
-    binop,     // kids[0] name kids[1]: + - * / // % ** ~ == != < > <= >= in notin and or
-    cond,      // kids[0] if kids[1] else kids[2] (kids[2] may be null)
+    literal,  // lit
+    name,     // name
+    list,     // kids: items
+    dict,     // kids: key, value, key, value, ...
+    getattr,  // kids[0].name
+    getitem,  // kids[0][kids[1]]
+    slice,    // kids[0][kids[1]:kids[2]:kids[3]] (null parts allowed)
+    call,     // kids[0](kids[1..], kwargs)
+    filter,   // kids[0] | name(kids[1..], kwargs); kids[0] null in a filter block
+    test,     // kids[0] is [not] name(kids[1..]); negated
+    not_,     // not kids[0]
+    neg,      // -kids[0]
+    pos,      // +kids[0]
+    binop,    // kids[0] name kids[1]: + - * / // % ** ~ == != < > <= >= in notin and or
+    cond,     // kids[0] if kids[1] else kids[2] (kids[2] may be null)
   };
   K k;
   Pos pos;

@@ -12,9 +12,7 @@
 
 namespace edgelm::jinja {
 
-void fail_undefined(const Value& v) {
-  throw RenderException(v.hint().empty() ? "undefined value" : v.hint());
-}
+void fail_undefined(const Value& v) { throw RenderException(v.hint().empty() ? "undefined value" : v.hint()); }
 
 namespace {
 
@@ -60,8 +58,9 @@ Value str_method(const std::string& s, const std::string& name) {
       else
         options.push_back(need_str(*p, name.c_str()));
       for (const std::string& o : options) {
-        const bool hit = name == "startswith" ? s.compare(0, o.size(), o) == 0
-                                              : s.size() >= o.size() && s.compare(s.size() - o.size(), o.size(), o) == 0;
+        const bool hit = name == "startswith"
+                             ? s.compare(0, o.size(), o) == 0
+                             : s.size() >= o.size() && s.compare(s.size() - o.size(), o.size(), o) == 0;
         if (hit) return Value(json(true));
       }
       return Value(json(false));
@@ -90,7 +89,8 @@ Value str_method(const std::string& s, const std::string& name) {
       const Value* n = a.get(1, "new");
       const Value* c = a.get(2, "count");
       if (!o || !n) throw RenderException("replace() takes at least 2 arguments");
-      return Value(json(py_replace(s, need_str(*o, "replace"), need_str(*n, "replace"), c ? need_int(*c, "replace") : -1)));
+      return Value(
+          json(py_replace(s, need_str(*o, "replace"), need_str(*n, "replace"), c ? need_int(*c, "replace") : -1)));
     });
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count")
     return bound(name, [s, name](Interp&, A a) {
@@ -122,8 +122,7 @@ Value str_method(const std::string& s, const std::string& name) {
       }
       return Value(json(out));
     });
-  if (name == "format")
-    return bound(name, [s](Interp&, A a) { return Value(json(py_format(s, a))); });
+  if (name == "format") return bound(name, [s](Interp&, A a) { return Value(json(py_format(s, a))); });
   if (name == "isdigit" || name == "isalpha" || name == "isspace" || name == "isalnum" || name == "isupper" ||
       name == "islower")
     return bound(name, [s, name](Interp&, A) { return Value(json(py_is(s, name))); });
@@ -224,7 +223,8 @@ Value get_item(const Value& obj, const Value& key) {
     if (j.is_object() && key.is_string()) {
       auto it = j.find(key.str());
       if (it != j.end()) return Value(*it);
-    } else if ((j.is_array() || j.is_string()) && key.is_data() && (key.j().is_number_integer() || key.j().is_boolean())) {
+    } else if ((j.is_array() || j.is_string()) && key.is_data() &&
+               (key.j().is_number_integer() || key.j().is_boolean())) {
       int64_t i = need_int(key, "index");
       if (j.is_array()) {
         const int64_t n = static_cast<int64_t>(j.size());
@@ -272,8 +272,10 @@ Value slice_value(const Value& obj, const Value& start, const Value& stop, const
   std::string s;
   json arr = json::array();
   for (int64_t i = a; st > 0 ? i < b : i > b; i += st) {
-    if (is_str) s += items[static_cast<size_t>(i)].str();
-    else arr.push_back(items[static_cast<size_t>(i)].j());
+    if (is_str)
+      s += items[static_cast<size_t>(i)].str();
+    else
+      arr.push_back(items[static_cast<size_t>(i)].j());
   }
   return is_str ? Value(json(s)) : Value(std::move(arr));
 }
@@ -386,14 +388,16 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   }
   if (op == "*" && is_intish(a) && (b.is_string() || b.is_array())) return binary_op("*", b, a);
   if (op == "%" && a.is_string()) return Value(json(py_percent(a.str(), b)));
-  throw RenderException(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(), b.type_name()));
+  throw RenderException(
+      fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(), b.type_name()));
 }
 
 void add_globals(Scope& s, const RenderOptions& opts) {
   using A = const Args&;
   s.vars["range"] = Value::callable("range", [](Interp&, A a) {
     int64_t start = 0, stop = 0, step = 1;
-    if (a.pos.size() == 1) stop = need_int(a.pos[0], "range");
+    if (a.pos.size() == 1)
+      stop = need_int(a.pos[0], "range");
     else if (a.pos.size() >= 2) {
       start = need_int(a.pos[0], "range");
       stop = need_int(a.pos[1], "range");

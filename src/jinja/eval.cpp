@@ -59,8 +59,10 @@ Value Interp::eval(const Expr& e, const ScopePtr& scope) {
     }
     case Expr::K::filter: {
       Value v;
-      if (e.kids[0]) v = eval(*e.kids[0], scope);
-      else if (filter_input_) v = *filter_input_;
+      if (e.kids[0])
+        v = eval(*e.kids[0], scope);
+      else if (filter_input_)
+        v = *filter_input_;
       return apply_filter(*this, e.name, v, eval_args(e, 1, scope));
     }
     case Expr::K::test: {
@@ -104,15 +106,20 @@ Value Interp::make_macro(const Stmt& s, const ScopePtr& scope, const Body* body,
       const Value* kw = nullptr;
       for (const auto& [k, v] : args.kw)
         if (k == p.name) kw = &v;
-      if (kw) local->vars[p.name] = *kw;
-      else if (p.def) local->vars[p.name] = in.eval(*p.def, local);
-      else local->vars[p.name] = Value::undefined(fmt::format("parameter '{}' was not provided", p.name));
+      if (kw)
+        local->vars[p.name] = *kw;
+      else if (p.def)
+        local->vars[p.name] = in.eval(*p.def, local);
+      else
+        local->vars[p.name] = Value::undefined(fmt::format("parameter '{}' was not provided", p.name));
     }
     for (const auto& [k, v] : args.kw) {
       bool known = k == "caller";
       for (const MacroParam& p : *params) known = known || p.name == k;
-      if (k == "caller") local->vars["caller"] = v;
-      else if (!known) kwargs[k] = to_json(v);
+      if (k == "caller")
+        local->vars["caller"] = v;
+      else if (!known)
+        kwargs[k] = to_json(v);
     }
     local->vars["varargs"] = Value(std::move(varargs));
     local->vars["kwargs"] = Value(std::move(kwargs));
@@ -132,7 +139,8 @@ Interp::Flow Interp::exec_for(const Stmt& s, const ScopePtr& scope, std::string&
     }
     std::vector<Value> parts = iterate(item);
     if (parts.size() != s.targets.size())
-      throw RenderException(fmt::format("cannot unpack {} values into {} loop variables", parts.size(), s.targets.size()));
+      throw RenderException(
+          fmt::format("cannot unpack {} values into {} loop variables", parts.size(), s.targets.size()));
     for (size_t i = 0; i < parts.size(); ++i) sc.vars[s.targets[i]] = parts[i];
   };
   if (s.cond) {

@@ -87,8 +87,10 @@ std::string html_escape(const std::string& s) {
 Value f_tojson(Interp&, const Value& v, A a) {
   const Value ind = arg_or(a, 1, "indent", Value(json(nullptr)));
   std::optional<std::string> indent;
-  if (ind.is_string()) indent = ind.str();
-  else if (ind.is_data() && ind.j().is_number()) indent = std::string(static_cast<size_t>(std::max<int64_t>(0, to_int(ind, 0))), ' ');
+  if (ind.is_string())
+    indent = ind.str();
+  else if (ind.is_data() && ind.j().is_number())
+    indent = std::string(static_cast<size_t>(std::max<int64_t>(0, to_int(ind, 0))), ' ');
   std::string item = indent ? "," : ", ", key = ": ";
   const Value seps = arg_or(a, 2, "separators", Value(json(nullptr)));
   if (seps.is_array() && seps.j().size() == 2) {
@@ -177,7 +179,9 @@ Value f_reverse(Interp&, const Value& v, A) {
   return list_of(s);
 }
 
-Value f_int(Interp&, const Value& v, A a) { return Value(json(to_int(v, to_int(arg_or(a, 0, "default", Value(json(0))), 0)))); }
+Value f_int(Interp&, const Value& v, A a) {
+  return Value(json(to_int(v, to_int(arg_or(a, 0, "default", Value(json(0))), 0))));
+}
 Value f_float(Interp&, const Value& v, A a) {
   if (v.is_data() && (v.j().is_number() || v.j().is_boolean())) return Value(json(as_double(v.j())));
   if (v.is_string()) {
@@ -202,13 +206,16 @@ Value f_round(Interp&, const Value& v, A a) {
   const int64_t prec = to_int(arg_or(a, 0, "precision", Value(json(0))), 0);
   const std::string method = py_str(arg_or(a, 1, "method", str_value("common")));
   const double m = std::pow(10.0, static_cast<double>(prec)), x = as_double(v.j()) * m;
-  const double r = method == "floor" ? std::floor(x) : method == "ceil" ? std::ceil(x) : std::round(x);
+  const double r = method == "floor"  ? std::floor(x)
+                   : method == "ceil" ? std::ceil(x)
+                                      : std::nearbyint(x);  // Python's round: half to even
   return Value(json(r / m));
 }
 
 Value f_indent(Interp&, const Value& v, A a) {
   const Value w = arg_or(a, 0, "width", Value(json(4)));
-  const std::string ind = w.is_string() ? w.str() : std::string(static_cast<size_t>(std::max<int64_t>(0, to_int(w, 4))), ' ');
+  const std::string ind =
+      w.is_string() ? w.str() : std::string(static_cast<size_t>(std::max<int64_t>(0, to_int(w, 4))), ' ');
   const bool first = arg_bool(a, 1, "first", false), blank = arg_bool(a, 2, "blank", false);
   std::vector<std::string> lines = py_splitlines(py_str(v) + "\n");
   std::string rv;
@@ -393,17 +400,48 @@ Value f_rejectattr(Interp& in, const Value& v, A a) { return select_impl(in, v, 
 
 const std::unordered_map<std::string, FilterFn>& filters() {
   static const std::unordered_map<std::string, FilterFn> m = {
-      {"tojson", f_tojson},     {"length", f_length},         {"count", f_length},       {"trim", f_trim},
-      {"upper", f_upper},       {"lower", f_lower},           {"capitalize", f_capitalize}, {"title", f_title},
-      {"string", f_string},     {"safe", f_safe},             {"e", f_escape},           {"escape", f_escape},
-      {"forceescape", f_escape}, {"replace", f_replace},      {"join", f_join},          {"default", f_default},
-      {"d", f_default},         {"first", f_first},           {"last", f_last},          {"list", f_list},
-      {"items", f_items},       {"reverse", f_reverse},       {"int", f_int},            {"float", f_float},
-      {"abs", f_abs},           {"round", f_round},           {"indent", f_indent},      {"wordcount", f_wordcount},
-      {"unique", f_unique},     {"sort", f_sort},             {"dictsort", f_dictsort},  {"batch", f_batch},
-      {"sum", f_sum},           {"min", f_min},               {"max", f_max},            {"attr", f_attr},
-      {"format", f_format},     {"map", f_map},               {"select", f_select},      {"reject", f_reject},
-      {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr},
+      {"tojson", f_tojson},
+      {"length", f_length},
+      {"count", f_length},
+      {"trim", f_trim},
+      {"upper", f_upper},
+      {"lower", f_lower},
+      {"capitalize", f_capitalize},
+      {"title", f_title},
+      {"string", f_string},
+      {"safe", f_safe},
+      {"e", f_escape},
+      {"escape", f_escape},
+      {"forceescape", f_escape},
+      {"replace", f_replace},
+      {"join", f_join},
+      {"default", f_default},
+      {"d", f_default},
+      {"first", f_first},
+      {"last", f_last},
+      {"list", f_list},
+      {"items", f_items},
+      {"reverse", f_reverse},
+      {"int", f_int},
+      {"float", f_float},
+      {"abs", f_abs},
+      {"round", f_round},
+      {"indent", f_indent},
+      {"wordcount", f_wordcount},
+      {"unique", f_unique},
+      {"sort", f_sort},
+      {"dictsort", f_dictsort},
+      {"batch", f_batch},
+      {"sum", f_sum},
+      {"min", f_min},
+      {"max", f_max},
+      {"attr", f_attr},
+      {"format", f_format},
+      {"map", f_map},
+      {"select", f_select},
+      {"reject", f_reject},
+      {"selectattr", f_selectattr},
+      {"rejectattr", f_rejectattr},
   };
   return m;
 }
@@ -424,7 +462,9 @@ bool t_boolean(Interp&, const Value& v, A) { return v.is_bool(); }
 bool t_true(Interp&, const Value& v, A) { return v.is_bool() && v.j().get<bool>(); }
 bool t_false(Interp&, const Value& v, A) { return v.is_bool() && !v.j().get<bool>(); }
 bool t_mapping(Interp&, const Value& v, A) { return v.is_mapping(); }
-bool t_iterable(Interp&, const Value& v, A) { return v.is_undefined() || v.is_string() || v.is_array() || v.is_mapping(); }
+bool t_iterable(Interp&, const Value& v, A) {
+  return v.is_undefined() || v.is_string() || v.is_array() || v.is_mapping();
+}
 bool t_sequence(Interp&, const Value& v, A) { return v.is_string() || v.is_array() || v.is_mapping(); }
 bool t_callable(Interp&, const Value& v, A) { return v.is_callable(); }
 int64_t need_num(const Value& v) {
@@ -457,15 +497,42 @@ bool t_upper(Interp&, const Value& v, A) { return v.is_string() && ascii_upper(v
 
 const std::unordered_map<std::string, TestFn>& tests() {
   static const std::unordered_map<std::string, TestFn> m = {
-      {"defined", t_defined}, {"undefined", t_undefined}, {"none", t_none},         {"string", t_string},
-      {"number", t_number},   {"integer", t_integer},     {"float", t_float},       {"boolean", t_boolean},
-      {"true", t_true},       {"false", t_false},         {"mapping", t_mapping},   {"iterable", t_iterable},
-      {"sequence", t_sequence}, {"callable", t_callable}, {"even", t_even},         {"odd", t_odd},
-      {"divisibleby", t_divisibleby}, {"equalto", t_eq},  {"eq", t_eq},             {"==", t_eq},
-      {"ne", t_ne},           {"!=", t_ne},               {"lt", t_lt},             {"<", t_lt},
-      {"lessthan", t_lt},     {"le", t_le},               {"<=", t_le},             {"gt", t_gt},
-      {">", t_gt},            {"greaterthan", t_gt},      {"ge", t_ge},             {">=", t_ge},
-      {"in", t_in},           {"sameas", t_sameas},       {"lower", t_lower},       {"upper", t_upper},
+      {"defined", t_defined},
+      {"undefined", t_undefined},
+      {"none", t_none},
+      {"string", t_string},
+      {"number", t_number},
+      {"integer", t_integer},
+      {"float", t_float},
+      {"boolean", t_boolean},
+      {"true", t_true},
+      {"false", t_false},
+      {"mapping", t_mapping},
+      {"iterable", t_iterable},
+      {"sequence", t_sequence},
+      {"callable", t_callable},
+      {"even", t_even},
+      {"odd", t_odd},
+      {"divisibleby", t_divisibleby},
+      {"equalto", t_eq},
+      {"eq", t_eq},
+      {"==", t_eq},
+      {"ne", t_ne},
+      {"!=", t_ne},
+      {"lt", t_lt},
+      {"<", t_lt},
+      {"lessthan", t_lt},
+      {"le", t_le},
+      {"<=", t_le},
+      {"gt", t_gt},
+      {">", t_gt},
+      {"greaterthan", t_gt},
+      {"ge", t_ge},
+      {">=", t_ge},
+      {"in", t_in},
+      {"sameas", t_sameas},
+      {"lower", t_lower},
+      {"upper", t_upper},
       {"escaped", [](Interp&, const Value&, A) { return false; }},
   };
   return m;

@@ -175,7 +175,8 @@ class Lexer {
       } else if (is_digit(c) && !(p > 0 && src_[p - 1] == '.')) {
         size_t q = p;
         auto digits = [&] {
-          while (q < src_.size() && (is_digit(src_[q]) || (src_[q] == '_' && q + 1 < src_.size() && is_digit(src_[q + 1]))))
+          while (q < src_.size() &&
+                 (is_digit(src_[q]) || (src_[q] == '_' && q + 1 < src_.size() && is_digit(src_[q + 1]))))
             ++q;
         };
         digits();
@@ -241,7 +242,8 @@ class Lexer {
         for (int k = 1; k <= n; ++k) {
           const char h = src_[i + static_cast<size_t>(k)];
           if (!std::isxdigit(static_cast<unsigned char>(h))) return -1;
-          v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
+          v = v * 16 + static_cast<uint32_t>(
+                           std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
         }
         i += static_cast<size_t>(n);
         return v;

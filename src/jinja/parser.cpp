@@ -383,9 +383,12 @@ class Parser {
     if (t.t == T::name) {
       ++i_;
       auto e = node(Expr::K::literal, p);
-      if (t.s == "true" || t.s == "True") e->lit = true;
-      else if (t.s == "false" || t.s == "False") e->lit = false;
-      else if (t.s == "none" || t.s == "None") e->lit = nullptr;
+      if (t.s == "true" || t.s == "True")
+        e->lit = true;
+      else if (t.s == "false" || t.s == "False")
+        e->lit = false;
+      else if (t.s == "none" || t.s == "None")
+        e->lit = nullptr;
       else {
         e->k = Expr::K::name;
         e->name = t.s;

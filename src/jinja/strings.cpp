@@ -149,7 +149,8 @@ std::vector<std::string> py_splitlines(std::string_view s) {
   size_t p = 0;
   while (p < s.size()) {
     size_t q = p;
-    while (q < s.size() && s[q] != '\n' && s[q] != '\r' && s[q] != '\v' && s[q] != '\f' && !(s[q] >= 0x1c && s[q] <= 0x1e))
+    while (q < s.size() && s[q] != '\n' && s[q] != '\r' && s[q] != '\v' && s[q] != '\f' &&
+           !(s[q] >= 0x1c && s[q] <= 0x1e))
       ++q;
     out.emplace_back(s.substr(p, q - p));
     if (q < s.size() && s[q] == '\r' && q + 1 < s.size() && s[q + 1] == '\n') ++q;
@@ -245,10 +246,14 @@ std::string py_percent(std::string_view f, const Value& args) {
     }
     if (k >= vals.size()) throw RenderException("not enough arguments for format string");
     const Value& v = vals[k++];
-    if (c == 's') out += py_str(v);
-    else if (c == 'r') out += v.is_data() ? py_repr(v.j()) : py_str(v);
-    else if (c == 'd' || c == 'i') out += v.is_data() && v.j().is_number() ? std::to_string(static_cast<int64_t>(as_double(v.j()))) : py_str(v);
-    else throw RenderException(std::string("unsupported format character '") + c + "'");
+    if (c == 's')
+      out += py_str(v);
+    else if (c == 'r')
+      out += v.is_data() ? py_repr(v.j()) : py_str(v);
+    else if (c == 'd' || c == 'i')
+      out += v.is_data() && v.j().is_number() ? std::to_string(static_cast<int64_t>(as_double(v.j()))) : py_str(v);
+    else
+      throw RenderException(std::string("unsupported format character '") + c + "'");
   }
   if (k < vals.size()) throw RenderException("not all arguments converted during string formatting");
   return out;

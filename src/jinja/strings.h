@@ -24,7 +24,7 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
                                   bool from_right);
 std::vector<std::string> py_splitlines(std::string_view s);
 std::string py_replace(std::string_view s, std::string_view old, std::string_view with, int64_t count);
-std::string py_format(std::string_view fmt, const Args& args);  // "{}", "{0}", "{name}", "{{"
+std::string py_format(std::string_view fmt, const Args& args);    // "{}", "{0}", "{name}", "{{"
 std::string py_percent(std::string_view fmt, const Value& args);  // "%s" % x
 bool py_is(std::string_view s, std::string_view what);            // isdigit, isalpha, ...
 

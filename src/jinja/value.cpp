@@ -116,13 +116,20 @@ std::string repr_string(const std::string& s) {
   const char q = has_sq && !has_dq ? '"' : '\'';
   std::string out(1, q);
   for (unsigned char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == static_cast<unsigned char>(q)) out += std::string("\\") + q;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
-    else out += static_cast<char>(c);
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == static_cast<unsigned char>(q))
+      out += std::string("\\") + q;
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
   }
   return out + q;
 }
@@ -139,8 +146,10 @@ void dump_string(const std::string& s, std::string& out) {
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
       default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
+        if (c < 0x20)
+          out += fmt::format("\\u{:04x}", c);
+        else
+          out += static_cast<char>(c);
     }
   }
   out += '"';
@@ -325,8 +334,8 @@ int py_compare(const json& a, const json& b) {
       if (!py_equal(a[i], b[i])) return py_compare(a[i], b[i]);
     return a.size() < b.size() ? -1 : a.size() > b.size();
   }
-  throw RenderException(fmt::format("'<' not supported between instances of '{}' and '{}'", Value(a).type_name(),
-                                    Value(b).type_name()));
+  throw RenderException(
+      fmt::format("'<' not supported between instances of '{}' and '{}'", Value(a).type_name(), Value(b).type_name()));
 }
 
 std::vector<std::string> utf8_chars(std::string_view s) {

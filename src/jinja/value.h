@@ -56,7 +56,7 @@ class Value {
  public:
   enum class Kind { undefined, data, callable, object };
 
-  Value() = default;  // undefined
+  Value() = default;                                      // undefined
   Value(json j) : kind_(Kind::data), j_(std::move(j)) {}  // NOLINT(google-explicit-constructor)
   static Value undefined(std::string hint = {}) {
     Value v;

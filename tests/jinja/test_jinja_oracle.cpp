@@ -98,7 +98,8 @@ TEST(JinjaOracle, RealTemplatesMatchPython) {
     const json& want = o.expected[i];
     Result<Template> t = Template::parse(o.templates[i]["source"].get<std::string>());
     if (want.contains("parse_error")) {
-      if (t.ok()) failures.push_back(model + ": python cannot parse it (" + want["parse_error"].get<std::string>() + ")");
+      if (t.ok())
+        failures.push_back(model + ": python cannot parse it (" + want["parse_error"].get<std::string>() + ")");
       continue;
     }
     bool all_text = true;
@@ -122,9 +123,10 @@ TEST(JinjaOracle, RealTemplatesMatchPython) {
     }
     identical_templates += all_ok;
   }
-  std::printf("jinja oracle: %zu/%zu templates agree with python on all %zu conversations; %zu/%zu pairs agree; "
-              "python renders %zu templates without error on every conversation\n",
-              identical_templates, o.templates.size(), o.conversations.size(), pairs_ok, pairs, python_ok_templates);
+  std::printf(
+      "jinja oracle: %zu/%zu templates agree with python on all %zu conversations; %zu/%zu pairs agree; "
+      "python renders %zu templates without error on every conversation\n",
+      identical_templates, o.templates.size(), o.conversations.size(), pairs_ok, pairs, python_ok_templates);
   for (const std::string& f : failures) ADD_FAILURE() << f;
 }
 
@@ -133,9 +135,9 @@ TEST(JinjaOracle, RealTemplatesMatchPython) {
 TEST(JinjaOracle, RequiredFamilies) {
   const Oracle& o = oracle();
   if (!o.skip.empty()) GTEST_SKIP() << o.skip;
-  const std::vector<std::string> families = {"llama2:",   "llama3:",  "llama3.1:", "llama3.2:", "mistral:",
-                                             "qwen2.5:",  "qwen3:",   "gemma2:",   "gemma3:",   "phi3:",
-                                             "phi4:",     "deepseek-r1:", "smollm2:", "granite3"};
+  const std::vector<std::string> families = {
+      "llama2:", "llama3:", "llama3.1:", "llama3.2:", "mistral:",     "qwen2.5:", "qwen3:",
+      "gemma2:", "gemma3:", "phi3:",     "phi4:",     "deepseek-r1:", "smollm2:", "granite3"};
   for (const std::string& fam : families) {
     size_t seen = 0;
     for (size_t i = 0; i < o.templates.size(); ++i) {
