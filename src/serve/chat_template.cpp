@@ -1,6 +1,9 @@
 // Chat templates of the llama2, llama3, chatml, zephyr and phi3 families (see chat_template.h).
 #include "serve/chat_template.h"
 
+#include <fstream>
+#include <iterator>
+
 #include <cctype>
 #include <optional>
 
@@ -93,13 +96,20 @@ Result<ChatTemplate> chat_template_from_name(std::string_view name) {
   return make_error("unknown chat template '{}' (expected llama2, llama3, chatml, zephyr or phi3)", name);
 }
 
+ChatTemplate chat_template_from_markers(std::string_view tmpl, ChatTemplate fallback) {
+  if (contains(tmpl, "<|im_start|>")) return ChatTemplate::chatml;
+  if (contains(tmpl, "<|start_header_id|>")) return ChatTemplate::llama3;
+  if (contains(tmpl, "[INST]")) return ChatTemplate::llama2;
+  if (contains(tmpl, "<|user|>")) return contains(tmpl, "<|end|>") ? ChatTemplate::phi3 : ChatTemplate::zephyr;
+  return fallback;
+}
+
 ChatTemplate detect_chat_template(const format::GgufMetadata& md) {
   if (const auto* v = md.find("tokenizer.chat_template"); v != nullptr && v->as_string() != nullptr) {
     const std::string_view tmpl = *v->as_string();
-    if (contains(tmpl, "<|im_start|>")) return ChatTemplate::chatml;
-    if (contains(tmpl, "<|start_header_id|>")) return ChatTemplate::llama3;
-    if (contains(tmpl, "[INST]")) return ChatTemplate::llama2;
-    if (contains(tmpl, "<|user|>")) return contains(tmpl, "<|end|>") ? ChatTemplate::phi3 : ChatTemplate::zephyr;
+    if (contains(tmpl, "<|im_start|>") || contains(tmpl, "<|start_header_id|>") || contains(tmpl, "[INST]") ||
+        contains(tmpl, "<|user|>"))
+      return chat_template_from_markers(tmpl, ChatTemplate::chatml);
   }
   if (const auto* v = md.find("general.architecture"); v != nullptr && v->as_string() != nullptr) {
     const std::string_view arch = *v->as_string();
@@ -135,6 +145,97 @@ Result<std::string> apply_chat_template(ChatTemplate t, std::span<const ChatMess
   }
   EDGELM_CHECK(false, "unknown ChatTemplate");
   return out;
+}
+
+namespace {
+
+Result<std::shared_ptr<const jinja::Template>> parse_jinja(std::string_view source, const std::string& what) {
+  Result<jinja::Template> t = jinja::Template::parse(source);
+  if (!t.ok()) return make_error("the chat template ({}) does not parse: {}", what, t.error().message);
+  return std::make_shared<const jinja::Template>(std::move(*t));
+}
+
+}  // namespace
+
+Result<ChatFormat> choose_chat_format(const format::GgufMetadata& md, const std::string& override_spec) {
+  ChatFormat f;
+  const auto* v = md.find("tokenizer.chat_template");
+  const std::string* gguf_tmpl = v != nullptr ? v->as_string() : nullptr;
+  std::string source;
+  if (!override_spec.empty()) {
+    if (Result<ChatTemplate> named = chat_template_from_name(override_spec); named.ok()) {
+      f.family = *named;
+      f.origin = fmt::format("built-in {}", chat_template_name(*named));
+      return f;
+    }
+    std::ifstream in(override_spec, std::ios::binary);
+    if (!in)
+      return make_error(
+          "--chat-template '{}' is neither a built-in template (llama2, llama3, chatml, zephyr, phi3) "
+          "nor a readable Jinja file",
+          override_spec);
+    source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    f.origin = "file " + override_spec;
+  } else if (gguf_tmpl != nullptr && !gguf_tmpl->empty()) {
+    source = *gguf_tmpl;
+    f.origin = "tokenizer.chat_template";
+  } else {
+    f.family = detect_chat_template(md);
+    f.origin = fmt::format("built-in {}", chat_template_name(f.family));
+    return f;
+  }
+  EDGELM_TRY(f.jinja, parse_jinja(source, f.origin));
+  f.family = chat_template_from_markers(source, detect_chat_template(md));
+  f.native_tools = f.jinja->mentions("tools");
+  return f;
+}
+
+Result<std::string> render_chat(const ChatFormat& f, std::span<const ChatMessage> messages,
+                                const nlohmann::ordered_json* tools, bool add_generation_prompt,
+                                std::string_view bos_token, std::string_view eos_token) {
+  if (!f.jinja) return apply_chat_template(f.family, messages, add_generation_prompt);
+  if (messages.empty()) return make_error("chat: 'messages' must not be empty");
+  jinja::json msgs = jinja::json::array();
+  for (const ChatMessage& m : messages) {
+    jinja::json d = {{"role", m.role}, {"content", m.content}};
+    if (!m.tool_calls.empty()) {
+      jinja::json calls = jinja::json::array();
+      for (const ChatToolCall& c : m.tool_calls) {
+        jinja::json args = jinja::json::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+        if (args.is_discarded()) args = c.arguments;  // not JSON: the text as the client sent it
+        calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", args}}}});
+      }
+      d["tool_calls"] = std::move(calls);
+    }
+    if (!m.tool_call_id.empty()) d["tool_call_id"] = m.tool_call_id;
+    msgs.push_back(std::move(d));
+  }
+  jinja::json ctx = {{"messages", std::move(msgs)},
+                     {"tools", tools != nullptr && !tools->is_null() ? *tools : jinja::json(nullptr)},
+                     {"documents", nullptr},
+                     {"add_generation_prompt", add_generation_prompt},
+                     {"bos_token", std::string(bos_token)},
+                     {"eos_token", std::string(eos_token)}};
+  jinja::RenderResult r = f.jinja->render(ctx);
+  if (!r.ok()) {
+    if (r.error->raised) return Error{r.error->message};
+    return make_error("the chat template ({}) failed on these messages: {}", f.origin, r.error->message);
+  }
+  return std::move(r.text);
+}
+
+Result<std::string> chat_prompt_text(const ChatFormat& f, const tokenizer::Tokenizer& tok,
+                                     std::span<const ChatMessage> messages, const nlohmann::ordered_json& body) {
+  const tokenizer::Vocab& v = tok.vocab();
+  auto text_of = [&](tokenizer::TokenId id) { return id == tokenizer::kNoToken ? std::string() : v.text(id); };
+  const auto it = body.find("tools");
+  const nlohmann::ordered_json* tools = it != body.end() && f.native_tools ? &*it : nullptr;
+  return render_chat(f, messages, tools, /*add_generation_prompt=*/true, text_of(v.bos()), text_of(v.eos()));
+}
+
+std::vector<tokenizer::TokenId> encode_chat_prompt(const ChatFormat& f, const tokenizer::Tokenizer& tok,
+                                                   const std::string& text) {
+  return tok.encode(text, /*add_special=*/!f.jinja, /*parse_special=*/true);
 }
 
 }  // namespace edgelm::serve

@@ -13,6 +13,10 @@
 // The leading BOS ("<s>", "<|begin_of_text|>") is never included: the tokenizer adds it. The
 // special markers in the output are meant to be tokenized with special-token parsing on.
 //
+// A ChatFormat is what a loaded model renders chats with: the Jinja template of its GGUF
+// (tokenizer.chat_template, run by edgelm_jinja exactly as Hugging Face runs it), or a built-in
+// family when the file has none, or what --chat-template names (a built-in name or a Jinja file).
+//
 // Invariants: apply_chat_template is a pure function of its inputs; it accepts only the roles
 // system, user and assistant (llama3 also ipython, its tool-result turn) and a non-empty list,
 // and reports anything else as an Error.
@@ -23,8 +27,14 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
 #include "core/result.h"
 #include "format/gguf_value.h"
+#include "jinja/template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace edgelm::serve {
 
@@ -60,5 +70,39 @@ ChatTemplate detect_chat_template(const format::GgufMetadata& md);
 // message and an assistant message that does not answer a user message.
 Result<std::string> apply_chat_template(ChatTemplate t, std::span<const ChatMessage> messages,
                                         bool add_generation_prompt);
+
+struct ChatFormat {
+  ChatTemplate family = ChatTemplate::chatml;    // the built-in renderer (no jinja) and the tool-call syntax
+  std::shared_ptr<const jinja::Template> jinja;  // the model's or the file's template; null: built-in
+  std::string origin;                            // "tokenizer.chat_template", "file PATH", "built-in NAME"
+  bool native_tools = false;                     // the Jinja template renders `tools` itself (no lower_tool_messages)
+};
+
+// The family whose markers the Jinja source shows (as detect_chat_template), else `fallback`.
+ChatTemplate chat_template_from_markers(std::string_view source, ChatTemplate fallback);
+
+// The format of a model: `override_spec` (--chat-template: a built-in name, else a Jinja file)
+// when given, else the GGUF's tokenizer.chat_template, else detect_chat_template's family.
+// Errors: a template (file or GGUF) that does not parse, naming it and line:column; an override
+// that is neither a built-in name nor a readable file.
+Result<ChatFormat> choose_chat_format(const format::GgufMetadata& md, const std::string& override_spec);
+
+// The prompt of a conversation. Jinja: messages as OpenAI dicts (role, content, tool_calls with
+// function.arguments parsed into an object, tool_call_id), `tools` (null when absent, as
+// transformers passes it), add_generation_prompt, bos_token, eos_token, the server's clock.
+// Errors: the built-in family's, or the template's (raise_exception's message as it is).
+Result<std::string> render_chat(const ChatFormat& f, std::span<const ChatMessage> messages,
+                                const nlohmann::ordered_json* tools, bool add_generation_prompt,
+                                std::string_view bos_token, std::string_view eos_token);
+
+// A chat request's prompt text, rendered with `f` (tools: the body's "tools" list, if any and the
+// template renders them; bos_token/eos_token: the vocabulary's).
+Result<std::string> chat_prompt_text(const ChatFormat& f, const tokenizer::Tokenizer& tok,
+                                     std::span<const ChatMessage> messages, const nlohmann::ordered_json& body);
+// Its tokens, with special-token parsing. Built-in families get the tokenizer's BOS; Jinja
+// templates write their own, as transformers tokenizes apply_chat_template's text (no special
+// tokens added).
+std::vector<tokenizer::TokenId> encode_chat_prompt(const ChatFormat& f, const tokenizer::Tokenizer& tok,
+                                                   const std::string& text);
 
 }  // namespace edgelm::serve

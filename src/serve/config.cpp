@@ -40,6 +40,7 @@ const std::vector<Field>& fields() {
       {"host", &ServeConfig::host},
       {"port", &ServeConfig::port},
       {"model_name", &ServeConfig::model_name},
+      {"chat_template", &ServeConfig::chat_template},
       {"device_id", &ServeConfig::device_id},
       {"threads", &ServeConfig::threads},
       {"cpu_affinity", &ServeConfig::cpu_affinity},

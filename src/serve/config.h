@@ -23,6 +23,7 @@ struct ServeConfig {
   std::string model_path, tokenizer_path, host = "127.0.0.1";
   int port = 8080;
   std::string model_name;  // default: file stem of model_path
+  std::string chat_template;  // a built-in name or a Jinja file; default: the GGUF's template
   std::string device_id;   // default: host name
   int threads = 0;
   std::string cpu_affinity;

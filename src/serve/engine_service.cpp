@@ -131,6 +131,11 @@ Result<std::shared_ptr<ModelSlot>> EngineService::make_slot(const std::string& p
   slot->name = name.empty() ? model_name_from_path(path) : name;
   const format::LoadOptions load{.no_mmap = opts_.no_mmap};
   EDGELM_TRY(slot->lm, engine::load_model(path, tok_path, load));
+  {
+    Result<ChatFormat> chat = choose_chat_format(slot->lm.model->file().metadata, opts_.chat_template);
+    if (!chat.ok()) return make_error("model '{}': {}", slot->name, chat.error().message);
+    slot->chat = std::make_shared<const ChatFormat>(std::move(*chat));
+  }
   slot->runner = std::make_unique<engine::ModelRunner>(*slot->lm.model, *pool_);
   engine::EngineOptions eo = opts_.engine;
   const Status spec =
@@ -170,6 +175,11 @@ std::shared_ptr<ModelSlot> EngineService::slot_for_thread() const {
 int32_t EngineService::n_ctx() const {
   std::shared_ptr<ModelSlot> s = slot_for_thread();
   return s ? s->n_ctx : 0;
+}
+
+std::shared_ptr<const ChatFormat> EngineService::chat_format() const {
+  std::shared_ptr<ModelSlot> s = slot_for_thread();
+  return s ? s->chat : nullptr;
 }
 
 std::string EngineService::model_name() const {

@@ -52,15 +52,17 @@
 #include "engine/draft_model.h"
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
+#include "serve/chat_template.h"
 
 namespace edgelm::serve {
 
 struct EngineServiceOptions {
   std::string model_path;
-  std::string model_name;      // reported name; empty: the file stem of model_path
-  std::string tokenizer_path;  // llama2.c checkpoints only
-  int threads = 0;             // 0: all hardware threads
-  std::string cpu_affinity;    // e.g. "0-3"; empty: no pinning
+  std::string model_name;        // reported name; empty: the file stem of model_path
+  std::string tokenizer_path;    // llama2.c checkpoints only
+  std::string chat_template;     // --chat-template: a built-in name or a Jinja file; empty: the model's
+  int threads = 0;               // 0: all hardware threads
+  std::string cpu_affinity;      // e.g. "0-3"; empty: no pinning
   engine::EngineOptions engine;  // engine.spec is filled per slot from `spec`
   engine::DraftSpec spec;        // speculative decoding; each slot loads its own draft model
   bool no_mmap = false;          // read model files (initial, reloaded, draft) into memory, not mmap
@@ -133,6 +135,7 @@ struct ModelSlot {
   engine::DraftModel draft;  // before `engine`: the engine (destroyed first) drafts with it
   std::unique_ptr<engine::Engine> engine;
   int32_t n_ctx = 0;
+  std::shared_ptr<const ChatFormat> chat;                                      // chosen at load (chat_template.h)
   std::unordered_map<engine::RequestId, std::shared_ptr<RequestHandle>> live;  // engine thread only
 };
 
@@ -213,6 +216,8 @@ class EngineService {
   const tokenizer::Tokenizer& tokenizer() const { return *slot_for_thread()->lm.tokenizer; }
   int32_t n_ctx() const;
   std::string model_name() const;
+  // How the current model renders chats (never null once loaded).
+  std::shared_ptr<const ChatFormat> chat_format() const;
   std::string model_path() const;
 
   // Pins the current model for the calling thread until the guard is destroyed (nests).
@@ -304,7 +309,7 @@ class EngineService {
   std::vector<PendingCancel> cancels_;
   std::vector<Job> jobs_;
   std::deque<Job> idle_jobs_;  // run_when_idle, oldest first
-  int32_t n_in_transit_ = 0;  // submits taken from the inbox, not yet added
+  int32_t n_in_transit_ = 0;   // submits taken from the inbox, not yet added
   bool draining_ = false;
   bool stop_ = false;
   bool cancel_all_ = false;

@@ -329,17 +329,19 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   ToolSyntax syntax = ToolSyntax::generic;
   bool starts_open = false;  // the output starts inside a reasoning span
   if (chat) {
-    const ChatTemplate tmpl = detect_chat_template(ctx.service().model().model->file().metadata);
-    syntax = tool_syntax_for(tmpl);
-    // Tools, tool calls and tool results in the family's own form; the cache keys on that too.
-    messages = lower_tool_messages(syntax, tools ? &*tools : nullptr, std::move(messages));
+    const std::shared_ptr<const ChatFormat> chat_format = ctx.service().chat_format();
+    syntax = tool_syntax_for(chat_format->family);
+    // Tools, tool calls and tool results in the family's own form (unless the model's Jinja
+    // template renders them itself); the cache keys on that too.
+    if (!chat_format->native_tools)
+      messages = lower_tool_messages(syntax, tools ? &*tools : nullptr, std::move(messages));
     for (size_t i = 0; i < messages.size(); ++i) {
       const std::string line = messages[i].role + ": " + messages[i].content + "\n";
       cq.prompt += line;
       if (i + 1 < messages.size()) cq.context += line;
     }
     cq.query = messages.back().content;
-    Result<std::string> text = apply_chat_template(tmpl, messages, /*add_generation_prompt=*/true);
+    Result<std::string> text = chat_prompt_text(*chat_format, tok, messages, obody);
     if (!text.ok())
       return ctx.send_error(res, endpoint,
                             {400, text.error().message, "invalid_request_error", "messages", "invalid_value"});
@@ -348,7 +350,7 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
       cq.constraint += fmt::format("reasoning={},{};", rreq.budget_tokens.value_or(-1), starts_open);
       cq.uncacheable = rreq.budget_ms.has_value();  // a wall-clock budget: the answer depends on timing
     }
-    g.req.prompt = tok.encode(*text, /*add_special=*/true, /*parse_special=*/true);
+    g.req.prompt = encode_chat_prompt(*chat_format, tok, *text);
     if (tool_mode) {
       std::string gbnf, trigger;
       if (auto e = tool_call_grammar(syntax, *tools, gbnf, trigger)) return ctx.send_error(res, endpoint, *e);

@@ -139,6 +139,7 @@ int run_serve(ServeOptions& o) {
     so.model_path = spec.path;
     so.tokenizer_path = spec.tokenizer_path;
     so.model_name = spec.name;
+    so.chat_template = cfg.chat_template;
     so.threads = cfg.threads;
     so.cpu_affinity = cfg.cpu_affinity;
     so.engine = *eo;
@@ -301,6 +302,9 @@ CommandRunner add_serve_command(CLI::App& app) {
                   "Folder for models uploaded to POST /reload (default: the model's folder)");
   bind_flag(*o, cmd, "--model-name", &serve::ServeConfig::model_name,
             "Model id in the API and metrics (default: file stem)");
+  bind_flag(*o, cmd, "--chat-template", &serve::ServeConfig::chat_template,
+            "Chat template: llama2 | llama3 | chatml | zephyr | phi3, or a Jinja file (default: the GGUF's "
+            "tokenizer.chat_template, else the family of its architecture)");
   bind_flag(*o, cmd, "--device-id", &serve::ServeConfig::device_id,
             "device_id label of every metric (default: host name)");
   bind_flag(*o, cmd, "--drain-timeout", &serve::ServeConfig::drain_timeout_s,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "serve/chat_template.h"
+#include "support/test_data.h"
 
 namespace edgelm::serve {
 namespace {
@@ -121,6 +122,60 @@ TEST(ChatTemplate, DetectFromArchitectureThenFallback) {
   EXPECT_EQ(detect_chat_template(md_with("{{ something unknown }}", "phi3")), ChatTemplate::phi3);
   EXPECT_EQ(detect_chat_template(md_with(nullptr, "llama")), ChatTemplate::chatml);
   EXPECT_EQ(detect_chat_template(format::GgufMetadata{}), ChatTemplate::chatml);
+}
+
+// ChatFormat: the GGUF's Jinja template renders (messages as OpenAI dicts, native tools), a
+// broken template is an error naming it, --chat-template overrides with a name or a file.
+TEST(ChatFormat, GgufJinjaTemplateRenders) {
+  const char* tmpl =
+      "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}"
+      "{% for c in m.tool_calls %}[{{ c.function.name }} {{ c.function.arguments.city }}]{% endfor %}"
+      "{% endfor %}{% if tools %}T={{ tools|length }}{% endif %}{% if add_generation_prompt %}<assistant>{% endif %}";
+  Result<ChatFormat> f = choose_chat_format(md_with(tmpl, "llama"), "");
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  ASSERT_NE(f->jinja, nullptr);
+  EXPECT_EQ(f->origin, "tokenizer.chat_template");
+  EXPECT_TRUE(f->native_tools);
+  std::vector<ChatMessage> msgs = {{"user", "hi"}, {"assistant", "", {{"c1", "weather", "{\"city\": \"Oslo\"}"}}}};
+  const nlohmann::ordered_json tools =
+      nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "weather"}}])");
+  Result<std::string> r = render_chat(*f, msgs, &tools, true, "<s>", "</s>");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r, "<s><user>hi<assistant>[weather Oslo]T=1<assistant>");
+}
+
+TEST(ChatFormat, RaiseExceptionAndBrokenTemplates) {
+  Result<ChatFormat> f = choose_chat_format(
+      md_with("{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}x", nullptr),
+      "");
+  ASSERT_TRUE(f.ok());
+  std::vector<ChatMessage> msgs = {{"assistant", "a"}};
+  Result<std::string> r = render_chat(*f, msgs, nullptr, true, "", "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "first must be user");
+  Result<ChatFormat> broken = choose_chat_format(md_with("{% for m in messages %}{{ m }}", nullptr), "");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.error().message.find("tokenizer.chat_template"), std::string::npos) << broken.error().message;
+  EXPECT_NE(broken.error().message.find("line 1:"), std::string::npos) << broken.error().message;
+}
+
+TEST(ChatFormat, OverrideByNameOrFile) {
+  Result<ChatFormat> named = choose_chat_format(md_with("{{ messages }}", nullptr), "llama3");
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->jinja, nullptr);
+  EXPECT_EQ(named->family, ChatTemplate::llama3);
+  test::TempDir dir;
+  test::write_file(dir.file("t.jinja"), "{% for m in messages %}{{ m.content|upper }}{% endfor %}");
+  Result<ChatFormat> file = choose_chat_format(format::GgufMetadata{}, dir.file("t.jinja"));
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  std::vector<ChatMessage> msgs = {{"user", "hi"}};
+  EXPECT_EQ(*render_chat(*file, msgs, nullptr, true, "", ""), "HI");
+  EXPECT_FALSE(file->native_tools);
+  EXPECT_FALSE(choose_chat_format(format::GgufMetadata{}, dir.file("missing.jinja")).ok());
+  Result<ChatFormat> none = choose_chat_format(md_with(nullptr, "qwen2"), "");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->jinja, nullptr);
+  EXPECT_EQ(none->family, ChatTemplate::chatml);
 }
 
 }  // namespace

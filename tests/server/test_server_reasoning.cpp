@@ -19,10 +19,12 @@ constexpr const char* kThinkingTemplate =
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}";
 
-// A random-weight llama with stories260K's vocabulary and a thinking template, written once.
+// A random-weight llama with stories260K's vocabulary and a thinking template, written once per
+// process (ctest runs the tests of this file as parallel processes).
 std::string thinking_model() {
+  static const TempDir dir;
   static const std::string path = [] {
-    const std::string p = (std::filesystem::temp_directory_path() / "edgelm-thinking-model.gguf").string();
+    const std::string p = dir.path() + "/edgelm-thinking-model.gguf";
     model::SyntheticSpec s;
     s.n_embd = 64;
     s.n_layer = 2;
@@ -87,12 +89,14 @@ TEST(ServerReasoning, TokenBudgetIsHonouredExactlyAndTheAnswerFollows) {
     EXPECT_EQ(m["reasoning_content"].get<std::string>().find("</think>"), std::string::npos) << r.body;
   }
   const std::string metrics = get(s, "/metrics").body;
-  EXPECT_NE(metrics.find("edge_reasoning_budget_cutoffs_total{model_name=\"edgelm-thinking-model\",device_id=\"test-device\","
-                         "budget=\"tokens\"} 3"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics.find("edge_reasoning_budget_cutoffs_total{model_name=\"edgelm-thinking-model\",device_id=\"test-device\","
+                   "budget=\"tokens\"} 3"),
+      std::string::npos)
       << metrics;
-  EXPECT_NE(metrics.find("edge_reasoning_tokens_total{model_name=\"edgelm-thinking-model\",device_id=\"test-device\"} 23"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics.find("edge_reasoning_tokens_total{model_name=\"edgelm-thinking-model\",device_id=\"test-device\"} 23"),
+      std::string::npos)
       << metrics;
 }
 
