@@ -1,8 +1,9 @@
 // forward_batch against the reference Model::forward: several sequences prefilled and decoded
 // together (one still prefilling in chunks while the others decode, one joining late, one
 // leaving early) must give the logits of each sequence run alone with its own KvCache, with F32
-// weights and an f32 store, for llama (GQA, MHA, tied output), qwen2 (Q/K/V biases, NEOX
-// rotary) and the real stories260K. Since attention reads the store with an online softmax and
+// weights and an f32 store, for llama (GQA, MHA, tied output, YaRN, rope_freqs + linear RoPE
+// scaling), qwen2 (Q/K/V biases, NEOX rotary), qwen3 (Q/K norms, head_dim != n_embd / n_head)
+// and the real stories260K. Since attention reads the store with an online softmax and
 // the element-wise ops are SIMD, "the same" means within 1e-4 of the largest logit (the sums
 // are reassociated), not bit-identical. Batched runs among themselves stay bit-identical: the
 // thread count, the grouping of partial states, block layout and chunking do not matter.
@@ -18,12 +19,11 @@
 #include <random>
 
 #include "engine/batch_forward.h"
-#include "kernels/isa.h"
 #include "format/model_file.h"
+#include "kernels/isa.h"
 #include "model/synthetic.h"
 #include "support/counting_new.h"
 #include "support/test_data.h"
-
 
 namespace edgelm::engine {
 namespace {
@@ -54,6 +54,21 @@ std::unique_ptr<model::Model> load_model(const std::string& kind) {
       s.n_head = 8;
       s.n_vocab = 300;
       s.seed = 9;
+    } else if (kind == "qwen3_head_dim") {  // Q/K norms, head_dim 32 != 64 / 4 (Q wider than n_embd)
+      s.arch = "qwen3";
+      s.head_dim = 32;
+      s.seed = 21;
+    } else if (kind == "llama_yarn") {  // YaRN over an original context of 16: frequencies and mscale differ
+      s.rope_scaling = "yarn";
+      s.rope_factor = 4.0f;
+      s.rope_orig_ctx = 16;
+      s.seed = 23;
+    } else if (kind == "llama_rope_freqs_linear") {  // llama3 rope_freqs, then linear scaling
+      s.llama3_factor = 8.0f;
+      s.llama3_orig_ctx = 32;
+      s.rope_scaling = "linear";
+      s.rope_factor = 2.0f;
+      s.seed = 25;
     }
     file = model::make_synthetic_model(s);
   }
@@ -227,9 +242,7 @@ double expect_close(const Trace& got, const Trace& ref, double tolerance = kRefT
 // held to a tolerance instead: kRefTolerance, or 1e-2 for a q8_0 store, where a last-bit
 // difference can move a K/V element to the next quant step. (batch_attention itself is position-determined either way:
 // tests/engine/test_batch_attention.cpp checks that without matmuls.)
-bool f32_matmul_depends_on_n_tok() {
-  return kernels::isa_kernels(kernels::active_isa())->gemm(DType::f32) != nullptr;
-}
+bool f32_matmul_depends_on_n_tok() { return kernels::isa_kernels(kernels::active_isa())->gemm(DType::f32) != nullptr; }
 void expect_same_tokens_result(const Trace& got, const Trace& want, KvType type = KvType::f32) {
   if (f32_matmul_depends_on_n_tok()) {
     expect_close(got, want, type == KvType::q8_0 ? 1e-2 : kRefTolerance);
@@ -319,8 +332,7 @@ TEST_P(BatchForward, ChunkedPrefillEqualsOneShot) {
     for (const int32_t chunk : {1, 3, 7}) {
       SCOPED_TRACE(chunk);
       expect_same_tokens_result(
-          run_batched(*m, {{17, 0, chunk, 3}, {3, 0, 64, 12}}, {.kv_type = type, .shuffled = true}), one_shot,
-          type);
+          run_batched(*m, {{17, 0, chunk, 3}, {3, 0, 64, 12}}, {.kv_type = type, .shuffled = true}), one_shot, type);
     }
   }
 }
@@ -356,7 +368,8 @@ TEST_P(BatchForward, QuantizedStoresStayClose) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchForward,
-                         ::testing::Values("llama_gqa", "qwen2_bias", "llama_mha_tied", "qwen2_wide", "stories260K"));
+                         ::testing::Values("llama_gqa", "qwen2_bias", "llama_mha_tied", "qwen2_wide", "qwen3_head_dim",
+                                           "llama_yarn", "llama_rope_freqs_linear", "stories260K"));
 
 // (e) Bad input is an error, and nothing is written into the store.
 TEST(BatchForwardErrors, RejectsBadInput) {
