@@ -1,9 +1,9 @@
 // The batched forward pass over the paged KV cache (see batch_forward.h).
 //
-// Per layer: norm (per token) -> Q/K/V matmuls (all tokens) -> Q/K norms, RoPE and K/V write to
-// the store (per token; Model::prepare_qk, shared with the reference) -> attention over the store (batch_attention.h)
-// -> output matmul -> residual + norm (per token) -> gate/up matmuls -> SwiGLU (per token) -> down matmul -> residual +
-// next norm.
+// Per layer: norm (per token) -> Q/K/V matmuls (all tokens) -> Q/K norms, RoPE and K/V write
+// to the store (per token; Model::prepare_qk, shared with the reference) -> attention over the
+// store (batch_attention.h) -> output matmul -> residual + norm (per token) -> gate/up matmuls
+// -> SwiGLU (per token) -> down matmul -> residual + next norm.
 #include "engine/batch_forward.h"
 
 #include <algorithm>

@@ -3,10 +3,11 @@
 // Every tensor the architecture needs is looked up by its GGUF name and its shape is checked
 // (an error names the tensor and both shapes). A tensor the forward would not use (say
 // attention biases or Q/K norms in a file of an architecture without them) is an error naming
-// it: a forward that skipped it would silently compute another model. Matrices stay in their stored type, in place in
-// the file mapping, and are multiplied by the kernels of that type (F32, F16, BF16, Q8_0, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q2_K..Q6_K); a type without kernels is an error naming it. Vectors (norms,
-// biases) are used as float32: in place when stored as F32, else converted once at load.
+// it: a forward that skipped it would silently compute another model. Matrices stay in their
+// stored type, in place in the file mapping, and are multiplied by the kernels of that type
+// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K); a type without kernels is an error
+// naming it. Vectors (norms, biases, rope_freqs) are used as float32: in place when stored as
+// F32, else converted once at load.
 #pragma once
 
 #include <memory>
