@@ -63,7 +63,7 @@ struct ModelConfig {
   int32_t n_ctx_train = 0;  // context length the model was trained with
   int32_t n_embd = 0;       // hidden size
   int32_t n_layer = 0;
-  int32_t n_ff = 0;  // feed-forward inner size
+  int32_t n_ff = 0;         // feed-forward inner size
   int32_t n_head = 0;
   int32_t n_head_kv = 0;  // < n_head means grouped-query attention
   int32_t head_dim = 0;   // attention.key_length, else n_embd / n_head (may differ from it)

@@ -32,12 +32,9 @@ class Builder {
     auto buf = std::make_shared<std::vector<uint8_t>>(dtype_row_bytes(type, n));
     for (int64_t i = 0; i < n; ++i) {
       const float v = dist(rng_);
-      if (type == DType::f32)
-        reinterpret_cast<float*>(buf->data())[i] = v;
-      else if (type == DType::f16)
-        reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_fp16(v);
-      else
-        reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_bf16(v);
+      if (type == DType::f32) reinterpret_cast<float*>(buf->data())[i] = v;
+      else if (type == DType::f16) reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_fp16(v);
+      else reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_bf16(v);
     }
     format::TensorInfo t;
     t.name = name;
@@ -80,9 +77,8 @@ Status add_generated_wordpiece_vocab(format::GgufMetadata& md, int64_t n) {
   std::vector<int32_t> types(texts.size(), 3);  // control
   const std::string chars = "abcdefghijklmnopqrstuvwxyz0123456789.,!?'-";
   for (const char ch : chars) texts.push_back(start + ch), texts.push_back(std::string(1, ch));
-  for (const char* w :
-       {"the", "a",     "is",    "of",    "and",   "to",  "in",   "it",   "cat",  "dog",   "sat",   "on",
-        "mat", "hello", "world", "quick", "brown", "fox", "jump", "lazy", "over", "embed", "cache", "model"})
+  for (const char* w : {"the", "a", "is", "of", "and", "to", "in", "it", "cat", "dog", "sat", "on", "mat", "hello",
+                        "world", "quick", "brown", "fox", "jump", "lazy", "over", "embed", "cache", "model"})
     texts.push_back(start + w);
   for (const char* w : {"ing", "ed", "er", "s", "ly", "ion"}) texts.push_back(w);
   types.resize(texts.size(), 1);  // normal
@@ -124,8 +120,7 @@ Result<format::ModelFile> make_synthetic_bert(const SyntheticSpec& s) {
   if (!s.vocab_from.empty()) {
     EDGELM_TRY(format::GgufMetadata vocab_md, read_vocab_metadata(s.vocab_from));
     EDGELM_TRY(std::string model, vocab_md.get_string("tokenizer.ggml.model"));
-    if (model != "bert")
-      return make_error("{}: tokenizer.ggml.model is '{}', a BERT model needs 'bert'", s.vocab_from, model);
+    if (model != "bert") return make_error("{}: tokenizer.ggml.model is '{}', a BERT model needs 'bert'", s.vocab_from, model);
     EDGELM_TRY(const auto* tokens, vocab_md.get_array("tokenizer.ggml.tokens"));
     n_vocab = static_cast<int64_t>(tokens->size());
     for (const auto& [key, value] : vocab_md.entries())

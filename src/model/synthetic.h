@@ -42,7 +42,7 @@ struct SyntheticSpec {
   bool pad_vocab = false;
   DType weight_type = DType::f32;  // F32, F16 or BF16 for 2-D weights; norms and biases stay F32
   uint64_t seed = 1;
-  std::string vocab_from;  // GGUF or llama2.c tokenizer.bin whose vocabulary is embedded (optional)
+  std::string vocab_from;    // GGUF or llama2.c tokenizer.bin whose vocabulary is embedded (optional)
   // arch "bert" only (an encoder; n_head_kv is ignored): GGUF bert.pooling_type (1 = mean,
   // 2 = cls) and rows of token_types.weight. Without vocab_from a small generated WordPiece
   // vocabulary (specials, single characters, a few words, [unusedN] filler) of n_vocab tokens.

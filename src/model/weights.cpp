@@ -122,8 +122,7 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
   const format::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return make_error("tensor 'token_embd.weight' is missing from the model file");
   if (embd->n_dims != 2 || embd->ne[1] <= 0 || embd->ne[1] > (1 << 24))
-    return make_error("tensor 'token_embd.weight' has shape {}, expected [{}, n_vocab]", embd->shape_string(),
-                      c.n_embd);
+    return make_error("tensor 'token_embd.weight' has shape {}, expected [{}, n_vocab]", embd->shape_string(), c.n_embd);
   c.n_vocab = static_cast<int32_t>(embd->ne[1]);
 
   const int64_t E = c.n_embd, Q = static_cast<int64_t>(c.n_head) * c.head_dim, KV = c.n_embd_kv(), F = c.n_ff;

@@ -24,12 +24,9 @@ int run(SynthOptions& o) {
   if (!o.shape.empty()) {
     if (auto st = model::apply_synthetic_shape(o.spec, o.shape); !st.ok()) return report_error(st.error());
   }
-  if (o.pooling == "mean")
-    o.spec.pooling_type = 1;
-  else if (o.pooling == "cls")
-    o.spec.pooling_type = 2;
-  else if (!o.pooling.empty())
-    return report_error(make_error("unknown pooling '{}' (use mean or cls)", o.pooling));
+  if (o.pooling == "mean") o.spec.pooling_type = 1;
+  else if (o.pooling == "cls") o.spec.pooling_type = 2;
+  else if (!o.pooling.empty()) return report_error(make_error("unknown pooling '{}' (use mean or cls)", o.pooling));
   auto file = model::make_synthetic_model(o.spec);
   if (!file.ok()) return report_error(file.error());
   if (auto st = format::write_gguf(o.output, *file); !st.ok()) return report_error(st.error());

@@ -19,11 +19,12 @@
 #include <random>
 
 #include "engine/batch_forward.h"
-#include "format/model_file.h"
 #include "kernels/isa.h"
+#include "format/model_file.h"
 #include "model/synthetic.h"
 #include "support/counting_new.h"
 #include "support/test_data.h"
+
 
 namespace edgelm::engine {
 namespace {
@@ -242,7 +243,9 @@ double expect_close(const Trace& got, const Trace& ref, double tolerance = kRefT
 // held to a tolerance instead: kRefTolerance, or 1e-2 for a q8_0 store, where a last-bit
 // difference can move a K/V element to the next quant step. (batch_attention itself is position-determined either way:
 // tests/engine/test_batch_attention.cpp checks that without matmuls.)
-bool f32_matmul_depends_on_n_tok() { return kernels::isa_kernels(kernels::active_isa())->gemm(DType::f32) != nullptr; }
+bool f32_matmul_depends_on_n_tok() {
+  return kernels::isa_kernels(kernels::active_isa())->gemm(DType::f32) != nullptr;
+}
 void expect_same_tokens_result(const Trace& got, const Trace& want, KvType type = KvType::f32) {
   if (f32_matmul_depends_on_n_tok()) {
     expect_close(got, want, type == KvType::q8_0 ? 1e-2 : kRefTolerance);
@@ -332,7 +335,8 @@ TEST_P(BatchForward, ChunkedPrefillEqualsOneShot) {
     for (const int32_t chunk : {1, 3, 7}) {
       SCOPED_TRACE(chunk);
       expect_same_tokens_result(
-          run_batched(*m, {{17, 0, chunk, 3}, {3, 0, 64, 12}}, {.kv_type = type, .shuffled = true}), one_shot, type);
+          run_batched(*m, {{17, 0, chunk, 3}, {3, 0, 64, 12}}, {.kv_type = type, .shuffled = true}), one_shot,
+          type);
     }
   }
 }
