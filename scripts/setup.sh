@@ -10,7 +10,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev libutf8proc-dev libssl-dev
   libcpp-httplib-dev libboost-dev libyaml-cpp-dev prometheus libhnswlib-dev libsqlite3-dev
   clang libclang-rt-14-dev clang-format clang-tidy
-  python3-jsonschema python3-rfc3339-validator
+  python3-jsonschema
   g++-aarch64-linux-gnu qemu-user
 )
 # Node.js and npm: Debian's packages unless a node with npm is already installed (e.g. from

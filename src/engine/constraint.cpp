@@ -8,9 +8,34 @@ namespace edgelm::engine {
 
 bool GrammarVocab::is_eog(int32_t id) const { return std::binary_search(eog.begin(), eog.end(), id); }
 
-Constraint::Constraint(grammar::GrammarPtr g, std::shared_ptr<const GrammarVocab> vocab, std::string trigger)
-    : matcher_(std::move(g), vocab->index), vocab_(std::move(vocab)), trigger_(std::move(trigger)) {
-  active_ = trigger_.empty();
+Constraint::Constraint(grammar::GrammarPtr g, std::shared_ptr<const GrammarVocab> vocab, std::string trigger,
+                       bool gated)
+    : matcher_(std::move(g), vocab->index), vocab_(std::move(vocab)), trigger_(std::move(trigger)), gated_(gated) {
+  active_ = trigger_.empty() && !gated_;
+}
+
+bool Constraint::open(std::string_view text) {
+  if (!gated_) return !broken_;
+  gated_ = false;
+  if (!trigger_.empty()) return feed_inactive(text);  // a lazy grammar now waits for its trigger
+  active_ = true;
+  if (!text.empty() && !matcher_.accept_bytes(text)) broken_ = true;
+  return !broken_;
+}
+
+bool Constraint::feed_inactive(std::string_view bytes) {
+  pending_ += bytes;
+  const size_t at = pending_.find(trigger_);
+  if (at == std::string::npos) {
+    // Keep only a tail that may still be the trigger's start.
+    if (pending_.size() >= trigger_.size()) pending_.erase(0, pending_.size() - (trigger_.size() - 1));
+    return true;
+  }
+  active_ = true;
+  const bool ok = matcher_.accept_bytes(std::string_view(pending_).substr(at));
+  pending_.clear();
+  if (!ok) broken_ = true;
+  return ok;
 }
 
 bool Constraint::allows(int32_t token) const {
@@ -70,24 +95,13 @@ int32_t Constraint::closing_token(std::span<const float> logits, int64_t left_af
 }
 
 bool Constraint::accept(int32_t token) {
-  if (broken_) return true;
+  if (broken_ || gated_) return true;
   if (active_) {
     if (matcher_.accept_token(token)) return true;
     broken_ = true;
     return false;
   }
-  pending_ += vocab_->index->piece(token);
-  const size_t at = pending_.find(trigger_);
-  if (at == std::string::npos) {
-    // Keep only a tail that may still be the trigger's start.
-    if (pending_.size() >= trigger_.size()) pending_.erase(0, pending_.size() - (trigger_.size() - 1));
-    return true;
-  }
-  active_ = true;
-  const bool ok = matcher_.accept_bytes(std::string_view(pending_).substr(at));
-  pending_.clear();
-  if (!ok) broken_ = true;
-  return ok;
+  return feed_inactive(vocab_->index->piece(token));
 }
 
 }  // namespace edgelm::engine

@@ -44,7 +44,9 @@ struct GrammarVocab {
 
 class Constraint {
  public:
-  Constraint(grammar::GrammarPtr g, std::shared_ptr<const GrammarVocab> vocab, std::string trigger);
+  // gated: the grammar waits for open() (a thinking model's answer after its reasoning span);
+  // otherwise it starts at `trigger` (empty: at once).
+  Constraint(grammar::GrammarPtr g, std::shared_ptr<const GrammarVocab> vocab, std::string trigger, bool gated = false);
 
   // Whether the grammar applies to the next token (no trigger, or the trigger was seen).
   bool active() const { return active_; }
@@ -72,16 +74,24 @@ class Constraint {
   // (then broken()).
   bool accept(int32_t token);
 
+  // A gated grammar starts now, with `text` (the answer's first bytes, possibly empty) as its
+  // first input; false when it rejects them (then broken()).
+  bool open(std::string_view text);
+
   // A copy for checking drafts (speculative.h) without touching this one.
   Constraint fork() const { return *this; }
 
  private:
+  // A lazy grammar's output before its trigger: looks for the trigger, starts the grammar there.
+  bool feed_inactive(std::string_view bytes);
+
   grammar::Matcher matcher_;
   std::shared_ptr<const GrammarVocab> vocab_;
   std::string trigger_;
   std::string pending_;  // while inactive: the output's tail that may still start the trigger
   bool active_ = true;
   bool broken_ = false;
+  bool gated_ = false;  // waiting for open()
 };
 
 }  // namespace edgelm::engine

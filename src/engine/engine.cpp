@@ -82,6 +82,16 @@ Result<RequestId> Engine::add_request(Request req) {
   if (n_prompt > n_ctx_) return make_error("the prompt has {} tokens, more than the context of {}", n_prompt, n_ctx_);
   if (!req.stop_strings.empty() && tok_ == nullptr) return make_error("stop strings need a tokenizer");
   if (req.grammar && tok_ == nullptr) return make_error("constrained decoding needs a tokenizer");
+  if (req.reasoning.enabled) {
+    const ReasoningOptions& r = req.reasoning;
+    if (tok_ == nullptr) return make_error("a reasoning span needs a tokenizer");
+    if (r.start_marker.empty() || r.end_marker.empty()) return make_error("reasoning markers must not be empty");
+    if (r.budget_tokens < -1)
+      return make_error("reasoning budget must be >= 0 tokens (or -1), got {}", r.budget_tokens);
+    for (const int32_t t : r.close_tokens)
+      if (t < 0 || t >= n_vocab)
+        return make_error("reasoning close token {} is outside the vocabulary [0, {})", t, n_vocab);
+  }
   // The most positions the request can hold, plus one block of copy-on-write headroom.
   const int64_t positions = std::min<int64_t>(n_ctx_, n_prompt + req.max_new_tokens);
   const int64_t blocks = (positions + opts_.block_size - 1) / opts_.block_size + 1;
@@ -106,7 +116,12 @@ Result<RequestId> Engine::add_request(Request req) {
   seq->n_prompt = static_cast<int32_t>(n_prompt);
   if (drafter_) seq->spec = SpecController(opts_.spec.draft_min, opts_.spec.draft_max);
   if (tok_ != nullptr) seq->text.emplace(*tok_, seq->tokens, seq->req.stop_strings);
-  if (seq->req.grammar) seq->constraint.emplace(seq->req.grammar, grammar_vocab(), seq->req.grammar_trigger);
+  if (seq->req.reasoning.enabled) seq->reasoning.emplace(seq->req.reasoning);
+  if (seq->req.grammar) {
+    // After a span the prompt opened, the grammar is for the answer that follows it.
+    const bool gated = seq->req.reasoning.enabled && seq->req.reasoning.starts_open;
+    seq->constraint.emplace(seq->req.grammar, grammar_vocab(), seq->req.grammar_trigger, gated);
+  }
   scheduler_.add(std::move(seq));
   return id;
 }
@@ -136,6 +151,8 @@ void Engine::finish(RequestId id, Finish f, std::string error, std::vector<Token
   ev.n_prompt = s->n_prompt;
   ev.n_prompt_cached = s->admitted_once ? s->n_cached : 0;
   ev.n_generated = s->n_generated;
+  ev.n_reasoning = s->reasoning ? s->reasoning->tokens() : 0;
+  ev.reasoning_cut = s->reasoning_cut;
   if (s->text && f != Finish::cancelled) ev.text = s->text->finish();
   if (f == Finish::cancelled) {  // delivered with the next step, from the caller's thread of control
     pending_.push_back({std::move(ev), std::move(s->req.on_event)});
@@ -173,10 +190,42 @@ Finish Engine::accept_token(Sequence& s, int32_t token, std::vector<TokenEvent>&
     s.text.reset();  // the stop string and anything held with it are dropped
     return Finish::stop;
   }
+  if (s.reasoning)
+    if (const Finish f = follow_reasoning(s, token, out); f != Finish::none) return f;
   if (s.constraint && s.constraint->must_end()) return Finish::stop;
   const bool out_of_room = s.n_generated >= s.req.max_new_tokens || static_cast<int32_t>(s.tokens.size()) >= n_ctx_;
   // A constrained output closed in time by its budget is complete: it stops, it is not cut.
   if (out_of_room) return s.constraint && s.constraint->can_end() ? Finish::stop : Finish::length;
+  return Finish::none;
+}
+
+Finish Engine::follow_reasoning(Sequence& s, int32_t token, std::vector<TokenEvent>& out) {
+  std::string piece = tok_->token_to_piece(token);
+  if (piece.empty()) piece = tok_->vocab().text(token);  // a control token written as a marker
+  if (std::optional<std::string> answer = s.reasoning->push(piece); answer && s.constraint)
+    s.constraint->open(*answer);  // a rejected start leaves the answer as plain text (broken)
+  if (!s.reasoning->inside()) return Finish::none;
+  const ReasoningOptions& r = s.req.reasoning;
+  if (r.budget_tokens >= 0 && s.reasoning->tokens() >= r.budget_tokens)
+    return close_reasoning(s, ReasoningCut::tokens, out);
+  if (r.deadline && Clock::now() >= *r.deadline) return close_reasoning(s, ReasoningCut::time, out);
+  return Finish::none;
+}
+
+Finish Engine::close_reasoning(Sequence& s, ReasoningCut why, std::vector<TokenEvent>& out) {
+  s.reasoning->close();
+  s.reasoning_cut = why;
+  // The closing tokens are generated tokens (they count toward max_new_tokens); their K/V is
+  // computed by the next step, which samples the answer's first token after them.
+  for (const int32_t t : s.req.reasoning.close_tokens) {
+    if (s.n_generated >= s.req.max_new_tokens || static_cast<int32_t>(s.tokens.size()) >= n_ctx_) return Finish::length;
+    s.tokens.push_back(t);
+    ++s.n_generated;
+    TokenEvent ev{s.id, t, {}, Finish::none, {}};
+    if (s.text) ev.text = s.text->push(t).text;
+    emit(s, std::move(ev), out);
+  }
+  if (s.constraint) s.constraint->open({});
   return Finish::none;
 }
 
@@ -381,8 +430,10 @@ std::vector<RequestId> Engine::propose_drafts() {
     s.draft.clear();
     s.draft_probs.clear();
     if (s.n_pending() != 1) continue;  // prefilling: nothing to speculate on yet
-    // A lazy grammar's trigger may start inside a draft, whose later rows would go unmasked.
+    // A lazy grammar's trigger may start inside a draft, whose later rows would go unmasked; a
+    // reasoning span may be closed after any token, which a verified run of drafts would pass.
     if (s.constraint && !s.constraint->active()) continue;
+    if (s.reasoning && s.reasoning->phase() != ReasoningTracker::Phase::after) continue;
     // The verification emits up to k + 1 tokens: stay within max_new_tokens and the context.
     const int32_t room =
         std::min(s.req.max_new_tokens - s.n_generated, n_ctx_ - static_cast<int32_t>(s.tokens.size())) - 1;

@@ -134,6 +134,10 @@ class Engine {
   // grammar state after the drafts before it, so verification accepts only drafts the grammar
   // takes and draws corrections inside it.
   void mask_draft_rows(Sequence& s, std::span<float> logits, std::span<const int32_t> draft);
+  // After s generated `token`: follows its reasoning span and closes it when its budget is spent.
+  Finish follow_reasoning(Sequence& s, int32_t token, std::vector<TokenEvent>& out);
+  // Closes s's reasoning span now: appends and emits its closing tokens.
+  Finish close_reasoning(Sequence& s, ReasoningCut why, std::vector<TokenEvent>& out);
   // Tokens s may still generate after its next one (max_new_tokens and the context).
   int64_t tokens_left_after_next(const Sequence& s) const;
   // The budget rule of constraint.h applied to a verification's tokens, as plain decoding would

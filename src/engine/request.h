@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/reasoning.h"
 #include "grammar/grammar.h"
 #include "sample/sampler.h"
 
@@ -31,6 +32,10 @@ enum class Finish {
 };
 std::string_view finish_name(Finish f);
 
+// Why the engine closed a reasoning span itself: none (the model closed it, or there was none),
+// its token budget, its wall-clock budget.
+enum class ReasoningCut { none, tokens, time };
+
 struct TokenEvent {
   RequestId id = 0;
   int32_t token = -1;  // the generated token, or -1 on an event that only finishes
@@ -44,6 +49,9 @@ struct TokenEvent {
   int32_t n_prompt = 0;
   int32_t n_prompt_cached = 0;
   int32_t n_generated = 0;
+  // Thinking models: tokens generated inside the reasoning span, and what closed it early.
+  int32_t n_reasoning = 0;
+  ReasoningCut reasoning_cut = ReasoningCut::none;
 };
 
 struct Request {
@@ -64,6 +72,9 @@ struct Request {
   // With a grammar: the output is free until this text appears in it, then (from the text's
   // first byte) a sentence of the grammar; empty: constrained from the first token.
   std::string grammar_trigger;
+  // Thinking models (reasoning.h): the reasoning span and its budget. With a grammar and a span
+  // the prompt opened, the grammar applies to the answer after the span.
+  ReasoningOptions reasoning;
   std::function<void(const TokenEvent&)> on_event;  // streaming; called from Engine::step()
 };
 

@@ -58,6 +58,8 @@ struct Sequence {
   std::optional<TextStream> text;        // when the engine has a tokenizer
   std::optional<Constraint> constraint;  // with Request::grammar
   std::string error;                     // why it ends with Finish::error (not a forward's failure)
+  std::optional<ReasoningTracker> reasoning;  // with Request::reasoning.enabled
+  ReasoningCut reasoning_cut = ReasoningCut::none;
   // Speculative decoding (speculative.h): this step's proposal, verified after the pending token,
   // and the per-sequence adaptive k.
   std::vector<int32_t> draft;

@@ -228,6 +228,10 @@ class Policy {
     d.cap = cap;
     if (cap == CapKind::soft) d.instruction = soft_cap_instruction(c.token_budget);
     if (no_reasoning) d.instruction = kNoReasoning;
+    d.reasoning_budget = no_reasoning || cap == CapKind::hard ? 0
+                         : cap == CapKind::soft               ? std::min(def_.medium_reasoning_budget, c.token_budget)
+                         : cap == CapKind::dynamic            ? c.token_budget / 2
+                                                              : -1;
     d.reason = reason;
     d.detail = std::move(detail);
     return d;

@@ -94,9 +94,10 @@ struct RouteDefaults {
   double medium_max_ms = 30000.0;      // budgets up to this: the medium band
   int32_t small_hard_cap = 64;
   int32_t medium_soft_cap = 256;
-  int32_t dynamic_min_tokens = 256;   // large band, complexity score 0
-  int32_t dynamic_max_tokens = 2048;  // large band, complexity score 1
-  int32_t default_max_tokens = 512;   // a request's max_tokens when it sets none
+  int32_t dynamic_min_tokens = 256;       // large band, complexity score 0
+  int32_t dynamic_max_tokens = 2048;      // large band, complexity score 1
+  int32_t default_max_tokens = 512;       // a request's max_tokens when it sets none
+  int32_t medium_reasoning_budget = 128;  // thinking models, medium band: a short reasoning chain
 };
 
 struct RouteInput {
@@ -122,6 +123,10 @@ struct RouteDecision {
   int32_t max_tokens = 0;       // the hard limit to give the engine (>= token_budget)
   CapKind cap = CapKind::none;
   std::string instruction;  // text to add to the prompt (soft cap, no reasoning chain); may be empty
+  // The band's reasoning budget for thinking models (tokens; -1: none): 0 with a hard cap (no
+  // reasoning chain), medium_reasoning_budget with a soft cap, half the dynamic budget (it grows
+  // with the complexity) in the large band. A request's own reasoning_budget wins.
+  int32_t reasoning_budget = -1;
   RouteReason reason = RouteReason::tight_budget;
   std::string detail;  // one line explaining the choice, for logs
 };

@@ -6,8 +6,8 @@
 #include "serve/model_spec.h"
 #include "serve/router_api.h"
 
-#include <unistd.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -75,6 +75,11 @@ const std::vector<Field>& fields() {
       {"cache_max_prompt_bytes", &ServeConfig::cache_max_prompt_bytes, true},
       {"cache_case_fold", &ServeConfig::cache_case_fold},
       {"cache_nondeterministic", &ServeConfig::cache_nondeterministic},
+      {"reasoning_markers", &ServeConfig::reasoning_markers},
+      {"reasoning_transition", &ServeConfig::reasoning_transition},
+      {"reasoning_effort_low", &ServeConfig::reasoning_effort_low},
+      {"reasoning_effort_medium", &ServeConfig::reasoning_effort_medium},
+      {"reasoning_effort_high", &ServeConfig::reasoning_effort_high},
       {"spec", &ServeConfig::spec},
       {"draft_model", &ServeConfig::draft_model},
       {"draft_quant", &ServeConfig::draft_quant},
@@ -338,8 +343,10 @@ Status validate(const ServeConfig& c) {
   if (!(c.target_step_ms >= 0)) return make_error("target_step_ms must be >= 0, got {}", c.target_step_ms);
   if (c.max_queue < 1) return make_error("max_queue must be >= 1, got {}", c.max_queue);
   if (c.max_connections < 1) return make_error("max_connections must be >= 1, got {}", c.max_connections);
-  for (const auto& [name, v] : {std::pair{"header_timeout_s", c.header_timeout_s}, {"body_timeout_s", c.body_timeout_s},
-                                {"idle_timeout_s", c.idle_timeout_s}, {"write_timeout_s", c.write_timeout_s}})
+  for (const auto& [name, v] : {std::pair{"header_timeout_s", c.header_timeout_s},
+                                {"body_timeout_s", c.body_timeout_s},
+                                {"idle_timeout_s", c.idle_timeout_s},
+                                {"write_timeout_s", c.write_timeout_s}})
     if (!(v > 0)) return make_error("{} must be > 0, got {}", name, v);
   if (c.stream_buffer_bytes < 4096)
     return make_error("stream_buffer_bytes must be >= 4096, got {}", c.stream_buffer_bytes);
@@ -348,6 +355,16 @@ Status validate(const ServeConfig& c) {
   if (c.max_body_bytes < 1) return make_error("max_body_bytes must be >= 1");
   if (c.max_upload_bytes < 1) return make_error("max_upload_bytes must be >= 1");
   if (c.n_ctx < 0) return make_error("n_ctx must be >= 0 (0: the model's), got {}", c.n_ctx);
+  for (const auto& [key, v] : {std::pair{"reasoning_effort_low", c.reasoning_effort_low},
+                               std::pair{"reasoning_effort_medium", c.reasoning_effort_medium},
+                               std::pair{"reasoning_effort_high", c.reasoning_effort_high}})
+    if (v < 0) return make_error("{} must be >= 0 tokens, got {}", key, v);
+  if (!c.reasoning_markers.empty()) {
+    const size_t comma = c.reasoning_markers.find(',');
+    if (comma == std::string::npos || comma == 0 || comma + 1 == c.reasoning_markers.size())
+      return make_error("reasoning_markers must be \"START,END\" (e.g. \"<think>,</think>\"), got '{}'",
+                        c.reasoning_markers);
+  }
   for (const auto& key : c.api_keys) EDGELM_TRY_STATUS(check_secret(key, "api_keys"));
   if (!c.admin_token.empty()) EDGELM_TRY_STATUS(check_secret(c.admin_token, "admin_token"));
   if (!(c.drain_timeout_s >= 0)) return make_error("drain_timeout_s must be >= 0, got {}", c.drain_timeout_s);

@@ -35,9 +35,9 @@ struct ServeConfig {
   // Transport timeouts (seconds): the whole request header, each body read, an idle
   // keep-alive connection, each response write.
   double header_timeout_s = 10, body_timeout_s = 30, idle_timeout_s = 60, write_timeout_s = 30;
-  size_t stream_buffer_bytes = 256 << 10;  // SSE output a slow reader may leave unread before it is cut
-  size_t max_body_bytes = 1 << 20;               // JSON request bodies
-  size_t max_upload_bytes = size_t{16} << 30;     // models uploaded to POST /reload
+  size_t stream_buffer_bytes = 256 << 10;      // SSE output a slow reader may leave unread before it is cut
+  size_t max_body_bytes = 1 << 20;             // JSON request bodies
+  size_t max_upload_bytes = size_t{16} << 30;  // models uploaded to POST /reload
   int n_ctx = 0;
   std::vector<std::string> api_keys;
   std::string admin_token;
@@ -48,16 +48,22 @@ struct ServeConfig {
   double drain_timeout_s = 30;
   // Response cache (serve/routes_cache.h): off | exact | semantic (semantic includes exact).
   std::string cache = "off";
-  double cache_threshold = 0.80;     // cosine similarity of a semantic hit (README: eval-cache)
-  int cache_capacity = 1000;         // entries
-  double cache_ttl_s = 0;            // 0: entries do not expire
-  std::string cache_db;              // SQLite file (WAL); empty: memory only
+  double cache_threshold = 0.80;            // cosine similarity of a semantic hit (README: eval-cache)
+  int cache_capacity = 1000;                // entries
+  double cache_ttl_s = 0;                   // 0: entries do not expire
+  std::string cache_db;                     // SQLite file (WAL); empty: memory only
   std::string embedding_model = "lexical";  // lexical | self | path of a BERT GGUF
-  bool cache_guards = true;          // negation / number / entity checks on semantic hits
+  bool cache_guards = true;                 // negation / number / entity checks on semantic hits
   size_t cache_max_bytes = size_t{64} << 20;
   size_t cache_max_prompt_bytes = 16384;  // larger prompts are not cached
-  bool cache_case_fold = true;       // exact keys ignore case
+  bool cache_case_fold = true;            // exact keys ignore case
   bool cache_nondeterministic = false;    // also cache sampled requests without a seed
+  // Thinking models (serve/reasoning.h): the markers as "START,END" (empty: <think>,</think>
+  // when the chat template writes them), the sentence written after a span its budget closed,
+  // and the token budgets that reasoning_effort low / medium / high stand for.
+  std::string reasoning_markers;
+  std::string reasoning_transition;
+  int reasoning_effort_low = 256, reasoning_effort_medium = 1024, reasoning_effort_high = 4096;
   // Speculative decoding (engine/draft_model.h): off | ngram[:N], or a draft model from a file
   // (draft_model; a llama2.c checkpoint uses tokenizer_path) or the target quantized in memory
   // (draft_quant, e.g. q4_0). Every slot, hot-reloaded ones too, gets its own draft.
@@ -69,12 +75,12 @@ struct ServeConfig {
   // "NAME=PATH,tier=small|medium|large[,tokenizer=P][,profile=P][,dyn_temp=MIN:START:FULL]";
   // set either this or model_path. EDGELM_MODELS separates items with ';'.
   std::vector<std::string> models;
-  std::string upstream;               // cloud tier: "name=URL[,api_key_env=VAR,...]" (serve/upstream.h)
-  double default_budget_ms = 30000;   // latency budget of a routed request that states none
+  std::string upstream;                   // cloud tier: "name=URL[,api_key_env=VAR,...]" (serve/upstream.h)
+  double default_budget_ms = 30000;       // latency budget of a routed request that states none
   std::string startup_profile = "quick";  // quick | off: profile models without a profile file at startup
   double startup_profile_budget_s = 20;   // wall time of the startup profile of all models (0: none)
-  std::string memory_budget = "0";    // weights + KV of all models (e.g. 4G); 0: no limit
-  bool no_mmap = false;               // read model files into memory instead of mapping them (format::LoadOptions)
+  std::string memory_budget = "0";        // weights + KV of all models (e.g. 4G); 0: no limit
+  bool no_mmap = false;                   // read model files into memory instead of mapping them (format::LoadOptions)
 };
 
 // Reads a YAML mapping whose keys are the field names above (snake_case) over `base`.

@@ -139,6 +139,8 @@ bool Generation::absorb(const RequestHandle& h, engine::TokenEvent& ev) {
   if (ev.finish == engine::Finish::none) return false;
   finish = ev.finish;
   cached_tokens = ev.n_prompt_cached;
+  reasoning_tokens = ev.n_reasoning;
+  reasoning_cut = ev.reasoning_cut;
   error = std::move(ev.error);
   latency_s = seconds_since(h.submitted_at());
   return true;
@@ -333,6 +335,10 @@ void ServerContext::record(const std::string& model, const std::string& endpoint
   r.status = status;
   r.finish_reason = g.finish == engine::Finish::none ? "" : finish_reason(g.finish);
   r.prompt_tokens = g.prompt_tokens;
+  r.reasoning_tokens = g.reasoning_tokens;
+  r.reasoning_cut = g.reasoning_cut == engine::ReasoningCut::tokens ? "tokens"
+                    : g.reasoning_cut == engine::ReasoningCut::time ? "time"
+                                                                    : "";
   r.generated_tokens = g.completion_tokens;
   r.latency_s = g.latency_s;
   r.ttft_s = g.ttft_s;

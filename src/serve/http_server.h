@@ -40,8 +40,8 @@
 #include "serve/config.h"
 #include "serve/engine_service.h"
 #include "serve/metrics.h"
-#include "serve/routing.h"
 #include "serve/router_api.h"
+#include "serve/routing.h"
 
 namespace edgelm::cache {
 class ResponseCache;
@@ -73,8 +73,10 @@ struct Generation {
   std::string error;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
-  int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache (from the finishing event)
-  int32_t batch = 1;          // RequestHandle::batch_at_submit
+  int32_t cached_tokens = 0;     // prompt tokens served from the prefix cache (from the finishing event)
+  int32_t reasoning_tokens = 0;  // inside a thinking model's reasoning span
+  engine::ReasoningCut reasoning_cut = engine::ReasoningCut::none;  // the budget closed the span
+  int32_t batch = 1;                                                // RequestHandle::batch_at_submit
   // Timing (seconds; < 0: not observed), see RequestRecord.
   double latency_s = -1, ttft_s = -1, queue_s = -1;
   std::vector<double> tbt_s;

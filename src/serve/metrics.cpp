@@ -193,6 +193,9 @@ ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(devic
   registry_.add_counter("edge_spec_draft_tokens_total", "Tokens drafted by speculative decoding (current model)");
   registry_.add_counter("edge_spec_accepted_tokens_total", "Drafted tokens the target model accepted (current model)");
   registry_.add_gauge("edge_spec_acceptance_ratio", "Accepted / drafted speculative tokens (0: nothing drafted)");
+  registry_.add_counter("edge_reasoning_tokens_total", "Tokens generated inside thinking models' reasoning spans");
+  registry_.add_counter("edge_reasoning_budget_cutoffs_total",
+                        "Reasoning spans the engine closed because their budget (tokens or time) ran out");
   registry_.add_counter("edge_constrained_requests_total",
                         "Requests decoded under a grammar, by kind (json_object, json_schema, grammar, tools)");
   registry_.add_histogram("edge_grammar_mask_seconds",
@@ -256,7 +259,8 @@ Labels ServerMetrics::labels(const std::string& model, Labels own) const {
 void ServerMetrics::record_cache(const std::string& model, const std::string& result, bool semantic_enabled,
                                  double seconds, const std::string& guard_rejected) {
   const bool exact_hit = result == "exact";
-  registry_.inc("edge_cache_lookups_total", labels(model, {{"level", "exact"}, {"result", exact_hit ? "hit" : "miss"}}));
+  registry_.inc("edge_cache_lookups_total",
+                labels(model, {{"level", "exact"}, {"result", exact_hit ? "hit" : "miss"}}));
   if (semantic_enabled && !exact_hit)
     registry_.inc("edge_cache_lookups_total",
                   labels(model, {{"level", "semantic"}, {"result", result == "semantic" ? "hit" : "miss"}}));
@@ -273,6 +277,9 @@ void ServerMetrics::record(const RequestRecord& r) {
                                                       {"finish_reason", r.finish_reason}}));
   if (r.prompt_tokens > 0) registry_.inc("edge_prompt_tokens_total", base, r.prompt_tokens);
   if (r.generated_tokens > 0) registry_.inc("edge_generated_tokens_total", base, r.generated_tokens);
+  if (r.reasoning_tokens > 0) registry_.inc("edge_reasoning_tokens_total", base, r.reasoning_tokens);
+  if (!r.reasoning_cut.empty())
+    registry_.inc("edge_reasoning_budget_cutoffs_total", labels(model, {{"budget", r.reasoning_cut}}));
   if (r.latency_s >= 0) registry_.observe("edge_inference_latency", base, r.latency_s);
   if (r.ttft_s >= 0) registry_.observe("edge_time_to_first_token_seconds", base, r.ttft_s);
   if (r.queue_s >= 0) registry_.observe("edge_queue_time_seconds", base, r.queue_s);

@@ -83,10 +83,12 @@ struct RequestRecord {
   std::string finish_reason;  // "stop", "length", "deadline", "cancelled", "error", or "" (refused)
   int32_t prompt_tokens = 0;
   int32_t generated_tokens = 0;
-  double latency_s = -1;      // submit -> finish; < 0: not observed
-  double ttft_s = -1;         // submit -> first token
-  double queue_s = -1;        // submit -> start of the step that produced the first token
-  std::vector<double> tbt_s;  // gaps between consecutive tokens
+  int32_t reasoning_tokens = 0;  // thinking models: tokens inside the reasoning span
+  std::string reasoning_cut;     // "tokens" or "time" when a budget closed the span, else ""
+  double latency_s = -1;         // submit -> finish; < 0: not observed
+  double ttft_s = -1;            // submit -> first token
+  double queue_s = -1;           // submit -> start of the step that produced the first token
+  std::vector<double> tbt_s;     // gaps between consecutive tokens
 };
 
 class ServerMetrics {

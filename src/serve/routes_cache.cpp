@@ -7,8 +7,8 @@
 
 #include "cache/lexical_embedder.h"
 #include "core/log.h"
-#include "http/sse.h"
 #include "engine/embeddings.h"
+#include "http/sse.h"
 #ifdef EDGELM_CACHE_HAS_BERT
 #include "cache/bert_embedder.h"
 #endif
@@ -108,7 +108,7 @@ CacheUse cache_lookup(ServerContext& ctx, const http::Request& http_req, const j
     }
   } header{res, use};
   cache::ResponseCache* c = ctx.cache();
-  if (c == nullptr || q.request == nullptr) return use;
+  if (c == nullptr || q.request == nullptr || q.uncacheable) return use;
   if (auto it = body.find("cache"); it != body.end() && it->is_boolean() && !it->get<bool>()) return use;
   const bool deterministic = q.request->sampling.temperature <= 0 || q.seeded;
   if (!deterministic && !ctx.config().cache_nondeterministic) return use;

@@ -27,17 +27,18 @@ namespace edgelm::serve {
 // engine thread like /v1/embeddings) or the path of a BERT GGUF. Warnings (a corrupt cache
 // file moved aside, ...) go to `warnings`. Errors: bad settings, a BERT file that does not load.
 Result<std::shared_ptr<cache::ResponseCache>> make_response_cache(const ServeConfig& cfg, EngineService& service,
-                                                                 std::vector<std::string>& warnings);
+                                                                  std::vector<std::string>& warnings);
 
 // What a generation route tells the cache about its request.
 struct CacheQuery {
-  std::string endpoint;  // part of the key: answers are per endpoint shape
-  std::string prompt;    // exact-key text: the prompt, or the rendered chat messages
-  std::string query;     // what the semantic level compares: the prompt or the last user message
-  std::string context;   // must match exactly for a semantic hit: the chat messages before it
+  std::string endpoint;                      // part of the key: answers are per endpoint shape
+  std::string prompt;                        // exact-key text: the prompt, or the rendered chat messages
+  std::string query;                         // what the semantic level compares: the prompt or the last user message
+  std::string context;                       // must match exactly for a semantic hit: the chat messages before it
   const engine::Request* request = nullptr;  // its generation parameters
-  bool seeded = false;   // the body set "seed"
-  std::string constraint;  // the grammar (and lazy trigger) the answer is decoded under; "" none
+  bool seeded = false;                       // the body set "seed"
+  std::string constraint;                    // the grammar (and lazy trigger) the answer is decoded under; "" none
+  bool uncacheable = false;                  // the answer depends on more than its inputs (a wall-clock budget)
 };
 
 struct CacheUse {

@@ -17,6 +17,7 @@
 
 #include "serve/chat_template.h"
 #include "serve/http_server.h"
+#include "serve/reasoning.h"
 #include "serve/routes_cache.h"
 #include "serve/structured_output.h"
 #include "serve/tool_calls.h"
@@ -132,10 +133,12 @@ std::optional<ApiError> message_content(const json& c, const std::string& param,
   if (!c.is_array()) return bad_field(param, fmt::format("'{}' must be a string or an array of text parts", param));
   for (size_t i = 0; i < c.size(); ++i) {
     const json& part = c[i];
-    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") || !part["text"].is_string())
-      return bad_field(fmt::format("{}[{}]", param, i),
-                       fmt::format("'{}[{}]' must be a {{\"type\": \"text\", \"text\": ...}} part (only text is supported)",
-                                   param, i));
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      return bad_field(
+          fmt::format("{}[{}]", param, i),
+          fmt::format("'{}[{}]' must be a {{\"type\": \"text\", \"text\": ...}} part (only text is supported)", param,
+                      i));
     out += part["text"].get<std::string>();
   }
   return std::nullopt;
@@ -147,13 +150,15 @@ std::optional<ApiError> message_tool_fields(const json& m, const std::string& pa
     if (cm.role != "assistant")
       return bad_field(param + ".tool_calls", fmt::format("'{}.tool_calls' is only valid on assistant messages", param),
                        "invalid_value");
-    if (!tc->is_array()) return bad_field(param + ".tool_calls", fmt::format("'{}.tool_calls' must be an array", param));
+    if (!tc->is_array())
+      return bad_field(param + ".tool_calls", fmt::format("'{}.tool_calls' must be an array", param));
     for (size_t i = 0; i < tc->size(); ++i) {
       const json& c = (*tc)[i];
       const std::string p = fmt::format("{}.tool_calls[{}]", param, i);
       if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
           !c["function"].value("name", json()).is_string())
-        return bad_field(p, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{\"name\", \"arguments\"}}}}", p));
+        return bad_field(
+            p, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{\"name\", \"arguments\"}}}}", p));
       ChatToolCall call;
       call.name = c["function"]["name"].get<std::string>();
       call.id = c.value("id", json()).is_string() ? c["id"].get<std::string>() : std::string();
@@ -162,7 +167,8 @@ std::optional<ApiError> message_tool_fields(const json& m, const std::string& pa
         call.arguments = args.get<std::string>();
         if (!json::accept(call.arguments))
           return bad_field(p + ".function.arguments",
-                           fmt::format("'{}.function.arguments' must be a JSON object as a string", p), "invalid_value");
+                           fmt::format("'{}.function.arguments' must be a JSON object as a string", p),
+                           "invalid_value");
       } else if (args.is_object()) {
         call.arguments = args.dump();
       } else if (!args.is_null()) {
@@ -204,11 +210,14 @@ std::optional<ApiError> parse_messages(const json& body, std::vector<ChatMessage
   return std::nullopt;
 }
 
-json usage_json(const Generation& g) {
-  return {{"prompt_tokens", g.prompt_tokens},
-          {"completion_tokens", g.completion_tokens},
-          {"total_tokens", g.prompt_tokens + g.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", g.cached_tokens}}}};
+// reasoning: a thinking model's answer also reports its reasoning tokens.
+json usage_json(const Generation& g, bool reasoning = false) {
+  json u = {{"prompt_tokens", g.prompt_tokens},
+            {"completion_tokens", g.completion_tokens},
+            {"total_tokens", g.prompt_tokens + g.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", g.cached_tokens}}}};
+  if (reasoning) u["completion_tokens_details"] = {{"reasoning_tokens", g.reasoning_tokens}};
+  return u;
 }
 
 json null_if_none(engine::Finish f) { return f == engine::Finish::none ? json(nullptr) : json(finish_reason(f)); }
@@ -262,13 +271,27 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   } else {
     for (const char* f : {"tools", "tool_choice", "parallel_tool_calls"})
       if (body->contains(f) && !(*body)[f].is_null())
-        return ctx.send_error(res, endpoint,
-                              bad_field(f, fmt::format("'{}' is only supported on /v1/chat/completions", f),
-                                        "unsupported_parameter"));
+        return ctx.send_error(
+            res, endpoint,
+            bad_field(f, fmt::format("'{}' is only supported on /v1/chat/completions", f), "unsupported_parameter"));
   }
   std::optional<OutputConstraint> constraint;
   if (auto e = parse_output_constraint(obody, constraint)) return ctx.send_error(res, endpoint, *e);
   const bool tool_mode = tools && tools->choice != ToolChoice::none;
+  // Thinking models (reasoning.h): on chat, when the model's template writes reasoning markers.
+  const std::optional<ReasoningFormat> rformat =
+      chat ? reasoning_format(ctx.service().model().model->file().metadata, ctx.config()) : std::nullopt;
+  ReasoningRequest rreq;
+  if (chat) {
+    if (auto e = parse_reasoning(*body, ctx.config(), rformat ? &*rformat : nullptr, rreq))
+      return ctx.send_error(res, endpoint, *e);
+  } else {
+    for (const char* f : {"reasoning_budget", "reasoning_budget_ms", "reasoning_effort"})
+      if (body->contains(f) && !(*body)[f].is_null())
+        return ctx.send_error(
+            res, endpoint,
+            bad_field(f, fmt::format("'{}' is only supported on /v1/chat/completions", f), "unsupported_parameter"));
+  }
   if (tool_mode && constraint)
     return ctx.send_error(
         res, endpoint,
@@ -297,10 +320,14 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
     if (chat && !routed.decision->instruction.empty()) add_instruction(messages, routed.decision->instruction);
   }
   if (routed.model != nullptr && routed.model->spec.dyn_temp) g.req.sampling.dyn_temp = *routed.model->spec.dyn_temp;
+  // The band's reasoning budget for thinking models, unless the request set its own.
+  if (routed.decision && routed.decision->reasoning_budget >= 0 && !rreq.budget_tokens)
+    rreq.budget_tokens = routed.decision->reasoning_budget;
 
   const tokenizer::Tokenizer& tok = ctx.service().tokenizer();
   CacheQuery cq;  // what the response cache keys on (routes_cache.h)
   ToolSyntax syntax = ToolSyntax::generic;
+  bool starts_open = false;  // the output starts inside a reasoning span
   if (chat) {
     const ChatTemplate tmpl = detect_chat_template(ctx.service().model().model->file().metadata);
     syntax = tool_syntax_for(tmpl);
@@ -316,16 +343,21 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
     if (!text.ok())
       return ctx.send_error(res, endpoint,
                             {400, text.error().message, "invalid_request_error", "messages", "invalid_value"});
+    if (rformat) {
+      starts_open = apply_reasoning(*rformat, rreq, ctx.config(), tok, *text, g.req.reasoning);
+      cq.constraint += fmt::format("reasoning={},{};", rreq.budget_tokens.value_or(-1), starts_open);
+      cq.uncacheable = rreq.budget_ms.has_value();  // a wall-clock budget: the answer depends on timing
+    }
     g.req.prompt = tok.encode(*text, /*add_special=*/true, /*parse_special=*/true);
     if (tool_mode) {
       std::string gbnf, trigger;
       if (auto e = tool_call_grammar(syntax, *tools, gbnf, trigger)) return ctx.send_error(res, endpoint, *e);
       Result<grammar::GrammarPtr> gr = compile_grammar(gbnf);
       if (!gr.ok())
-        return ctx.send_error(res, endpoint,
-                              bad_field("tools", fmt::format("the tools' call grammar does not compile: {}",
-                                                             gr.error().message),
-                                        "invalid_value"));
+        return ctx.send_error(
+            res, endpoint,
+            bad_field("tools", fmt::format("the tools' call grammar does not compile: {}", gr.error().message),
+                      "invalid_value"));
       constraint = OutputConstraint{"tools", std::move(gbnf), std::move(trigger), *gr};
     }
   } else if (auto e = parse_prompt(*body, tok, g.req.prompt)) {
@@ -344,7 +376,7 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   if (constraint) {
     g.req.grammar = constraint->grammar;
     g.req.grammar_trigger = constraint->trigger;
-    cq.constraint = constraint->trigger + '\x1f' + constraint->gbnf;
+    cq.constraint += constraint->trigger + '\x1f' + constraint->gbnf;
     ctx.metrics().record_constrained(ctx.model_name(), constraint->kind);
   }
   cq.endpoint = endpoint;
@@ -361,15 +393,20 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   if (g.stream) {
     const char* chunk_object = chat ? "chat.completion.chunk" : "text_completion";
     auto first = std::make_shared<bool>(true);
-    // Tool calls: the text goes through the call parser, calls come out as delta.tool_calls.
+    // Thinking models: the text is split into delta.reasoning_content and the answer first; tool
+    // calls: the answer goes through the call parser, calls come out as delta.tool_calls.
+    auto thoughts = rformat ? std::make_shared<ReasoningStream>(*rformat, starts_open) : nullptr;
     auto calls = tool_mode ? std::make_shared<ToolCallStream>(syntax) : nullptr;
     StreamWriter w;
-    auto choice = [chat, first](const std::string& text, const json& tool_calls, const json& finish_reason) {
+    auto choice = [chat, first](const std::string& text, const json& tool_calls, const json& finish_reason,
+                                const std::string& reasoning = {}) {
       json c = {{"index", 0}, {"finish_reason", finish_reason}};
       if (chat) {
         json delta = json::object();
         if (*first) delta["role"] = "assistant";
-        if (!text.empty() || (finish_reason.is_null() && tool_calls.empty())) delta["content"] = text;
+        if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+        if (!text.empty() || (finish_reason.is_null() && tool_calls.empty() && reasoning.empty()))
+          delta["content"] = text;
         if (!tool_calls.empty()) delta["tool_calls"] = tool_calls;
         c["delta"] = delta;
       } else {
@@ -382,28 +419,43 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
     auto envelope = [=](json choices) {
       return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model}, {"choices", choices}};
     };
-    w.chunk = [=](const std::string& text) -> json {
-      if (!calls) return envelope(json::array({choice(text, json::array(), nullptr)}));
-      ToolCallStream::Delta d = calls->feed(text);
-      if (d.content.empty() && d.tool_calls.empty()) return nullptr;  // held back: may start a call
-      return envelope(json::array({choice(d.content, d.tool_calls, nullptr)}));
+    // One chunk from a piece of text (or the end of the output): reasoning, answer, tool calls.
+    auto piece = [=](const std::string& text, bool at_end) -> json {
+      SplitOutput s;
+      if (thoughts) {
+        s = at_end ? thoughts->finish() : thoughts->feed(text);
+      } else {
+        s.content = text;
+      }
+      ToolCallStream::Delta d;
+      if (calls) {
+        ToolCallStream::Delta more = calls->feed(s.content);
+        d = at_end ? calls->finish() : ToolCallStream::Delta{};
+        more.content += d.content;
+        for (json& f : d.tool_calls) more.tool_calls.push_back(std::move(f));
+        d = std::move(more);
+      } else {
+        d.content = std::move(s.content);
+      }
+      if (d.content.empty() && d.tool_calls.empty() && s.reasoning.empty() && (at_end || thoughts || calls))
+        return nullptr;  // held back: may start a marker or a call
+      return envelope(json::array({choice(d.content, d.tool_calls, nullptr, s.reasoning)}));
     };
+    w.chunk = [=](const std::string& text) -> json { return piece(text, false); };
     const bool include_usage = g.include_usage;
+    const bool reasoning_usage = rformat.has_value();
     w.finish = [=](const Generation& gen) {
       std::vector<json> out;
       json reason = null_if_none(gen.finish);
-      if (calls) {
-        ToolCallStream::Delta d = calls->finish();
-        if (!d.content.empty() || !d.tool_calls.empty())
-          out.push_back(envelope(json::array({choice(d.content, d.tool_calls, nullptr)})));
-        if (calls->n_calls() > 0 && gen.finish == engine::Finish::stop) reason = "tool_calls";
-      }
+      if (thoughts || calls)
+        if (json rest = piece({}, true); !rest.is_null()) out.push_back(std::move(rest));
+      if (calls && calls->n_calls() > 0 && gen.finish == engine::Finish::stop) reason = "tool_calls";
       json last = envelope(json::array({choice("", json::array(), reason)}));
       if (gen.finish == engine::Finish::error) last["error"] = {{"message", gen.error}, {"type", "server_error"}};
       out.push_back(std::move(last));
       if (include_usage) {
         json u = envelope(json::array());
-        u["usage"] = usage_json(gen);
+        u["usage"] = usage_json(gen, reasoning_usage);
         out.push_back(std::move(u));
       }
       return out;
@@ -445,8 +497,14 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
                             {"code", "deadline_exceeded"}}}});
   }
   json c = {{"index", 0}, {"finish_reason", finish_reason(gen.finish)}};
+  SplitOutput split;  // a thinking model's reasoning, then the answer
+  if (rformat) {
+    split = split_reasoning(*rformat, starts_open, gen.text);
+  } else {
+    split.content = gen.text;
+  }
   if (chat && tool_mode) {
-    ParsedToolOutput parsed = parse_tool_output(syntax, gen.text);
+    ParsedToolOutput parsed = parse_tool_output(syntax, split.content);
     json msg = {{"role", "assistant"}};
     msg["content"] = parsed.calls.empty() || !parsed.content.empty() ? json(parsed.content) : json(nullptr);
     if (!parsed.calls.empty()) {
@@ -460,11 +518,12 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
     }
     c["message"] = std::move(msg);
   } else if (chat) {
-    c["message"] = {{"role", "assistant"}, {"content", gen.text}};
+    c["message"] = {{"role", "assistant"}, {"content", split.content}};
   } else {
     c["text"] = gen.text;
     c["logprobs"] = nullptr;
   }
+  if (chat && !split.reasoning.empty()) c["message"]["reasoning_content"] = split.reasoning;
   ctx.record(endpoint, 200, gen);
   ctx.send_json(res, 200,
                 {{"id", id},
@@ -472,7 +531,7 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
                  {"created", created},
                  {"model", model},
                  {"choices", json::array({c})},
-                 {"usage", usage_json(gen)}});
+                 {"usage", usage_json(gen, rformat.has_value())}});
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // `edgelm synth`: write a random-weight model with real shapes (for tests and benchmarks;
 // the output is meaningless text, the speed and memory are those of the real architecture).
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "format/gguf_writer.h"
 #include "model/synthetic.h"
@@ -15,6 +17,7 @@ struct SynthOptions {
   std::string output;
   std::string shape;
   std::string pooling;
+  std::string chat_template_file;  // written as tokenizer.chat_template
 };
 
 int run(SynthOptions& o) {
@@ -24,11 +27,21 @@ int run(SynthOptions& o) {
   if (!o.shape.empty()) {
     if (auto st = model::apply_synthetic_shape(o.spec, o.shape); !st.ok()) return report_error(st.error());
   }
-  if (o.pooling == "mean") o.spec.pooling_type = 1;
-  else if (o.pooling == "cls") o.spec.pooling_type = 2;
-  else if (!o.pooling.empty()) return report_error(make_error("unknown pooling '{}' (use mean or cls)", o.pooling));
+  if (o.pooling == "mean")
+    o.spec.pooling_type = 1;
+  else if (o.pooling == "cls")
+    o.spec.pooling_type = 2;
+  else if (!o.pooling.empty())
+    return report_error(make_error("unknown pooling '{}' (use mean or cls)", o.pooling));
   auto file = model::make_synthetic_model(o.spec);
   if (!file.ok()) return report_error(file.error());
+  if (!o.chat_template_file.empty()) {
+    std::ifstream in(o.chat_template_file, std::ios::binary);
+    if (!in) return report_error(make_error("cannot read chat template file '{}'", o.chat_template_file));
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    file->metadata.set("tokenizer.chat_template", format::GgufValue::from_string(ss.str()));
+  }
   if (auto st = format::write_gguf(o.output, *file); !st.ok()) return report_error(st.error());
   std::fprintf(stderr, "wrote %s: %s, %zu tensors\n", o.output.c_str(), o.spec.arch.c_str(), file->tensors.size());
   return 0;
@@ -63,6 +76,8 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_flag("--tied", s.tied_output, "Share the embedding as the output matrix");
   cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16")->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--chat-template-file", o->chat_template_file,
+                  "Write this Jinja chat template as tokenizer.chat_template (e.g. a thinking model's)");
   cmd->add_option("--pooling", o->pooling, "bert only: mean or cls (default: the shape's, else mean)");
   return [o] { return run(*o); };
 }
