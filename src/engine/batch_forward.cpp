@@ -1,9 +1,9 @@
 // The batched forward pass over the paged KV cache (see batch_forward.h).
 //
-// Per layer: norm (per token) -> Q/K/V matmuls (all tokens) -> RoPE and K/V write to the store
-// (per token) -> attention over the store (batch_attention.h) -> output matmul -> residual +
-// norm (per token) -> gate/up matmuls -> SwiGLU (per token) -> down matmul -> residual + next
-// norm.
+// Per layer: norm (per token) -> Q/K/V matmuls (all tokens) -> Q/K norms, RoPE and K/V write
+// to the store (per token; Model::prepare_qk, shared with the reference) -> attention over the
+// store (batch_attention.h) -> output matmul -> residual + norm (per token) -> gate/up matmuls
+// -> SwiGLU (per token) -> down matmul -> residual + next norm.
 #include "engine/batch_forward.h"
 
 #include <algorithm>
@@ -71,12 +71,10 @@ void embed_tokens(Step& st) {
 void rope_and_store(Step& st) {
   run(st, static_cast<size_t>(st.n), 2 * (st.Q + st.KV), [&st](size_t b, size_t e) {
     BatchScratch& s = st.s;
-    const model::ModelConfig& c = st.c;
     for (size_t t = b; t < e; ++t) {
       const int32_t pos = s.tok_pos[t];
       float* k = &s.k[t * st.KV];
-      st.m.rope().apply(&s.q[t * st.Q], c.n_head, c.head_dim, pos);
-      st.m.rope().apply(k, c.n_head_kv, c.head_dim, pos);
+      st.m.prepare_qk(st.layer, &s.q[t * st.Q], k, pos);  // Q/K norms (if any) and RoPE
       const kv::BlockId block = slice_blocks(st, s.tok_seq[t])[pos / st.block_size];
       st.store.write(st.layer, block, pos % st.block_size, k, &s.v[t * st.KV]);
     }

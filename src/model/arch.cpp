@@ -6,8 +6,10 @@ namespace edgelm::model {
 namespace {
 
 constexpr std::array kArchs = {
-    ArchSpec{"llama", RopeStyle::norm, false, 1e-5f, 10000.0f},
-    ArchSpec{"qwen2", RopeStyle::neox, true, 1e-6f, 1000000.0f},
+    //       name     rotary           qkv_bias qk_norm rms_eps rope_base
+    ArchSpec{"llama", RopeStyle::norm, false, false, 1e-5f, 10000.0f},
+    ArchSpec{"qwen2", RopeStyle::neox, true, false, 1e-6f, 1000000.0f},
+    ArchSpec{"qwen3", RopeStyle::neox, false, true, 1e-6f, 1000000.0f},
 };
 
 // Far above any real model: anything larger is a corrupt or hostile file, and we refuse it
@@ -16,6 +18,60 @@ constexpr uint32_t kMaxEmbd = 1 << 16;
 constexpr uint32_t kMaxLayers = 1024;
 constexpr uint32_t kMaxHeads = 1024;
 constexpr uint32_t kMaxCtx = 1 << 22;
+constexpr uint32_t kMaxHeadDim = 4096;
+
+// "{arch}.rope.scaling.*" (and the older "{arch}.rope.scale_linear"). Absent type: linear when
+// a factor other than 1 is given (the GGUF convention), else none.
+Result<RopeScaling> read_rope_scaling(const format::GgufMetadata& md, const std::string& p, int32_t n_ctx_train) {
+  RopeScaling r;
+  const std::string type_key = p + "rope.scaling.type", factor_key = p + "rope.scaling.factor";
+  const std::string legacy_key = p + "rope.scale_linear";
+  std::string type;
+  if (md.contains(type_key)) {
+    EDGELM_TRY(type, md.get_string(type_key));
+  }
+  const bool has_factor = md.contains(factor_key) || md.contains(legacy_key);
+  if (md.contains(factor_key)) {
+    EDGELM_TRY(r.factor, md.get_f32(factor_key));
+  } else if (md.contains(legacy_key)) {
+    EDGELM_TRY(r.factor, md.get_f32(legacy_key));
+  }
+  const std::string& fkey = md.contains(factor_key) ? factor_key : legacy_key;
+  if (has_factor && !(r.factor > 0.0f && r.factor < 1e6f))
+    return make_error("metadata '{}' = {} is out of range (0 to 1e6)", fkey, r.factor);
+  if (type.empty()) type = has_factor && r.factor != 1.0f ? "linear" : "none";
+  if (type == "none") {
+    r.factor = 1.0f;
+    return r;
+  }
+  if (type == "linear") {
+    r.type = RopeScalingType::linear;
+  } else if (type == "yarn") {
+    r.type = RopeScalingType::yarn;
+  } else {
+    return make_error("metadata '{}' = '{}' is not supported (supported: none, linear, yarn)", type_key, type);
+  }
+  if (!has_factor) return make_error("metadata '{}' = '{}' needs '{}'", type_key, type, factor_key);
+  if (r.type == RopeScalingType::linear) return r;
+
+  const std::string ctx_key = p + "rope.scaling.original_context_length";
+  EDGELM_TRY(const uint32_t orig, md.get_u32_or(ctx_key, static_cast<uint32_t>(n_ctx_train)));
+  if (orig == 0 || orig > kMaxCtx)
+    return make_error("metadata '{}' = {} is out of range (1 to {})", ctx_key, orig, kMaxCtx);
+  r.original_ctx = static_cast<int32_t>(orig);
+  EDGELM_TRY(r.attn_factor, md.get_f32_or(p + "rope.scaling.attn_factor", 1.0f));
+  EDGELM_TRY(r.beta_fast, md.get_f32_or(p + "rope.scaling.yarn_beta_fast", 32.0f));
+  EDGELM_TRY(r.beta_slow, md.get_f32_or(p + "rope.scaling.yarn_beta_slow", 1.0f));
+  EDGELM_TRY(r.log_mul, md.get_f32_or(p + "rope.scaling.yarn_log_multiplier", 0.1f));
+  if (!(r.attn_factor > 0.0f && r.attn_factor < 100.0f))
+    return make_error("{}rope.scaling.attn_factor {} is out of range", p, r.attn_factor);
+  if (!(r.beta_fast > 0.0f && r.beta_slow > 0.0f && r.beta_fast < 1e6f && r.beta_slow < 1e6f))
+    return make_error("{}rope.scaling.yarn_beta_fast {} / yarn_beta_slow {} are out of range", p, r.beta_fast,
+                      r.beta_slow);
+  if (!(r.log_mul >= 0.0f && r.log_mul < 10.0f))
+    return make_error("{}rope.scaling.yarn_log_multiplier {} is out of range", p, r.log_mul);
+  return r;
+}
 
 }  // namespace
 
@@ -23,6 +79,15 @@ Result<const ArchSpec*> find_arch(std::string_view name) {
   for (const ArchSpec& a : kArchs)
     if (a.name == name) return &a;
   return make_error("unknown model architecture '{}' (supported: {})", name, supported_arch_names());
+}
+
+std::string_view rope_scaling_name(RopeScalingType t) {
+  switch (t) {
+    case RopeScalingType::none: return "none";
+    case RopeScalingType::linear: return "linear";
+    case RopeScalingType::yarn: return "yarn";
+  }
+  return "?";
 }
 
 std::string supported_arch_names() {
@@ -51,18 +116,32 @@ Result<ModelConfig> config_from_metadata(const format::GgufMetadata& md) {
   EDGELM_TRY(c.n_head, get("attention.head_count", kMaxHeads, 0, true));
   EDGELM_TRY(c.n_head_kv, get("attention.head_count_kv", kMaxHeads, static_cast<uint32_t>(c.n_head), false));
   EDGELM_TRY(c.n_ctx_train, get("context_length", kMaxCtx, 2048, false));
-  if (c.n_embd % c.n_head != 0)
-    return make_error("{}embedding_length {} is not divisible by head_count {}", p, c.n_embd, c.n_head);
   if (c.n_head % c.n_head_kv != 0)
     return make_error("{}attention.head_count {} is not a multiple of head_count_kv {}", p, c.n_head, c.n_head_kv);
-  c.head_dim = c.n_embd / c.n_head;
-  EDGELM_TRY(c.n_rot, get("rope.dimension_count", static_cast<uint32_t>(c.head_dim), static_cast<uint32_t>(c.head_dim), false));
+  // Explicit head size (Qwen3, Gemma, ...: n_head * head_dim need not be n_embd); K and V of
+  // different sizes are not implemented.
+  if (md.contains(p + "attention.key_length") || md.contains(p + "attention.value_length")) {
+    EDGELM_TRY(c.head_dim, get("attention.key_length", kMaxHeadDim, 0, true));
+    EDGELM_TRY(const int32_t value_length,
+               get("attention.value_length", kMaxHeadDim, static_cast<uint32_t>(c.head_dim), false));
+    if (value_length != c.head_dim)
+      return make_error("{}attention.value_length {} differs from key_length {}, which is not supported", p,
+                        value_length, c.head_dim);
+  } else {
+    if (c.n_embd % c.n_head != 0)
+      return make_error("{}embedding_length {} is not divisible by head_count {}", p, c.n_embd, c.n_head);
+    c.head_dim = c.n_embd / c.n_head;
+  }
+  EDGELM_TRY(c.n_rot,
+             get("rope.dimension_count", static_cast<uint32_t>(c.head_dim), static_cast<uint32_t>(c.head_dim), false));
   if (c.n_rot % 2 != 0) return make_error("{}rope.dimension_count {} is odd", p, c.n_rot);
   EDGELM_TRY(c.rms_eps, md.get_f32_or(p + "attention.layer_norm_rms_epsilon", arch->default_rms_eps));
   EDGELM_TRY(c.rope_base, md.get_f32_or(p + "rope.freq_base", arch->default_rope_base));
   if (!(c.rms_eps > 0.0f && c.rms_eps < 1.0f))
     return make_error("{}attention.layer_norm_rms_epsilon {} is out of range", p, c.rms_eps);
-  if (!(c.rope_base > 1.0f && c.rope_base < 1e12f)) return make_error("{}rope.freq_base {} is out of range", p, c.rope_base);
+  if (!(c.rope_base > 1.0f && c.rope_base < 1e12f))
+    return make_error("{}rope.freq_base {} is out of range", p, c.rope_base);
+  EDGELM_TRY(c.rope_scaling, read_rope_scaling(md, p, c.n_ctx_train));
   return c;
 }
 

@@ -1,7 +1,12 @@
 // Architectures as data. Every supported architecture runs through the one forward pass in
-// forward.cpp; what differs between them (rotary layout, attention biases, defaults) is a row
-// in the table of arch.cpp, and ModelConfig is the model's hyper-parameters read from GGUF
-// metadata ("{arch}.embedding_length" etc.) with that row's defaults filled in.
+// forward.cpp; what differs between them (rotary layout, attention biases, per-head Q/K norms,
+// defaults) is a row in the table of arch.cpp, and ModelConfig is the model's hyper-parameters
+// read from GGUF metadata ("{arch}.embedding_length" etc.) with that row's defaults filled in,
+// including the RoPE scaling of the file ("{arch}.rope.scaling.*", see RopeScaling).
+//
+// Invariant: a file whose metadata asks for something the forward does not implement (an
+// unknown rope.scaling.type, value_length != key_length, ...) is an error naming the key, never
+// a config that would run a different model.
 #pragma once
 
 #include <cstdint>
@@ -21,14 +26,37 @@ enum class RopeStyle {
 struct ArchSpec {
   std::string_view name;
   RopeStyle rope_style;
-  bool qkv_bias;              // attention Q/K/V projections carry biases
-  float default_rms_eps;      // when the file has no attention.layer_norm_rms_epsilon
-  float default_rope_base;    // when the file has no rope.freq_base
+  bool qkv_bias;            // attention Q/K/V projections must carry biases (other rows: used if present)
+  bool qk_norm;             // per-head RMSNorm of Q and K (blk.N.attn_{q,k}_norm, [head_dim]) before RoPE
+  float default_rms_eps;    // when the file has no attention.layer_norm_rms_epsilon
+  float default_rope_base;  // when the file has no rope.freq_base
+};
+
+// How rotary frequencies are stretched for contexts beyond the trained one
+// ("{arch}.rope.scaling.*"). Applies on top of per-dimension rope_freqs factors, if any.
+//   none:   theta_i = pos * base^(-2i/n_rot)
+//   linear: positions divided by factor (equivalently every frequency)
+//   yarn:   NTK-by-parts: dimensions whose wavelength fits fewer than beta_slow turns in
+//           original_ctx are interpolated (frequency / factor), those with more than beta_fast
+//           turns keep their frequency, a linear ramp between; cos and sin are multiplied by
+//           mscale = attn_factor * (1 + log_mul * ln(factor)) (1 when factor <= 1), log_mul =
+//           rope.scaling.yarn_log_multiplier if present, else 0.1 (the published YaRN mscale).
+enum class RopeScalingType { none, linear, yarn };
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::none;
+  float factor = 1.0f;       // context extension factor (>= 1 in practice; > 0 checked)
+  int32_t original_ctx = 0;  // yarn: context the model was pre-trained with
+  float attn_factor = 1.0f;  // extra multiplier of yarn's mscale
+  float beta_fast = 32.0f;   // yarn: ramp end (turns over original_ctx)
+  float beta_slow = 1.0f;    // yarn: ramp start
+  float log_mul = 0.1f;      // yarn: mscale's coefficient of ln(factor)
 };
 
 // The row for `name`, or an error naming the architecture.
 Result<const ArchSpec*> find_arch(std::string_view name);
 std::string supported_arch_names();
+std::string_view rope_scaling_name(RopeScalingType t);
 
 struct ModelConfig {
   const ArchSpec* arch = nullptr;
@@ -37,19 +65,23 @@ struct ModelConfig {
   int32_t n_layer = 0;
   int32_t n_ff = 0;         // feed-forward inner size
   int32_t n_head = 0;
-  int32_t n_head_kv = 0;    // < n_head means grouped-query attention
-  int32_t head_dim = 0;     // n_embd / n_head
-  int32_t n_rot = 0;        // rotary dimensions per head (<= head_dim)
-  int32_t n_vocab = 0;      // rows of the token embedding
+  int32_t n_head_kv = 0;  // < n_head means grouped-query attention
+  int32_t head_dim = 0;   // attention.key_length, else n_embd / n_head (may differ from it)
+  int32_t n_rot = 0;      // rotary dimensions per head (<= head_dim)
+  int32_t n_vocab = 0;    // rows of the token embedding
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
+  RopeScaling rope_scaling;
+  // rope_freqs.weight ([n_rot / 2], Llama 3.1+ "llama3" scaling as converters store it: each
+  // rotary frequency is divided by its factor) is a tensor: Weights::rope_freqs.
 
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
   int32_t n_gqa() const { return n_head / n_head_kv; }
 };
 
 // Reads general.architecture and the "{arch}.*" hyper-parameters; n_vocab is left 0 (the
-// weights know it). Rejects zero, inconsistent or absurd values with a message naming the key.
+// weights know it). Rejects zero, inconsistent or absurd values, and features the forward does
+// not implement, with a message naming the key.
 Result<ModelConfig> config_from_metadata(const format::GgufMetadata& md);
 
 }  // namespace edgelm::model

@@ -1,5 +1,6 @@
 // The forward pass (see model.h). One code path for every architecture in arch.cpp: the
-// rotary layout and the attention biases are read from the config's ArchSpec. Matrices go
+// rotary layout, Q/K norms and the attention biases follow the config's ArchSpec and the
+// tensors the file has (null biases/norms are skipped); RoPE scaling lives in the RopeTable. Matrices go
 // through kernels::matmul in their stored type; with F32 weights and the scalar kernels this is
 // the plain FP32 reference computation. The per-token operations live in ops.h, shared with the
 // engine's batched forward, which must stay bit-identical to this one.
@@ -11,6 +12,18 @@
 #include "model/ops.h"
 
 namespace edgelm::model {
+
+void Model::prepare_qk(int32_t layer, float* q, float* k, int32_t pos) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
+  const int64_t D = c.head_dim;
+  if (L.attn_q_norm != nullptr)
+    for (int32_t h = 0; h < c.n_head; ++h) rms_norm(q + h * D, q + h * D, L.attn_q_norm, D, c.rms_eps);
+  if (L.attn_k_norm != nullptr)
+    for (int32_t h = 0; h < c.n_head_kv; ++h) rms_norm(k + h * D, k + h * D, L.attn_k_norm, D, c.rms_eps);
+  rope_.apply(q, c.n_head, c.head_dim, pos);
+  rope_.apply(k, c.n_head_kv, c.head_dim, pos);
+}
 
 Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
                       std::span<float> hidden) const {
@@ -52,8 +65,7 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     linear(v.data(), xn.data(), n, L.wv, L.bv, pool, scratch);
     for (int64_t t = 0; t < n; ++t) {
       const auto pos = static_cast<int32_t>(pos0 + t);
-      rope_.apply(&q[t * Q], c.n_head, c.head_dim, pos);
-      rope_.apply(&k[t * KV], c.n_head_kv, c.head_dim, pos);
+      prepare_qk(l, &q[t * Q], &k[t * KV], pos);
       std::copy(&k[t * KV], &k[t * KV] + KV, cache.k(l, pos));
       std::copy(&v[t * KV], &v[t * KV] + KV, cache.v(l, pos));
     }

@@ -28,7 +28,7 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const Weights& weights() const { return weights_; }
-  const RopeTable& rope() const { return rope_; }  // cos/sin tables of the config's RoPE
+  const RopeTable& rope() const { return rope_; }  // cos/sin tables of the config's RoPE and scaling
   const format::ModelFile& file() const { return file_; }
 
   // Runs tokens at positions [cache.n_past(), cache.n_past() + n) and appends their keys and
@@ -39,9 +39,15 @@ class Model {
   Status forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
                  std::span<float> hidden = {}) const;
 
+  // What every forward does to one token's projected queries and keys of `layer` before they
+  // meet in attention: the per-head RMSNorm of Q and K (architectures with qk_norm), then RoPE
+  // at `pos` (with the file's scaling). q: [n_head, head_dim], k: [n_head_kv, head_dim], in
+  // place. The reference forward and the engine's batched forward both call this.
+  void prepare_qk(int32_t layer, float* q, float* k, int32_t pos) const;
+
  private:
   Model(format::ModelFile file, ModelConfig config, Weights weights)
-      : file_(std::move(file)), config_(config), weights_(std::move(weights)), rope_(config_) {}
+      : file_(std::move(file)), config_(config), weights_(std::move(weights)), rope_(config_, weights_.rope_freqs) {}
 
   format::ModelFile file_;
   ModelConfig config_;

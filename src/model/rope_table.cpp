@@ -2,15 +2,52 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 namespace edgelm::model {
+namespace {
 
-RopeTable::RopeTable(const ModelConfig& c) : style_(c.arch != nullptr ? c.arch->rope_style : RopeStyle::norm), n_rot_(c.n_rot) {
+// YaRN: the (fractional) rotary dimension index whose pair turns n_turns times over ctx
+// positions: n_rot * ln(ctx / (n_turns * 2 pi)) / (2 ln base).
+double yarn_dim(double n_turns, int32_t n_rot, double base, int32_t ctx) {
+  return n_rot * std::log(ctx / (n_turns * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+}
+
+}  // namespace
+
+RopeTable::RopeTable(const ModelConfig& c, const float* freq_factors)
+    : style_(c.arch != nullptr ? c.arch->rope_style : RopeStyle::norm), n_rot_(c.n_rot) {
   const int32_t half = n_rot_ / 2;
   if (half <= 0) return;
+  const RopeScaling& rs = c.rope_scaling;
+  // YaRN's ramp over pair indices: 0 (keep the frequency) below `low`, 1 (frequency / factor)
+  // above `high`.
+  double low = 0, high = 1;
+  if (rs.type == RopeScalingType::yarn) {
+    low = std::max(0.0, std::floor(yarn_dim(rs.beta_fast, n_rot_, c.rope_base, rs.original_ctx)));
+    high = std::min(static_cast<double>(n_rot_ - 1),
+                    std::ceil(yarn_dim(rs.beta_slow, n_rot_, c.rope_base, rs.original_ctx)));
+    if (high <= low) high = low + 0.001;
+    if (rs.factor > 1.0f)
+      mscale_ = rs.attn_factor * (1.0f + rs.log_mul * std::log(rs.factor));
+    else
+      mscale_ = rs.attn_factor;
+  }
   inv_freq_.resize(static_cast<size_t>(half));
-  for (int32_t i = 0; i < half; ++i)
-    inv_freq_[static_cast<size_t>(i)] = std::pow(c.rope_base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot_));
+  for (int32_t i = 0; i < half; ++i) {
+    float f = std::pow(c.rope_base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot_));
+    if (freq_factors != nullptr) f /= freq_factors[i];
+    switch (rs.type) {
+      case RopeScalingType::none: break;
+      case RopeScalingType::linear: f /= rs.factor; break;
+      case RopeScalingType::yarn: {
+        const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+        f = static_cast<float>(f * (1.0 - ramp) + f / static_cast<double>(rs.factor) * ramp);
+        break;
+      }
+    }
+    inv_freq_[static_cast<size_t>(i)] = f;
+  }
   const int64_t by_bytes = kMaxBytes / (static_cast<int64_t>(half) * 2 * static_cast<int64_t>(sizeof(float)));
   n_pos_ = static_cast<int32_t>(std::min<int64_t>(std::max(c.n_ctx_train, kMinPositions), by_bytes));
   cos_sin_.resize(static_cast<size_t>(n_pos_) * static_cast<size_t>(half) * 2);
@@ -18,8 +55,8 @@ RopeTable::RopeTable(const ModelConfig& c) : style_(c.arch != nullptr ? c.arch->
     float* row = &cos_sin_[static_cast<size_t>(pos) * static_cast<size_t>(half) * 2];
     for (int32_t i = 0; i < half; ++i) {
       const float theta = static_cast<float>(pos) * inv_freq_[static_cast<size_t>(i)];
-      row[2 * i] = std::cos(theta);
-      row[2 * i + 1] = std::sin(theta);
+      row[2 * i] = std::cos(theta) * mscale_;
+      row[2 * i + 1] = std::sin(theta) * mscale_;
     }
   }
 }
@@ -34,8 +71,8 @@ void RopeTable::apply(float* v, int32_t n_heads, int32_t head_dim, int32_t pos) 
       s = row[2 * i + 1];
     } else {
       const float theta = static_cast<float>(pos) * inv_freq_[static_cast<size_t>(i)];
-      c = std::cos(theta);
-      s = std::sin(theta);
+      c = std::cos(theta) * mscale_;
+      s = std::sin(theta) * mscale_;
     }
     const int32_t a = style_ == RopeStyle::norm ? 2 * i : i;
     const int32_t b = style_ == RopeStyle::norm ? 2 * i + 1 : i + half;

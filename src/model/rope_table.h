@@ -1,11 +1,18 @@
 // Rotary position embedding (RoPE) from tables computed once per model.
 //
 // Job: rotate the first n_rot dims of each head of one token by its position, without a pow,
-// cos or sin per token: pair i turns by pos * base^(-2i/n_rot); the table holds cos and sin of
-// that angle for positions [0, n_pos), computed at load with exactly the expressions of the
-// original per-token code (float angle = float(pos) * pow(base, -2i/n_rot), then std::cos /
-// std::sin of it), so a rotation from the table is bit-identical to computing it on the spot.
-// Positions past the table (contexts sized beyond it) compute the same values on the spot.
+// cos or sin per token: pair i turns by pos * inv_freq[i]; the table holds cos and sin of that
+// angle for positions [0, n_pos), computed at load with exactly the expressions of the
+// original per-token code (float angle = float(pos) * inv_freq[i], then std::cos / std::sin of
+// it), so a rotation from the table is bit-identical to computing it on the spot. Positions
+// past the table (contexts sized beyond it) compute the same values on the spot.
+//
+// Frequencies: inv_freq[i] = base^(-2i/n_rot) (float pow), then divided by the file's
+// per-dimension factor rope_freqs[i] (Llama 3.1+), then the config's RopeScaling (arch.h):
+// linear divides by the factor, yarn blends freq and freq / factor by its ramp. Every path to
+// attention (Model::forward, the engine's batched forward) rotates through this table, so all
+// of them see the scaling. Unscaled models get exactly the unscaled floats (factor 1, mscale 1).
+// YaRN's mscale multiplies cos and sin (q and k each scaled by it, as the published YaRN does).
 //
 // Layouts: norm rotates pairs (2i, 2i+1); neox pairs (i, i + n_rot/2).
 // Memory: n_pos * n_rot / 2 * 8 bytes: the model's trained context (at least kMinPositions so
@@ -26,19 +33,23 @@ class RopeTable {
   static constexpr int64_t kMaxBytes = int64_t{4} << 20;
 
   RopeTable() = default;
-  explicit RopeTable(const ModelConfig& c);
+  // freq_factors: [n_rot / 2] (rope_freqs.weight) or null.
+  explicit RopeTable(const ModelConfig& c, const float* freq_factors = nullptr);
 
   // v: [n_heads, head_dim] of one token at position pos (>= 0), rotated in place.
   void apply(float* v, int32_t n_heads, int32_t head_dim, int32_t pos) const;
 
   int32_t n_pos() const { return n_pos_; }
+  float mscale() const { return mscale_; }
+  const std::vector<float>& inv_freq() const { return inv_freq_; }
 
  private:
   RopeStyle style_ = RopeStyle::norm;
   int32_t n_rot_ = 0;
   int32_t n_pos_ = 0;
-  std::vector<float> inv_freq_;  // [n_rot / 2] base^(-2i/n_rot)
-  std::vector<float> cos_sin_;   // [n_pos, n_rot / 2, 2] cos and sin of pos * inv_freq[i]
+  float mscale_ = 1.0f;          // multiplies cos and sin (YaRN); 1 otherwise
+  std::vector<float> inv_freq_;  // [n_rot / 2] rotation per position of pair i, scaling applied
+  std::vector<float> cos_sin_;   // [n_pos, n_rot / 2, 2] mscale * cos and sin of pos * inv_freq[i]
 };
 
 }  // namespace edgelm::model

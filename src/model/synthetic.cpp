@@ -5,11 +5,11 @@
 #include <random>
 #include <vector>
 
+#include <cstring>
 #include "core/mmap_file.h"
 #include "format/gguf_reader.h"
 #include "format/llama2c.h"
 #include "format/model_file.h"
-#include <cstring>
 #include "kernels/fp16.h"
 #include "model/arch.h"
 
@@ -168,6 +168,62 @@ Result<format::ModelFile> make_synthetic_bert(const SyntheticSpec& s) {
   return file;
 }
 
+// Pads tokenizer.ggml.tokens (and its parallel scores / token_type arrays) with reserved
+// control tokens "<|reserved_N|>" up to n tokens.
+Status pad_vocab(format::GgufMetadata& md, int64_t n) {
+  EDGELM_TRY(const auto* tokens, md.get_array("tokenizer.ggml.tokens"));
+  format::GgufValue::Array tok = *tokens;
+  const auto n0 = static_cast<int64_t>(tok.size());
+  for (int64_t i = n0; i < n; ++i) tok.push_back(GgufValue::from_string(fmt::format("<|reserved_{}|>", i - n0)));
+  md.set("tokenizer.ggml.tokens", GgufValue::from_array(format::GgufType::string, std::move(tok)));
+  if (md.contains("tokenizer.ggml.scores")) {
+    EDGELM_TRY(const auto* scores, md.get_array("tokenizer.ggml.scores"));
+    format::GgufValue::Array sc = *scores;
+    while (static_cast<int64_t>(sc.size()) < n) sc.push_back(GgufValue::from_f32(0.0f));
+    md.set("tokenizer.ggml.scores", GgufValue::from_array(format::GgufType::f32, std::move(sc)));
+  }
+  if (md.contains("tokenizer.ggml.token_type")) {
+    EDGELM_TRY(const auto* types, md.get_array("tokenizer.ggml.token_type"));
+    format::GgufValue::Array ty = *types;
+    while (static_cast<int64_t>(ty.size()) < n) ty.push_back(GgufValue::from_i32(3));  // control
+    md.set("tokenizer.ggml.token_type", GgufValue::from_array(format::GgufType::i32, std::move(ty)));
+  }
+  return ok_status();
+}
+
+// rope_freqs.weight [D / 2] of the "llama3" rule (Llama 3.1 release): with wavelength
+// w_i = 2 pi / base^(-2i/D), pairs with w_i < orig / 4 keep their frequency (factor 1), those
+// with w_i > orig / 1 are divided by `factor`, and in between the frequency is the blend
+// (1 - t) f / factor + t f, t = (orig / w_i - 1) / (4 - 1); the stored value is f / (new f).
+void add_llama3_rope_freqs(format::ModelFile& file, int64_t D, float base, float factor, int32_t orig_ctx) {
+  constexpr double kLow = 1.0, kHigh = 4.0;
+  auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(D / 2) * sizeof(float));
+  auto* out = reinterpret_cast<float*>(buf->data());
+  for (int64_t i = 0; i < D / 2; ++i) {
+    const double f = std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(D));
+    const double wavelen = 2.0 * 3.141592653589793 / f;
+    double scale;  // new frequency / f
+    if (wavelen < orig_ctx / kHigh)
+      scale = 1.0;
+    else if (wavelen > orig_ctx / kLow)
+      scale = 1.0 / factor;
+    else {
+      const double t = (orig_ctx / wavelen - kLow) / (kHigh - kLow);
+      scale = (1.0 - t) / factor + t;
+    }
+    out[i] = static_cast<float>(1.0 / scale);
+  }
+  format::TensorInfo t;
+  t.name = "rope_freqs.weight";
+  t.type = DType::f32;
+  t.n_dims = 1;
+  t.ne = {D / 2, 1, 1, 1};
+  t.n_bytes = buf->size();
+  t.data = buf->data();
+  file.tensors.push_back(std::move(t));
+  file.keep_alive(std::move(buf));
+}
+
 }  // namespace
 
 const std::vector<SyntheticShape>& synthetic_shapes() {
@@ -180,6 +236,11 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
       {"qwen2-0.5b", "qwen2", 896, 24, 4864, 14, 2, 151936, 32768},
       {"qwen2-1.5b", "qwen2", 1536, 28, 8960, 12, 2, 151936, 32768},
       {"llama2-7b", "llama", 4096, 32, 11008, 32, 32, 32000, 4096},
+      // Qwen3-0.6B: head_dim 128 with n_embd 1024 and 16 heads (Q is 2048 wide), Q/K norms.
+      {"qwen3-0.6b", "qwen3", 1024, 28, 3072, 16, 8, 151936, 40960, 0, 128, 1000000.0f, true},
+      // Llama-3.2-1B: 128k context from 8k by the llama3 rope_freqs factors (32x, low 1, high 4).
+      {"llama3.2-1b", "llama", 2048, 16, 8192, 32, 8, 128256, 131072, 0, 0, 500000.0f, true, 32.0f},
+      {"smollm2-360m", "llama", 960, 32, 2560, 15, 5, 49152, 8192, 0, 0, 100000.0f, true},
       // BERT encoders (embedding models): bge pools [CLS], MiniLM averages.
       {"bert-tiny", "bert", 64, 2, 256, 4, 4, 512, 128, 1},
       {"bert-minilm-l6", "bert", 384, 6, 1536, 12, 12, 30522, 512, 1},
@@ -200,8 +261,13 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
     spec.n_head_kv = s.n_head_kv;
     spec.n_vocab = s.n_vocab;
     spec.n_ctx = s.n_ctx;
-    spec.tied_output = s.arch == "qwen2" && s.n_embd < 1536;  // the small Qwen2 models tie embeddings
+    spec.tied_output = s.tied || (s.arch == "qwen2" && s.n_embd < 1536);  // the small Qwen2 models tie embeddings
     if (s.pooling_type != 0) spec.pooling_type = s.pooling_type;
+    spec.head_dim = s.head_dim;
+    spec.rope_base = s.rope_base;
+    spec.llama3_factor = s.llama3_factor;
+    spec.llama3_orig_ctx = 8192;
+    spec.pad_vocab = true;
     return ok_status();
   }
   std::string names;
@@ -216,17 +282,24 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
     return make_error("synthetic models are F32, F16 or BF16, not {}", dtype_name(s.weight_type));
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_ff <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ctx <= 0)
     return make_error("synthetic model sizes must be positive");
-  if (s.n_embd % s.n_head != 0 || s.n_head % s.n_head_kv != 0 || (s.n_embd / s.n_head) % 2 != 0)
-    return make_error("n_embd {} / n_head {} / n_head_kv {} do not form even-sized heads", s.n_embd, s.n_head, s.n_head_kv);
+  if (s.head_dim < 0 || (s.head_dim == 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0 ||
+      (s.head_dim == 0 ? s.n_embd / s.n_head : s.head_dim) % 2 != 0)
+    return make_error("n_embd {} / n_head {} / n_head_kv {} / head_dim {} do not form even-sized heads", s.n_embd,
+                      s.n_head, s.n_head_kv, s.head_dim);
 
   format::ModelFile file;
   int64_t n_vocab = s.n_vocab;
   if (!s.vocab_from.empty()) {
     EDGELM_TRY(format::GgufMetadata vocab_md, read_vocab_metadata(s.vocab_from));
     EDGELM_TRY(const auto* tokens, vocab_md.get_array("tokenizer.ggml.tokens"));
-    n_vocab = static_cast<int64_t>(tokens->size());
+    const auto n_tok = static_cast<int64_t>(tokens->size());
     for (const auto& [key, value] : vocab_md.entries())
       if (key.rfind("tokenizer.", 0) == 0) file.metadata.set(key, value);
+    if (s.pad_vocab && n_vocab > n_tok) {
+      EDGELM_TRY_STATUS(pad_vocab(file.metadata, n_vocab));
+    } else {
+      n_vocab = n_tok;
+    }
   }
   if (n_vocab <= 0) return make_error("synthetic model vocabulary must be non-empty");
 
@@ -241,27 +314,46 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
   md.set(a + ".attention.head_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_head)));
   md.set(a + ".attention.head_count_kv", GgufValue::from_u32(static_cast<uint32_t>(s.n_head_kv)));
   md.set(a + ".attention.layer_norm_rms_epsilon", GgufValue::from_f32(arch->default_rms_eps));
-  md.set(a + ".rope.freq_base", GgufValue::from_f32(arch->default_rope_base));
+  const float rope_base = s.rope_base > 0.0f ? s.rope_base : arch->default_rope_base;
+  md.set(a + ".rope.freq_base", GgufValue::from_f32(rope_base));
+  const int64_t E = s.n_embd, D = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head, Q = D * s.n_head,
+                KV = D * s.n_head_kv, F = s.n_ff;
+  if (s.head_dim > 0) {
+    md.set(a + ".attention.key_length", GgufValue::from_u32(static_cast<uint32_t>(D)));
+    md.set(a + ".attention.value_length", GgufValue::from_u32(static_cast<uint32_t>(D)));
+  }
+  if (!s.rope_scaling.empty()) {
+    md.set(a + ".rope.scaling.type", GgufValue::from_string(s.rope_scaling));
+    md.set(a + ".rope.scaling.factor", GgufValue::from_f32(s.rope_factor));
+    if (s.rope_orig_ctx > 0)
+      md.set(a + ".rope.scaling.original_context_length", GgufValue::from_u32(static_cast<uint32_t>(s.rope_orig_ctx)));
+    if (s.rope_attn_factor != 1.0f) md.set(a + ".rope.scaling.attn_factor", GgufValue::from_f32(s.rope_attn_factor));
+  }
 
   // Scales like an initialized transformer: 1/sqrt(fan_in) keeps activations O(1).
-  const int64_t E = s.n_embd, D = s.n_embd / s.n_head, KV = D * s.n_head_kv, F = s.n_ff;
   const float se = 1.0f / std::sqrt(static_cast<float>(E)), sf = 1.0f / std::sqrt(static_cast<float>(F));
   Builder b(file, s.seed, s.weight_type);
+  const float sq = 1.0f / std::sqrt(static_cast<float>(Q));
   b.add("token_embd.weight", E, n_vocab, 1.0f);
   b.add("output_norm.weight", E, 0, 0.1f, 1.0f);
   if (!s.tied_output) b.add("output.weight", E, n_vocab, se);
+  if (s.llama3_factor > 0.0f) add_llama3_rope_freqs(file, D, rope_base, s.llama3_factor, s.llama3_orig_ctx);
   for (int32_t l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     b.add(p + "attn_norm.weight", E, 0, 0.1f, 1.0f);
-    b.add(p + "attn_q.weight", E, E, se);
+    b.add(p + "attn_q.weight", E, Q, se);
     b.add(p + "attn_k.weight", E, KV, se);
     b.add(p + "attn_v.weight", E, KV, se);
     if (arch->qkv_bias) {
-      b.add(p + "attn_q.bias", E, 0, 0.5f);
+      b.add(p + "attn_q.bias", Q, 0, 0.5f);
       b.add(p + "attn_k.bias", KV, 0, 0.5f);
       b.add(p + "attn_v.bias", KV, 0, 0.5f);
     }
-    b.add(p + "attn_output.weight", E, E, se);
+    if (arch->qk_norm) {
+      b.add(p + "attn_q_norm.weight", D, 0, 0.1f, 1.0f);
+      b.add(p + "attn_k_norm.weight", D, 0, 0.1f, 1.0f);
+    }
+    b.add(p + "attn_output.weight", Q, E, sq);
     b.add(p + "ffn_norm.weight", E, 0, 0.1f, 1.0f);
     b.add(p + "ffn_gate.weight", E, F, se);
     b.add(p + "ffn_up.weight", E, F, se);

@@ -22,9 +22,24 @@ struct SyntheticSpec {
   int32_t n_ff = 128;
   int32_t n_head = 4;
   int32_t n_head_kv = 2;
-  int32_t n_vocab = 512;     // ignored when vocab_from is set (its size is used)
+  int32_t n_vocab = 512;  // with vocab_from: its size, unless pad_vocab (see below)
   int32_t n_ctx = 256;
+  int32_t head_dim = 0;    // 0: n_embd / n_head; else written as attention.key_length/value_length
+  float rope_base = 0.0f;  // 0: the architecture's default
   bool tied_output = false;
+  // RoPE scaling keys ("{arch}.rope.scaling.*"): type "" (none written), "linear" or "yarn",
+  // with factor, original_context_length (yarn; 0: not written), attn_factor (yarn; 1: not written).
+  std::string rope_scaling;
+  float rope_factor = 1.0f;
+  int32_t rope_orig_ctx = 0;
+  float rope_attn_factor = 1.0f;
+  // > 0: a rope_freqs.weight tensor of Llama 3.1's "llama3" rule (factor llama3_factor,
+  // low/high frequency factors 1 and 4, original context llama3_orig_ctx), as converters store it.
+  float llama3_factor = 0.0f;
+  int32_t llama3_orig_ctx = 8192;
+  // With vocab_from: pad the embedded vocabulary with reserved control tokens up to n_vocab when
+  // it is smaller (real models' embedding tables are often larger than their tokenizer's core).
+  bool pad_vocab = false;
   DType weight_type = DType::f32;  // F32, F16 or BF16 for 2-D weights; norms and biases stay F32
   uint64_t seed = 1;
   std::string vocab_from;    // GGUF or llama2.c tokenizer.bin whose vocabulary is embedded (optional)
@@ -37,12 +52,16 @@ struct SyntheticSpec {
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
 
-// Named shapes of real models ("tinyllama-1.1b", "qwen2-0.5b", ...).
+// Named shapes of real models ("tinyllama-1.1b", "qwen2-0.5b", "qwen3-0.6b", ...).
 struct SyntheticShape {
   std::string_view name;
   std::string_view arch;
   int32_t n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
-  uint32_t pooling_type = 0;  // bert shapes: 1 = mean, 2 = cls
+  uint32_t pooling_type = 0;   // bert shapes: 1 = mean, 2 = cls
+  int32_t head_dim = 0;        // 0: n_embd / n_head
+  float rope_base = 0.0f;      // 0: the architecture's default
+  bool tied = false;           // tied embeddings (small Qwen2 models are tied by rule)
+  float llama3_factor = 0.0f;  // > 0: rope_freqs.weight of the llama3 rule (original context 8192)
 };
 const std::vector<SyntheticShape>& synthetic_shapes();
 // Sets the sizes (and arch) of `spec` from a named shape; error lists the known names.

@@ -3,7 +3,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <set>
 #include <string_view>
 
 #include "kernels/dequantize.h"
@@ -40,7 +42,18 @@ class Loader {
       return make_error("tensor '{}' has shape {}, expected {}", name, t->shape_string(), want);
     }
     w_.n_bytes_file += t->n_bytes;
+    used_.insert(t->name);
     return t;
+  }
+
+  // Error naming the first tensor of the file that no find() asked for.
+  Status check_all_used(std::string_view arch) const {
+    for (const format::TensorInfo& t : file_.tensors)
+      if (used_.count(t.name) == 0)
+        return make_error(
+            "tensor '{}' is not used by architecture '{}' (a forward without it would compute another model)", t.name,
+            arch);
+    return ok_status();
   }
 
   // A [rows = ne1, cols = ne0] matrix used in its stored type.
@@ -66,6 +79,7 @@ class Loader {
  private:
   const format::ModelFile& file_;
   Weights& w_;
+  std::set<std::string> used_;
 };
 
 // Asks the kernel to reclaim a packed matrix's pages: the kernels read the packed copy. Pages
@@ -120,6 +134,12 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
     w.tied_output = true;
     w.n_bytes_per_token += w.output.n_bytes();
   }
+  EDGELM_TRY(w.rope_freqs, ld.vector("rope_freqs.weight", c.n_rot / 2, /*required=*/false));
+  if (w.rope_freqs != nullptr)
+    for (int32_t i = 0; i < c.n_rot / 2; ++i)
+      if (!(w.rope_freqs[i] > 0.0f && std::isfinite(w.rope_freqs[i])))
+        return make_error("tensor 'rope_freqs.weight' has factor {} at {}; factors must be positive", w.rope_freqs[i],
+                          i);
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int32_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
@@ -129,16 +149,20 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
     EDGELM_TRY(L.wk, ld.matrix(p + "attn_k.weight", E, KV));
     EDGELM_TRY(L.wv, ld.matrix(p + "attn_v.weight", E, KV));
     EDGELM_TRY(L.wo, ld.matrix(p + "attn_output.weight", Q, E));
-    if (c.arch->qkv_bias) {
-      EDGELM_TRY(L.bq, ld.vector(p + "attn_q.bias", Q));
-      EDGELM_TRY(L.bk, ld.vector(p + "attn_k.bias", KV));
-      EDGELM_TRY(L.bv, ld.vector(p + "attn_v.bias", KV));
+    // Biases: required where the architecture has them, used where a file of another has them.
+    EDGELM_TRY(L.bq, ld.vector(p + "attn_q.bias", Q, c.arch->qkv_bias));
+    EDGELM_TRY(L.bk, ld.vector(p + "attn_k.bias", KV, c.arch->qkv_bias || L.bq != nullptr));
+    EDGELM_TRY(L.bv, ld.vector(p + "attn_v.bias", KV, c.arch->qkv_bias || L.bq != nullptr));
+    if (c.arch->qk_norm) {
+      EDGELM_TRY(L.attn_q_norm, ld.vector(p + "attn_q_norm.weight", c.head_dim));
+      EDGELM_TRY(L.attn_k_norm, ld.vector(p + "attn_k_norm.weight", c.head_dim));
     }
     EDGELM_TRY(L.ffn_norm, ld.vector(p + "ffn_norm.weight", E));
     EDGELM_TRY(L.w_gate, ld.matrix(p + "ffn_gate.weight", E, F));
     EDGELM_TRY(L.w_up, ld.matrix(p + "ffn_up.weight", E, F));
     EDGELM_TRY(L.w_down, ld.matrix(p + "ffn_down.weight", F, E));
   }
+  EDGELM_TRY_STATUS(ld.check_all_used(c.arch->name));
   pack_matrices(w);
   return w;
 }

@@ -1,10 +1,13 @@
 // The weights of one model, checked against its config and ready for the forward pass.
 //
 // Every tensor the architecture needs is looked up by its GGUF name and its shape is checked
-// (an error names the tensor and both shapes). Matrices stay in their stored type, in place in
-// the file mapping, and are multiplied by the kernels of that type (F32, F16, BF16, Q8_0, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q2_K..Q6_K); a type without kernels is an error naming it. Vectors (norms,
-// biases) are used as float32: in place when stored as F32, else converted once at load.
+// (an error names the tensor and both shapes). A tensor the forward would not use (say
+// attention biases or Q/K norms in a file of an architecture without them) is an error naming
+// it: a forward that skipped it would silently compute another model. Matrices stay in their
+// stored type, in place in the file mapping, and are multiplied by the kernels of that type
+// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K); a type without kernels is an error
+// naming it. Vectors (norms, biases, rope_freqs) are used as float32: in place when stored as
+// F32, else converted once at load.
 #pragma once
 
 #include <memory>
@@ -19,18 +22,20 @@ namespace edgelm::model {
 using kernels::WeightMatrix;
 
 struct LayerWeights {
-  const float* attn_norm = nullptr;  // [n_embd]
-  WeightMatrix wq;                   // [n_head * head_dim, n_embd]
-  WeightMatrix wk;                   // [n_embd_kv, n_embd]
-  WeightMatrix wv;                   // [n_embd_kv, n_embd]
-  const float* bq = nullptr;         // [n_head * head_dim]; null unless the arch has biases
-  const float* bk = nullptr;         // [n_embd_kv]
-  const float* bv = nullptr;         // [n_embd_kv]
-  WeightMatrix wo;                   // [n_embd, n_head * head_dim]
-  const float* ffn_norm = nullptr;   // [n_embd]
-  WeightMatrix w_gate;               // [n_ff, n_embd]
-  WeightMatrix w_up;                 // [n_ff, n_embd]
-  WeightMatrix w_down;               // [n_embd, n_ff]
+  const float* attn_norm = nullptr;    // [n_embd]
+  WeightMatrix wq;                     // [n_head * head_dim, n_embd]
+  WeightMatrix wk;                     // [n_embd_kv, n_embd]
+  WeightMatrix wv;                     // [n_embd_kv, n_embd]
+  const float* bq = nullptr;           // [n_head * head_dim]; null when the file has no biases
+  const float* bk = nullptr;           // [n_embd_kv]
+  const float* bv = nullptr;           // [n_embd_kv]
+  const float* attn_q_norm = nullptr;  // [head_dim] per-head RMSNorm of Q; null unless arch qk_norm
+  const float* attn_k_norm = nullptr;  // [head_dim] per-head RMSNorm of K
+  WeightMatrix wo;                     // [n_embd, n_head * head_dim]
+  const float* ffn_norm = nullptr;     // [n_embd]
+  WeightMatrix w_gate;                 // [n_ff, n_embd]
+  WeightMatrix w_up;                   // [n_ff, n_embd]
+  WeightMatrix w_down;                 // [n_embd, n_ff]
 };
 
 struct Weights {
@@ -38,6 +43,7 @@ struct Weights {
   const float* output_norm = nullptr;  // [n_embd]
   WeightMatrix output;                 // [n_vocab, n_embd]; the embedding itself when tied
   bool tied_output = false;
+  const float* rope_freqs = nullptr;  // [n_rot / 2] rope_freqs.weight (divides each frequency) or null
   std::vector<LayerWeights> layers;
   uint64_t n_bytes_file = 0;       // bytes of the tensors as stored in the file
   uint64_t n_bytes_per_token = 0;  // bytes of weights one decode step reads (all but the embedding table)

@@ -37,10 +37,23 @@ int run(const InfoOptions& o) {
     return 0;
   }
   const auto& c = *cfg;
-  std::printf("\nmodel: arch %s, n_embd %d, n_layer %d, n_head %d, n_head_kv %d, head_dim %d, n_rot %d, n_ff %d,"
-              " ctx %d, rms_eps %g, rope_base %g\n",
-              std::string(c.arch->name).c_str(), c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, c.n_ff,
-              c.n_ctx_train, static_cast<double>(c.rms_eps), static_cast<double>(c.rope_base));
+  std::printf(
+      "\nmodel: arch %s, n_embd %d, n_layer %d, n_head %d, n_head_kv %d, head_dim %d, n_rot %d, n_ff %d,"
+      " ctx %d, rms_eps %g, rope_base %g\n",
+      std::string(c.arch->name).c_str(), c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, c.n_ff,
+      c.n_ctx_train, static_cast<double>(c.rms_eps), static_cast<double>(c.rope_base));
+  const model::RopeScaling& rs = c.rope_scaling;
+  if (rs.type != model::RopeScalingType::none)
+    std::printf("rope scaling: %s, factor %g", std::string(model::rope_scaling_name(rs.type)).c_str(),
+                static_cast<double>(rs.factor));
+  if (rs.type == model::RopeScalingType::yarn)
+    std::printf(", original ctx %d, attn_factor %g, beta_fast %g, beta_slow %g", rs.original_ctx,
+                static_cast<double>(rs.attn_factor), static_cast<double>(rs.beta_fast),
+                static_cast<double>(rs.beta_slow));
+  if (rs.type != model::RopeScalingType::none) std::printf("\n");
+  if (file->find_tensor("rope_freqs.weight") != nullptr)
+    std::printf("rope_freqs.weight: per-dimension frequency factors\n");
+  if (c.arch->qk_norm) std::printf("per-head Q/K RMSNorm before RoPE\n");
   return 0;
 }
 

@@ -55,9 +55,9 @@ CommandRunner add_synth_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight model with real shapes (tests, benchmarks)");
   cmd->add_option("-o,--output", o->output, "Output GGUF path")->required();
   cmd->add_option("--shape", o->shape,
-                  "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, stories15m, bert-bge-small, bert-tiny, ...); "
-                  "overrides the sizes");
-  cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2, bert)")->capture_default_str();
+                  "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
+                  "stories15m, bert-bge-small, bert-tiny, ...); overrides the sizes");
+  cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2, qwen3, bert)")->capture_default_str();
   cmd->add_option("--dim", s.n_embd, "Embedding size")->capture_default_str();
   cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
   cmd->add_option("--ff", s.n_ff, "Feed-forward size")->capture_default_str();
@@ -66,6 +66,13 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--n-vocab", s.n_vocab, "Vocabulary size (without --vocab)")->capture_default_str();
   cmd->add_option("--vocab,--vocab-from", s.vocab_from, "Embed the vocabulary of this GGUF or llama2.c tokenizer.bin");
   cmd->add_option("--ctx", s.n_ctx, "Context length")->capture_default_str();
+  cmd->add_option("--head-dim", s.head_dim, "Head size (0: dim / heads; else written as attention.key_length)")
+      ->capture_default_str();
+  cmd->add_option("--rope-base", s.rope_base, "RoPE frequency base (0: the architecture's default)");
+  cmd->add_option("--rope-scaling", s.rope_scaling, "RoPE scaling type written to the file: linear or yarn");
+  cmd->add_option("--rope-factor", s.rope_factor, "RoPE scaling factor")->capture_default_str();
+  cmd->add_option("--rope-orig-ctx", s.rope_orig_ctx, "yarn: original context length (0: not written)");
+  cmd->add_option("--llama3-rope", s.llama3_factor, "Write rope_freqs.weight of the llama3 rule with this factor");
   cmd->add_flag("--tied", s.tied_output, "Share the embedding as the output matrix");
   cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16")->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();

@@ -1,8 +1,9 @@
 // forward_batch against the reference Model::forward: several sequences prefilled and decoded
 // together (one still prefilling in chunks while the others decode, one joining late, one
 // leaving early) must give the logits of each sequence run alone with its own KvCache, with F32
-// weights and an f32 store, for llama (GQA, MHA, tied output), qwen2 (Q/K/V biases, NEOX
-// rotary) and the real stories260K. Since attention reads the store with an online softmax and
+// weights and an f32 store, for llama (GQA, MHA, tied output, YaRN, rope_freqs + linear RoPE
+// scaling), qwen2 (Q/K/V biases, NEOX rotary), qwen3 (Q/K norms, head_dim != n_embd / n_head)
+// and the real stories260K. Since attention reads the store with an online softmax and
 // the element-wise ops are SIMD, "the same" means within 1e-4 of the largest logit (the sums
 // are reassociated), not bit-identical. Batched runs among themselves stay bit-identical: the
 // thread count, the grouping of partial states, block layout and chunking do not matter.
@@ -54,6 +55,21 @@ std::unique_ptr<model::Model> load_model(const std::string& kind) {
       s.n_head = 8;
       s.n_vocab = 300;
       s.seed = 9;
+    } else if (kind == "qwen3_head_dim") {  // Q/K norms, head_dim 32 != 64 / 4 (Q wider than n_embd)
+      s.arch = "qwen3";
+      s.head_dim = 32;
+      s.seed = 21;
+    } else if (kind == "llama_yarn") {  // YaRN over an original context of 16: frequencies and mscale differ
+      s.rope_scaling = "yarn";
+      s.rope_factor = 4.0f;
+      s.rope_orig_ctx = 16;
+      s.seed = 23;
+    } else if (kind == "llama_rope_freqs_linear") {  // llama3 rope_freqs, then linear scaling
+      s.llama3_factor = 8.0f;
+      s.llama3_orig_ctx = 32;
+      s.rope_scaling = "linear";
+      s.rope_factor = 2.0f;
+      s.seed = 25;
     }
     file = model::make_synthetic_model(s);
   }
@@ -356,7 +372,8 @@ TEST_P(BatchForward, QuantizedStoresStayClose) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchForward,
-                         ::testing::Values("llama_gqa", "qwen2_bias", "llama_mha_tied", "qwen2_wide", "stories260K"));
+                         ::testing::Values("llama_gqa", "qwen2_bias", "llama_mha_tied", "qwen2_wide", "qwen3_head_dim",
+                                           "llama_yarn", "llama_rope_freqs_linear", "stories260K"));
 
 // (e) Bad input is an error, and nothing is written into the store.
 TEST(BatchForwardErrors, RejectsBadInput) {

@@ -1,11 +1,16 @@
-// An independent, deliberately different computation of a llama/qwen2 forward pass, used as a
-// second opinion on model/forward.cpp: double precision, the whole sequence recomputed from
+// An independent, deliberately different computation of a llama/qwen2/qwen3 forward pass, used
+// as a second opinion on model/forward.cpp: double precision, the whole sequence recomputed from
 // scratch with no KV cache, tensors read straight from the file by name, and rotary embeddings
-// applied as complex multiplications on explicitly chosen index pairs.
+// applied as complex multiplications on explicitly chosen index pairs. Written from the
+// published definitions: Qwen3's per-head RMSNorm of q and k before RoPE, an explicit head size,
+// linear RoPE scaling (positions / factor), YaRN (NTK-by-parts over the pair index, ramp between
+// the pairs turning beta_fast and beta_slow times over the original context, cos/sin scaled by
+// mscale) and Llama 3.1's rope_freqs (each frequency divided by its factor).
 #pragma once
 
-#include <complex>
+#include <algorithm>
 #include <cmath>
+#include <complex>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -20,6 +25,12 @@ struct NaiveConfig {
   double eps, rope_base;
   bool neox;  // rotate (i, i + d/2) instead of (2i, 2i + 1)
   bool biases;
+  int head_dim = 0;      // 0: n_embd / n_head
+  bool qk_norm = false;  // blk.N.attn_{q,k}_norm.weight per head before RoPE
+  enum class Scaling { none, linear, yarn } scaling = Scaling::none;
+  double factor = 1, attn_factor = 1, beta_fast = 32, beta_slow = 1, log_mul = 0.1;
+  int original_ctx = 0;
+  bool rope_freqs = false;  // divide frequency j by rope_freqs.weight[j]
 };
 
 class NaiveModel {
@@ -28,7 +39,8 @@ class NaiveModel {
 
   // Logits [n_vocab] of the last token of `tokens` (positions 0..n-1).
   std::vector<double> logits(const std::vector<int>& tokens) const {
-    const int E = c_.n_embd, H = c_.n_head, D = E / H, HKV = c_.n_head_kv, n = static_cast<int>(tokens.size());
+    const int E = c_.n_embd, H = c_.n_head, D = c_.head_dim > 0 ? c_.head_dim : E / H, HKV = c_.n_head_kv,
+              n = static_cast<int>(tokens.size());
     std::vector<std::vector<double>> x(n);
     const auto emb = mat("token_embd.weight");
     for (int t = 0; t < n; ++t) x[t].assign(emb.begin() + tokens[t] * E, emb.begin() + (tokens[t] + 1) * E);
@@ -40,11 +52,15 @@ class NaiveModel {
         q[t] = linear(h, p + "attn_q");
         k[t] = linear(h, p + "attn_k");
         v[t] = linear(h, p + "attn_v");
+        if (c_.qk_norm) {
+          head_norm(q[t], H, D, mat(p + "attn_q_norm.weight"));
+          head_norm(k[t], HKV, D, mat(p + "attn_k_norm.weight"));
+        }
         rotate(q[t], H, D, t);
         rotate(k[t], HKV, D, t);
       }
       for (int t = 0; t < n; ++t) {
-        std::vector<double> att(E, 0.0);
+        std::vector<double> att(static_cast<size_t>(H) * D, 0.0);
         for (int h = 0; h < H; ++h) {
           const int g = h * HKV / H;  // kv head shared by this query head
           std::vector<double> w(t + 1);
@@ -107,14 +123,52 @@ class NaiveModel {
     return y;
   }
 
+  // Each head's slice of x normalized on its own: x / rms(x) * w, w: [D].
+  void head_norm(std::vector<double>& x, int heads, int D, const std::vector<double>& w) const {
+    for (int h = 0; h < heads; ++h) {
+      const std::vector<double> slice(x.begin() + h * D, x.begin() + (h + 1) * D);
+      const auto y = norm(slice, w);
+      std::copy(y.begin(), y.end(), x.begin() + h * D);
+    }
+  }
+
+  // Rotation of pair j per position, and the factor on the rotation (YaRN's mscale).
+  double frequency(int j, int D) const {
+    double freq = std::pow(c_.rope_base, -2.0 * j / D);
+    if (c_.rope_freqs) freq /= mat("rope_freqs.weight")[j];
+    switch (c_.scaling) {
+      case NaiveConfig::Scaling::none: return freq;
+      case NaiveConfig::Scaling::linear: return freq / c_.factor;
+      case NaiveConfig::Scaling::yarn: {
+        // The pair index at which a pair turns `turns` times over the original context:
+        // original_ctx * freq(j) / (2 pi) = turns, solved for j.
+        auto pair_at = [&](double turns) {
+          return D * std::log(c_.original_ctx / (turns * 2.0 * 3.14159265358979323846)) /
+                 (2.0 * std::log(c_.rope_base));
+        };
+        const double lo = std::max(0.0, std::floor(pair_at(c_.beta_fast)));
+        double hi = std::min(D - 1.0, std::ceil(pair_at(c_.beta_slow)));
+        if (hi == lo) hi += 0.001;
+        double interp = (j - lo) / (hi - lo);  // 0: keep the frequency; 1: divide it by factor
+        interp = interp < 0 ? 0 : interp > 1 ? 1 : interp;
+        return freq / c_.factor * interp + freq * (1 - interp);
+      }
+    }
+    return freq;
+  }
+  double magnitude() const {
+    if (c_.scaling != NaiveConfig::Scaling::yarn) return 1.0;
+    return c_.attn_factor * (c_.factor > 1 ? 1.0 + c_.log_mul * std::log(c_.factor) : 1.0);
+  }
+
   void rotate(std::vector<double>& v, int heads, int D, int pos) const {
     for (int h = 0; h < heads; ++h) {
       for (int j = 0; j < D / 2; ++j) {
         const int a = c_.neox ? j : 2 * j;
         const int b = c_.neox ? j + D / 2 : 2 * j + 1;
-        const double freq = std::pow(c_.rope_base, -2.0 * j / D);
+        const double freq = frequency(j, D);
         const std::complex<double> z(v[h * D + a], v[h * D + b]);
-        const std::complex<double> r = z * std::polar(1.0, pos * freq);
+        const std::complex<double> r = z * std::polar(magnitude(), pos * freq);
         v[h * D + a] = r.real();
         v[h * D + b] = r.imag();
       }

@@ -1,6 +1,8 @@
 // The FP32 reference forward against an independent double-precision computation
-// (naive_forward.h), for llama (GQA, tied output, F16 weights) and qwen2 (Q/K/V biases, NEOX
-// rotary), on random-weight models written to GGUF by our writer and read back.
+// (naive_forward.h), for llama (GQA, tied output, F16 weights; linear, YaRN and rope_freqs
+// RoPE scaling), qwen2 (Q/K/V biases, NEOX rotary) and qwen3 (per-head Q/K norms, head_dim
+// other than n_embd / n_head), on random-weight models written to GGUF by our writer and read
+// back. The naive model's scaling parameters come from the test, not from our parsed config.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,18 +32,45 @@ std::unique_ptr<Model> load_via_gguf(const SyntheticSpec& spec, const test::Temp
 }
 
 test::NaiveConfig naive_config(const ModelConfig& c) {
-  return {c.n_embd, c.n_layer, c.n_ff, c.n_head, c.n_head_kv, c.n_vocab, c.rms_eps, c.rope_base,
-          c.arch->rope_style == RopeStyle::neox, c.arch->qkv_bias};
+  return {c.n_embd,        c.n_layer,   c.n_ff,
+          c.n_head,        c.n_head_kv, c.n_vocab,
+          c.rms_eps,       c.rope_base, c.arch->rope_style == RopeStyle::neox,
+          c.arch->qkv_bias};
+}
+
+// The naive configuration of a spec from the spec alone (the architecture's published traits).
+test::NaiveConfig naive_from_spec(const SyntheticSpec& s, int n_vocab) {
+  const bool qwen = s.arch == "qwen2" || s.arch == "qwen3";
+  test::NaiveConfig n{s.n_embd,
+                      s.n_layer,
+                      s.n_ff,
+                      s.n_head,
+                      s.n_head_kv,
+                      n_vocab,
+                      qwen ? 1e-6 : 1e-5,
+                      s.rope_base > 0 ? s.rope_base : (qwen ? 1e6 : 1e4),
+                      qwen,
+                      s.arch == "qwen2"};
+  n.head_dim = s.head_dim;
+  n.qk_norm = s.arch == "qwen3";
+  if (s.rope_scaling == "linear") n.scaling = test::NaiveConfig::Scaling::linear;
+  if (s.rope_scaling == "yarn") n.scaling = test::NaiveConfig::Scaling::yarn;
+  n.factor = s.rope_factor;
+  n.original_ctx = s.rope_orig_ctx > 0 ? s.rope_orig_ctx : s.n_ctx;
+  n.attn_factor = s.rope_attn_factor;
+  n.rope_freqs = s.llama3_factor > 0;
+  return n;
 }
 
 // Feeds tokens one at a time through the cached forward and compares every step's logits
 // with the naive recomputation of the whole prefix.
 // tolerance: max |error| / max |logit|. F32 weights: float vs double rounding only; F16 and
 // quantized weights: also the activations' rounding to the paired type (F16, Q8_0, Q8_K).
-void expect_matches_naive(const Model& m, const std::vector<int>& tokens, int n_threads, double tolerance = 1e-4) {
+void expect_matches_naive(const Model& m, const std::vector<int>& tokens, int n_threads, double tolerance = 1e-4,
+                          const test::NaiveConfig* cfg = nullptr) {
   ThreadPool pool(n_threads);
   KvCache cache(m.config(), 64);
-  test::NaiveModel naive(m.file(), naive_config(m.config()));
+  test::NaiveModel naive(m.file(), cfg != nullptr ? *cfg : naive_config(m.config()));
   std::vector<float> logits(static_cast<size_t>(m.config().n_vocab));
   for (size_t t = 0; t < tokens.size(); ++t) {
     ASSERT_TRUE(m.forward(std::span(&tokens[t], 1), cache, logits, pool).ok());
@@ -136,6 +165,164 @@ TEST(Forward, BiasesAndRotaryLayoutMatter) {
     for (size_t i = 0; i < ref.size(); ++i) max_err = std::max(max_err, std::abs(ref[i] - logits[i]));
     EXPECT_GT(max_err, 1e-3) << "variant " << variant;
   }
+}
+
+// The max |difference| / max |logit| between the model's logits of `tokens` and the naive ones.
+double naive_difference(const Model& m, const std::vector<int>& tokens, const test::NaiveConfig& cfg) {
+  ThreadPool pool(1);
+  KvCache cache(m.config(), 64);
+  std::vector<float> logits(static_cast<size_t>(m.config().n_vocab));
+  EXPECT_TRUE(m.forward(tokens, cache, logits, pool).ok());
+  const auto ref = test::NaiveModel(m.file(), cfg).logits(tokens);
+  double max_ref = 0, max_err = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    max_ref = std::max(max_ref, std::abs(ref[i]));
+    max_err = std::max(max_err, std::abs(ref[i] - logits[i]));
+  }
+  return max_err / max_ref;
+}
+
+const std::vector<int> kLongTokens = {5, 17, 99, 0, 42, 42, 7, 128, 3, 77, 12, 140, 31, 8, 64, 2, 150, 9, 1, 33};
+
+// One scaled model per case: matches the naive computation with the same scaling, and not the
+// naive computation without it (so the scaling is really applied and really checked).
+struct ScaledCase {
+  const char* name;
+  SyntheticSpec spec;
+};
+
+std::vector<ScaledCase> scaled_cases() {
+  SyntheticSpec base;
+  base.n_embd = 64;
+  base.n_head = 4;
+  base.n_head_kv = 2;
+  base.n_ff = 96;
+  base.n_vocab = 160;
+  base.n_ctx = 1024;
+  base.seed = 13;
+  std::vector<ScaledCase> cases;
+  SyntheticSpec linear = base;
+  linear.rope_scaling = "linear";
+  linear.rope_factor = 4.0f;
+  cases.push_back({"llama_linear", linear});
+  // Head size 16, base 1e4, original context 256: the ramp runs over pairs 0..4 of 8, so pairs
+  // keep, blend and divide their frequency.
+  SyntheticSpec yarn = base;
+  yarn.rope_scaling = "yarn";
+  yarn.rope_factor = 4.0f;
+  yarn.rope_orig_ctx = 256;
+  cases.push_back({"llama_yarn", yarn});
+  SyntheticSpec yarn_attn = yarn;  // NEOX layout, an explicit attn_factor, ramp from the context default
+  yarn_attn.arch = "qwen2";
+  yarn_attn.rope_orig_ctx = 0;
+  yarn_attn.n_ctx = 64;
+  yarn_attn.rope_base = 10000.0f;
+  yarn_attn.rope_factor = 8.0f;
+  yarn_attn.rope_attn_factor = 0.9f;
+  cases.push_back({"qwen2_yarn_attn_factor", yarn_attn});
+  // Original context 64 with head size 16: pair 0 keeps its frequency, pairs 1-2 blend, 3+ divide.
+  SyntheticSpec freqs = base;
+  freqs.llama3_factor = 8.0f;
+  freqs.llama3_orig_ctx = 64;
+  cases.push_back({"llama_rope_freqs", freqs});
+  SyntheticSpec freqs_linear = freqs;  // both: factors first, then the linear scaling
+  freqs_linear.rope_scaling = "linear";
+  freqs_linear.rope_factor = 2.0f;
+  cases.push_back({"llama_rope_freqs_linear", freqs_linear});
+  return cases;
+}
+
+TEST(Forward, RopeScalingMatchesIndependentComputation) {
+  test::TempDir dir;
+  for (const ScaledCase& sc : scaled_cases()) {
+    SCOPED_TRACE(sc.name);
+    auto m = load_via_gguf(sc.spec, dir);
+    const test::NaiveConfig cfg = naive_from_spec(sc.spec, m->config().n_vocab);
+    expect_matches_naive(*m, kLongTokens, 2, 1e-4, &cfg);
+    test::NaiveConfig unscaled = cfg;
+    unscaled.scaling = test::NaiveConfig::Scaling::none;
+    unscaled.rope_freqs = false;
+    EXPECT_GT(naive_difference(*m, kLongTokens, unscaled), 1e-3) << "the scaling must change the logits";
+  }
+}
+
+TEST(Forward, Qwen3MatchesIndependentComputation) {
+  test::TempDir dir;
+  SyntheticSpec spec;
+  spec.arch = "qwen3";
+  spec.n_embd = 64;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 96;
+  spec.n_vocab = 300;
+  spec.seed = 17;
+  for (const int32_t head_dim : {0, 32, 8}) {  // E / H = 16; 32: Q wider than n_embd (as Qwen3-0.6B); 8: narrower
+    SCOPED_TRACE(head_dim);
+    spec.head_dim = head_dim;
+    auto m = load_via_gguf(spec, dir);
+    ASSERT_TRUE(m->config().arch->qk_norm);
+    ASSERT_FALSE(m->config().arch->qkv_bias);
+    EXPECT_EQ(m->config().head_dim, head_dim == 0 ? 16 : head_dim);
+    EXPECT_EQ(m->weights().layers[0].bq, nullptr);
+    ASSERT_NE(m->weights().layers[1].attn_k_norm, nullptr);
+    const test::NaiveConfig cfg = naive_from_spec(spec, m->config().n_vocab);
+    expect_matches_naive(*m, kLongTokens, 2, 1e-4, &cfg);
+    test::NaiveConfig no_norm = cfg;
+    no_norm.qk_norm = false;
+    EXPECT_GT(naive_difference(*m, kLongTokens, no_norm), 1e-3) << "the Q/K norms must change the logits";
+  }
+}
+
+TEST(Forward, ExplicitHeadDimLlamaAndF16Qwen3) {
+  test::TempDir dir;
+  SyntheticSpec spec;  // llama with head_dim 24 != 64 / 4 and a linear scaling
+  spec.n_embd = 64;
+  spec.head_dim = 24;
+  spec.n_vocab = 160;
+  spec.rope_scaling = "linear";
+  spec.rope_factor = 2.0f;
+  spec.seed = 19;
+  auto m = load_via_gguf(spec, dir);
+  const test::NaiveConfig cfg = naive_from_spec(spec, m->config().n_vocab);
+  expect_matches_naive(*m, kLongTokens, 1, 1e-4, &cfg);
+  SyntheticSpec q3 = spec;
+  q3.arch = "qwen3";
+  q3.head_dim = 32;
+  q3.rope_scaling = "yarn";
+  q3.rope_factor = 4.0f;
+  q3.rope_orig_ctx = 128;
+  q3.weight_type = DType::f16;
+  q3.tied_output = true;
+  auto m3 = load_via_gguf(q3, dir);
+  const test::NaiveConfig cfg3 = naive_from_spec(q3, m3->config().n_vocab);
+  expect_matches_naive(*m3, kLongTokens, 2, 3e-3, &cfg3);
+}
+
+// The rope table's frequencies against YaRN's written out in double for one configuration.
+TEST(RopeTable, YarnFrequenciesAndMscale) {
+  ModelConfig c;
+  auto arch = find_arch("llama");
+  ASSERT_TRUE(arch.ok());
+  c.arch = *arch;
+  c.n_rot = 16;
+  c.rope_base = 10000.0f;
+  c.n_ctx_train = 1024;
+  c.rope_scaling.type = RopeScalingType::yarn;
+  c.rope_scaling.factor = 4.0f;
+  c.rope_scaling.original_ctx = 256;
+  const RopeTable t(c);
+  // Pairs turning more than 32 times in 256 positions keep their frequency, fewer than once are
+  // divided by 4: turns(j) = 256 * 1e4^(-j/8) / (2 pi) gives 40.7 at j = 0, 12.9, 4.1, 1.29, 0.41 ...:
+  // ramp floor(0.23) = 0 .. ceil(3.22) = 4.
+  for (int j = 0; j < 8; ++j) {
+    const double f = std::pow(1e4, -j / 8.0);
+    const double r = std::clamp(j / 4.0, 0.0, 1.0);
+    EXPECT_NEAR(t.inv_freq()[static_cast<size_t>(j)], f * (1 - r) + f / 4 * r, 1e-6 * f) << j;
+  }
+  EXPECT_NEAR(t.mscale(), 1 + 0.1 * std::log(4.0), 1e-6);
+  ModelConfig plain = c;
+  plain.rope_scaling = RopeScaling{};
+  EXPECT_EQ(RopeTable(plain).mscale(), 1.0f);
 }
 
 TEST(Forward, ChunkedPrefillEqualsTokenByToken) {

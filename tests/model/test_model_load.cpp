@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "format/gguf_reader.h"
+#include "format/gguf_writer.h"
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "support/test_data.h"
@@ -95,6 +96,146 @@ TEST(ModelLoad, TypeWithoutKernelsIsNamed) {
     if (t.name == "blk.0.ffn_up.weight") t.type = DType::i32;  // same byte size as F32
   const std::string e = load_error(std::move(f));
   EXPECT_NE(e.find("'blk.0.ffn_up.weight' has type I32"), std::string::npos) << e;
+}
+
+format::ModelFile synthetic(const SyntheticSpec& s) {
+  auto f = make_synthetic_model(s);
+  EXPECT_TRUE(f.ok()) << f.error().message;
+  return std::move(f).value();
+}
+
+// Written by our writer, read back: the scaling keys, the head size and the rope_freqs tensor
+// survive and configure the model.
+TEST(ModelLoad, RopeScalingAndHeadDimRoundTripThroughGguf) {
+  test::TempDir dir;
+  SyntheticSpec s;
+  s.arch = "qwen3";
+  s.head_dim = 32;
+  s.n_ctx = 4096;
+  s.rope_scaling = "yarn";
+  s.rope_factor = 4.0f;
+  s.rope_orig_ctx = 1024;
+  s.rope_attn_factor = 0.75f;
+  s.llama3_factor = 8.0f;
+  auto f = synthetic(s);
+  f.metadata.set("qwen3.rope.scaling.yarn_beta_fast", format::GgufValue::from_f32(24.0f));
+  f.metadata.set("qwen3.rope.scaling.yarn_beta_slow", format::GgufValue::from_f32(2.0f));
+  f.metadata.set("qwen3.rope.scaling.yarn_log_multiplier", format::GgufValue::from_f32(0.05f));
+  const std::string path = dir.file("q3.gguf");
+  ASSERT_TRUE(format::write_gguf(path, f).ok());
+  auto read = format::read_gguf(path);
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  ASSERT_NE(read->find_tensor("rope_freqs.weight"), nullptr);
+  ASSERT_NE(read->find_tensor("blk.1.attn_q_norm.weight"), nullptr);
+  auto m = Model::load(std::move(read).value());
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const ModelConfig& c = (*m)->config();
+  EXPECT_EQ(c.arch->name, "qwen3");
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.n_rot, 32);
+  EXPECT_EQ(c.n_embd_kv(), 64);
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::yarn);
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 4.0f);
+  EXPECT_EQ(c.rope_scaling.original_ctx, 1024);
+  EXPECT_FLOAT_EQ(c.rope_scaling.attn_factor, 0.75f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.beta_fast, 24.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.beta_slow, 2.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.log_mul, 0.05f);
+  EXPECT_NEAR((*m)->rope().mscale(), 0.75 * (1 + 0.05 * std::log(4.0)), 1e-6);
+  ASSERT_NE((*m)->weights().rope_freqs, nullptr);
+  EXPECT_FLOAT_EQ((*m)->weights().rope_freqs[0], 1.0f);   // high frequency: kept
+  EXPECT_FLOAT_EQ((*m)->weights().rope_freqs[15], 8.0f);  // low frequency: divided by the factor
+  EXPECT_FLOAT_EQ((*m)->config().rope_base, 1e6f);
+
+  // Linear, and the legacy key: an absent type with a factor is linear.
+  SyntheticSpec l;
+  l.rope_scaling = "linear";
+  l.rope_factor = 2.5f;
+  auto ml = Model::load(synthetic(l));
+  ASSERT_TRUE(ml.ok()) << ml.error().message;
+  EXPECT_EQ((*ml)->config().rope_scaling.type, RopeScalingType::linear);
+  EXPECT_FLOAT_EQ((*ml)->config().rope_scaling.factor, 2.5f);
+  auto legacy = synthetic();
+  legacy.metadata.set("llama.rope.scale_linear", format::GgufValue::from_f32(3.0f));
+  auto mg = Model::load(std::move(legacy));
+  ASSERT_TRUE(mg.ok()) << mg.error().message;
+  EXPECT_EQ((*mg)->config().rope_scaling.type, RopeScalingType::linear);
+  EXPECT_FLOAT_EQ((*mg)->config().rope_scaling.factor, 3.0f);
+  auto none = synthetic();
+  none.metadata.set("llama.rope.scaling.type", format::GgufValue::from_string("none"));
+  none.metadata.set("llama.rope.scaling.factor", format::GgufValue::from_f32(8.0f));
+  auto mn = Model::load(std::move(none));
+  ASSERT_TRUE(mn.ok()) << mn.error().message;
+  EXPECT_EQ((*mn)->config().rope_scaling.type, RopeScalingType::none);
+  EXPECT_EQ((*mn)->rope().mscale(), 1.0f);
+}
+
+TEST(ModelLoad, WhatTheForwardCannotDoIsAnErrorNamingIt) {
+  auto expect = [](format::ModelFile f, const std::string& needle) {
+    const std::string e = load_error(std::move(f));
+    EXPECT_NE(e.find(needle), std::string::npos) << e;
+  };
+  auto f = synthetic();
+  f.metadata.set("llama.rope.scaling.type", format::GgufValue::from_string("longrope"));
+  f.metadata.set("llama.rope.scaling.factor", format::GgufValue::from_f32(4.0f));
+  expect(std::move(f), "'llama.rope.scaling.type' = 'longrope' is not supported");
+  f = synthetic();
+  f.metadata.set("llama.rope.scaling.type", format::GgufValue::from_string("yarn"));
+  expect(std::move(f), "needs 'llama.rope.scaling.factor'");
+  f = synthetic();
+  f.metadata.set("llama.rope.scaling.factor", format::GgufValue::from_f32(-2.0f));
+  expect(std::move(f), "'llama.rope.scaling.factor' = -2 is out of range");
+  f = synthetic();
+  f.metadata.set("llama.rope.scaling.type", format::GgufValue::from_u32(2));
+  expect(std::move(f), "llama.rope.scaling.type");
+  f = synthetic();
+  f.metadata.set("llama.rope.scaling.type", format::GgufValue::from_string("yarn"));
+  f.metadata.set("llama.rope.scaling.factor", format::GgufValue::from_f32(4.0f));
+  f.metadata.set("llama.rope.scaling.original_context_length", format::GgufValue::from_u32(0));
+  expect(std::move(f), "llama.rope.scaling.original_context_length");
+  f = synthetic();
+  f.metadata.set("llama.attention.key_length", format::GgufValue::from_u32(16));
+  f.metadata.set("llama.attention.value_length", format::GgufValue::from_u32(32));
+  expect(std::move(f), "value_length 32 differs from key_length 16");
+
+  SyntheticSpec q3;
+  q3.arch = "qwen3";
+  f = synthetic(q3);
+  std::erase_if(f.tensors, [](const format::TensorInfo& t) { return t.name == "blk.1.attn_k_norm.weight"; });
+  expect(std::move(f), "'blk.1.attn_k_norm.weight' is missing");
+  f = synthetic(q3);
+  for (auto& t : f.tensors)
+    if (t.name == "blk.0.attn_q_norm.weight") t.ne[0] = 8;  // [n_embd / n_head] of 16
+  expect(std::move(f), "'blk.0.attn_q_norm.weight' has shape");
+  // Tensors of another architecture in a file that claims llama: refused, not ignored.
+  f = synthetic(q3);
+  f.metadata.set("general.architecture", format::GgufValue::from_string("llama"));
+  for (const char* k : {"context_length", "embedding_length", "feed_forward_length", "block_count",
+                        "attention.head_count", "attention.head_count_kv"}) {
+    auto v = *f.metadata.find(std::string("qwen3.") + k);
+    f.metadata.set(std::string("llama.") + k, v);
+  }
+  expect(std::move(f), "tensor 'blk.0.attn_q_norm.weight' is not used by architecture 'llama'");
+  // rope_freqs of the wrong size or with a non-positive factor.
+  SyntheticSpec l3;
+  l3.llama3_factor = 8.0f;
+  f = synthetic(l3);
+  for (auto& t : f.tensors)
+    if (t.name == "rope_freqs.weight") t.ne[0] = 4, t.n_bytes = 16;
+  expect(std::move(f), "'rope_freqs.weight' has shape");
+  f = synthetic(l3);
+  for (auto& t : f.tensors)
+    if (t.name == "rope_freqs.weight") const_cast<float*>(reinterpret_cast<const float*>(t.data))[3] = 0.0f;
+  expect(std::move(f), "'rope_freqs.weight' has factor 0 at 3");
+  // A llama file with Q/K/V biases uses them; a lone Q bias is an error naming the K bias.
+  f = synthetic();
+  SyntheticSpec qwen2;
+  qwen2.arch = "qwen2";
+  auto with_bias = synthetic(qwen2);
+  for (const auto& t : with_bias.tensors)
+    if (t.name == "blk.0.attn_q.bias") f.tensors.push_back(t);
+  f.keep_alive(std::make_shared<format::ModelFile>(std::move(with_bias)));
+  expect(std::move(f), "'blk.0.attn_k.bias' is missing");
 }
 
 }  // namespace

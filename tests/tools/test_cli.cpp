@@ -131,6 +131,54 @@ TEST(Cli, SynthNamedShapeWithLlama2cVocab) {
   expect_clean_error(edgelm({"synth", "-o", out, "--shape", "gpt-17"}), "unknown shape 'gpt-17'");
 }
 
+// qwen3 with an explicit head size and YaRN, and llama with the llama3 rope_freqs: written by
+// synth, described by info, run end to end (with the embedded vocabulary's size), quantized.
+TEST(Cli, SynthQwen3AndScaledLlama) {
+  TempDir dir;
+  const std::string q3 = dir.file("q3.gguf"), l3 = dir.file("l3.gguf"), q4 = dir.file("l3-q4.gguf");
+  auto s = edgelm({"synth",
+                   "-o",
+                   q3,
+                   "--arch",
+                   "qwen3",
+                   "--dim",
+                   "64",
+                   "--heads",
+                   "4",
+                   "--kv-heads",
+                   "2",
+                   "--head-dim",
+                   "32",
+                   "--rope-scaling",
+                   "yarn",
+                   "--rope-factor",
+                   "4",
+                   "--rope-orig-ctx",
+                   "64",
+                   "--vocab-from",
+                   model("stories260K-f32.gguf")});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto i = edgelm({"info", q3});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_NE(i.out.find("arch qwen3, n_embd 64, n_layer 2, n_head 4, n_head_kv 2, head_dim 32"), std::string::npos)
+      << i.out;
+  EXPECT_NE(i.out.find("rope scaling: yarn, factor 4, original ctx 64"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("blk.1.attn_k_norm.weight"), std::string::npos) << i.out;
+  auto r = edgelm({"run", "-m", q3, "-p", "Hello", "-n", "8", "--temp", "0", "--ignore-eos"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("generated: 8 "), std::string::npos) << r.err;
+
+  s = edgelm({"synth", "-o", l3, "--dim", "64", "--ff", "96", "--llama3-rope", "8", "--tied", "--vocab-from",
+              model("stories260K-f32.gguf")});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  i = edgelm({"info", l3});
+  EXPECT_NE(i.out.find("rope_freqs.weight: per-dimension frequency factors"), std::string::npos) << i.out;
+  auto q = edgelm({"quantize", l3, q4, "q4_0"});
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  r = edgelm({"run", "-m", q4, "-p", "Hello", "-n", "4", "--ignore-eos"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(Cli, BenchReportsEveryField) {
   auto r = edgelm({"bench", "-m", model("stories260K-f32.gguf"), "-p", "16", "-n", "4", "-r", "2", "-t", "1", "-o",
                    "json", "--membw-mib", "16"});
