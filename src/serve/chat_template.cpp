@@ -113,7 +113,7 @@ ChatTemplate detect_chat_template(const format::GgufMetadata& md) {
   }
   if (const auto* v = md.find("general.architecture"); v != nullptr && v->as_string() != nullptr) {
     const std::string_view arch = *v->as_string();
-    if (arch == "qwen2" || arch == "qwen") return ChatTemplate::chatml;
+    if (arch == "qwen2" || arch == "qwen3" || arch == "qwen") return ChatTemplate::chatml;
     if (arch == "phi3") return ChatTemplate::phi3;
   }
   return ChatTemplate::chatml;
