@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/utf8_encode.h"
+
 namespace edgelm::jinja {
 namespace {
 
@@ -11,24 +13,6 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' |
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 class Lexer {
  public:
@@ -265,7 +249,7 @@ class Lexer {
         case 'U': {
           const int64_t v = hex(e == 'x' ? 2 : e == 'u' ? 4 : 8);
           if (v < 0) return err(i, "malformed \\" + std::string(1, e) + " escape in a string");
-          append_utf8(out, static_cast<uint32_t>(v));
+          utf8_encode(out, static_cast<uint32_t>(v));
           break;
         }
         default:
@@ -273,7 +257,7 @@ class Lexer {
             uint32_t v = static_cast<uint32_t>(e - '0');
             for (int k = 0; k < 2 && i + 1 < src_.size() && src_[i + 1] >= '0' && src_[i + 1] <= '7'; ++k)
               v = v * 8 + static_cast<uint32_t>(src_[++i] - '0');
-            append_utf8(out, v);
+            utf8_encode(out, v);
           } else {
             out += '\\';
             out += e;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "core/utf8_encode.h"
+
 namespace edgelm::schema {
 
 CharSet CharSet::range(uint32_t lo, uint32_t hi) {
@@ -67,24 +69,6 @@ bool CharSet::contains(uint32_t c) const {
   return false;
 }
 
-void append_utf8(std::string& out, uint32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
-
 bool next_utf8(std::string_view s, size_t& i, uint32_t& c) {
   if (i >= s.size()) return false;
   const auto b0 = static_cast<unsigned char>(s[i]);
@@ -135,7 +119,7 @@ void append_gbnf_char(std::string& out, uint32_t c, std::string_view special) {
   } else if (c >= 0xD800 && c <= 0xDFFF) {
     out += fmt::format("\\u{:04X}", c);  // not encodable as UTF-8
   } else {
-    append_utf8(out, c);
+    utf8_encode(out, c);
   }
 }
 
@@ -193,7 +177,7 @@ std::string json_escape_char(uint32_t c) {
   if (c < 0x20) {
     out = fmt::format("\\u{:04x}", c);
   } else {
-    append_utf8(out, c);
+    utf8_encode(out, c);
   }
   return out;
 }

@@ -38,8 +38,6 @@ class CharSet {
   std::vector<std::pair<uint32_t, uint32_t>> ranges_;
 };
 
-// Appends the UTF-8 encoding of `c` to `out`.
-void append_utf8(std::string& out, uint32_t c);
 
 // Decodes one UTF-8 code point at s[i] and advances i; returns false (leaving i) on invalid UTF-8.
 bool next_utf8(std::string_view s, size_t& i, uint32_t& c);

@@ -1,6 +1,7 @@
 #include "tokenizer/utf8.h"
 
 #include "core/check.h"
+#include "core/utf8_encode.h"
 
 namespace edgelm::tokenizer {
 
@@ -73,21 +74,7 @@ std::string utf8_sanitize(std::string_view s) {
 void utf8_append(std::string& out, char32_t cp) {
   EDGELM_CHECK(cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF),
                "not a Unicode scalar value: ", static_cast<uint32_t>(cp));
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  utf8_encode(out, static_cast<uint32_t>(cp));
 }
 
 }  // namespace edgelm::tokenizer

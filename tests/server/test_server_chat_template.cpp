@@ -5,9 +5,8 @@
 // message; a template that does not parse fails the load naming it; --chat-template overrides.
 #include <gtest/gtest.h>
 
-#include "format/gguf_writer.h"
-#include "model/synthetic.h"
 #include "server/server_fixture.h"
+#include "server/template_model.h"
 
 namespace edgelm::test {
 namespace {
@@ -19,7 +18,6 @@ constexpr const char* kZephyrLike =
     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}";
 
 std::string model_with_template(const TempDir& dir, const std::string& name, const std::string& tmpl) {
-  const std::string p = dir.file(name);
   model::SyntheticSpec s;
   s.n_embd = 32;
   s.n_layer = 1;
@@ -27,12 +25,7 @@ std::string model_with_template(const TempDir& dir, const std::string& name, con
   s.n_head = 2;
   s.n_head_kv = 1;
   s.n_ctx = 512;
-  s.vocab_from = shared_path("models/tok512.bin");
-  auto file = model::make_synthetic_model(s);
-  EXPECT_TRUE(file.ok());
-  file->metadata.set("tokenizer.chat_template", format::GgufValue::from_string(tmpl));
-  EXPECT_TRUE(format::write_gguf(p, *file).ok());
-  return p;
+  return write_template_model(dir.file(name), tmpl, s);
 }
 
 struct TemplateServer : TestServer {

@@ -6,11 +6,10 @@
 // grammar constrains the answer after the span, and a model without markers refuses the fields.
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <cctype>
 
-#include "format/gguf_writer.h"
-#include "model/synthetic.h"
 #include "server/server_fixture.h"
+#include "server/template_model.h"
 
 namespace edgelm::test {
 namespace {
@@ -24,7 +23,6 @@ constexpr const char* kThinkingTemplate =
 std::string thinking_model() {
   static const TempDir dir;
   static const std::string path = [] {
-    const std::string p = dir.path() + "/edgelm-thinking-model.gguf";
     model::SyntheticSpec s;
     s.n_embd = 64;
     s.n_layer = 2;
@@ -33,12 +31,7 @@ std::string thinking_model() {
     s.n_head_kv = 2;
     s.n_ctx = 1024;
     s.seed = 7;
-    s.vocab_from = shared_path("models/tok512.bin");
-    auto file = model::make_synthetic_model(s);
-    EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
-    file->metadata.set("tokenizer.chat_template", format::GgufValue::from_string(kThinkingTemplate));
-    EXPECT_TRUE(format::write_gguf(p, *file).ok());
-    return p;
+    return write_template_model(dir.file("edgelm-thinking-model.gguf"), kThinkingTemplate, s);
   }();
   return path;
 }
