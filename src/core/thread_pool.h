@@ -1,7 +1,10 @@
 // A fixed pool of worker threads for data-parallel loops inside one forward pass.
 //
-// parallel_for splits [0, n) into one contiguous chunk per thread (the caller's thread takes
-// chunk 0), so equal work per item means all threads finish together. Workers spin briefly on
+// parallel_for splits [0, n) into a few contiguous chunks per thread (in order, of equal item
+// counts) that the threads, the caller's included, claim one at a time as they finish the last,
+// so a thread that falls behind (descheduled, or its chunk costs more) does not hold the
+// others. Which thread runs a chunk is not fixed: fn must not depend on it, and results must
+// depend only on the items (every caller computes each item independently). Workers spin briefly on
 // a new job before sleeping: a decode step lasts milliseconds, and a futex wake per step would
 // cost more than the spin. Not reentrant: one parallel_for at a time per pool. Dispatch never
 // allocates: the job is a FunctionRef (core/function_ref.h) to the caller's callable, which
@@ -44,7 +47,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
-  void run_chunk(int index);
+  void run_chunks();
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
@@ -55,6 +58,8 @@ class ThreadPool {
   // Current job; written by the caller before generation_ is bumped.
   const FunctionRef<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0;
+  size_t job_chunks_ = 0;
+  std::atomic<size_t> next_chunk_{0};
 };
 
 }  // namespace edgelm

@@ -16,6 +16,9 @@ namespace {
 
 // Below this many multiply-adds a pass runs on the calling thread: waking the pool costs more.
 constexpr int64_t kMinParallelWork = 1 << 14;
+// Parts per thread the items are grouped into (balanced by cost), which the pool's threads claim
+// as they finish the last: a thread that falls behind leaves its later parts to the others.
+constexpr int64_t kPartsPerThread = 4;
 // Fixed cost of an item, in positions, for load balancing.
 constexpr int64_t kItemOverhead = 8;
 
@@ -89,7 +92,7 @@ void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, in
   AttnScratch::Item* items = grow(s.items, n_items);
   int64_t* cost = grow(s.cost, n_items + 1);
   int64_t* tok_item = grow(s.tok_item, n_tokens + 1);
-  grow(s.part_item, n_threads + 1);
+  grow(s.part_item, int64_t{n_threads} * kPartsPerThread + 1);
   const int64_t state_bytes = int64_t{n_head} * (head_dim + 2) * static_cast<int64_t>(sizeof(float));
   s.group_tok.clear();  // keeps its capacity
   s.group_tok.push_back(0);
@@ -127,7 +130,7 @@ void attention_run(const AttnLayer& a, AttnScratch& s, ThreadPool& pool) {
     const int64_t item1 = s.tok_item[static_cast<size_t>(tok1)];
     p.item0 = item0;
     const int64_t c0 = s.cost[static_cast<size_t>(item0)], total = s.cost[static_cast<size_t>(item1)] - c0;
-    int64_t n_parts = std::min<int64_t>(pool.n_threads(), item1 - item0);
+    int64_t n_parts = std::min<int64_t>(int64_t{pool.n_threads()} * kPartsPerThread, item1 - item0);
     if (total * work_per_cost < kMinParallelWork) n_parts = 1;
     // Part j starts at the item boundary whose cost prefix is nearest total * j / n_parts (the
     // first at or above it would give one decoding sequence's 17 chunks at depth 2048 as 9 + 8).

@@ -38,7 +38,7 @@ struct AttnScratch {
   std::vector<int64_t> cost;       // [n_items + 1] prefix sums of the items' costs
   std::vector<int64_t> tok_item;   // [n_tokens + 1] first item of each token
   std::vector<int64_t> group_tok;  // [n_groups + 1] first token of each group of tokens
-  std::vector<int64_t> part_item;  // [n_threads + 1] items of each thread's part, per group
+  std::vector<int64_t> part_item;  // [n_threads * parts per thread + 1] first item of each part, per group
   std::vector<float> state;        // [items of a group, n_head * (head_dim + 2)] partial states
   // Settings: the split-K chunk in positions (>= 1), and the most bytes of partial states held.
   int32_t split_positions = 128;

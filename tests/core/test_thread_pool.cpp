@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -37,6 +39,33 @@ TEST(ThreadPool, ChunksAreBalanced) {
     while (len < cur && !min_chunk.compare_exchange_weak(cur, len)) {}
   });
   EXPECT_LE(max_chunk.load() - min_chunk.load(), 1u);
+}
+
+// A thread held up in its chunk does not hold the rest of the loop: the other threads take the
+// remaining chunks. Item 0 waits until more items are done than the other threads would have
+// with one fixed chunk per thread (n - n / threads), which then would never happen: the held
+// thread's own later items would wait behind it.
+TEST(ThreadPool, OthersTakeTheChunksOfAThreadThatFallsBehind) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    const size_t n = 64;
+    std::atomic<size_t> done{0};
+    std::atomic<bool> timed_out{false};
+    pool.parallel_for(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (i == 0) {
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (done.load() <= n - n / static_cast<size_t>(threads) && !timed_out) {
+            if (std::chrono::steady_clock::now() > deadline) timed_out = true;
+            std::this_thread::yield();
+          }
+        }
+        done.fetch_add(1);
+      }
+    });
+    EXPECT_FALSE(timed_out.load()) << threads << " threads: the other chunks were not taken";
+    EXPECT_EQ(done.load(), n);
+  }
 }
 
 TEST(ThreadPool, SleepsAndWakesAfterIdle) {

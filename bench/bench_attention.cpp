@@ -1,0 +1,163 @@
+// Micro-benchmark of the decode attention kernel (kernels/attention_kernels.h) on every ISA this
+// CPU supports: one token's query heads over a context of paged K/V rows in the stored type.
+//
+//  attention/<kv type>/<isa>/<layers>x<positions>: TinyLlama-1.1B's attention shape (4 KV heads,
+//    8 query heads each, head_dim 64), blocks of 16 positions laid out as the engine's KvStore
+//    lays them out ([layer, K|V, block, position, row]), the sequence's blocks in order as a
+//    fresh server allocates them. Each iteration runs one layer's
+//    attention over the whole context; the layer advances every iteration, so with 22 layers the
+//    context read per iteration (22 x 2 MB at f16, depth 2048) comes from DRAM as in a real
+//    decode step, while 1 layer shows the kernel's speed from cache. One thread (the engine splits
+//    a long context across threads at fixed positions; /split128 runs it as the engine's work
+//    items, one call per 128 positions, the default AttnScratch::split_positions). Reports bytes of K and V read per second
+//    and positions per second.
+//
+// Typical use: bench_attention --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <sys/mman.h>
+
+#include "kernels/attention_kernels.h"
+#include "kernels/fp16.h"
+#include "kernels/isa.h"
+
+namespace edgelm::kernels {
+namespace {
+
+constexpr int32_t kKvHeads = 4, kGqa = 8, kHeadDim = 64, kBlock = 16;
+
+size_t row_bytes(KvElem t) {
+  const int64_t n = int64_t{kKvHeads} * kHeadDim;
+  switch (t) {
+    case KvElem::f32: return static_cast<size_t>(n) * 4;
+    case KvElem::f16: return static_cast<size_t>(n) * 2;
+    case KvElem::q8_0: return static_cast<size_t>(n / 32) * 34;
+  }
+  return 0;
+}
+
+// A buffer on transparent huge pages where the kernel allows them, as KvStore allocates its rows.
+struct HugeBuffer {
+  static constexpr size_t kHuge = size_t{2} << 20;
+  std::byte* p = nullptr;
+  size_t n = 0;
+  explicit HugeBuffer(size_t bytes) : n(bytes) {
+    p = static_cast<std::byte*>(::operator new((bytes + kHuge - 1) & ~(kHuge - 1), std::align_val_t{kHuge}));
+    madvise(p, (bytes + kHuge - 1) & ~(kHuge - 1), MADV_HUGEPAGE);
+  }
+  ~HugeBuffer() { ::operator delete(p, std::align_val_t{kHuge}); }
+  HugeBuffer(const HugeBuffer&) = delete;
+  HugeBuffer& operator=(const HugeBuffer&) = delete;
+  std::byte* data() const { return p; }
+  size_t size() const { return n; }
+  std::byte& operator[](size_t i) const { return p[i]; }
+};
+
+struct Context {
+  HugeBuffer data;              // [layer, 2, block, kBlock, row]
+  std::vector<int32_t> blocks;
+  std::vector<float> q;
+  size_t row = 0, layer_bytes = 0, block_stride = 0;
+
+  Context(KvElem t, int32_t n_layer, int32_t n_pos)
+      : data(static_cast<size_t>(n_layer) * 2 * kBlock * row_bytes(t) * static_cast<size_t>((n_pos + kBlock - 1) / kBlock)) {
+    row = row_bytes(t);
+    const int32_t n_blocks = (n_pos + kBlock - 1) / kBlock;
+    block_stride = kBlock * row;
+    layer_bytes = 2 * block_stride * static_cast<size_t>(n_blocks);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    if (t == KvElem::f16) {
+      auto* h = reinterpret_cast<uint16_t*>(data.data());
+      for (size_t i = 0; i < data.size() / 2; ++i) h[i] = fp32_to_fp16(u(rng));
+    } else if (t == KvElem::q8_0) {
+      for (size_t b = 0; b + 34 <= data.size(); b += 34) {
+        const uint16_t d = fp32_to_fp16(0.01f);
+        std::memcpy(&data[b], &d, 2);
+        for (int i = 0; i < 32; ++i) data[b + 2 + static_cast<size_t>(i)] = static_cast<std::byte>(rng() & 0x7f);
+      }
+    } else {
+      auto* f = reinterpret_cast<float*>(data.data());
+      for (size_t i = 0; i < data.size() / 4; ++i) f[i] = u(rng);
+    }
+    blocks.resize(static_cast<size_t>(n_blocks));
+    for (int32_t i = 0; i < n_blocks; ++i) blocks[static_cast<size_t>(i)] = i;
+    q.resize(static_cast<size_t>(kKvHeads) * kGqa * kHeadDim);
+    for (float& x : q) x = u(rng);
+  }
+
+  AttnKv layer(KvElem t, int32_t l) const {
+    AttnKv kv;
+    kv.type = t;
+    kv.k_base = data.data() + static_cast<size_t>(l) * layer_bytes;
+    kv.v_base = kv.k_base + layer_bytes / 2;
+    kv.block_stride = block_stride;
+    kv.row_bytes = row;
+    kv.block_size = kBlock;
+    kv.blocks = blocks.data();
+    kv.head_dim = kHeadDim;
+    return kv;
+  }
+};
+
+void run(benchmark::State& state, Isa isa, KvElem t, int32_t n_layer, int32_t n_pos, int32_t split) {
+  const AttentionKernels* k = attention_kernels(isa);
+  if (k == nullptr) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const Context ctx(t, n_layer, n_pos);
+  const int32_t n_q = kKvHeads * kGqa;
+  std::vector<float> m(static_cast<size_t>(n_q)), l(static_cast<size_t>(n_q)),
+      acc(static_cast<size_t>(n_q) * kHeadDim);
+  int32_t layer = 0;
+  for (auto _ : state) {
+    const AttnKv kv = ctx.layer(t, layer);
+    for (int32_t p0 = 0; p0 < n_pos; p0 += split)
+      attention_partial(*k, kv, ctx.q.data(), kKvHeads, kGqa, 0.125f, p0, std::min(n_pos, p0 + split),
+                        {m.data(), l.data(), acc.data()});
+    benchmark::DoNotOptimize(acc.data());
+    layer = layer + 1 == n_layer ? 0 : layer + 1;
+  }
+  state.SetBytesProcessed(state.iterations() * int64_t{n_pos} * 2 * static_cast<int64_t>(ctx.row));
+  state.SetItemsProcessed(state.iterations() * n_pos);
+}
+
+void register_all() {
+  const struct {
+    KvElem t;
+    const char* name;
+  } types[] = {{KvElem::f16, "f16"}, {KvElem::q8_0, "q8_0"}, {KvElem::f32, "f32"}};
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon}) {
+    if (!isa_supported(isa)) continue;
+    for (const auto& ty : types)
+      for (int32_t n_layer : {1, 22})
+        for (int32_t split : {2048, 128}) {
+          const int32_t n_pos = 2048;
+          std::string name = std::string("attention/") + ty.name + "/" + std::string(isa_name(isa)) + "/" +
+                             std::to_string(n_layer) + "x" + std::to_string(n_pos);
+          if (split < n_pos) name += "/split" + std::to_string(split);
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [=](benchmark::State& s) { run(s, isa, ty.t, n_layer, n_pos, split); });
+        }
+  }
+}
+
+}  // namespace
+}  // namespace edgelm::kernels
+
+int main(int argc, char** argv) {
+  edgelm::kernels::register_all();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
