@@ -14,6 +14,7 @@ constexpr int kSpinIterations = 20000;
 // busy edge box, a shared VM) or slower on its share leaves its remaining chunks to the others
 // instead of holding every thread at the end of the loop. Measured with decode on 2 threads.
 constexpr size_t kChunksPerThread = 4;
+thread_local int t_thread_index = 0;
 }
 
 namespace {
@@ -104,7 +105,10 @@ void ThreadPool::parallel_for(size_t n, FunctionRef<void(size_t, size_t)> fn) {
   while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
+int ThreadPool::thread_index() { return t_thread_index; }
+
 void ThreadPool::worker_loop(int index) {
+  t_thread_index = index;
   uint64_t seen = 0;
   for (;;) {
     int spins = 0;

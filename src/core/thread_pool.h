@@ -39,6 +39,11 @@ class ThreadPool {
   // Calls fn(begin, end) over disjoint chunks covering [0, n); returns when all are done.
   void parallel_for(size_t n, FunctionRef<void(size_t begin, size_t end)> fn);
 
+  // The calling thread's index in the pool whose job it is running: i for worker i (1..), 0 for
+  // any other thread (the one that calls parallel_for). For per-thread scratch that the caller
+  // sizes before the loop.
+  static int thread_index();
+
   // Number of hardware threads, at least 1.
   static int hardware_threads();
 

@@ -24,9 +24,18 @@ const IsaKernels& active_kernels() {
 
 // The calling thread's GEMM scratch (unpacked weight rows), 64-byte aligned. It only grows, so
 // a warm thread allocates nothing.
-uint8_t* tile_scratch(size_t bytes) {
-  thread_local std::vector<uint8_t> buf;
-  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+// Sizes every pool thread's tile scratch for `bytes` (64-byte aligned within the buffer).
+void grow_tile_scratch(MatmulScratch& scratch, int n_threads, size_t bytes) {
+  if (scratch.tile.size() < static_cast<size_t>(n_threads)) scratch.tile.resize(static_cast<size_t>(n_threads));
+  for (auto& buf : scratch.tile)
+    if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+}
+
+// The calling pool thread's tile scratch (grow_tile_scratch first).
+uint8_t* tile_scratch(MatmulScratch& scratch) {
+  const auto i = static_cast<size_t>(ThreadPool::thread_index());
+  EDGELM_CHECK(i < scratch.tile.size(), "matmul: thread ", i, " of a pool other than the matmul's");
+  std::vector<uint8_t>& buf = scratch.tile[i];
   const auto addr = reinterpret_cast<uintptr_t>(buf.data());
   return buf.data() + ((64 - addr % 64) % 64);
 }
@@ -85,10 +94,11 @@ void matmul_with(const IsaKernels& isa, const WeightMatrix& w, const float* x, i
     gemm->pack(act, act_row_bytes, w.cols, n_tok, scratch.packed.data());
     const GemmWeights gw{w.data, w.row_bytes, w.rows, w.cols};
     const auto n_tiles = static_cast<size_t>((w.rows + kGemmRowTile - 1) / kGemmRowTile);
+    grow_tile_scratch(scratch, pool.n_threads(), gemm->scratch_bytes(w.cols));
     auto tiles = [&](size_t t0, size_t t1) {
       const auto r0 = static_cast<int64_t>(t0) * kGemmRowTile;
       const int64_t r1 = std::min(static_cast<int64_t>(t1) * kGemmRowTile, w.rows);
-      gemm->run(gw, scratch.packed.data(), n_tok, r0, r1, out, w.rows, tile_scratch(gemm->scratch_bytes(w.cols)));
+      gemm->run(gw, scratch.packed.data(), n_tok, r0, r1, out, w.rows, tile_scratch(scratch));
     };
     if (w.rows * w.cols * n_tok < kMinParallelWork)
       tiles(0, n_tiles);

@@ -49,6 +49,10 @@ bool can_matmul(DType type);
 struct MatmulScratch {
   std::vector<uint8_t> activations;  // [n_tok, row_bytes(vec_dot_type, cols)]
   std::vector<uint8_t> packed;       // the activations in a GemmKernel's tile layout
+  // Per pool thread (ThreadPool::thread_index()): a GemmKernel's tile scratch. Grown by the
+  // calling thread before the loop, so a warm step allocates nothing whichever thread runs
+  // which tiles.
+  std::vector<std::vector<uint8_t>> tile;
 };
 
 // Smallest batch that goes through a multi-token GEMM when one exists (a single token streams
