@@ -224,12 +224,14 @@ CacheLookup ResponseCache::lookup(const CacheRequest& req) {
           auto kit = sit->second.keys.find(label);
           if (kit == sit->second.keys.end()) continue;
           const std::string cached_key = kit->second;
-          std::vector<CacheEntry> expired;
-          CacheEntry* e = exact_.find(cached_key, now(), expired);
-          drop_locked(expired, true);
-          if (e == nullptr) {
-            // Expired just now: the space may be gone.
-            sit = spaces_.find(ns);
+          // Looked at without touching its recency: only a hit counts as a use.
+          CacheEntry* e = exact_.peek(cached_key);
+          if (e == nullptr) continue;
+          if (e->expires_s > 0 && now() >= e->expires_s) {
+            std::vector<CacheEntry> expired;
+            (void)exact_.find(cached_key, now(), expired);
+            drop_locked(expired, true);
+            sit = spaces_.find(ns);  // the space may be gone
             if (sit == spaces_.end()) break;
             continue;
           }
@@ -252,6 +254,14 @@ CacheLookup ResponseCache::lookup(const CacheRequest& req) {
               if (out.guard_rejected.empty()) out.guard_rejected = failed;
               continue;
             }
+          }
+          std::vector<CacheEntry> expired;
+          e = exact_.find(cached_key, now(), expired);  // the hit: most recently used now
+          if (e == nullptr) {
+            drop_locked(expired, true);
+            sit = spaces_.find(ns);
+            if (sit == spaces_.end()) break;
+            continue;
           }
           out.level = CacheLevel::semantic;
           out.answer = {e->response, e->finish_reason, e->prompt_tokens, e->completion_tokens};

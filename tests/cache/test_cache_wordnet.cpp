@@ -330,5 +330,31 @@ TEST(ResponseCache, FeedbackMovesTheEntrysThreshold) {
   EXPECT_FALSE(ResponseCache::create(bad, std::make_shared<LexicalEmbedder>(), warnings).ok());
 }
 
+TEST(ResponseCache, RefusedCandidatesKeepTheirRecency) {
+  CacheOptions o;
+  o.mode = CacheMode::semantic;
+  o.capacity = 2;
+  o.guard_options.wordnet = test_wordnet();
+  std::vector<std::string> warnings;
+  auto c = ResponseCache::create(o, std::make_shared<LexicalEmbedder>(1024, test_wordnet()), warnings);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  auto req = [](const std::string& q) {
+    CacheRequest r;
+    r.parts = {"model", q, "t=0"};
+    r.query = q;
+    return r;
+  };
+  (*c)->insert(req("Should I take the pill before meals?"), {"before", "stop", 5, 1});
+  (*c)->insert(req("Where is the train station?"), {"there", "stop", 5, 1});
+  const CacheLookup l = (*c)->lookup(req("Should I take the pill after meals?"));
+  EXPECT_EQ(l.level, CacheLevel::miss);
+  EXPECT_EQ(l.guard_rejected, "opposites");
+  // The refused entry was not used: it is still the least recent, so it goes first.
+  (*c)->insert(req("How do I reset my password?"), {"so", "stop", 5, 1});
+  const std::vector<std::string> keys = (*c)->keys_mru();
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_NE(keys[1].find("train station"), std::string::npos) << keys[1];
+}
+
 }  // namespace
 }  // namespace edgelm::cache
