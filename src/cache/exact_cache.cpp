@@ -4,8 +4,7 @@ namespace edgelm::cache {
 
 size_t CacheEntry::bytes() const {
   return key.size() + sem_ns.size() + query.size() + response.size() + finish_reason.size() + embedder.size() +
-         vector.size() * sizeof(float) + ErrorBound::kMaxObservations * sizeof(HitObservation) +
-         128;  // + bookkeeping
+         vector.size() * sizeof(float) + ErrorBound::kMaxObservations * sizeof(HitObservation) + 128;  // + bookkeeping
 }
 
 CacheEntry* ExactCache::find(const std::string& key, double now_s, std::vector<CacheEntry>& removed) {

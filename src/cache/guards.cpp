@@ -120,8 +120,7 @@ Result<GuardOptions> parse_guard_list(std::string_view text) {
                  : name == "opposites" ? &o.opposites
                                        : nullptr;
     if (flag == nullptr)
-      return make_error("unknown cache guard '{}' (known: negation, numbers, entities, opposites; or all, none)",
-                        name);
+      return make_error("unknown cache guard '{}' (known: negation, numbers, entities, opposites; or all, none)", name);
     if (*flag) return make_error("cache guard '{}' is listed twice", name);
     *flag = true;
     start = comma + 1;

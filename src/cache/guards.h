@@ -4,11 +4,11 @@
 //
 //  - negation: the number of negation cues must match (not / n't, no, never, none, nothing,
 //    nobody, nowhere, neither, nor, without, cannot, unable; with WordNet also a prefixed word
-//    that WordNet lists as the antonym of its stem: "unavailable", "dislike", "nonrefundable"). Counting (not comparing the cue
-//    words) lets "without a receipt" match "if I don't have a receipt".
+//    that WordNet lists as the antonym of its stem: "unavailable", "dislike", "nonrefundable"). Counting (not comparing
+//    the cue words) lets "without a receipt" match "if I don't have a receipt".
 //  - numbers: the multiset of numbers must match: digit runs ("2", "1,000" = 1000, "2.50",
-//    "3pm" -> 3; not the digits of a code such as "X200") and number words (zero..nineteen, the tens, "twenty five" = 25, hundred,
-//    thousand, dozen, half = 0.5, a couple = 2, once = 1, twice = 2), compared by value ("two" = "2").
+//    "3pm" -> 3; not the digits of a code such as "X200") and number words (zero..nineteen, the tens, "twenty five" =
+//    25, hundred, thousand, dozen, half = 0.5, a couple = 2, once = 1, twice = 2), compared by value ("two" = "2").
 //  - entities: the set of key entities must match, case-insensitively and light-stemmed: words
 //    capitalized anywhere but the first word of a sentence, all-caps words of 2+ letters, words
 //    mixing letters and digits (product codes: "X200", "iPhone15"), and words with inner

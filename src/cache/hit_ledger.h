@@ -18,9 +18,9 @@
 namespace edgelm::cache {
 
 struct HitRecord {
-  std::string ns;      // the request's namespace (ResponseCache: CacheRequest::ns)
-  std::string key;     // the entry's exact key
-  uint64_t serial = 0; // the entry's insert serial (a replaced entry is another entry)
+  std::string ns;       // the request's namespace (ResponseCache: CacheRequest::ns)
+  std::string key;      // the entry's exact key
+  uint64_t serial = 0;  // the entry's insert serial (a replaced entry is another entry)
   float similarity = 1;
   bool exact = false;  // an exact-level hit
 };

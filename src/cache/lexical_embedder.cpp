@@ -1,8 +1,8 @@
 #include "cache/lexical_embedder.h"
 
 #include <algorithm>
-#include <exception>
 #include <cmath>
+#include <exception>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -37,13 +37,13 @@ bool is_question_word(std::string_view w) {
 }
 
 bool is_filler_word(std::string_view w) {
-  static const std::unordered_set<std::string_view> keep = {"in", "on", "up", "out", "with", "before", "after",
-                                                            "more", "less", "first", "last", "off", "down",
-                                                            "above", "below", "over", "under", "into", "without"};
+  static const std::unordered_set<std::string_view> keep = {
+      "in",   "on",  "up",   "out",   "with",  "before", "after", "more", "less",   "first",
+      "last", "off", "down", "above", "below", "over",   "under", "into", "without"};
   // Words that frame a question without changing what it asks ("Is it possible to ...", "What
   // is the way to ...", "Am I allowed to ...").
-  static const std::unordered_set<std::string_view> frame = {"possible", "way", "allowed", "able", "okay",
-                                                             "currently", "somehow", "best"};
+  static const std::unordered_set<std::string_view> frame = {"possible", "way",       "allowed", "able",
+                                                             "okay",     "currently", "somehow", "best"};
   return (is_stop_word(w) && !is_question_word(w) && keep.count(w) == 0) || frame.count(w) > 0;
 }
 
@@ -67,11 +67,16 @@ Result<LexicalWeights> parse_lexical_weights(std::string_view text, LexicalWeigh
     }
     if (used != value.size() || value.empty() || !(v >= 0))
       return make_error("lexical weight '{}': '{}' is not a number >= 0", key, value);
-    if (key == "stop") w.stop = static_cast<float>(v);
-    else if (key == "question") w.question = static_cast<float>(v);
-    else if (key == "bigram") w.bigram = static_cast<float>(v);
-    else if (key == "trigram") w.trigram = static_cast<float>(v);
-    else if (key == "synonym") w.synonym = static_cast<float>(v);
+    if (key == "stop")
+      w.stop = static_cast<float>(v);
+    else if (key == "question")
+      w.question = static_cast<float>(v);
+    else if (key == "bigram")
+      w.bigram = static_cast<float>(v);
+    else if (key == "trigram")
+      w.trigram = static_cast<float>(v);
+    else if (key == "synonym")
+      w.synonym = static_cast<float>(v);
     else if (key == "senses") {
       if (v != std::floor(v) || v > WordNet::kMaxSensesPerPos)
         return make_error("lexical weight senses must be an integer in 0..{}", WordNet::kMaxSensesPerPos);

@@ -7,18 +7,18 @@ namespace edgelm::cache {
 namespace {
 
 constexpr std::array<std::pair<std::string_view, std::string_view>, 13> kCurated = {{{"before", "after"},
-                                                                                   {"in", "out"},
-                                                                                   {"on", "off"},
-                                                                                   {"up", "down"},
-                                                                                   {"above", "below"},
-                                                                                   {"with", "without"},
-                                                                                   {"more", "less"},
-                                                                                   {"first", "last"},
-                                                                                   {"over", "under"},
-                                                                                   {"above", "under"},
-                                                                                   {"over", "below"},
-                                                                                   {"max", "min"},
-                                                                                   {"into", "out"}}};
+                                                                                     {"in", "out"},
+                                                                                     {"on", "off"},
+                                                                                     {"up", "down"},
+                                                                                     {"above", "below"},
+                                                                                     {"with", "without"},
+                                                                                     {"more", "less"},
+                                                                                     {"first", "last"},
+                                                                                     {"over", "under"},
+                                                                                     {"above", "under"},
+                                                                                     {"over", "below"},
+                                                                                     {"max", "min"},
+                                                                                     {"into", "out"}}};
 
 constexpr std::array<std::string_view, 7> kPrefixes = {"un", "in", "im", "il", "ir", "dis", "non"};
 

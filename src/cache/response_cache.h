@@ -84,7 +84,7 @@ struct CacheLookup {
   float similarity = 0;        // semantic hits: cosine to the cached query
   std::string matched_query;   // semantic hits: the cached query
   std::string guard_rejected;  // a candidate above the threshold failed this guard
-  bool bound_rejected = false; // a candidate the prior accepts was refused by its entry's feedback
+  bool bound_rejected = false;  // a candidate the prior accepts was refused by its entry's feedback
   bool skipped = false;        // not cacheable (too large, or the cache is off)
   double seconds = 0;          // time spent in lookup()
   std::vector<float> vector;   // the query's embedding (semantic mode), for insert()
@@ -106,9 +106,9 @@ struct FeedbackResult {
 
 struct CacheStats {
   size_t entries = 0, bytes = 0, vectors = 0, namespaces = 0;
-  uint64_t hits_exact = 0, hits_semantic = 0, misses = 0, skipped = 0, inserts = 0, evictions = 0,
-           expirations = 0, embed_errors = 0, store_errors = 0, bound_rejections = 0, feedback_correct = 0,
-           feedback_wrong = 0, feedback_unknown = 0, feedback_gone = 0;
+  uint64_t hits_exact = 0, hits_semantic = 0, misses = 0, skipped = 0, inserts = 0, evictions = 0, expirations = 0,
+           embed_errors = 0, store_errors = 0, bound_rejections = 0, feedback_correct = 0, feedback_wrong = 0,
+           feedback_unknown = 0, feedback_gone = 0;
   size_t feedback_ids = 0;  // remembered hit ids
   // store_errors counts failed writes to the file; this is the latest one's message (empty: none).
   std::string store_last_error;

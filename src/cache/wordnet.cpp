@@ -111,9 +111,10 @@ class WordNetLoader {
     const std::string path = dir_ + "/" + name;
     Result<MappedFile> f = MappedFile::open(path, FileAccess::read);
     if (!f.ok())
-      return make_error("WordNet file '{}' cannot be read ({}): install the Debian package wordnet-base "
-                        "(apt-get install wordnet-base) or set the WordNet folder",
-                        path, f.error().message);
+      return make_error(
+          "WordNet file '{}' cannot be read ({}): install the Debian package wordnet-base "
+          "(apt-get install wordnet-base) or set the WordNet folder",
+          path, f.error().message);
     return f;
   }
 
@@ -374,9 +375,9 @@ namespace {
 struct Rule {
   std::string_view suffix, ending;
 };
-constexpr Rule kNounRules[] = {{"s", ""},     {"ses", "s"},   {"xes", "x"},   {"zes", "z"},
+constexpr Rule kNounRules[] = {{"s", ""},      {"ses", "s"},   {"xes", "x"},   {"zes", "z"},
                                {"ches", "ch"}, {"shes", "sh"}, {"men", "man"}, {"ies", "y"}};
-constexpr Rule kVerbRules[] = {{"s", ""},  {"ies", "y"}, {"es", "e"},  {"es", ""},
+constexpr Rule kVerbRules[] = {{"s", ""},   {"ies", "y"}, {"es", "e"},  {"es", ""},
                                {"ed", "e"}, {"ed", ""},   {"ing", "e"}, {"ing", ""}};
 constexpr Rule kAdjRules[] = {{"er", ""}, {"est", ""}, {"er", "e"}, {"est", "e"}};
 }  // namespace
@@ -385,7 +386,7 @@ std::vector<std::string> WordNet::base_forms(std::string_view word) const {
   std::vector<std::string> out;
   if (word.size() <= 3) return out;
   for (auto it = std::lower_bound(exceptions_.begin(), exceptions_.end(), word,
-                                  [](const Exception& e, std::string_view w) { return e.form < w; });
+                                  [](const Exception&e, std::string_view w) { return e.form < w; });
        it != exceptions_.end() && it->form == word; ++it)
     out.emplace_back(lemma(it->base));
   auto apply = [&](std::span<const Rule> rules, uint8_t pos) {
@@ -410,7 +411,7 @@ std::string WordNet::lemmatize(std::string_view word) const {
   // part of speech ("after" is no comparative of "aft", "glasses" stays; "opening" -> "open").
   const uint8_t own = pos_mask(find(word));
   for (auto it = std::lower_bound(exceptions_.begin(), exceptions_.end(), word,
-                                  [](const Exception& e, std::string_view w) { return e.form < w; });
+                                  [](const Exception&e, std::string_view w) { return e.form < w; });
        it != exceptions_.end() && it->form == word; ++it)
     if (!(own & it->pos)) return std::string(lemma(it->base));
   auto apply = [&](std::span<const Rule> rules, uint8_t pos, std::string& out) {

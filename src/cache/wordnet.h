@@ -76,7 +76,7 @@ class WordNet {
   std::vector<uint8_t> pos_;
   std::vector<uint32_t> sense_begin_;  // [n_lemmas + 1] into sense_pool_
   std::vector<uint32_t> sense_pool_;
-  std::vector<int32_t> table_;  // open addressing over lemma ids (-1: empty), size a power of 2
+  std::vector<int32_t> table_;       // open addressing over lemma ids (-1: empty), size a power of 2
   std::vector<uint64_t> opposites_;  // sorted (min id << 32 | max id)
   // Exceptions: sorted (inflected form, base lemma id, part of speech bit).
   struct Exception {

@@ -56,7 +56,7 @@ struct ServeConfig {
   std::string embedding_model = "lexical";  // lexical | lexical-plain | self | path of a BERT GGUF
   // Guards on semantic hits: all | none | a list of negation,numbers,entities,opposites.
   std::string cache_guards = "all";
-  double cache_max_error_rate = 0.01;       // per-entry error bound of semantic hits (cache/error_bound.h)
+  double cache_max_error_rate = 0.01;                    // per-entry error bound of semantic hits (cache/error_bound.h)
   std::string cache_wordnet_dir = "/usr/share/wordnet";  // WordNet 3.0 (Debian wordnet-base)
   size_t cache_max_bytes = size_t{64} << 20;
   size_t cache_max_prompt_bytes = 16384;  // larger prompts are not cached

@@ -211,8 +211,9 @@ ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(devic
   registry_.add_counter("edge_cache_bound_rejections_total",
                         "Semantic cache candidates the prior threshold accepts, refused by their entry's feedback "
                         "(error bound)");
-  registry_.add_counter("edge_cache_feedback_total",
-                        "Feedback on cached answers (POST /v1/cache/feedback) by result: correct, wrong, unknown, gone");
+  registry_.add_counter(
+      "edge_cache_feedback_total",
+      "Feedback on cached answers (POST /v1/cache/feedback) by result: correct, wrong, unknown, gone");
   registry_.add_counter("edge_cache_store_errors_total",
                         "Failed writes to the response cache's file (disk full, I/O); the memory cache keeps serving");
   registry_.add_counter("edge_route_decisions_total",

@@ -40,8 +40,8 @@ Result<std::shared_ptr<cache::ResponseCache>> make_response_cache(const ServeCon
   o.threshold = cfg.cache_threshold;
   o.max_error_rate = cfg.cache_max_error_rate;
   EDGELM_TRY(o.guard_options, cache::parse_guard_list(cfg.cache_guards));
-  o.guards = o.guard_options.negation || o.guard_options.numbers || o.guard_options.entities ||
-             o.guard_options.opposites;
+  o.guards =
+      o.guard_options.negation || o.guard_options.numbers || o.guard_options.entities || o.guard_options.opposites;
   o.case_fold = cfg.cache_case_fold;
   o.max_prompt_bytes = cfg.cache_max_prompt_bytes;
   o.db_path = cfg.cache_db;
@@ -203,15 +203,14 @@ void handle_feedback(ServerContext& ctx, const http::Request& http_req, http::Re
   for (auto e : {json_get(*body, "id", id), json_get(*body, "correct", correct)})
     if (e) return ctx.send_error(res, endpoint, *e);
   if (id.empty() || id.size() > 128)
-    return ctx.send_error(res, endpoint,
-                          {400, "'id' must be a response id (1..128 bytes)", "invalid_request_error", "id",
-                           "invalid_value"});
+    return ctx.send_error(
+        res, endpoint,
+        {400, "'id' must be a response id (1..128 bytes)", "invalid_request_error", "id", "invalid_value"});
   std::string ns;
   if (auto e = ctx.cache_scope(http_req, *body, ns)) return ctx.send_error(res, endpoint, *e);
   cache::ResponseCache* c = ctx.cache();
-  const cache::FeedbackResult r =
-      c == nullptr ? cache::FeedbackResult{} : c->feedback(id, ns, correct);
-  const char* outcome = r.status == cache::FeedbackStatus::unknown_id ? "unknown"
+  const cache::FeedbackResult r = c == nullptr ? cache::FeedbackResult{} : c->feedback(id, ns, correct);
+  const char* outcome = r.status == cache::FeedbackStatus::unknown_id   ? "unknown"
                         : r.status == cache::FeedbackStatus::entry_gone ? "gone"
                         : correct                                       ? "correct"
                                                                         : "wrong";

@@ -23,8 +23,8 @@
 // alone, in microseconds.
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <random>
@@ -182,8 +182,11 @@ struct Rates {
   json to_json() const {
     json kinds = json::object();
     for (const auto& [k, v] : by_kind) kinds[k] = v.second ? double(v.first) / double(v.second) : 0.0;
-    return {{"paraphrase_hit_rate", hit_rate()}, {"paraphrase_hits", pos_hit}, {"wrong_hit_rate", wrong_rate()},
-            {"wrong_hits", neg_hit}, {"wrong_hit_rate_by_kind", kinds}};
+    return {{"paraphrase_hit_rate", hit_rate()},
+            {"paraphrase_hits", pos_hit},
+            {"wrong_hit_rate", wrong_rate()},
+            {"wrong_hits", neg_hit},
+            {"wrong_hit_rate_by_kind", kinds}};
   }
 };
 
@@ -204,8 +207,8 @@ Rates rates_error_bound(const std::vector<Pair>& pairs, const Scored& s, const c
   std::map<std::string, std::vector<cache::HitObservation>> seen;  // by cached query
   for (size_t i = 0; i < pairs.size(); ++i) {
     std::vector<cache::HitObservation>& obs = seen[pairs[i].a];
-    const bool hit = cache::error_bound_accepts(bound, obs, s.sims[i]) &&
-                     cache::guard_check(s.fa[i], s.fb[i], guards).empty();
+    const bool hit =
+        cache::error_bound_accepts(bound, obs, s.sims[i]) && cache::guard_check(s.fa[i], s.fb[i], guards).empty();
     r.add(pairs[i], hit);
     if (hit) {
       if (obs.size() >= cache::ErrorBound::kMaxObservations) obs.erase(obs.begin());
@@ -221,8 +224,9 @@ std::string kinds_cells(const Rates& r, const std::vector<std::string>& kinds) {
   std::string out;
   for (const std::string& k : kinds) {
     auto it = r.by_kind.find(k);
-    out += " " + (it == r.by_kind.end() || it->second.second == 0 ? std::string("-")
-                                                                  : pct(double(it->second.first) / it->second.second)) +
+    out += " " +
+           (it == r.by_kind.end() || it->second.second == 0 ? std::string("-")
+                                                            : pct(double(it->second.first) / it->second.second)) +
            " |";
   }
   return out;
@@ -268,8 +272,8 @@ Result<json> eval_part(const EvalCacheOptions& o, const std::string& name, const
   j["configured"]["embedding"] = b.embedder->name();
   j["configured"]["guards"] = cache::guard_list(guards);
   j["configured"]["threshold"] = o.threshold;
-  std::string text = fmt::format("## {} part: {} ({} pairs: {} should hit, {} must not)\n\n", name, path,
-                                 pairs.size(), base.pos, base.neg);
+  std::string text = fmt::format("## {} part: {} ({} pairs: {} should hit, {} must not)\n\n", name, path, pairs.size(),
+                                 base.pos, base.neg);
   std::string head = "| paraphrase hit | wrong-hit |";
   std::string rule = "|---|---|";
   for (const std::string& k : kinds) {
@@ -400,8 +404,9 @@ int run_bench(const EvalCacheOptions& o, const std::shared_ptr<cache::Embedder>&
   }
   json results = json::array();
   if (!o.json_out)
-    std::printf("\n| entries | lookups | hits | lookup p50 us | lookup p99 us | lookup CPU p99 us | embed p50 us | "
-                "insert s/1k |\n|---|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "\n| entries | lookups | hits | lookup p50 us | lookup p99 us | lookup CPU p99 us | embed p50 us | "
+        "insert s/1k |\n|---|---|---|---|---|---|---|---|\n");
   for (const size_t n : sizes) {
     cache::CacheOptions co;
     co.mode = cache::CacheMode::semantic;
@@ -450,8 +455,8 @@ int run_bench(const EvalCacheOptions& o, const std::shared_ptr<cache::Embedder>&
     results.push_back(row);
     if (!o.json_out)
       std::printf("| %zu | %d | %zu | %.1f | %.1f | %.1f | %.1f | %.3f |\n", n, o.bench_lookups, hits,
-                  percentile(lookup_us, 50), percentile(lookup_us, 99), percentile(cpu_us, 99), percentile(embed_us, 50),
-                  insert_s * 1000.0 / static_cast<double>(n));
+                  percentile(lookup_us, 50), percentile(lookup_us, 99), percentile(cpu_us, 99),
+                  percentile(embed_us, 50), insert_s * 1000.0 / static_cast<double>(n));
   }
   if (o.json_out) std::printf("%s\n", json{{"bench", results}, {"embedding", embedder->name()}}.dump(2).c_str());
   return 0;

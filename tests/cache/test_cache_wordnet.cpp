@@ -155,7 +155,7 @@ TEST(Opposites, IssuePairsAndSharedWords) {
   EXPECT_TRUE(opposite_of("When do you open?", "When do you close?"));
   EXPECT_TRUE(opposite_of("What is the max size?", "What is the min size?"));
   EXPECT_TRUE(opposite_of("Why is my bill higher?", "Why is my bill lower?"));  // comparatives
-  EXPECT_TRUE(opposite_of("Is the pool heated?", "Is the pool unheated?"));    // prefix
+  EXPECT_TRUE(opposite_of("Is the pool heated?", "Is the pool unheated?"));     // prefix
   EXPECT_TRUE(opposite_of("Is this a smoking room?", "Is this a non-smoking room?"));
   const auto p = opposite_of("Turn the light on", "Turn the light off");
   ASSERT_TRUE(p);
@@ -218,9 +218,11 @@ TEST(LexicalEmbedder, WordNetModeLemmasCompoundsSynonyms) {
             sim(plain, "How do I shut the valve?", "How do I close the valve?") + 0.1f);
   EXPECT_GT(sim(e, "Do you have a store in Berlin?", "Do you have a shop in Berlin?"),
             sim(plain, "Do you have a store in Berlin?", "Do you have a shop in Berlin?") + 0.05f);
-  EXPECT_GT(sim(e, "Is the item opened?", "Can I open the item?"), sim(plain, "Is the item opened?", "Can I open the item?"));
+  EXPECT_GT(sim(e, "Is the item opened?", "Can I open the item?"),
+            sim(plain, "Is the item opened?", "Can I open the item?"));
   // Question words count: "when" and "where" ask different things.
-  EXPECT_LT(sim(e, "When is the store?", "Where is the store?"), sim(plain, "When is the store?", "Where is the store?"));
+  EXPECT_LT(sim(e, "When is the store?", "Where is the store?"),
+            sim(plain, "When is the store?", "Where is the store?"));
   // Deterministic, unit length, zero for no features.
   const std::vector<float> v = *e.embed("Shut the valve");
   EXPECT_EQ(v, *e.embed("Shut the valve"));

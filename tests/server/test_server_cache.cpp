@@ -292,8 +292,9 @@ TEST(ServerCache, OppositePairsMiss) {
   Reply p = s.post("/v1/completions", completion("Should I take the pills before my meals?"));
   EXPECT_EQ(header(p, "x-edgelm-cache"), "semantic") << p.body;
   const std::string m = s.get("/metrics").body;
-  EXPECT_GE(metric_value(m, "edge_cache_guard_rejections_total{model_name=\"stories260K\",device_id=\"test-device\","
-                            "guard=\"opposites\"}"),
+  EXPECT_GE(metric_value(m,
+                         "edge_cache_guard_rejections_total{model_name=\"stories260K\",device_id=\"test-device\","
+                         "guard=\"opposites\"}"),
             5)
       << m;
 
@@ -320,9 +321,9 @@ TEST(ServerCache, ResponseIdsAreRandomAndOnEveryAnswer) {
     for (int i = 0; i < 2; ++i) {  // a miss, then an exact hit
       Reply c = s.post("/v1/completions", completion("Once upon a time"));
       Reply p = s.post("/predict", {{"input", "Tom and"}, {"max_tokens", 4}});
-      Reply ch = s.post("/v1/chat/completions", {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
-                                                 {"max_tokens", 4},
-                                                 {"temperature", 0}});
+      Reply ch = s.post(
+          "/v1/chat/completions",
+          {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"max_tokens", 4}, {"temperature", 0}});
       for (const Reply* r : {&c, &p, &ch}) {
         ASSERT_EQ(r->status, 200) << r->body;
         const std::string id = r->js()["id"].get<std::string>();
