@@ -4,7 +4,7 @@ namespace edgelm::cache {
 
 size_t CacheEntry::bytes() const {
   return key.size() + sem_ns.size() + query.size() + response.size() + finish_reason.size() + embedder.size() +
-         vector.size() * sizeof(float) + 128;  // + bookkeeping
+         vector.size() * sizeof(float) + ErrorBound::kMaxObservations * sizeof(HitObservation) + 128;  // + bookkeeping
 }
 
 CacheEntry* ExactCache::find(const std::string& key, double now_s, std::vector<CacheEntry>& removed) {
@@ -49,6 +49,11 @@ std::optional<CacheEntry> ExactCache::erase(const std::string& key) {
   lru_.erase(it->second);
   map_.erase(it);
   return e;
+}
+
+CacheEntry* ExactCache::peek(const std::string& key) {
+  auto it = map_.find(key);
+  return it == map_.end() ? nullptr : &*it->second;
 }
 
 std::vector<CacheEntry> ExactCache::clear() {

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/error_bound.h"
 #include "cache/guards.h"
 
 namespace edgelm::cache {
@@ -33,6 +34,8 @@ struct CacheEntry {
   std::string embedder;       // name of the embedder that made `vector`
   GuardFeatures guards;       // of `query`
   int64_t label = -1;         // slot in the semantic index of sem_ns; -1: none
+  uint64_t serial = 0;        // insert number (a replaced entry is a new entry); not persisted
+  std::vector<HitObservation> observations;  // feedback on its semantic hits, oldest first; not persisted
 
   size_t bytes() const;
 };
@@ -47,6 +50,8 @@ class ExactCache {
   // Inserts or replaces; returns what was evicted (or `e` itself when it can never fit).
   std::vector<CacheEntry> put(CacheEntry e);
   std::optional<CacheEntry> erase(const std::string& key);
+  // The entry without touching its recency or expiry (feedback), or null.
+  CacheEntry* peek(const std::string& key);
   std::vector<CacheEntry> clear();
 
   size_t size() const { return map_.size(); }

@@ -26,6 +26,15 @@ bool is_negation(const std::string& w) {
   return cues.count(w) > 0;
 }
 
+// "unavailable" (WordNet: the antonym of "available"), "dislike", "nonrefundable": a negation.
+bool is_prefixed_antonym(const std::string& w, const WordNet& wn) {
+  for (const std::string_view p : {"un", "in", "im", "il", "ir", "dis", "non"}) {
+    if (w.size() < p.size() + 4 || !w.starts_with(p)) continue;
+    if (wn.opposite(wn.find(w), wn.find(std::string_view(w).substr(p.size())))) return true;
+  }
+  return false;
+}
+
 // Canonical text of a number value: integers without a fraction, others with up to 4 decimals.
 std::string canon(double v) {
   if (v == static_cast<double>(static_cast<long long>(v))) return fmt::format("{}", static_cast<long long>(v));
@@ -88,13 +97,57 @@ void digit_numbers(std::string_view text, std::vector<std::string>& out) {
 
 }  // namespace
 
-GuardFeatures guard_features(std::string_view text) {
+Result<GuardOptions> parse_guard_list(std::string_view text) {
+  GuardOptions o;
+  std::string all(text);
+  for (char& c : all) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto trim = [](std::string s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.erase(s.begin());
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+    return s;
+  };
+  all = trim(all);
+  if (all == "all" || all == "on" || all == "true") return o;
+  o.negation = o.numbers = o.entities = o.opposites = false;
+  if (all == "none" || all == "off" || all == "false" || all.empty()) return o;
+  size_t start = 0;
+  while (start <= all.size()) {
+    const size_t comma = std::min(all.find(',', start), all.size());
+    const std::string name = trim(all.substr(start, comma - start));
+    bool* flag = name == "negation"    ? &o.negation
+                 : name == "numbers"   ? &o.numbers
+                 : name == "entities"  ? &o.entities
+                 : name == "opposites" ? &o.opposites
+                                       : nullptr;
+    if (flag == nullptr)
+      return make_error("unknown cache guard '{}' (known: negation, numbers, entities, opposites; or all, none)", name);
+    if (*flag) return make_error("cache guard '{}' is listed twice", name);
+    *flag = true;
+    start = comma + 1;
+  }
+  return o;
+}
+
+std::string guard_list(const GuardOptions& o) {
+  std::string out;
+  const bool on[] = {o.negation, o.numbers, o.entities, o.opposites};
+  for (size_t i = 0; i < 4; ++i) {
+    if (!on[i]) continue;
+    if (!out.empty()) out += ',';
+    out += kGuardNames[i];
+  }
+  return out;
+}
+
+GuardFeatures guard_features(std::string_view text, const WordNet* wordnet) {
   GuardFeatures f;
   // Negations and number words: over the case-folded words.
   const std::vector<std::string> lower = query_words(text, /*case_fold=*/true);
+  if (wordnet != nullptr) f.forms = opposite_forms(lower, *wordnet);
   for (size_t i = 0; i < lower.size(); ++i) {
     const std::string& w = lower[i];
     if (is_negation(w)) ++f.negations;
+    if (wordnet != nullptr && is_prefixed_antonym(w, *wordnet)) ++f.negations;
     if (w == "couple" && i > 0 && lower[i - 1] == "a") f.numbers.push_back("2");
     if (auto t = tens().find(w); t != tens().end()) {
       double v = t->second;
@@ -175,6 +228,7 @@ std::string guard_check(const GuardFeatures& a, const GuardFeatures& b, const Gu
   if (o.negation && a.negations != b.negations) return "negation";
   if (o.numbers && a.numbers != b.numbers) return "numbers";
   if (o.entities && a.entities != b.entities) return "entities";
+  if (o.opposites && o.wordnet && find_opposite(a.forms, b.forms, *o.wordnet)) return "opposites";
   return "";
 }
 

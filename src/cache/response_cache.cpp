@@ -27,7 +27,15 @@ static const char* mode_name(CacheMode m) {
 }
 
 ResponseCache::ResponseCache(CacheOptions options, std::shared_ptr<Embedder> embedder)
-    : options_(std::move(options)), embedder_(std::move(embedder)), exact_(options_.capacity, options_.max_bytes) {}
+    : options_(std::move(options)),
+      embedder_(std::move(embedder)),
+      exact_(options_.capacity, options_.max_bytes),
+      ledger_(options_.feedback_ids) {
+  bound_.threshold = options_.threshold;
+  bound_.max_error_rate = options_.max_error_rate;
+  bound_.slope = options_.prior_slope;
+  search_floor_ = error_bound_floor(bound_);
+}
 
 Result<std::unique_ptr<ResponseCache>> ResponseCache::create(CacheOptions options,
                                                              std::shared_ptr<Embedder> embedder,
@@ -36,8 +44,14 @@ Result<std::unique_ptr<ResponseCache>> ResponseCache::create(CacheOptions option
   if (!(options.threshold >= 0 && options.threshold <= 1))
     return make_error("cache threshold must be in [0, 1], got {}", options.threshold);
   if (!(options.ttl_s >= 0)) return make_error("cache ttl must be >= 0 seconds, got {}", options.ttl_s);
+  if (!(options.max_error_rate > 0 && options.max_error_rate < 1))
+    return make_error("cache max error rate must be in (0, 1), got {}", options.max_error_rate);
+  if (!(options.prior_slope > 0)) return make_error("cache prior slope must be > 0, got {}", options.prior_slope);
   if (options.mode == CacheMode::semantic && !embedder)
     return make_error("the semantic cache needs an embedding source");
+  if (options.mode == CacheMode::semantic && options.guards && options.guard_options.opposites &&
+      !options.guard_options.wordnet)
+    return make_error("the opposites cache guard needs the WordNet data (wordnet-base)");
   if (options.candidates == 0) options.candidates = 1;
   std::unique_ptr<ResponseCache> c(new ResponseCache(std::move(options), std::move(embedder)));
   if (!c->options_.db_path.empty() && c->options_.mode != CacheMode::off) {
@@ -62,7 +76,8 @@ Result<std::unique_ptr<ResponseCache>> ResponseCache::create(CacheOptions option
             continue;
           }
           if (e.embedder != name) e.vector.clear();  // another embedder's vector: exact only
-          e.guards = guard_features(e.query);
+          e.guards = guard_features(e.query, c->options_.guard_options.wordnet.get());
+          e.serial = ++c->next_serial_;
           c->put_locked(std::move(e), /*persist=*/false);
         }
       }
@@ -185,6 +200,8 @@ CacheLookup ResponseCache::lookup(const CacheRequest& req) {
       out.level = CacheLevel::exact;
       out.answer = {e->response, e->finish_reason, e->prompt_tokens, e->completion_tokens};
       out.similarity = 1.0f;
+      out.entry_key = e->key;
+      out.entry_serial = e->serial;
       ++counters_.hits_exact;
       return finish();
     }
@@ -203,22 +220,32 @@ CacheLookup ResponseCache::lookup(const CacheRequest& req) {
         GuardFeatures mine;
         bool have_mine = false;
         for (const auto& [label, sim] : near) {
-          if (sim < options_.threshold) break;
+          if (sim < search_floor_ - 1e-6) break;
           auto kit = sit->second.keys.find(label);
           if (kit == sit->second.keys.end()) continue;
           const std::string cached_key = kit->second;
-          std::vector<CacheEntry> expired;
-          CacheEntry* e = exact_.find(cached_key, now(), expired);
-          drop_locked(expired, true);
-          if (e == nullptr) {
-            // Expired just now: the space may be gone.
-            sit = spaces_.find(ns);
+          // Looked at without touching its recency: only a hit counts as a use.
+          CacheEntry* e = exact_.peek(cached_key);
+          if (e == nullptr) continue;
+          if (e->expires_s > 0 && now() >= e->expires_s) {
+            std::vector<CacheEntry> expired;
+            (void)exact_.find(cached_key, now(), expired);
+            drop_locked(expired, true);
+            sit = spaces_.find(ns);  // the space may be gone
             if (sit == spaces_.end()) break;
+            continue;
+          }
+          // The entry's own threshold: its feedback and the prior (error_bound.h).
+          if (!error_bound_accepts(bound_, e->observations, sim)) {
+            if (error_bound_accepts(bound_, {}, sim)) {  // the prior alone would serve it
+              ++counters_.bound_rejections;
+              out.bound_rejected = true;
+            }
             continue;
           }
           if (options_.guards) {
             if (!have_mine) {
-              mine = guard_features(req.query);
+              mine = guard_features(req.query, options_.guard_options.wordnet.get());
               have_mine = true;
             }
             const std::string failed = guard_check(mine, e->guards, options_.guard_options);
@@ -228,10 +255,20 @@ CacheLookup ResponseCache::lookup(const CacheRequest& req) {
               continue;
             }
           }
+          std::vector<CacheEntry> expired;
+          e = exact_.find(cached_key, now(), expired);  // the hit: most recently used now
+          if (e == nullptr) {
+            drop_locked(expired, true);
+            sit = spaces_.find(ns);
+            if (sit == spaces_.end()) break;
+            continue;
+          }
           out.level = CacheLevel::semantic;
           out.answer = {e->response, e->finish_reason, e->prompt_tokens, e->completion_tokens};
           out.similarity = sim;
           out.matched_query = e->query;
+          out.entry_key = e->key;
+          out.entry_serial = e->serial;
           ++counters_.hits_semantic;
           return finish();
         }
@@ -267,17 +304,60 @@ void ResponseCache::insert(const CacheRequest& req, const CachedAnswer& answer, 
     }
     e.vector = std::move(vector);
     e.embedder = embedder_->name();
-    e.guards = guard_features(req.query);
+    e.guards = guard_features(req.query, options_.guard_options.wordnet.get());
   }
   std::lock_guard lock(mutex_);
+  e.serial = ++next_serial_;
   e.created_s = now();
   e.expires_s = options_.ttl_s > 0 ? e.created_s + options_.ttl_s : 0;
   ++counters_.inserts;
   put_locked(std::move(e), /*persist=*/true);
 }
 
+void ResponseCache::remember(const std::string& response_id, const CacheRequest& req, const CacheLookup& hit) {
+  if (hit.level == CacheLevel::miss || hit.entry_key.empty()) return;
+  std::lock_guard lock(mutex_);
+  ledger_.add(response_id, {req.ns, hit.entry_key, hit.entry_serial, hit.similarity, hit.level == CacheLevel::exact});
+}
+
+FeedbackResult ResponseCache::feedback(const std::string& response_id, const std::string& ns, bool correct) {
+  std::lock_guard lock(mutex_);
+  FeedbackResult out;
+  const std::optional<HitRecord> r = ledger_.find(response_id, ns);
+  if (!r) {
+    ++counters_.feedback_unknown;
+    return out;
+  }
+  out.similarity = r->similarity;
+  out.exact = r->exact;
+  CacheEntry* e = exact_.peek(r->key);
+  if (e == nullptr || e->serial != r->serial) {
+    out.status = FeedbackStatus::entry_gone;
+    ++counters_.feedback_gone;
+    return out;
+  }
+  out.status = FeedbackStatus::applied;
+  ++(correct ? counters_.feedback_correct : counters_.feedback_wrong);
+  if (r->exact) {
+    // The stored answer is wrong for its own question: serve it no more.
+    if (!correct) {
+      std::optional<CacheEntry> gone = exact_.erase(r->key);
+      if (gone) {
+        remove_vector_locked(*gone);
+        if (store_) note_store_locked(store_->erase(gone->key));
+      }
+    }
+    return out;
+  }
+  std::vector<HitObservation>& seen = e->observations;
+  if (seen.size() >= ErrorBound::kMaxObservations) seen.erase(seen.begin());
+  seen.push_back({r->similarity, correct});
+  return out;
+}
+
 size_t ResponseCache::flush() {
   std::lock_guard lock(mutex_);
+  ledger_.clear();
   std::vector<CacheEntry> all = exact_.clear();
   spaces_.clear();
   if (store_) note_store_locked(store_->clear());
@@ -295,6 +375,9 @@ CacheStats ResponseCache::stats() const {
   s.embedder = embedder_ && options_.mode == CacheMode::semantic ? embedder_->name() : "";
   s.db_path = store_ ? store_->path() : "";
   s.threshold = options_.threshold;
+  s.max_error_rate = options_.max_error_rate;
+  s.guards = options_.guards ? guard_list(options_.guard_options) : "";
+  s.feedback_ids = ledger_.size();
   return s;
 }
 

@@ -5,8 +5,12 @@
 // lookup(): if the request is cacheable (its prompt is at most max_prompt_bytes), the exact key
 // is tried first; in semantic mode the query is then embedded (outside the lock) and searched in
 // the index of its semantic namespace (namespace + model + params + conversation context); the
-// nearest candidates at or above `threshold` are tried most similar first, and the first whose
-// guards pass is a hit. insert() stores an answer under both levels (re-using the lookup's
+// nearest candidates are tried most similar first, and the first that the candidate entry's
+// error bound accepts at that similarity (error_bound.h: `threshold` is the prior,
+// `max_error_rate` the bound, feedback moves it per entry) and whose guards pass is a hit.
+// Hits can be remembered under a response id (remember()); feedback(id, ns, correct) then
+// records on that entry whether it was right at that similarity (an exact hit judged wrong is
+// dropped). insert() stores an answer under both levels (re-using the lookup's
 // vector, so a miss is embedded once).
 //
 // Invariants: thread-safe (one mutex around the in-memory state and the file; embeddings are
@@ -30,6 +34,7 @@
 #include "cache/embedder.h"
 #include "cache/exact_cache.h"
 #include "cache/guards.h"
+#include "cache/hit_ledger.h"
 #include "cache/normalize_key.h"
 #include "cache/semantic_index.h"
 #include "core/result.h"
@@ -47,9 +52,12 @@ struct CacheOptions {
   size_t capacity = 1000;            // entries (both levels share them)
   size_t max_bytes = 64u << 20;      // in memory (and so in the file)
   double ttl_s = 0;                  // 0: entries do not expire
-  double threshold = 0.80;           // cosine similarity for a semantic hit (README: eval-cache)
+  double threshold = 0.80;           // cosine similarity of a semantic hit: the prior (README: eval-cache)
+  double max_error_rate = 0.01;      // the per-entry error bound (error_bound.h), in (0, 1)
+  double prior_slope = 30;           // of the prior error curve (error_bound.h)
+  size_t feedback_ids = 10000;       // response ids of hits kept for feedback (HitLedger)
   bool guards = true;                // master switch of the guards
-  GuardOptions guard_options;        // each guard, when `guards` is on
+  GuardOptions guard_options;        // each guard, when `guards` is on (opposites needs .wordnet)
   bool case_fold = true;             // exact keys ignore case
   size_t max_prompt_bytes = 16384;   // larger prompts are neither looked up nor stored
   size_t candidates = 8;             // nearest neighbours tried per semantic lookup
@@ -76,20 +84,38 @@ struct CacheLookup {
   float similarity = 0;        // semantic hits: cosine to the cached query
   std::string matched_query;   // semantic hits: the cached query
   std::string guard_rejected;  // a candidate above the threshold failed this guard
+  bool bound_rejected = false;  // a candidate the prior accepts was refused by its entry's feedback
   bool skipped = false;        // not cacheable (too large, or the cache is off)
   double seconds = 0;          // time spent in lookup()
   std::vector<float> vector;   // the query's embedding (semantic mode), for insert()
+  std::string entry_key;       // hits: the entry's exact key and insert serial (remember())
+  uint64_t entry_serial = 0;
+};
+
+enum class FeedbackStatus {
+  applied,     // recorded on the entry (or, an exact hit judged wrong, the entry dropped)
+  unknown_id,  // no remembered hit with this id in this namespace
+  entry_gone,  // the entry was evicted, expired or replaced since
+};
+
+struct FeedbackResult {
+  FeedbackStatus status = FeedbackStatus::unknown_id;
+  float similarity = 0;
+  bool exact = false;
 };
 
 struct CacheStats {
   size_t entries = 0, bytes = 0, vectors = 0, namespaces = 0;
-  uint64_t hits_exact = 0, hits_semantic = 0, misses = 0, skipped = 0, inserts = 0, evictions = 0,
-           expirations = 0, embed_errors = 0, store_errors = 0;
+  uint64_t hits_exact = 0, hits_semantic = 0, misses = 0, skipped = 0, inserts = 0, evictions = 0, expirations = 0,
+           embed_errors = 0, store_errors = 0, bound_rejections = 0, feedback_correct = 0, feedback_wrong = 0,
+           feedback_unknown = 0, feedback_gone = 0;
+  size_t feedback_ids = 0;  // remembered hit ids
   // store_errors counts failed writes to the file; this is the latest one's message (empty: none).
   std::string store_last_error;
   std::map<std::string, uint64_t> guard_rejections;  // by guard name
   std::string mode, embedder, db_path;
-  double threshold = 0;
+  double threshold = 0, max_error_rate = 0;
+  std::string guards;  // the enabled guards, comma-separated
 };
 
 class ResponseCache {
@@ -103,6 +129,10 @@ class ResponseCache {
   CacheLookup lookup(const CacheRequest& req);
   // Stores an answer; `vector` is the lookup's embedding (empty: embedded here if needed).
   void insert(const CacheRequest& req, const CachedAnswer& answer, std::vector<float> vector = {});
+  // Remembers a hit's response id for feedback (no-op for misses).
+  void remember(const std::string& response_id, const CacheRequest& req, const CacheLookup& hit);
+  // Feedback on the answer with that id, from a caller of namespace `ns`.
+  FeedbackResult feedback(const std::string& response_id, const std::string& ns, bool correct);
   // Drops every entry (memory and file); returns how many there were.
   size_t flush();
   CacheStats stats() const;
@@ -135,6 +165,10 @@ class ResponseCache {
   };
   std::map<std::string, Space> spaces_;  // by semantic namespace
   std::unique_ptr<CacheStore> store_;
+  ErrorBound bound_;
+  double search_floor_ = 0;  // error_bound_floor(bound_)
+  HitLedger ledger_;
+  uint64_t next_serial_ = 0;
   CacheStats counters_;
   uint64_t n_failing_writes_ = 0;  // failed writes since the last successful one (0: healthy)
 };

@@ -1,6 +1,7 @@
 // Server configuration: YAML file, environment, validation and a secret-free description.
 #include "serve/config.h"
 
+#include "cache/guards.h"
 #include "core/byte_size.h"
 #include "engine/speculative.h"
 #include "serve/model_spec.h"
@@ -72,6 +73,8 @@ const std::vector<Field>& fields() {
       {"cache_db", &ServeConfig::cache_db},
       {"embedding_model", &ServeConfig::embedding_model},
       {"cache_guards", &ServeConfig::cache_guards},
+      {"cache_max_error_rate", &ServeConfig::cache_max_error_rate},
+      {"cache_wordnet_dir", &ServeConfig::cache_wordnet_dir},
       {"cache_max_bytes", &ServeConfig::cache_max_bytes, true},
       {"cache_max_prompt_bytes", &ServeConfig::cache_max_prompt_bytes, true},
       {"cache_case_fold", &ServeConfig::cache_case_fold},
@@ -376,6 +379,12 @@ Status validate(const ServeConfig& c) {
   if (c.cache_capacity < 1) return make_error("cache_capacity must be >= 1, got {}", c.cache_capacity);
   if (!(c.cache_ttl_s >= 0)) return make_error("cache_ttl_s must be >= 0 (0: no expiry), got {}", c.cache_ttl_s);
   if (c.cache_max_bytes < 1) return make_error("cache_max_bytes must be >= 1");
+  if (auto g = cache::parse_guard_list(c.cache_guards); !g.ok())
+    return make_error("cache_guards: {}", g.error().message);
+  if (!(c.cache_max_error_rate > 0 && c.cache_max_error_rate < 1))
+    return make_error("cache_max_error_rate must be in (0, 1) (e.g. 0.01), got {}", c.cache_max_error_rate);
+  if (c.embedding_model.empty())
+    return make_error("embedding_model must be lexical, lexical-plain, self or the path of a BERT GGUF");
   engine::SpecOptions spec;
   spec.draft_max = c.draft_max;
   spec.draft_min = c.draft_min;

@@ -53,8 +53,11 @@ struct ServeConfig {
   int cache_capacity = 1000;                // entries
   double cache_ttl_s = 0;                   // 0: entries do not expire
   std::string cache_db;                     // SQLite file (WAL); empty: memory only
-  std::string embedding_model = "lexical";  // lexical | self | path of a BERT GGUF
-  bool cache_guards = true;                 // negation / number / entity checks on semantic hits
+  std::string embedding_model = "lexical";  // lexical | lexical-plain | self | path of a BERT GGUF
+  // Guards on semantic hits: all | none | a list of negation,numbers,entities,opposites.
+  std::string cache_guards = "all";
+  double cache_max_error_rate = 0.01;                    // per-entry error bound of semantic hits (cache/error_bound.h)
+  std::string cache_wordnet_dir = "/usr/share/wordnet";  // WordNet 3.0 (Debian wordnet-base)
   size_t cache_max_bytes = size_t{64} << 20;
   size_t cache_max_prompt_bytes = 16384;  // larger prompts are not cached
   bool cache_case_fold = true;            // exact keys ignore case

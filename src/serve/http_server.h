@@ -184,7 +184,6 @@ class ServerContext {
 
   std::atomic<int> in_flight{0};
   std::atomic<bool> draining{false};
-  std::atomic<uint64_t> next_id{1};
 
  private:
   void run_routed(const Handler& h, const http::Request& req, http::Response& res);

@@ -208,6 +208,12 @@ ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(devic
                           {0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1});
   registry_.add_counter("edge_cache_guard_rejections_total",
                         "Semantic cache candidates above the threshold refused by a guard");
+  registry_.add_counter("edge_cache_bound_rejections_total",
+                        "Semantic cache candidates the prior threshold accepts, refused by their entry's feedback "
+                        "(error bound)");
+  registry_.add_counter(
+      "edge_cache_feedback_total",
+      "Feedback on cached answers (POST /v1/cache/feedback) by result: correct, wrong, unknown, gone");
   registry_.add_counter("edge_cache_store_errors_total",
                         "Failed writes to the response cache's file (disk full, I/O); the memory cache keeps serving");
   registry_.add_counter("edge_route_decisions_total",
@@ -257,7 +263,7 @@ Labels ServerMetrics::labels(const std::string& model, Labels own) const {
 }
 
 void ServerMetrics::record_cache(const std::string& model, const std::string& result, bool semantic_enabled,
-                                 double seconds, const std::string& guard_rejected) {
+                                 double seconds, const std::string& guard_rejected, bool bound_rejected) {
   const bool exact_hit = result == "exact";
   registry_.inc("edge_cache_lookups_total",
                 labels(model, {{"level", "exact"}, {"result", exact_hit ? "hit" : "miss"}}));
@@ -267,6 +273,11 @@ void ServerMetrics::record_cache(const std::string& model, const std::string& re
   registry_.observe("edge_cache_lookup_seconds", labels(model), seconds);
   if (!guard_rejected.empty())
     registry_.inc("edge_cache_guard_rejections_total", labels(model, {{"guard", guard_rejected}}));
+  if (bound_rejected) registry_.inc("edge_cache_bound_rejections_total", labels(model));
+}
+
+void ServerMetrics::record_cache_feedback(const std::string& model, const std::string& result) {
+  registry_.inc("edge_cache_feedback_total", labels(model, {{"result", result}}));
 }
 
 void ServerMetrics::record(const RequestRecord& r) {

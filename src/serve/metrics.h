@@ -99,9 +99,14 @@ class ServerMetrics {
   // One response-cache lookup: `result` is "exact", "semantic" or "miss"; counts
   // edge_cache_lookups_total{level, result} for the exact level and, when `semantic_enabled`
   // and the exact level missed, the semantic one; observes edge_cache_lookup_seconds; counts
-  // edge_cache_guard_rejections_total{guard} when a guard turned a semantic hit into a miss.
+  // edge_cache_guard_rejections_total{guard} when a guard turned a semantic hit into a miss, and
+  // edge_cache_bound_rejections_total when an entry's feedback did (cache/error_bound.h).
   void record_cache(const std::string& model, const std::string& result, bool semantic_enabled, double seconds,
-                    const std::string& guard_rejected);
+                    const std::string& guard_rejected, bool bound_rejected = false);
+  // Feedback on a cached answer (POST /v1/cache/feedback): edge_cache_feedback_total{result}
+  // with result correct | wrong | unknown (no such id in the caller's namespace) | gone (the
+  // entry left the cache since).
+  void record_cache_feedback(const std::string& model, const std::string& result);
   // A router decision (edge_route_decisions_total{tier, reason}); `model` is the target.
   void record_route(const std::string& model, const std::string& tier, const std::string& reason);
   // A call to the upstream `upstream` (edge_upstream_requests_total{result}).

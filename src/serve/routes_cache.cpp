@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "cache/lexical_embedder.h"
+#include "cache/wordnet.h"
 #include "core/log.h"
 #include "engine/embeddings.h"
 #include "http/sse.h"
@@ -37,13 +38,22 @@ Result<std::shared_ptr<cache::ResponseCache>> make_response_cache(const ServeCon
   o.max_bytes = cfg.cache_max_bytes;
   o.ttl_s = cfg.cache_ttl_s;
   o.threshold = cfg.cache_threshold;
-  o.guards = cfg.cache_guards;
+  o.max_error_rate = cfg.cache_max_error_rate;
+  EDGELM_TRY(o.guard_options, cache::parse_guard_list(cfg.cache_guards));
+  o.guards =
+      o.guard_options.negation || o.guard_options.numbers || o.guard_options.entities || o.guard_options.opposites;
   o.case_fold = cfg.cache_case_fold;
   o.max_prompt_bytes = cfg.cache_max_prompt_bytes;
   o.db_path = cfg.cache_db;
   std::shared_ptr<cache::Embedder> embedder;
+  const bool lexical = cfg.embedding_model.empty() || cfg.embedding_model == "lexical";
+  if (mode == cache::CacheMode::semantic && (lexical || o.guard_options.opposites)) {
+    EDGELM_TRY(o.guard_options.wordnet, cache::WordNet::load(cfg.cache_wordnet_dir));
+  }
   if (mode == cache::CacheMode::semantic) {
-    if (cfg.embedding_model.empty() || cfg.embedding_model == "lexical") {
+    if (lexical) {
+      embedder = std::make_shared<cache::LexicalEmbedder>(1024, o.guard_options.wordnet);
+    } else if (cfg.embedding_model == "lexical-plain") {
       embedder = std::make_shared<cache::LexicalEmbedder>();
     } else if (cfg.embedding_model == "self") {
       // The serving model's mean-pooled hidden state, on the engine thread like /v1/embeddings.
@@ -123,11 +133,12 @@ CacheUse cache_lookup(ServerContext& ctx, const http::Request& http_req, const j
   use.active = true;
   use.lookup = c->lookup(use.req);
   const bool semantic = c->options().mode == cache::CacheMode::semantic;
+  if (!q.response_id.empty()) c->remember(q.response_id, use.req, use.lookup);
   ctx.metrics().record_cache(ctx.model_name(),
                              use.lookup.level == cache::CacheLevel::exact      ? "exact"
                              : use.lookup.level == cache::CacheLevel::semantic ? "semantic"
                                                                                : "miss",
-                             semantic, use.lookup.seconds, use.lookup.guard_rejected);
+                             semantic, use.lookup.seconds, use.lookup.guard_rejected, use.lookup.bound_rejected);
   return use;
 }
 
@@ -169,9 +180,64 @@ void send_cached_stream(ServerContext& ctx, http::Response& res, const StreamWri
   ctx.record(endpoint, 200, g);
 }
 
+// ---- feedback ----
+
+namespace {
+
+void handle_feedback(ServerContext& ctx, const http::Request& http_req, http::Response& res) {
+  const std::string endpoint = "/v1/cache/feedback";
+  ApiError err;
+  std::optional<json> body = ServerContext::parse_body(http_req, err);
+  if (!body) return ctx.send_error(res, endpoint, err);
+  for (const auto& [k, v] : body->items())
+    if (k != "id" && k != "correct" && k != "cache_salt")
+      return ctx.send_error(res, endpoint,
+                            {400, fmt::format("unknown field '{}' (known: id, correct, cache_salt)", k),
+                             "invalid_request_error", k, "unknown_field"});
+  for (const char* f : {"id", "correct"})
+    if (!body->contains(f) || (*body)[f].is_null())
+      return ctx.send_error(res, endpoint,
+                            {400, fmt::format("'{}' is required", f), "invalid_request_error", f, "missing_field"});
+  std::string id;
+  bool correct = false;
+  for (auto e : {json_get(*body, "id", id), json_get(*body, "correct", correct)})
+    if (e) return ctx.send_error(res, endpoint, *e);
+  if (id.empty() || id.size() > 128)
+    return ctx.send_error(
+        res, endpoint,
+        {400, "'id' must be a response id (1..128 bytes)", "invalid_request_error", "id", "invalid_value"});
+  std::string ns;
+  if (auto e = ctx.cache_scope(http_req, *body, ns)) return ctx.send_error(res, endpoint, *e);
+  cache::ResponseCache* c = ctx.cache();
+  const cache::FeedbackResult r = c == nullptr ? cache::FeedbackResult{} : c->feedback(id, ns, correct);
+  const char* outcome = r.status == cache::FeedbackStatus::unknown_id   ? "unknown"
+                        : r.status == cache::FeedbackStatus::entry_gone ? "gone"
+                        : correct                                       ? "correct"
+                                                                        : "wrong";
+  ctx.metrics().record_cache_feedback(ctx.model_name(), outcome);
+  if (r.status == cache::FeedbackStatus::unknown_id)
+    return ctx.send_error(res, endpoint,
+                          {404,
+                           c == nullptr ? std::string("the response cache is off")
+                                        : fmt::format("no cached answer with id '{}' (only recent cache hits, in the "
+                                                      "caller's namespace, take feedback)",
+                                                      id),
+                           "invalid_request_error", "id", "not_found"});
+  json out = {{"id", id},
+              {"applied", r.status == cache::FeedbackStatus::applied},
+              {"level", r.exact ? "exact" : "semantic"},
+              {"similarity", r.similarity}};
+  if (r.status == cache::FeedbackStatus::entry_gone) out["reason"] = "the cached entry has left the cache since";
+  ctx.send_json(res, 200, out);
+}
+
+}  // namespace
+
 // ---- admin routes ----
 
 void register_cache_routes(http::Server& svr, ServerContext& ctx) {
+  ctx.post_json(svr, "/v1/cache/feedback", http::RouteClass::control,
+                [&ctx](const http::Request& req, http::Response& res) { handle_feedback(ctx, req, res); });
   svr.add({"POST", "/admin/cache/flush", http::RouteClass::control, http::BodyMode::buffered,
            ctx.config().max_body_bytes, [&ctx](const http::Request& req, http::Response& res) {
              if (!check_admin_token(ctx, req, res, "/admin/cache/flush")) return;
@@ -192,6 +258,8 @@ void register_cache_routes(http::Server& svr, ServerContext& ctx) {
                            {{"mode", s.mode},
                             {"embedder", s.embedder},
                             {"threshold", s.threshold},
+                            {"max_error_rate", s.max_error_rate},
+                            {"guards", s.guards},
                             {"db_path", s.db_path},
                             {"entries", s.entries},
                             {"bytes", s.bytes},
@@ -206,6 +274,13 @@ void register_cache_routes(http::Server& svr, ServerContext& ctx) {
                             {"evictions", s.evictions},
                             {"expirations", s.expirations},
                             {"guard_rejections", s.guard_rejections},
+                            {"bound_rejections", s.bound_rejections},
+                            {"feedback",
+                             {{"correct", s.feedback_correct},
+                              {"wrong", s.feedback_wrong},
+                              {"unknown", s.feedback_unknown},
+                              {"gone", s.feedback_gone},
+                              {"remembered_ids", s.feedback_ids}}},
                             {"embed_errors", s.embed_errors},
                             {"store_errors", s.store_errors}});
            }});

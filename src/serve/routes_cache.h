@@ -1,7 +1,16 @@
 // The response cache in the server: building it from the settings, looking a generation request
 // up before it is submitted, storing the answer after a clean finish, replaying a hit (as JSON or
 // as an SSE stream), and the admin routes POST /admin/cache/flush and GET /admin/cache/stats
-// (admin token, like /reload).
+// (admin token, like /reload), and POST /v1/cache/feedback.
+//
+// Feedback: {"id": "<response id>", "correct": false|true} on an answer the cache gave (the
+// last CacheOptions::feedback_ids hits are remembered by id); the caller must be in the answer's
+// namespace (the same API key, and the same "cache_salt" if the request had one; otherwise 404,
+// as for an unknown id). A semantic hit's verdict is recorded on its entry at the similarity it
+// was served at (error_bound.h: a wrong hit stops that entry from hitting at that similarity and
+// below); an exact hit judged wrong drops the entry. 200 {"applied": true|false, ...} (false:
+// the entry has left the cache since); 400 naming the field for a bad body; 404 for an unknown
+// id or with the cache off.
 //
 // Which requests use the cache: every /predict, /v1/completions and /v1/chat/completions
 // request unless (a) the cache is off, (b) the body says "cache": false, (c) it is sampled
@@ -24,7 +33,9 @@ namespace edgelm::serve {
 
 // The cache the settings ask for; null when cache is "off". embedding_model: "lexical"
 // (hashed n-grams), "self" (the serving model's mean-pooled hidden state, computed on the
-// engine thread like /v1/embeddings) or the path of a BERT GGUF. Warnings (a corrupt cache
+// engine thread like /v1/embeddings), "lexical-plain" (issue 7's, no WordNet) or the path of a
+// BERT GGUF. The WordNet data (cache_wordnet_dir) is loaded for the lexical embedder and the
+// opposites guard in semantic mode; missing data is an error naming wordnet-base. Warnings (a corrupt cache
 // file moved aside, ...) go to `warnings`. Errors: bad settings, a BERT file that does not load.
 Result<std::shared_ptr<cache::ResponseCache>> make_response_cache(const ServeConfig& cfg, EngineService& service,
                                                                   std::vector<std::string>& warnings);
@@ -39,6 +50,7 @@ struct CacheQuery {
   bool seeded = false;                       // the body set "seed"
   std::string constraint;                    // the grammar (and lazy trigger) the answer is decoded under; "" none
   bool uncacheable = false;                  // the answer depends on more than its inputs (a wall-clock budget)
+  std::string response_id;                   // the answer's id: a hit is remembered under it for feedback
 };
 
 struct CacheUse {

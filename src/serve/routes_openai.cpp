@@ -18,6 +18,7 @@
 #include "serve/chat_template.h"
 #include "serve/http_server.h"
 #include "serve/reasoning.h"
+#include "serve/response_id.h"
 #include "serve/routes_cache.h"
 #include "serve/structured_output.h"
 #include "serve/tool_calls.h"
@@ -384,11 +385,11 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   cq.endpoint = endpoint;
   cq.request = &g.req;
   cq.seeded = body->contains("seed") && !(*body)["seed"].is_null();
+  const std::string id = new_response_id(chat ? "chatcmpl" : "cmpl");
+  cq.response_id = id;
   auto cache_use = std::make_shared<CacheUse>(cache_lookup(ctx, http_req, *body, cq, res));
   const auto n_prompt = static_cast<int32_t>(g.req.prompt.size());
 
-  const uint64_t n = ctx.next_id++;
-  const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", n);
   const auto created = static_cast<int64_t>(std::time(nullptr));
   const std::string model = ctx.model_name();
   const char* object = chat ? "chat.completion" : "text_completion";

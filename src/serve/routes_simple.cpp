@@ -1,9 +1,10 @@
 // The small routes: POST /predict (text in, text out, greedy by default; with "schema", JSON
-// valid against it, also returned parsed as "json"), POST /tokenize,
+// valid against it, also returned parsed as "json"; "id" is the response id, serve/response_id.h), POST /tokenize,
 // POST /detokenize, GET /health (200 when ready, 503 while loading or draining), GET /metrics
 // (Prometheus text format).
 #include "serve/health.h"
 #include "serve/http_server.h"
+#include "serve/response_id.h"
 #include "serve/routes_cache.h"
 #include "serve/structured_output.h"
 
@@ -54,6 +55,7 @@ void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Res
   cq.prompt = input;
   cq.query = input;
   cq.request = &req;
+  cq.response_id = new_response_id("pred");
   if (constraint) {
     req.grammar = constraint->grammar;
     cq.constraint = constraint->gbnf;
@@ -84,7 +86,8 @@ void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Res
                             {"param", nullptr},
                             {"code", status == 500 ? json(nullptr) : json("deadline_exceeded")}}}});
   }
-  json out = {{"output", gen.text},
+  json out = {{"id", cq.response_id},
+              {"output", gen.text},
               {"model", ctx.model_name()},
               {"latency_ms", gen.latency_s * 1e3},
               {"finish_reason", finish_reason(gen.finish)},

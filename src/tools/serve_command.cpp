@@ -327,10 +327,17 @@ CommandRunner add_serve_command(CLI::App& app) {
   bind_flag(*o, cmd, "--cache-db", &serve::ServeConfig::cache_db,
             "SQLite file that keeps the cache across restarts (default: memory only)");
   bind_flag(*o, cmd, "--embedding-model", &serve::ServeConfig::embedding_model,
-            "Semantic cache embeddings: lexical | self | PATH of a BERT GGUF")
+            "Semantic cache embeddings: lexical | lexical-plain | self | PATH of a BERT GGUF")
       ->capture_default_str();
   bind_flag(*o, cmd, "--cache-guards", &serve::ServeConfig::cache_guards,
-            "on|off: negation/number/entity checks on semantic hits")
+            "Guards on semantic hits: all | none | a list of negation,numbers,entities,opposites")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--cache-max-error-rate", &serve::ServeConfig::cache_max_error_rate,
+            "Per-entry error bound of semantic hits (feedback: POST /v1/cache/feedback)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  bind_flag(*o, cmd, "--cache-wordnet-dir", &serve::ServeConfig::cache_wordnet_dir,
+            "WordNet 3.0 database for the lexical embedder and the opposites guard (Debian: wordnet-base)")
       ->capture_default_str();
   bind_flag(*o, cmd, "--upstream", &serve::ServeConfig::upstream,
             "Cloud tier: NAME=URL[,api_key_env=VAR][,model=M][,connect_timeout_s=S][,read_timeout_s=S]"

@@ -7,6 +7,7 @@
 #include "cache/lexical_embedder.h"
 #include "cache/response_cache.h"
 #include "support/test_data.h"
+#include "test_wordnet_data.h"
 
 namespace edgelm::cache {
 namespace {
@@ -31,6 +32,7 @@ struct Fixture {
   explicit Fixture(CacheOptions o = {}, CacheMode mode = CacheMode::semantic) {
     o.mode = mode;
     o.clock = [this] { return clock; };
+    if (!o.guard_options.wordnet) o.guard_options.wordnet = test_wordnet();
     auto c = ResponseCache::create(o, std::make_shared<LexicalEmbedder>(512), warnings);
     EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
     cache = std::move(*c);

@@ -406,7 +406,10 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 58);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 60);
+  EXPECT_NE(d.find("cache_guards: all\ncache_max_error_rate: 0.01\ncache_wordnet_dir: /usr/share/wordnet\n"),
+            std::string::npos)
+      << d;
   EXPECT_NE(d.find("startup_profile: quick\nstartup_profile_budget_s: 20\n"), std::string::npos) << d;
   EXPECT_NE(d.find("no_mmap: false\n"), std::string::npos) << d;
   EXPECT_NE(d.find("spec: off\ndraft_model: (none)\ndraft_quant: (none)\ndraft_max: 8\ndraft_min: 0\n"),

@@ -1,9 +1,12 @@
 // The response cache over real sockets: exact and semantic hits with their headers, guards,
 // opt-out, streaming a cached answer, namespaces per API key, persistence across a restart, a
-// corrupt cache file, the admin flush/stats auth, and the metrics.
+// corrupt cache file, the admin flush/stats auth, and the metrics; the opposites guard, response
+// ids and POST /v1/cache/feedback (issue 22).
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
+#include <set>
 
 #include "cache/response_cache.h"
 #include "serve/routes_cache.h"
@@ -103,7 +106,7 @@ TEST(ServerCacheConfig, YamlEnvAndValidation) {
   EXPECT_DOUBLE_EQ(c->cache_ttl_s, 60);
   EXPECT_EQ(c->cache_db, "/tmp/x.db");
   EXPECT_EQ(c->embedding_model, "self");
-  EXPECT_FALSE(c->cache_guards);
+  EXPECT_EQ(c->cache_guards, "off");
   std::map<std::string, std::string> env = {
       {"EDGELM_CACHE", "exact"}, {"EDGELM_CACHE_CAPACITY", "7"}, {"EDGELM_EMBEDDING_MODEL", "lexical"}};
   ASSERT_TRUE(serve::apply_env(*c, [&](const char* n) -> const char* {
@@ -122,6 +125,53 @@ TEST(ServerCacheConfig, YamlEnvAndValidation) {
   bad = *c;
   bad.cache_capacity = 0;
   EXPECT_FALSE(serve::validate(bad).ok());
+  // Guards are selectable; an unknown one is a config error naming it.
+  bad = *c;
+  bad.cache_guards = "negation, opposites";
+  EXPECT_TRUE(serve::validate(bad).ok());
+  bad.cache_guards = "negation,antonyms";
+  auto v = serve::validate(bad);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.error().message.find("antonyms"), std::string::npos) << v.error().message;
+  EXPECT_NE(v.error().message.find("opposites"), std::string::npos) << v.error().message;
+  bad = *c;
+  bad.cache_max_error_rate = 0;
+  EXPECT_FALSE(serve::validate(bad).ok());
+  bad.cache_max_error_rate = 1.5;
+  EXPECT_FALSE(serve::validate(bad).ok());
+  {
+    std::ofstream out(yaml);
+    out << "model_path: m.gguf\ncache: semantic\ncache_guards: numbers,opposites\ncache_max_error_rate: 0.05\n"
+           "cache_wordnet_dir: /opt/wn\n";
+  }
+  auto d = serve::load_config_file(yaml, {});
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->cache_guards, "numbers,opposites");
+  EXPECT_DOUBLE_EQ(d->cache_max_error_rate, 0.05);
+  EXPECT_EQ(d->cache_wordnet_dir, "/opt/wn");
+}
+
+TEST(ServerCacheConfig, MissingWordNetDataIsAnErrorNamingThePackage) {
+  TempDir dir;
+  serve::ServeConfig cfg;
+  cfg.cache = "semantic";
+  cfg.cache_wordnet_dir = dir.file("no-wordnet-here");
+  serve::EngineServiceOptions so;
+  so.model_path = shared_path("models/stories260K.bin");
+  so.tokenizer_path = shared_path("models/tok512.bin");
+  serve::EngineService service(so);
+  std::vector<std::string> warnings;
+  auto c = serve::make_response_cache(cfg, service, warnings);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("wordnet-base"), std::string::npos) << c.error().message;
+  // Exact mode and lexical-plain without the opposites guard need no WordNet.
+  cfg.cache = "exact";
+  EXPECT_TRUE(serve::make_response_cache(cfg, service, warnings).ok());
+  cfg.cache = "semantic";
+  cfg.embedding_model = "lexical-plain";
+  cfg.cache_guards = "negation,numbers,entities";
+  EXPECT_TRUE(serve::make_response_cache(cfg, service, warnings).ok());
+  service.shutdown(std::chrono::duration<double>(5));
 }
 
 TEST(ServerCache, ExactHitOnCompletionsPredictAndChat) {
@@ -208,6 +258,148 @@ TEST(ServerCache, SemanticHitAndGuardMisses) {
       << m.body;
   EXPECT_NE(m.body.find("edge_cache_guard_rejections_total"), std::string::npos);
   EXPECT_NE(m.body.find("edge_cache_lookup_seconds_bucket"), std::string::npos);
+}
+
+// The opposite pairs of issue 22, each a near copy of a cached question about the opposite.
+const std::vector<std::pair<std::string, std::string>> kOppositePairs = {
+    {"Should I take the pill before meals?", "Should I take the pill after meals?"},
+    {"Is the red scarf in stock?", "Is the red scarf out of stock?"},
+    {"What time is check-in at the lodge?", "What time is check-out at the lodge?"},
+    {"How do I increase the font size?", "How do I decrease the font size?"},
+    {"When do you open on Mondays?", "When do you close on Mondays?"},
+    {"What is the max upload size?", "What is the min upload size?"},
+};
+
+double metric_value(const std::string& body, const std::string& prefix) {
+  const size_t at = body.find(prefix);
+  if (at == std::string::npos) return 0;
+  return std::stod(body.substr(at + prefix.size() + 1));
+}
+
+TEST(ServerCache, OppositePairsMiss) {
+  // A low threshold, so that similarity alone would serve most of them: the guard refuses.
+  CacheServer s([](serve::ServeConfig& c) {
+    c.cache = "semantic";
+    c.cache_threshold = 0.5;
+  });
+  for (const auto& [cached, opposite] : kOppositePairs) {
+    ASSERT_EQ(s.post("/v1/completions", completion(cached)).status, 200);
+    Reply r = s.post("/v1/completions", completion(opposite));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(header(r, "x-edgelm-cache"), "miss") << opposite << " must not reuse the answer to " << cached;
+  }
+  // A paraphrase still hits.
+  Reply p = s.post("/v1/completions", completion("Should I take the pills before my meals?"));
+  EXPECT_EQ(header(p, "x-edgelm-cache"), "semantic") << p.body;
+  const std::string m = s.get("/metrics").body;
+  EXPECT_GE(metric_value(m,
+                         "edge_cache_guard_rejections_total{model_name=\"stories260K\",device_id=\"test-device\","
+                         "guard=\"opposites\"}"),
+            5)
+      << m;
+
+  // Without the opposites guard the same similarity serves the opposite question: the guard is
+  // what refuses it.
+  CacheServer off([](serve::ServeConfig& c) {
+    c.cache = "semantic";
+    c.cache_threshold = 0.5;
+    c.cache_guards = "negation,numbers,entities";
+  });
+  int hits = 0;
+  for (const auto& [cached, opposite] : kOppositePairs) {
+    off.post("/v1/completions", completion(cached));
+    hits += header(off.post("/v1/completions", completion(opposite)), "x-edgelm-cache") == "semantic";
+  }
+  EXPECT_GE(hits, 4);
+}
+
+TEST(ServerCache, ResponseIdsAreRandomAndOnEveryAnswer) {
+  std::set<std::string> ids;
+  const std::regex shape("(cmpl|chatcmpl|pred)-[0-9a-f]{32}");
+  for (int run = 0; run < 2; ++run) {  // two server lifetimes: a restart never repeats an id
+    CacheServer s([](serve::ServeConfig&) {});
+    for (int i = 0; i < 2; ++i) {  // a miss, then an exact hit
+      Reply c = s.post("/v1/completions", completion("Once upon a time"));
+      Reply p = s.post("/predict", {{"input", "Tom and"}, {"max_tokens", 4}});
+      Reply ch = s.post(
+          "/v1/chat/completions",
+          {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"max_tokens", 4}, {"temperature", 0}});
+      for (const Reply* r : {&c, &p, &ch}) {
+        ASSERT_EQ(r->status, 200) << r->body;
+        const std::string id = r->js()["id"].get<std::string>();
+        EXPECT_TRUE(std::regex_match(id, shape)) << id;
+        EXPECT_TRUE(ids.insert(id).second) << "repeated id " << id;
+      }
+    }
+  }
+}
+
+TEST(ServerCache, FeedbackOnAWrongHitStopsThatEntryAtThatSimilarity) {
+  CacheServer s([](serve::ServeConfig& c) {
+    c.cache = "semantic";
+    c.api_keys = {"key-one", "key-two"};
+  });
+  const httplib::Headers one = {{"Authorization", "Bearer key-one"}};
+  const httplib::Headers two = {{"Authorization", "Bearer key-two"}};
+  const std::string cached = "Can I return an opened item to the shop?";
+  const std::string para = "Can I return an opened item to your shop please?";
+  ASSERT_EQ(s.post("/v1/completions", completion(cached), one).status, 200);
+  Reply hit = s.post("/v1/completions", completion(para), one);
+  ASSERT_EQ(header(hit, "x-edgelm-cache"), "semantic") << hit.body;
+  const std::string id = hit.js()["id"].get<std::string>();
+
+  // Bad bodies: 400 naming the field; unknown ids and other namespaces: 404.
+  auto fb = [&](const json& body, const httplib::Headers& h) { return s.post("/v1/cache/feedback", body, h); };
+  Reply r = fb({{"correct", false}}, one);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.js()["error"]["param"], "id");
+  r = fb({{"id", id}}, one);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.js()["error"]["param"], "correct");
+  r = fb({{"id", id}, {"correct", "no"}}, one);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.js()["error"]["param"], "correct");
+  r = fb({{"id", id}, {"correct", false}, {"reason", "x"}}, one);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.js()["error"]["param"], "reason");
+  EXPECT_EQ(fb({{"id", "cmpl-0000"}, {"correct", false}}, one).status, 404);
+  EXPECT_EQ(fb({{"id", id}, {"correct", false}}, two).status, 404) << "another key's answer";
+  EXPECT_EQ(fb({{"id", id}, {"correct", false}}, {}).status, 401);
+  // The same paraphrase still hits: nothing was applied yet.
+  EXPECT_EQ(header(s.post("/v1/completions", completion(para), one), "x-edgelm-cache"), "semantic");
+
+  r = fb({{"id", id}, {"correct", false}}, one);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.js()["applied"], true);
+  EXPECT_EQ(r.js()["level"], "semantic");
+  EXPECT_NEAR(r.js()["similarity"].get<double>(), std::stod(header(hit, "x-edgelm-cache-similarity")), 1e-3);
+  // That entry no longer hits at that similarity; the exact question still does.
+  Reply again = s.post("/v1/completions", completion(para), one);
+  EXPECT_EQ(header(again, "x-edgelm-cache"), "miss") << again.body;
+  EXPECT_EQ(header(s.post("/v1/completions", completion(cached), one), "x-edgelm-cache"), "exact");
+  // Another namespace's copy of the entry is untouched.
+  s.post("/v1/completions", completion(cached), two);
+  EXPECT_EQ(header(s.post("/v1/completions", completion(para), two), "x-edgelm-cache"), "semantic");
+
+  const std::string m = s.get("/metrics").body;
+  const std::string lbl = "{model_name=\"stories260K\",device_id=\"test-device\"";
+  EXPECT_EQ(metric_value(m, "edge_cache_feedback_total" + lbl + ",result=\"wrong\"}"), 1) << m;
+  EXPECT_EQ(metric_value(m, "edge_cache_feedback_total" + lbl + ",result=\"unknown\"}"), 2) << m;
+  EXPECT_GE(metric_value(m, "edge_cache_bound_rejections_total" + lbl + "}"), 1) << m;
+}
+
+TEST(ServerCache, FeedbackOnAWrongExactHitDropsTheEntry) {
+  CacheServer s([](serve::ServeConfig&) {});
+  s.post("/predict", {{"input", "Tom and"}, {"max_tokens", 4}});
+  Reply hit = s.post("/predict", {{"input", "Tom and"}, {"max_tokens", 4}});
+  ASSERT_EQ(header(hit, "x-edgelm-cache"), "exact");
+  Reply r = s.post("/v1/cache/feedback", {{"id", hit.js()["id"]}, {"correct", false}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.js()["level"], "exact");
+  EXPECT_EQ(header(s.post("/predict", {{"input", "Tom and"}, {"max_tokens", 4}}), "x-edgelm-cache"), "miss");
+  // A generated answer's id is not a cached one.
+  Reply miss = s.post("/predict", {{"input", "Lily and"}, {"max_tokens", 4}});
+  EXPECT_EQ(s.post("/v1/cache/feedback", {{"id", miss.js()["id"]}, {"correct", true}}).status, 404);
 }
 
 TEST(ServerCache, SelfEmbeddingSource) {
