@@ -22,6 +22,7 @@
 #include "tools/optimize/candidate.h"
 #include "tools/optimize/ranking.h"
 #include "tools/optimize/sla.h"
+#include "tools/optimize/space.h"
 
 namespace edgelm::tools::optimize {
 
@@ -76,14 +77,5 @@ struct SearchResult {
 // Errors: the model does not load, the evaluator or a bench fails, the state is not writable.
 // A server that does not start for one candidate is that row's error, not the search's.
 Result<SearchResult> run_search(const SearchOptions& o);
-
-// `<yaml folder>/<yaml stem>-<quant>.gguf`: where the quantized model of a candidate is written.
-std::string quantized_model_path(const std::string& output_yaml, const std::string& quant);
-// Quantizations searched by default: keep, then presets with fewer bits per weight than the
-// given model's dominant type (`given`, e.g. "f32", "q8_0"). quick: keep, q8_0, q4_0.
-std::vector<std::string> default_quant_space(const std::string& given, bool quick);
-// Threads searched by default: quick: the hardware threads and half of them; else 1, 2, 4, ...
-// below them, and them.
-std::vector<int> default_thread_space(int hardware_threads, bool quick);
 
 }  // namespace edgelm::tools::optimize
