@@ -86,6 +86,7 @@ void for_each_number(Measurement& m, F&& f) {
   f("ttft_p95_ms", m.ttft_p95_ms);
   f("offered_qps", m.offered_qps);
   f("achieved_qps", m.achieved_qps);
+  f("capacity_qps", m.capacity_qps);
   f("sent", m.sent);
   f("ok", m.ok);
   f("rss_bytes", m.rss_bytes);

@@ -61,7 +61,8 @@ struct Measurement {
   // load
   std::optional<double> p50_ms, p95_ms, ttft_p95_ms;
   std::optional<double> offered_qps, achieved_qps;  // offered: open loop only
-  std::optional<bool> keeps_up;  // open loop: no failures and the completions kept pace with the arrivals
+  std::optional<double> capacity_qps;  // requests/s with max_batch_size clients back to back (saturated)
+  std::optional<bool> keeps_up;  // no failures, and (open loop) a capacity of at least the offered rate
   std::optional<double> sent, ok;
   std::optional<double> rss_bytes;  // the server's peak resident memory
   // cost per generated token

@@ -167,8 +167,6 @@ Result<Measurement> measure_load(const std::string& yaml, const Candidate& c, co
   auto report = run_loadtest(lo, nullptr);
   const double cpu = child.cpu_seconds() - cpu0;
   const double joules = energy.joules() - j0;
-  const double rss = child.peak_rss_bytes();
-  child.stop();
   if (!report) {
     m.error = report.error().message;
     m.seconds = watch.seconds();
@@ -192,8 +190,19 @@ Result<Measurement> measure_load(const std::string& yaml, const Candidate& c, co
   if (plan.qps > 0) m.offered_qps = plan.qps;
   m.achieved_qps = r.requests_per_s;
   const bool clean = r.failed == 0 && r.dropped == 0;
-  const double sent_rate = static_cast<double>(r.sent) / plan.duration_s;
-  m.keeps_up = clean && (plan.qps <= 0 || r.requests_per_s >= 0.8 * sent_rate);
+  m.keeps_up = clean;
+  if (plan.qps > 0) {
+    // The same server, now saturated by back-to-back clients.
+    LoadtestOptions cap = lo;
+    cap.qps = 0;
+    cap.concurrency = std::max(1, c.max_batch_size);
+    cap.duration_s = std::max(1.0, plan.duration_s / 2);
+    auto saturated = run_loadtest(cap, nullptr);
+    if (saturated && saturated->ok > 0) m.capacity_qps = saturated->requests_per_s;
+    m.keeps_up = clean && m.capacity_qps && *m.capacity_qps >= plan.qps;
+  }
+  const double rss = child.peak_rss_bytes();  // after the saturated run: the peak it reached
+  child.stop();
   if (rss > 0) m.rss_bytes = rss;
   if (r.generated_tokens > 0) {
     m.cpu_s_per_token = cpu / static_cast<double>(r.generated_tokens);

@@ -43,6 +43,10 @@ struct LoadPlan {
 };
 
 // Starts `serve --config yaml`, sends one warm-up request, runs loadtest, stops the server.
+// With a qps: the open loop at that rate (latency, failures), then a closed loop of
+// c.max_batch_size clients for half as long: the capacity (requests/s when saturated), which a
+// short open loop cannot show. The candidate keeps up when the open loop had no failures and
+// the capacity is at least the offered rate.
 Result<Measurement> measure_load(const std::string& yaml, const Candidate& c, const LoadPlan& plan,
                                  EnergyMeter& energy);
 

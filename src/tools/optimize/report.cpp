@@ -116,7 +116,7 @@ std::string report_markdown(const SearchOptions& o, const SearchResult& r, const
         "not in it); on a model with random weights it means nothing. RSS of a bench row is weights + KV pool + 24 "
         "MiB; of a load row the server's peak (VmHWM).\n\n";
   md += "| # | stage | quant | kv | threads | pin | spec | batch | batch tokens | step ms | KV pool MiB | weights MiB | "
-        "KLD | PPL | top-1 | prefill tok/s | decode tok/s | tok/s (all) | p50 ms | p95 ms | TTFT p95 ms | qps (kept, ~capacity) | "
+        "KLD | PPL | top-1 | prefill tok/s | decode tok/s | tok/s (all) | p50 ms | p95 ms | TTFT p95 ms | capacity req/s | "
         "RSS MiB | CPU-s/token | J/token | spec accept | s | verdict |\n";
   md += "|" + std::string() + [] {
     std::string s;

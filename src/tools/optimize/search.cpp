@@ -165,8 +165,11 @@ Observed Search::observe(const Measurement& m) const {
       ob.p95_ms = m.p95_ms;
       ob.ttft_p95_ms = m.ttft_p95_ms;
       ob.rss_bytes = m.rss_bytes;
-      // The load it kept up with: the offered rate, else only what it completed.
-      if (m.keeps_up) ob.qps = *m.keeps_up ? m.offered_qps.value_or(m.achieved_qps.value_or(0)) : m.achieved_qps.value_or(0);
+      // Its saturated capacity; with failures under the offered load, only what it completed then.
+      if (m.keeps_up) {
+        const bool failures = m.ok && m.sent && *m.ok < *m.sent;
+        ob.qps = failures || !m.capacity_qps ? m.achieved_qps : m.capacity_qps;
+      }
       break;
   }
   return ob;
@@ -446,10 +449,11 @@ Result<int> Search::load(Candidate c) {
   Row& r = res_.rows[static_cast<size_t>(i)];
   judge(r, false);
   load_rows_.push_back(i);
-  log(fmt::format("[load] {}: p50 {:.1f} ms, p95 {:.1f} ms, TTFT p95 {:.1f} ms, {:.1f} req/s, RSS {}{} -> {}",
+  log(fmt::format("[load] {}: p50 {:.1f} ms, p95 {:.1f} ms, TTFT p95 {:.1f} ms, {:.2f} req/s{}, RSS {}{} -> {}",
                   candidate_label(c), r.m.p50_ms.value_or(0), r.m.p95_ms.value_or(0), r.m.ttft_p95_ms.value_or(0),
-                  r.m.achieved_qps.value_or(0), mib(r.m.rss_bytes.value_or(0)), r.reused ? " (reused)" : "",
-                  r.verdict));
+                  r.m.achieved_qps.value_or(0),
+                  r.m.capacity_qps ? fmt::format(" (capacity {:.2f} req/s)", *r.m.capacity_qps) : "",
+                  mib(r.m.rss_bytes.value_or(0)), r.reused ? " (reused)" : "", r.verdict));
   return i;
 }
 
