@@ -65,6 +65,15 @@ TEST(OptimizeSla, ChecksGiveRatiosAgainstTheLimits) {
   EXPECT_FALSE(sla_met(checks));
   EXPECT_FALSE(sla_plausible(checks, 1.25));
   EXPECT_TRUE(sla_plausible(checks, 2.0));  // unmeasured counts as plausible
+  Observed big;
+  big.rss_bytes = 1.05 * (1 << 30);
+  big.kld = 0.0;
+  EXPECT_FALSE(sla_plausible(check_sla(sla, big), 2.0));  // rss has its own slack (default none)
+  EXPECT_TRUE(sla_plausible(check_sla(sla, big), 2.0, 1.1));
+  const Sla kld = *parse_sla("kld<=0.1");
+  Observed lossy;
+  lossy.kld = 0.105;
+  EXPECT_FALSE(sla_plausible(check_sla(kld, lossy), 2.0, 2.0));  // kld is measured: no slack
   ASSERT_NE(worst_check(checks), nullptr);
   EXPECT_EQ(worst_check(checks)->text, "qps>=10");
   EXPECT_EQ(checks[2].text, "rss<=1G");

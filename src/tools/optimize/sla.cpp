@@ -136,9 +136,11 @@ bool sla_met(const std::vector<SlaCheck>& checks) {
   return std::all_of(checks.begin(), checks.end(), [](const SlaCheck& c) { return c.met(); });
 }
 
-bool sla_plausible(const std::vector<SlaCheck>& checks, double slack) {
-  return std::all_of(checks.begin(), checks.end(),
-                     [slack](const SlaCheck& c) { return !c.measured || c.ratio <= slack; });
+bool sla_plausible(const std::vector<SlaCheck>& checks, double time_slack, double rss_slack) {
+  return std::all_of(checks.begin(), checks.end(), [&](const SlaCheck& c) {
+    const double slack = c.key == "kld" ? 1.0 : c.key == "rss" ? rss_slack : time_slack;
+    return !c.measured || c.ratio <= slack;
+  });
 }
 
 const SlaCheck* worst_check(const std::vector<SlaCheck>& checks) {

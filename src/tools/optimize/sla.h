@@ -50,10 +50,12 @@ struct SlaCheck {
 
 // One entry per constraint of the SLA, in key order.
 std::vector<SlaCheck> check_sla(const Sla& sla, const Observed& observed);
-// True when every constraint is measured and met; `slack` > 1 tolerates predictions that
-// miss by up to that factor (unmeasured constraints count as met then).
+// True when every constraint is measured and met.
 bool sla_met(const std::vector<SlaCheck>& checks);
-bool sla_plausible(const std::vector<SlaCheck>& checks, double slack);
+// For predictions: true unless a measured constraint misses by more than its slack (> 1: the
+// factor a prediction may be off by): `time_slack` for p95_ms, ttft_p95_ms and qps, `rss_slack`
+// for rss; kld has none (it is measured, not predicted). Unmeasured constraints count as met.
+bool sla_plausible(const std::vector<SlaCheck>& checks, double time_slack, double rss_slack = 1.0);
 // The most violated measured constraint (the largest ratio); nullptr when none is measured.
 const SlaCheck* worst_check(const std::vector<SlaCheck>& checks);
 
