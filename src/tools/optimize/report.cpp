@@ -85,8 +85,10 @@ std::string report_markdown(const SearchOptions& o, const SearchResult& r, const
   md += fmt::format("- machine: {}\n", machine_description());
   md += fmt::format("- SLA: `{}`{}\n", sla_text(o.sla).empty() ? "(none)" : sla_text(o.sla),
                     o.sla.qps ? "" : " (no qps: latency at concurrency 1)");
-  md += fmt::format("- workload: {} prompt(s), {} generated tokens each; load tests of {:g} s{}\n", o.workload.size(),
-                    o.max_tokens, o.load_duration_s > 0 ? o.load_duration_s : (o.quick ? 3.0 : 8.0),
+  const double d = o.load_duration_s > 0 ? o.load_duration_s : (o.quick ? 3.0 : 8.0);
+  md += fmt::format("- workload: {} prompt(s), {} generated tokens each; load tests of {:g} to {:g} s (long enough for "
+                    "{} requests){}\n",
+                    o.workload.size(), o.max_tokens, d, 3 * d, o.quick ? 8 : 20,
                     o.sla.qps ? fmt::format(", open loop at {:g} req/s", *o.sla.qps) : ", one request at a time");
   md += fmt::format("- search: {}{}, prefer {}, {:.1f} s of a {:.0f} s budget; {} measurement(s) new, {} reused ({})\n",
                     o.quick ? "--quick" : "full", r.budget_ran_out ? " (budget ran out)" : "",

@@ -83,7 +83,8 @@ class Search {
   void conclude();
 
   Result<int> bench(const Candidate& c);
-  Result<int> load(Candidate c);
+  // expected_s: one request's predicted latency (the bench), to size the run.
+  Result<int> load(Candidate c, double expected_s);
 
   const SearchOptions& o_;
   StateFile state_;
@@ -430,7 +431,7 @@ Status Search::stage_bench() {
   return ok_status();
 }
 
-Result<int> Search::load(Candidate c) {
+Result<int> Search::load(Candidate c, double expected_s) {
   c.kv_memory_bytes = kv_memory_for(c, c.max_batch_size);
   Measurement probe;
   probe.stage = Stage::load;
@@ -445,7 +446,10 @@ Result<int> Search::load(Candidate c) {
     plan.prompts = o_.workload;
     plan.max_tokens = o_.max_tokens;
     plan.qps = o_.sla.qps.value_or(0);
-    plan.duration_s = o_.load_duration_s;
+    // Long enough for a p95 of a few samples: --quick 8 requests, else 20 (open loop: at the
+    // qps; closed loop: at the predicted latency), within 1x to 3x the load-test duration.
+    const double per_request_s = plan.qps > 0 ? 1.0 / plan.qps : expected_s;
+    plan.duration_s = std::clamp((o_.quick ? 8 : 20) * per_request_s, o_.load_duration_s, 3 * o_.load_duration_s);
     Stopwatch w;
     auto m = measure_load(yaml, c, plan, *energy_);
     load_cost_s_ = std::max(load_cost_s_, w.seconds());
@@ -484,12 +488,14 @@ Status Search::stage_load() {
         (f == feasible(best) && better(scores(r), scores(res_.rows[static_cast<size_t>(best)]), o_.prefer)))
       best = i;
   };
+  double expected_s = 0;
   for (size_t k = 0; k < std::min(n_top, passing.size()); ++k) {
     Candidate c = res_.rows[static_cast<size_t>(passing[k])].m.cand;
+    expected_s = res_.rows[static_cast<size_t>(passing[k])].m.latency_ms.value_or(0) / 1e3;
     c.max_batch_size = std::max(1, res_.preset.batch);
     c.max_batch_tokens = std::max(512, c.max_batch_size);
     c.target_step_ms = 250;
-    EDGELM_TRY(const int i, load(c));
+    EDGELM_TRY(const int i, load(c, expected_s));
     consider(i);
   }
   // Batch limits matter only under concurrent load.
@@ -519,7 +525,7 @@ Status Search::stage_load() {
       if (d.double_field != nullptr) c.*(d.double_field) = v;
       c.max_batch_tokens = std::max(c.max_batch_tokens, c.max_batch_size);
       if (c == from) continue;
-      EDGELM_TRY(const int i, load(c));
+      EDGELM_TRY(const int i, load(c, expected_s));
       consider(i);
     }
   }
