@@ -96,7 +96,7 @@ Result<Measurement> measure_engine(const model::Model& model, const Candidate& c
   const double j0 = energy.joules();
   std::vector<double> e2e, ttft, rates;
   int64_t generated = 0, drafted = 0, accepted = 0;
-  for (int rep = 0; rep < std::max(1, plan.reps); ++rep) {
+  for (int rep = 0; rep < std::max(1, plan.reps) || (watch.seconds() < plan.min_seconds && rep < 20); ++rep) {
     EDGELM_TRY(const ConcurrencySample s, measure_concurrency(o, runner, concurrency, rng));
     e2e.push_back(s.seconds * 1e3);
     ttft.insert(ttft.end(), s.ttft_ms.begin(), s.ttft_ms.end());

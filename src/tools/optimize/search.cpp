@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "core/energy_meter.h"
 #include "core/timer.h"
@@ -106,6 +107,7 @@ class Search {
   double load_cost_s_ = 0;
   int load_done_ = 0;
   std::string work_dir_;
+  std::set<std::string> written_;  // quantized files this run wrote
 };
 
 Result<int> Search::row_of(const Measurement& probe, bool allowed,
@@ -237,6 +239,7 @@ Result<const engine::Evaluator*> Search::evaluator() {
 Result<std::string> Search::model_file_of(const std::string& quant) {
   if (quant == "keep") return o_.model_path;
   const std::string path = quantized_model_path(o_.output_yaml, quant);
+  if (written_.count(path) > 0) return path;
   std::error_code ec;
   if (fs::exists(path, ec)) {
     // Ours from an earlier (interrupted) run if it loads and holds mostly the preset's type
@@ -249,6 +252,7 @@ Result<std::string> Search::model_file_of(const std::string& quant) {
   EDGELM_TRY(const engine::LoadedModel* lm, model_of(quant));
   log("writing " + path);
   EDGELM_TRY_STATUS(format::write_gguf(path, lm->model->file()));
+  written_.insert(path);
   return path;
 }
 
