@@ -87,11 +87,10 @@ std::unique_ptr<EnergyMeter> EnergyMeter::open(const std::string& sysfs_root, do
       return m;
     }
   }
-  m->absent_reason_ =
-      unreadable.empty()
-          ? "no " + (root / "class/powercap/intel-rapl:*").string() + " and no " +
-                (root / "class/power_supply/*").string() + " with power_now or energy_now"
-          : unreadable + " is not readable (RAPL counters are root-only on recent kernels)";
+  m->absent_reason_ = unreadable.empty()
+                          ? "no " + (root / "class/powercap/intel-rapl:*").string() + " and no " +
+                                (root / "class/power_supply/*").string() + " with power_now or energy_now"
+                          : unreadable + " is not readable (RAPL counters are root-only on recent kernels)";
   return m;
 }
 

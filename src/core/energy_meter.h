@@ -30,8 +30,7 @@ class EnergyMeter {
   // The first source found under `sysfs_root`: RAPL, else a power supply. Never fails: an
   // absent or unreadable source gives a meter with available() false and a reason.
   // `now_s`: the start time on the clock of joules_at() (negative: the steady clock's now).
-  static std::unique_ptr<EnergyMeter> open(const std::string& sysfs_root = default_sysfs_root(),
-                                           double now_s = -1);
+  static std::unique_ptr<EnergyMeter> open(const std::string& sysfs_root = default_sysfs_root(), double now_s = -1);
 
   bool available() const { return kind_ != Kind::none; }
   // "rapl: intel-rapl:0 (package-0)" / "power_supply: BAT0 power_now"; empty when absent.

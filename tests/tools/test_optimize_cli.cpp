@@ -49,9 +49,8 @@ std::vector<std::string> lines_with(const std::string& text, const std::string& 
 TEST(OptimizeCli, ReachableSlaWritesAConfigThatServesTheSla) {
   TempDir dir;
   const std::string yaml = dir.file("edgelm.yaml");
-  const ProcessResult r =
-      edgelm({"optimize", "-m", stories(), "--sla", "p95_ms<=2000,ttft_p95_ms<=1000,qps>=4,kld<=0.5,rss<=1G",
-              "--quick", "-o", yaml});
+  const ProcessResult r = edgelm({"optimize", "-m", stories(), "--sla",
+                                  "p95_ms<=2000,ttft_p95_ms<=1000,qps>=4,kld<=0.5,rss<=1G", "--quick", "-o", yaml});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("winner: "), std::string::npos) << r.out;
   // Every stage ran and pruned nothing it should not have.
@@ -123,9 +122,20 @@ TEST(OptimizeCli, ImpossibleSlaNamesTheBindingConstraintAndTheClosestCandidate) 
 TEST(OptimizeCli, ResumesFromTheStateWithoutRemeasuringFinishedCandidates) {
   TempDir dir;
   const std::string yaml = dir.file("edgelm.yaml");
-  const std::vector<std::string> args = {"optimize", "-m", stories(), "--sla", "p95_ms<=5000,kld<=1", "--quick",
-                                         "--quant-types", "keep,q8_0", "--threads", "1", "--load-seconds", "2",
-                                         "-o", yaml};
+  const std::vector<std::string> args = {"optimize",
+                                         "-m",
+                                         stories(),
+                                         "--sla",
+                                         "p95_ms<=5000,kld<=1",
+                                         "--quick",
+                                         "--quant-types",
+                                         "keep,q8_0",
+                                         "--threads",
+                                         "1",
+                                         "--load-seconds",
+                                         "2",
+                                         "-o",
+                                         yaml};
   const ProcessResult first = edgelm(args);
   ASSERT_EQ(first.exit_code, 0) << first.err;
 

@@ -32,7 +32,8 @@ engine::DraftSpec draft_spec(const Candidate& c) {
 }
 
 std::string candidate_label(const Candidate& c) {
-  std::string out = fmt::format("{} kv={} t={}{} spec={}", c.quant, c.kv_type, c.threads, c.pinned ? " pin" : "", c.spec);
+  std::string out =
+      fmt::format("{} kv={} t={}{} spec={}", c.quant, c.kv_type, c.threads, c.pinned ? " pin" : "", c.spec);
   if (c.max_batch_size > 0)
     out += fmt::format(" bs={} bt={} step={:g}", c.max_batch_size, c.max_batch_tokens, c.target_step_ms);
   return out;

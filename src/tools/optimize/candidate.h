@@ -47,9 +47,9 @@ std::string_view stage_name(Stage s);
 struct Measurement {
   Stage stage = Stage::quality;
   Candidate cand;
-  int concurrency = 1;   // sweep: simultaneous requests
-  double seconds = 0;    // what the measurement took
-  std::string error;     // it failed (the server did not start, ...); the other fields are unset
+  int concurrency = 1;  // sweep: simultaneous requests
+  double seconds = 0;   // what the measurement took
+  std::string error;    // it failed (the server did not start, ...); the other fields are unset
   // quality (against the given model, engine/evaluator.h)
   std::optional<double> kld, kld_max, ppl, top1;
   std::optional<double> weight_bytes;
@@ -61,7 +61,7 @@ struct Measurement {
   // load
   std::optional<double> p50_ms, p95_ms, ttft_p95_ms;
   std::optional<double> offered_qps, achieved_qps;  // offered: open loop only
-  std::optional<double> capacity_qps;  // requests/s with max_batch_size clients back to back (saturated)
+  std::optional<double> capacity_qps;               // requests/s with max_batch_size clients back to back (saturated)
   std::optional<bool> keeps_up;  // no failures, and (open loop) a capacity of at least the offered rate
   std::optional<double> sent, ok;
   std::optional<double> rss_bytes;  // the server's peak resident memory

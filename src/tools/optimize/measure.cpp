@@ -82,7 +82,7 @@ Result<Measurement> measure_engine(const model::Model& model, const Candidate& c
   o.engine.scheduler.max_batch_size = concurrency;
   o.engine.scheduler.max_batch_tokens = std::max(512, concurrency);
   o.engine.scheduler.target_step_ms = 0;  // all requests at once: the sweep measures the batch itself
-  engine::DraftModel draft;  // outlives the engines below
+  engine::DraftModel draft;               // outlives the engines below
   EDGELM_TRY_STATUS(engine::configure_speculation(ds, model, "", pool, o.engine.spec, draft));
 
   std::mt19937 rng(4321);
@@ -178,9 +178,8 @@ Result<Measurement> measure_load(const std::string& yaml, const Candidate& c, co
   if (r.ok == 0) {
     std::string errors;
     for (const auto& [what, n] : r.errors) errors += fmt::format("{}{} x{}", errors.empty() ? "" : ", ", what, n);
-    m.error = fmt::format("no request succeeded ({}{})", errors, r.first_connection_error.empty()
-                                                                   ? ""
-                                                                   : ": " + r.first_connection_error);
+    m.error = fmt::format("no request succeeded ({}{})", errors,
+                          r.first_connection_error.empty() ? "" : ": " + r.first_connection_error);
     m.seconds = watch.seconds();
     return m;
   }

@@ -24,7 +24,7 @@ Result<Measurement> measure_quality(const engine::Evaluator& ev, const engine::L
 struct EngineRunPlan {
   std::vector<int32_t> prompt;  // the workload's typical prompt, tokenized
   int n_gen = 32;
-  int reps = 1;            // at least; more while the runs took under min_seconds (at most 20)
+  int reps = 1;              // at least; more while the runs took under min_seconds (at most 20)
   double min_seconds = 0.3;  // a tiny model's runs are milliseconds: a median of many beats noise
   size_t kv_memory_bytes = size_t{64} << 20;
 };
@@ -38,7 +38,7 @@ struct LoadPlan {
   std::string exe;                   // this edgelm binary
   std::vector<std::string> prompts;  // the workload
   int max_tokens = 32;
-  double qps = 0;                    // > 0: open loop at this rate; else closed loop, concurrency 1
+  double qps = 0;  // > 0: open loop at this rate; else closed loop, concurrency 1
   double duration_s = 5;
   double ready_timeout_s = 120;
 };

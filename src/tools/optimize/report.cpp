@@ -21,8 +21,10 @@ bool is_predicted(const Row& r) { return r.m.stage == Stage::bench || r.m.stage 
 std::string esc(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '|') out += "\\|";
-    else out += c;
+    if (c == '|')
+      out += "\\|";
+    else
+      out += c;
   }
   return out;
 }
@@ -30,11 +32,16 @@ std::string esc(const std::string& s) {
 std::string xml(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else if (c == '"')
+      out += "&quot;";
+    else
+      out += c;
   }
   return out;
 }
@@ -86,13 +93,14 @@ std::string report_markdown(const SearchOptions& o, const SearchResult& r, const
   md += fmt::format("- SLA: `{}`{}\n", sla_text(o.sla).empty() ? "(none)" : sla_text(o.sla),
                     o.sla.qps ? "" : " (no qps: latency at concurrency 1)");
   const double d = o.load_duration_s > 0 ? o.load_duration_s : (o.quick ? 3.0 : 8.0);
-  md += fmt::format("- workload: {} prompt(s), {} generated tokens each; load tests of {:g} to {:g} s (long enough for "
-                    "{} requests){}\n",
-                    o.workload.size(), o.max_tokens, d, 3 * d, o.quick ? 8 : 20,
-                    o.sla.qps ? fmt::format(", open loop at {:g} req/s", *o.sla.qps) : ", one request at a time");
+  md += fmt::format(
+      "- workload: {} prompt(s), {} generated tokens each; load tests of {:g} to {:g} s (long enough for "
+      "{} requests){}\n",
+      o.workload.size(), o.max_tokens, d, 3 * d, o.quick ? 8 : 20,
+      o.sla.qps ? fmt::format(", open loop at {:g} req/s", *o.sla.qps) : ", one request at a time");
   md += fmt::format("- search: {}{}, prefer {}, {:.1f} s of a {:.0f} s budget; {} measurement(s) new, {} reused ({})\n",
-                    o.quick ? "--quick" : "full", r.budget_ran_out ? " (budget ran out)" : "",
-                    objective_name(o.prefer), r.elapsed_s, o.budget_s, r.measured, r.reused, r.state_note);
+                    o.quick ? "--quick" : "full", r.budget_ran_out ? " (budget ran out)" : "", objective_name(o.prefer),
+                    r.elapsed_s, o.budget_s, r.measured, r.reused, r.state_note);
   md += fmt::format("- energy: {}\n\n", r.energy);
 
   md += "## Result\n\n";
@@ -113,13 +121,16 @@ std::string report_markdown(const SearchOptions& o, const SearchResult& r, const
                     r.preset.basis.empty() ? "Not measured" : esc(r.preset.basis));
 
   md += "## Every candidate measured\n\n";
-  md += "Values marked `~` are predictions from the in-process bench (one request at a time), not load tests. KLD "
-        "is against the given model on a short built-in text (engine/evaluator.h, F32 KV: the KV type's own loss is "
-        "not in it); on a model with random weights it means nothing. RSS of a bench row is weights + KV pool + 24 "
-        "MiB; of a load row the server's peak (VmHWM).\n\n";
-  md += "| # | stage | quant | kv | threads | pin | spec | batch | batch tokens | step ms | KV pool MiB | weights MiB | "
-        "KLD | PPL | top-1 | prefill tok/s | decode tok/s | tok/s (all) | p50 ms | p95 ms | TTFT p95 ms | capacity req/s | "
-        "RSS MiB | CPU-s/token | J/token | spec accept | s | verdict |\n";
+  md +=
+      "Values marked `~` are predictions from the in-process bench (one request at a time), not load tests. KLD "
+      "is against the given model on a short built-in text (engine/evaluator.h, F32 KV: the KV type's own loss is "
+      "not in it); on a model with random weights it means nothing. RSS of a bench row is weights + KV pool + 24 "
+      "MiB; of a load row the server's peak (VmHWM).\n\n";
+  md +=
+      "| # | stage | quant | kv | threads | pin | spec | batch | batch tokens | step ms | KV pool MiB | weights MiB | "
+      "KLD | PPL | top-1 | prefill tok/s | decode tok/s | tok/s (all) | p50 ms | p95 ms | TTFT p95 ms | capacity req/s "
+      "| "
+      "RSS MiB | CPU-s/token | J/token | spec accept | s | verdict |\n";
   md += "|" + std::string() + [] {
     std::string s;
     for (int i = 0; i < 28; ++i) s += "---|";
@@ -132,8 +143,7 @@ std::string report_markdown(const SearchOptions& o, const SearchResult& r, const
     const bool serving = m.stage == Stage::load;
     const bool engine_row = m.stage != Stage::quality;
     const std::string pre = is_predicted(row) ? "~" : "";
-    const std::optional<double> weights =
-        m.weight_bytes ? m.weight_bytes : std::optional<double>();
+    const std::optional<double> weights = m.weight_bytes ? m.weight_bytes : std::optional<double>();
     std::string stage(stage_name(m.stage));
     if (m.stage == Stage::sweep) stage += fmt::format(" x{}", m.concurrency);
     std::string verdict = row.verdict + (row.reused ? " (reused)" : "");
@@ -144,10 +154,9 @@ std::string report_markdown(const SearchOptions& o, const SearchResult& r, const
         i + 1, stage, c.quant, engine_row ? c.kv_type : "", engine_row ? std::to_string(c.threads) : "",
         engine_row && c.pinned ? "yes" : "", engine_row ? c.spec : "", serving ? std::to_string(c.max_batch_size) : "",
         serving ? std::to_string(c.max_batch_tokens) : "", serving ? fmt::format("{:g}", c.target_step_ms) : "",
-        serving ? mib(static_cast<double>(c.kv_memory_bytes)) : "", mib(weights),
-        num(row.observed.kld, "{:.6f}"), num(m.ppl, "{:.3f}"), num(m.top1, "{:.3f}"), num(m.prefill_tok_s, "{:.1f}"),
-        num(m.decode_tok_s, "{:.1f}"), num(m.tok_s, "{:.1f}"), num(m.p50_ms),
-        row.observed.p95_ms ? pre + num(row.observed.p95_ms) : "",
+        serving ? mib(static_cast<double>(c.kv_memory_bytes)) : "", mib(weights), num(row.observed.kld, "{:.6f}"),
+        num(m.ppl, "{:.3f}"), num(m.top1, "{:.3f}"), num(m.prefill_tok_s, "{:.1f}"), num(m.decode_tok_s, "{:.1f}"),
+        num(m.tok_s, "{:.1f}"), num(m.p50_ms), row.observed.p95_ms ? pre + num(row.observed.p95_ms) : "",
         row.observed.ttft_p95_ms ? pre + num(row.observed.ttft_p95_ms) : "",
         row.observed.qps ? pre + num(row.observed.qps, "{:.1f}") : "",
         row.observed.rss_bytes && m.stage != Stage::quality ? pre + mib(row.observed.rss_bytes) : "",
@@ -157,9 +166,8 @@ std::string report_markdown(const SearchOptions& o, const SearchResult& r, const
   md += "\n## Pareto front: latency vs quality vs memory\n\n";
   const std::vector<int> front = pareto_rows(r);
   md += "Candidates no other candidate beats on p95 latency, KLD and RSS at once (among the ";
-  md += (!front.empty() && r.rows[static_cast<size_t>(front.front())].m.stage == Stage::load)
-            ? "load-tested ones"
-            : "bench runs: predicted";
+  md += (!front.empty() && r.rows[static_cast<size_t>(front.front())].m.stage == Stage::load) ? "load-tested ones"
+                                                                                              : "bench runs: predicted";
   md += ").\n\n| # | candidate | p95 ms | KLD | RSS MiB | meets the SLA |\n|---|---|---|---|---|---|\n";
   for (const int i : front) {
     const Row& row = r.rows[static_cast<size_t>(i)];
@@ -196,9 +204,10 @@ std::string pareto_svg(const SearchOptions& o, const SearchResult& r) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
       W, H);
-  s += fmt::format("<text x=\"{}\" y=\"22\" font-size=\"14\">edgelm optimize: p95 latency vs KLD ({}), marker area ~ "
-                   "RSS</text>\n",
-                   L, stage == Stage::load ? "load tests" : "bench predictions");
+  s += fmt::format(
+      "<text x=\"{}\" y=\"22\" font-size=\"14\">edgelm optimize: p95 latency vs KLD ({}), marker area ~ "
+      "RSS</text>\n",
+      L, stage == Stage::load ? "load tests" : "bench predictions");
   s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", L, H - B, W - R);
   s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n", L, H - B, T);
   for (int k = 0; k <= 4; ++k) {
@@ -210,22 +219,25 @@ std::string pareto_svg(const SearchOptions& o, const SearchResult& r) {
   s += fmt::format("<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {})\" text-anchor=\"middle\">KLD (nats)</text>\n",
                    (T + H - B) / 2, (T + H - B) / 2);
   if (o.sla.p95_ms)
-    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#c00\" stroke-dasharray=\"4 3\"/>"
-                     "<text x=\"{0:.1f}\" y=\"{3}\" fill=\"#c00\">p95_ms limit</text>\n",
-                     X(*o.sla.p95_ms), H - B, T, T - 4);
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#c00\" stroke-dasharray=\"4 3\"/>"
+        "<text x=\"{0:.1f}\" y=\"{3}\" fill=\"#c00\">p95_ms limit</text>\n",
+        X(*o.sla.p95_ms), H - B, T, T - 4);
   if (o.sla.kld)
-    s += fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#c00\" stroke-dasharray=\"4 3\"/>"
-                     "<text x=\"{2}\" y=\"{3:.1f}\" fill=\"#c00\"> kld limit</text>\n",
-                     L, Y(*o.sla.kld), W - R, Y(*o.sla.kld) + 4);
+    s += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#c00\" stroke-dasharray=\"4 3\"/>"
+        "<text x=\"{2}\" y=\"{3:.1f}\" fill=\"#c00\"> kld limit</text>\n",
+        L, Y(*o.sla.kld), W - R, Y(*o.sla.kld) + 4);
   for (const int i : pts) {
     const Row& row = r.rows[static_cast<size_t>(i)];
     const bool on_front = std::find(front.begin(), front.end(), i) != front.end();
     const double radius = 4 + 10 * std::sqrt(row.observed.rss_bytes.value_or(0) / rmax);
     const char* fill = i == r.winner ? "#2a2" : on_front ? "#d62" : "#999";
-    s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{:.1f}\" fill=\"{}\" fill-opacity=\"0.6\" "
-                     "stroke=\"black\" stroke-width=\"{}\"><title>#{} {}</title></circle>\n",
-                     X(*row.observed.p95_ms), Y(*row.observed.kld), radius, fill, i == r.winner ? 2 : 0.5, i + 1,
-                     xml(candidate_label(row.m.cand)));
+    s += fmt::format(
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{:.1f}\" fill=\"{}\" fill-opacity=\"0.6\" "
+        "stroke=\"black\" stroke-width=\"{}\"><title>#{} {}</title></circle>\n",
+        X(*row.observed.p95_ms), Y(*row.observed.kld), radius, fill, i == r.winner ? 2 : 0.5, i + 1,
+        xml(candidate_label(row.m.cand)));
     if (on_front || i == r.winner)
       s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">#{}</text>\n", X(*row.observed.p95_ms) + radius + 2,
                        Y(*row.observed.kld) - 2, i + 1);
@@ -237,9 +249,9 @@ std::string pareto_svg(const SearchOptions& o, const SearchResult& r) {
     ly += 15;
     const Row& row = r.rows[static_cast<size_t>(i)];
     s += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">#{} {}</text>\n", W - R + 12, ly,
-                     i == r.winner ? "#2a2" : "#d62", i + 1, xml(row.m.cand.quant + " kv=" + row.m.cand.kv_type +
-                                                                  " t=" + std::to_string(row.m.cand.threads) +
-                                                                  (row.m.cand.spec == "off" ? "" : " " + row.m.cand.spec)));
+                     i == r.winner ? "#2a2" : "#d62", i + 1,
+                     xml(row.m.cand.quant + " kv=" + row.m.cand.kv_type + " t=" + std::to_string(row.m.cand.threads) +
+                         (row.m.cand.spec == "off" ? "" : " " + row.m.cand.spec)));
   }
   s += "</svg>\n";
   return s;
@@ -248,7 +260,8 @@ std::string pareto_svg(const SearchOptions& o, const SearchResult& r) {
 Status write_report(const SearchOptions& o, const SearchResult& r, const std::string& md_path,
                     const std::string& svg_path) {
   const std::string svg_name = std::filesystem::path(svg_path).filename().string();
-  for (const auto& [path, text] : {std::pair{md_path, report_markdown(o, r, svg_name)}, std::pair{svg_path, pareto_svg(o, r)}}) {
+  for (const auto& [path, text] :
+       {std::pair{md_path, report_markdown(o, r, svg_name)}, std::pair{svg_path, pareto_svg(o, r)}}) {
     std::ofstream out(path, std::ios::trunc);
     if (!out) return make_error("cannot write '{}'", path);
     out << text;

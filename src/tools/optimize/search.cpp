@@ -245,7 +245,8 @@ Result<std::string> Search::model_file_of(const std::string& quant) {
     // Ours from an earlier (interrupted) run if it loads and holds mostly the preset's type
     // (q4_k_m: q4_k); anything else (a half-written file) is written again.
     std::string expected = quant;
-    if (expected.size() > 2 && (expected.ends_with("_m") || expected.ends_with("_s"))) expected.resize(expected.size() - 2);
+    if (expected.size() > 2 && (expected.ends_with("_m") || expected.ends_with("_s")))
+      expected.resize(expected.size() - 2);
     auto lm = engine::load_model(path);
     if (lm.ok() && lower(dominant_type(*lm)) == expected) return path;
   }
@@ -266,10 +267,10 @@ Status Search::stage_quality() {
     // Quality first: only a budget too small for even one load test stops it (the first always runs).
     const bool allowed = quality_.empty() || remaining() > 2 * load_cost_s_;
     EDGELM_TRY(const int i, row_of(probe, allowed, [&]() -> Result<Measurement> {
-      EDGELM_TRY(const engine::LoadedModel* lm, model_of(q));
-      EDGELM_TRY(const engine::Evaluator* ev, evaluator());
-      return measure_quality(*ev, *lm, q, q == "keep", *pool_);
-    }));
+                 EDGELM_TRY(const engine::LoadedModel* lm, model_of(q));
+                 EDGELM_TRY(const engine::Evaluator* ev, evaluator());
+                 return measure_quality(*ev, *lm, q, q == "keep", *pool_);
+               }));
     if (i < 0) continue;
     quality_[q] = i;
     Row& r = res_.rows[static_cast<size_t>(i)];
@@ -291,21 +292,21 @@ Result<int> Search::bench(const Candidate& c) {
   // Leave room for one load test.
   const bool allowed = bench_rows_.empty() || remaining() > load_cost_s_;  // room for one load test
   EDGELM_TRY(const int i, row_of(probe, allowed, [&]() -> Result<Measurement> {
-    EDGELM_TRY(const engine::LoadedModel* lm, model_of(c.quant));
-    EngineRunPlan plan;
-    plan.prompt = prompt_tokens_;
-    plan.n_gen = o_.max_tokens;
-    plan.reps = o_.quick ? 1 : 2;
-    return measure_engine(*lm->model, c, 1, plan, *energy_);
-  }));
+               EDGELM_TRY(const engine::LoadedModel* lm, model_of(c.quant));
+               EngineRunPlan plan;
+               plan.prompt = prompt_tokens_;
+               plan.n_gen = o_.max_tokens;
+               plan.reps = o_.quick ? 1 : 2;
+               return measure_engine(*lm->model, c, 1, plan, *energy_);
+             }));
   if (i < 0) return i;
   if (std::find(bench_rows_.begin(), bench_rows_.end(), i) != bench_rows_.end()) return i;
   Row& r = res_.rows[static_cast<size_t>(i)];
   judge(r, true);
   bench_rows_.push_back(i);
-  log(fmt::format("[bench] {}: {:.1f} ms per request, TTFT {:.1f} ms, decode {:.1f} tok/s{} -> {}",
-                  candidate_label(c), r.m.latency_ms.value_or(0), r.m.ttft_ms.value_or(0),
-                  r.m.decode_tok_s.value_or(0), r.reused ? " (reused)" : "", r.verdict));
+  log(fmt::format("[bench] {}: {:.1f} ms per request, TTFT {:.1f} ms, decode {:.1f} tok/s{} -> {}", candidate_label(c),
+                  r.m.latency_ms.value_or(0), r.m.ttft_ms.value_or(0), r.m.decode_tok_s.value_or(0),
+                  r.reused ? " (reused)" : "", r.verdict));
   return i;
 }
 
@@ -389,12 +390,12 @@ Status Search::stage_bench() {
     probe.cand = fast;
     probe.concurrency = n;
     EDGELM_TRY(const int i, row_of(probe, remaining() > load_cost_s_, [&]() -> Result<Measurement> {
-      EDGELM_TRY(const engine::LoadedModel* lm, model_of(fast.quant));
-      EngineRunPlan plan;
-      plan.prompt = prompt_tokens_;
-      plan.n_gen = std::min(o_.max_tokens, o_.quick ? 16 : 32);
-      return measure_engine(*lm->model, fast, n, plan, *energy_);
-    }));
+                 EDGELM_TRY(const engine::LoadedModel* lm, model_of(fast.quant));
+                 EngineRunPlan plan;
+                 plan.prompt = prompt_tokens_;
+                 plan.n_gen = std::min(o_.max_tokens, o_.quick ? 16 : 32);
+                 return measure_engine(*lm->model, fast, n, plan, *energy_);
+               }));
     if (i < 0) break;
     Row& r = res_.rows[static_cast<size_t>(i)];
     r.observed = observe(r.m);
@@ -442,23 +443,24 @@ Result<int> Search::load(Candidate c, double expected_s) {
   probe.cand = c;
   const bool allowed = load_done_ == 0 || remaining() > load_cost_s_;
   EDGELM_TRY(const int i, row_of(probe, allowed, [&]() -> Result<Measurement> {
-    EDGELM_TRY(const std::string model_file, model_file_of(c.quant));
-    const std::string yaml = fmt::format("{}/candidate-{}.yaml", work_dir_, res_.rows.size());
-    EDGELM_TRY_STATUS(write_candidate_yaml(yaml, c, model_file, {"edgelm optimize candidate"}));
-    LoadPlan plan;
-    plan.exe = o_.exe;
-    plan.prompts = o_.workload;
-    plan.max_tokens = o_.max_tokens;
-    plan.qps = o_.sla.qps.value_or(0);
-    // Long enough for a p95 of a few samples: --quick 8 requests, else 20 (open loop: at the
-    // qps; closed loop: at the predicted latency), within 1x to 3x the load-test duration.
-    const double per_request_s = plan.qps > 0 ? 1.0 / plan.qps : expected_s;
-    plan.duration_s = std::clamp((o_.quick ? 8 : 20) * per_request_s, o_.load_duration_s, 3 * o_.load_duration_s);
-    Stopwatch w;
-    auto m = measure_load(yaml, c, plan, *energy_);
-    load_cost_s_ = std::max(load_cost_s_, w.seconds());
-    return m;
-  }));
+               EDGELM_TRY(const std::string model_file, model_file_of(c.quant));
+               const std::string yaml = fmt::format("{}/candidate-{}.yaml", work_dir_, res_.rows.size());
+               EDGELM_TRY_STATUS(write_candidate_yaml(yaml, c, model_file, {"edgelm optimize candidate"}));
+               LoadPlan plan;
+               plan.exe = o_.exe;
+               plan.prompts = o_.workload;
+               plan.max_tokens = o_.max_tokens;
+               plan.qps = o_.sla.qps.value_or(0);
+               // Long enough for a p95 of a few samples: --quick 8 requests, else 20 (open loop: at the
+               // qps; closed loop: at the predicted latency), within 1x to 3x the load-test duration.
+               const double per_request_s = plan.qps > 0 ? 1.0 / plan.qps : expected_s;
+               plan.duration_s =
+                   std::clamp((o_.quick ? 8 : 20) * per_request_s, o_.load_duration_s, 3 * o_.load_duration_s);
+               Stopwatch w;
+               auto m = measure_load(yaml, c, plan, *energy_);
+               load_cost_s_ = std::max(load_cost_s_, w.seconds());
+               return m;
+             }));
   if (i < 0) return i;
   if (std::find(load_rows_.begin(), load_rows_.end(), i) != load_rows_.end()) return i;
   ++load_done_;
@@ -548,10 +550,10 @@ void Search::conclude() {
     if (res_.rows[static_cast<size_t>(i)].verdict.rfind("pruned", 0) == 0) ++n_pruned_quality;
   for (const int i : bench_rows_)
     if (res_.rows[static_cast<size_t>(i)].verdict.rfind("pruned", 0) == 0) ++n_pruned_bench;
-  const std::string funnel =
-      fmt::format("{} quantization(s) evaluated ({} pruned by quality or memory), {} bench run(s) ({} pruned by "
-                  "predicted latency, capacity or memory), {} load test(s)",
-                  quality_.size(), n_pruned_quality, bench_rows_.size(), n_pruned_bench, load_rows_.size());
+  const std::string funnel = fmt::format(
+      "{} quantization(s) evaluated ({} pruned by quality or memory), {} bench run(s) ({} pruned by "
+      "predicted latency, capacity or memory), {} load test(s)",
+      quality_.size(), n_pruned_quality, bench_rows_.size(), n_pruned_bench, load_rows_.size());
   if (!feasible.empty()) {
     res_.winner = feasible.front();
     Row& w = res_.rows[static_cast<size_t>(res_.winner)];
@@ -563,9 +565,9 @@ void Search::conclude() {
     std::string next;
     if (feasible.size() > 1) {
       const Row& n = res_.rows[static_cast<size_t>(feasible[1])];
-      next = fmt::format("; next best: {} (p95 {:.1f} ms, RSS {}, KLD {:.4g})", candidate_label(n.m.cand),
-                         n.observed.p95_ms.value_or(0), mib(n.observed.rss_bytes.value_or(0)),
-                         n.observed.kld.value_or(0));
+      next =
+          fmt::format("; next best: {} (p95 {:.1f} ms, RSS {}, KLD {:.4g})", candidate_label(n.m.cand),
+                      n.observed.p95_ms.value_or(0), mib(n.observed.rss_bytes.value_or(0)), n.observed.kld.value_or(0));
     }
     res_.why = fmt::format(
         "{} won: it meets every constraint ({}) in a load test of its own config, and of the {} load-tested "

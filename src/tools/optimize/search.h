@@ -65,7 +65,7 @@ struct SearchResult {
   std::string why;        // why the winner won, or why nothing did
   DevicePreset preset;
   bool energy_available = false;
-  std::string energy;     // the source, or why there is none
+  std::string energy;             // the source, or why there is none
   std::string winner_model_path;  // what the winner's YAML names
   size_t reused = 0, measured = 0;
   double elapsed_s = 0;

@@ -109,8 +109,8 @@ std::string sla_text(const Sla& sla) {
 
 std::vector<SlaCheck> check_sla(const Sla& sla, const Observed& o) {
   std::vector<SlaCheck> out;
-  auto add = [&](const char* key, const std::optional<double>& limit, const std::optional<double>& measured,
-                 bool floor, bool size) {
+  auto add = [&](const char* key, const std::optional<double>& limit, const std::optional<double>& measured, bool floor,
+                 bool size) {
     if (!limit) return;
     SlaCheck c;
     c.key = key;

@@ -44,7 +44,7 @@ struct SlaCheck {
   std::string text;  // "p95_ms<=800"
   std::optional<double> measured;
   double limit = 0;
-  double ratio = 0;   // 0 when not measured
+  double ratio = 0;  // 0 when not measured
   bool met() const { return measured && ratio <= 1.0; }
 };
 

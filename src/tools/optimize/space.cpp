@@ -8,10 +8,10 @@ namespace edgelm::tools::optimize {
 namespace fs = std::filesystem;
 
 double bits_per_weight(const std::string& type) {
-  static const std::map<std::string, double> bpw = {
-      {"f32", 32},   {"f16", 16},    {"bf16", 16},   {"q8_0", 8.5},   {"q6_k", 6.5625}, {"q5_1", 6},
-      {"q5_0", 5.5}, {"q5_k", 5.5},  {"q5_k_m", 5.7}, {"q4_1", 5},    {"q4_k", 4.5},    {"q4_k_m", 4.9},
-      {"q4_0", 4.5}, {"q3_k", 3.44}, {"q2_k", 2.63}};
+  static const std::map<std::string, double> bpw = {{"f32", 32},      {"f16", 16},    {"bf16", 16},  {"q8_0", 8.5},
+                                                    {"q6_k", 6.5625}, {"q5_1", 6},    {"q5_0", 5.5}, {"q5_k", 5.5},
+                                                    {"q5_k_m", 5.7},  {"q4_1", 5},    {"q4_k", 4.5}, {"q4_k_m", 4.9},
+                                                    {"q4_0", 4.5},    {"q3_k", 3.44}, {"q2_k", 2.63}};
   auto it = bpw.find(type);
   return it == bpw.end() ? 32 : it->second;
 }

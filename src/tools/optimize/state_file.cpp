@@ -26,9 +26,10 @@ std::string StateFile::load() {
   if (!j.is_object() || j.value("version", 0) != kVersion || !j.contains("measurements"))
     return fmt::format("state file {} is not a version {} state: starting afresh", path_, kVersion);
   if (j.value("fingerprint", nlohmann::json()) != fingerprint_)
-    return fmt::format("state file {} was written for another model, workload or settings ({} vs now {}): starting "
-                       "afresh",
-                       path_, j.value("fingerprint", nlohmann::json()).dump(), fingerprint_.dump());
+    return fmt::format(
+        "state file {} was written for another model, workload or settings ({} vs now {}): starting "
+        "afresh",
+        path_, j.value("fingerprint", nlohmann::json()).dump(), fingerprint_.dump());
   for (const auto& [key, row] : j["measurements"].items()) {
     auto m = measurement_from_json(row);
     if (!m) return fmt::format("state file {}: measurement '{}': {}: starting afresh", path_, key, m.error().message);
