@@ -64,7 +64,7 @@ TEST(OptimizeCli, ReachableSlaWritesAConfigThatServesTheSla) {
   ASSERT_FALSE(model.empty()) << config;
   EXPECT_TRUE(std::filesystem::path(model).is_absolute()) << model;
   EXPECT_TRUE(std::filesystem::exists(model)) << model;
-  if (model != stories()) {
+  if (!std::filesystem::equivalent(model, stories())) {
     EXPECT_EQ(std::filesystem::path(model).parent_path(), std::filesystem::path(dir.path()));
   }
   for (const char* key : {"threads", "kv_type", "kv_memory", "max_batch_size", "max_batch_tokens", "target_step_ms"})
@@ -176,6 +176,21 @@ TEST(OptimizeCli, ResumesFromTheStateWithoutRemeasuringFinishedCandidates) {
   const ProcessResult third = edgelm(args);
   ASSERT_EQ(third.exit_code, 0) << third.err;
   EXPECT_NE(third.err.find("0 measurement(s) new"), std::string::npos) << third.err;
+}
+
+TEST(OptimizeCli, ABudgetTooSmallStillEndsWithOneMeasurementPerStage) {
+  TempDir dir;
+  const std::string yaml = dir.file("edgelm.yaml");
+  const ProcessResult r = edgelm({"optimize", "-m", stories(), "--sla", "p95_ms<=5000", "--quick", "--budget-minutes",
+                                  "0.001", "--load-seconds", "1", "-o", yaml});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(lines_with(r.err, "[quality]").size(), 1u) << r.err;  // keep only
+  EXPECT_EQ(lines_with(r.err, "[bench]").size(), 1u) << r.err;
+  EXPECT_TRUE(lines_with(r.err, "[sweep]").empty()) << r.err;
+  EXPECT_EQ(lines_with(r.err, "[load]").size(), 1u) << r.err;  // the first load test always runs
+  EXPECT_NE(read_file(dir.file("edgelm.report.md")).find("the time budget ran out"), std::string::npos);
+  EXPECT_TRUE(
+      std::filesystem::equivalent(yaml_value(read_file(yaml), "model_path"), stories()));  // keep: the given file
 }
 
 TEST(OptimizeCli, BadInputsAreErrorsNamingThem) {
