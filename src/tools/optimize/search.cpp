@@ -38,6 +38,14 @@ std::string lower(std::string s) {
 
 std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / double(1 << 20)); }
 
+// How a row knows a constraint's value: load tests and the quality stage's KLD measure it, the
+// quality stage's memory is a lower bound (the weights), the bench predicts.
+std::string how_known(const Measurement& m, const SlaCheck& c) {
+  if (m.stage == Stage::load) return "measured";
+  if (m.stage == Stage::quality) return c.key == "rss" ? "at least" : "measured";
+  return c.key == "kld" ? "measured" : "predicted";
+}
+
 std::string check_value(const SlaCheck& c) {
   if (!c.measured) return "not measured";
   return c.key == "rss" ? mib(*c.measured) : fmt::format("{:.4g}", *c.measured);
@@ -204,8 +212,8 @@ void Search::judge(Row& r, bool predicted) {
   if (ok) {
     r.verdict = predicted ? "passes (predicted)" : "meets the SLA";
   } else if (w != nullptr) {
-    r.verdict = fmt::format("{}: {} {} {} ({:.2f}x)", predicted ? "pruned" : "misses", w->text,
-                            predicted ? "predicted" : "measured", check_value(*w), w->ratio);
+    r.verdict = fmt::format("{}: {} {} {} ({:.2f}x)", predicted ? "pruned" : "misses", w->text, how_known(r.m, *w),
+                            check_value(*w), w->ratio);
   } else {
     r.verdict = "misses: not measured";
   }
@@ -592,7 +600,6 @@ void Search::conclude() {
   Row& r = res_.rows[static_cast<size_t>(res_.closest)];
   const SlaCheck* w = worst_check(r.checks);
   res_.binding = w->text;
-  const bool predicted = r.m.stage != Stage::load;
   size_t n_fail = 0;
   for (const auto& ch : checks)
     for (const SlaCheck& x : ch)
@@ -601,7 +608,7 @@ void Search::conclude() {
       "no candidate meets the SLA: the binding constraint is {} ({} of {} candidates at the {} stage miss it); the "
       "closest candidate is {} with {} {} {} ({:.2f}x the limit). Search: {}.",
       w->text, n_fail, checks.size(), stage_name(r.m.stage), candidate_label(r.m.cand), w->key, check_value(*w),
-      predicted ? "predicted" : "measured", w->ratio, funnel);
+      how_known(r.m, *w), w->ratio, funnel);
 }
 
 Result<SearchResult> Search::run() {
