@@ -173,7 +173,8 @@ uint64_t process_resident_bytes() {
 
 // ---- ServerMetrics ----
 
-ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(device_id)) {
+ServerMetrics::ServerMetrics(std::string device_id, std::unique_ptr<EnergyMeter> energy)
+    : device_id_(std::move(device_id)), energy_(std::move(energy)) {
   const std::vector<double> tbt = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
   const std::vector<double> wait = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   registry_.add_histogram("edge_inference_latency", "Request latency from arrival to the last token, seconds",
@@ -203,6 +204,10 @@ ServerMetrics::ServerMetrics(std::string device_id) : device_id_(std::move(devic
                           std::vector<double>(engine::kMaskTimeBounds.begin(), engine::kMaskTimeBounds.end()));
   registry_.add_gauge("process_cpu_utilization", "CPU seconds per wall second since the previous scrape");
   registry_.add_gauge("process_resident_memory_bytes", "Resident set size");
+  registry_.add_counter("process_cpu_seconds_total", "User and system CPU time of the server process");
+  registry_.add_counter("edge_energy_joules_total",
+                        "Energy the machine used since the server started (RAPL package counters or a power "
+                        "supply reading); absent where the machine cannot tell");
   registry_.add_counter("edge_cache_lookups_total", "Response cache lookups by level (exact, semantic) and result");
   registry_.add_histogram("edge_cache_lookup_seconds", "Response cache lookup time (both levels, embedding included)",
                           {0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1});
@@ -348,6 +353,8 @@ void ServerMetrics::set_process_gauges(const Labels& base) {
   last_cpu_s_ = cpu;
   last_wall_ = now;
   registry_.set("process_resident_memory_bytes", base, static_cast<double>(process_resident_bytes()));
+  registry_.set_counter("process_cpu_seconds_total", base, cpu);
+  if (energy_ && energy_->available()) registry_.set_counter("edge_energy_joules_total", base, energy_->joules());
 }
 
 }  // namespace edgelm::serve

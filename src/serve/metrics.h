@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/energy_meter.h"
 #include "serve/engine_service.h"
 
 namespace edgelm::serve {
@@ -93,7 +94,9 @@ struct RequestRecord {
 
 class ServerMetrics {
  public:
-  explicit ServerMetrics(std::string device_id);
+  // `energy`: where edge_energy_joules_total comes from (core/energy_meter.h; default: this
+  // machine's sysfs). When it has no source the family has no series (absent, not zero).
+  explicit ServerMetrics(std::string device_id, std::unique_ptr<EnergyMeter> energy = EnergyMeter::open());
 
   void record(const RequestRecord& r);
   // One response-cache lookup: `result` is "exact", "semantic" or "miss"; counts
@@ -127,8 +130,9 @@ class ServerMetrics {
     ServiceStats stats;
     std::optional<std::pair<double, double>> latency_factors;  // prefill, decode (a profiled model)
   };
-  // Sets the gauges from each model's engine and the process (/proc/self: CPU use since the
-  // last scrape, resident memory; labelled with the first model), then renders every series.
+  // Sets the gauges from each model's engine and the process (/proc/self: CPU seconds in total
+  // and per wall second since the last scrape, resident memory; the machine's energy since
+  // start when it can tell; labelled with the first model), then renders every series.
   std::string scrape(const std::vector<ModelGauges>& models, const TransportGauges* transport = nullptr);
   std::string scrape(const ServiceStats& stats, const std::string& model);  // one model
 
@@ -150,6 +154,7 @@ class ServerMetrics {
   double last_cpu_s_ = -1.0;
   std::chrono::steady_clock::time_point last_wall_;
   std::function<uint64_t()> cache_store_errors_;
+  std::unique_ptr<EnergyMeter> energy_;
 };
 
 // Process CPU time (user + system, seconds) and resident memory (bytes) from /proc/self; 0

@@ -36,14 +36,10 @@ struct LevelResult {
   int64_t drafted = 0, accepted = 0;
 };
 
-struct RunSample {
-  double tok_s = 0;
-  std::vector<double> tbt, ttft;
-  int64_t preemptions = 0;
-  int64_t drafted = 0, accepted = 0;
-};
+}  // namespace
 
-Result<RunSample> run_once(const ConcurrencyBenchOptions& o, engine::StepModel& runner, int n, std::mt19937& rng) {
+Result<ConcurrencySample> measure_concurrency(const ConcurrencyBenchOptions& o, engine::StepModel& runner, int n,
+                                              std::mt19937& rng) {
   engine::EngineOptions eo = o.engine;
   eo.scheduler.max_batch_size = std::max(eo.scheduler.max_batch_size, n);
   eo.scheduler.max_batch_tokens = std::max(eo.scheduler.max_batch_tokens, eo.scheduler.max_batch_size);
@@ -55,8 +51,8 @@ Result<RunSample> run_once(const ConcurrencyBenchOptions& o, engine::StepModel& 
     bool first = true;
   };
   std::map<engine::RequestId, Track> tracks;
-  RunSample s;
-  int64_t generated = 0;
+  ConcurrencySample s;
+  int64_t& generated = s.generated;
   const Clock::time_point t0 = Clock::now();
   for (int i = 0; i < n; ++i) {
     engine::Request r;
@@ -76,20 +72,19 @@ Result<RunSample> run_once(const ConcurrencyBenchOptions& o, engine::StepModel& 
       if (ev.finish == engine::Finish::error) return make_error("{}", ev.error);
       if (ev.token < 0) continue;
       Track& t = tracks[ev.id];
-      (t.first ? s.ttft : s.tbt).push_back(ms_between(t.last, now));
+      (t.first ? s.ttft_ms : s.tbt_ms).push_back(ms_between(t.last, now));
       t.first = false;
       t.last = now;
       ++generated;
     }
   }
-  s.tok_s = static_cast<double>(generated) / (ms_between(t0, Clock::now()) / 1e3);
+  s.seconds = ms_between(t0, Clock::now()) / 1e3;
+  s.tok_s = static_cast<double>(generated) / s.seconds;
   s.preemptions = eng->stats().n_preemptions;
   s.drafted = eng->stats().spec_draft_tokens;
   s.accepted = eng->stats().spec_accepted_tokens;
   return s;
 }
-
-}  // namespace
 
 Result<std::vector<int>> parse_levels(const std::string& text) {
   return parse_int_list(text, 1, 4096, "--concurrency", "level", "1,2,4,8");
@@ -103,17 +98,17 @@ int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& 
   {
     ConcurrencyBenchOptions w = o;
     w.n_gen = 2;
-    if (auto s = run_once(w, runner, 1, rng); !s.ok()) return report_error(s.error());
+    if (auto s = measure_concurrency(w, runner, 1, rng); !s.ok()) return report_error(s.error());
   }
   for (const int n : o.levels) {
     std::vector<double> rates, tbt, ttft;
     int64_t preemptions = 0, drafted = 0, accepted = 0;
     for (int rep = 0; rep < o.reps; ++rep) {
-      auto s = run_once(o, runner, n, rng);
+      auto s = measure_concurrency(o, runner, n, rng);
       if (!s.ok()) return report_error(s.error());
       rates.push_back(s->tok_s);
-      tbt.insert(tbt.end(), s->tbt.begin(), s->tbt.end());
-      ttft.insert(ttft.end(), s->ttft.begin(), s->ttft.end());
+      tbt.insert(tbt.end(), s->tbt_ms.begin(), s->tbt_ms.end());
+      ttft.insert(ttft.end(), s->ttft_ms.begin(), s->ttft_ms.end());
       preemptions += s->preemptions;
       drafted += s->drafted;
       accepted += s->accepted;

@@ -1,6 +1,7 @@
 // `edgelm bench --concurrency 1,2,4,...`: the batching engine under N simultaneous requests.
 #pragma once
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,20 @@ struct ConcurrencyBenchOptions {
 // per sequence (median, p95), time to first token (median) and, with speculative decoding, the
 // draft acceptance rate. Returns the exit code.
 int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& m, ThreadPool& pool);
+
+// One run of one level: n requests (distinct random prompts of o.n_prompt tokens, or
+// o.prompt_tokens) arrive together, greedy, o.n_gen tokens each, on a fresh engine of o.engine
+// (max_batch_size raised to n); the engine runs until all finish.
+struct ConcurrencySample {
+  double tok_s = 0;                   // generated tokens per wall second, prefill included
+  double seconds = 0;                 // wall time of the run
+  int64_t generated = 0;
+  std::vector<double> tbt_ms, ttft_ms;  // per token gap / per request first token
+  int64_t preemptions = 0;
+  int64_t drafted = 0, accepted = 0;  // speculative decoding
+};
+Result<ConcurrencySample> measure_concurrency(const ConcurrencyBenchOptions& o, engine::StepModel& runner, int n,
+                                              std::mt19937& rng);
 
 // "1,2,4,8" -> {1, 2, 4, 8}; every level >= 1.
 Result<std::vector<int>> parse_levels(const std::string& text);

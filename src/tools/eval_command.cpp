@@ -3,8 +3,8 @@
 // continuations of prompts. `--quant f16,q8_0,...` quantizes the reference in memory to each
 // preset and prints one row per preset, so a quantization's cost is one command away.
 //
-// Without --text / --prompts a built-in short story and four story openings are used: enough
-// to rank quantizations of a small story model in seconds, not a benchmark of record.
+// Without --text / --prompts a built-in short story and four story openings are used
+// (eval_inputs.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,33 +17,10 @@
 #include "core/timer.h"
 #include "engine/evaluator.h"
 #include "tools/command.h"
+#include "tools/eval_inputs.h"
 
 namespace edgelm::tools {
 namespace {
-
-// Plain, simple prose in the style of children's stories (written for this tool), a few hundred
-// tokens for a Llama vocabulary.
-constexpr const char* kDefaultText =
-    "Once upon a time, there was a little girl named Lily. She lived in a small house with her mom, her dad and "
-    "a big brown dog called Max. Every morning Lily and Max went to the park to play.\n\n"
-    "One day, Lily saw a red bird sitting on a tree. The bird looked sad. \"Why are you sad, little bird?\" Lily "
-    "asked. The bird said, \"I lost my nest in the wind. Now I have no home.\" Lily felt sorry for the bird. She "
-    "wanted to help.\n\n"
-    "Lily ran home and told her mom about the bird. Her mom smiled and gave her some sticks, some soft grass and "
-    "a little box. \"We can make a new home for the bird,\" said Mom. Lily and her mom worked together. They put "
-    "the grass in the box and tied the sticks around it. It was a very nice nest.\n\n"
-    "The next day, Lily and Max took the nest to the park. Dad helped Lily put it high up in the tree. The red "
-    "bird flew down and looked at the nest. Then it sang a happy song and sat inside. Lily clapped her hands. "
-    "Max wagged his tail and barked.\n\n"
-    "From that day on, the red bird sang to Lily every morning when she came to the park. Lily was very happy. "
-    "She learned that when you help a friend, you make two hearts glad.\n";
-
-const std::vector<std::string> kDefaultPrompts = {
-    "Once upon a time",
-    "Tom and his dog",
-    "One day, a little bird",
-    "The sun was shining and Sue wanted to",
-};
 
 struct EvalCmdOptions {
   std::string model_path;
@@ -66,34 +43,6 @@ struct Row {
   engine::EvalResult result;
 };
 
-Result<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot read '{}'", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// One prompt per non-blank line; "\n" in a line stands for a newline.
-Result<std::vector<std::string>> read_prompts(const std::string& path) {
-  EDGELM_TRY(std::string text, read_text_file(path));
-  std::vector<std::string> prompts;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    std::string prompt;
-    for (size_t i = 0; i < line.size(); ++i) {
-      const bool escape = line[i] == '\\' && i + 1 < line.size() && line[i + 1] == 'n';
-      prompt += escape ? '\n' : line[i];
-      i += escape ? 1 : 0;
-    }
-    prompts.push_back(std::move(prompt));
-  }
-  if (prompts.empty()) return make_error("no prompts in '{}' (one per line)", path);
-  return prompts;
-}
-
 Result<std::vector<model::QuantPreset>> parse_presets(const std::string& list) {
   std::vector<model::QuantPreset> presets;
   std::istringstream items(list);
@@ -104,20 +53,6 @@ Result<std::vector<model::QuantPreset>> parse_presets(const std::string& list) {
   }
   if (presets.empty()) return make_error("--quant lists no quantization type");
   return presets;
-}
-
-// The type holding most of a model's weight bytes, as the label of a -m model.
-std::string dominant_type(const engine::LoadedModel& lm) {
-  std::vector<std::pair<uint64_t, DType>> bytes;
-  for (const auto& t : lm.model->file().tensors) {
-    auto it = std::find_if(bytes.begin(), bytes.end(), [&](const auto& b) { return b.second == t.type; });
-    if (it == bytes.end())
-      bytes.emplace_back(t.n_bytes, t.type);
-    else
-      it->first += t.n_bytes;
-  }
-  if (bytes.empty()) return "?";
-  return std::string(dtype_name(std::max_element(bytes.begin(), bytes.end())->second));
 }
 
 void print_progress(std::string_view label, std::string_view stage, size_t done, size_t total) {
@@ -185,15 +120,15 @@ int run(const EvalCmdOptions& o) {
   }
   if (presets.empty() && o.model_path.empty()) return report_error(make_error("give -m MODEL or --quant TYPES"));
 
-  std::string text = kDefaultText;
+  std::string text = eval_default_text();
   if (!o.text_path.empty()) {
     auto t = read_text_file(o.text_path);
     if (!t.ok()) return report_error(t.error());
     text = std::move(t).value();
   }
-  std::vector<std::string> prompts = kDefaultPrompts;
+  std::vector<std::string> prompts = eval_default_prompts();
   if (!o.prompts_path.empty()) {
-    auto p = read_prompts(o.prompts_path);
+    auto p = read_eval_prompts(o.prompts_path);
     if (!p.ok()) return report_error(p.error());
     prompts = std::move(p).value();
   }

@@ -528,6 +528,19 @@ nlohmann::json loadtest_json(const LoadtestReport& r) {
   return j;
 }
 
+Result<std::vector<std::string>> read_loadtest_prompts(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error("cannot read prompts file '{}'", path);
+  std::vector<std::string> prompts;
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty() && line != "\r") prompts.push_back(line);
+  if (prompts.empty()) return make_error("prompts file '{}' has no prompts", path);
+  return prompts;
+}
+
+const std::vector<std::string>& loadtest_default_prompts() { return default_prompts(); }
+
 CommandRunner add_loadtest_command(CLI::App& app) {
   struct Flags {
     LoadtestOptions o;
@@ -572,12 +585,9 @@ CommandRunner add_loadtest_command(CLI::App& app) {
     if (!endpoint) return report_error(endpoint.error());
     f->o.endpoint = *endpoint;
     if (!f->prompts_file.empty()) {
-      std::ifstream in(f->prompts_file);
-      if (!in) return report_error(make_error("cannot read prompts file '{}'", f->prompts_file));
-      std::string line;
-      while (std::getline(in, line))
-        if (!line.empty() && line != "\r") f->o.prompts.push_back(line);
-      if (f->o.prompts.empty()) return report_error(make_error("prompts file '{}' has no prompts", f->prompts_file));
+      auto prompts = read_loadtest_prompts(f->prompts_file);
+      if (!prompts) return report_error(prompts.error());
+      f->o.prompts = std::move(prompts).value();
     }
     auto report = run_loadtest(f->o, isatty(STDERR_FILENO) ? stderr : nullptr);
     if (!report) return report_error(report.error());

@@ -81,6 +81,11 @@ Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* p
 std::string format_loadtest_text(const LoadtestReport& report);
 nlohmann::json loadtest_json(const LoadtestReport& report);
 
+// `--prompts FILE`: one prompt per non-empty line, as written. Errors: unreadable, no prompt.
+Result<std::vector<std::string>> read_loadtest_prompts(const std::string& path);
+// The prompts used when LoadtestOptions::prompts is empty.
+const std::vector<std::string>& loadtest_default_prompts();
+
 // Helpers, exposed for the tests.
 double percentile(std::vector<double> sorted_or_not, double q);  // q in [0, 100]; 0 if empty
 LatencySummary summarize(std::vector<double> samples);

@@ -1,7 +1,11 @@
-// ServerMetrics series fed from elsewhere at scrape time: edge_cache_store_errors_total.
+// ServerMetrics series fed from elsewhere at scrape time: edge_cache_store_errors_total,
+// edge_energy_joules_total (a fixture RAPL tree), process_cpu_seconds_total.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 
 #include "serve/metrics.h"
 
@@ -22,6 +26,27 @@ TEST(ServerMetrics, CacheStoreErrorsAreReadAtEachScrape) {
   const std::string after = m.scrape(ServiceStats{}, "tiny");
   EXPECT_NE(after.find("edge_cache_store_errors_total{model_name=\"tiny\",device_id=\"dev-1\"} 7\n"), std::string::npos)
       << after;
+}
+
+TEST(ServerMetrics, EnergyFromRaplFixtureAndAbsentWithoutSource) {
+  char tmpl[] = "/tmp/edgelm-metrics-sysfs-XXXXXX";
+  const std::string root = mkdtemp(tmpl);
+  const std::string zone = root + "/class/powercap/intel-rapl:0";
+  std::filesystem::create_directories(zone);
+  std::ofstream(zone + "/energy_uj") << "1000000\n";
+  std::ofstream(zone + "/max_energy_range_uj") << "262143328850\n";
+  ServerMetrics m("dev-1", EnergyMeter::open(root));
+  std::ofstream(zone + "/energy_uj") << "3500000\n";  // 2.5 J since start
+  const std::string text = m.scrape(ServiceStats{}, "tiny");
+  EXPECT_NE(text.find("edge_energy_joules_total{model_name=\"tiny\",device_id=\"dev-1\"} 2.5\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("process_cpu_seconds_total{model_name=\"tiny\",device_id=\"dev-1\"} "), std::string::npos);
+  std::filesystem::remove_all(root);
+
+  ServerMetrics none("dev-1", EnergyMeter::open("/nonexistent-sysfs"));
+  const std::string absent = none.scrape(ServiceStats{}, "tiny");
+  EXPECT_NE(absent.find("# TYPE edge_energy_joules_total counter\n"), std::string::npos);
+  EXPECT_EQ(absent.find("edge_energy_joules_total{"), std::string::npos) << absent;
 }
 
 }  // namespace
