@@ -2,15 +2,17 @@
 //
 // Job: for every token of a step, softmax(q . K * scale) V over the token's positions [0, pos]
 // (or, planned with a sliding window w, the last w of them: [max(0, pos - w + 1), pos]), scores
-// soft-capped where the layer asks for it, for all its query heads, with the kernels of kernels/attention_kernels.h: each K/V row is read
-// once per token (each KV head's slice once for the query heads that share it, GQA), in its
-// stored type, by one pass with an online softmax. Nothing converts the context to f32.
+// soft-capped where the layer asks for it, for all its query heads, with the kernels of
+// kernels/attention_kernels.h: each K/V row is read once per token (each KV head's slice once
+// for the query heads that share it, GQA), in its stored type, by one pass with an online
+// softmax. Nothing converts the context to f32.
 //
 // Split-K: a token's context is cut into chunks at fixed positions (multiples of
-// split_positions; a window's first chunk starts at the window's start), each chunk's partial state (all heads) is a work item of its own, and the
-// partials are folded in position order. So one long sequence spreads over every thread, and because the
-// cuts depend only on positions, a token's result is the same bits whatever else is in the
-// batch, however its blocks are laid out, and on any number of threads.
+// split_positions; a window's first chunk starts at the window's start), each chunk's partial
+// state (all heads) is a work item of its own, and the partials are folded in position order.
+// So one long sequence spreads over every thread, and because the cuts depend only on
+// positions, a token's result is the same bits whatever else is in the batch, however its
+// blocks are laid out, and on any number of threads.
 //
 // Cost: per layer, two dispatches at most (partials, then the folds of tokens with more than
 // one chunk); items are split over the threads by cost (positions + a fixed overhead). The

@@ -10,7 +10,8 @@
 //
 // Algorithm (the same in every variant, so variants differ by float reassociation only):
 // positions are taken in tiles of kAttnTile from p0; per tile, scores s = (q . k_p) * scale
-// (soft-capped to softcap * tanh(s / softcap) when AttnKv::softcap > 0), tile max, m' = max(m, tile max), acc = acc * e^(m - m') + sum_p e^(s_p - m') v_p and
+// (soft-capped to softcap * tanh(s / softcap) when AttnKv::softcap > 0), tile max,
+// m' = max(m, tile max), acc = acc * e^(m - m') + sum_p e^(s_p - m') v_p and
 // l = l * e^(m - m') + sum_p e^(s_p - m').
 //
 // Invariants:

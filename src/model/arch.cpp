@@ -18,8 +18,8 @@ constexpr std::array kArchs = {
              SwaLayers::even, 0.0f, false},
     ArchSpec{"gemma3", RopeStyle::neox, false, true, 1e-6f, 1000000.0f, FfnAct::gelu_tanh, true, true, false,
              SwaLayers::five_to_one, 10000.0f, false},
-    ArchSpec{"phi3", RopeStyle::neox, false, false, 1e-5f, 10000.0f, FfnAct::silu, false, false, false,
-             SwaLayers::all, 0.0f, true},
+    ArchSpec{"phi3", RopeStyle::neox, false, false, 1e-5f, 10000.0f, FfnAct::silu, false, false, false, SwaLayers::all,
+             0.0f, true},
 };
 
 // Far above any real model: anything larger is a corrupt or hostile file, and we refuse it

@@ -54,8 +54,8 @@ struct ArchSpec {
   SwaLayers swa = SwaLayers::none;
   float local_rope_base = 0.0f;  // > 0: local layers rotate with this base and no scaling (gemma3;
                                  // {arch}.rope.freq_base_swa overrides); 0: they use the global RoPE
-  bool fused = false;  // blk.N.attn_qkv (Q, K, V rows) and ffn_up of 2 * n_ff rows (gate, then up),
-                       // LongRoPE factors rope_factors_{short,long} (phi3)
+  bool fused = false;            // blk.N.attn_qkv (Q, K, V rows) and ffn_up of 2 * n_ff rows (gate, then up),
+                                 // LongRoPE factors rope_factors_{short,long} (phi3)
 };
 
 // How rotary frequencies are stretched for contexts beyond the trained one
@@ -101,8 +101,8 @@ struct ModelConfig {
   // Sliding-window attention: a local layer's token at position p attends to positions
   // (p - n_swa, p], the last n_swa; 0: no local layers.
   int32_t n_swa = 0;
-  float attn_softcap = 0.0f;   // > 0: attention scores s -> cap * tanh(s / cap) after the scale
-  float final_softcap = 0.0f;  // > 0: logits z -> cap * tanh(z / cap)
+  float attn_softcap = 0.0f;     // > 0: attention scores s -> cap * tanh(s / cap) after the scale
+  float final_softcap = 0.0f;    // > 0: logits z -> cap * tanh(z / cap)
   float local_rope_base = 0.0f;  // > 0: local layers' RoPE base, without scaling (see ArchSpec)
   // LongRoPE (phi3 with rope_factors_short/long.weight, [n_rot / 2]): each frequency divided by
   // the short factors, or the long ones when the context the sequences are sized for exceeds

@@ -35,10 +35,11 @@ class Model {
   const format::ModelFile& file() const { return file_; }
 
   // Runs tokens at positions [cache.n_past(), cache.n_past() + n) and appends their keys and
-  // values to the cache (sized for cache.n_ctx() positions, which picks LongRoPE's factors). Writes the logits of the last token into logits ([n_vocab]) unless it
-  // is empty, and every token's final hidden state after the output norm into hidden
-  // ([n, n_embd], for embeddings) unless it is empty. Errors: a token id outside the
-  // vocabulary, the context would overflow, an output span of the wrong size.
+  // values to the cache (sized for cache.n_ctx() positions, which picks LongRoPE's factors).
+  // Writes the logits of the last token into logits ([n_vocab]) unless it is empty, and every
+  // token's final hidden state after the output norm into hidden ([n, n_embd], for embeddings)
+  // unless it is empty. Errors: a token id outside the vocabulary, the context would overflow,
+  // an output span of the wrong size.
   Status forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
                  std::span<float> hidden = {}) const;
 

@@ -18,7 +18,9 @@ double yarn_dim(double n_turns, int32_t n_rot, double base, int32_t ctx) {
 RopeTable::RopeTable(const ModelConfig& c, const float* freq_factors)
     : RopeTable(c, c.rope_base, c.rope_scaling, freq_factors, 1.0f) {}
 
-RopeTable RopeTable::local(const ModelConfig& c) { return RopeTable(c, c.local_rope_base, RopeScaling{}, nullptr, 1.0f); }
+RopeTable RopeTable::local(const ModelConfig& c) {
+  return RopeTable(c, c.local_rope_base, RopeScaling{}, nullptr, 1.0f);
+}
 
 RopeTable RopeTable::longrope(const ModelConfig& c, const float* factors) {
   return RopeTable(c, c.rope_base, RopeScaling{}, factors, c.longrope_attn_factor);

@@ -380,7 +380,7 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
     md.set(a + ".rope.scaling.original_context_length", GgufValue::from_u32(static_cast<uint32_t>(orig)));
     md.set(a + ".rope.scaling.attn_factor",
            GgufValue::from_f32(ratio > 1.0 ? static_cast<float>(std::sqrt(1.0 + std::log(ratio) / std::log(orig)))
-                                            : 1.0f));
+                                           : 1.0f));
   }
   if (!s.rope_scaling.empty()) {
     md.set(a + ".rope.scaling.type", GgufValue::from_string(s.rope_scaling));

@@ -74,7 +74,8 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--ff", s.n_ff, "Feed-forward size")->capture_default_str();
   cmd->add_option("--heads", s.n_head, "Attention heads")->capture_default_str();
   cmd->add_option("--kv-heads", s.n_head_kv, "Key/value heads")->capture_default_str();
-  o->vocab_opt = cmd->add_option("--n-vocab", s.n_vocab, "Vocabulary size (without --vocab; with a --shape and --vocab, "
+  o->vocab_opt = cmd->add_option("--n-vocab", s.n_vocab,
+                                 "Vocabulary size (without --vocab; with a --shape and --vocab, "
                                  "the size it is padded to)")
                      ->capture_default_str();
   cmd->add_option("--vocab,--vocab-from", s.vocab_from, "Embed the vocabulary of this GGUF or llama2.c tokenizer.bin");

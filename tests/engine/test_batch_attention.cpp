@@ -93,10 +93,18 @@ struct Fixture {
     const auto n = static_cast<int64_t>(tok_seq.size());
     std::vector<float> out(q.size(), NAN);
     attention_plan(s, n, tok_pos.data(), c.n_head, c.head_dim, pool.n_threads(), window);
-    const AttnLayer a{*store,    layer,       seqs.data(),
-                      tok_seq.data(), tok_pos.data(), q.data(),
-                      out.data(), c.n_head,    c.n_head_kv,
-                      c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), k,
+    const AttnLayer a{*store,
+                      layer,
+                      seqs.data(),
+                      tok_seq.data(),
+                      tok_pos.data(),
+                      q.data(),
+                      out.data(),
+                      c.n_head,
+                      c.n_head_kv,
+                      c.head_dim,
+                      1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                      k,
                       softcap};
     attention_run(a, s, pool);
     return out;
@@ -197,8 +205,8 @@ TEST_P(BatchAttention, WindowAndSoftcapMatchScalarAttentionHead) {
   EDGELM_KERNEL_OR_SKIP(k);
   const Case& tc = this->tc();
   Fixture f(tc.shape, tc.type, {1, 13, 40, 301}, 5);
-  for (const auto& [window, softcap] : {std::pair{7, 0.0f}, std::pair{33, 50.0f}, std::pair{300, 1.5f},
-                                        std::pair{1000, 1.5f}, std::pair{1, 0.0f}}) {
+  for (const auto& [window, softcap] :
+       {std::pair{7, 0.0f}, std::pair{33, 50.0f}, std::pair{300, 1.5f}, std::pair{1000, 1.5f}, std::pair{1, 0.0f}}) {
     const std::vector<float> ref = f.reference(0, window, softcap);
     const float bound = 2e-5f * f.max_abs_v;
     for (const int32_t split : {7, 32, 1 << 20}) {

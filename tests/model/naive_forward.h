@@ -127,9 +127,10 @@ class NaiveModel {
         }
         for (size_t i = 0; i < gate.size(); ++i) {
           const double g = gate[i];
-          const double act = c_.gelu ? 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) *
-                                                                   (g + 0.044715 * g * g * g)))
-                                     : g / (1.0 + std::exp(-g));
+          const double act =
+              c_.gelu
+                  ? 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g)))
+                  : g / (1.0 + std::exp(-g));
           gate[i] = act * up[i];
         }
         auto down = linear(gate, p + "ffn_down");
@@ -206,7 +207,7 @@ class NaiveModel {
     if (c_.rope_freqs) freq /= mat("rope_freqs.weight")[j];
     if (c_.longrope != NaiveConfig::LongRope::none)
       return freq / mat(c_.longrope == NaiveConfig::LongRope::long_factors ? "rope_factors_long.weight"
-                                                                          : "rope_factors_short.weight")[j];
+                                                                           : "rope_factors_short.weight")[j];
     switch (c_.scaling) {
       case NaiveConfig::Scaling::none: return freq;
       case NaiveConfig::Scaling::linear: return freq / c_.factor;

@@ -437,7 +437,8 @@ TEST(Forward, Gemma3MatchesIndependentComputation) {
                                    {"the Q/K norms", [](auto& c) { c.qk_norm = false; }}});
   spec.rope_scaling = "linear";
   spec.rope_factor = 8.0f;
-  expect_arch_matches_naive(spec, {{"the global layer's scaling", [](auto& c) { c.scaling = test::NaiveConfig::Scaling::none; }}});
+  expect_arch_matches_naive(
+      spec, {{"the global layer's scaling", [](auto& c) { c.scaling = test::NaiveConfig::Scaling::none; }}});
 }
 
 // Phi-3 / Phi-4-mini: fused QKV and gate/up; 12 of 16 head dims rotated; LongRoPE with the long

@@ -204,18 +204,20 @@ TEST(Cli, SynthGemma3AndPhi4MiniShapes) {
   for (const ShapeCase& c : cases) {
     SCOPED_TRACE(c.shape);
     const std::string out = dir.file(std::string(c.shape) + ".gguf"), q4 = dir.file(std::string(c.shape) + "-q4.gguf");
-    std::vector<std::string> args = {"synth", "-o",   out,       "--shape", c.shape, "--layers", "1", "--n-vocab",
-                                     "600",   "--vocab", model("tok512.bin"), "--type", "f16"};
+    std::vector<std::string> args = {"synth",     "-o",  out,       "--shape",           c.shape,  "--layers", "1",
+                                     "--n-vocab", "600", "--vocab", model("tok512.bin"), "--type", "f16"};
     args.insert(args.end(), c.extra.begin(), c.extra.end());
     auto s = edgelm(args);
     ASSERT_EQ(s.exit_code, 0) << s.err;
     auto i = edgelm({"info", out});
     ASSERT_EQ(i.exit_code, 0) << i.err;
     for (const char* needle : c.info) EXPECT_NE(i.out.find(needle), std::string::npos) << needle << " in " << i.out;
-    auto r = edgelm({"run", "-m", out, "-p", "Once upon a time", "-n", "6", "--temp", "0", "--ignore-eos", "-c", "1024"});
+    auto r =
+        edgelm({"run", "-m", out, "-p", "Once upon a time", "-n", "6", "--temp", "0", "--ignore-eos", "-c", "1024"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("generated: 6 "), std::string::npos) << r.err;
-    auto b = edgelm({"bench", "-m", out, "-p", "8", "-n", "2", "-r", "1", "-t", "2", "-o", "json", "--membw-gbs", "10"});
+    auto b =
+        edgelm({"bench", "-m", out, "-p", "8", "-n", "2", "-r", "1", "-t", "2", "-o", "json", "--membw-gbs", "10"});
     ASSERT_EQ(b.exit_code, 0) << b.err;
     const auto j = nlohmann::json::parse(b.out);
     ASSERT_EQ(j.size(), 2u);
