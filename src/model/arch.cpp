@@ -93,6 +93,15 @@ Status read_arch_extras(const format::GgufMetadata& md, const std::string& p, co
     if ((required && w == 0) || w > kMaxCtx)
       return make_error("metadata '{}' = {} is out of range ({} to {})", swa_key, w, required ? 1 : 0, kMaxCtx);
     c.n_swa = static_cast<int32_t>(w);
+    // A file stating another period of local and global layers than the row's is refused.
+    const std::string pattern_key = p + "attention.sliding_window_pattern";
+    if (md.contains(pattern_key)) {
+      const uint32_t period = arch.swa == SwaLayers::all ? 1 : arch.swa == SwaLayers::even ? 2 : 6;
+      EDGELM_TRY(const uint32_t got, md.get_u32(pattern_key));
+      if (got != period)
+        return make_error("metadata '{}' = {} is not supported ({} has a period of {})", pattern_key, got, arch.name,
+                          period);
+    }
   }
   // Soft-capping: required where the architecture has it, used wherever a file gives it.
   for (auto [key, out] : {std::pair{p + "attn_logit_softcapping", &c.attn_softcap},
@@ -204,6 +213,8 @@ Result<ModelConfig> config_from_metadata(const format::GgufMetadata& md) {
     return make_error("{}rope.freq_base {} is out of range", p, c.rope_base);
   EDGELM_TRY(c.rope_scaling, read_rope_scaling(md, p, c.n_ctx_train));
   EDGELM_TRY_STATUS(read_arch_extras(md, p, *arch, c));
+  const bool gemma_27b = (arch->name == "gemma2" && c.n_layer == 46) || (arch->name == "gemma3" && c.n_layer == 62);
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(gemma_27b ? c.n_embd / c.n_head : c.head_dim));
   return c;
 }
 

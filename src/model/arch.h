@@ -104,6 +104,9 @@ struct ModelConfig {
   float attn_softcap = 0.0f;     // > 0: attention scores s -> cap * tanh(s / cap) after the scale
   float final_softcap = 0.0f;    // > 0: logits z -> cap * tanh(z / cap)
   float local_rope_base = 0.0f;  // > 0: local layers' RoPE base, without scaling (see ArchSpec)
+  // Scale of attention scores: 1 / sqrt(head_dim), except Gemma 2 / 3 27B (46 / 62 layers),
+  // whose query_pre_attn_scalar is n_embd / n_head (gemma_pytorch's config; the GGUF has no key).
+  float attn_scale = 0.0f;
   // LongRoPE (phi3 with rope_factors_short/long.weight, [n_rot / 2]): each frequency divided by
   // the short factors, or the long ones when the context the sequences are sized for exceeds
   // longrope_orig_ctx ({arch}.rope.scaling.original_context_length); cos and sin multiplied by

@@ -21,7 +21,9 @@ const RopeTable& Model::rope_for(int32_t layer, int32_t n_ctx) const {
   return rope_;
 }
 
-float Model::attn_scale() const { return 1.0f / std::sqrt(static_cast<float>(config_.head_dim)); }
+float Model::attn_scale() const {
+  return config_.attn_scale > 0.0f ? config_.attn_scale : 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+}
 
 void Model::cap_logits(float* logits, int64_t n) const {
   const float cap = config_.final_softcap;

@@ -50,8 +50,8 @@ class Model {
   // batched forward both call this.
   void prepare_qk(int32_t layer, float* q, float* k, int32_t pos, int32_t n_ctx) const;
 
-  // The scale of attention scores: 1 / sqrt(head_dim) (Gemma's query_pre_attn_scalar is the
-  // head size, attention.key_length, in the published configs).
+  // The scale of attention scores: config().attn_scale (1 / sqrt(head_dim) but for the Gemma
+  // 27B models), or 1 / sqrt(head_dim) for a config built by hand.
   float attn_scale() const;
   // Final logit soft-capping (config final_softcap > 0), in place over n logits.
   void cap_logits(float* logits, int64_t n) const;

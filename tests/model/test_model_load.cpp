@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "format/gguf_reader.h"
 #include "format/gguf_writer.h"
@@ -265,6 +266,9 @@ TEST(ModelLoad, GemmaAndPhi3NeedTheirKeysAndTensors) {
   f.metadata.set("gemma2.attention.sliding_window", format::GgufValue::from_u32(0));
   expect(std::move(f), "'gemma2.attention.sliding_window' = 0 is out of range");
   f = synthetic(g2);
+  f.metadata.set("gemma2.attention.sliding_window_pattern", format::GgufValue::from_u32(3));
+  expect(std::move(f), "'gemma2.attention.sliding_window_pattern' = 3 is not supported");
+  f = synthetic(g2);
   std::erase_if(f.tensors, [](const format::TensorInfo& t) { return t.name == "blk.1.post_ffw_norm.weight"; });
   expect(std::move(f), "'blk.1.post_ffw_norm.weight' is missing");
   SyntheticSpec g3;
@@ -305,6 +309,19 @@ TEST(ModelLoad, GemmaAndPhi3NeedTheirKeysAndTensors) {
   EXPECT_EQ((*m)->config().longrope_orig_ctx, 64);
   EXPECT_EQ(&(*m)->rope_for(0, 64), &(*m)->rope());
   EXPECT_NE(&(*m)->rope_for(0, 65), &(*m)->rope());
+  // The query scale: 1 / sqrt(head_dim) (Gemma 2 2B/9B, Gemma 3 1B-12B: query_pre_attn_scalar is
+  // the head size), but n_embd / n_head for the 27B models (46 / 62 layers).
+  for (const auto& [arch, layers, want] : {std::tuple{"gemma2", 26, 32}, std::tuple{"gemma2", 46, 16},
+                                           std::tuple{"gemma3", 26, 32}, std::tuple{"gemma3", 62, 16}}) {
+    SyntheticSpec g;
+    g.arch = arch;
+    g.head_dim = 32;  // n_embd / n_head = 16
+    auto md = synthetic(g).metadata;
+    md.set(std::string(arch) + ".block_count", format::GgufValue::from_u32(static_cast<uint32_t>(layers)));
+    auto c = config_from_metadata(md);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    EXPECT_FLOAT_EQ(c->attn_scale, 1.0f / std::sqrt(static_cast<float>(want))) << arch << " " << layers;
+  }
   // A llama file with phi3's fused tensor, or gemma's post-norm: refused, not ignored.
   f = synthetic();
   for (const auto& t : synthetic(g2).tensors)
