@@ -65,6 +65,7 @@ struct Pass {
     kv.block_size = a.store.block_size();
     kv.blocks = seq.blocks.data();
     kv.head_dim = a.head_dim;
+    kv.softcap = a.softcap;
     const kernels::AttnState st = state(i);
     kernels::attention_partial(k, kv, a.q + it.tok * Q, a.n_head_kv, a.n_head / a.n_head_kv, a.scale, it.p0, it.p1, st);
     if (single_chunk(it.tok)) kernels::attention_finish(a.n_head, a.head_dim, st.l, st.acc, a.out + it.tok * Q);
@@ -85,10 +86,12 @@ struct Pass {
 }  // namespace
 
 void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, int32_t n_head, int32_t head_dim,
-                    int n_threads) {
+                    int n_threads, int32_t window) {
   const int64_t S = std::max(1, s.split_positions);
+  // A token's first position: 0, or the start of its window.
+  auto first_pos = [window](int32_t pos) -> int64_t { return window > 0 ? std::max(0, pos - window + 1) : 0; };
   int64_t n_items = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) n_items += (tok_pos[t] + S) / S;  // ceil((pos + 1) / S)
+  for (int64_t t = 0; t < n_tokens; ++t) n_items += (tok_pos[t] + S) / S - first_pos(tok_pos[t]) / S;
   AttnScratch::Item* items = grow(s.items, n_items);
   int64_t* cost = grow(s.cost, n_items + 1);
   int64_t* tok_item = grow(s.tok_item, n_tokens + 1);
@@ -100,14 +103,15 @@ void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, in
   cost[0] = 0;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int32_t n_pos = tok_pos[t] + 1;
-    const int64_t n_chunks = (n_pos + S - 1) / S;
+    const int64_t lo = first_pos(tok_pos[t]);
+    const int64_t c0 = lo / S, n_chunks = (n_pos + S - 1) / S - c0;
     if (t > 0 && (i + n_chunks - group_item0) * state_bytes > s.state_budget_bytes) {
       s.group_tok.push_back(t);
       group_item0 = i;
     }
     tok_item[t] = i;
-    for (int64_t c = 0; c < n_chunks; ++c, ++i) {
-      const auto p0 = static_cast<int32_t>(c * S);
+    for (int64_t c = c0; c < c0 + n_chunks; ++c, ++i) {
+      const auto p0 = static_cast<int32_t>(std::max(lo, c * S));
       const auto p1 = static_cast<int32_t>(std::min<int64_t>(n_pos, (c + 1) * S));
       items[i] = {static_cast<int32_t>(t), p0, p1};
       cost[i + 1] = cost[i] + (p1 - p0) + kItemOverhead;

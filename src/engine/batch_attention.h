@@ -1,15 +1,18 @@
 // Causal attention of a step's tokens straight over the paged KV store, in its stored type.
 //
 // Job: for every token of a step, softmax(q . K * scale) V over the token's positions [0, pos]
-// for all its query heads, with the kernels of kernels/attention_kernels.h: each K/V row is read
-// once per token (each KV head's slice once for the query heads that share it, GQA), in its
-// stored type, by one pass with an online softmax. Nothing converts the context to f32.
+// (or, planned with a sliding window w, the last w of them: [max(0, pos - w + 1), pos]), scores
+// soft-capped where the layer asks for it, for all its query heads, with the kernels of
+// kernels/attention_kernels.h: each K/V row is read once per token (each KV head's slice once
+// for the query heads that share it, GQA), in its stored type, by one pass with an online
+// softmax. Nothing converts the context to f32.
 //
 // Split-K: a token's context is cut into chunks at fixed positions (multiples of
-// split_positions), each chunk's partial state (all heads) is a work item of its own, and the
-// partials are folded in position order. So one long sequence spreads over every thread, and because the
-// cuts depend only on positions, a token's result is the same bits whatever else is in the
-// batch, however its blocks are laid out, and on any number of threads.
+// split_positions; a window's first chunk starts at the window's start), each chunk's partial
+// state (all heads) is a work item of its own, and the partials are folded in position order.
+// So one long sequence spreads over every thread, and because the cuts depend only on
+// positions, a token's result is the same bits whatever else is in the batch, however its
+// blocks are laid out, and on any number of threads.
 //
 // Cost: per layer, two dispatches at most (partials, then the folds of tokens with more than
 // one chunk); items are split over the threads by cost (positions + a fixed overhead). The
@@ -57,12 +60,14 @@ struct AttnLayer {
   int32_t n_head, n_head_kv, head_dim;
   float scale;
   const kernels::AttentionKernels* kernels = nullptr;  // null: the active ISA's (tests pick others)
+  float softcap = 0.0f;                                // > 0: scores soft-capped (kernels::AttnKv::softcap)
 };
 
 // Items, costs and groups for tokens at positions tok_pos[0..n_tokens); the same for every
-// layer of the step. n_threads sizes the per-part table.
+// layer of the step with the same window (window > 0: each token attends to its last `window`
+// positions; 0: to all). n_threads sizes the per-part table.
 void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, int32_t n_head, int32_t head_dim,
-                    int n_threads);
+                    int n_threads, int32_t window = 0);
 
 // One layer's attention of every token of the plan.
 void attention_run(const AttnLayer& a, AttnScratch& s, ThreadPool& pool);

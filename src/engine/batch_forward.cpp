@@ -2,8 +2,9 @@
 //
 // Per layer: norm (per token) -> Q/K/V matmuls (all tokens) -> Q/K norms, RoPE and K/V write
 // to the store (per token; Model::prepare_qk, shared with the reference) -> attention over the
-// store (batch_attention.h) -> output matmul -> residual + norm (per token) -> gate/up matmuls
-// -> SwiGLU (per token) -> down matmul -> residual + next norm.
+// store (batch_attention.h; local layers over their window) -> output matmul -> post-norm (if
+// any) + residual + norm (per token) -> gate/up matmuls -> SwiGLU or GeGLU (per token) -> down
+// matmul -> post-norm + residual + next norm; logits soft-capped where the model says so.
 #include "engine/batch_forward.h"
 
 #include <algorithm>
@@ -38,9 +39,11 @@ struct Step {
   int64_t n = 0;  // tokens of the step
   int64_t E = 0, D = 0, H = 0, Q = 0, KV = 0, F = 0;
   int32_t block_size = 0;
+  int32_t n_ctx = 0;
   float att_scale = 0.0f;
   // Set per layer:
   int32_t layer = 0;
+  const float* post_norm = nullptr;  // [n_embd] norm of the sub-layer output before the add; null: none
   const float* next_norm = nullptr;  // [n_embd] norm applied after a residual add; null: none
 };
 
@@ -63,6 +66,10 @@ void embed_tokens(Step& st) {
     for (size_t t = b; t < e; ++t) {
       float* x = &s.x[t * st.E];
       kernels::get_row(st.w.token_embd, st.batch.tokens[t], x);
+      if (st.c.arch->scale_embd) {
+        const float sc = std::sqrt(static_cast<float>(st.E));
+        for (int64_t i = 0; i < st.E; ++i) x[i] *= sc;
+      }
       st.ops.rms_norm(&s.xn[t * st.E], x, st.w.layers[0].attn_norm, st.E, st.c.rms_eps);
     }
   });
@@ -74,35 +81,47 @@ void rope_and_store(Step& st) {
     for (size_t t = b; t < e; ++t) {
       const int32_t pos = s.tok_pos[t];
       float* k = &s.k[t * st.KV];
-      st.m.prepare_qk(st.layer, &s.q[t * st.Q], k, pos);  // Q/K norms (if any) and RoPE
+      st.m.prepare_qk(st.layer, &s.q[t * st.Q], k, pos, st.n_ctx);  // Q/K norms (if any) and RoPE
       const kv::BlockId block = slice_blocks(st, s.tok_seq[t])[pos / st.block_size];
       st.store.write(st.layer, block, pos % st.block_size, k, &s.v[t * st.KV]);
     }
   });
 }
 
-// Causal attention of every token over its own sequence, straight from the store.
+// Causal attention of every token over its own sequence (a local layer: its window), straight
+// from the store.
 void attention(Step& st) {
   const AttnLayer a{st.store,      st.layer,        st.batch.seqs.data(), st.s.tok_seq.data(), st.s.tok_pos.data(),
                     st.s.q.data(), st.s.att.data(), st.c.n_head,          st.c.n_head_kv,      st.c.head_dim,
-                    st.att_scale};
-  attention_run(a, st.s.attn, st.pool);
+                    st.att_scale,  nullptr,         st.c.attn_softcap};
+  attention_run(a, st.c.layer_is_local(st.layer) ? st.s.attn_local : st.s.attn, st.pool);
 }
 
-// x += proj, then xn = rms_norm(x, next_norm) when next_norm is set; per token.
+// proj = rms_norm(proj, post_norm) when post_norm is set, x += proj, then xn = rms_norm(x,
+// next_norm) when next_norm is set; per token.
 void residual(Step& st) {
-  run(st, static_cast<size_t>(st.n), 3 * st.E, [&st](size_t b, size_t e) {
+  run(st, static_cast<size_t>(st.n), 4 * st.E, [&st](size_t b, size_t e) {
     BatchScratch& s = st.s;
     for (size_t t = b; t < e; ++t) {
+      if (st.post_norm != nullptr)
+        st.ops.rms_norm(&s.proj[t * st.E], &s.proj[t * st.E], st.post_norm, st.E, st.c.rms_eps);
       st.ops.add(&s.x[t * st.E], &s.proj[t * st.E], st.E);
       if (st.next_norm != nullptr) st.ops.rms_norm(&s.xn[t * st.E], &s.x[t * st.E], st.next_norm, st.E, st.c.rms_eps);
     }
   });
 }
 
-void swiglu(Step& st) {
-  run(st, static_cast<size_t>(st.n), 8 * st.F, [&st](size_t b, size_t e) {
-    for (size_t t = b; t < e; ++t) st.ops.swiglu(&st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
+// The gated activation: SwiGLU (SIMD) or GeGLU (model/ops.h).
+void gated_act(Step& st) {
+  const bool gelu = st.c.arch->ffn_act == model::FfnAct::gelu_tanh;
+  run(st, static_cast<size_t>(st.n), 8 * st.F, [&st, gelu](size_t b, size_t e) {
+    for (size_t t = b; t < e; ++t) {
+      if (gelu) {
+        model::geglu(&st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
+      } else {
+        st.ops.swiglu(&st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
+      }
+    }
   });
 }
 
@@ -164,6 +183,11 @@ void plan_step(Step& st) {
   }
   seq_tok[n_seqs] = t;
   attention_plan(s.attn, st.n, tok_pos, st.c.n_head, st.c.head_dim, st.pool.n_threads());
+  if (st.c.n_swa > 0) {
+    s.attn_local.split_positions = s.attn.split_positions;
+    s.attn_local.state_budget_bytes = s.attn.state_budget_bytes;
+    attention_plan(s.attn_local, st.n, tok_pos, st.c.n_head, st.c.head_dim, st.pool.n_threads(), st.c.n_swa);
+  }
 
   for (auto* buf : {&s.x, &s.xn, &s.proj}) grow(*buf, st.n * st.E);
   for (auto* buf : {&s.q, &s.att}) grow(*buf, st.n * st.Q);
@@ -189,7 +213,8 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
   st.KV = c.n_embd_kv();
   st.F = c.n_ff;
   st.block_size = store.block_size();
-  st.att_scale = 1.0f / std::sqrt(static_cast<float>(st.D));
+  st.att_scale = m.attn_scale();
+  st.n_ctx = batch.n_ctx > 0 ? batch.n_ctx : c.n_ctx_train;
   plan_step(st);
   BatchScratch& s = scratch;
   kernels::MatmulScratch& mm = s.matmul;
@@ -205,14 +230,16 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
     rope_and_store(st);
     attention(st);
     model::linear(s.proj.data(), s.att.data(), n, L.wo, nullptr, pool, mm);
+    st.post_norm = L.attn_post_norm;
     st.next_norm = L.ffn_norm;
     residual(st);
 
-    // SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
+    // Gated feed-forward: down(act(gate(x)) * up(x)).
     model::linear(s.gate.data(), s.xn.data(), n, L.w_gate, nullptr, pool, mm);
     model::linear(s.up.data(), s.xn.data(), n, L.w_up, nullptr, pool, mm);
-    swiglu(st);
+    gated_act(st);
     model::linear(s.proj.data(), s.gate.data(), n, L.w_down, nullptr, pool, mm);
+    st.post_norm = L.ffn_post_norm;
     st.next_norm = l + 1 < c.n_layer ? w.layers[static_cast<size_t>(l) + 1].attn_norm : nullptr;
     residual(st);
   }
@@ -226,6 +253,7 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
       st.ops.rms_norm(&x_out[j++ * st.E], &s.x[static_cast<size_t>(t * st.E)], w.output_norm, st.E, c.rms_eps);
   }
   model::linear(logits.data(), x_out, *n_logits, w.output, nullptr, pool, mm);
+  m.cap_logits(logits.data(), *n_logits * c.n_vocab);
   return ok_status();
 }
 

@@ -12,10 +12,12 @@
 //    softmax, split-K over fixed position chunks, so a quantized KV type affects the current
 //    token exactly as it will later steps, and the context is never converted to f32;
 //  - the element-wise ops (RMSNorm, SwiGLU, residual add) use the SIMD variants of
-//    kernels/ops_vector.h, RoPE the model's cos/sin tables.
+//    kernels/ops_vector.h (GeGLU the scalar model/ops.h), RoPE the model's cos/sin tables;
+//  - sliding-window layers attend over each token's last n_swa positions (their own attention
+//    plan), so the paged KV honours the window exactly as Model::forward does.
 //
 // Invariants:
-//  - Both architectures of model/arch.h run through the same ops as Model::forward; with F32
+//  - Every architecture of model/arch.h runs through the same ops as Model::forward; with F32
 //    weights and an f32 store the logits equal Model::forward's on each sequence alone up to
 //    float reassociation (the online softmax, the SIMD sums): tests/engine/test_batch_forward.cpp
 //    holds them to 1e-4 of the largest logit. They are no longer bit-identical.
@@ -59,6 +61,9 @@ struct BatchSeq {
 struct StepBatch {
   std::vector<model::TokenId> tokens;  // [n_total] every slice's tokens, slice after slice, in seqs order
   std::vector<BatchSeq> seqs;
+  // The context the sequences are sized for (the engine's n_ctx): picks LongRoPE's factor set
+  // (model::Model::rope_for); 0: the model's trained context.
+  int32_t n_ctx = 0;
 };
 
 // Reusable buffers of forward_batch (one per caller; not thread-safe). The buffers are internal
@@ -78,7 +83,8 @@ struct BatchScratch {
   std::vector<int32_t> tok_seq;  // [n_total] slice of each token
   std::vector<int32_t> tok_pos;  // [n_total] position of each token
   std::vector<int64_t> seq_tok;  // [n_seqs + 1] first token of each slice (and n_total)
-  AttnScratch attn;              // attention work items and partial states
+  AttnScratch attn;              // attention work items and partial states (global layers)
+  AttnScratch attn_local;        // the same for sliding-window layers (its settings copied from attn)
   kernels::MatmulScratch matmul;
 };
 

@@ -349,6 +349,7 @@ const std::vector<TokenEvent>& Engine::step() {
 
   batch_.tokens.clear();
   batch_.seqs.clear();
+  batch_.n_ctx = n_ctx_;
   int32_t n_logits = 0;
   for (const ScheduledSlice& sl : plan) {
     const Sequence& s = *sl.seq;

@@ -54,11 +54,23 @@ inline __m256 reduce_heads(const __m256* a) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+// cap * tanh(s / cap) per lane, tanh |t| as (1 - e^(-2|t|)) / (1 + e^(-2|t|)) with the sign of t.
+inline __m256 softcap256(__m256 s, float cap) {
+  const __m256 vcap = _mm256_set1_ps(cap);
+  const __m256 t = _mm256_div_ps(s, vcap);
+  const __m256 sign = _mm256_and_ps(t, _mm256_set1_ps(-0.0f));
+  const __m256 e = exp256(_mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), t), _mm256_set1_ps(-2.0f)));
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 th = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+  return _mm256_mul_ps(_mm256_or_ps(th, sign), vcap);
+}
+
 // One tile of n rows for one KV head's group of NQ query heads (q [NQ, D]): updates the group's
-// running max m8 [8 lanes], sum l8 [8 lanes] and accumulator acc [NQ, D].
+// running max m8 [8 lanes], sum l8 [8 lanes] and accumulator acc [NQ, D]. softcap > 0: scores
+// soft-capped after the scale.
 template <KvElem T, int NQ>
 void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D,
-                const float* q, __m256 vscale, float* m8, float* l8, float* acc) {
+                const float* q, __m256 vscale, float softcap, float* m8, float* l8, float* acc) {
   alignas(32) float w[kAttnTile][8];  // [position in tile, head] scores, then softmax weights
   alignas(32) float corr[8];
   __m256 tile_max = _mm256_set1_ps(-__builtin_inff());
@@ -69,7 +81,8 @@ void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, 
       const __m256 k = load8<T>(k_rows[t], col + c);
       for (int g = 0; g < NQ; ++g) a[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * D + c), k, a[g]);
     }
-    const __m256 s = _mm256_mul_ps(reduce_heads<NQ>(a), vscale);
+    __m256 s = _mm256_mul_ps(reduce_heads<NQ>(a), vscale);
+    if (softcap > 0.0f) s = softcap256(s, softcap);
     _mm256_store_ps(w[t], s);
     tile_max = _mm256_max_ps(tile_max, s);
   }
@@ -100,16 +113,16 @@ void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, 
 
 template <KvElem T>
 void tile_group_n(int nq, const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col,
-                  int64_t D, const float* q, __m256 vscale, float* m8, float* l8, float* acc) {
+                  int64_t D, const float* q, __m256 vscale, float softcap, float* m8, float* l8, float* acc) {
   switch (nq) {
-    case 1: return tile_group<T, 1>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 2: return tile_group<T, 2>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 3: return tile_group<T, 3>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 4: return tile_group<T, 4>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 5: return tile_group<T, 5>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 6: return tile_group<T, 6>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 7: return tile_group<T, 7>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    default: return tile_group<T, 8>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 1: return tile_group<T, 1>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 2: return tile_group<T, 2>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 3: return tile_group<T, 3>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 4: return tile_group<T, 4>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 5: return tile_group<T, 5>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 6: return tile_group<T, 6>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 7: return tile_group<T, 7>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    default: return tile_group<T, 8>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
   }
 }
 
@@ -157,7 +170,7 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
       for (int32_t g = 0; g < gqa; g += kAttnGroupHeads, ++gi) {
         const int64_t j = int64_t{h} * gqa + g;
         const int nq = gqa - g < kAttnGroupHeads ? gqa - g : kAttnGroupHeads;
-        tile_group_n<T>(nq, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, m8[gi], l8[gi],
+        tile_group_n<T>(nq, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, kv.softcap, m8[gi], l8[gi],
                         out.acc + j * D);
       }
   }

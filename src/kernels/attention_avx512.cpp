@@ -147,11 +147,27 @@ inline void value_step(const std::byte* const* v_rows, int32_t n, int64_t col, i
   }
 }
 
+// cap * tanh(s / cap) per lane, tanh |t| as (1 - e^(-2|t|)) / (1 + e^(-2|t|)) with the sign of t.
+inline __m512 softcap512(__m512 s, float cap) {
+  const __m512 vcap = _mm512_set1_ps(cap);
+  const __m512 t = _mm512_div_ps(s, vcap);
+  const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  const __m512i ti = _mm512_castps_si512(t);
+  const __m512 abs_t = _mm512_castsi512_ps(_mm512_andnot_si512(sign_bit, ti));
+  const __m512 e = exp512(_mm512_mul_ps(abs_t, _mm512_set1_ps(-2.0f)));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 th = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+  const __m512 signed_th =
+      _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(th), _mm512_and_si512(ti, sign_bit)));
+  return _mm512_mul_ps(signed_th, vcap);
+}
+
 // One tile of n rows for one KV head's group of NQ query heads (q [NQ, D]): updates the group's
-// running max m8 [8 lanes], sum l8 [8 lanes] and accumulator acc [NQ, D].
+// running max m8 [8 lanes], sum l8 [8 lanes] and accumulator acc [NQ, D]. softcap > 0: scores
+// soft-capped after the scale.
 template <KvElem T, int NQ>
 void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D,
-                const float* q, __m512 vscale, float* m8, float* l8, float* acc) {
+                const float* q, __m512 vscale, float softcap, float* m8, float* l8, float* acc) {
   alignas(64) float w[kAttnTile][8];  // [position in tile, head] scores, then softmax weights
   alignas(32) float corr[8];
   const int64_t D16 = D & ~int64_t{15};
@@ -168,6 +184,7 @@ void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, 
     __m512 in[16];
     for (int i = 0; i < 16; ++i) in[i] = a[4 * (i % 4) + i / 4];
     __m512 s = _mm512_mul_ps(reduce16(in), vscale);
+    if (softcap > 0.0f) s = softcap512(s, softcap);
     if (lone) s = _mm512_mask_mov_ps(s, 0xFF00, neg_inf);
     _mm512_store_ps(w[t], s);  // w[t] and w[t + 1] (a lone position's partner stays in w's padding)
     tile_max = _mm512_max_ps(tile_max, s);
@@ -194,16 +211,16 @@ void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, 
 
 template <KvElem T>
 void tile_group_n(int nq, const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col,
-                  int64_t D, const float* q, __m512 vscale, float* m8, float* l8, float* acc) {
+                  int64_t D, const float* q, __m512 vscale, float softcap, float* m8, float* l8, float* acc) {
   switch (nq) {
-    case 1: return tile_group<T, 1>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 2: return tile_group<T, 2>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 3: return tile_group<T, 3>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 4: return tile_group<T, 4>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 5: return tile_group<T, 5>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 6: return tile_group<T, 6>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    case 7: return tile_group<T, 7>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
-    default: return tile_group<T, 8>(k_rows, v_rows, n, col, D, q, vscale, m8, l8, acc);
+    case 1: return tile_group<T, 1>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 2: return tile_group<T, 2>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 3: return tile_group<T, 3>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 4: return tile_group<T, 4>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 5: return tile_group<T, 5>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 6: return tile_group<T, 6>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    case 7: return tile_group<T, 7>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+    default: return tile_group<T, 8>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
   }
 }
 
@@ -290,7 +307,7 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
         }
         const int64_t j = int64_t{h} * gqa + g;
         const int nq = gqa - g < kAttnGroupHeads ? gqa - g : kAttnGroupHeads;
-        tile_group_n<T>(nq, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, m8[gi], l8[gi],
+        tile_group_n<T>(nq, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, kv.softcap, m8[gi], l8[gi],
                         out.acc + j * D);
       }
   }

@@ -64,6 +64,7 @@ static void partial_one_head(const AttnKv& kv, const float* q, int32_t n_q, floa
         float dot = 0.0f;
         for (int64_t i = 0; i < D; ++i) dot += q[h * D + i] * row_elem(kv.type, row, kv.col0 + i);
         s[h][t] = dot * scale;
+        if (kv.softcap > 0.0f) s[h][t] = kv.softcap * std::tanh(s[h][t] / kv.softcap);
       }
     }
     for (int32_t h = 0; h < n_q; ++h) {

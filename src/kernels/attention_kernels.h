@@ -9,8 +9,9 @@
 // softmax(q.K * scale) V.
 //
 // Algorithm (the same in every variant, so variants differ by float reassociation only):
-// positions are taken in tiles of kAttnTile from p0; per tile, scores s = (q . k_p) * scale,
-// tile max, m' = max(m, tile max), acc = acc * e^(m - m') + sum_p e^(s_p - m') v_p and
+// positions are taken in tiles of kAttnTile from p0; per tile, scores s = (q . k_p) * scale
+// (soft-capped to softcap * tanh(s / softcap) when AttnKv::softcap > 0), tile max,
+// m' = max(m, tile max), acc = acc * e^(m - m') + sum_p e^(s_p - m') v_p and
 // l = l * e^(m - m') + sum_p e^(s_p - m').
 //
 // Invariants:
@@ -54,6 +55,7 @@ struct AttnKv {
   const int32_t* blocks = nullptr;    // the sequence's block table
   int64_t col0 = 0;                   // the first KV head's first element within a row (kv_head * head_dim)
   int32_t head_dim = 0;               // elements per head
+  float softcap = 0.0f;               // > 0: every score s (after the scale) becomes softcap * tanh(s / softcap)
 
   size_t offset(int32_t pos) const {
     return static_cast<size_t>(blocks[pos / block_size]) * block_stride +

@@ -1,6 +1,8 @@
 #include "model/arch.h"
 
 #include <array>
+#include <cmath>
+#include <utility>
 
 namespace edgelm::model {
 namespace {
@@ -10,6 +12,14 @@ constexpr std::array kArchs = {
     ArchSpec{"llama", RopeStyle::norm, false, false, 1e-5f, 10000.0f},
     ArchSpec{"qwen2", RopeStyle::neox, true, false, 1e-6f, 1000000.0f},
     ArchSpec{"qwen3", RopeStyle::neox, false, true, 1e-6f, 1000000.0f},
+    //                                                        ffn act  embd*sqrt(E) post-norms softcap
+    //                                                        sliding-window layers  local base  fused
+    ArchSpec{"gemma2", RopeStyle::neox, false, false, 1e-6f, 10000.0f, FfnAct::gelu_tanh, true, true, true,
+             SwaLayers::even, 0.0f, false},
+    ArchSpec{"gemma3", RopeStyle::neox, false, true, 1e-6f, 1000000.0f, FfnAct::gelu_tanh, true, true, false,
+             SwaLayers::five_to_one, 10000.0f, false},
+    ArchSpec{"phi3", RopeStyle::neox, false, false, 1e-5f, 10000.0f, FfnAct::silu, false, false, false, SwaLayers::all,
+             0.0f, true},
 };
 
 // Far above any real model: anything larger is a corrupt or hostile file, and we refuse it
@@ -73,7 +83,67 @@ Result<RopeScaling> read_rope_scaling(const format::GgufMetadata& md, const std:
   return r;
 }
 
+// Sliding window, soft-capping, the local layers' RoPE base and LongRoPE's keys (see ModelConfig).
+Status read_arch_extras(const format::GgufMetadata& md, const std::string& p, const ArchSpec& arch, ModelConfig& c) {
+  const std::string swa_key = p + "attention.sliding_window";
+  if (arch.swa != SwaLayers::none) {
+    const bool required = arch.swa != SwaLayers::all;
+    if (required && !md.contains(swa_key)) return make_error("metadata '{}' is missing", swa_key);
+    EDGELM_TRY(const uint32_t w, md.get_u32_or(swa_key, 0));
+    if ((required && w == 0) || w > kMaxCtx)
+      return make_error("metadata '{}' = {} is out of range ({} to {})", swa_key, w, required ? 1 : 0, kMaxCtx);
+    c.n_swa = static_cast<int32_t>(w);
+    // A file stating another period of local and global layers than the row's is refused.
+    const std::string pattern_key = p + "attention.sliding_window_pattern";
+    if (md.contains(pattern_key)) {
+      const uint32_t period = arch.swa == SwaLayers::all ? 1 : arch.swa == SwaLayers::even ? 2 : 6;
+      EDGELM_TRY(const uint32_t got, md.get_u32(pattern_key));
+      if (got != period)
+        return make_error("metadata '{}' = {} is not supported ({} has a period of {})", pattern_key, got, arch.name,
+                          period);
+    }
+  }
+  // Soft-capping: required where the architecture has it, used wherever a file gives it.
+  for (auto [key, out] : {std::pair{p + "attn_logit_softcapping", &c.attn_softcap},
+                          std::pair{p + "final_logit_softcapping", &c.final_softcap}}) {
+    if (arch.softcap && !md.contains(key)) return make_error("metadata '{}' is missing", key);
+    EDGELM_TRY(*out, md.get_f32_or(key, 0.0f));
+    if (!(*out >= 0.0f && *out < 1e6f) || (arch.softcap && *out == 0.0f))
+      return make_error("metadata '{}' = {} is out of range ({} to 1e6)", key, *out, arch.softcap ? "> 0" : "0");
+  }
+  if (arch.local_rope_base > 0.0f) {
+    EDGELM_TRY(c.local_rope_base, md.get_f32_or(p + "rope.freq_base_swa", arch.local_rope_base));
+    if (!(c.local_rope_base > 1.0f && c.local_rope_base < 1e12f))
+      return make_error("{}rope.freq_base_swa {} is out of range", p, c.local_rope_base);
+  }
+  if (arch.fused) {
+    const std::string ctx_key = p + "rope.scaling.original_context_length";
+    EDGELM_TRY(const uint32_t orig, md.get_u32_or(ctx_key, 0));
+    if (orig > kMaxCtx) return make_error("metadata '{}' = {} is out of range (1 to {})", ctx_key, orig, kMaxCtx);
+    c.longrope_orig_ctx = static_cast<int32_t>(orig);
+    // The published LongRoPE magnitude when the converter did not store it.
+    float dflt = 1.0f;
+    if (orig > 1 && c.n_ctx_train > static_cast<int32_t>(orig))
+      dflt = static_cast<float>(std::sqrt(1.0 + std::log(static_cast<double>(c.n_ctx_train) / orig) / std::log(orig)));
+    EDGELM_TRY(c.longrope_attn_factor, md.get_f32_or(p + "rope.scaling.attn_factor", dflt));
+    if (!(c.longrope_attn_factor > 0.0f && c.longrope_attn_factor < 100.0f))
+      return make_error("{}rope.scaling.attn_factor {} is out of range", p, c.longrope_attn_factor);
+  }
+  return ok_status();
+}
+
 }  // namespace
+
+bool ModelConfig::layer_is_local(int32_t layer) const {
+  if (n_swa <= 0 || arch == nullptr) return false;
+  switch (arch->swa) {
+    case SwaLayers::none: return false;
+    case SwaLayers::all: return true;
+    case SwaLayers::even: return layer % 2 == 0;
+    case SwaLayers::five_to_one: return layer % 6 != 5;
+  }
+  return false;
+}
 
 Result<const ArchSpec*> find_arch(std::string_view name) {
   for (const ArchSpec& a : kArchs)
@@ -142,6 +212,9 @@ Result<ModelConfig> config_from_metadata(const format::GgufMetadata& md) {
   if (!(c.rope_base > 1.0f && c.rope_base < 1e12f))
     return make_error("{}rope.freq_base {} is out of range", p, c.rope_base);
   EDGELM_TRY(c.rope_scaling, read_rope_scaling(md, p, c.n_ctx_train));
+  EDGELM_TRY_STATUS(read_arch_extras(md, p, *arch, c));
+  const bool gemma_27b = (arch->name == "gemma2" && c.n_layer == 46) || (arch->name == "gemma3" && c.n_layer == 62);
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(gemma_27b ? c.n_embd / c.n_head : c.head_dim));
   return c;
 }
 

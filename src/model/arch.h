@@ -1,8 +1,10 @@
 // Architectures as data. Every supported architecture runs through the one forward pass in
 // forward.cpp; what differs between them (rotary layout, attention biases, per-head Q/K norms,
-// defaults) is a row in the table of arch.cpp, and ModelConfig is the model's hyper-parameters
-// read from GGUF metadata ("{arch}.embedding_length" etc.) with that row's defaults filled in,
-// including the RoPE scaling of the file ("{arch}.rope.scaling.*", see RopeScaling).
+// Gemma's embedding scale, post-norms, GELU and soft-capping, sliding-window layers, Phi-3's
+// fused tensors and LongRoPE, defaults) is a row in the table of arch.cpp, and ModelConfig is
+// the model's hyper-parameters read from GGUF metadata ("{arch}.embedding_length" etc.) with
+// that row's defaults filled in, including the RoPE scaling of the file ("{arch}.rope.scaling.*",
+// see RopeScaling) and which layers attend through a sliding window.
 //
 // Invariant: a file whose metadata asks for something the forward does not implement (an
 // unknown rope.scaling.type, value_length != key_length, ...) is an error naming the key, never
@@ -23,6 +25,20 @@ enum class RopeStyle {
   neox,  // rotate halves (x[i], x[i + n_rot/2]) — GPT-NeoX / Hugging Face layout
 };
 
+// The feed-forward's gated activation: down(act(gate(x)) * up(x)).
+enum class FfnAct {
+  silu,       // SwiGLU (llama, qwen, phi3)
+  gelu_tanh,  // GeGLU with the tanh approximation of GELU (gemma2, gemma3)
+};
+
+// Which layers attend through the sliding window ("{arch}.attention.sliding_window" positions).
+enum class SwaLayers {
+  none,         // every layer is global
+  all,          // every layer is local when the file gives a window > 0 (phi3; 0 or absent: none)
+  even,         // layers 0, 2, 4, ... local, odd ones global (gemma2); the window is required
+  five_to_one,  // layer l local unless l % 6 == 5 (gemma3); the window is required
+};
+
 struct ArchSpec {
   std::string_view name;
   RopeStyle rope_style;
@@ -30,6 +46,16 @@ struct ArchSpec {
   bool qk_norm;             // per-head RMSNorm of Q and K (blk.N.attn_{q,k}_norm, [head_dim]) before RoPE
   float default_rms_eps;    // when the file has no attention.layer_norm_rms_epsilon
   float default_rope_base;  // when the file has no rope.freq_base
+  FfnAct ffn_act = FfnAct::silu;
+  bool scale_embd = false;  // token embeddings multiplied by sqrt(n_embd) (Gemma)
+  bool post_norms = false;  // RMSNorm of the attention and FFN outputs before each residual add
+                            // (blk.N.post_attention_norm, blk.N.post_ffw_norm)
+  bool softcap = false;     // {arch}.attn_logit_softcapping and final_logit_softcapping required (gemma2)
+  SwaLayers swa = SwaLayers::none;
+  float local_rope_base = 0.0f;  // > 0: local layers rotate with this base and no scaling (gemma3;
+                                 // {arch}.rope.freq_base_swa overrides); 0: they use the global RoPE
+  bool fused = false;            // blk.N.attn_qkv (Q, K, V rows) and ffn_up of 2 * n_ff rows (gate, then up),
+                                 // LongRoPE factors rope_factors_{short,long} (phi3)
 };
 
 // How rotary frequencies are stretched for contexts beyond the trained one
@@ -72,11 +98,31 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   RopeScaling rope_scaling;
+  // Sliding-window attention: a local layer's token at position p attends to positions
+  // (p - n_swa, p], the last n_swa; 0: no local layers.
+  int32_t n_swa = 0;
+  float attn_softcap = 0.0f;     // > 0: attention scores s -> cap * tanh(s / cap) after the scale
+  float final_softcap = 0.0f;    // > 0: logits z -> cap * tanh(z / cap)
+  float local_rope_base = 0.0f;  // > 0: local layers' RoPE base, without scaling (see ArchSpec)
+  // Scale of attention scores: 1 / sqrt(head_dim), except Gemma 2 / 3 27B (46 / 62 layers),
+  // whose query_pre_attn_scalar is n_embd / n_head (gemma_pytorch's config; the GGUF has no key).
+  float attn_scale = 0.0f;
+  // LongRoPE (phi3 with rope_factors_short/long.weight, [n_rot / 2]): each frequency divided by
+  // the short factors, or the long ones when the context the sequences are sized for exceeds
+  // longrope_orig_ctx ({arch}.rope.scaling.original_context_length); cos and sin multiplied by
+  // longrope_attn_factor ({arch}.rope.scaling.attn_factor, else the published
+  // sqrt(1 + ln(n_ctx_train / orig) / ln(orig))). The tensors are Weights::rope_short / rope_long.
+  int32_t longrope_orig_ctx = 0;
+  float longrope_attn_factor = 1.0f;
   // rope_freqs.weight ([n_rot / 2], Llama 3.1+ "llama3" scaling as converters store it: each
   // rotary frequency is divided by its factor) is a tensor: Weights::rope_freqs.
 
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
   int32_t n_gqa() const { return n_head / n_head_kv; }
+  // Whether `layer` attends through the sliding window (n_swa > 0 and the row's pattern).
+  bool layer_is_local(int32_t layer) const;
+  // The window of `layer` in positions; 0: the whole context.
+  int32_t layer_window(int32_t layer) const { return layer_is_local(layer) ? n_swa : 0; }
 };
 
 // Reads general.architecture and the "{arch}.*" hyper-parameters; n_vocab is left 0 (the

@@ -1,6 +1,8 @@
 // The forward pass (see model.h). One code path for every architecture in arch.cpp: the
-// rotary layout, Q/K norms and the attention biases follow the config's ArchSpec and the
-// tensors the file has (null biases/norms are skipped); RoPE scaling lives in the RopeTable. Matrices go
+// rotary layout, Q/K norms, the attention biases, post-norms, the FFN's activation, the
+// embedding scale, soft-capping and the sliding window of local layers follow the config's
+// ArchSpec and the tensors the file has (null biases/norms are skipped); RoPE scaling lives in
+// the RopeTables (Model::rope_for). Matrices go
 // through kernels::matmul in their stored type; with F32 weights and the scalar kernels this is
 // the plain FP32 reference computation. The per-token operations live in ops.h, shared with the
 // engine's batched forward, which must stay bit-identical to this one.
@@ -13,7 +15,7 @@
 
 namespace edgelm::model {
 
-void Model::prepare_qk(int32_t layer, float* q, float* k, int32_t pos) const {
+void Model::prepare_qk(int32_t layer, float* q, float* k, int32_t pos, int32_t n_ctx) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
   const int64_t D = c.head_dim;
@@ -21,8 +23,9 @@ void Model::prepare_qk(int32_t layer, float* q, float* k, int32_t pos) const {
     for (int32_t h = 0; h < c.n_head; ++h) rms_norm(q + h * D, q + h * D, L.attn_q_norm, D, c.rms_eps);
   if (L.attn_k_norm != nullptr)
     for (int32_t h = 0; h < c.n_head_kv; ++h) rms_norm(k + h * D, k + h * D, L.attn_k_norm, D, c.rms_eps);
-  rope_.apply(q, c.n_head, c.head_dim, pos);
-  rope_.apply(k, c.n_head_kv, c.head_dim, pos);
+  const RopeTable& rope = rope_for(layer, n_ctx);
+  rope.apply(q, c.n_head, c.head_dim, pos);
+  rope.apply(k, c.n_head_kv, c.head_dim, pos);
 }
 
 Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
@@ -54,8 +57,12 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
   std::vector<float> scores(static_cast<size_t>(pos0 + n));  // [n_past + n] attention weights of one head
 
   for (int64_t t = 0; t < n; ++t) kernels::get_row(weights_.token_embd, tokens[static_cast<size_t>(t)], &x[t * E]);
+  if (c.arch->scale_embd) {
+    const float s = std::sqrt(static_cast<float>(E));
+    for (float& xi : x) xi *= s;
+  }
   kernels::MatmulScratch scratch;
-  const float att_scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float att_scale = attn_scale();
 
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
@@ -65,28 +72,39 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     linear(v.data(), xn.data(), n, L.wv, L.bv, pool, scratch);
     for (int64_t t = 0; t < n; ++t) {
       const auto pos = static_cast<int32_t>(pos0 + t);
-      prepare_qk(l, &q[t * Q], &k[t * KV], pos);
+      prepare_qk(l, &q[t * Q], &k[t * KV], pos, cache.n_ctx());
       std::copy(&k[t * KV], &k[t * KV] + KV, cache.k(l, pos));
       std::copy(&v[t * KV], &v[t * KV] + KV, cache.v(l, pos));
     }
-    // Causal attention: token t (position pos0 + t) attends to positions [0, pos0 + t].
+    // Causal attention: token t (position pos0 + t) attends to positions [lo, pos0 + t]: from 0,
+    // or in a local layer the last `window` of them.
+    const int32_t window = c.layer_window(l);
     for (int64_t t = 0; t < n; ++t) {
-      const auto n_kv_pos = static_cast<int32_t>(pos0 + t + 1);
+      const auto pos = static_cast<int32_t>(pos0 + t);
+      const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
       for (int32_t h = 0; h < c.n_head; ++h) {
         const int64_t kv_off = static_cast<int64_t>(h / c.n_gqa()) * D;
-        attention_head(&q[t * Q + h * D], cache.k(l, 0) + kv_off, cache.v(l, 0) + kv_off, KV, n_kv_pos, D, att_scale,
-                       scores.data(), &att[t * Q + h * D]);
+        attention_head(&q[t * Q + h * D], cache.k(l, lo) + kv_off, cache.v(l, lo) + kv_off, KV, pos - lo + 1, D,
+                       att_scale, scores.data(), &att[t * Q + h * D], c.attn_softcap);
       }
     }
     linear(proj.data(), att.data(), n, L.wo, nullptr, pool, scratch);
+    if (L.attn_post_norm != nullptr)
+      for (int64_t t = 0; t < n; ++t) rms_norm(&proj[t * E], &proj[t * E], L.attn_post_norm, E, c.rms_eps);
     add_inplace(x.data(), proj.data(), n * E);
 
-    // SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
+    // Gated feed-forward: down(act(gate(x)) * up(x)), act SiLU (SwiGLU) or GELU-tanh (GeGLU).
     for (int64_t t = 0; t < n; ++t) rms_norm(&xn[t * E], &x[t * E], L.ffn_norm, E, c.rms_eps);
     linear(gate.data(), xn.data(), n, L.w_gate, nullptr, pool, scratch);
     linear(up.data(), xn.data(), n, L.w_up, nullptr, pool, scratch);
-    swiglu(gate.data(), up.data(), n * F);
+    if (c.arch->ffn_act == FfnAct::gelu_tanh) {
+      geglu(gate.data(), up.data(), n * F);
+    } else {
+      swiglu(gate.data(), up.data(), n * F);
+    }
     linear(proj.data(), gate.data(), n, L.w_down, nullptr, pool, scratch);
+    if (L.ffn_post_norm != nullptr)
+      for (int64_t t = 0; t < n; ++t) rms_norm(&proj[t * E], &proj[t * E], L.ffn_post_norm, E, c.rms_eps);
     add_inplace(x.data(), proj.data(), n * E);
   }
   cache.set_n_past(static_cast<int32_t>(pos0 + n));
@@ -95,6 +113,7 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     const float* last = &x[(n - 1) * E];
     rms_norm(xn.data(), last, weights_.output_norm, E, c.rms_eps);
     linear(logits.data(), xn.data(), 1, weights_.output, nullptr, pool, scratch);
+    cap_logits(logits.data(), c.n_vocab);
   }
   if (!hidden.empty())
     for (int64_t t = 0; t < n; ++t) rms_norm(&hidden[t * E], &x[t * E], weights_.output_norm, E, c.rms_eps);

@@ -29,30 +29,42 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const Weights& weights() const { return weights_; }
   const RopeTable& rope() const { return rope_; }  // cos/sin tables of the config's RoPE and scaling
+  // The table `layer` rotates with in sequences sized for n_ctx positions: a local layer's own
+  // (Gemma 3), LongRoPE's long factors when n_ctx exceeds the original context (Phi-3), else rope().
+  const RopeTable& rope_for(int32_t layer, int32_t n_ctx) const;
   const format::ModelFile& file() const { return file_; }
 
   // Runs tokens at positions [cache.n_past(), cache.n_past() + n) and appends their keys and
-  // values to the cache. Writes the logits of the last token into logits ([n_vocab]) unless it
-  // is empty, and every token's final hidden state after the output norm into hidden
-  // ([n, n_embd], for embeddings) unless it is empty. Errors: a token id outside the
-  // vocabulary, the context would overflow, an output span of the wrong size.
+  // values to the cache (sized for cache.n_ctx() positions, which picks LongRoPE's factors).
+  // Writes the logits of the last token into logits ([n_vocab]) unless it is empty, and every
+  // token's final hidden state after the output norm into hidden ([n, n_embd], for embeddings)
+  // unless it is empty. Errors: a token id outside the vocabulary, the context would overflow,
+  // an output span of the wrong size.
   Status forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
                  std::span<float> hidden = {}) const;
 
   // What every forward does to one token's projected queries and keys of `layer` before they
   // meet in attention: the per-head RMSNorm of Q and K (architectures with qk_norm), then RoPE
-  // at `pos` (with the file's scaling). q: [n_head, head_dim], k: [n_head_kv, head_dim], in
-  // place. The reference forward and the engine's batched forward both call this.
-  void prepare_qk(int32_t layer, float* q, float* k, int32_t pos) const;
+  // at `pos` (with the file's scaling; the table of rope_for(layer, n_ctx)). q: [n_head,
+  // head_dim], k: [n_head_kv, head_dim], in place. The reference forward and the engine's
+  // batched forward both call this.
+  void prepare_qk(int32_t layer, float* q, float* k, int32_t pos, int32_t n_ctx) const;
+
+  // The scale of attention scores: config().attn_scale (1 / sqrt(head_dim) but for the Gemma
+  // 27B models), or 1 / sqrt(head_dim) for a config built by hand.
+  float attn_scale() const;
+  // Final logit soft-capping (config final_softcap > 0), in place over n logits.
+  void cap_logits(float* logits, int64_t n) const;
 
  private:
-  Model(format::ModelFile file, ModelConfig config, Weights weights)
-      : file_(std::move(file)), config_(config), weights_(std::move(weights)), rope_(config_, weights_.rope_freqs) {}
+  Model(format::ModelFile file, ModelConfig config, Weights weights);
 
   format::ModelFile file_;
   ModelConfig config_;
   Weights weights_;
   RopeTable rope_;
+  RopeTable rope_local_;  // empty unless config.local_rope_base > 0
+  RopeTable rope_long_;   // empty unless the file has LongRoPE factors (rope_ then has the short ones)
 };
 
 }  // namespace edgelm::model

@@ -28,18 +28,28 @@ void swiglu(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = silu(gate[i]) * up[i];
 }
 
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
+void geglu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
+}
+
 void add_inplace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
 void attention_head(const float* q, const float* k, const float* v, int64_t row_stride, int32_t n_pos, int64_t head_dim,
-                    float scale, float* scores, float* out) {
+                    float scale, float* scores, float* out, float softcap) {
   float max_score = -INFINITY;
   for (int32_t p = 0; p < n_pos; ++p) {
     const float* kp = k + p * row_stride;
     float dot = 0.0f;
     for (int64_t i = 0; i < head_dim; ++i) dot += q[i] * kp[i];
     scores[p] = dot * scale;
+    if (softcap > 0.0f) scores[p] = soft_cap(scores[p], softcap);
     max_score = std::max(max_score, scores[p]);
   }
   float sum = 0.0f;

@@ -11,6 +11,7 @@
 // pool and the scratch of its caller).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/thread_pool.h"
@@ -36,6 +37,15 @@ float silu(float x);
 // SwiGLU's product: gate[i] = silu(gate[i]) * up[i] for i < n.
 void swiglu(float* gate, const float* up, int64_t n);
 
+// GELU with the tanh approximation: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+float gelu_tanh(float x);
+
+// GeGLU's product: gate[i] = gelu_tanh(gate[i]) * up[i] for i < n.
+void geglu(float* gate, const float* up, int64_t n);
+
+// Soft-capping: cap * tanh(x / cap) (cap > 0).
+inline float soft_cap(float x, float cap);
+
 // Residual add: x[i] += y[i] for i < n.
 void add_inplace(float* x, const float* y, int64_t n);
 
@@ -43,7 +53,10 @@ void add_inplace(float* x, const float* y, int64_t n);
 // out = sum_p softmax_p(q . k_p * scale) v_p. q, out: [head_dim]; k, v: row p of head_dim floats
 // at k + p * row_stride (the head's slice of a [n_pos, n_embd_kv] matrix); scores: [n_pos]
 // scratch. Dot products, the softmax sum and the weighted sum run sequentially in index order.
+// softcap > 0: each score s = q . k_p * scale becomes soft_cap(s, softcap) before the softmax.
 void attention_head(const float* q, const float* k, const float* v, int64_t row_stride, int32_t n_pos, int64_t head_dim,
-                    float scale, float* scores, float* out);
+                    float scale, float* scores, float* out, float softcap = 0.0f);
+
+inline float soft_cap(float x, float cap) { return cap * std::tanh(x / cap); }
 
 }  // namespace edgelm::model

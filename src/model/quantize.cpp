@@ -85,6 +85,8 @@ DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_lay
     const bool mix = preset == QuantPreset::q4_k_m || preset == QuantPreset::q5_k_m;
     if (t.name == "output.weight") {
       if (preset != QuantPreset::q8_0) type = DType::q6_k;  // Q8_0 is already finer than Q6_K
+    } else if (mix && ends_with(t.name, "attn_qkv.weight")) {  // fused Q/K/V (phi3): one step finer, every layer
+      type = preset == QuantPreset::q4_k_m ? DType::q5_k : DType::q6_k;
     } else if (mix && (ends_with(t.name, "attn_v.weight") || ends_with(t.name, "ffn_down.weight"))) {
       const int32_t layer = layer_of(t.name);
       if (layer >= 0 && use_more_bits(layer, n_layer)) type = DType::q6_k;

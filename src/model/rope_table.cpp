@@ -16,26 +16,37 @@ double yarn_dim(double n_turns, int32_t n_rot, double base, int32_t ctx) {
 }  // namespace
 
 RopeTable::RopeTable(const ModelConfig& c, const float* freq_factors)
+    : RopeTable(c, c.rope_base, c.rope_scaling, freq_factors, 1.0f) {}
+
+RopeTable RopeTable::local(const ModelConfig& c) {
+  return RopeTable(c, c.local_rope_base, RopeScaling{}, nullptr, 1.0f);
+}
+
+RopeTable RopeTable::longrope(const ModelConfig& c, const float* factors) {
+  return RopeTable(c, c.rope_base, RopeScaling{}, factors, c.longrope_attn_factor);
+}
+
+RopeTable::RopeTable(const ModelConfig& c, float base, const RopeScaling& rs, const float* freq_factors,
+                     float extra_mscale)
     : style_(c.arch != nullptr ? c.arch->rope_style : RopeStyle::norm), n_rot_(c.n_rot) {
   const int32_t half = n_rot_ / 2;
   if (half <= 0) return;
-  const RopeScaling& rs = c.rope_scaling;
   // YaRN's ramp over pair indices: 0 (keep the frequency) below `low`, 1 (frequency / factor)
   // above `high`.
   double low = 0, high = 1;
   if (rs.type == RopeScalingType::yarn) {
-    low = std::max(0.0, std::floor(yarn_dim(rs.beta_fast, n_rot_, c.rope_base, rs.original_ctx)));
-    high = std::min(static_cast<double>(n_rot_ - 1),
-                    std::ceil(yarn_dim(rs.beta_slow, n_rot_, c.rope_base, rs.original_ctx)));
+    low = std::max(0.0, std::floor(yarn_dim(rs.beta_fast, n_rot_, base, rs.original_ctx)));
+    high = std::min(static_cast<double>(n_rot_ - 1), std::ceil(yarn_dim(rs.beta_slow, n_rot_, base, rs.original_ctx)));
     if (high <= low) high = low + 0.001;
     if (rs.factor > 1.0f)
       mscale_ = rs.attn_factor * (1.0f + rs.log_mul * std::log(rs.factor));
     else
       mscale_ = rs.attn_factor;
   }
+  mscale_ *= extra_mscale;
   inv_freq_.resize(static_cast<size_t>(half));
   for (int32_t i = 0; i < half; ++i) {
-    float f = std::pow(c.rope_base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot_));
+    float f = std::pow(base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot_));
     if (freq_factors != nullptr) f /= freq_factors[i];
     switch (rs.type) {
       case RopeScalingType::none: break;

@@ -14,7 +14,12 @@
 // of them see the scaling. Unscaled models get exactly the unscaled floats (factor 1, mscale 1).
 // YaRN's mscale multiplies cos and sin (q and k each scaled by it, as the published YaRN does).
 //
-// Layouts: norm rotates pairs (2i, 2i+1); neox pairs (i, i + n_rot/2).
+// Other tables of one model (Model::rope_for): Gemma 3's local layers rotate with their own base
+// and no scaling (local()); Phi-3's LongRoPE divides each frequency by a short or long factor
+// and multiplies cos and sin by its attention factor (longrope()).
+//
+// Layouts: norm rotates pairs (2i, 2i+1); neox pairs (i, i + n_rot/2). Dims past n_rot (partial
+// rotary, Phi-4-mini) are left as they are.
 // Memory: n_pos * n_rot / 2 * 8 bytes: the model's trained context (at least kMinPositions so
 // that contexts sized past it stay in the table), at most kMaxBytes.
 // Immutable after construction; apply() may run concurrently.
@@ -35,15 +40,26 @@ class RopeTable {
   RopeTable() = default;
   // freq_factors: [n_rot / 2] (rope_freqs.weight) or null.
   explicit RopeTable(const ModelConfig& c, const float* freq_factors = nullptr);
+  // Base c.local_rope_base, no scaling, no factors.
+  static RopeTable local(const ModelConfig& c);
+  // Base c.rope_base, each frequency divided by factors[i] ([n_rot / 2]), cos and sin times
+  // c.longrope_attn_factor; the config's rope_scaling is not applied.
+  static RopeTable longrope(const ModelConfig& c, const float* factors);
 
   // v: [n_heads, head_dim] of one token at position pos (>= 0), rotated in place.
   void apply(float* v, int32_t n_heads, int32_t head_dim, int32_t pos) const;
 
   int32_t n_pos() const { return n_pos_; }
   float mscale() const { return mscale_; }
+  bool empty() const { return n_rot_ == 0; }
   const std::vector<float>& inv_freq() const { return inv_freq_; }
 
  private:
+  // The table of base `base` with `scaling`, frequencies divided by freq_factors (if any), cos
+  // and sin times `extra_mscale` (on top of YaRN's).
+  RopeTable(const ModelConfig& c, float base, const RopeScaling& scaling, const float* freq_factors,
+            float extra_mscale);
+
   RopeStyle style_ = RopeStyle::norm;
   int32_t n_rot_ = 0;
   int32_t n_pos_ = 0;

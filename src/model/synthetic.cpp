@@ -1,5 +1,6 @@
 #include "model/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -224,6 +225,34 @@ void add_llama3_rope_freqs(format::ModelFile& file, int64_t D, float base, float
   file.keep_alive(std::move(buf));
 }
 
+// A [n] F32 vector tensor with the given values.
+void add_f32_vector(format::ModelFile& file, const std::string& name, const std::vector<float>& values) {
+  auto buf = std::make_shared<std::vector<uint8_t>>(values.size() * sizeof(float));
+  std::memcpy(buf->data(), values.data(), buf->size());
+  format::TensorInfo t;
+  t.name = name;
+  t.type = DType::f32;
+  t.n_dims = 1;
+  t.ne = {static_cast<int64_t>(values.size()), 1, 1, 1};
+  t.n_bytes = buf->size();
+  t.data = buf->data();
+  file.tensors.push_back(std::move(t));
+  file.keep_alive(std::move(buf));
+}
+
+// LongRoPE factors of the shape Phi-3's have: short ones within a few percent of 1, long ones
+// rising from 1 (fast pairs) to the extension ratio (slow pairs).
+void add_longrope_factors(format::ModelFile& file, int64_t half, double ratio) {
+  std::vector<float> shrt(static_cast<size_t>(half)), lng(shrt.size());
+  for (int64_t i = 0; i < half; ++i) {
+    const double t = half > 1 ? static_cast<double>(i) / static_cast<double>(half - 1) : 0.0;
+    shrt[static_cast<size_t>(i)] = static_cast<float>(1.0 + 0.05 * t);
+    lng[static_cast<size_t>(i)] = static_cast<float>(1.0 + (std::max(ratio, 1.0) - 1.0) * t * t);
+  }
+  add_f32_vector(file, "rope_factors_short.weight", shrt);
+  add_f32_vector(file, "rope_factors_long.weight", lng);
+}
+
 }  // namespace
 
 const std::vector<SyntheticShape>& synthetic_shapes() {
@@ -241,6 +270,13 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
       // Llama-3.2-1B: 128k context from 8k by the llama3 rope_freqs factors (32x, low 1, high 4).
       {"llama3.2-1b", "llama", 2048, 16, 8192, 32, 8, 128256, 131072, 0, 0, 500000.0f, true, 32.0f},
       {"smollm2-360m", "llama", 960, 32, 2560, 15, 5, 49152, 8192, 0, 0, 100000.0f, true},
+      // Gemma-3-1B: head_dim 256 (Q 1024 wide with n_embd 1152), 1 KV head, Q/K norms, 5 local
+      // layers (window 512, RoPE base 1e4) to 1 global (base 1e6, no scaling), tied, 262144 vocabulary.
+      {"gemma3-1b", "gemma3", 1152, 26, 6912, 4, 1, 262144, 32768, 0, 256, 1000000.0f, true, 0.0f, 512},
+      // Phi-4-mini: fused QKV and gate/up, 96 of 128 head dims rotated (partial_rotary_factor
+      // 0.75), LongRoPE from 4k to 128k, window 262144 (as the reference converter writes it),
+      // tied, 200064 vocabulary.
+      {"phi4-mini", "phi3", 3072, 32, 8192, 24, 8, 200064, 131072, 0, 0, 10000.0f, true, 0.0f, 262144, 96, 4096},
       // BERT encoders (embedding models): bge pools [CLS], MiniLM averages.
       {"bert-tiny", "bert", 64, 2, 256, 4, 4, 512, 128, 1},
       {"bert-minilm-l6", "bert", 384, 6, 1536, 12, 12, 30522, 512, 1},
@@ -267,6 +303,9 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
     spec.rope_base = s.rope_base;
     spec.llama3_factor = s.llama3_factor;
     spec.llama3_orig_ctx = 8192;
+    spec.sliding_window = s.sliding_window;
+    spec.n_rot = s.n_rot;
+    spec.longrope_orig_ctx = s.longrope_orig_ctx;
     spec.pad_vocab = true;
     return ok_status();
   }
@@ -322,6 +361,27 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
     md.set(a + ".attention.key_length", GgufValue::from_u32(static_cast<uint32_t>(D)));
     md.set(a + ".attention.value_length", GgufValue::from_u32(static_cast<uint32_t>(D)));
   }
+  const bool gemma = a == "gemma2" || a == "gemma3";
+  if (s.sliding_window > 0 || gemma)
+    md.set(a + ".attention.sliding_window",
+           GgufValue::from_u32(static_cast<uint32_t>(s.sliding_window > 0 ? s.sliding_window : 4096)));
+  if (s.attn_softcap > 0.0f || a == "gemma2")
+    md.set(a + ".attn_logit_softcapping", GgufValue::from_f32(s.attn_softcap > 0.0f ? s.attn_softcap : 50.0f));
+  if (s.final_softcap > 0.0f || a == "gemma2")
+    md.set(a + ".final_logit_softcapping", GgufValue::from_f32(s.final_softcap > 0.0f ? s.final_softcap : 30.0f));
+  if (s.n_rot > 0) {
+    if (s.n_rot > D || s.n_rot % 2 != 0)
+      return make_error("rotary dimensions {} must be even and at most the head size {}", s.n_rot, D);
+    md.set(a + ".rope.dimension_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_rot)));
+  }
+  if (s.longrope_orig_ctx > 0) {
+    if (!arch->fused) return make_error("LongRoPE factors are for phi3, not {}", a);
+    const double orig = s.longrope_orig_ctx, ratio = static_cast<double>(s.n_ctx) / orig;
+    md.set(a + ".rope.scaling.original_context_length", GgufValue::from_u32(static_cast<uint32_t>(orig)));
+    md.set(a + ".rope.scaling.attn_factor",
+           GgufValue::from_f32(ratio > 1.0 ? static_cast<float>(std::sqrt(1.0 + std::log(ratio) / std::log(orig)))
+                                           : 1.0f));
+  }
   if (!s.rope_scaling.empty()) {
     md.set(a + ".rope.scaling.type", GgufValue::from_string(s.rope_scaling));
     md.set(a + ".rope.scaling.factor", GgufValue::from_f32(s.rope_factor));
@@ -338,12 +398,18 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
   b.add("output_norm.weight", E, 0, 0.1f, 1.0f);
   if (!s.tied_output) b.add("output.weight", E, n_vocab, se);
   if (s.llama3_factor > 0.0f) add_llama3_rope_freqs(file, D, rope_base, s.llama3_factor, s.llama3_orig_ctx);
+  if (s.longrope_orig_ctx > 0)
+    add_longrope_factors(file, (s.n_rot > 0 ? s.n_rot : D) / 2, static_cast<double>(s.n_ctx) / s.longrope_orig_ctx);
   for (int32_t l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     b.add(p + "attn_norm.weight", E, 0, 0.1f, 1.0f);
-    b.add(p + "attn_q.weight", E, Q, se);
-    b.add(p + "attn_k.weight", E, KV, se);
-    b.add(p + "attn_v.weight", E, KV, se);
+    if (arch->fused) {
+      b.add(p + "attn_qkv.weight", E, Q + 2 * KV, se);
+    } else {
+      b.add(p + "attn_q.weight", E, Q, se);
+      b.add(p + "attn_k.weight", E, KV, se);
+      b.add(p + "attn_v.weight", E, KV, se);
+    }
     if (arch->qkv_bias) {
       b.add(p + "attn_q.bias", Q, 0, 0.5f);
       b.add(p + "attn_k.bias", KV, 0, 0.5f);
@@ -354,10 +420,16 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
       b.add(p + "attn_k_norm.weight", D, 0, 0.1f, 1.0f);
     }
     b.add(p + "attn_output.weight", Q, E, sq);
+    if (arch->post_norms) b.add(p + "post_attention_norm.weight", E, 0, 0.1f, 1.0f);
     b.add(p + "ffn_norm.weight", E, 0, 0.1f, 1.0f);
-    b.add(p + "ffn_gate.weight", E, F, se);
-    b.add(p + "ffn_up.weight", E, F, se);
+    if (arch->fused) {
+      b.add(p + "ffn_up.weight", E, 2 * F, se);  // gate rows, then up rows
+    } else {
+      b.add(p + "ffn_gate.weight", E, F, se);
+      b.add(p + "ffn_up.weight", E, F, se);
+    }
     b.add(p + "ffn_down.weight", F, E, sf);
+    if (arch->post_norms) b.add(p + "post_ffw_norm.weight", E, 0, 0.1f, 1.0f);
   }
   return file;
 }

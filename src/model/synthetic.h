@@ -37,6 +37,18 @@ struct SyntheticSpec {
   // low/high frequency factors 1 and 4, original context llama3_orig_ctx), as converters store it.
   float llama3_factor = 0.0f;
   int32_t llama3_orig_ctx = 8192;
+  // Sliding window ("{arch}.attention.sliding_window"): 0 writes 4096 (Gemma 2's) for the gemma
+  // rows, which need one, and nothing for the others; > 0 is written for any architecture.
+  int32_t sliding_window = 0;
+  // Soft-capping ("{arch}.attn_logit_softcapping", "final_logit_softcapping"): 0 writes the
+  // published 50 / 30 for gemma2 and nothing for the others; > 0 is written for any architecture.
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  int32_t n_rot = 0;  // > 0: rope.dimension_count (partial rotary, Phi-4-mini); 0: not written (all of head_dim)
+  // phi3: > 0 writes LongRoPE's rope_factors_short/long.weight ([n_rot / 2], short ones near 1,
+  // long ones rising to n_ctx / longrope_orig_ctx), rope.scaling.original_context_length and
+  // rope.scaling.attn_factor (the published sqrt(1 + ln(n_ctx / orig) / ln(orig))).
+  int32_t longrope_orig_ctx = 0;
   // With vocab_from: pad the embedded vocabulary with reserved control tokens up to n_vocab when
   // it is smaller (real models' embedding tables are often larger than their tokenizer's core).
   bool pad_vocab = false;
@@ -62,9 +74,13 @@ struct SyntheticShape {
   float rope_base = 0.0f;      // 0: the architecture's default
   bool tied = false;           // tied embeddings (small Qwen2 models are tied by rule)
   float llama3_factor = 0.0f;  // > 0: rope_freqs.weight of the llama3 rule (original context 8192)
+  int32_t sliding_window = 0;  // SyntheticSpec::sliding_window
+  int32_t n_rot = 0;           // partial rotary dimensions; 0: all of head_dim
+  int32_t longrope_orig_ctx = 0;  // > 0: LongRoPE factors (phi3)
 };
 const std::vector<SyntheticShape>& synthetic_shapes();
-// Sets the sizes (and arch) of `spec` from a named shape; error lists the known names.
+// Sets the sizes (and arch) of `spec` from a named shape; error lists the known names. The
+// vocabulary: with vocab_from, padded to the shape's size (pad_vocab).
 Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name);
 
 }  // namespace edgelm::model

@@ -98,6 +98,22 @@ void release_pages(const WeightMatrix& m) {
 #endif
 }
 
+// Rows [r0, r0 + n) of m, as a matrix of its own (the rows are contiguous in the stored type).
+WeightMatrix row_range(const WeightMatrix& m, int64_t r0, int64_t n) {
+  WeightMatrix v = m;
+  v.rows = n;
+  v.data = m.row(r0);
+  return v;
+}
+
+// Checks a LongRoPE factor vector: positive and finite.
+Status check_factors(const float* f, int32_t n, const char* name) {
+  for (int32_t i = 0; i < n; ++i)
+    if (!(f[i] > 0.0f && std::isfinite(f[i])))
+      return make_error("tensor '{}' has factor {} at {}; factors must be positive", name, f[i], i);
+  return ok_status();
+}
+
 void pack_matrices(Weights& w) {
   if (const char* env = std::getenv("EDGELM_PACK"); env != nullptr && std::string_view(env) == "0") return;
   ThreadPool pool(ThreadPool::hardware_threads());
@@ -140,14 +156,35 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
       if (!(w.rope_freqs[i] > 0.0f && std::isfinite(w.rope_freqs[i])))
         return make_error("tensor 'rope_freqs.weight' has factor {} at {}; factors must be positive", w.rope_freqs[i],
                           i);
+  if (c.arch->fused) {
+    EDGELM_TRY(w.rope_short, ld.vector("rope_factors_short.weight", c.n_rot / 2, /*required=*/false));
+    EDGELM_TRY(w.rope_long, ld.vector("rope_factors_long.weight", c.n_rot / 2, /*required=*/false));
+    if ((w.rope_short == nullptr) != (w.rope_long == nullptr))
+      return make_error("tensor '{}' is missing from the model file (LongRoPE needs both factor sets)",
+                        w.rope_short == nullptr ? "rope_factors_short.weight" : "rope_factors_long.weight");
+    if (w.rope_short != nullptr) {
+      EDGELM_TRY_STATUS(check_factors(w.rope_short, c.n_rot / 2, "rope_factors_short.weight"));
+      EDGELM_TRY_STATUS(check_factors(w.rope_long, c.n_rot / 2, "rope_factors_long.weight"));
+      if (c.longrope_orig_ctx <= 0)
+        return make_error("metadata '{}.rope.scaling.original_context_length' is missing (LongRoPE needs it)",
+                          c.arch->name);
+    }
+  }
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int32_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const std::string p = "blk." + std::to_string(l) + ".";
     EDGELM_TRY(L.attn_norm, ld.vector(p + "attn_norm.weight", E));
-    EDGELM_TRY(L.wq, ld.matrix(p + "attn_q.weight", E, Q));
-    EDGELM_TRY(L.wk, ld.matrix(p + "attn_k.weight", E, KV));
-    EDGELM_TRY(L.wv, ld.matrix(p + "attn_v.weight", E, KV));
+    if (c.arch->fused) {
+      EDGELM_TRY(const WeightMatrix qkv, ld.matrix(p + "attn_qkv.weight", E, Q + 2 * KV));
+      L.wq = row_range(qkv, 0, Q);
+      L.wk = row_range(qkv, Q, KV);
+      L.wv = row_range(qkv, Q + KV, KV);
+    } else {
+      EDGELM_TRY(L.wq, ld.matrix(p + "attn_q.weight", E, Q));
+      EDGELM_TRY(L.wk, ld.matrix(p + "attn_k.weight", E, KV));
+      EDGELM_TRY(L.wv, ld.matrix(p + "attn_v.weight", E, KV));
+    }
     EDGELM_TRY(L.wo, ld.matrix(p + "attn_output.weight", Q, E));
     // Biases: required where the architecture has them, used where a file of another has them.
     EDGELM_TRY(L.bq, ld.vector(p + "attn_q.bias", Q, c.arch->qkv_bias));
@@ -158,9 +195,19 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
       EDGELM_TRY(L.attn_k_norm, ld.vector(p + "attn_k_norm.weight", c.head_dim));
     }
     EDGELM_TRY(L.ffn_norm, ld.vector(p + "ffn_norm.weight", E));
-    EDGELM_TRY(L.w_gate, ld.matrix(p + "ffn_gate.weight", E, F));
-    EDGELM_TRY(L.w_up, ld.matrix(p + "ffn_up.weight", E, F));
+    if (c.arch->fused) {
+      EDGELM_TRY(const WeightMatrix gate_up, ld.matrix(p + "ffn_up.weight", E, 2 * F));
+      L.w_gate = row_range(gate_up, 0, F);
+      L.w_up = row_range(gate_up, F, F);
+    } else {
+      EDGELM_TRY(L.w_gate, ld.matrix(p + "ffn_gate.weight", E, F));
+      EDGELM_TRY(L.w_up, ld.matrix(p + "ffn_up.weight", E, F));
+    }
     EDGELM_TRY(L.w_down, ld.matrix(p + "ffn_down.weight", F, E));
+    if (c.arch->post_norms) {
+      EDGELM_TRY(L.attn_post_norm, ld.vector(p + "post_attention_norm.weight", E));
+      EDGELM_TRY(L.ffn_post_norm, ld.vector(p + "post_ffw_norm.weight", E));
+    }
   }
   EDGELM_TRY_STATUS(ld.check_all_used(c.arch->name));
   pack_matrices(w);

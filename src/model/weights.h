@@ -1,6 +1,8 @@
 // The weights of one model, checked against its config and ready for the forward pass.
 //
-// Every tensor the architecture needs is looked up by its GGUF name and its shape is checked
+// Every tensor the architecture needs is looked up by its GGUF name (those of the reference
+// converter: blk.N.post_attention_norm / post_ffw_norm for Gemma's post-norms, blk.N.attn_qkv
+// and a 2 * n_ff-row ffn_up for Phi-3, rope_factors_short/long for LongRoPE) and its shape is checked
 // (an error names the tensor and both shapes). A tensor the forward would not use (say
 // attention biases or Q/K norms in a file of an architecture without them) is an error naming
 // it: a forward that skipped it would silently compute another model. Matrices stay in their
@@ -32,10 +34,14 @@ struct LayerWeights {
   const float* attn_q_norm = nullptr;  // [head_dim] per-head RMSNorm of Q; null unless arch qk_norm
   const float* attn_k_norm = nullptr;  // [head_dim] per-head RMSNorm of K
   WeightMatrix wo;                     // [n_embd, n_head * head_dim]
+  const float* attn_post_norm = nullptr;  // [n_embd] norm of the attention output; null unless arch post_norms
   const float* ffn_norm = nullptr;     // [n_embd]
   WeightMatrix w_gate;                 // [n_ff, n_embd]
   WeightMatrix w_up;                   // [n_ff, n_embd]
   WeightMatrix w_down;                 // [n_embd, n_ff]
+  const float* ffn_post_norm = nullptr;  // [n_embd] norm of the FFN output; null unless arch post_norms
+  // Architectures with fused tensors (phi3): wq, wk, wv are row ranges of blk.N.attn_qkv and
+  // w_gate, w_up the two halves of blk.N.ffn_up (views into the one stored matrix).
 };
 
 struct Weights {
@@ -44,6 +50,8 @@ struct Weights {
   WeightMatrix output;                 // [n_vocab, n_embd]; the embedding itself when tied
   bool tied_output = false;
   const float* rope_freqs = nullptr;  // [n_rot / 2] rope_freqs.weight (divides each frequency) or null
+  const float* rope_short = nullptr;  // [n_rot / 2] rope_factors_short.weight (LongRoPE) or null
+  const float* rope_long = nullptr;   // [n_rot / 2] rope_factors_long.weight; both or neither
   std::vector<LayerWeights> layers;
   uint64_t n_bytes_file = 0;       // bytes of the tensors as stored in the file
   uint64_t n_bytes_per_token = 0;  // bytes of weights one decode step reads (all but the embedding table)

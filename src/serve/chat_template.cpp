@@ -1,4 +1,4 @@
-// Chat templates of the llama2, llama3, chatml, zephyr and phi3 families (see chat_template.h).
+// Chat templates of the llama2, llama3, chatml, zephyr, phi3 and gemma families (see chat_template.h).
 #include "serve/chat_template.h"
 
 #include <fstream>
@@ -72,6 +72,24 @@ Result<std::string> apply_llama2(std::span<const ChatMessage> messages) {
   return out;
 }
 
+// Gemma's published template: a leading system message becomes the first user turn's prefix.
+std::string apply_gemma(std::span<const ChatMessage> messages, bool add_generation_prompt) {
+  std::string out, prefix;
+  size_t i = 0;
+  if (messages[0].role == "system") {
+    prefix = std::string(strip(messages[0].content)) + "\n\n";
+    i = 1;
+  }
+  for (bool first = true; i < messages.size(); ++i, first = false) {
+    const ChatMessage& m = messages[i];
+    out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n";
+    if (first) out += prefix;
+    out += std::string(strip(m.content)) + "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
 }  // namespace
 
 std::string_view chat_template_name(ChatTemplate t) {
@@ -81,6 +99,7 @@ std::string_view chat_template_name(ChatTemplate t) {
     case ChatTemplate::chatml: return "chatml";
     case ChatTemplate::zephyr: return "zephyr";
     case ChatTemplate::phi3: return "phi3";
+    case ChatTemplate::gemma: return "gemma";
   }
   EDGELM_CHECK(false, "unknown ChatTemplate");
   return "";
@@ -90,10 +109,10 @@ Result<ChatTemplate> chat_template_from_name(std::string_view name) {
   std::string s;
   for (char c : name)
     if (c != '-' && c != '_') s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (ChatTemplate t :
-       {ChatTemplate::llama2, ChatTemplate::llama3, ChatTemplate::chatml, ChatTemplate::zephyr, ChatTemplate::phi3})
+  for (ChatTemplate t : {ChatTemplate::llama2, ChatTemplate::llama3, ChatTemplate::chatml, ChatTemplate::zephyr,
+                         ChatTemplate::phi3, ChatTemplate::gemma})
     if (s == chat_template_name(t)) return t;
-  return make_error("unknown chat template '{}' (expected llama2, llama3, chatml, zephyr or phi3)", name);
+  return make_error("unknown chat template '{}' (expected llama2, llama3, chatml, zephyr, phi3 or gemma)", name);
 }
 
 ChatTemplate chat_template_from_markers(std::string_view tmpl, ChatTemplate fallback) {
@@ -101,6 +120,7 @@ ChatTemplate chat_template_from_markers(std::string_view tmpl, ChatTemplate fall
   if (contains(tmpl, "<|start_header_id|>")) return ChatTemplate::llama3;
   if (contains(tmpl, "[INST]")) return ChatTemplate::llama2;
   if (contains(tmpl, "<|user|>")) return contains(tmpl, "<|end|>") ? ChatTemplate::phi3 : ChatTemplate::zephyr;
+  if (contains(tmpl, "<start_of_turn>")) return ChatTemplate::gemma;
   return fallback;
 }
 
@@ -108,13 +128,14 @@ ChatTemplate detect_chat_template(const format::GgufMetadata& md) {
   if (const auto* v = md.find("tokenizer.chat_template"); v != nullptr && v->as_string() != nullptr) {
     const std::string_view tmpl = *v->as_string();
     if (contains(tmpl, "<|im_start|>") || contains(tmpl, "<|start_header_id|>") || contains(tmpl, "[INST]") ||
-        contains(tmpl, "<|user|>"))
+        contains(tmpl, "<|user|>") || contains(tmpl, "<start_of_turn>"))
       return chat_template_from_markers(tmpl, ChatTemplate::chatml);
   }
   if (const auto* v = md.find("general.architecture"); v != nullptr && v->as_string() != nullptr) {
     const std::string_view arch = *v->as_string();
     if (arch == "qwen2" || arch == "qwen3" || arch == "qwen") return ChatTemplate::chatml;
     if (arch == "phi3") return ChatTemplate::phi3;
+    if (arch == "gemma" || arch == "gemma2" || arch == "gemma3") return ChatTemplate::gemma;
   }
   return ChatTemplate::chatml;
 }
@@ -142,6 +163,7 @@ Result<std::string> apply_chat_template(ChatTemplate t, std::span<const ChatMess
       for (const auto& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
       if (add_generation_prompt) out += "<|assistant|>\n";
       return out;
+    case ChatTemplate::gemma: return apply_gemma(messages, add_generation_prompt);
   }
   EDGELM_CHECK(false, "unknown ChatTemplate");
   return out;
@@ -171,7 +193,7 @@ Result<ChatFormat> choose_chat_format(const format::GgufMetadata& md, const std:
     std::ifstream in(override_spec, std::ios::binary);
     if (!in)
       return make_error(
-          "--chat-template '{}' is neither a built-in template (llama2, llama3, chatml, zephyr, phi3) "
+          "--chat-template '{}' is neither a built-in template (llama2, llama3, chatml, zephyr, phi3, gemma) "
           "nor a readable Jinja file",
           override_spec);
     source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

@@ -51,21 +51,24 @@ struct ChatMessage {
   std::string tool_call_id = {};
 };
 
-enum class ChatTemplate { llama2, llama3, chatml, zephyr, phi3 };
+enum class ChatTemplate { llama2, llama3, chatml, zephyr, phi3, gemma };
 
 std::string_view chat_template_name(ChatTemplate t);
-// "llama2", "llama3", "chatml", "zephyr", "phi3" (case-insensitive; "llama-2"/"llama-3" too).
+// "llama2", "llama3", "chatml", "zephyr", "phi3", "gemma" (case-insensitive; "llama-2"/"llama-3" too).
 Result<ChatTemplate> chat_template_from_name(std::string_view name);
 
 // The family of a model: markers in its tokenizer.chat_template (Jinja source) in this order:
 // "<|im_start|>" chatml, "<|start_header_id|>" llama3, "[INST]" llama2, "<|user|>" with
-// "<|end|>" phi3, "<|user|>" otherwise zephyr; without a recognizable template, from
-// general.architecture (qwen/qwen2 chatml, phi3 phi3); otherwise chatml, the most common
-// format of small instruction-tuned models.
+// "<|end|>" phi3, "<|user|>" otherwise zephyr, "<start_of_turn>" gemma; without a recognizable
+// template, from general.architecture (qwen/qwen2 chatml, phi3 phi3, gemma/gemma2/gemma3
+// gemma); otherwise chatml, the most common format of small instruction-tuned models.
 ChatTemplate detect_chat_template(const format::GgufMetadata& md);
 
 // Renders the conversation. add_generation_prompt appends the header that makes the model
-// answer as the assistant (llama2 needs none: a user turn already ends with "[/INST]").
+// answer as the assistant (llama2 needs none: a user turn already ends with "[/INST]"). gemma
+// (Gemma 2 / 3's published template): "<start_of_turn>ROLE\nCONTENT<end_of_turn>\n" with the
+// assistant as "model", contents trimmed, a leading system message prepended to the first user
+// turn followed by a blank line; the generation prompt is "<start_of_turn>model\n".
 // Errors: empty list, unknown role; for llama2 also a system message not followed by a user
 // message and an assistant message that does not answer a user message.
 Result<std::string> apply_chat_template(ChatTemplate t, std::span<const ChatMessage> messages,

@@ -1,5 +1,6 @@
 // `edgelm info`: metadata, tensor table and model configuration of a model file.
 #include <cstdio>
+#include <string>
 
 #include "format/model_file.h"
 #include "model/arch.h"
@@ -54,6 +55,25 @@ int run(const InfoOptions& o) {
   if (file->find_tensor("rope_freqs.weight") != nullptr)
     std::printf("rope_freqs.weight: per-dimension frequency factors\n");
   if (c.arch->qk_norm) std::printf("per-head Q/K RMSNorm before RoPE\n");
+  if (c.n_swa > 0) {
+    int32_t n_local = 0;
+    for (int32_t l = 0; l < c.n_layer; ++l) n_local += c.layer_is_local(l) ? 1 : 0;
+    std::printf("sliding window %d: %d local layers of %d", c.n_swa, n_local, c.n_layer);
+    if (c.local_rope_base > 0.0f) std::printf(" (rope_base %g)", static_cast<double>(c.local_rope_base));
+    std::printf("\n");
+  }
+  if (c.attn_softcap > 0.0f || c.final_softcap > 0.0f)
+    std::printf("soft-capping: attention %g, final logits %g\n", static_cast<double>(c.attn_softcap),
+                static_cast<double>(c.final_softcap));
+  std::string traits;
+  if (c.arch->scale_embd) traits += ", embeddings x sqrt(n_embd)";
+  if (c.arch->post_norms) traits += ", post-norms";
+  if (c.arch->ffn_act == model::FfnAct::gelu_tanh) traits += ", GELU-tanh FFN";
+  if (!traits.empty()) std::printf("%s\n", traits.c_str() + 2);
+  if (c.arch->fused) std::printf("fused attn_qkv and gate/up ffn_up\n");
+  if (file->find_tensor("rope_factors_long.weight") != nullptr)
+    std::printf("LongRoPE: short/long factors, original ctx %d, attn_factor %g\n", c.longrope_orig_ctx,
+                static_cast<double>(c.longrope_attn_factor));
   return 0;
 }
 

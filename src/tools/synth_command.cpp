@@ -13,6 +13,11 @@ namespace {
 
 struct SynthOptions {
   model::SyntheticSpec spec;
+  // Given explicitly, these override a --shape's (a real shape with fewer layers, a shorter
+  // context or a smaller vocabulary, for quick tests).
+  CLI::Option* layers_opt = nullptr;
+  CLI::Option* ctx_opt = nullptr;
+  CLI::Option* vocab_opt = nullptr;
   std::string type = "f32";
   std::string output;
   std::string shape;
@@ -25,7 +30,11 @@ int run(SynthOptions& o) {
   if (!type) return report_error(make_error("unknown weight type '{}' (use f32, f16 or bf16)", o.type));
   o.spec.weight_type = *type;
   if (!o.shape.empty()) {
+    const model::SyntheticSpec given = o.spec;
     if (auto st = model::apply_synthetic_shape(o.spec, o.shape); !st.ok()) return report_error(st.error());
+    if (o.layers_opt->count() > 0) o.spec.n_layer = given.n_layer;
+    if (o.ctx_opt->count() > 0) o.spec.n_ctx = given.n_ctx;
+    if (o.vocab_opt->count() > 0) o.spec.n_vocab = given.n_vocab;
   }
   if (o.pooling == "mean")
     o.spec.pooling_type = 1;
@@ -56,16 +65,21 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "Output GGUF path")->required();
   cmd->add_option("--shape", o->shape,
                   "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
-                  "stories15m, bert-bge-small, bert-tiny, ...); overrides the sizes");
-  cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2, qwen3, bert)")->capture_default_str();
+                  "gemma3-1b, phi4-mini, stories15m, bert-bge-small, bert-tiny, ...); overrides the sizes but "
+                  "--layers, --ctx and --n-vocab given explicitly");
+  cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2, qwen3, gemma2, gemma3, phi3, bert)")
+      ->capture_default_str();
   cmd->add_option("--dim", s.n_embd, "Embedding size")->capture_default_str();
-  cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
+  o->layers_opt = cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
   cmd->add_option("--ff", s.n_ff, "Feed-forward size")->capture_default_str();
   cmd->add_option("--heads", s.n_head, "Attention heads")->capture_default_str();
   cmd->add_option("--kv-heads", s.n_head_kv, "Key/value heads")->capture_default_str();
-  cmd->add_option("--n-vocab", s.n_vocab, "Vocabulary size (without --vocab)")->capture_default_str();
+  o->vocab_opt = cmd->add_option("--n-vocab", s.n_vocab,
+                                 "Vocabulary size (without --vocab; with a --shape and --vocab, "
+                                 "the size it is padded to)")
+                     ->capture_default_str();
   cmd->add_option("--vocab,--vocab-from", s.vocab_from, "Embed the vocabulary of this GGUF or llama2.c tokenizer.bin");
-  cmd->add_option("--ctx", s.n_ctx, "Context length")->capture_default_str();
+  o->ctx_opt = cmd->add_option("--ctx", s.n_ctx, "Context length")->capture_default_str();
   cmd->add_option("--head-dim", s.head_dim, "Head size (0: dim / heads; else written as attention.key_length)")
       ->capture_default_str();
   cmd->add_option("--rope-base", s.rope_base, "RoPE frequency base (0: the architecture's default)");
@@ -73,6 +87,13 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--rope-factor", s.rope_factor, "RoPE scaling factor")->capture_default_str();
   cmd->add_option("--rope-orig-ctx", s.rope_orig_ctx, "yarn: original context length (0: not written)");
   cmd->add_option("--llama3-rope", s.llama3_factor, "Write rope_freqs.weight of the llama3 rule with this factor");
+  cmd->add_option("--sliding-window", s.sliding_window,
+                  "Sliding-window size written as attention.sliding_window (0: 4096 for gemma2/gemma3, else none)");
+  cmd->add_option("--attn-softcap", s.attn_softcap, "Attention logit soft-capping (0: 50 for gemma2, else none)");
+  cmd->add_option("--final-softcap", s.final_softcap, "Final logit soft-capping (0: 30 for gemma2, else none)");
+  cmd->add_option("--rope-dim", s.n_rot, "Rotary dimensions per head, rope.dimension_count (0: the head size)");
+  cmd->add_option("--longrope-orig-ctx", s.longrope_orig_ctx,
+                  "phi3: write LongRoPE factors (rope_factors_short/long) extending this original context to --ctx");
   cmd->add_flag("--tied", s.tied_output, "Share the embedding as the output matrix");
   cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16")->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();

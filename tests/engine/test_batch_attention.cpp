@@ -86,35 +86,50 @@ struct Fixture {
     for (auto& x : q) x = nd(rng) * 2.0f;  // sharper softmax than unit scores
   }
 
-  std::vector<float> run(AttnScratch& s, int n_threads, int32_t layer,
-                         const kernels::AttentionKernels* k = nullptr) const {
+  // window > 0: each token attends to its last `window` positions; softcap > 0: capped scores.
+  std::vector<float> run(AttnScratch& s, int n_threads, int32_t layer, const kernels::AttentionKernels* k = nullptr,
+                         int32_t window = 0, float softcap = 0.0f) const {
     ThreadPool pool(n_threads);
     const auto n = static_cast<int64_t>(tok_seq.size());
     std::vector<float> out(q.size(), NAN);
-    attention_plan(s, n, tok_pos.data(), c.n_head, c.head_dim, pool.n_threads());
-    const AttnLayer a{*store, layer, seqs.data(), tok_seq.data(), tok_pos.data(), q.data(), out.data(),
-                      c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), k};
+    attention_plan(s, n, tok_pos.data(), c.n_head, c.head_dim, pool.n_threads(), window);
+    const AttnLayer a{*store,
+                      layer,
+                      seqs.data(),
+                      tok_seq.data(),
+                      tok_pos.data(),
+                      q.data(),
+                      out.data(),
+                      c.n_head,
+                      c.n_head_kv,
+                      c.head_dim,
+                      1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                      k,
+                      softcap};
     attention_run(a, s, pool);
     return out;
   }
 
-  // model::attention_head over the store's decoded rows; also sets max_abs_v.
-  std::vector<float> reference(int32_t layer) {
+  // model::attention_head over the store's decoded rows (with a window: rows [pos - window + 1,
+  // pos] only); also sets max_abs_v.
+  std::vector<float> reference(int32_t layer, int32_t window = 0, float softcap = 0.0f) {
     const int32_t KV = c.n_embd_kv(), D = c.head_dim, Q = c.n_head * D, bs = store->block_size();
     std::vector<float> out(q.size());
     for (size_t t = 0; t < tok_seq.size(); ++t) {
       const auto& table = tables[static_cast<size_t>(tok_seq[t])];
-      const int32_t n_pos = tok_pos[t] + 1;
+      const int32_t lo = window > 0 ? std::max(0, tok_pos[t] - window + 1) : 0;
+      const int32_t n_pos = tok_pos[t] + 1 - lo;
       std::vector<float> k(static_cast<size_t>(n_pos) * KV), v(k.size()), scores(static_cast<size_t>(n_pos));
-      for (int32_t p = 0; p < n_pos; ++p) {
-        store->read_k(layer, table[static_cast<size_t>(p / bs)], p % bs, &k[static_cast<size_t>(p) * KV]);
-        store->read_v(layer, table[static_cast<size_t>(p / bs)], p % bs, &v[static_cast<size_t>(p) * KV]);
+      for (int32_t i = 0; i < n_pos; ++i) {
+        const int32_t p = lo + i;
+        store->read_k(layer, table[static_cast<size_t>(p / bs)], p % bs, &k[static_cast<size_t>(i) * KV]);
+        store->read_v(layer, table[static_cast<size_t>(p / bs)], p % bs, &v[static_cast<size_t>(i) * KV]);
       }
       for (float x : v) max_abs_v = std::max(max_abs_v, std::abs(x));
       for (int32_t h = 0; h < c.n_head; ++h) {
         const int64_t off = static_cast<int64_t>(h / c.n_gqa()) * D;
         model::attention_head(&q[t * Q + h * D], &k[off], &v[off], KV, n_pos, D,
-                              1.0f / std::sqrt(static_cast<float>(D)), scores.data(), &out[t * Q + h * D]);
+                              1.0f / std::sqrt(static_cast<float>(D)), scores.data(), &out[t * Q + h * D], softcap);
       }
     }
     return out;
@@ -180,6 +195,33 @@ TEST_P(BatchAttention, MatchesScalarAttentionHeadOverDecodedRows) {
       expect_near_all(f.run(s, threads, 1, k), ref, bound);
     }
   }
+}
+
+// Sliding windows (Gemma's, Phi-3's local layers: a window that starts inside a block, inside a
+// split-K chunk, at 0, or covers the whole context) and soft-capped scores (Gemma 2's cap of 50,
+// and a cap of 1.5 that flattens the sharp scores of this fixture), against the scalar oracle
+// over exactly the window's rows. The capped run must also differ from the uncapped one.
+TEST_P(BatchAttention, WindowAndSoftcapMatchScalarAttentionHead) {
+  EDGELM_KERNEL_OR_SKIP(k);
+  const Case& tc = this->tc();
+  Fixture f(tc.shape, tc.type, {1, 13, 40, 301}, 5);
+  for (const auto& [window, softcap] :
+       {std::pair{7, 0.0f}, std::pair{33, 50.0f}, std::pair{300, 1.5f}, std::pair{1000, 1.5f}, std::pair{1, 0.0f}}) {
+    const std::vector<float> ref = f.reference(0, window, softcap);
+    const float bound = 2e-5f * f.max_abs_v;
+    for (const int32_t split : {7, 32, 1 << 20}) {
+      SCOPED_TRACE(testing::Message() << kernels::isa_name(k->isa) << " window " << window << " softcap " << softcap
+                                      << " split " << split);
+      AttnScratch s;
+      s.split_positions = split;
+      expect_near_all(f.run(s, 2, 0, k, window, softcap), ref, bound);
+    }
+  }
+  AttnScratch s;
+  const std::vector<float> capped = f.run(s, 1, 0, k, 0, 1.5f), plain = f.run(s, 1, 0, k);
+  float diff = 0;
+  for (size_t i = 0; i < plain.size(); ++i) diff = std::max(diff, std::abs(capped[i] - plain[i]));
+  EXPECT_GT(diff, 0.05f * f.max_abs_v) << "soft-capping must change the result";
 }
 
 // The same token, same bits: 1 or 3 threads, partial states in small groups, or the token

@@ -2,8 +2,10 @@
 // together (one still prefilling in chunks while the others decode, one joining late, one
 // leaving early) must give the logits of each sequence run alone with its own KvCache, with F32
 // weights and an f32 store, for llama (GQA, MHA, tied output, YaRN, rope_freqs + linear RoPE
-// scaling), qwen2 (Q/K/V biases, NEOX rotary), qwen3 (Q/K norms, head_dim != n_embd / n_head)
-// and the real stories260K. Since attention reads the store with an online softmax and
+// scaling), qwen2 (Q/K/V biases, NEOX rotary), qwen3 (Q/K norms, head_dim != n_embd / n_head),
+// gemma2 / gemma3 / phi3 with sliding windows shorter than the sequences (the paged attention
+// must see only each local layer's window; split-K chunks cross the window's start), soft-capping,
+// LongRoPE, and the real stories260K. Since attention reads the store with an online softmax and
 // the element-wise ops are SIMD, "the same" means within 1e-4 of the largest logit (the sums
 // are reassociated), not bit-identical. Batched runs among themselves stay bit-identical: the
 // thread count, the grouping of partial states, block layout and chunking do not matter.
@@ -64,6 +66,30 @@ std::unique_ptr<model::Model> load_model(const std::string& kind) {
       s.rope_factor = 4.0f;
       s.rope_orig_ctx = 16;
       s.seed = 23;
+    } else if (kind == "gemma2_window") {  // window 5 on layers 0 and 2, soft caps that bend, post-norms, GeGLU
+      s.arch = "gemma2";
+      s.n_layer = 3;
+      s.head_dim = 32;
+      s.sliding_window = 5;
+      s.attn_softcap = 3.0f;
+      s.final_softcap = 8.0f;
+      s.seed = 27;
+    } else if (kind == "gemma3_window") {  // 5 local layers (window 4, base 1e4) : 1 global (linear 8), 1 KV head
+      s.arch = "gemma3";
+      s.n_layer = 7;
+      s.n_head_kv = 1;
+      s.head_dim = 32;
+      s.sliding_window = 4;
+      s.rope_scaling = "linear";
+      s.rope_factor = 8.0f;
+      s.seed = 29;
+    } else if (kind == "phi3_longrope_window") {  // fused tensors, 12 of 16 dims rotated, long factors, window 6
+      s.arch = "phi3";
+      s.n_ctx = 512;
+      s.n_rot = 12;
+      s.longrope_orig_ctx = 32;
+      s.sliding_window = 6;
+      s.seed = 31;
     } else if (kind == "llama_rope_freqs_linear") {  // llama3 rope_freqs, then linear scaling
       s.llama3_factor = 8.0f;
       s.llama3_orig_ctx = 32;
@@ -373,7 +399,44 @@ TEST_P(BatchForward, QuantizedStoresStayClose) {
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchForward,
                          ::testing::Values("llama_gqa", "qwen2_bias", "llama_mha_tied", "qwen2_wide", "qwen3_head_dim",
-                                           "llama_yarn", "llama_rope_freqs_linear", "stories260K"));
+                                           "llama_yarn", "llama_rope_freqs_linear", "gemma2_window", "gemma3_window",
+                                           "phi3_longrope_window", "stories260K"));
+
+// LongRoPE: the context the batch's sequences are sized for (StepBatch::n_ctx, the engine's)
+// picks the factor set as the reference's cache size does: short factors for 16 positions
+// (under the original 32), long ones for the trained 512 (n_ctx 0).
+TEST(BatchForwardLongRope, TheContextPicksTheFactorSet) {
+  const auto m = load_model("phi3_longrope_window");
+  const auto V = static_cast<size_t>(m->config().n_vocab);
+  const std::vector<TokenId> tokens = {3, 99, 7, 250, 18, 42, 42, 5, 300, 11};
+  ThreadPool pool(2);
+  auto logits_of = [&](int32_t n_ctx) {
+    auto store = kv::KvStore::create(m->config(), 8, 4, KvType::f32);
+    EXPECT_TRUE(store.ok());
+    const std::vector<BlockId> table = {0, 1, 2};
+    StepBatch batch;
+    batch.tokens = tokens;
+    batch.seqs = {{0, static_cast<int32_t>(tokens.size()), table, 1}};
+    batch.n_ctx = n_ctx;
+    BatchScratch scratch;
+    std::vector<float> out(V);
+    EXPECT_TRUE(forward_batch(*m, batch, *store, out, pool, scratch).ok());
+    return out;
+  };
+  auto reference = [&](int32_t n_ctx) {
+    model::KvCache cache(m->config(), n_ctx);
+    std::vector<float> out(V);
+    EXPECT_TRUE(m->forward(tokens, cache, out, pool).ok());
+    return out;
+  };
+  const Trace short_ctx = {{{0, 0}, logits_of(16)}}, long_ctx = {{{0, 0}, logits_of(0)}};
+  expect_close(short_ctx, {{{0, 0}, reference(16)}});
+  expect_close(long_ctx, {{{0, 0}, reference(128)}});
+  double diff = 0;
+  for (size_t i = 0; i < V; ++i)
+    diff = std::max(diff, static_cast<double>(std::abs(short_ctx.at({0, 0})[i] - long_ctx.at({0, 0})[i])));
+  EXPECT_GT(diff, 1e-2) << "short and long factors must give different logits";
+}
 
 // (e) Bad input is an error, and nothing is written into the store.
 TEST(BatchForwardErrors, RejectsBadInput) {

@@ -5,7 +5,15 @@
 // published definitions: Qwen3's per-head RMSNorm of q and k before RoPE, an explicit head size,
 // linear RoPE scaling (positions / factor), YaRN (NTK-by-parts over the pair index, ramp between
 // the pairs turning beta_fast and beta_slow times over the original context, cos/sin scaled by
-// mscale) and Llama 3.1's rope_freqs (each frequency divided by its factor).
+// mscale) and Llama 3.1's rope_freqs (each frequency divided by its factor); Gemma 2 / 3 (the
+// embedding times sqrt(hidden size), RMSNorm weights as the converter stores them (1 + w folded
+// in), post-attention and post-feed-forward norms, GELU-tanh gating, attention scores and final
+// logits soft-capped as cap * tanh(x / cap), sliding-window layers that see only keys less than
+// `window` positions behind the query — Gemma 2's even layers, Gemma 3's all but every sixth —,
+// Gemma 3's local layers rotating with their own base and no scaling); Phi-3 (the fused QKV
+// tensor split into Q, K, V rows and the fused gate/up tensor into its two halves, LongRoPE:
+// frequencies divided by the short or long factors, cos/sin times the attention factor, and
+// partial rotary: only the first n_rot dims of a head rotate).
 #pragma once
 
 #include <algorithm>
@@ -31,6 +39,19 @@ struct NaiveConfig {
   double factor = 1, attn_factor = 1, beta_fast = 32, beta_slow = 1, log_mul = 0.1;
   int original_ctx = 0;
   bool rope_freqs = false;  // divide frequency j by rope_freqs.weight[j]
+  int n_rot = 0;            // rotated dims per head; 0: all
+  // Gemma.
+  bool embd_scale = false;  // embeddings times sqrt(n_embd)
+  bool post_norms = false;  // blk.N.post_attention_norm / post_ffw_norm on the sub-layer outputs
+  bool gelu = false;        // GELU-tanh instead of SiLU on the gate
+  double attn_softcap = 0, final_softcap = 0;
+  enum class Swa { none, all, gemma2, gemma3 } swa = Swa::none;  // which layers are sliding
+  int window = 0;
+  double local_rope_base = 0;  // > 0: sliding layers rotate with this base, unscaled
+  // Phi-3.
+  bool fused = false;
+  enum class LongRope { none, short_factors, long_factors } longrope = LongRope::none;
+  double longrope_attn = 1;  // cos/sin factor of LongRoPE
 };
 
 class NaiveModel {
@@ -43,51 +64,86 @@ class NaiveModel {
               n = static_cast<int>(tokens.size());
     std::vector<std::vector<double>> x(n);
     const auto emb = mat("token_embd.weight");
-    for (int t = 0; t < n; ++t) x[t].assign(emb.begin() + tokens[t] * E, emb.begin() + (tokens[t] + 1) * E);
+    for (int t = 0; t < n; ++t) {
+      x[t].assign(emb.begin() + tokens[t] * E, emb.begin() + (tokens[t] + 1) * E);
+      if (c_.embd_scale)
+        for (double& xi : x[t]) xi *= std::sqrt(static_cast<double>(E));
+    }
     for (int l = 0; l < c_.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
+      const bool sliding = is_sliding(l);
       std::vector<std::vector<double>> q(n), k(n), v(n);
       for (int t = 0; t < n; ++t) {
         auto h = norm(x[t], mat(p + "attn_norm.weight"));
-        q[t] = linear(h, p + "attn_q");
-        k[t] = linear(h, p + "attn_k");
-        v[t] = linear(h, p + "attn_v");
+        if (c_.fused) {
+          const auto qkv = linear(h, p + "attn_qkv");  // rows: Q, then K, then V
+          q[t].assign(qkv.begin(), qkv.begin() + H * D);
+          k[t].assign(qkv.begin() + H * D, qkv.begin() + (H + HKV) * D);
+          v[t].assign(qkv.begin() + (H + HKV) * D, qkv.end());
+        } else {
+          q[t] = linear(h, p + "attn_q");
+          k[t] = linear(h, p + "attn_k");
+          v[t] = linear(h, p + "attn_v");
+        }
         if (c_.qk_norm) {
           head_norm(q[t], H, D, mat(p + "attn_q_norm.weight"));
           head_norm(k[t], HKV, D, mat(p + "attn_k_norm.weight"));
         }
-        rotate(q[t], H, D, t);
-        rotate(k[t], HKV, D, t);
+        rotate(q[t], H, D, t, sliding);
+        rotate(k[t], HKV, D, t, sliding);
       }
       for (int t = 0; t < n; ++t) {
         std::vector<double> att(static_cast<size_t>(H) * D, 0.0);
         for (int h = 0; h < H; ++h) {
           const int g = h * HKV / H;  // kv head shared by this query head
-          std::vector<double> w(t + 1);
+          std::vector<double> w(t + 1, 0.0);
+          std::vector<bool> seen(t + 1, false);
           double mx = -1e300, sum = 0;
           for (int s = 0; s <= t; ++s) {
+            if (sliding && t - s >= c_.window) continue;  // outside the window: masked
+            seen[s] = true;
             double d = 0;
             for (int i = 0; i < D; ++i) d += q[t][h * D + i] * k[s][g * D + i];
             w[s] = d / std::sqrt(static_cast<double>(D));
+            if (c_.attn_softcap > 0) w[s] = c_.attn_softcap * std::tanh(w[s] / c_.attn_softcap);
             mx = std::max(mx, w[s]);
           }
-          for (double& ws : w) sum += (ws = std::exp(ws - mx));
+          for (int s = 0; s <= t; ++s) sum += (w[s] = seen[s] ? std::exp(w[s] - mx) : 0.0);
           for (int s = 0; s <= t; ++s)
             for (int i = 0; i < D; ++i) att[h * D + i] += w[s] / sum * v[s][g * D + i];
         }
-        const auto o = linear(att, p + "attn_output");
+        auto o = linear(att, p + "attn_output");
+        if (c_.post_norms) o = norm(o, mat(p + "post_attention_norm.weight"));
         for (int i = 0; i < E; ++i) x[t][i] += o[i];
         auto h2 = norm(x[t], mat(p + "ffn_norm.weight"));
-        auto gate = linear(h2, p + "ffn_gate");
-        const auto up = linear(h2, p + "ffn_up");
-        for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
-        const auto down = linear(gate, p + "ffn_down");
+        std::vector<double> gate, up;
+        if (c_.fused) {
+          const auto gu = linear(h2, p + "ffn_up");  // the gate half, then the up half
+          gate.assign(gu.begin(), gu.begin() + c_.n_ff);
+          up.assign(gu.begin() + c_.n_ff, gu.end());
+        } else {
+          gate = linear(h2, p + "ffn_gate");
+          up = linear(h2, p + "ffn_up");
+        }
+        for (size_t i = 0; i < gate.size(); ++i) {
+          const double g = gate[i];
+          const double act =
+              c_.gelu
+                  ? 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g)))
+                  : g / (1.0 + std::exp(-g));
+          gate[i] = act * up[i];
+        }
+        auto down = linear(gate, p + "ffn_down");
+        if (c_.post_norms) down = norm(down, mat(p + "post_ffw_norm.weight"));
         for (int i = 0; i < E; ++i) x[t][i] += down[i];
       }
     }
     const auto h = norm(x[n - 1], mat("output_norm.weight"));
     const bool tied = f_.find_tensor("output.weight") == nullptr;
-    return linear(h, tied ? "token_embd" : "output");
+    auto z = linear(h, tied ? "token_embd" : "output");
+    if (c_.final_softcap > 0)
+      for (double& zi : z) zi = c_.final_softcap * std::tanh(zi / c_.final_softcap);
+    return z;
   }
 
  private:
@@ -132,10 +188,26 @@ class NaiveModel {
     }
   }
 
-  // Rotation of pair j per position, and the factor on the rotation (YaRN's mscale).
-  double frequency(int j, int D) const {
+  // Gemma 2: layer i slides when i is even; Gemma 3: unless (i + 1) is a multiple of 6.
+  bool is_sliding(int layer) const {
+    switch (c_.swa) {
+      case NaiveConfig::Swa::none: return false;
+      case NaiveConfig::Swa::all: return true;
+      case NaiveConfig::Swa::gemma2: return !(layer % 2);
+      case NaiveConfig::Swa::gemma3: return ((layer + 1) % 6) != 0;
+    }
+    return false;
+  }
+
+  // Rotation of pair j per position, and the factor on the rotation (YaRN's mscale). D here is
+  // the number of rotated dims.
+  double frequency(int j, int D, bool sliding) const {
+    if (sliding && c_.local_rope_base > 0) return std::pow(c_.local_rope_base, -2.0 * j / D);
     double freq = std::pow(c_.rope_base, -2.0 * j / D);
     if (c_.rope_freqs) freq /= mat("rope_freqs.weight")[j];
+    if (c_.longrope != NaiveConfig::LongRope::none)
+      return freq / mat(c_.longrope == NaiveConfig::LongRope::long_factors ? "rope_factors_long.weight"
+                                                                           : "rope_factors_short.weight")[j];
     switch (c_.scaling) {
       case NaiveConfig::Scaling::none: return freq;
       case NaiveConfig::Scaling::linear: return freq / c_.factor;
@@ -156,19 +228,22 @@ class NaiveModel {
     }
     return freq;
   }
-  double magnitude() const {
+  double magnitude(bool sliding) const {
+    if (sliding && c_.local_rope_base > 0) return 1.0;
+    if (c_.longrope != NaiveConfig::LongRope::none) return c_.longrope_attn;
     if (c_.scaling != NaiveConfig::Scaling::yarn) return 1.0;
     return c_.attn_factor * (c_.factor > 1 ? 1.0 + c_.log_mul * std::log(c_.factor) : 1.0);
   }
 
-  void rotate(std::vector<double>& v, int heads, int D, int pos) const {
+  void rotate(std::vector<double>& v, int heads, int D, int pos, bool sliding) const {
+    const int R = c_.n_rot > 0 ? c_.n_rot : D;  // the first R dims of each head rotate
     for (int h = 0; h < heads; ++h) {
-      for (int j = 0; j < D / 2; ++j) {
+      for (int j = 0; j < R / 2; ++j) {
         const int a = c_.neox ? j : 2 * j;
-        const int b = c_.neox ? j + D / 2 : 2 * j + 1;
-        const double freq = frequency(j, D);
+        const int b = c_.neox ? j + R / 2 : 2 * j + 1;
+        const double freq = frequency(j, R, sliding);
         const std::complex<double> z(v[h * D + a], v[h * D + b]);
-        const std::complex<double> r = z * std::polar(magnitude(), pos * freq);
+        const std::complex<double> r = z * std::polar(magnitude(sliding), pos * freq);
         v[h * D + a] = r.real();
         v[h * D + b] = r.imag();
       }

@@ -1,11 +1,15 @@
 // The FP32 reference forward against an independent double-precision computation
 // (naive_forward.h), for llama (GQA, tied output, F16 weights; linear, YaRN and rope_freqs
-// RoPE scaling), qwen2 (Q/K/V biases, NEOX rotary) and qwen3 (per-head Q/K norms, head_dim
-// other than n_embd / n_head), on random-weight models written to GGUF by our writer and read
+// RoPE scaling), qwen2 (Q/K/V biases, NEOX rotary), qwen3 (per-head Q/K norms, head_dim
+// other than n_embd / n_head), gemma2 (embedding scale, post-norms, GeGLU, soft-capping,
+// alternating sliding-window layers), gemma3 (Q/K norms, 5:1 local layers with their own RoPE
+// base, linear scaling of the global ones) and phi3 (fused tensors, partial rotary, LongRoPE's
+// short and long factors, a window on every layer), on random-weight models written to GGUF by our writer and read
 // back. The naive model's scaling parameters come from the test, not from our parsed config.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "format/gguf_reader.h"
 #include "format/gguf_writer.h"
@@ -39,20 +43,43 @@ test::NaiveConfig naive_config(const ModelConfig& c) {
 }
 
 // The naive configuration of a spec from the spec alone (the architecture's published traits).
-test::NaiveConfig naive_from_spec(const SyntheticSpec& s, int n_vocab) {
+// cache_ctx: the context the model runs with (LongRoPE's long factors above the original one).
+test::NaiveConfig naive_from_spec(const SyntheticSpec& s, int n_vocab, int cache_ctx = 64) {
   const bool qwen = s.arch == "qwen2" || s.arch == "qwen3";
+  const bool gemma = s.arch == "gemma2" || s.arch == "gemma3", phi3 = s.arch == "phi3";
   test::NaiveConfig n{s.n_embd,
                       s.n_layer,
                       s.n_ff,
                       s.n_head,
                       s.n_head_kv,
                       n_vocab,
-                      qwen ? 1e-6 : 1e-5,
-                      s.rope_base > 0 ? s.rope_base : (qwen ? 1e6 : 1e4),
-                      qwen,
+                      qwen || gemma ? 1e-6 : 1e-5,
+                      s.rope_base > 0 ? s.rope_base : (qwen || s.arch == "gemma3" ? 1e6 : 1e4),
+                      qwen || gemma || phi3,
                       s.arch == "qwen2"};
   n.head_dim = s.head_dim;
-  n.qk_norm = s.arch == "qwen3";
+  n.qk_norm = s.arch == "qwen3" || s.arch == "gemma3";
+  n.n_rot = s.n_rot;
+  if (gemma) {
+    n.embd_scale = n.post_norms = n.gelu = true;
+    n.swa = s.arch == "gemma2" ? test::NaiveConfig::Swa::gemma2 : test::NaiveConfig::Swa::gemma3;
+    n.window = s.sliding_window > 0 ? s.sliding_window : 4096;
+    if (s.arch == "gemma3") n.local_rope_base = 10000;
+  }
+  if (s.arch == "gemma2") {
+    n.attn_softcap = s.attn_softcap > 0 ? s.attn_softcap : 50;
+    n.final_softcap = s.final_softcap > 0 ? s.final_softcap : 30;
+  }
+  if (phi3) {
+    n.fused = true;
+    if (s.sliding_window > 0) n.swa = test::NaiveConfig::Swa::all, n.window = s.sliding_window;
+    if (s.longrope_orig_ctx > 0) {
+      n.longrope = cache_ctx > s.longrope_orig_ctx ? test::NaiveConfig::LongRope::long_factors
+                                                   : test::NaiveConfig::LongRope::short_factors;
+      const double orig = s.longrope_orig_ctx;
+      n.longrope_attn = std::sqrt(1 + std::log(s.n_ctx / orig) / std::log(orig));
+    }
+  }
   if (s.rope_scaling == "linear") n.scaling = test::NaiveConfig::Scaling::linear;
   if (s.rope_scaling == "yarn") n.scaling = test::NaiveConfig::Scaling::yarn;
   n.factor = s.rope_factor;
@@ -323,6 +350,124 @@ TEST(RopeTable, YarnFrequenciesAndMscale) {
   ModelConfig plain = c;
   plain.rope_scaling = RopeScaling{};
   EXPECT_EQ(RopeTable(plain).mscale(), 1.0f);
+}
+
+// One trait of an architecture knocked out of the naive model: the naive model without it must
+// disagree with ours, so the trait is both applied and checked.
+struct Knockout {
+  const char* what;
+  std::function<void(test::NaiveConfig&)> change;
+};
+
+// The model of `spec` (through GGUF) against the naive computation of the architecture's
+// published definition, then against each knocked-out variant.
+void expect_arch_matches_naive(const SyntheticSpec& spec, const std::vector<Knockout>& knockouts,
+                               double tolerance = 1e-4) {
+  test::TempDir dir;
+  auto m = load_via_gguf(spec, dir);
+  const test::NaiveConfig cfg = naive_from_spec(spec, m->config().n_vocab);
+  expect_matches_naive(*m, kLongTokens, 2, tolerance, &cfg);
+  for (const Knockout& k : knockouts) {
+    test::NaiveConfig other = cfg;
+    k.change(other);
+    EXPECT_GT(naive_difference(*m, kLongTokens, other), 1e-3) << k.what << " must change the logits";
+  }
+}
+
+using Swa = test::NaiveConfig::Swa;
+using LongRope = test::NaiveConfig::LongRope;
+
+// Gemma 2: head_dim 32 (Q wider than n_embd), window 5 over 20 tokens on layers 0 and 2, soft
+// caps small enough to bend the scores and logits.
+TEST(Forward, Gemma2MatchesIndependentComputation) {
+  SyntheticSpec spec;
+  spec.arch = "gemma2";
+  spec.n_embd = 64;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.head_dim = 32;
+  spec.n_ff = 96;
+  spec.n_layer = 3;
+  spec.n_vocab = 300;
+  spec.sliding_window = 5;
+  spec.attn_softcap = 3.0f;
+  spec.final_softcap = 8.0f;
+  spec.seed = 31;
+  auto file = make_synthetic_model(spec);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  auto cfg = config_from_metadata(file->metadata);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->n_swa, 5);
+  EXPECT_TRUE(cfg->layer_is_local(0));
+  EXPECT_FALSE(cfg->layer_is_local(1));
+  EXPECT_TRUE(cfg->layer_is_local(2));
+  EXPECT_FLOAT_EQ(cfg->attn_softcap, 3.0f);
+  EXPECT_FLOAT_EQ(cfg->final_softcap, 8.0f);
+  expect_arch_matches_naive(spec, {{"the window", [](auto& c) { c.swa = Swa::none; }},
+                                   {"the even/odd pattern", [](auto& c) { c.swa = Swa::all; }},
+                                   {"attention soft-capping", [](auto& c) { c.attn_softcap = 0; }},
+                                   {"final soft-capping", [](auto& c) { c.final_softcap = 0; }},
+                                   {"the embedding scale", [](auto& c) { c.embd_scale = false; }},
+                                   {"the post-norms", [](auto& c) { c.post_norms = false; }},
+                                   {"GELU", [](auto& c) { c.gelu = false; }}});
+  spec.attn_softcap = spec.final_softcap = 0.0f;  // the published 50 / 30
+  spec.weight_type = DType::f16;
+  spec.tied_output = true;
+  expect_arch_matches_naive(spec, {}, 3e-3);
+}
+
+// Gemma 3: 7 layers (0-4 and 6 local, 5 global), window 4, one KV head, Q/K norms, local layers
+// at base 1e4 and the global one at 1e6, plain and with the 4B+ models' linear factor 8 on the
+// global layer only.
+TEST(Forward, Gemma3MatchesIndependentComputation) {
+  SyntheticSpec spec;
+  spec.arch = "gemma3";
+  spec.n_embd = 64;
+  spec.n_head = 4;
+  spec.n_head_kv = 1;
+  spec.head_dim = 32;
+  spec.n_ff = 96;
+  spec.n_layer = 7;
+  spec.n_vocab = 300;
+  spec.sliding_window = 4;
+  spec.seed = 33;
+  expect_arch_matches_naive(spec, {{"the window", [](auto& c) { c.swa = Swa::none; }},
+                                   {"the 5:1 pattern", [](auto& c) { c.swa = Swa::gemma2; }},
+                                   {"the local RoPE base", [](auto& c) { c.local_rope_base = 0; }},
+                                   {"the Q/K norms", [](auto& c) { c.qk_norm = false; }}});
+  spec.rope_scaling = "linear";
+  spec.rope_factor = 8.0f;
+  expect_arch_matches_naive(
+      spec, {{"the global layer's scaling", [](auto& c) { c.scaling = test::NaiveConfig::Scaling::none; }}});
+}
+
+// Phi-3 / Phi-4-mini: fused QKV and gate/up; 12 of 16 head dims rotated; LongRoPE with the long
+// factors (the cache's 64 positions exceed an original context of 32) or the short ones (128),
+// the latter with a window of 6 on every layer; and a Phi-3-mini-4k-like file without factors.
+TEST(Forward, Phi3MatchesIndependentComputation) {
+  SyntheticSpec spec;
+  spec.arch = "phi3";
+  spec.n_embd = 64;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 96;
+  spec.n_vocab = 300;
+  spec.n_ctx = 512;
+  spec.n_rot = 12;
+  spec.longrope_orig_ctx = 32;
+  spec.seed = 35;
+  expect_arch_matches_naive(spec, {{"12 rotated dims (8 instead)", [](auto& c) { c.n_rot = 8; }},
+                                   {"the long factors", [](auto& c) { c.longrope = LongRope::short_factors; }},
+                                   {"LongRoPE's attention factor", [](auto& c) { c.longrope_attn = 1; }}});
+  spec.longrope_orig_ctx = 128;
+  spec.sliding_window = 6;
+  expect_arch_matches_naive(spec, {{"the short factors", [](auto& c) { c.longrope = LongRope::long_factors; }},
+                                   {"the window", [](auto& c) { c.swa = Swa::none; }}});
+  spec.longrope_orig_ctx = 0;
+  spec.sliding_window = 0;
+  spec.n_rot = 0;
+  spec.tied_output = true;
+  expect_arch_matches_naive(spec, {});
 }
 
 TEST(Forward, ChunkedPrefillEqualsTokenByToken) {

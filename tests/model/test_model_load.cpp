@@ -2,6 +2,9 @@
 // wrong (missing or misshapen tensors, unknown architecture or tensor type, absurd sizes).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <tuple>
+
 #include "format/gguf_reader.h"
 #include "format/gguf_writer.h"
 #include "model/model.h"
@@ -236,6 +239,94 @@ TEST(ModelLoad, WhatTheForwardCannotDoIsAnErrorNamingIt) {
     if (t.name == "blk.0.attn_q.bias") f.tensors.push_back(t);
   f.keep_alive(std::make_shared<format::ModelFile>(std::move(with_bias)));
   expect(std::move(f), "'blk.0.attn_k.bias' is missing");
+}
+
+// The file without metadata key `key`.
+format::ModelFile without_key(format::ModelFile f, const std::string& key) {
+  format::GgufMetadata md;
+  for (const auto& [k, v] : f.metadata.entries())
+    if (k != key) md.set(k, v);
+  f.metadata = std::move(md);
+  return f;
+}
+
+// What the gemma and phi3 rows need from a file, each missing piece an error naming it; and the
+// published configuration they read.
+TEST(ModelLoad, GemmaAndPhi3NeedTheirKeysAndTensors) {
+  auto expect = [](format::ModelFile f, const std::string& needle) {
+    const std::string e = load_error(std::move(f));
+    EXPECT_NE(e.find(needle), std::string::npos) << e;
+  };
+  SyntheticSpec g2;
+  g2.arch = "gemma2";
+  expect(without_key(synthetic(g2), "gemma2.attn_logit_softcapping"), "'gemma2.attn_logit_softcapping' is missing");
+  expect(without_key(synthetic(g2), "gemma2.final_logit_softcapping"), "'gemma2.final_logit_softcapping' is missing");
+  expect(without_key(synthetic(g2), "gemma2.attention.sliding_window"), "'gemma2.attention.sliding_window' is missing");
+  auto f = synthetic(g2);
+  f.metadata.set("gemma2.attention.sliding_window", format::GgufValue::from_u32(0));
+  expect(std::move(f), "'gemma2.attention.sliding_window' = 0 is out of range");
+  f = synthetic(g2);
+  f.metadata.set("gemma2.attention.sliding_window_pattern", format::GgufValue::from_u32(3));
+  expect(std::move(f), "'gemma2.attention.sliding_window_pattern' = 3 is not supported");
+  f = synthetic(g2);
+  std::erase_if(f.tensors, [](const format::TensorInfo& t) { return t.name == "blk.1.post_ffw_norm.weight"; });
+  expect(std::move(f), "'blk.1.post_ffw_norm.weight' is missing");
+  SyntheticSpec g3;
+  g3.arch = "gemma3";
+  expect(without_key(synthetic(g3), "gemma3.attention.sliding_window"), "'gemma3.attention.sliding_window' is missing");
+  f = synthetic(g3);
+  std::erase_if(f.tensors, [](const format::TensorInfo& t) { return t.name == "blk.0.attn_q_norm.weight"; });
+  expect(std::move(f), "'blk.0.attn_q_norm.weight' is missing");
+  f = synthetic(g3);
+  f.metadata.set("gemma3.rope.freq_base_swa", format::GgufValue::from_f32(20000.0f));
+  auto m = Model::load(std::move(f));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_FLOAT_EQ((*m)->config().local_rope_base, 20000.0f);
+  EXPECT_EQ((*m)->config().n_swa, 4096);
+  EXPECT_FLOAT_EQ((*m)->config().attn_softcap, 0.0f);
+
+  SyntheticSpec p3;
+  p3.arch = "phi3";
+  p3.n_ctx = 1024;
+  p3.longrope_orig_ctx = 64;
+  f = synthetic(p3);
+  std::erase_if(f.tensors, [](const format::TensorInfo& t) { return t.name == "rope_factors_long.weight"; });
+  expect(std::move(f), "'rope_factors_long.weight' is missing");
+  expect(without_key(synthetic(p3), "phi3.rope.scaling.original_context_length"),
+         "'phi3.rope.scaling.original_context_length' is missing");
+  f = synthetic(p3);
+  for (auto& t : f.tensors)
+    if (t.name == "rope_factors_short.weight") const_cast<float*>(reinterpret_cast<const float*>(t.data))[1] = -1.0f;
+  expect(std::move(f), "'rope_factors_short.weight' has factor -1 at 1");
+  f = synthetic(p3);
+  for (auto& t : f.tensors)
+    if (t.name == "blk.0.attn_qkv.weight") t.ne[1] -= 1;
+  expect(std::move(f), "'blk.0.attn_qkv.weight' has shape");
+  // The attention factor: as stored, else the published sqrt(1 + ln(ctx / orig) / ln(orig)).
+  m = Model::load(without_key(synthetic(p3), "phi3.rope.scaling.attn_factor"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_NEAR((*m)->config().longrope_attn_factor, std::sqrt(1 + std::log(16.0) / std::log(64.0)), 1e-6);
+  EXPECT_EQ((*m)->config().longrope_orig_ctx, 64);
+  EXPECT_EQ(&(*m)->rope_for(0, 64), &(*m)->rope());
+  EXPECT_NE(&(*m)->rope_for(0, 65), &(*m)->rope());
+  // The query scale: 1 / sqrt(head_dim) (Gemma 2 2B/9B, Gemma 3 1B-12B: query_pre_attn_scalar is
+  // the head size), but n_embd / n_head for the 27B models (46 / 62 layers).
+  for (const auto& [arch, layers, want] : {std::tuple{"gemma2", 26, 32}, std::tuple{"gemma2", 46, 16},
+                                           std::tuple{"gemma3", 26, 32}, std::tuple{"gemma3", 62, 16}}) {
+    SyntheticSpec g;
+    g.arch = arch;
+    g.head_dim = 32;  // n_embd / n_head = 16
+    auto md = synthetic(g).metadata;
+    md.set(std::string(arch) + ".block_count", format::GgufValue::from_u32(static_cast<uint32_t>(layers)));
+    auto c = config_from_metadata(md);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    EXPECT_FLOAT_EQ(c->attn_scale, 1.0f / std::sqrt(static_cast<float>(want))) << arch << " " << layers;
+  }
+  // A llama file with phi3's fused tensor, or gemma's post-norm: refused, not ignored.
+  f = synthetic();
+  for (const auto& t : synthetic(g2).tensors)
+    if (t.name == "blk.0.post_attention_norm.weight") f.tensors.push_back(t);
+  expect(std::move(f), "tensor 'blk.0.post_attention_norm.weight' is not used by architecture 'llama'");
 }
 
 }  // namespace

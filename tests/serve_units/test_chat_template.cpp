@@ -74,9 +74,20 @@ TEST(ChatTemplate, Phi3) {
   EXPECT_EQ(render(ChatTemplate::phi3, {{"user", "Hi"}}, false), "<|user|>\nHi<|end|>\n");
 }
 
+// Gemma 2 / 3's published format: the assistant is "model", the system message opens the first
+// user turn, contents trimmed.
+TEST(ChatTemplate, Gemma) {
+  EXPECT_EQ(render(ChatTemplate::gemma, kConversation),
+            "<start_of_turn>user\nYou are a helpful assistant.\n\nHello<end_of_turn>\n"
+            "<start_of_turn>model\nHi there<end_of_turn>\n"
+            "<start_of_turn>user\nHow are you?<end_of_turn>\n"
+            "<start_of_turn>model\n");
+  EXPECT_EQ(render(ChatTemplate::gemma, {{"user", " Hi \n"}}, false), "<start_of_turn>user\nHi<end_of_turn>\n");
+}
+
 TEST(ChatTemplate, Errors) {
-  for (ChatTemplate t :
-       {ChatTemplate::llama2, ChatTemplate::llama3, ChatTemplate::chatml, ChatTemplate::zephyr, ChatTemplate::phi3}) {
+  for (ChatTemplate t : {ChatTemplate::llama2, ChatTemplate::llama3, ChatTemplate::chatml, ChatTemplate::zephyr,
+                         ChatTemplate::phi3, ChatTemplate::gemma}) {
     EXPECT_FALSE(apply_chat_template(t, {}, true).ok()) << chat_template_name(t);
     const std::vector<ChatMessage> bad = {{"user", "hi"}, {"tool", "x"}};
     auto r = apply_chat_template(t, bad, true);
@@ -88,8 +99,8 @@ TEST(ChatTemplate, Errors) {
 }
 
 TEST(ChatTemplate, Names) {
-  for (ChatTemplate t :
-       {ChatTemplate::llama2, ChatTemplate::llama3, ChatTemplate::chatml, ChatTemplate::zephyr, ChatTemplate::phi3}) {
+  for (ChatTemplate t : {ChatTemplate::llama2, ChatTemplate::llama3, ChatTemplate::chatml, ChatTemplate::zephyr,
+                         ChatTemplate::phi3, ChatTemplate::gemma}) {
     auto back = chat_template_from_name(chat_template_name(t));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, t);
@@ -120,6 +131,9 @@ TEST(ChatTemplate, DetectFromArchitectureThenFallback) {
   EXPECT_EQ(detect_chat_template(md_with(nullptr, "qwen2")), ChatTemplate::chatml);
   EXPECT_EQ(detect_chat_template(md_with(nullptr, "phi3")), ChatTemplate::phi3);
   EXPECT_EQ(detect_chat_template(md_with("{{ something unknown }}", "phi3")), ChatTemplate::phi3);
+  EXPECT_EQ(detect_chat_template(md_with(nullptr, "gemma2")), ChatTemplate::gemma);
+  EXPECT_EQ(detect_chat_template(md_with(nullptr, "gemma3")), ChatTemplate::gemma);
+  EXPECT_EQ(detect_chat_template(md_with("{{ '<start_of_turn>' + role }}", "llama")), ChatTemplate::gemma);
   EXPECT_EQ(detect_chat_template(md_with(nullptr, "llama")), ChatTemplate::chatml);
   EXPECT_EQ(detect_chat_template(format::GgufMetadata{}), ChatTemplate::chatml);
 }

@@ -7,6 +7,8 @@
 #include <future>
 #include <regex>
 
+#include "format/gguf_writer.h"
+#include "model/synthetic.h"
 #include "server_fixture.h"
 
 namespace edgelm::test {
@@ -141,6 +143,68 @@ TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
   // One model and no upstream: nothing to route, so no startup profile held the engine.
   EXPECT_NE(p.log().find("no startup profile: one model and no upstream"), std::string::npos) << p.log();
   EXPECT_EQ(p.log().find("profiled in"), std::string::npos) << p.log();
+}
+
+}  // namespace
+}  // namespace edgelm::test
+
+namespace edgelm::test {
+namespace {
+
+// The gemma3-1b and phi4-mini shapes (their real widths, one layer, tok512's vocabulary padded to
+// 600) served by `edgelm serve`: a chat without a template in the file is rendered in the
+// family's own format (gemma's <start_of_turn>, phi3's <|user|>), the prompt is that many tokens,
+// and exactly max_tokens come back.
+TEST(ServeProcess, SynthShapesServeChatsInTheirFamilysFormat) {
+  signal(SIGPIPE, SIG_IGN);
+  TempDir dir;
+  struct ShapeCase {
+    const char* shape;
+    const char* rendered;  // the conversation below in the family's format
+  };
+  for (const ShapeCase& c :
+       {ShapeCase{"gemma3-1b", "<start_of_turn>user\nBe brief.\n\nHello<end_of_turn>\n<start_of_turn>model\n"},
+        ShapeCase{"phi4-mini", "<|system|>\nBe brief.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\n"}}) {
+    SCOPED_TRACE(c.shape);
+    model::SyntheticSpec spec;
+    ASSERT_TRUE(model::apply_synthetic_shape(spec, c.shape).ok());
+    spec.n_layer = 1;
+    spec.n_vocab = 600;
+    spec.n_ctx = 8192;
+    spec.weight_type = DType::f16;
+    spec.vocab_from = shared_path("models/tok512.bin");
+    auto file = model::make_synthetic_model(spec);
+    ASSERT_TRUE(file.ok()) << file.error().message;
+    const std::string path = dir.file(std::string(c.shape) + ".gguf");
+    ASSERT_TRUE(format::write_gguf(path, *file).ok());
+    ServeProcess p({"serve", "-m", path, "--port", "0", "-t", "2", "-c", "2048", "--kv-memory", "64M"});
+    ASSERT_GT(p.port(), 0) << p.log();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    int health = 0;
+    while (health != 200 && std::chrono::steady_clock::now() < until) {
+      auto r = client_of(p.port()).Get("/health");
+      health = r ? r->status : 0;
+      if (health != 200) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(health, 200) << p.log();
+    const json req = {{"messages", json::array({{{"role", "system"}, {"content", "Be brief."}},
+                                                {{"role", "user"}, {"content", "Hello"}}})},
+                      {"max_tokens", 5},
+                      {"temperature", 0},
+                      {"ignore_eos", true}};
+    auto r = client_of(p.port()).Post("/v1/chat/completions", req.dump(), "application/json");
+    ASSERT_TRUE(r) << p.log();
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json j = json::parse(r->body);
+    EXPECT_TRUE(j["choices"][0]["message"]["content"].is_string()) << r->body;
+    EXPECT_EQ(j["usage"]["completion_tokens"], 5) << r->body;
+    auto t = client_of(p.port()).Post(
+        "/tokenize", json{{"content", c.rendered}, {"add_special", true}, {"parse_special", true}}.dump(),
+        "application/json");
+    ASSERT_TRUE(t);
+    ASSERT_EQ(t->status, 200) << t->body;
+    EXPECT_EQ(j["usage"]["prompt_tokens"], json::parse(t->body)["tokens"].size()) << r->body;
+  }
 }
 
 }  // namespace

@@ -179,6 +179,57 @@ TEST(Cli, SynthQwen3AndScaledLlama) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// The gemma3-1b and phi4-mini shapes at their real widths (one layer, a 600-token vocabulary
+// padded from tok512, phi4-mini's context cut to 8192 so the long LongRoPE factors still apply):
+// written by synth, described by info, run, benchmarked, quantized to Q4_0 and run again.
+TEST(Cli, SynthGemma3AndPhi4MiniShapes) {
+  TempDir dir;
+  struct ShapeCase {
+    const char* shape;
+    std::vector<std::string> extra;
+    std::vector<const char*> info;
+  };
+  const std::vector<ShapeCase> cases = {
+      {"gemma3-1b",
+       {},
+       {"arch gemma3, n_embd 1152, n_layer 1, n_head 4, n_head_kv 1, head_dim 256, n_rot 256, n_ff 6912",
+        "sliding window 512: 1 local layers of 1 (rope_base 10000)", "post-norms, GELU-tanh FFN",
+        "blk.0.post_ffw_norm.weight", "blk.0.attn_q_norm.weight", "[1152, 600]"}},
+      {"phi4-mini",
+       {"--ctx", "8192"},
+       {"arch phi3, n_embd 3072, n_layer 1, n_head 24, n_head_kv 8, head_dim 128, n_rot 96, n_ff 8192",
+        "LongRoPE: short/long factors, original ctx 4096", "blk.0.attn_qkv.weight", "[3072, 5120]", "[3072, 16384]",
+        "rope_factors_long.weight"}},
+  };
+  for (const ShapeCase& c : cases) {
+    SCOPED_TRACE(c.shape);
+    const std::string out = dir.file(std::string(c.shape) + ".gguf"), q4 = dir.file(std::string(c.shape) + "-q4.gguf");
+    std::vector<std::string> args = {"synth",     "-o",  out,       "--shape",           c.shape,  "--layers", "1",
+                                     "--n-vocab", "600", "--vocab", model("tok512.bin"), "--type", "f16"};
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    auto s = edgelm(args);
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    auto i = edgelm({"info", out});
+    ASSERT_EQ(i.exit_code, 0) << i.err;
+    for (const char* needle : c.info) EXPECT_NE(i.out.find(needle), std::string::npos) << needle << " in " << i.out;
+    auto r =
+        edgelm({"run", "-m", out, "-p", "Once upon a time", "-n", "6", "--temp", "0", "--ignore-eos", "-c", "1024"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("generated: 6 "), std::string::npos) << r.err;
+    auto b =
+        edgelm({"bench", "-m", out, "-p", "8", "-n", "2", "-r", "1", "-t", "2", "-o", "json", "--membw-gbs", "10"});
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    const auto j = nlohmann::json::parse(b.out);
+    ASSERT_EQ(j.size(), 2u);
+    EXPECT_GT(j[1].at("tok_s").get<double>(), 0.0);
+    auto q = edgelm({"quantize", out, q4, "q4_0", "-t", "2"});
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+    r = edgelm({"run", "-m", q4, "-p", "Once upon a time", "-n", "4", "--temp", "0", "--ignore-eos", "-c", "1024"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("generated: 4 "), std::string::npos) << r.err;
+  }
+}
+
 TEST(Cli, BenchReportsEveryField) {
   auto r = edgelm({"bench", "-m", model("stories260K-f32.gguf"), "-p", "16", "-n", "4", "-r", "2", "-t", "1", "-o",
                    "json", "--membw-mib", "16"});
