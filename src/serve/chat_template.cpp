@@ -209,6 +209,7 @@ Result<ChatFormat> choose_chat_format(const format::GgufMetadata& md, const std:
   EDGELM_TRY(f.jinja, parse_jinja(source, f.origin));
   f.family = chat_template_from_markers(source, detect_chat_template(md));
   f.native_tools = f.jinja->mentions("tools");
+  f.source = std::move(source);
   return f;
 }
 

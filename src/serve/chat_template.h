@@ -77,6 +77,7 @@ Result<std::string> apply_chat_template(ChatTemplate t, std::span<const ChatMess
 struct ChatFormat {
   ChatTemplate family = ChatTemplate::chatml;    // the built-in renderer (no jinja) and the tool-call syntax
   std::shared_ptr<const jinja::Template> jinja;  // the model's or the file's template; null: built-in
+  std::string source;                            // that template's Jinja text; empty: built-in
   std::string origin;                            // "tokenizer.chat_template", "file PATH", "built-in NAME"
   bool native_tools = false;                     // the Jinja template renders `tools` itself (no lower_tool_messages)
 };

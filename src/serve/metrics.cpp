@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/sys_stats.h"
+
 namespace edgelm::serve {
 namespace {
 
@@ -146,23 +148,6 @@ std::string MetricsRegistry::render() const {
 
 // ---- process readings ----
 
-double process_cpu_seconds() {
-  std::ifstream in("/proc/self/stat");
-  std::string line;
-  if (!std::getline(in, line)) return 0.0;
-  // The command name (field 2) may hold spaces; fields after its closing ')' are plain.
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos) return 0.0;
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  double utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stod(field);
-    if (i == 15) stime = std::stod(field);
-  }
-  const long ticks = sysconf(_SC_CLK_TCK);
-  return ticks > 0 ? (utime + stime) / static_cast<double>(ticks) : 0.0;
-}
 
 uint64_t process_resident_bytes() {
   std::ifstream in("/proc/self/statm");

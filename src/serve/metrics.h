@@ -157,9 +157,8 @@ class ServerMetrics {
   std::unique_ptr<EnergyMeter> energy_;
 };
 
-// Process CPU time (user + system, seconds) and resident memory (bytes) from /proc/self; 0
-// where /proc is unavailable.
-double process_cpu_seconds();
+// Resident memory (bytes) from /proc/self; 0 where /proc is unavailable (CPU time:
+// core/sys_stats.h process_cpu_seconds).
 uint64_t process_resident_bytes();
 
 }  // namespace edgelm::serve

@@ -34,14 +34,18 @@ size_t partial_tail(std::string_view s, std::string_view marker) {
 
 }  // namespace
 
-std::optional<ReasoningFormat> reasoning_format(const format::GgufMetadata& md, const ServeConfig& cfg) {
+std::optional<ReasoningFormat> reasoning_format(const ChatFormat& chat, const format::GgufMetadata& md,
+                                                const ServeConfig& cfg) {
   if (!cfg.reasoning_markers.empty()) {
     const size_t comma = cfg.reasoning_markers.find(',');
     return ReasoningFormat{cfg.reasoning_markers.substr(0, comma), cfg.reasoning_markers.substr(comma + 1)};
   }
-  const auto* v = md.find("tokenizer.chat_template");
-  if (v == nullptr || v->as_string() == nullptr) return std::nullopt;
-  const std::string_view tmpl = *v->as_string();
+  std::string_view tmpl = chat.source;
+  if (tmpl.empty()) {
+    const auto* v = md.find("tokenizer.chat_template");
+    if (v == nullptr || v->as_string() == nullptr) return std::nullopt;
+    tmpl = *v->as_string();
+  }
   ReasoningFormat f;
   if (tmpl.find(f.start) == std::string_view::npos) return std::nullopt;
   return f;

@@ -23,6 +23,7 @@
 
 #include "engine/request.h"
 #include "format/gguf_value.h"
+#include "serve/chat_template.h"
 #include "serve/config.h"
 #include "serve/http_server.h"
 
@@ -33,8 +34,10 @@ struct ReasoningFormat {
 };
 
 // The model's markers: from the configuration (reasoning_markers "START,END"), else "<think>" and
-// "</think>" when its chat template writes "<think>"; nullopt: the model does not reason.
-std::optional<ReasoningFormat> reasoning_format(const format::GgufMetadata& md, const ServeConfig& cfg);
+// "</think>" when the template it chats with writes "<think>" (the --chat-template file when one
+// overrides the GGUF's, else the GGUF's tokenizer.chat_template); nullopt: the model does not reason.
+std::optional<ReasoningFormat> reasoning_format(const ChatFormat& chat, const format::GgufMetadata& md,
+                                                const ServeConfig& cfg);
 
 struct ReasoningRequest {
   std::optional<int32_t> budget_tokens;

@@ -281,7 +281,8 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   const bool tool_mode = tools && tools->choice != ToolChoice::none;
   // Thinking models (reasoning.h): on chat, when the model's template writes reasoning markers.
   const std::optional<ReasoningFormat> rformat =
-      chat ? reasoning_format(ctx.service().model().model->file().metadata, ctx.config()) : std::nullopt;
+      chat ? reasoning_format(*ctx.service().chat_format(), ctx.service().model().model->file().metadata, ctx.config())
+           : std::nullopt;
   ReasoningRequest rreq;
   if (chat) {
     if (auto e = parse_reasoning(*body, ctx.config(), rformat ? &*rformat : nullptr, rreq))

@@ -19,6 +19,7 @@
 #include "tools/bench_concurrency.h"
 #include "tools/bench_engine.h"
 #include "tools/command.h"
+#include "tools/eval_inputs.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/membw.h"
 
@@ -62,16 +63,7 @@ std::string weight_type_label(const format::ModelFile& f) {
   if (auto ft = f.metadata.get_u32("general.file_type"); ft.ok())
     for (const auto& [id, name] : kFileTypes)
       if (id == *ft) return name;
-  std::vector<std::pair<uint64_t, DType>> bytes;
-  for (const auto& t : f.tensors) {
-    auto it = std::find_if(bytes.begin(), bytes.end(), [&](const auto& b) { return b.second == t.type; });
-    if (it == bytes.end())
-      bytes.emplace_back(t.n_bytes, t.type);
-    else
-      it->first += t.n_bytes;
-  }
-  if (bytes.empty()) return "?";
-  return std::string(dtype_name(std::max_element(bytes.begin(), bytes.end())->second));
+  return dominant_type(f);
 }
 
 TestResult summarize(std::string name, std::vector<double> rates, double bytes_per_token, double membw) {

@@ -63,9 +63,11 @@ Result<std::vector<std::string>> read_eval_prompts(const std::string& path) {
   return prompts;
 }
 
-std::string dominant_type(const engine::LoadedModel& lm) {
+std::string dominant_type(const engine::LoadedModel& lm) { return dominant_type(lm.model->file()); }
+
+std::string dominant_type(const format::ModelFile& f) {
   std::vector<std::pair<uint64_t, DType>> bytes;
-  for (const auto& t : lm.model->file().tensors) {
+  for (const auto& t : f.tensors) {
     auto it = std::find_if(bytes.begin(), bytes.end(), [&](const auto& b) { return b.second == t.type; });
     if (it == bytes.end())
       bytes.emplace_back(t.n_bytes, t.type);

@@ -9,6 +9,7 @@
 
 #include "core/result.h"
 #include "engine/loaded_model.h"
+#include "format/model_file.h"
 
 namespace edgelm::tools {
 
@@ -21,7 +22,9 @@ Result<std::string> read_text_file(const std::string& path);
 // One prompt per non-blank line; "\n" in a line stands for a newline. Errors: unreadable, none.
 Result<std::vector<std::string>> read_eval_prompts(const std::string& path);
 
-// The type holding most of a model's weight bytes ("f16", "q4_0"), as the label of a model.
+// The type holding most of a model file's weight bytes ("f16", "q4_0"; "?" without tensors), as
+// the label of a model.
+std::string dominant_type(const format::ModelFile& f);
 std::string dominant_type(const engine::LoadedModel& lm);
 
 }  // namespace edgelm::tools

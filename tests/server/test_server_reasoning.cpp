@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <fstream>
 
 #include "server/server_fixture.h"
 #include "server/template_model.h"
@@ -184,6 +185,26 @@ TEST(ServerReasoning, AGrammarConstrainsTheAnswerAfterTheSpan) {
   ASSERT_TRUE(answer.is_object()) << r.body;
   EXPECT_TRUE(answer["ok"].is_boolean());
   EXPECT_TRUE(answer["n"].is_number_integer());
+}
+
+// The markers of a --chat-template file count as the model's own: stories260K has no template,
+// served with the thinking template from a file it reasons, and a budget is honoured.
+TEST(ServerReasoning, TheMarkersOfAChatTemplateFileMakeTheModelReason) {
+  const TempDir dir;
+  const std::string tmpl = dir.file("thinking.jinja");
+  {
+    std::ofstream out(tmpl);
+    out << kThinkingTemplate;
+  }
+  TestServer s([&](serve::ServeConfig& cfg, serve::EngineServiceOptions& so) {
+    cfg.chat_template = so.chat_template = tmpl;
+  });
+  s.wait_ready();
+  const Reply r = post(s, "/v1/chat/completions", ask({{"reasoning_budget", 4}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = r.js();
+  EXPECT_EQ(reasoning_tokens(j), 4) << r.body;
+  EXPECT_FALSE(j["choices"][0]["message"]["reasoning_content"].get<std::string>().empty()) << r.body;
 }
 
 TEST(ServerReasoning, AModelWithoutMarkersRefusesReasoningFields) {

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <vector>
 
+#include "core/sys_stats.h"
+
 namespace edgelm::tools::optimize {
 
 std::string self_executable() {
@@ -99,23 +101,7 @@ std::string ServeChild::log() const {
   return log_;
 }
 
-double ServeChild::cpu_seconds() const {
-  if (pid_ <= 0) return 0;
-  std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return 0;
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  double utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stod(field);
-    if (i == 15) stime = std::stod(field);
-  }
-  const long ticks = sysconf(_SC_CLK_TCK);
-  return ticks > 0 ? (utime + stime) / static_cast<double>(ticks) : 0.0;
-}
+double ServeChild::cpu_seconds() const { return pid_ > 0 ? process_cpu_seconds(pid_) : 0.0; }
 
 double ServeChild::peak_rss_bytes() const {
   if (pid_ <= 0) return 0;
