@@ -86,6 +86,18 @@ httplib::Client client_of(int port) {
   return c;
 }
 
+// Polls /health until it answers 200 or `limit` passes; the last status (0: no answer).
+int wait_healthy(int port, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  int health = 0;
+  while (health != 200 && std::chrono::steady_clock::now() < until) {
+    auto r = client_of(port).Get("/health");
+    health = r ? r->status : 0;
+    if (health != 200) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return health;
+}
+
 TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
   signal(SIGPIPE, SIG_IGN);
   ServeProcess p({"serve", "-m", shared_path("models/stories260K.bin"), "--tokenizer",
@@ -94,14 +106,7 @@ TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
                   "--drain-timeout", "600"});
   ASSERT_GT(p.port(), 0) << p.log();
   // Ready: /health turns 200 once the model has loaded.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  int health = 0;
-  while (health != 200 && std::chrono::steady_clock::now() < until) {
-    auto r = client_of(p.port()).Get("/health");
-    health = r ? r->status : 0;
-    if (health != 200) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(health, 200) << p.log();
+  ASSERT_EQ(wait_healthy(p.port(), std::chrono::seconds(30)), 200) << p.log();
 
   const json req = {{"prompt", "Once upon a time"}, {"max_tokens", 1500}, {"temperature", 0}, {"ignore_eos", true}};
   auto plain = std::async(std::launch::async, [&] {
@@ -179,14 +184,7 @@ TEST(ServeProcess, SynthShapesServeChatsInTheirFamilysFormat) {
     ASSERT_TRUE(format::write_gguf(path, *file).ok());
     ServeProcess p({"serve", "-m", path, "--port", "0", "-t", "2", "-c", "2048", "--kv-memory", "64M"});
     ASSERT_GT(p.port(), 0) << p.log();
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    int health = 0;
-    while (health != 200 && std::chrono::steady_clock::now() < until) {
-      auto r = client_of(p.port()).Get("/health");
-      health = r ? r->status : 0;
-      if (health != 200) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_EQ(health, 200) << p.log();
+    ASSERT_EQ(wait_healthy(p.port(), std::chrono::seconds(60)), 200) << p.log();
     const json req = {{"messages", json::array({{{"role", "system"}, {"content", "Be brief."}},
                                                 {{"role", "user"}, {"content", "Hello"}}})},
                       {"max_tokens", 5},
