@@ -3,9 +3,9 @@
 //
 //  attention/<kv type>/<isa>/<layers>x<positions>: TinyLlama-1.1B's attention shape (4 KV heads,
 //    8 query heads each, head_dim 64), blocks of 16 positions laid out as the engine's KvStore
-//    lays them out ([layer, K|V, block, position, row]), the sequence's blocks in order as a
-//    fresh server allocates them. Each iteration runs one layer's
-//    attention over the whole context; the layer advances every iteration, so with 22 layers the
+//    lays them out ([layer, K|V, block, position, row]; <type>_kt: K transposed in its blocks,
+//    [layer, K, block, row element, position], as KvStore stores f16 and f32), the sequence's
+//    blocks in order as a fresh server allocates them. Each iteration runs one layer's attention over the whole context; the layer advances every iteration, so with 22 layers the
 //    context read per iteration (22 x 2 MB at f16, depth 2048) comes from DRAM as in a real
 //    decode step, while 1 layer shows the kernel's speed from cache. One thread (the engine splits
 //    a long context across threads at fixed positions; /split128 runs it as the engine's work
@@ -94,7 +94,7 @@ struct Context {
     for (float& x : q) x = u(rng);
   }
 
-  AttnKv layer(KvElem t, int32_t l) const {
+  AttnKv layer(KvElem t, int32_t l, bool k_transposed) const {
     AttnKv kv;
     kv.type = t;
     kv.k_base = data.data() + static_cast<size_t>(l) * layer_bytes;
@@ -104,11 +104,12 @@ struct Context {
     kv.block_size = kBlock;
     kv.blocks = blocks.data();
     kv.head_dim = kHeadDim;
+    kv.k_transposed = k_transposed;  // the values are random either way
     return kv;
   }
 };
 
-void run(benchmark::State& state, Isa isa, KvElem t, int32_t n_layer, int32_t n_pos, int32_t split) {
+void run(benchmark::State& state, Isa isa, KvElem t, bool kt, int32_t n_layer, int32_t n_pos, int32_t split) {
   const AttentionKernels* k = attention_kernels(isa);
   if (k == nullptr) {
     state.SkipWithError("ISA not supported on this CPU");
@@ -120,7 +121,7 @@ void run(benchmark::State& state, Isa isa, KvElem t, int32_t n_layer, int32_t n_
       acc(static_cast<size_t>(n_q) * kHeadDim);
   int32_t layer = 0;
   for (auto _ : state) {
-    const AttnKv kv = ctx.layer(t, layer);
+    const AttnKv kv = ctx.layer(t, layer, kt);
     for (int32_t p0 = 0; p0 < n_pos; p0 += split)
       attention_partial(*k, kv, ctx.q.data(), kKvHeads, kGqa, 0.125f, p0, std::min(n_pos, p0 + split),
                         {m.data(), l.data(), acc.data()});
@@ -132,10 +133,16 @@ void run(benchmark::State& state, Isa isa, KvElem t, int32_t n_layer, int32_t n_
 }
 
 void register_all() {
+  // "_kt": K transposed in its blocks, as kv::KvStore stores f16 and f32 (AttnKv::k_transposed).
   const struct {
     KvElem t;
+    bool kt;
     const char* name;
-  } types[] = {{KvElem::f16, "f16"}, {KvElem::q8_0, "q8_0"}, {KvElem::f32, "f32"}};
+  } types[] = {{KvElem::f16, true, "f16_kt"},
+               {KvElem::f16, false, "f16"},
+               {KvElem::q8_0, false, "q8_0"},
+               {KvElem::f32, true, "f32_kt"},
+               {KvElem::f32, false, "f32"}};
   for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon}) {
     if (!isa_supported(isa)) continue;
     for (const auto& ty : types)
@@ -146,7 +153,7 @@ void register_all() {
                              std::to_string(n_layer) + "x" + std::to_string(n_pos);
           if (split < n_pos) name += "/split" + std::to_string(split);
           benchmark::RegisterBenchmark(name.c_str(),
-                                       [=](benchmark::State& s) { run(s, isa, ty.t, n_layer, n_pos, split); });
+                                       [=](benchmark::State& s) { run(s, isa, ty.t, ty.kt, n_layer, n_pos, split); });
         }
   }
 }

@@ -66,6 +66,7 @@ struct Pass {
     kv.blocks = seq.blocks.data();
     kv.head_dim = a.head_dim;
     kv.softcap = a.softcap;
+    kv.k_transposed = a.store.k_transposed();
     const kernels::AttnState st = state(i);
     kernels::attention_partial(k, kv, a.q + it.tok * Q, a.n_head_kv, a.n_head / a.n_head_kv, a.scale, it.p0, it.p1, st);
     if (single_chunk(it.tok)) kernels::attention_finish(a.n_head, a.head_dim, st.l, st.acc, a.out + it.tok * Q);

@@ -5,12 +5,20 @@
 //
 // Per tile of kAttnTile positions, for each KV head and each group of NQ <= 8 of its query heads
 // (head_dim % 8 == 0):
-//   K: each row's head slice is loaded 8 elements at a time in its stored type (f32 load, f16
-//      vcvtph2ps, q8_0 int8 -> f32 times the block scale) and FMA'd into NQ accumulators, one per
-//      query head, so the row is read once for the whole group; the NQ sums are reduced into one
-//      vector whose lane g is head g's score.
-//   softmax: max, rescale and exp run across the heads' lanes, one vector per position.
-//   V: per 8 columns, the NQ output accumulators stay in registers over the tile's rows.
+//   K as rows: each row's head slice is loaded 8 elements at a time in its stored type (f32
+//      load, f16 vcvtph2ps, q8_0 int8 -> f32 times the block scale) and FMA'd into NQ
+//      accumulators, one per query head, so the row is read once for the whole group; the NQ
+//      sums are reduced into one vector whose lane g is head g's score (w[t][g]); softmax runs
+//      across the heads' lanes, one vector per position.
+//   K transposed (AttnKv::k_transposed, f32 and f16): per 16 positions of one block (aligned
+//      to 16, the lanes outside the tile get -inf) and 4 query heads, one head dimension at a
+//      time, the keys of the positions are two 8-lane loads and each head's element one
+//      broadcast FMA into each half's accumulator, whose lanes are then the scores (w[g][t]): no
+//      horizontal sums. softmax runs
+//      across the positions' lanes, one head at a time. (bench_attention on Zen 5, f16, depth
+//      2048, one thread, per layer: see README's attention section.)
+//   V: per 8 columns, the NQ output accumulators stay in registers over the tile's rows, each
+//      row's weights broadcast from w.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -65,14 +73,27 @@ inline __m256 softcap256(__m256 s, float cap) {
   return _mm256_mul_ps(_mm256_or_ps(th, sign), vcap);
 }
 
-// One tile of n rows for one KV head's group of NQ query heads (q [NQ, D]): updates the group's
-// running max m8 [8 lanes], sum l8 [8 lanes] and accumulator acc [NQ, D]. softcap > 0: scores
-// soft-capped after the scale.
+// Floats per head of a head-major score tile: the tile's positions start up to 15 lanes into
+// their first 16-position group.
+constexpr int kW = kAttnTile + 16;
+
+inline float hmax8(__m256 v) {
+  __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
+}
+
+inline float hsum8(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+}
+
+// K as rows: the scores of the tile's n rows for NQ query heads (q [NQ, D]) into w[t][g];
+// returns their max per head (lanes >= NQ: 0).
 template <KvElem T, int NQ>
-void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D,
-                const float* q, __m256 vscale, float softcap, float* m8, float* l8, float* acc) {
-  alignas(32) float w[kAttnTile][8];  // [position in tile, head] scores, then softmax weights
-  alignas(32) float corr[8];
+__m256 scores_rows(const std::byte* const* k_rows, int32_t n, int64_t col, int64_t D, const float* q, __m256 vscale,
+                   float softcap, float (*w)[8]) {
   __m256 tile_max = _mm256_set1_ps(-__builtin_inff());
   for (int32_t t = 0; t < n; ++t) {
     __m256 a[NQ];
@@ -86,43 +107,166 @@ void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, 
     _mm256_store_ps(w[t], s);
     tile_max = _mm256_max_ps(tile_max, s);
   }
-  // Online softmax across the heads' lanes; e^(-inf) is 0 for the first tile.
+  return tile_max;
+}
+
+// K transposed, 16 positions (keys, [D dimensions] x 16 adjacent positions) for HN <= 4 query
+// heads (q [HN, D]): w[g][0..16) = the scores, lanes outside [lo, hi) -inf. Two 8-position
+// halves per key load keep 2 * HN accumulators in flight for every broadcast query element
+// (one head's 8 chains with 8 broadcasts per dimension ran at 44 cycles per position, these at
+// 35, measured apart on Zen 5).
+template <KvElem T, int HN>
+inline void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const float* q, __m256 vscale,
+                     float softcap, int32_t lo, int32_t hi, float (*w)[kW]) {
+  constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
+  __m256 a[2 * HN];
+  for (auto& x : a) x = _mm256_setzero_ps();
+  for (int64_t d = 0; d < D; ++d) {
+    const std::byte* kd = keys + static_cast<size_t>(d) * dim_stride;
+    const __m256 k0 = load8<T>(kd, 0), k1 = load8<T>(kd + 8 * kElem, 0);
+    for (int g = 0; g < HN; ++g) {
+      const __m256 b = _mm256_broadcast_ss(q + g * D + d);
+      a[g] = _mm256_fmadd_ps(b, k0, a[g]);
+      a[HN + g] = _mm256_fmadd_ps(b, k1, a[HN + g]);
+    }
+  }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  for (int half = 0; half < 2; ++half) {
+    const __m256i pos = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * half));
+    const __m256 outside = _mm256_castsi256_ps(_mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), pos),
+                                                               _mm256_cmpgt_epi32(pos, _mm256_set1_epi32(hi - 1))));
+    for (int g = 0; g < HN; ++g) {
+      __m256 s = _mm256_mul_ps(a[half * HN + g], vscale);
+      if (softcap > 0.0f) s = softcap256(s, softcap);
+      _mm256_store_ps(&w[g][8 * half], _mm256_blendv_ps(s, neg_inf, outside));
+    }
+  }
+}
+
+// K transposed: the scores of positions [t0, t0 + n) (one tile) for NQ query heads into
+// w[g][off + t], off = t0 % 16, in groups of 16 positions aligned to 16 (inside one block, as
+// block_size % kAttnKtBlock == 0); the lanes of the groups outside the tile are -inf. Returns
+// the number of 8-lane vectors per head.
+template <KvElem T, int NQ>
+int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t D, const float* q, __m256 vscale,
+                  float softcap, float (*w)[kW]) {
+  constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
+  const int32_t p_first = t0 & ~15, off = t0 - p_first, n_groups = (off + n + 15) / 16;
+  const size_t dim_stride = static_cast<size_t>(kv.block_size) * kElem;  // bytes from one dimension to the next
+  for (int32_t i = 0; i < n_groups; ++i) {
+    const int32_t p = p_first + 16 * i;
+    const std::byte* keys = kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride +
+                            (static_cast<size_t>(col) * static_cast<size_t>(kv.block_size) +
+                             static_cast<size_t>(p % kv.block_size)) *
+                                kElem;
+    const int32_t lo = off - 16 * i, hi = off + n - 16 * i;  // lanes of the tile: [lo, hi)
+    float(*wi)[kW] = reinterpret_cast<float(*)[kW]>(&w[0][16 * i]);
+    if constexpr (NQ >= 4) scores16<T, 4>(keys, dim_stride, D, q, vscale, softcap, lo, hi, wi);
+    if constexpr (NQ >= 8) scores16<T, 4>(keys, dim_stride, D, q + 4 * D, vscale, softcap, lo, hi, wi + 4);
+    constexpr int kRest = NQ % 4, kDone = NQ - kRest;
+    if constexpr (kRest > 0) scores16<T, kRest>(keys, dim_stride, D, q + kDone * D, vscale, softcap, lo, hi, wi + kDone);
+  }
+  return 2 * n_groups;
+}
+
+// The online-softmax update of a group from its tile's per-head max (lanes >= NQ: 0): m8, l8 [8
+// lanes] and corr (the factor acc is scaled by); `weigh` turns the scores into weights
+// e^(s - m') given m' [8] and returns their sums per head.
+template <typename Weigh>
+inline void softmax_update(__m256 tile_max, float* m8, float* l8, float* corr, Weigh weigh) {
   const __m256 m = _mm256_load_ps(m8);
   const __m256 m_new = _mm256_max_ps(m, tile_max);
-  const __m256 c = exp256(_mm256_sub_ps(m, m_new));
-  __m256 sum = _mm256_setzero_ps();
-  for (int32_t t = 0; t < n; ++t) {
-    const __m256 p = exp256(_mm256_sub_ps(_mm256_load_ps(w[t]), m_new));
-    _mm256_store_ps(w[t], p);
-    sum = _mm256_add_ps(sum, p);
-  }
-  _mm256_store_ps(l8, _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(l8), c), sum));
+  const __m256 c = exp256(_mm256_sub_ps(m, m_new));  // e^(-inf) is 0 for the first tile
   _mm256_store_ps(m8, m_new);
+  const __m256 sum = weigh(m8);
+  _mm256_store_ps(l8, _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(l8), c), sum));
   _mm256_store_ps(corr, c);
-  // Values: acc = acc * corr + sum_t w[t] v_t, 8 columns at a time, NQ accumulators in registers.
+}
+
+// acc [NQ, D] = acc * corr + sum_t w(t, g) v_t with the weight of position t and head g at
+// w[t * kTS + g * kGS]: per 8 columns, the NQ accumulators stay in registers over the rows.
+template <KvElem T, int NQ, int kTS, int kGS>
+void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, const float* w, const float* corr,
+            float* acc) {
   for (int64_t j = 0; j < D; j += 8) {
     __m256 o[NQ];
     for (int g = 0; g < NQ; ++g) o[g] = _mm256_mul_ps(_mm256_loadu_ps(acc + g * D + j), _mm256_broadcast_ss(&corr[g]));
     for (int32_t t = 0; t < n; ++t) {
       const __m256 v = load8<T>(v_rows[t], col + j);
-      for (int g = 0; g < NQ; ++g) o[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&w[t][g]), v, o[g]);
+      for (int g = 0; g < NQ; ++g) o[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&w[t * kTS + g * kGS]), v, o[g]);
     }
     for (int g = 0; g < NQ; ++g) _mm256_storeu_ps(acc + g * D + j, o[g]);
   }
 }
 
+// One tile (positions [t0, t0 + n), rows v_rows and, for K as rows, k_rows) for one KV head's
+// group of NQ query heads (q [NQ, D]): updates the group's running max m8 [8 lanes], sum l8 [8
+// lanes] and accumulator acc [NQ, D]. softcap > 0: scores soft-capped after the scale.
+template <KvElem T, int NQ>
+void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, const std::byte* const* v_rows,
+                int32_t n, int64_t col, int64_t D, const float* q, __m256 vscale, float softcap, float* m8, float* l8,
+                float* acc) {
+  alignas(32) float corr[8];
+  if constexpr (T != KvElem::q8_0) {
+    if (kv.k_transposed) {
+      alignas(32) float w[NQ][kW];  // [head, lane of the tile's groups] scores, then weights
+      const int32_t n_groups = scores_kt<T, NQ>(kv, t0, n, col, D, q, vscale, softcap, w);  // of 8 lanes
+      alignas(32) float tmax[8] = {};
+      for (int g = 0; g < NQ; ++g) {
+        __m256 x = _mm256_load_ps(w[g]);
+        for (int32_t i = 1; i < n_groups; ++i) x = _mm256_max_ps(x, _mm256_load_ps(&w[g][8 * i]));
+        tmax[g] = hmax8(x);
+      }
+      softmax_update(_mm256_load_ps(tmax), m8, l8, corr, [&](const float* m_new) {
+        alignas(32) float sums[8] = {};
+        for (int g = 0; g < NQ; ++g) {
+          const __m256 mg = _mm256_broadcast_ss(&m_new[g]);
+          __m256 sum = _mm256_setzero_ps();
+          for (int32_t i = 0; i < n_groups; ++i) {
+            const __m256 p = exp256(_mm256_sub_ps(_mm256_load_ps(&w[g][8 * i]), mg));  // -inf lanes: 0
+            _mm256_store_ps(&w[g][8 * i], p);
+            sum = _mm256_add_ps(sum, p);
+          }
+          sums[g] = hsum8(sum);
+        }
+        return _mm256_load_ps(sums);
+      });
+      values<T, NQ, 1, kW>(v_rows, n, col, D, &w[0][t0 % 16], corr, acc);
+      return;
+    }
+  }
+  alignas(32) float w[kAttnTile][8];  // [position in tile, head] scores, then softmax weights
+  const __m256 tile_max = scores_rows<T, NQ>(k_rows, n, col, D, q, vscale, softcap, w);
+  softmax_update(tile_max, m8, l8, corr, [&](const float* m_new) {
+    const __m256 mv = _mm256_load_ps(m_new);
+    __m256 sum = _mm256_setzero_ps();
+    for (int32_t t = 0; t < n; ++t) {
+      const __m256 p = exp256(_mm256_sub_ps(_mm256_load_ps(w[t]), mv));
+      _mm256_store_ps(w[t], p);
+      sum = _mm256_add_ps(sum, p);
+    }
+    return sum;
+  });
+  values<T, NQ, 8, 1>(v_rows, n, col, D, &w[0][0], corr, acc);
+}
+
 template <KvElem T>
-void tile_group_n(int nq, const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col,
-                  int64_t D, const float* q, __m256 vscale, float softcap, float* m8, float* l8, float* acc) {
+void tile_group_n(int nq, const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, const std::byte* const* v_rows,
+                  int32_t n, int64_t col, int64_t D, const float* q, __m256 vscale, float softcap, float* m8, float* l8,
+                  float* acc) {
   switch (nq) {
-    case 1: return tile_group<T, 1>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 2: return tile_group<T, 2>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 3: return tile_group<T, 3>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 4: return tile_group<T, 4>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 5: return tile_group<T, 5>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 6: return tile_group<T, 6>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 7: return tile_group<T, 7>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    default: return tile_group<T, 8>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+#define EDGELM_TILE_GROUP(NQ) \
+  return tile_group<T, NQ>(kv, t0, k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc)
+    case 1: EDGELM_TILE_GROUP(1);
+    case 2: EDGELM_TILE_GROUP(2);
+    case 3: EDGELM_TILE_GROUP(3);
+    case 4: EDGELM_TILE_GROUP(4);
+    case 5: EDGELM_TILE_GROUP(5);
+    case 6: EDGELM_TILE_GROUP(6);
+    case 7: EDGELM_TILE_GROUP(7);
+    default: EDGELM_TILE_GROUP(8);
+#undef EDGELM_TILE_GROUP
   }
 }
 
@@ -164,14 +308,18 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
     // The tile's rows into L1 before they are computed on (touch_rows; bench_attention on Zen 5,
     // depth 2048 over 22 layers, one thread, 128-position items, per layer: f16 475 -> 285 us,
     // q8_0 440 -> 275 us against prefetching the next tile during this one).
-    touch_rows(k_rows, n, kv.row_bytes);
+    if (kv.k_transposed) {
+      touch_k_blocks(kv, t0, n, int64_t{n_kv} * D);
+    } else {
+      touch_rows(k_rows, n, kv.row_bytes);
+    }
     touch_rows(v_rows, n, kv.row_bytes);
     for (int32_t h = 0, gi = 0; h < n_kv; ++h)
       for (int32_t g = 0; g < gqa; g += kAttnGroupHeads, ++gi) {
         const int64_t j = int64_t{h} * gqa + g;
         const int nq = gqa - g < kAttnGroupHeads ? gqa - g : kAttnGroupHeads;
-        tile_group_n<T>(nq, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, kv.softcap, m8[gi], l8[gi],
-                        out.acc + j * D);
+        tile_group_n<T>(nq, kv, t0, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, kv.softcap, m8[gi],
+                        l8[gi], out.acc + j * D);
       }
   }
   for (int32_t h = 0, gi = 0; h < n_kv; ++h)

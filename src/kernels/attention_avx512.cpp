@@ -15,6 +15,11 @@
 //      vector whose lane p * 8 + g is head g's score at position t + p (w[t][g] in memory, the
 //      AVX2 kernel's layout). A lone last position gets -inf in its half (weight 0).
 //   softmax: max over the tile per head, then e^(s - m) for 16 (position, head) lanes at once.
+//   K transposed (AttnKv::k_transposed, f32 and f16): per 16 positions of one block (aligned
+//      to 16, the lanes outside the tile get -inf), one head dimension at a time, the keys of the
+//      16 positions are one load and each query head's element one embedded-broadcast FMA into
+//      that head's accumulator, whose lanes are then the 16 scores (w[g][t]): no reduction;
+//      softmax runs across the positions' lanes, one head at a time.
 //   V: per 16 columns, the NQ output accumulators stay in registers over the tile's rows, each
 //      row's weights broadcast straight from w.
 // A tile's rows are touched into L1 before it is computed (f16, f32) or prefetched while the
@@ -128,15 +133,16 @@ inline void dot_step(const std::byte* r0, const std::byte* r1, int64_t col, int6
   }
 }
 
-// acc [NQ, D] columns [j, j + 16) = acc * corr + sum_t w[t] v_t.
-template <KvElem T, int NQ, bool kTail>
-inline void value_step(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t j, int64_t D,
-                       const float (*w)[8], const float* corr, float* acc) {
+// acc [NQ, D] columns [j, j + 16) = acc * corr + sum_t w(t, g) v_t, the weight of position t
+// and head g at w[t * kTS + g * kGS].
+template <KvElem T, int NQ, bool kTail, int kTS, int kGS>
+inline void value_step(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t j, int64_t D, const float* w,
+                       const float* corr, float* acc) {
   __m512 o[NQ];
   for (int g = 0; g < NQ; ++g) o[g] = _mm512_mul_ps(loadq<kTail>(acc + g * D + j), _mm512_set1_ps(corr[g]));
   for (int32_t t = 0; t < n; ++t) {
     const __m512 v = load16<T, kTail>(v_rows[t], col + j);
-    for (int g = 0; g < NQ; ++g) o[g] = _mm512_fmadd_ps(_mm512_set1_ps(w[t][g]), v, o[g]);
+    for (int g = 0; g < NQ; ++g) o[g] = _mm512_fmadd_ps(_mm512_set1_ps(w[t * kTS + g * kGS]), v, o[g]);
   }
   for (int g = 0; g < NQ; ++g) {
     if (kTail) {
@@ -162,14 +168,97 @@ inline __m512 softcap512(__m512 s, float cap) {
   return _mm512_mul_ps(signed_th, vcap);
 }
 
-// One tile of n rows for one KV head's group of NQ query heads (q [NQ, D]): updates the group's
-// running max m8 [8 lanes], sum l8 [8 lanes] and accumulator acc [NQ, D]. softcap > 0: scores
-// soft-capped after the scale.
+// Floats per head of a head-major score tile: the tile's positions start up to 15 lanes into
+// their first 16-position group.
+constexpr int kW = kAttnTile + 16;
+
+// All of the tile's values for the weights at w[t * kTS + g * kGS] (see value_step).
+template <KvElem T, int NQ, int kTS, int kGS>
+inline void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, const float* w,
+                   const float* corr, float* acc) {
+  const int64_t D16 = D & ~int64_t{15};
+  for (int64_t j = 0; j < D16; j += 16) value_step<T, NQ, false, kTS, kGS>(v_rows, n, col, j, D, w, corr, acc);
+  if (D16 < D) value_step<T, NQ, true, kTS, kGS>(v_rows, n, col, D16, D, w, corr, acc);
+}
+
+// K transposed: the scores of positions [t0, t0 + n) (one tile) for NQ query heads into
+// w[g][off + t], off = t0 % 16, in groups of 16 positions aligned to 16 (inside one block, as
+// block_size % kAttnKtBlock == 0); the lanes of the groups outside the tile are -inf. Returns
+// the number of groups. (Two groups at a time, for 16 independent accumulators instead of 8,
+// measured no faster.)
 template <KvElem T, int NQ>
-void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D,
-                const float* q, __m512 vscale, float softcap, float* m8, float* l8, float* acc) {
-  alignas(64) float w[kAttnTile][8];  // [position in tile, head] scores, then softmax weights
+int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t D, const float* q, __m512 vscale,
+                  float softcap, float (*w)[kW]) {
+  constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
+  const int32_t p_first = t0 & ~15, off = t0 - p_first, n_groups = (off + n + 15) / 16;
+  const size_t dim_stride = static_cast<size_t>(kv.block_size) * kElem;  // bytes from one dimension to the next
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  for (int32_t i = 0; i < n_groups; ++i) {
+    const int32_t p = p_first + 16 * i;
+    const std::byte* keys = kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride +
+                            (static_cast<size_t>(col) * static_cast<size_t>(kv.block_size) +
+                             static_cast<size_t>(p % kv.block_size)) *
+                                kElem;
+    __m512 a[NQ];
+    for (int g = 0; g < NQ; ++g) a[g] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < D; ++d) {
+      const __m512 k = load16<T, false>(keys + static_cast<size_t>(d) * dim_stride, 0);
+      for (int g = 0; g < NQ; ++g) a[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * D + d]), k, a[g]);
+    }
+    // Lane L is tile position 16 * i + L - off: inside the tile when 0 <= it < n.
+    const int32_t lo = off - 16 * i, hi = off + n - 16 * i;
+    const uint32_t below = lo <= 0 ? 0u : (1u << lo) - 1u;  // lo < 16
+    const uint32_t upto = hi >= 16 ? 0xFFFFu : (1u << hi) - 1u;  // hi > 0
+    const auto outside = static_cast<__mmask16>(~(upto & ~below) & 0xFFFFu);
+    for (int g = 0; g < NQ; ++g) {
+      __m512 s = _mm512_mul_ps(a[g], vscale);
+      if (softcap > 0.0f) s = softcap512(s, softcap);
+      _mm512_store_ps(&w[g][16 * i], _mm512_mask_mov_ps(s, outside, neg_inf));
+    }
+  }
+  return n_groups;
+}
+
+// One tile (positions [t0, t0 + n), rows v_rows and, for K as rows, k_rows) for one KV head's
+// group of NQ query heads (q [NQ, D]): updates the group's running max m8 [8 lanes], sum l8 [8
+// lanes] and accumulator acc [NQ, D]. softcap > 0: scores soft-capped after the scale.
+template <KvElem T, int NQ>
+void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, const std::byte* const* v_rows,
+                int32_t n, int64_t col, int64_t D, const float* q, __m512 vscale, float softcap, float* m8, float* l8,
+                float* acc) {
   alignas(32) float corr[8];
+  if constexpr (T != KvElem::q8_0) {
+    if (kv.k_transposed) {
+      alignas(64) float w[NQ][kW];  // [head, lane of the tile's groups] scores, then weights
+      const int32_t n_groups = scores_kt<T, NQ>(kv, t0, n, col, D, q, vscale, softcap, w);
+      alignas(32) float tmax[8] = {}, m_new[8], sums[8] = {};
+      for (int g = 0; g < NQ; ++g) {
+        __m512 x = _mm512_load_ps(w[g]);
+        for (int32_t i = 1; i < n_groups; ++i) x = _mm512_max_ps(x, _mm512_load_ps(&w[g][16 * i]));
+        tmax[g] = _mm512_reduce_max_ps(x);
+      }
+      const __m256 m = _mm256_load_ps(m8);
+      const __m256 mn = _mm256_max_ps(m, _mm256_load_ps(tmax));
+      const __m256 c = _mm512_castps512_ps256(exp512(_mm512_castps256_ps512(_mm256_sub_ps(m, mn))));
+      _mm256_store_ps(m_new, mn);
+      for (int g = 0; g < NQ; ++g) {
+        const __m512 mg = _mm512_set1_ps(m_new[g]);
+        __m512 sum = _mm512_setzero_ps();
+        for (int32_t i = 0; i < n_groups; ++i) {
+          const __m512 p = exp512(_mm512_sub_ps(_mm512_load_ps(&w[g][16 * i]), mg));  // -inf lanes: 0
+          _mm512_store_ps(&w[g][16 * i], p);
+          sum = _mm512_add_ps(sum, p);
+        }
+        sums[g] = _mm512_reduce_add_ps(sum);
+      }
+      _mm256_store_ps(l8, _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(l8), c), _mm256_load_ps(sums)));
+      _mm256_store_ps(m8, mn);
+      _mm256_store_ps(corr, c);
+      values<T, NQ, 1, kW>(v_rows, n, col, D, &w[0][t0 % 16], corr, acc);
+      return;
+    }
+  }
+  alignas(64) float w[kAttnTile][8];  // [position in tile, head] scores, then softmax weights
   const int64_t D16 = D & ~int64_t{15};
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   __m512 tile_max = neg_inf;
@@ -205,22 +294,25 @@ void tile_group(const std::byte* const* k_rows, const std::byte* const* v_rows, 
   _mm256_store_ps(l8, _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(l8), c), sum8));
   _mm256_store_ps(m8, m_new);
   _mm256_store_ps(corr, c);
-  for (int64_t j = 0; j < D16; j += 16) value_step<T, NQ, false>(v_rows, n, col, j, D, w, corr, acc);
-  if (D16 < D) value_step<T, NQ, true>(v_rows, n, col, D16, D, w, corr, acc);
+  values<T, NQ, 8, 1>(v_rows, n, col, D, &w[0][0], corr, acc);
 }
 
 template <KvElem T>
-void tile_group_n(int nq, const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n, int64_t col,
-                  int64_t D, const float* q, __m512 vscale, float softcap, float* m8, float* l8, float* acc) {
+void tile_group_n(int nq, const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, const std::byte* const* v_rows,
+                  int32_t n, int64_t col, int64_t D, const float* q, __m512 vscale, float softcap, float* m8, float* l8,
+                  float* acc) {
   switch (nq) {
-    case 1: return tile_group<T, 1>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 2: return tile_group<T, 2>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 3: return tile_group<T, 3>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 4: return tile_group<T, 4>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 5: return tile_group<T, 5>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 6: return tile_group<T, 6>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    case 7: return tile_group<T, 7>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
-    default: return tile_group<T, 8>(k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc);
+#define EDGELM_TILE_GROUP(NQ) \
+  return tile_group<T, NQ>(kv, t0, k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc)
+    case 1: EDGELM_TILE_GROUP(1);
+    case 2: EDGELM_TILE_GROUP(2);
+    case 3: EDGELM_TILE_GROUP(3);
+    case 4: EDGELM_TILE_GROUP(4);
+    case 5: EDGELM_TILE_GROUP(5);
+    case 6: EDGELM_TILE_GROUP(6);
+    case 7: EDGELM_TILE_GROUP(7);
+    default: EDGELM_TILE_GROUP(8);
+#undef EDGELM_TILE_GROUP
   }
 }
 
@@ -294,7 +386,11 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
     const std::byte* const* k_rows = rows[cur][0];
     const std::byte* const* v_rows = rows[cur][1];
     if constexpr (!kPrefetch<T>) {
-      touch_rows(k_rows, n, kv.row_bytes);
+      if (kv.k_transposed) {
+        touch_k_blocks(kv, t0, n, int64_t{n_kv} * D);
+      } else {
+        touch_rows(k_rows, n, kv.row_bytes);
+      }
       touch_rows(v_rows, n, kv.row_bytes);
     }
     for (int32_t h = 0, gi = 0; h < n_kv; ++h)
@@ -307,8 +403,8 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
         }
         const int64_t j = int64_t{h} * gqa + g;
         const int nq = gqa - g < kAttnGroupHeads ? gqa - g : kAttnGroupHeads;
-        tile_group_n<T>(nq, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, kv.softcap, m8[gi], l8[gi],
-                        out.acc + j * D);
+        tile_group_n<T>(nq, kv, t0, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, kv.softcap, m8[gi],
+                        l8[gi], out.acc + j * D);
       }
   }
   for (int32_t h = 0, gi = 0; h < n_kv; ++h)

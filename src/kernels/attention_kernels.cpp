@@ -39,6 +39,13 @@ float row_elem(KvElem type, const std::byte* row, int64_t i) {
   return 0.0f;
 }
 
+// Element i of the K row of position pos, in either K layout (AttnKv::k_transposed).
+float k_elem(const AttnKv& kv, int32_t pos, int64_t i) {
+  if (!kv.k_transposed) return row_elem(kv.type, kv.k_base + kv.offset(pos), i);
+  const std::byte* block = kv.k_base + static_cast<size_t>(kv.blocks[pos / kv.block_size]) * kv.block_stride;
+  return row_elem(kv.type, block, i * kv.block_size + pos % kv.block_size);
+}
+
 constexpr AttentionKernels kScalarAttention{Isa::scalar, &detail::attention_partial_scalar,
                                             &detail::attention_partial_scalar};
 
@@ -59,10 +66,9 @@ static void partial_one_head(const AttnKv& kv, const float* q, int32_t n_q, floa
   for (int32_t t0 = p0; t0 < p1; t0 += kAttnTile) {
     const int32_t n = std::min(kAttnTile, p1 - t0);
     for (int32_t t = 0; t < n; ++t) {
-      const std::byte* row = kv.k_base + kv.offset(t0 + t);
       for (int32_t h = 0; h < n_q; ++h) {
         float dot = 0.0f;
-        for (int64_t i = 0; i < D; ++i) dot += q[h * D + i] * row_elem(kv.type, row, kv.col0 + i);
+        for (int64_t i = 0; i < D; ++i) dot += q[h * D + i] * k_elem(kv, t0 + t, kv.col0 + i);
         s[h][t] = dot * scale;
         if (kv.softcap > 0.0f) s[h][t] = kv.softcap * std::tanh(s[h][t] / kv.softcap);
       }

@@ -15,8 +15,9 @@
 // l = l * e^(m - m') + sum_p e^(s_p - m').
 //
 // Invariants:
-//  - Results depend only on the inputs and p0/p1: not on the block layout (a range may cross
-//    block boundaries anywhere) nor on which thread runs it. Callers that split a context at
+//  - Results depend only on the inputs, p0/p1 and whether K is transposed (which sums each
+//    score in another order): not on the block table (a range may cross block boundaries
+//    anywhere) nor on which thread runs it. Callers that split a context at
 //    fixed positions and fold the partials in position order get the same bits for a token
 //    whatever else is in the batch.
 //  - The scalar kernel handles any head_dim and is the oracle; the AVX2 kernel (attention_avx2.cpp,
@@ -38,13 +39,22 @@ enum class KvElem : uint8_t { f32, f16, q8_0 };
 
 // Positions per online-softmax tile.
 constexpr int32_t kAttnTile = 32;
+// Block sizes (in positions) a transposed K layout needs: a multiple of the widest SIMD group
+// of positions the kernels score at once.
+constexpr int32_t kAttnKtBlock = 16;
 // Query heads the kernels take together for one KV head (larger GQA groups are split).
 constexpr int32_t kAttnGroupHeads = 8;
 // Most (KV head, group of query heads) pairs one kernel call takes (attention_partial splits).
 constexpr int32_t kAttnMaxGroups = 64;
 
-// One layer's K and V rows of one sequence in a paged store: position p is row p % block_size
-// of block blocks[p / block_size], its K at k_base + offset(p) and its V at v_base + offset(p).
+// One layer's K and V of one sequence in a paged store: position p is slot p % block_size of
+// block blocks[p / block_size]. V is stored as rows: the V of position p at v_base + offset(p).
+// K is stored as rows the same way, or transposed (k_transposed: f32 and f16 with block_size %
+// kAttnKtBlock == 0): a block's K is then [row element, slot], element i of the K row of
+// position p at k_base + blocks[p / block_size] * block_stride + (i * block_size + p %
+// block_size) * element bytes, so the keys of a block's positions for one head dimension are
+// adjacent and a score over 8 or 16 positions is FMAs of broadcast query elements with no
+// horizontal sums.
 struct AttnKv {
   KvElem type = KvElem::f32;
   const std::byte* k_base = nullptr;  // the layer's K rows of block 0
@@ -56,6 +66,7 @@ struct AttnKv {
   int64_t col0 = 0;                   // the first KV head's first element within a row (kv_head * head_dim)
   int32_t head_dim = 0;               // elements per head
   float softcap = 0.0f;               // > 0: every score s (after the scale) becomes softcap * tanh(s / softcap)
+  bool k_transposed = false;          // K blocks are [row element, slot] (see above)
 
   size_t offset(int32_t pos) const {
     return static_cast<size_t>(blocks[pos / block_size]) * block_stride +

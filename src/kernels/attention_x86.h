@@ -28,6 +28,19 @@ inline void touch_rows(const std::byte* const* r, int32_t n, size_t row_bytes) {
   __asm__ volatile("" : : "r"(sink));
 }
 
+// K transposed (AttnKv::k_transposed): touches, as touch_rows does, the keys of elements
+// [kv.col0, kv.col0 + n_cols) of every block that positions [t0, t0 + n) are in (one run per
+// block: a block's keys of consecutive elements are adjacent).
+inline void touch_k_blocks(const AttnKv& kv, int32_t t0, int32_t n, int64_t n_cols) {
+  const size_t elem = kv.type == KvElem::f32 ? 4 : 2;
+  const size_t run_bytes = static_cast<size_t>(n_cols) * static_cast<size_t>(kv.block_size) * elem;
+  const size_t run_off = static_cast<size_t>(kv.col0) * static_cast<size_t>(kv.block_size) * elem;
+  for (int32_t b = t0 / kv.block_size; b <= (t0 + n - 1) / kv.block_size; ++b) {
+    const std::byte* run = kv.k_base + static_cast<size_t>(kv.blocks[b]) * kv.block_stride + run_off;
+    touch_rows(&run, 1, run_bytes);
+  }
+}
+
 }  // namespace
 
 #if defined(EDGELM_HAVE_X86_KERNELS)

@@ -9,6 +9,7 @@
 
 #include <sys/mman.h>
 
+#include "kernels/attention_kernels.h"
 #include "kernels/fp16.h"
 #include "kernels/quants_legacy.h"
 
@@ -78,6 +79,7 @@ Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_bloc
   s.n_blocks_ = n_blocks;
   s.block_size_ = block_size;
   s.row_bytes_ = row_bytes_for(n_embd_kv, type);
+  s.k_transposed_ = type != KvType::q8_0 && block_size % kernels::kAttnKtBlock == 0;
   const auto block_bytes = mul(kv_bytes_per_token(config, type), static_cast<size_t>(block_size));
   const auto total = block_bytes ? mul(*block_bytes, static_cast<size_t>(n_blocks)) : std::nullopt;
   if (!total || *total > static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()))
@@ -150,12 +152,40 @@ void KvStore::decode(const std::byte* src, float* out) const {
 }
 
 void KvStore::write(int32_t layer, BlockId block, int32_t slot, const float* k, const float* v) {
-  encode(k, row(layer, block, 0, slot));
   encode(v, row(layer, block, 1, slot));
+  if (!k_transposed_) {
+    encode(k, row(layer, block, 0, slot));
+    return;
+  }
+  // Element i of the row goes to [i, slot] of the block's [n_embd_kv, block_size] keys.
+  std::byte* keys = row(layer, block, 0, 0) + static_cast<size_t>(slot) * elem_bytes();
+  const size_t stride = static_cast<size_t>(block_size_) * elem_bytes();
+  for (int32_t i = 0; i < n_embd_kv_; ++i, keys += stride) {
+    if (type_ == KvType::f32) {
+      std::memcpy(keys, &k[i], sizeof(float));
+    } else {
+      const uint16_t h = kernels::fp32_to_fp16(k[i]);
+      std::memcpy(keys, &h, sizeof h);
+    }
+  }
 }
 
 void KvStore::read_k(int32_t layer, BlockId block, int32_t slot, float* out) const {
-  decode(row(layer, block, 0, slot), out);
+  if (!k_transposed_) {
+    decode(row(layer, block, 0, slot), out);
+    return;
+  }
+  const std::byte* keys = row(layer, block, 0, 0) + static_cast<size_t>(slot) * elem_bytes();
+  const size_t stride = static_cast<size_t>(block_size_) * elem_bytes();
+  for (int32_t i = 0; i < n_embd_kv_; ++i, keys += stride) {
+    if (type_ == KvType::f32) {
+      std::memcpy(&out[i], keys, sizeof(float));
+    } else {
+      uint16_t h;
+      std::memcpy(&h, keys, sizeof h);
+      out[i] = kernels::fp16_to_fp32(h);
+    }
+  }
 }
 
 void KvStore::read_v(int32_t layer, BlockId block, int32_t slot, float* out) const {

@@ -7,8 +7,11 @@
 // Layout (layer-major):
 //   data_ [n_layer, 2 (K then V), n_blocks, block_size, row_bytes]
 //   row_bytes = n_embd_kv * 4 (f32), * 2 (f16), / 32 * 34 (q8_0: n_embd_kv / 32 BlockQ8_0)
-// so for one layer the K rows of a block are a [block_size, n_embd_kv] matrix, as attention
-// wants them, and consecutive blocks of one layer's K (or V) are adjacent: attention over a
+// so for one layer the V rows of a block are a [block_size, n_embd_kv] matrix, and so are its K
+// rows for q8_0 (and for block sizes that are not a multiple of kernels::kAttnKtBlock); f32 and
+// f16 K is stored transposed, [n_embd_kv, block_size] (k_transposed(), kernels::AttnKv): the
+// attention kernels score 8 or 16 positions per FMA with no horizontal sums (bench_attention:
+// see the README's attention section). Consecutive blocks of one layer's K (or V) are adjacent: attention over a
 // sequence whose blocks were allocated in order streams one contiguous run per layer instead
 // of a block_size-row piece every n_layer * 2 pieces (measured: the block-major layout kept
 // decode at depth 2048 latency-bound on the scattered pieces). copy_block copies the block's
@@ -56,7 +59,8 @@ class KvStore {
   // All layers, K and V, of src into dst (dst != src).
   void copy_block(BlockId dst, BlockId src);
 
-  // Raw rows for kernels that consume the stored type directly: [block_size, row_bytes].
+  // Raw data for kernels that consume the stored type directly: V [block_size, row_bytes]; K
+  // the same, or [n_embd_kv, block_size] elements when k_transposed().
   const std::byte* k_rows(int32_t layer, BlockId block) const { return rows(layer, block, 0); }
   const std::byte* v_rows(int32_t layer, BlockId block) const { return rows(layer, block, 1); }
 
@@ -67,6 +71,7 @@ class KvStore {
   int32_t n_blocks() const { return n_blocks_; }
   int32_t block_size() const { return block_size_; }
   size_t row_bytes() const { return row_bytes_; }
+  bool k_transposed() const { return k_transposed_; }
   // Bytes from a block's rows to the next block's (k_rows(l, b + 1) - k_rows(l, b)).
   size_t block_bytes() const { return static_cast<size_t>(block_size_) * row_bytes_; }
 
@@ -81,6 +86,7 @@ class KvStore {
   const std::byte* row(int32_t layer, BlockId block, int kv, int32_t slot) const;
   void encode(const float* x, std::byte* dst) const;
   void decode(const std::byte* src, float* out) const;
+  size_t elem_bytes() const { return type_ == KvType::f32 ? sizeof(float) : sizeof(uint16_t); }  // f32, f16
 
   KvType type_ = KvType::f32;
   int32_t n_layer_ = 0;
@@ -88,6 +94,7 @@ class KvStore {
   int32_t n_blocks_ = 0;
   int32_t block_size_ = 0;
   size_t row_bytes_ = 0;
+  bool k_transposed_ = false;
   size_t n_bytes_ = 0;                              // n_blocks * block_bytes
   std::unique_ptr<std::byte[], AlignedFree> data_;  // [n_blocks, n_layer, 2, block_size, row_bytes]
 };

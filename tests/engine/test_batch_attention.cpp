@@ -1,6 +1,7 @@
 // Batch attention over the paged store (engine/batch_attention.h) against the scalar oracle
 // model::attention_head run on the rows the store decodes to f32 (KvStore::read_k / read_v):
-// f32, f16 and q8_0 stores; MHA, GQA (also groups of more than 8 query heads, and more KV
+// f32, f16 and q8_0 stores, K as rows and transposed (f32 and f16 in blocks of 16 or 32: KvStore's
+// layout; block size 12: rows); MHA, GQA (also groups of more than 8 query heads, and more KV
 // heads than one kernel call takes); head dims that
 // are and are not multiples of 8 or 32; contexts that cross block boundaries in shuffled block
 // tables; split-K on (small chunks, many folds) and off; 1 and 3 threads; each kernel on its
@@ -33,7 +34,7 @@ struct Shape {
   int32_t n_head, n_head_kv, head_dim;
 };
 
-// Sequences of the given context lengths in one store (block size 16, blocks shuffled), random
+// Sequences of the given context lengths in one store (blocks shuffled), random
 // K/V; the step's tokens are the last `n_new` positions of every sequence.
 struct Fixture {
   model::ModelConfig c;
@@ -44,13 +45,12 @@ struct Fixture {
   std::vector<float> q;  // [n_tokens, n_head * head_dim]
   float max_abs_v = 0;
 
-  Fixture(Shape sh, KvType type, const std::vector<int32_t>& ctx, int32_t n_new) {
+  Fixture(Shape sh, KvType type, const std::vector<int32_t>& ctx, int32_t n_new, int32_t bs = 16) {
     c.n_layer = 2;
     c.n_head = sh.n_head;
     c.n_head_kv = sh.n_head_kv;
     c.head_dim = sh.head_dim;
     c.n_embd = sh.n_head * sh.head_dim;
-    const int32_t bs = 16;
     int32_t n_blocks = 0;
     for (int32_t n : ctx) n_blocks += (n + bs - 1) / bs;
     auto st = kv::KvStore::create(c, n_blocks, bs, type);
@@ -154,6 +154,7 @@ struct Case {
   const char* name;
   Shape shape;
   KvType type;
+  int32_t block_size = 16;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -184,7 +185,7 @@ TEST_P(BatchAttention, MatchesScalarAttentionHeadOverDecodedRows) {
   const Case& tc = this->tc();
   // Contexts: one position, inside one block, across blocks, and past the default split (128);
   // odd and even tile tails.
-  Fixture f(tc.shape, tc.type, {1, 13, 40, 301}, 5);
+  Fixture f(tc.shape, tc.type, {1, 13, 40, 301}, 5, tc.block_size);
   const std::vector<float> ref = f.reference(1);
   const float bound = 2e-5f * f.max_abs_v;
   for (const int32_t split : {7, 32, 256, 1 << 20}) {
@@ -204,7 +205,7 @@ TEST_P(BatchAttention, MatchesScalarAttentionHeadOverDecodedRows) {
 TEST_P(BatchAttention, WindowAndSoftcapMatchScalarAttentionHead) {
   EDGELM_KERNEL_OR_SKIP(k);
   const Case& tc = this->tc();
-  Fixture f(tc.shape, tc.type, {1, 13, 40, 301}, 5);
+  Fixture f(tc.shape, tc.type, {1, 13, 40, 301}, 5, tc.block_size);
   for (const auto& [window, softcap] :
        {std::pair{7, 0.0f}, std::pair{33, 50.0f}, std::pair{300, 1.5f}, std::pair{1000, 1.5f}, std::pair{1, 0.0f}}) {
     const std::vector<float> ref = f.reference(0, window, softcap);
@@ -229,7 +230,7 @@ TEST_P(BatchAttention, WindowAndSoftcapMatchScalarAttentionHead) {
 TEST_P(BatchAttention, ResultIsIndependentOfThreadsGroupsAndBatch) {
   EDGELM_KERNEL_OR_SKIP(k);
   const Case& tc = this->tc();
-  Fixture f(tc.shape, tc.type, {9, 70, 301}, 3);
+  Fixture f(tc.shape, tc.type, {9, 70, 301}, 3, tc.block_size);
   {
     AttnScratch s;
     s.split_positions = 32;
@@ -239,7 +240,7 @@ TEST_P(BatchAttention, ResultIsIndependentOfThreadsGroupsAndBatch) {
     for (const auto& got : {f.run(s, 3, 0, k), f.run(small, 2, 0, k)})
       EXPECT_EQ(std::memcmp(got.data(), base.data(), base.size() * sizeof(float)), 0);
     // The last sequence's last token alone.
-    Fixture alone(tc.shape, tc.type, {9, 70, 301}, 3);
+    Fixture alone(tc.shape, tc.type, {9, 70, 301}, 3, tc.block_size);
     alone.seqs = {alone.seqs[2]};
     alone.seqs[0].pos0 = 300;
     alone.seqs[0].n_tokens = 1;
@@ -265,7 +266,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"f16_mha_80_kv_heads_over_one_call", {80, 80, 8}, KvType::f16},
                       Case{"q8_0_d40_tail_chunks", {8, 4, 40}, KvType::q8_0},
                       Case{"f16_d72_tail_chunks", {16, 2, 72}, KvType::f16},
-                      Case{"f32_gqa3_d48", {6, 2, 48}, KvType::f32})),
+                      Case{"f32_gqa3_d48", {6, 2, 48}, KvType::f32},
+                      Case{"f16_gqa4_d64_k_rows_blocks_of_12", {8, 2, 64}, KvType::f16, 12},
+                      Case{"f32_gqa8_d64_k_rows_blocks_of_8", {32, 4, 64}, KvType::f32, 8},
+                      Case{"f16_gqa8_d64_blocks_of_32", {32, 4, 64}, KvType::f16, 32})),
     [](const auto& info) {
       return std::string(kernels::isa_name(std::get<0>(info.param))) + "_" + std::get<1>(info.param).name;
     });

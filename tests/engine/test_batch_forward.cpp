@@ -304,13 +304,18 @@ TEST_P(BatchForward, MixedBatchMatchesSingleSequenceForward) {
 }
 
 // (c) Blocks allocated in shuffled order, interleaved between sequences, and another block
-// size: same logits as contiguous tables.
+// size: same logits as contiguous tables. Blocks of 16 (the engine's) store f32 and f16 K
+// transposed (kv::KvStore), which sums each score in another order: they are held to the same
+// bits as contiguous tables of 16, and close to blocks of 4.
 TEST_P(BatchForward, ShuffledBlockTablesEqualContiguousOnes) {
   const auto m = load_model(GetParam());
   const Trace contiguous = run_batched(*m, kMixed, {});
   expect_identical(run_batched(*m, kMixed, {.shuffled = true}), contiguous);
   expect_identical(run_batched(*m, kMixed, {.block_size = 3, .shuffled = true}), contiguous);
-  expect_identical(run_batched(*m, kMixed, {.block_size = 16, .shuffled = true}), contiguous);
+  const Trace contiguous16 = run_batched(*m, kMixed, {.block_size = 16});
+  SCOPED_TRACE("blocks of 16");
+  expect_identical(run_batched(*m, kMixed, {.block_size = 16, .shuffled = true}), contiguous16);
+  expect_close(contiguous16, contiguous);
 }
 
 // (e) Logits of several trailing tokens of a slice (speculative verification): row j equals the

@@ -1,6 +1,6 @@
 // Soft-capped attention scores (kernels::AttnKv::softcap, Gemma 2) in every attention kernel
 // against the scalar oracle detail::attention_partial_scalar, straight on a hand-built paged
-// f32 / f16 layout: the finished outputs (acc / l) agree to float reassociation, and capping
+// f32 / f16 layout, K as rows and transposed (AttnKv::k_transposed): the finished outputs (acc / l) agree to float reassociation, and capping
 // changes them. A kernel of an ISA this CPU lacks reports SKIPPED.
 #include <gtest/gtest.h>
 
@@ -47,6 +47,7 @@ struct Layout {
       std::memcpy(&buf[e * 2], &h, 2);
     }
   }
+  bool k_transposed = false;  // the same random bytes read as [block, row element, slot]
   AttnKv kv(float softcap) const {
     AttnKv a;
     a.type = type;
@@ -58,6 +59,7 @@ struct Layout {
     a.blocks = blocks.data();
     a.head_dim = head_dim;
     a.softcap = softcap;
+    a.k_transposed = k_transposed;
     return a;
   }
   // softmax(q.K * scale (capped)) V over [p0, p1) by `fn`, finished.
@@ -76,12 +78,14 @@ class AttentionSoftcap : public ::testing::TestWithParam<Isa> {};
 TEST_P(AttentionSoftcap, KernelMatchesScalarOracle) {
   const AttentionKernels* k = attention_kernels(GetParam());
   if (k == nullptr) GTEST_SKIP() << isa_name(GetParam()) << " not in this build or CPU";
-  for (const KvElem type : {KvElem::f32, KvElem::f16}) {
-    const Layout lay(type, 2, 3, 64, 70);
-    for (const auto& [p0, p1] : {std::pair{0, 70}, std::pair{13, 45}, std::pair{69, 70}}) {
+  for (const auto& [type, kt] : {std::pair{KvElem::f32, false}, std::pair{KvElem::f16, false},
+                                 std::pair{KvElem::f32, true}, std::pair{KvElem::f16, true}}) {
+    Layout lay(type, 2, 3, 64, 70);
+    lay.k_transposed = kt;
+    for (const auto& [p0, p1] : {std::pair{0, 70}, std::pair{13, 45}, std::pair{69, 70}, std::pair{5, 9}}) {
       for (const float cap : {50.0f, 2.0f}) {
-        SCOPED_TRACE(testing::Message() << isa_name(GetParam()) << " type " << int(type) << " [" << p0 << ", " << p1
-                                        << ") cap " << cap);
+        SCOPED_TRACE(testing::Message() << isa_name(GetParam()) << " type " << int(type) << (kt ? " K transposed" : "")
+                                        << " [" << p0 << ", " << p1 << ") cap " << cap);
         const auto want = lay.run(&detail::attention_partial_scalar, cap, p0, p1);
         const auto got = lay.run(k->partial_x8, cap, p0, p1);
         for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5f * 4.0f) << i;

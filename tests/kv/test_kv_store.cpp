@@ -7,6 +7,9 @@
 #include <random>
 #include <vector>
 
+#include <cstring>
+
+#include "kernels/fp16.h"
 #include "kv/kv_store.h"
 
 namespace edgelm::kv {
@@ -127,6 +130,51 @@ TEST(KvStore, F16RoundTripWithinHalfPrecision) {
   for (size_t i = 0; i < 32; ++i) EXPECT_LE(std::fabs(out[i] - v[i]), std::fabs(v[i]) * 0x1p-11f) << i;
   EXPECT_EQ(out[1], 65504.0f);
   EXPECT_NE(out, v);  // values really were rounded (the test could tell f16 from f32)
+}
+
+// f32 and f16 in blocks of a multiple of 16 store K transposed: element i of slot's K row at
+// [i, slot] of the block's [n_embd_kv, block_size] keys (what the attention kernels read), V as
+// rows; every slot round-trips and the others are left alone. Other block sizes and q8_0 keep
+// K as rows.
+TEST(KvStore, F32AndF16KeysAreStoredTransposedInBlocksOf16) {
+  const auto c = config(2, 2, 8);  // n_embd_kv 16
+  for (const KvType type : {KvType::f32, KvType::f16}) {
+    KvStore s = make_store(c, 3, 16, type);
+    ASSERT_TRUE(s.k_transposed());
+    for (int32_t slot = 0; slot < 16; ++slot) {
+      const auto k = random_row(16, 40 + static_cast<uint32_t>(slot), 2.0f);
+      const auto v = random_row(16, 90 + static_cast<uint32_t>(slot), 2.0f);
+      s.write(1, 2, slot, k.data(), v.data());
+    }
+    const float tol = type == KvType::f32 ? 0.0f : 2e-3f;
+    std::vector<float> kr(16), vr(16);
+    for (int32_t slot = 0; slot < 16; ++slot) {
+      const auto k = random_row(16, 40 + static_cast<uint32_t>(slot), 2.0f);
+      const auto v = random_row(16, 90 + static_cast<uint32_t>(slot), 2.0f);
+      s.read_k(1, 2, slot, kr.data());
+      s.read_v(1, 2, slot, vr.data());
+      for (size_t i = 0; i < 16; ++i) {
+        EXPECT_NEAR(kr[i], k[i], tol) << slot << " " << i;
+        EXPECT_NEAR(vr[i], v[i], tol) << slot << " " << i;
+      }
+      // The raw keys: element i of this slot at [i, slot].
+      const size_t elem = type == KvType::f32 ? 4 : 2;
+      for (int32_t i = 0; i < 16; ++i) {
+        const std::byte* e = s.k_rows(1, 2) + (static_cast<size_t>(i) * 16 + static_cast<size_t>(slot)) * elem;
+        float x;
+        if (type == KvType::f32) {
+          std::memcpy(&x, e, 4);
+        } else {
+          uint16_t h;
+          std::memcpy(&h, e, 2);
+          x = kernels::fp16_to_fp32(h);
+        }
+        EXPECT_NEAR(x, k[static_cast<size_t>(i)], tol) << slot << " " << i;
+      }
+    }
+  }
+  EXPECT_FALSE(make_store(c, 3, 12, KvType::f16).k_transposed());
+  EXPECT_FALSE(make_store(config(2, 2, 16), 3, 16, KvType::q8_0).k_transposed());
 }
 
 TEST(KvStore, Q8_0RoundTripWithinBudget) {
