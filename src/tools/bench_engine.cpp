@@ -3,6 +3,7 @@
 #include "tools/command.h"
 
 #include <algorithm>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -69,7 +70,15 @@ Result<std::vector<int>> parse_depths(const std::string& text) {
 Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions& o, const model::Model& m,
                                                          ThreadPool& pool) {
   engine::ModelRunner runner(m, pool);
-  std::vector<EngineBenchResult> results;
+  // One engine per depth, all alive at once, so the reps of the depths alternate.
+  struct Depth {
+    int d = 0;
+    std::unique_ptr<engine::Engine> eng;
+    std::unique_ptr<Bench> b;
+    std::vector<int32_t> tokens;  // the context already in the KV
+    EngineBenchResult pp, tg;
+  };
+  std::vector<Depth> depths;
   for (const int d : o.depths) {
     engine::EngineOptions eo = o.engine;
     eo.n_ctx = d + std::max(o.n_prompt, 1) + o.n_gen + 1;
@@ -79,34 +88,40 @@ Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions
     const size_t need = kv::kv_bytes_per_token(m.config(), eo.kv_type) *
                         (2 * static_cast<size_t>(eo.n_ctx) + 4 * static_cast<size_t>(eo.block_size));
     eo.kv_memory_bytes = std::max(eo.kv_memory_bytes, need);
-    EDGELM_TRY(auto eng, engine::Engine::create(runner, nullptr, eo));
-    Bench b{o, *eng};
-    b.n_vocab = m.config().n_vocab;
-    const std::vector<int32_t> depth = b.random_tokens(d);
-    if (d > 0) EDGELM_TRY_STATUS(b.run(depth, 1));  // fills the KV (and the prefix cache)
+    Depth x;
+    x.d = d;
+    EDGELM_TRY(x.eng, engine::Engine::create(runner, nullptr, eo));
+    x.b = std::make_unique<Bench>(Bench{o, *x.eng});
+    x.b->n_vocab = m.config().n_vocab;
+    x.tokens = x.b->random_tokens(d);
+    if (d > 0) EDGELM_TRY_STATUS(x.b->run(x.tokens, 1));  // fills the KV (and the prefix cache)
     const std::string at = d > 0 ? "@d" + std::to_string(d) : "";
-    if (o.n_prompt > 0) {
-      EngineBenchResult r{"pp" + std::to_string(o.n_prompt) + at, d, o.n_prompt, {}};
-      for (int rep = -1; rep < o.reps; ++rep) {
-        std::vector<int32_t> prompt = depth;
-        const std::vector<int32_t> fresh = b.random_tokens(o.n_prompt);
+    x.pp = {"pp" + std::to_string(o.n_prompt) + at, d, o.n_prompt, {}};
+    x.tg = {"tg" + std::to_string(o.n_gen) + at, d, o.n_gen, {}};
+    depths.push_back(std::move(x));
+  }
+  for (int rep = -1; rep < o.reps; ++rep) {
+    for (Depth& x : depths) {
+      if (o.n_prompt > 0) {
+        std::vector<int32_t> prompt = x.tokens;
+        const std::vector<int32_t> fresh = x.b->random_tokens(o.n_prompt);
         prompt.insert(prompt.end(), fresh.begin(), fresh.end());
-        EDGELM_TRY(const auto run, b.run(std::move(prompt), 1));
-        r.n_tokens = run.computed;
-        if (rep >= 0) r.rates.push_back(run.computed / seconds(run.submitted, run.first));
+        EDGELM_TRY(const auto run, x.b->run(std::move(prompt), 1));
+        x.pp.n_tokens = run.computed;
+        if (rep >= 0) x.pp.rates.push_back(run.computed / seconds(run.submitted, run.first));
       }
-      results.push_back(std::move(r));
-    }
-    if (o.n_gen > 0) {
-      EngineBenchResult r{"tg" + std::to_string(o.n_gen) + at, d, o.n_gen, {}};
-      for (int rep = -1; rep < o.reps; ++rep) {
-        std::vector<int32_t> prompt = depth;
-        prompt.push_back(b.random_tokens(1)[0]);
-        EDGELM_TRY(const auto run, b.run(std::move(prompt), o.n_gen + 1));
-        if (rep >= 0) r.rates.push_back(o.n_gen / seconds(run.first, run.last));
+      if (o.n_gen > 0) {
+        std::vector<int32_t> prompt = x.tokens;
+        prompt.push_back(x.b->random_tokens(1)[0]);
+        EDGELM_TRY(const auto run, x.b->run(std::move(prompt), o.n_gen + 1));
+        if (rep >= 0) x.tg.rates.push_back(o.n_gen / seconds(run.first, run.last));
       }
-      results.push_back(std::move(r));
     }
+  }
+  std::vector<EngineBenchResult> results;
+  for (Depth& x : depths) {
+    if (o.n_prompt > 0) results.push_back(std::move(x.pp));
+    if (o.n_gen > 0) results.push_back(std::move(x.tg));
   }
   return results;
 }

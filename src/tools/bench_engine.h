@@ -32,7 +32,10 @@ struct EngineBenchResult {
 // to its first token, so only the n_prompt tokens are computed (d rounded down to whole KV
 // blocks is reused; the tokens actually computed are counted). tg: a request of the d tokens plus
 // one, timed over n_gen decode steps after its first token. The engine's context is d + p + n
-// (+1), past the model's trained length if need be. One untimed warm-up rep per test.
+// (+1), past the model's trained length if need be. One untimed warm-up rep per test. The
+// depths' engines live side by side and their reps alternate (rep 1 of every depth, then rep 2,
+// ...), so a machine that slows down for a while slows every depth alike and ratios between
+// depths hold.
 Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions& o, const model::Model& m,
                                                          ThreadPool& pool);
 
