@@ -251,25 +251,6 @@ void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, co
   values<T, NQ, 8, 1>(v_rows, n, col, D, &w[0][0], corr, acc);
 }
 
-template <KvElem T>
-void tile_group_n(int nq, const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, const std::byte* const* v_rows,
-                  int32_t n, int64_t col, int64_t D, const float* q, __m256 vscale, float softcap, float* m8, float* l8,
-                  float* acc) {
-  switch (nq) {
-#define EDGELM_TILE_GROUP(NQ) \
-  return tile_group<T, NQ>(kv, t0, k_rows, v_rows, n, col, D, q, vscale, softcap, m8, l8, acc)
-    case 1: EDGELM_TILE_GROUP(1);
-    case 2: EDGELM_TILE_GROUP(2);
-    case 3: EDGELM_TILE_GROUP(3);
-    case 4: EDGELM_TILE_GROUP(4);
-    case 5: EDGELM_TILE_GROUP(5);
-    case 6: EDGELM_TILE_GROUP(6);
-    case 7: EDGELM_TILE_GROUP(7);
-    default: EDGELM_TILE_GROUP(8);
-#undef EDGELM_TILE_GROUP
-  }
-}
-
 // Tiles outermost: a tile's rows are used by every KV head (whole rows stream through the
 // cache once) before the next tile is read.
 template <KvElem T>
@@ -318,8 +299,10 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
       for (int32_t g = 0; g < gqa; g += kAttnGroupHeads, ++gi) {
         const int64_t j = int64_t{h} * gqa + g;
         const int nq = gqa - g < kAttnGroupHeads ? gqa - g : kAttnGroupHeads;
-        tile_group_n<T>(nq, kv, t0, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, kv.softcap, m8[gi],
-                        l8[gi], out.acc + j * D);
+        with_group_heads(nq, [&]<int NQ>() {
+          tile_group<T, NQ>(kv, t0, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, kv.softcap, m8[gi],
+                            l8[gi], out.acc + j * D);
+        });
       }
   }
   for (int32_t h = 0, gi = 0; h < n_kv; ++h)
