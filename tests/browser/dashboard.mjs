@@ -1,0 +1,177 @@
+// The dashboard in headless Debian chromium (playwright-core), against a running `edgelm serve`:
+//   node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH SCREENSHOT_DIR
+// Checks: the page loads with no console error and no failed request; requests sent from here
+// move the page's tokens/s and request counters; a playground chat streams text into the page
+// (several DOM updates, then the reply's route/cache/TTFT/tokens line); no admin call before a
+// token is typed; a reload with a wrong token shows the server's 403 message, with the right
+// one the model name in the page changes; /admin/config shows masked secrets. One screenshot
+// per view (live light and dark, playground, operations) under SCREENSHOT_DIR; prints their paths
+// and "all checks passed".
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const [base, adminToken, modelPath, tokenizerPath, shots] = process.argv.slice(2);
+if (!shots) {
+  console.error('usage: node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH SCREENSHOT_DIR');
+  process.exit(2);
+}
+mkdirSync(shots, { recursive: true });
+const t0 = Date.now();
+const step = (msg) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)} s] ${msg}`);
+function check(cond, msg) {
+  if (!cond) throw new Error(`check failed: ${msg}`);
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+});
+const consoleErrors = [];
+const failed = [];
+const adminCalls = [];
+let expectErrors = null; // a phase where the server's 4xx is the point: the message it must show
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light' });
+  const page = await context.newPage();
+  page.on('console', (m) => {
+    if (m.type() !== 'error') return;
+    // Chromium logs every 4xx fetch; only the wrong-token phase may cause one.
+    if (expectErrors && /status of 40[13]/.test(m.text())) return;
+    consoleErrors.push(m.text());
+  });
+  page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
+  page.on('requestfailed', (r) => failed.push(`${r.url()}: ${r.failure()?.errorText}`));
+  page.on('request', (r) => {
+    const u = new URL(r.url());
+    if (u.pathname.startsWith('/admin/') || u.pathname === '/reload') adminCalls.push(u.pathname);
+  });
+  page.on('response', (r) => {
+    if (r.status() >= 400 && !expectErrors) failed.push(`${r.url()}: HTTP ${r.status()}`);
+  });
+
+  // 1. The page loads, the live view fills in.
+  await page.goto(`${base}/`, { waitUntil: 'load' });
+  await page.getByTestId('model-name').first().waitFor({ timeout: 15000 });
+  const model = (await page.getByTestId('model-name').first().textContent()).trim();
+  step(`live view up, model ${model}`);
+  const icon = await page.evaluate(async () => (await fetch('/favicon.ico')).headers.get('content-type'));
+  check(icon === 'image/x-icon', `favicon.ico content type ${icon}`);
+  const requestsBefore = await page.getByTestId(`requests-${model}`).textContent();
+
+  // 2. Traffic from the test moves the counters: completions for ~4 s, two at a time.
+  const until = Date.now() + 4000;
+  let sent = 0;
+  const worker = async () => {
+    while (Date.now() < until) {
+      const r = await fetch(`${base}/v1/completions`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 48, temperature: 0.8 }),
+      });
+      check(r.ok, `completion answered ${r.status}`);
+      await r.text();
+      sent++;
+    }
+  };
+  const load = Promise.all([worker(), worker()]);
+  await page.waitForFunction(
+    (id) => {
+      const t = document.querySelector(`[data-testid="tok-s-${id}"]`);
+      return t && parseFloat(t.textContent.replace(/,/g, '')) > 0;
+    },
+    model,
+    { timeout: 10000 },
+  );
+  const tokS = await page.getByTestId(`tok-s-${model}`).textContent();
+  await page.screenshot({ path: join(shots, 'live.png'), fullPage: true });
+  await load;
+  await page.waitForFunction(
+    ([id, before]) => document.querySelector(`[data-testid="requests-${id}"]`).textContent !== before,
+    [model, requestsBefore],
+    { timeout: 5000 },
+  );
+  const requestsAfter = await page.getByTestId(`requests-${model}`).textContent();
+  step(`sent ${sent} completions: tokens/s showed ${tokS}, requests ${requestsBefore} -> ${requestsAfter}`);
+  check(Number(requestsAfter.replace(/,/g, '')) >= Number(requestsBefore.replace(/,/g, '')) + 2, 'the request counter grew');
+
+  // Dark theme, by the toggle (auto -> light -> dark).
+  await page.locator('button.theme').click();
+  await page.locator('button.theme').click();
+  await page.waitForFunction(() => document.documentElement.dataset.theme === 'dark', null, { timeout: 3000 });
+  await page.waitForTimeout(300);
+  await page.screenshot({ path: join(shots, 'live-dark.png'), fullPage: true });
+  await page.locator('button.theme').click(); // back to auto (light here)
+
+  // 3. Playground: Enter sends, the reply streams in.
+  await page.getByTestId('tab-playground').click();
+  await page.locator('input[type=number]').nth(2).fill('160'); // max_tokens
+  await page.locator('input[type=number]').nth(3).fill('7'); // seed
+  await page.evaluate(() => {
+    window.__updates = [];
+    const log = document.querySelector('[data-testid="chat-log"]');
+    new MutationObserver(() => {
+      const r = log.querySelectorAll('[data-testid="reply"]');
+      const last = r[r.length - 1];
+      if (last) window.__updates.push(last.textContent.length);
+    }).observe(log, { subtree: true, childList: true, characterData: true });
+  });
+  await page.getByTestId('prompt').fill('Once upon a time, a little dog');
+  await page.getByTestId('prompt').press('Enter');
+  await page.getByTestId('reply-info').waitFor({ timeout: 20000 });
+  const reply = (await page.getByTestId('reply').textContent()).trim();
+  const lengths = [...new Set(await page.evaluate(() => window.__updates))].filter((n) => n > 1);
+  const info = await page.getByTestId('reply-info').textContent();
+  step(`playground reply of ${reply.length} chars in ${lengths.length} DOM updates; ${info}`);
+  check(reply.length > 20, `the reply has text: "${reply}"`);
+  check(lengths.length >= 3, `the reply streamed in (text lengths seen: ${lengths.join(',')})`);
+  check(/TTFT\d+ ms/.test(info) && /tokens\/s\d/.test(info), `reply info shows TTFT and tokens/s: ${info}`);
+  await page.screenshot({ path: join(shots, 'playground.png'), fullPage: true });
+
+  // 4. Operations: nothing admin is called before a token is typed.
+  await page.getByTestId('tab-ops').click();
+  await page.getByTestId('reload-path').waitFor();
+  check(adminCalls.length === 0, `no admin call before a token: ${adminCalls.join(',')}`);
+  check(await page.getByTestId('reload-button').isDisabled(), 'reload is disabled without a token');
+  await page.getByTestId('reload-path').fill(modelPath);
+  await page.getByTestId('reload-tokenizer').fill(tokenizerPath);
+  await page.getByTestId('reload-name').fill('dashboard-reloaded');
+  // A wrong token: the server's 403 message is shown.
+  expectErrors = 'invalid admin token';
+  await page.getByTestId('admin-token').fill(`${adminToken}-wrong`);
+  await page.getByRole('button', { name: 'Use token' }).click();
+  await page.getByTestId('reload-button').click();
+  await page.getByTestId('reload-result').waitFor({ timeout: 10000 });
+  const wrong = await page.getByTestId('reload-result').textContent();
+  step(`wrong token: ${wrong}`);
+  check(wrong.includes('403') && wrong.includes('invalid admin token'), `the 403 message is shown: ${wrong}`);
+  await page.screenshot({ path: join(shots, 'operations-wrong-token.png'), fullPage: true });
+  expectErrors = null;
+  // The right one: the model is reloaded under its new name, and the page says so.
+  await page.getByTestId('admin-token').fill(adminToken);
+  await page.getByRole('button', { name: 'Use token' }).click();
+  await page.getByTestId('reload-button').click();
+  await page.waitForFunction(() => /reloaded: now serving/.test(document.querySelector('[data-testid="reload-result"]')?.textContent || ''), null, { timeout: 30000 });
+  await page.waitForFunction(() => document.querySelector('[data-testid="header-model"]')?.textContent === 'dashboard-reloaded', null, { timeout: 10000 });
+  step(`reloaded: ${await page.getByTestId('reload-result').textContent()}`);
+  await page.getByTestId('config-button').click();
+  await page.getByTestId('config').waitFor({ timeout: 10000 });
+  const config = await page.getByTestId('config').textContent();
+  check(config.includes('"admin_token": "****"') && !config.includes(adminToken), 'the config masks the admin token');
+  await page.screenshot({ path: join(shots, 'operations.png'), fullPage: true });
+  const stored = await page.evaluate(() => [sessionStorage.getItem('edgelm.admin'), localStorage.getItem('edgelm.admin')]);
+  check(stored[0] === adminToken && stored[1] === null, 'the token is in sessionStorage only');
+
+  // The live view shows the new name too.
+  await page.getByTestId('tab-live').click();
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="model-name"]')].some((e) => e.textContent === 'dashboard-reloaded'), null, { timeout: 10000 });
+
+  check(consoleErrors.length === 0, `no console errors: ${consoleErrors.join(' | ')}`);
+  check(failed.length === 0, `no failed requests: ${failed.join(' | ')}`);
+  for (const f of ['live.png', 'live-dark.png', 'playground.png', 'operations-wrong-token.png', 'operations.png'])
+    console.log(`screenshot: ${join(shots, f)}`);
+  step('all checks passed');
+} finally {
+  await browser.close();
+}
