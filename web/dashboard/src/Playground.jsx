@@ -152,10 +152,10 @@ export function Playground({ stats }) {
 
 function ReplyInfo({ info }) {
   const completion = info.usage ? info.usage.completion_tokens : info.chunks;
-  const genMs = info.totalMs - (info.ttftMs || 0);
-  const tokS = completion > 1 && genMs > 0 ? ((completion - 1) * 1000) / genMs : null;
+  // As the client saw it: every token over the whole request (TTFT included).
+  const tokS = completion > 0 && info.totalMs > 0 ? (completion * 1000) / info.totalMs : null;
   return (
-    <dl class="reply-info" data-testid="reply-info">
+    <dl class="reply-info" data-testid="reply-info" data-chunks={info.chunks}>
       <div><dt>route</dt><dd>{info.route || 'default model'}</dd></div>
       <div><dt>cache</dt><dd>{info.cache || 'off'}</dd></div>
       <div><dt>TTFT</dt><dd>{info.ttftMs == null ? '–' : `${Math.round(info.ttftMs)} ms`}</dd></div>
