@@ -19,11 +19,19 @@ function(edgelm_dashboard_sources out_var)
   endif()
   find_program(EDGELM_NPM npm)
   find_program(EDGELM_NODE node)
-  if(NOT EDGELM_NPM OR NOT EDGELM_NODE)
+  set(missing "")
+  if(NOT EDGELM_NODE OR NOT EXISTS "${EDGELM_NODE}")
+    list(APPEND missing "node (Debian package nodejs)")
+  endif()
+  if(NOT EDGELM_NPM OR NOT EXISTS "${EDGELM_NPM}")
+    list(APPEND missing "npm (Debian package npm)")
+  endif()
+  if(missing)
+    list(JOIN missing " and " missing)
     message(FATAL_ERROR
-      "The dashboard (EDGELM_DASHBOARD=ON, the default) is built with Node.js and npm, and "
-      "${EDGELM_NODE} ${EDGELM_NPM} could not be found: install the Debian packages nodejs and npm "
-      "(scripts/setup.sh does), or configure with -DEDGELM_DASHBOARD=OFF for a server without it.")
+      "The dashboard (EDGELM_DASHBOARD=ON, the default) is built from web/dashboard with Node.js and "
+      "npm, and ${missing} cannot be found: install the Debian packages nodejs and npm "
+      "(scripts/setup.sh does), or configure with -DEDGELM_DASHBOARD=OFF for a server without the dashboard.")
   endif()
   set(web ${PROJECT_SOURCE_DIR}/web/dashboard)
   set(out ${CMAKE_BINARY_DIR}/dashboard)

@@ -121,12 +121,14 @@ void StatsSampler::start() {
 }
 
 void StatsSampler::stop() {
+  std::thread t;
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    t = std::move(thread_);  // under the lock: a start() racing with this sees no thread
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (t.joinable()) t.join();
 }
 
 void StatsSampler::loop() {

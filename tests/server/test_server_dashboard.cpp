@@ -24,7 +24,7 @@ std::string script_path(const std::string& html) {
 }
 
 TEST(ServerDashboard, ServesThePageAndItsAssetsWithTypesAndCaching) {
-  ASSERT_FALSE(serve::dashboard_assets().empty()) << "built with EDGELM_DASHBOARD=OFF";
+  if (serve::dashboard_assets().empty()) GTEST_SKIP() << "built with EDGELM_DASHBOARD=OFF";
   TestServer s;
   for (const char* path : {"/", "/dashboard", "/index.html"}) {
     const Reply r = get(s, path);
@@ -59,6 +59,7 @@ TEST(ServerDashboard, ServesThePageAndItsAssetsWithTypesAndCaching) {
 }
 
 TEST(ServerDashboard, SendsGzipOnlyToClientsThatAcceptIt) {
+  if (serve::dashboard_assets().empty()) GTEST_SKIP() << "built with EDGELM_DASHBOARD=OFF";
   TestServer s;
   const std::string js = script_path(get(s, "/").body);
   const size_t identity = get(s, js).body.size();
@@ -84,6 +85,15 @@ TEST(ServerDashboard, SendsGzipOnlyToClientsThatAcceptIt) {
     const std::string plain = fetch(refused);
     EXPECT_EQ(plain.find("Content-Encoding"), std::string::npos) << refused;
   }
+}
+
+TEST(ServerDashboard, WithoutTheDashboardTheRootSaysSo) {
+  if (!serve::dashboard_assets().empty()) GTEST_SKIP() << "built with the dashboard (EDGELM_DASHBOARD=ON)";
+  TestServer s;
+  const Reply r = get(s, "/");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(r.js()["error"]["message"].get<std::string>().find("EDGELM_DASHBOARD=OFF"), std::string::npos) << r.body;
+  EXPECT_EQ(get(s, "/stats").status, 200);  // the JSON stays
 }
 
 json stats(const TestServer& s, const std::string& query = "") {

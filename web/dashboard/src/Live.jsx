@@ -124,12 +124,15 @@ export function Live({ stats, history, error, theme }) {
   const now = stats.now;
   if (!now) return <p class="muted">the server has not taken its first sample yet…</p>;
   const x = history.t;
+  const sum = (k) => now.models.reduce((a, m) => a + (m[k] || 0), 0);
   return (
     <div class="live">
       {error && <p class="error" role="alert">{error.message}</p>}
       <section class="box" aria-label="the whole box">
         <div class="tiles">
           <Tile label="server" value={<span class={`chip ${now.status === 'ok' ? 'ok' : 'bad'}`}>{now.status}</span>} sub={stats.device_id} />
+          <Tile label="requests/s (box)" value={num(sum('req_s'), 2)} sub={`${now.models.length} model${now.models.length > 1 ? 's' : ''}`} testid="box-req-s" />
+          <Tile label="tokens/s (box)" value={num(sum('tok_s'))} testid="box-tok-s" />
           <Tile label="CPU" value={pct(now.cpu_utilization)} sub="of one core" testid="cpu" />
           <Tile label="memory (RSS)" value={bytes(now.rss_bytes)} />
           <Tile label="connections" value={int(now.connections_open)} sub={`${int(now.requests_in_progress)} in progress`} />
