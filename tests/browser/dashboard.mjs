@@ -1,19 +1,20 @@
 // The dashboard in headless Debian chromium (playwright-core), against a running `edgelm serve`:
-//   node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH SCREENSHOT_DIR
+//   node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR
 // Checks: the page loads with no console error and no failed request; requests sent from here
 // move the page's tokens/s and request counters; a playground chat streams text into the page
-// (several DOM updates, then the reply's route/cache/TTFT/tokens line); no admin call before a
-// token is typed; a reload with a wrong token shows the server's 403 message, with the right
-// one the model name in the page changes; /admin/config shows masked secrets. One screenshot
+// (several DOM updates, then the reply's route/cache/TTFT/tokens line), under a JSON schema as
+// JSON, and a schema the server refuses shows its 400; no admin call before a token is typed;
+// a reload with a wrong token shows the server's 403 message, with the right one the model
+// name in the page changes; an upload reloads too; /admin/config shows masked secrets. One screenshot
 // per view (live light and dark, playground, operations) under SCREENSHOT_DIR; prints their paths
 // and "all checks passed".
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
-const [base, adminToken, modelPath, tokenizerPath, shots] = process.argv.slice(2);
+const [base, adminToken, modelPath, tokenizerPath, uploadPath, shots] = process.argv.slice(2);
 if (!shots) {
-  console.error('usage: node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH SCREENSHOT_DIR');
+  console.error('usage: node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR');
   process.exit(2);
 }
 mkdirSync(shots, { recursive: true });
@@ -38,7 +39,7 @@ try {
   page.on('console', (m) => {
     if (m.type() !== 'error') return;
     // Chromium logs every 4xx fetch; only the wrong-token phase may cause one.
-    if (expectErrors && /status of 40[13]/.test(m.text())) return;
+    if (expectErrors && /status of 40[013]/.test(m.text())) return;
     consoleErrors.push(m.text());
   });
   page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
@@ -140,6 +141,32 @@ try {
   check(/TTFT\d+ ms/.test(info) && /tokens\/s\d/.test(info), `reply info shows TTFT and tokens/s: ${info}`);
   await page.screenshot({ path: join(shots, 'playground.png'), fullPage: true });
 
+  // A JSON schema: the reply is JSON valid against it; a schema the server refuses shows its 400.
+  const schemaBox = page.locator('textarea[placeholder^="{"]');
+  await schemaBox.fill('{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}');
+  await page.getByTestId('prompt').fill('Tell me a name');
+  await page.getByTestId('prompt').press('Enter');
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="reply-info"]').length === 2, null, { timeout: 20000 });
+  const structured = (await page.getByTestId('reply').nth(1).textContent()).trim();
+  let parsed = null;
+  try {
+    parsed = JSON.parse(structured);
+  } catch (_) {
+    /* checked below */
+  }
+  check(parsed && typeof parsed.name === 'string', `the reply under the schema is JSON with a name: ${structured}`);
+  step(`schema reply: ${structured.slice(0, 80)}`);
+  expectErrors = 'schema';
+  await schemaBox.fill('{"type": "no-such-type"}');
+  await page.getByTestId('prompt').fill('Again');
+  await page.getByTestId('prompt').press('Enter');
+  await page.getByTestId('chat-error').waitFor({ timeout: 10000 });
+  const schemaError = await page.getByTestId('chat-error').textContent();
+  step(`bad schema: ${schemaError}`);
+  check(schemaError.startsWith('400: ') && schemaError.length > 10, `the server's 400 is shown: ${schemaError}`);
+  expectErrors = null;
+  await schemaBox.fill('');
+
   // 4. Operations: nothing admin is called before a token is typed.
   await page.getByTestId('tab-ops').click();
   await page.getByTestId('reload-path').waitFor();
@@ -166,6 +193,13 @@ try {
   await page.waitForFunction(() => /reloaded: now serving/.test(document.querySelector('[data-testid="reload-result"]')?.textContent || ''), null, { timeout: 30000 });
   await page.waitForFunction(() => document.querySelector('[data-testid="header-model"]')?.textContent === 'dashboard-reloaded', null, { timeout: 10000 });
   step(`reloaded: ${await page.getByTestId('reload-result').textContent()}`);
+  // An upload (a GGUF, with progress) reloads too.
+  await page.getByTestId('upload-file').setInputFiles(uploadPath);
+  await page.getByTestId('upload-name').fill('uploaded-stories');
+  await page.getByTestId('upload-button').click();
+  await page.waitForFunction(() => /uploaded and reloaded: now serving uploaded-stories/.test(document.querySelector('[data-testid="upload-result"]')?.textContent || ''), null, { timeout: 30000 });
+  await page.waitForFunction(() => document.querySelector('[data-testid="header-model"]')?.textContent === 'uploaded-stories', null, { timeout: 10000 });
+  step(`uploaded: ${await page.getByTestId('upload-result').textContent()}`);
   await page.getByTestId('config-button').click();
   await page.getByTestId('config').waitFor({ timeout: 10000 });
   const config = await page.getByTestId('config').textContent();
@@ -176,7 +210,7 @@ try {
 
   // The live view shows the new name too.
   await page.getByTestId('tab-live').click();
-  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="model-name"]')].some((e) => e.textContent === 'dashboard-reloaded'), null, { timeout: 10000 });
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="model-name"]')].some((e) => e.textContent === 'uploaded-stories'), null, { timeout: 10000 });
 
   check(consoleErrors.length === 0, `no console errors: ${consoleErrors.join(' | ')}`);
   check(failed.length === 0, `no failed requests: ${failed.join(' | ')}`);

@@ -24,13 +24,18 @@ TEST(DashboardBrowser, LiveViewPlaygroundAndOperationsInChromium) {
   const std::string admin = "browser-admin-7e1";
   const std::string model = test::shared_path("models/stories260K.bin");
   const std::string tokenizer = test::shared_path("models/tok512.bin");
+  // Uploads land in a folder of this build (the shared models' folder is read-only).
+  const std::string uploads = std::string(EDGELM_ARTIFACT_DIR) + "/../uploads";
+  std::filesystem::remove_all(uploads);
+  std::filesystem::create_directories(uploads);
   ServeProcess server({"-m", model, "--tokenizer", tokenizer, "--host", "127.0.0.1", "--port", "0", "-t", "1",
-                       "--kv-memory", "32M", "--admin-token", admin});
+                       "--kv-memory", "32M", "--admin-token", admin, "--upload-dir", uploads});
   const int port = server.wait_ready();
   ASSERT_GT(port, 0) << server.log();
   const test::ProcessResult r =
       test::run_process({"/usr/bin/env", "node", dir + "/dashboard.mjs", "http://127.0.0.1:" + std::to_string(port),
-                         admin, model, tokenizer, EDGELM_ARTIFACT_DIR},
+                         admin, model, tokenizer, test::shared_path("models/stories260K-f16.gguf"),
+                         EDGELM_ARTIFACT_DIR},
                         120);
   std::cout << r.out;  // the steps and the screenshots' paths
   EXPECT_FALSE(r.signaled) << "node was killed (signal " << r.signal << ")\n" << r.out << r.err;

@@ -99,12 +99,12 @@ export function Ops({ onReloaded }) {
       <form class="card" onSubmit={reloadUpload}>
         <h2>upload a model and serve it</h2>
         <div class="grid2">
-          <label class="field"><span>model file (GGUF)</span><input type="file" required onChange={(e) => setFile(e.currentTarget.files[0] || null)} /></label>
-          <label class="field"><span>name</span><input value={upName} onInput={(e) => setUpName(e.currentTarget.value)} /></label>
+          <label class="field"><span>model file (GGUF)</span><input type="file" required onChange={(e) => setFile(e.currentTarget.files[0] || null)} data-testid="upload-file" /></label>
+          <label class="field"><span>name</span><input value={upName} onInput={(e) => setUpName(e.currentTarget.value)} data-testid="upload-name" /></label>
         </div>
-        <button type="submit" class="primary" disabled={locked || !!busy || !file}>{busy === 'upload' ? 'Uploading…' : 'Upload and reload'}</button>
+        <button type="submit" class="primary" disabled={locked || !!busy || !file} data-testid="upload-button">{busy === 'upload' ? 'Uploading…' : 'Upload and reload'}</button>
         {progress != null && busy === 'upload' && <progress max="1" value={progress} aria-label="upload progress">{Math.round(progress * 100)}%</progress>}
-        <Result r={upload} />
+        <Result r={upload} testid="upload-result" />
       </form>
       <div class="card">
         <h2>response cache and configuration</h2>
