@@ -469,8 +469,9 @@ void ServerContext::stream(http::Response& res, std::shared_ptr<RequestHandle> h
 
 bool ServerContext::admit(const http::Request& req, http::Response& res) {
   const bool inference = is_inference_path(req.path);
-  const bool needs_key = !cfg_.api_keys.empty() && (inference || (req.path == "/health" && cfg_.auth_health) ||
-                                                    ((req.path == "/metrics" || req.path == kStatsPath) && cfg_.auth_metrics));
+  const bool needs_key =
+      !cfg_.api_keys.empty() && (inference || (req.path == "/health" && cfg_.auth_health) ||
+                                 ((req.path == "/metrics" || req.path == kStatsPath) && cfg_.auth_metrics));
   if (needs_key) {
     const std::string auth = req.header("Authorization");
     const std::string prefix = "Bearer ";

@@ -95,9 +95,8 @@ inline const std::vector<double> kLatencyBuckets = {0.1, 0.2, 0.5, 1, 2};
 // The finer buckets (seconds, 5 ms to 60 s) of edge_request_duration_seconds and
 // edge_ttft_seconds, from which the dashboard computes p50/p95/p99 (0.5 is one of them: the
 // SLO of deploy/prometheus/alerts.yml).
-inline const std::vector<double> kFineLatencyBuckets = {0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
-                                                        0.5,   0.75, 1,     1.5,  2,     3,   5,    7.5, 10,
-                                                        15,    20,   30,    45,   60};
+inline const std::vector<double> kFineLatencyBuckets = {
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60};
 
 // What one finished HTTP inference request reports.
 struct RequestRecord {

@@ -39,11 +39,11 @@ bool accepts_gzip(const http::Request& req) {
 
 void serve_asset(const DashboardAsset& a, const http::Request& req, http::Response& res) {
   const bool page = a.path == "/index.html";
-  // Vite names the bundle by its content: it may be kept for a year. The page and the favicon
-  // must be revalidated, so a new binary's page is seen at once.
+  // Vite names the bundle by its content: it may be kept for a year. The page is revalidated
+  // each time (ETag), so a new binary's page is seen at once; the favicon may be kept a day.
   res.set_header("Cache-Control", a.path.starts_with("/assets/") ? "public, max-age=31536000, immutable"
-                                  : page                          ? "no-cache"
-                                                                  : "public, max-age=86400");
+                                  : page                         ? "no-cache"
+                                                                 : "public, max-age=86400");
   res.set_header("ETag", std::string(a.etag));
   res.set_header("X-Content-Type-Options", "nosniff");
   if (page) {
@@ -90,8 +90,9 @@ void register_dashboard_routes(http::Server& svr, ServerContext& ctx, const Stat
     const DashboardAsset* a = find_dashboard_asset(req.path);
     if (a == nullptr)
       return ctx.send_error(res, "",
-                            {404, "this edgelm was built without the dashboard (EDGELM_DASHBOARD=OFF); see /metrics "
-                                  "and /stats",
+                            {404,
+                             "this edgelm was built without the dashboard (EDGELM_DASHBOARD=OFF); see /metrics "
+                             "and /stats",
                              "invalid_request_error", "", "not_found"});
     serve_asset(*a, req, res);
   };

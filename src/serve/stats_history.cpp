@@ -45,7 +45,9 @@ constexpr int64_t kMinuteMs = 60'000;
 }  // namespace
 
 StatsHistory::StatsHistory(std::vector<double> bounds, size_t capacity, size_t window_samples)
-    : bounds_(std::move(bounds)), capacity_(std::max<size_t>(1, capacity)), window_(std::max<size_t>(1, window_samples)) {}
+    : bounds_(std::move(bounds)),
+      capacity_(std::max<size_t>(1, capacity)),
+      window_(std::max<size_t>(1, window_samples)) {}
 
 size_t StatsHistory::size() const {
   std::lock_guard lock(mu_);
@@ -95,8 +97,8 @@ namespace {
 
 // The last index whose sample is at or before t_ms (0 if none is).
 size_t index_at_or_before(const std::deque<Sample>& samples, int64_t t_ms) {
-  auto it = std::upper_bound(samples.begin(), samples.end(), t_ms,
-                             [](int64_t t, const Sample& s) { return t < s.t_ms; });
+  auto it =
+      std::upper_bound(samples.begin(), samples.end(), t_ms, [](int64_t t, const Sample& s) { return t < s.t_ms; });
   return it == samples.begin() ? 0 : static_cast<size_t>(it - samples.begin()) - 1;
 }
 
@@ -154,9 +156,9 @@ json StatsHistory::alerts_json() const {
     const Condition* cond;
   };
   const Rule rules[] = {
-      {"EdgeLatencySLO", "critical", kSloForMs, &slo},   {"EdgeQueueBacklog", "warning", kBacklogForMs, &backlog},
-      {"QueueNearFull", "warning", 0, &near_full},       {"Rejections429", "warning", 0, &rejected},
-      {"ServerErrors", "critical", 0, &errors},          {"ModelNotReady", "critical", 0, &not_ready},
+      {"EdgeLatencySLO", "critical", kSloForMs, &slo}, {"EdgeQueueBacklog", "warning", kBacklogForMs, &backlog},
+      {"QueueNearFull", "warning", 0, &near_full},     {"Rejections429", "warning", 0, &rejected},
+      {"ServerErrors", "critical", 0, &errors},        {"ModelNotReady", "critical", 0, &not_ready},
   };
   for (const Rule& r : rules) {
     for (const ModelSample& m : last.models) {
@@ -194,13 +196,14 @@ json StatsHistory::alerts_json() const {
 
 json StatsHistory::to_json(int64_t since_ms, double interval_s) const {
   std::lock_guard lock(mu_);
-  json out = {{"interval_s", interval_s},
-              {"capacity", capacity_},
-              {"latency_buckets", bounds_},
-              {"now", nullptr},
-              {"alerts", json::array()},
-              {"history", {{"t", json::array()}, {"cpu", json::array()}, {"rss_bytes", json::array()},
-                           {"models", json::object()}}}};
+  json out = {
+      {"interval_s", interval_s},
+      {"capacity", capacity_},
+      {"latency_buckets", bounds_},
+      {"now", nullptr},
+      {"alerts", json::array()},
+      {"history",
+       {{"t", json::array()}, {"cpu", json::array()}, {"rss_bytes", json::array()}, {"models", json::object()}}}};
   if (samples_.empty()) return out;
   const Sample& s = samples_.back();
   const size_t minute_back = index_at_or_before(samples_, s.t_ms - kMinuteMs);
@@ -234,8 +237,8 @@ json StatsHistory::to_json(int64_t since_ms, double interval_s) const {
          {"spec",
           {{"draft_tokens", m.spec_draft},
            {"accepted_tokens", m.spec_accepted},
-           {"acceptance_ratio", m.spec_draft > 0 ? json(static_cast<double>(m.spec_accepted) / m.spec_draft)
-                                                 : json(nullptr)}}},
+           {"acceptance_ratio",
+            m.spec_draft > 0 ? json(static_cast<double>(m.spec_accepted) / m.spec_draft) : json(nullptr)}}},
          {"latency_1m",
           {{"count", n},
            {"p50", opt(histogram_quantile(0.50, bounds_, d))},
@@ -256,7 +259,8 @@ json StatsHistory::to_json(int64_t since_ms, double interval_s) const {
     decisions.push_back({{"model", r.model}, {"tier", r.tier}, {"reason", r.reason}, {"count", r.count}});
   json upstream = nullptr;
   if (!s.upstream.empty())
-    upstream = {{"name", s.upstream}, {"state", s.upstream_state}, {"ok", s.upstream_ok}, {"errors", s.upstream_errors}};
+    upstream = {
+        {"name", s.upstream}, {"state", s.upstream_state}, {"ok", s.upstream_ok}, {"errors", s.upstream_errors}};
   out["now"] = {{"t_ms", s.t_ms},
                 {"status", s.status},
                 {"cpu_utilization", s.cpu},
@@ -272,17 +276,17 @@ json StatsHistory::to_json(int64_t since_ms, double interval_s) const {
   // The points after since_ms, column-wise; a model absent at a point has null there.
   json& h = out["history"];
   std::vector<std::string> names;
-  const size_t first = since_ms <= 0 ? 0
-                                     : static_cast<size_t>(
-                                           std::upper_bound(samples_.begin(), samples_.end(), since_ms,
-                                                            [](int64_t t, const Sample& x) { return t < x.t_ms; }) -
-                                           samples_.begin());
+  const size_t first =
+      since_ms <= 0 ? 0
+                    : static_cast<size_t>(std::upper_bound(samples_.begin(), samples_.end(), since_ms,
+                                                           [](int64_t t, const Sample& x) { return t < x.t_ms; }) -
+                                          samples_.begin());
   for (size_t i = first; i < samples_.size(); ++i)
     for (const ModelSample& m : samples_[i].models)
       if (std::find(names.begin(), names.end(), m.name) == names.end()) names.push_back(m.name);
-  static const char* kColumns[] = {"req_s",    "tok_s",    "rejected_s", "errors_s", "p50",       "p95",
-                                   "p99",      "ttft_p50", "ttft_p95",   "ttft_p99", "running",   "waiting",
-                                   "batch_cap", "kv_usage"};
+  static const char* kColumns[] = {"req_s",   "tok_s",   "rejected_s", "errors_s", "p50",
+                                   "p95",     "p99",     "ttft_p50",   "ttft_p95", "ttft_p99",
+                                   "running", "waiting", "batch_cap",  "kv_usage"};
   for (const std::string& name : names)
     for (const char* c : kColumns) h["models"][name][c] = json::array();
   for (size_t i = first; i < samples_.size(); ++i) {

@@ -51,8 +51,8 @@ struct RouteCount {
 };
 
 struct Sample {
-  int64_t t_ms = 0;         // wall clock, Unix milliseconds
-  double cpu = 0;           // CPU seconds per wall second since the previous sample (its own baseline)
+  int64_t t_ms = 0;  // wall clock, Unix milliseconds
+  double cpu = 0;    // CPU seconds per wall second since the previous sample (its own baseline)
   uint64_t rss_bytes = 0;
   int64_t connections_open = 0, in_progress = 0, refused_total = 0;
   std::string status;  // /health's: ok | loading | failed | stopped | draining
@@ -82,7 +82,7 @@ class StatsHistory {
 
  private:
   const ModelSample* find_back(const std::string& model, size_t back) const;  // mu_ held
-  nlohmann::json alerts_json() const;                                          // mu_ held
+  nlohmann::json alerts_json() const;                                         // mu_ held
 
   const std::vector<double> bounds_;
   const size_t capacity_, window_;

@@ -78,9 +78,12 @@ Sample collect_sample(ServerContext& ctx, CpuMeter& cpu) {
     if (endpoint == "/reload" || endpoint.rfind("/admin/", 0) == 0) continue;  // operations, not traffic
     const int status = std::atoi(label(r.labels, "status").c_str());
     m->requests += r.value;
-    if (status == 429) m->rejected += r.value;
-    else if (status >= 500) m->server_errors += r.value;
-    else if (status >= 400) m->client_errors += r.value;
+    if (status == 429)
+      m->rejected += r.value;
+    else if (status >= 500)
+      m->server_errors += r.value;
+    else if (status >= 400)
+      m->client_errors += r.value;
   }
   for (const auto& r : reg.read("edge_generated_tokens_total"))
     if (ModelSample* m = find(s.models, label(r.labels, "model_name"))) m->generated_tokens = r.value;

@@ -32,11 +32,10 @@ TEST(DashboardBrowser, LiveViewPlaygroundAndOperationsInChromium) {
                        "--kv-memory", "32M", "--admin-token", admin, "--upload-dir", uploads});
   const int port = server.wait_ready();
   ASSERT_GT(port, 0) << server.log();
-  const test::ProcessResult r =
-      test::run_process({"/usr/bin/env", "node", dir + "/dashboard.mjs", "http://127.0.0.1:" + std::to_string(port),
-                         admin, model, tokenizer, test::shared_path("models/stories260K-f16.gguf"),
-                         EDGELM_ARTIFACT_DIR},
-                        120);
+  const test::ProcessResult r = test::run_process(
+      {"/usr/bin/env", "node", dir + "/dashboard.mjs", "http://127.0.0.1:" + std::to_string(port), admin, model,
+       tokenizer, test::shared_path("models/stories260K-f16.gguf"), EDGELM_ARTIFACT_DIR},
+      120);
   std::cout << r.out;  // the steps and the screenshots' paths
   EXPECT_FALSE(r.signaled) << "node was killed (signal " << r.signal << ")\n" << r.out << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "\nserver log:\n" << server.log();

@@ -19,8 +19,8 @@ TEST(HistogramQuantile, EmptyOrMismatchedIsNone) {
 TEST(HistogramQuantile, InterpolatesInsideTheBucketOfTheRank) {
   // 10 observations: 4 in (0, 0.1], 4 in (0.1, 0.2], 2 in (0.2, 0.5].
   const std::vector<uint64_t> c = {4, 4, 2, 0, 0};
-  EXPECT_DOUBLE_EQ(*histogram_quantile(0.5, kBounds, c), 0.125);  // rank 5: 1/4 into (0.1, 0.2]
-  EXPECT_DOUBLE_EQ(*histogram_quantile(0.4, kBounds, c), 0.1);    // rank 4: the top of the first
+  EXPECT_DOUBLE_EQ(*histogram_quantile(0.5, kBounds, c), 0.125);                // rank 5: 1/4 into (0.1, 0.2]
+  EXPECT_DOUBLE_EQ(*histogram_quantile(0.4, kBounds, c), 0.1);                  // rank 4: the top of the first
   EXPECT_NEAR(*histogram_quantile(0.95, kBounds, c), 0.2 + 0.3 * 0.75, 1e-12);  // rank 9.5
   EXPECT_DOUBLE_EQ(*histogram_quantile(0.0, kBounds, c), 0.0);
   EXPECT_DOUBLE_EQ(*histogram_quantile(1.0, kBounds, c), 0.5);

@@ -28,8 +28,8 @@ Sample at(int64_t t_s, double requests, double tokens, double latency_s, int32_t
   m.max_queue = 64;
   m.duration.assign(kFineLatencyBuckets.size() + 1, 0);
   m.ttft.assign(kFineLatencyBuckets.size() + 1, 0);
-  const size_t b = std::lower_bound(kFineLatencyBuckets.begin(), kFineLatencyBuckets.end(), latency_s) -
-                   kFineLatencyBuckets.begin();
+  const size_t b =
+      std::lower_bound(kFineLatencyBuckets.begin(), kFineLatencyBuckets.end(), latency_s) - kFineLatencyBuckets.begin();
   m.duration[b] = static_cast<uint64_t>(requests);
   m.ttft[0] = static_cast<uint64_t>(requests);
   s.models.push_back(m);
@@ -73,7 +73,7 @@ TEST(StatsHistory, PercentilesOfEachPointLookBackOnlyTheirWindow) {
     h.add(n);
   }
   const json col = h.to_json(0, 1.0)["history"]["models"]["stories"];
-  EXPECT_GT(col["p99"][1].get<double>(), 1.5);  // the slow ones are in the window
+  EXPECT_GT(col["p99"][1].get<double>(), 1.5);   // the slow ones are in the window
   EXPECT_LE(col["p99"][6].get<double>(), 0.05);  // three samples later they have left it
   EXPECT_GT(col["p50"][6].get<double>(), 0.025);
 }
@@ -137,8 +137,7 @@ TEST(StatsHistory, QueueNearFullAnd429sAreFlaggedAtOnce) {
   h.add(at(1, 0, 0, 0.05, /*waiting=*/60, /*rejected=*/3));
   const json alerts = h.to_json(0, 1.0)["alerts"];
   EXPECT_EQ(alert(alerts, "QueueNearFull")["state"], "firing");
-  EXPECT_NE(alert(alerts, "Rejections429")["message"].get<std::string>().find("3 requests refused"),
-            std::string::npos);
+  EXPECT_NE(alert(alerts, "Rejections429")["message"].get<std::string>().find("3 requests refused"), std::string::npos);
   // A minute later without new 429s: gone.
   h.add(at(70, 0, 0, 0.05, 0, 3));
   EXPECT_TRUE(alert(h.to_json(0, 1.0)["alerts"], "Rejections429").is_null());

@@ -6,9 +6,9 @@
 
 #include <regex>
 
+#include "serve/dashboard_assets.h"
 #include "server/raw_connection.h"
 #include "server/server_fixture.h"
-#include "serve/dashboard_assets.h"
 
 namespace edgelm::test {
 namespace {
@@ -144,8 +144,9 @@ TEST(ServerDashboard, StatsFollowTheRequestsAndKeepAHistory) {
             std::string::npos);
   EXPECT_NE(metrics.find("edge_ttft_seconds_bucket{model_name=\"stories260K\",device_id=\"test-device\",le=\"60\"} 3"),
             std::string::npos);
-  EXPECT_NE(metrics.find("edge_inference_latency_bucket{model_name=\"stories260K\",device_id=\"test-device\",le=\"0.1\"}"),
-            std::string::npos);
+  EXPECT_NE(
+      metrics.find("edge_inference_latency_bucket{model_name=\"stories260K\",device_id=\"test-device\",le=\"0.1\"}"),
+      std::string::npos);
 }
 
 TEST(ServerDashboard, StatsRejectsABadSince) {
