@@ -1,5 +1,7 @@
 // The dashboard in headless Debian chromium (playwright-core), against a running `edgelm serve`:
-//   node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR
+//   node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR KEYED_URL API_KEY
+// (KEYED_URL: a second server that wants API_KEY on inference: the playground shows its 401 until
+// the key is typed, then chats.)
 // Checks: the page loads with no console error and no failed request; requests sent from here
 // move the page's tokens/s and request counters; a playground chat streams text into the page
 // (several DOM updates, then the reply's route/cache/TTFT/tokens line), under a JSON schema as
@@ -12,9 +14,9 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
-const [base, adminToken, modelPath, tokenizerPath, uploadPath, shots] = process.argv.slice(2);
-if (!shots) {
-  console.error('usage: node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR');
+const [base, adminToken, modelPath, tokenizerPath, uploadPath, shots, keyedBase, apiKey] = process.argv.slice(2);
+if (!apiKey) {
+  console.error('usage: node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR KEYED_URL API_KEY');
   process.exit(2);
 }
 mkdirSync(shots, { recursive: true });
@@ -211,6 +213,33 @@ try {
   // The live view shows the new name too.
   await page.getByTestId('tab-live').click();
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="model-name"]')].some((e) => e.textContent === 'uploaded-stories'), null, { timeout: 10000 });
+
+  // 5. A server with API keys: the page loads, /v1/models and chats need the key.
+  const keyed = await context.newPage();
+  keyed.on('console', (m) => {
+    if (m.type() === 'error' && !(expectErrors && /status of 401/.test(m.text()))) consoleErrors.push(`keyed: ${m.text()}`);
+  });
+  keyed.on('pageerror', (e) => consoleErrors.push(`keyed page error: ${e.message}`));
+  await keyed.goto(`${keyedBase}/#playground`, { waitUntil: 'load' });
+  await keyed.getByTestId('prompt').waitFor();
+  await keyed.waitForFunction(() => /required here/.test(document.querySelector('.params')?.textContent || ''), null, { timeout: 10000 });
+  expectErrors = 'missing API key';
+  await keyed.getByTestId('prompt').fill('Once upon a time');
+  await keyed.getByTestId('prompt').press('Enter');
+  await keyed.getByTestId('chat-error').waitFor({ timeout: 10000 });
+  const keyError = await keyed.getByTestId('chat-error').textContent();
+  step(`without the key: ${keyError}`);
+  check(keyError.startsWith('401: ') && /API key/.test(keyError), `the 401 is shown: ${keyError}`);
+  expectErrors = null;
+  await keyed.locator('input[type=password]').fill(apiKey);
+  await keyed.getByTestId('prompt').fill('Once upon a time');
+  await keyed.getByTestId('prompt').press('Enter');
+  await keyed.getByTestId('reply-info').waitFor({ timeout: 20000 });
+  const keyedReply = (await keyed.getByTestId('reply').last().textContent()).trim();
+  check(keyedReply.length > 10, `a reply with the key: ${keyedReply}`);
+  check((await keyed.locator('select option').count()) >= 2, 'the model list loaded with the key');
+  step(`with the key: ${keyedReply.length} chars`);
+  await keyed.close();
 
   check(consoleErrors.length === 0, `no console errors: ${consoleErrors.join(' | ')}`);
   check(failed.length === 0, `no failed requests: ${failed.join(' | ')}`);

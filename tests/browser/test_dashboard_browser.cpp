@@ -3,7 +3,9 @@
 // installed by scripts/setup.sh) driving /usr/bin/chromium against it. The script's checks: no
 // console error while loading, counters and tokens/s that follow requests sent from the test,
 // a streamed playground chat, the 403 of a wrong admin token and the new model name after a
-// reload with the right one. Screenshots of each view land in EDGELM_ARTIFACT_DIR (printed).
+// reload with the right one, an upload; and against a second server with an API key, the
+// playground's 401 until the key is typed. Screenshots of each view land in EDGELM_ARTIFACT_DIR
+// (printed).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -32,9 +34,14 @@ TEST(DashboardBrowser, LiveViewPlaygroundAndOperationsInChromium) {
                        "--kv-memory", "32M", "--admin-token", admin, "--upload-dir", uploads});
   const int port = server.wait_ready();
   ASSERT_GT(port, 0) << server.log();
+  // The second server wants an API key (ServeProcess's default: kKey, model "cloud-stories").
+  ServeProcess keyed;
+  const int keyed_port = keyed.wait_ready();
+  ASSERT_GT(keyed_port, 0) << keyed.log();
   const test::ProcessResult r = test::run_process(
       {"/usr/bin/env", "node", dir + "/dashboard.mjs", "http://127.0.0.1:" + std::to_string(port), admin, model,
-       tokenizer, test::shared_path("models/stories260K-f16.gguf"), EDGELM_ARTIFACT_DIR},
+       tokenizer, test::shared_path("models/stories260K-f16.gguf"), EDGELM_ARTIFACT_DIR,
+       "http://127.0.0.1:" + std::to_string(keyed_port), kKey},
       120);
   std::cout << r.out;  // the steps and the screenshots' paths
   EXPECT_FALSE(r.signaled) << "node was killed (signal " << r.signal << ")\n" << r.out << r.err;

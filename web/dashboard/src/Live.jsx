@@ -1,5 +1,7 @@
 // The live view: the whole box, its alerts, and per served model the numbers and charts of the
 // last minutes (GET /stats, refreshed every second).
+import { useState } from 'preact/hooks';
+import { apiKey } from './api.js';
 import { Chart } from './Chart.jsx';
 import { bytes, int, num, pct, secs } from './format.js';
 
@@ -119,8 +121,30 @@ function Tables({ now }) {
   );
 }
 
+// /stats needs an API key where /metrics does (auth_metrics): asked for here, kept like the
+// playground's (sessionStorage), used from the next poll on.
+function KeyPrompt() {
+  const [key, setKey] = useState(apiKey.get());
+  const save = (e) => {
+    e.preventDefault();
+    apiKey.set(key.trim());
+  };
+  return (
+    <form class="row" onSubmit={save}>
+      <input type="password" aria-label="API key" autocomplete="off" placeholder="API key" value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+      <button type="submit" class="primary">Use key</button>
+    </form>
+  );
+}
+
 export function Live({ stats, history, error, theme }) {
-  if (!stats) return <p class="muted">{error ? <span class="error" role="alert">{error.message}</span> : 'loading /stats…'}</p>;
+  if (!stats)
+    return (
+      <div class="muted">
+        {error ? <p class="error" role="alert">{error.message}</p> : <p>loading /stats…</p>}
+        {error && error.status === 401 && <KeyPrompt />}
+      </div>
+    );
   const now = stats.now;
   if (!now) return <p class="muted">the server has not taken its first sample yet…</p>;
   const x = history.t;

@@ -35,9 +35,10 @@ export function Playground({ stats }) {
         setError(null);
       })
       .catch((e) => setError(e));
+  // Once /stats said whether keys are configured: no call that is sure to fail with a 401.
   useEffect(() => {
-    if (!needsKey || key) loadModels();
-  }, [needsKey, key]);
+    if (stats && (!needsKey || key)) loadModels();
+  }, [!!stats, needsKey, key]);
   useEffect(() => {
     if (log.current) log.current.scrollTop = log.current.scrollHeight;
   }, [messages]);
