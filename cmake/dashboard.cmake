@@ -11,7 +11,7 @@
 # EDGELM_DASHBOARD=OFF none of this runs and GET / answers 404.
 option(EDGELM_DASHBOARD "Embed the web dashboard (web/dashboard, built with Node.js and npm) in edgelm serve" ON)
 
-# Sets `out_var` to the source that defines dashboard_assets().
+# Sets `out_var` to the sources that define dashboard_assets().
 function(edgelm_dashboard_sources out_var)
   if(NOT EDGELM_DASHBOARD)
     set(${out_var} ${PROJECT_SOURCE_DIR}/src/serve/dashboard_assets_off.cpp PARENT_SCOPE)
@@ -53,12 +53,17 @@ function(edgelm_dashboard_sources out_var)
     DEPENDS ${out}/npm-ci.stamp ${web_sources} ${web}/index.html ${web}/vite.config.js ${web}/package.json
     COMMENT "dashboard: vite build"
     VERBATIM)
+  # The source is a byproduct (Ninja restats it): rewritten only when the bundle changed, so
+  # an unchanged bundle recompiles nothing.
   add_custom_command(
-    OUTPUT ${out}/dashboard_assets.cpp
+    OUTPUT ${out}/embed.stamp
+    BYPRODUCTS ${out}/dashboard_assets.cpp
     COMMAND ${CMAKE_COMMAND} -DDIST=${out}/dist -DOUT=${out}/dashboard_assets.cpp
             -P ${PROJECT_SOURCE_DIR}/cmake/embed_assets.cmake
+    COMMAND ${CMAKE_COMMAND} -E touch ${out}/embed.stamp
     DEPENDS ${out}/dist.stamp ${PROJECT_SOURCE_DIR}/cmake/embed_assets.cmake
     COMMENT "dashboard: embedding dist/ in the binary"
     VERBATIM)
-  set(${out_var} ${out}/dashboard_assets.cpp PARENT_SCOPE)
+  # The stamp too: it attaches the command above to the library that lists these sources.
+  set(${out_var} ${out}/dashboard_assets.cpp ${out}/embed.stamp PARENT_SCOPE)
 endfunction()
