@@ -179,3 +179,47 @@ TEST(StatsHistory, EmptyHistoryHasNoNow) {
 
 }  // namespace
 }  // namespace edgelm::serve
+
+namespace edgelm::serve {
+namespace {
+
+// What the sampler reads (MetricsRegistry::read) is what /metrics renders.
+TEST(MetricsRead, SeriesComeBackWithTheirLabelsAndPerBucketCounts) {
+  ServerMetrics m("dev-1");
+  RequestRecord r;
+  r.model = "tiny";
+  r.endpoint = "/v1/completions";
+  r.status = 200;
+  r.finish_reason = "stop";
+  r.generated_tokens = 5;
+  r.latency_s = 0.04;  // bucket (0.025, 0.05]
+  r.ttft_s = 0.004;    // bucket (0, 0.005]
+  m.record(r);
+  r.latency_s = 100;  // above 60 s: +Inf
+  r.status = 429;
+  m.record(r);
+  const auto requests = m.registry().read("edge_requests_total");
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].labels.at(0), (std::pair<std::string, std::string>{"model_name", "tiny"}));
+  EXPECT_EQ(requests[0].labels.at(3).second, "200");
+  EXPECT_EQ(requests[1].labels.at(3).second, "429");
+  const auto d = m.registry().read("edge_request_duration_seconds");
+  ASSERT_EQ(d.size(), 1u);
+  ASSERT_EQ(d[0].buckets.size(), kFineLatencyBuckets.size() + 1);
+  EXPECT_EQ(d[0].buckets[3], 1u);
+  EXPECT_EQ(d[0].buckets.back(), 1u);
+  EXPECT_EQ(d[0].count, 2u);
+  EXPECT_EQ(m.registry().bounds("edge_ttft_seconds"), kFineLatencyBuckets);
+  EXPECT_EQ(m.registry().read("edge_ttft_seconds")[0].buckets[0], 2u);
+  // The Prometheus text says the same.
+  const std::string text = m.registry().render();
+  EXPECT_NE(text.find("edge_request_duration_seconds_bucket{model_name=\"tiny\",device_id=\"dev-1\",le=\"0.05\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("edge_request_duration_seconds_bucket{model_name=\"tiny\",device_id=\"dev-1\",le=\"+Inf\"} 2"),
+            std::string::npos);
+  EXPECT_NE(text.find("edge_inference_latency_bucket{model_name=\"tiny\",device_id=\"dev-1\",le=\"2\"} 1"),
+            std::string::npos);  // the coarse one is unchanged
+}
+
+}  // namespace
+}  // namespace edgelm::serve
