@@ -68,8 +68,10 @@ function ModelView({ m, h, x, theme }) {
       </div>
       {h && (
         <div class="charts">
-          <Chart title="throughput" testid={`chart-throughput-${id}`} theme={theme} x={x} fmt={(v) => num(v)}
-            series={[{ label: 'tokens/s', values: h.tok_s, color: '--c1' }, { label: 'requests/s', values: h.req_s, color: '--c2', scale: 'right' }]} />
+          <Chart title="tokens/s" testid={`chart-tokens-${id}`} theme={theme} x={x} fmt={(v) => num(v)}
+            series={[{ label: 'tokens/s', values: h.tok_s, color: '--c1' }]} />
+          <Chart title="requests/s" testid={`chart-requests-${id}`} theme={theme} x={x} fmt={(v) => num(v, 2)}
+            series={[{ label: 'all', values: h.req_s, color: '--c2' }, { label: '429', values: h.rejected_s, color: '--c3' }, { label: '5xx', values: h.errors_s, color: '--c4' }]} />
           <Chart title="latency (10 s window)" theme={theme} x={x} fmt={secs}
             series={[{ label: 'p50', values: h.p50, color: '--c1' }, { label: 'p95', values: h.p95, color: '--c3' }, { label: 'p99', values: h.p99, color: '--c4' }]} />
           <Chart title="time to first token" theme={theme} x={x} fmt={secs}
