@@ -7,7 +7,7 @@ function cssVar(name) {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 }
 
-// series: [{ label, values, color (a CSS variable name), scale? }]; x: Unix milliseconds.
+// series: [{ label, values, color (a CSS variable name) }]; x: Unix milliseconds.
 export function Chart({ title, x, series, fmt = (v) => String(v), height = 170, theme, testid }) {
   const box = useRef(null);
   const plot = useRef(null);
@@ -18,26 +18,19 @@ export function Chart({ title, x, series, fmt = (v) => String(v), height = 170, 
   useEffect(() => {
     const el = box.current;
     const axis = { stroke: cssVar('--muted'), grid: { stroke: cssVar('--grid'), width: 1 }, ticks: { show: false } };
-    const scales = { x: { time: true } };
-    const hasRight = series.some((s) => s.scale === 'right');
     const opts = {
       width: Math.max(200, el.clientWidth),
       height,
       legend: { live: false },
       cursor: { drag: { x: false, y: false } },
-      scales: hasRight ? { ...scales, right: { auto: true } } : scales,
-      axes: [
-        axis,
-        { ...axis, values: (u, vals) => vals.map(fmt), size: 56 },
-        ...(hasRight ? [{ ...axis, scale: 'right', side: 1, grid: { show: false }, size: 56 }] : []),
-      ],
+      scales: { x: { time: true } },
+      axes: [axis, { ...axis, values: (u, vals) => vals.map(fmt), size: 56 }],
       series: [
         {},
         ...series.map((s) => ({
           label: s.label,
           stroke: cssVar(s.color),
           width: 2,
-          scale: s.scale === 'right' ? 'right' : 'y',
           spanGaps: false,
           value: (u, v) => (v == null ? '–' : fmt(v)),
         })),
