@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that building and testing edgelm needs, and the npm packages
-# of the client tests (tests/clients/*: the official OpenAI Node client, pinned by its lockfile).
+# of the client tests (tests/clients/*: the official OpenAI Node client), of the browser test
+# (tests/browser: playwright-core, driving Debian's chromium) and of the dashboard's build
+# (web/dashboard: Vite, Preact, uPlot), each pinned by its lockfile.
 # Idempotent: installs only what is missing. Runs apt-get as root, or via sudo.
 set -euo pipefail
 
@@ -12,6 +14,7 @@ packages=(
   wordnet-base
   clang libclang-rt-14-dev clang-format clang-tidy
   python3-jsonschema python3-jinja2
+  chromium
   g++-aarch64-linux-gnu qemu-user
 )
 # Node.js and npm: Debian's packages unless a node with npm is already installed (e.g. from
@@ -34,10 +37,11 @@ else
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# npm packages of the client tests, exactly as their lockfiles say (reinstalled when a lockfile
-# changes).
+# npm packages of the client and browser tests and of the dashboard, exactly as their lockfiles
+# say (reinstalled when a lockfile changes; the build's cmake/npm_ci.cmake makes the same test,
+# so a build after this runs no npm ci).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-for dir in "$root"/tests/clients/*/; do
+for dir in "$root"/tests/clients/*/ "$root"/tests/browser/ "$root"/web/dashboard/; do
   [ -f "$dir/package-lock.json" ] || continue
   stamp="$dir/node_modules/.package-lock.json"
   if [ ! -f "$stamp" ] || [ "$dir/package-lock.json" -nt "$stamp" ]; then

@@ -416,6 +416,22 @@ std::string describe(const ServeConfig& c) {
   return out;
 }
 
+void for_each_setting(const ServeConfig& c,
+                      const std::function<void(std::string_view key, const SettingValue& value, bool is_size)>& fn) {
+  for (const Field& f : fields()) {
+    std::visit(
+        [&](auto member) {
+          const auto& v = c.*member;
+          using T = std::remove_cvref_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, int> || std::is_same_v<T, size_t>)
+            fn(f.key, SettingValue(static_cast<int64_t>(v)), f.is_size);
+          else
+            fn(f.key, SettingValue(v), f.is_size);
+        },
+        f.member);
+  }
+}
+
 Result<size_t> memory_budget_bytes(const ServeConfig& c) {
   const std::string_view text = trim(c.memory_budget);
   if (text.empty() || text == "0") return size_t{0};

@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "core/result.h"
@@ -122,6 +124,12 @@ Status validate(const ServeConfig& config);
 // One "key: value" line per setting, in declaration order; api keys and the admin token are
 // shown as "****" with their count, e.g. "api_keys: **** (2 keys)".
 std::string describe(const ServeConfig& config);
+
+// Every setting in declaration order, raw (secrets included: callers mask them, as
+// serve/config_view.h does for GET /admin/config). `is_size`: a byte count.
+using SettingValue = std::variant<std::string, int64_t, double, bool, std::vector<std::string>>;
+void for_each_setting(const ServeConfig& config,
+                      const std::function<void(std::string_view key, const SettingValue& value, bool is_size)>& fn);
 
 // memory_budget in bytes; 0: no limit. Errors: not a size.
 Result<size_t> memory_budget_bytes(const ServeConfig& config);

@@ -6,7 +6,10 @@
 
 #include "core/log.h"
 #include "http/sse.h"
+#include "serve/dashboard_assets.h"
+#include "serve/routes_dashboard.h"
 #include "serve/sha256.h"
+#include "serve/stats_sampler.h"
 
 namespace edgelm::serve {
 
@@ -20,7 +23,8 @@ constexpr auto kHangupPoll = std::chrono::milliseconds(10);
 
 // Everything but the probes and the admin routes (which take the admin token, not an API key).
 bool is_inference_path(const std::string& path) {
-  return path != "/health" && path != "/metrics" && path != "/reload" && path.rfind("/admin/", 0) != 0;
+  return path != "/health" && path != "/metrics" && path != kStatsPath && path != "/reload" &&
+         path.rfind("/admin/", 0) != 0 && !is_dashboard_path(path);
 }
 
 ApiError type_error(const char* field, const char* want) {
@@ -465,8 +469,9 @@ void ServerContext::stream(http::Response& res, std::shared_ptr<RequestHandle> h
 
 bool ServerContext::admit(const http::Request& req, http::Response& res) {
   const bool inference = is_inference_path(req.path);
-  const bool needs_key = !cfg_.api_keys.empty() && (inference || (req.path == "/health" && cfg_.auth_health) ||
-                                                    (req.path == "/metrics" && cfg_.auth_metrics));
+  const bool needs_key =
+      !cfg_.api_keys.empty() && (inference || (req.path == "/health" && cfg_.auth_health) ||
+                                 ((req.path == "/metrics" || req.path == kStatsPath) && cfg_.auth_metrics));
   if (needs_key) {
     const std::string auth = req.header("Authorization");
     const std::string prefix = "Bearer ";
@@ -589,13 +594,18 @@ void HttpServer::init() {
   register_embeddings_routes(*svr_, *ctx_);
   register_admin_routes(*svr_, *ctx_);
   register_cache_routes(*svr_, *ctx_);
+  sampler_ = std::make_unique<StatsSampler>(*ctx_);
+  register_dashboard_routes(*svr_, *ctx_, *sampler_);
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() { sampler_->stop(); }
 
 Result<int> HttpServer::bind() { return svr_->bind(); }
 
-void HttpServer::run() { svr_->run(); }
+void HttpServer::run() {
+  sampler_->start();  // after set_upstream / set_cache: the sampler reads them
+  svr_->run();
+}
 
 void HttpServer::wait_until_running() { svr_->wait_until_running(); }
 
@@ -607,6 +617,7 @@ void HttpServer::shutdown(std::chrono::duration<double> drain_timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   // A handler that returned may still be writing its answer: give those a moment.
   svr_->shutdown(std::chrono::milliseconds(2000));
+  sampler_->stop();
 }
 
 }  // namespace edgelm::serve

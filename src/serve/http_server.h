@@ -9,7 +9,8 @@
 //
 // Routes live in routes_openai.cpp (/v1/completions, /v1/chat/completions, /v1/models),
 // routes_simple.cpp (/predict, /tokenize, /detokenize, /health, /metrics), routes_embeddings.cpp
-// (/v1/embeddings) and routes_admin.cpp (/reload).
+// (/v1/embeddings), routes_admin.cpp (/reload) and routes_dashboard.cpp (/, /stats,
+// /admin/config).
 //
 // Invariants:
 //  - Every inference request holds an in-flight count from routing until its response (for a
@@ -241,6 +242,8 @@ ApiError body_too_large(size_t limit);
 // The JSON body of an error in OpenAI's shape.
 nlohmann::json error_body(const ApiError& e);
 
+class StatsSampler;
+
 class HttpServer {
  public:
   // cfg, service and metrics must outlive the server. cfg.port 0 picks a free port.
@@ -267,6 +270,7 @@ class HttpServer {
   std::unique_ptr<http::Server> svr_;
   std::unique_ptr<ServerContext> ctx_;
   const ServeConfig& cfg_;
+  std::unique_ptr<StatsSampler> sampler_;  // the dashboard's history (stats_sampler.h); started by run()
 };
 
 }  // namespace edgelm::serve

@@ -57,6 +57,34 @@ MetricsRegistry::Family& MetricsRegistry::family(const std::string& name) {
   return families_.front();  // unreachable
 }
 
+const MetricsRegistry::Family& MetricsRegistry::family(const std::string& name) const {
+  return const_cast<MetricsRegistry*>(this)->family(name);
+}
+
+MetricsRegistry::Series& MetricsRegistry::series(Family& f, const Labels& labels) {
+  auto [it, added] = f.series.try_emplace(label_text(labels));
+  if (added) it->second.labels = labels;
+  return it->second;
+}
+
+std::vector<MetricsRegistry::Reading> MetricsRegistry::read(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  const Family& f = family(name);
+  std::vector<Reading> out;
+  out.reserve(f.series.size());
+  for (const auto& [key, s] : f.series) {
+    Reading r{s.labels, s.value, s.buckets, s.sum, s.count};
+    if (f.kind == Kind::histogram) r.buckets.resize(f.bounds.size() + 1);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<double> MetricsRegistry::bounds(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  return family(name).bounds;
+}
+
 std::string MetricsRegistry::label_text(const Labels& labels, const std::string& extra_key,
                                         const std::string& extra_value) const {
   std::string out = "{";
@@ -73,28 +101,28 @@ void MetricsRegistry::inc(const std::string& name, const Labels& labels, double 
   std::lock_guard lock(mutex_);
   Family& f = family(name);
   EDGELM_CHECK(f.kind == Kind::counter, "not a counter: ", name);
-  f.series[label_text(labels)].value += by;
+  series(f, labels).value += by;
 }
 
 void MetricsRegistry::set(const std::string& name, const Labels& labels, double value) {
   std::lock_guard lock(mutex_);
   Family& f = family(name);
   EDGELM_CHECK(f.kind == Kind::gauge, "not a gauge: ", name);
-  f.series[label_text(labels)].value = value;
+  series(f, labels).value = value;
 }
 
 void MetricsRegistry::set_counter(const std::string& name, const Labels& labels, double total) {
   std::lock_guard lock(mutex_);
   Family& f = family(name);
   EDGELM_CHECK(f.kind == Kind::counter, "not a counter: ", name);
-  f.series[label_text(labels)].value = total;
+  series(f, labels).value = total;
 }
 
 void MetricsRegistry::observe(const std::string& name, const Labels& labels, double value) {
   std::lock_guard lock(mutex_);
   Family& f = family(name);
   EDGELM_CHECK(f.kind == Kind::histogram, "not a histogram: ", name);
-  Series& s = f.series[label_text(labels)];
+  Series& s = series(f, labels);
   s.buckets.resize(f.bounds.size() + 1);
   const size_t i = std::lower_bound(f.bounds.begin(), f.bounds.end(), value) - f.bounds.begin();  // le: value <= bound
   ++s.buckets[i];
@@ -108,7 +136,7 @@ void MetricsRegistry::set_histogram(const std::string& name, const Labels& label
   Family& f = family(name);
   EDGELM_CHECK(f.kind == Kind::histogram && buckets.size() == f.bounds.size() + 1, "not a histogram of ",
                buckets.size(), " buckets: ", name);
-  Series& s = f.series[label_text(labels)];
+  Series& s = series(f, labels);
   s.buckets.assign(buckets.begin(), buckets.end());
   s.sum = sum;
   s.count = count;
@@ -165,6 +193,11 @@ ServerMetrics::ServerMetrics(std::string device_id, std::unique_ptr<EnergyMeter>
   registry_.add_histogram("edge_inference_latency", "Request latency from arrival to the last token, seconds",
                           kLatencyBuckets);
   registry_.add_histogram("edge_time_to_first_token_seconds", "Arrival to first generated token", wait);
+  registry_.add_histogram("edge_request_duration_seconds",
+                          "Request latency from arrival to the last token, seconds (fine buckets, 5 ms to 60 s)",
+                          kFineLatencyBuckets);
+  registry_.add_histogram("edge_ttft_seconds", "Arrival to first generated token, seconds (fine buckets, 5 ms to 60 s)",
+                          kFineLatencyBuckets);
   registry_.add_histogram("edge_time_between_tokens_seconds", "Gap between consecutive generated tokens", tbt);
   registry_.add_histogram("edge_queue_time_seconds", "Arrival to the start of the step that produced the first token",
                           wait);
@@ -282,7 +315,9 @@ void ServerMetrics::record(const RequestRecord& r) {
   if (!r.reasoning_cut.empty())
     registry_.inc("edge_reasoning_budget_cutoffs_total", labels(model, {{"budget", r.reasoning_cut}}));
   if (r.latency_s >= 0) registry_.observe("edge_inference_latency", base, r.latency_s);
+  if (r.latency_s >= 0) registry_.observe("edge_request_duration_seconds", base, r.latency_s);
   if (r.ttft_s >= 0) registry_.observe("edge_time_to_first_token_seconds", base, r.ttft_s);
+  if (r.ttft_s >= 0) registry_.observe("edge_ttft_seconds", base, r.ttft_s);
   if (r.queue_s >= 0) registry_.observe("edge_queue_time_seconds", base, r.queue_s);
   for (const double g : r.tbt_s) registry_.observe("edge_time_between_tokens_seconds", base, g);
 }

@@ -51,6 +51,20 @@ class MetricsRegistry {
 
   std::string render() const;
 
+  // One series as it stands (for the dashboard's /stats, serve/stats_history.h): its labels,
+  // value (counter, gauge) or per-bucket counts (histogram: not cumulative, the last +Inf).
+  struct Reading {
+    Labels labels;
+    double value = 0.0;
+    std::vector<uint64_t> buckets;
+    double sum = 0.0;
+    uint64_t count = 0;
+  };
+  // Every series of family `name`, in label order (EDGELM_CHECKs that it was registered).
+  std::vector<Reading> read(const std::string& name) const;
+  // A histogram family's upper bounds (without +Inf).
+  std::vector<double> bounds(const std::string& name) const;
+
  private:
   enum class Kind { counter, gauge, histogram };
   struct Series {
@@ -58,6 +72,7 @@ class MetricsRegistry {
     std::vector<uint64_t> buckets;  // histogram: per bucket (not cumulative), + the +Inf one
     double sum = 0.0;
     uint64_t count = 0;
+    Labels labels;  // as given, for read()
   };
   struct Family {
     std::string name, help;
@@ -66,6 +81,8 @@ class MetricsRegistry {
     std::map<std::string, Series> series;  // key: rendered label set "{a="x",b="y"}"
   };
   Family& family(const std::string& name);  // EDGELM_CHECKs that it was registered
+  const Family& family(const std::string& name) const;
+  Series& series(Family& f, const Labels& labels);  // created on first use
   std::string label_text(const Labels& labels, const std::string& extra_key = {},
                          const std::string& extra_value = {}) const;
 
@@ -75,6 +92,11 @@ class MetricsRegistry {
 
 // The buckets of edge_inference_latency (seconds), part of the dashboard's contract.
 inline const std::vector<double> kLatencyBuckets = {0.1, 0.2, 0.5, 1, 2};
+// The finer buckets (seconds, 5 ms to 60 s) of edge_request_duration_seconds and
+// edge_ttft_seconds, from which the dashboard computes p50/p95/p99 (0.5 is one of them: the
+// SLO of deploy/prometheus/alerts.yml).
+inline const std::vector<double> kFineLatencyBuckets = {
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60};
 
 // What one finished HTTP inference request reports.
 struct RequestRecord {
@@ -140,6 +162,9 @@ class ServerMetrics {
   // cache's file, ResponseCache::stats().store_errors; labelled with the first model); unset:
   // the family has no series. Set before the server runs.
   void set_cache_store_errors_source(std::function<uint64_t()> total);
+
+  // The series as recorded (counters and histograms; gauges as of the last scrape).
+  const MetricsRegistry& registry() const { return registry_; }
 
  private:
   void set_model_gauges(const ModelGauges& m);

@@ -1,0 +1,53 @@
+// The dashboard end to end in headless Debian chromium: `edgelm serve` (stories260K, an admin
+// token) in a child process, and tests/browser/dashboard.mjs (playwright-core from npm,
+// installed by scripts/setup.sh) driving /usr/bin/chromium against it. The script's checks: no
+// console error while loading, counters and tokens/s that follow requests sent from the test,
+// a streamed playground chat, the 403 of a wrong admin token and the new model name after a
+// reload with the right one, an upload; and against a second server with an API key, the
+// playground's 401 until the key is typed. Screenshots of each view land in EDGELM_ARTIFACT_DIR
+// (printed).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "server/serve_process.h"
+#include "support/subprocess.h"
+#include "support/test_data.h"
+
+namespace edgelm::serve {
+namespace {
+
+TEST(DashboardBrowser, LiveViewPlaygroundAndOperationsInChromium) {
+  const std::string dir = std::string(EDGELM_SOURCE_DIR) + "/tests/browser";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/playwright-core/package.json"))
+      << "playwright-core is not installed: run scripts/setup.sh (npm ci in " << dir << ")";
+  ASSERT_TRUE(std::filesystem::exists("/usr/bin/chromium"))
+      << "Debian's chromium is not installed: run scripts/setup.sh";
+  const std::string admin = "browser-admin-7e1";
+  const std::string model = test::shared_path("models/stories260K.bin");
+  const std::string tokenizer = test::shared_path("models/tok512.bin");
+  // Uploads land in a folder of this build (the shared models' folder is read-only).
+  const std::string uploads = std::string(EDGELM_ARTIFACT_DIR) + "/../uploads";
+  std::filesystem::remove_all(uploads);
+  std::filesystem::create_directories(uploads);
+  ServeProcess server({"-m", model, "--tokenizer", tokenizer, "--host", "127.0.0.1", "--port", "0", "-t", "1",
+                       "--kv-memory", "32M", "--admin-token", admin, "--upload-dir", uploads});
+  const int port = server.wait_ready();
+  ASSERT_GT(port, 0) << server.log();
+  // The second server wants an API key (ServeProcess's default: kKey, model "cloud-stories").
+  ServeProcess keyed;
+  const int keyed_port = keyed.wait_ready();
+  ASSERT_GT(keyed_port, 0) << keyed.log();
+  const test::ProcessResult r = test::run_process(
+      {"/usr/bin/env", "node", dir + "/dashboard.mjs", "http://127.0.0.1:" + std::to_string(port), admin, model,
+       tokenizer, test::shared_path("models/stories260K-f16.gguf"), EDGELM_ARTIFACT_DIR,
+       "http://127.0.0.1:" + std::to_string(keyed_port), kKey},
+      120);
+  std::cout << r.out;  // the steps and the screenshots' paths
+  EXPECT_FALSE(r.signaled) << "node was killed (signal " << r.signal << ")\n" << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "\nserver log:\n" << server.log();
+  EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace edgelm::serve
