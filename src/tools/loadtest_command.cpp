@@ -154,9 +154,16 @@ struct RunState {
   Clock::time_point last_done;
   std::atomic<size_t> sent{0}, ok{0}, failed{0}, dropped{0};
 
+  Clock::time_point start;
+  std::vector<TimelineSecond> timeline;  // by the second a request ended in
+
   void record(const Outcome& o) {
     std::lock_guard lock(mu);
     last_done = Clock::now();
+    const auto second = static_cast<size_t>(std::max(0.0, std::chrono::duration<double>(last_done - start).count()));
+    if (timeline.size() <= second) timeline.resize(second + 1);
+    for (size_t i = 0; i < timeline.size(); ++i) timeline[i].second = static_cast<int>(i);
+    ++(o.status == 200 && !o.stream_error ? timeline[second].ok : timeline[second].failed);
     if (o.status == 200 && !o.stream_error) {
       ok.fetch_add(1);
       e2e.push_back(o.e2e_s);
@@ -294,6 +301,7 @@ Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* p
   const auto deadline =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
   state->last_done = start;
+  state->start = start;
 
   std::atomic<bool> stop_progress{false};
   std::thread progress_thread;
@@ -423,6 +431,7 @@ Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* p
     r.generated_tokens = state->generated_tokens;
     r.within_budget = state->within_budget;
     r.routes = state->routes;
+    r.timeline = state->timeline;
   }
   r.requests_per_s = static_cast<double>(r.ok) / r.elapsed_s;
   r.tokens_per_s = static_cast<double>(r.generated_tokens) / r.elapsed_s;
@@ -486,6 +495,11 @@ std::string format_loadtest_text(const LoadtestReport& r) {
     for (const auto& [tier, n] : r.routes) s += fmt::format(" {} x{}", tier, n);
     s += "\n";
   }
+  if (o.timeline) {
+    s += "timeline (second: ok failed):";
+    for (const TimelineSecond& t : r.timeline) s += fmt::format(" {}:{}/{}", t.second, t.ok, t.failed);
+    s += "\n";
+  }
   if (const auto& c = r.conversations) {
     s += fmt::format("conversations: {} of {} turns each, {} started, {} completed; session header {}\n",
                      o.multi_turn, o.multi_turn, c->conversations, c->completed, o.session_header ? "x-session-id" : "off");
@@ -531,6 +545,11 @@ nlohmann::json loadtest_json(const LoadtestReport& r) {
     j["budget"] = {{"latency_budget_ms", o.latency_budget_ms},
                    {"within", r.within_budget},
                    {"fraction", r.sent > 0 ? static_cast<double>(r.within_budget) / r.sent : 0.0}};
+  if (o.timeline) {
+    j["timeline"] = nlohmann::json::array();
+    for (const TimelineSecond& t : r.timeline)
+      j["timeline"].push_back({{"second", t.second}, {"ok", t.ok}, {"failed", t.failed}});
+  }
   if (const auto& c = r.conversations) {
     nlohmann::json nodes = nlohmann::json::object();
     for (const auto& [node, ratio] : c->node_prefix_hit) nodes[node] = ratio ? nlohmann::json(*ratio) : nlohmann::json();
@@ -616,6 +635,7 @@ CommandRunner add_loadtest_command(CLI::App& app) {
   cmd->add_option("--node-metrics", f->node_metrics,
                   "--multi-turn: node URLs, comma-separated, whose edge_prefix_cache_hit_ratio is reported")
       ->delimiter(',');
+  cmd->add_flag("--timeline", f->o.timeline, "Report ok and failed requests per second of the run (failover, updates)");
   cmd->add_flag("--json", f->json, "Print one JSON object instead of the table");
   return [f]() -> int {
     auto endpoint = loadtest_endpoint_from_name(f->endpoint);

@@ -54,6 +54,7 @@ struct LoadtestOptions {
   bool honor_retry_after = false;  // closed loop: a worker refused (429/503) waits Retry-After before its next request
   // > 0: conversations of this many turns (tools/loadtest_conversations.cpp), --concurrency of
   // them at a time; each turn's prompt extends the previous turn's prompt and answer.
+  bool timeline = false;  // report requests ok / failed per second (by the second each ended in)
   int multi_turn = 0;
   bool session_header = true;             // multi-turn: send x-session-id (false: a baseline without affinity)
   std::vector<std::string> node_metrics;  // multi-turn: node URLs whose prefix-cache metrics are read
@@ -64,6 +65,11 @@ struct LoadtestOptions {
 struct LatencySummary {
   size_t n = 0;
   double mean = 0, p50 = 0, p95 = 0, p99 = 0, max = 0;  // seconds
+};
+
+struct TimelineSecond {
+  int second = 0;
+  size_t ok = 0, failed = 0;
 };
 
 // What a multi-turn run measured beyond the per-request figures.
@@ -93,6 +99,7 @@ struct LoadtestReport {
   size_t within_budget = 0;               // ok requests whose end-to-end time met latency_budget_ms
   std::map<std::string, size_t> routes;   // the tier of each ok request's x-edgelm-route header
   std::optional<ConversationReport> conversations;  // multi-turn runs
+  std::vector<TimelineSecond> timeline;             // closed and open loop (not multi-turn)
 };
 
 // Runs the load; progress (if not null) gets a live "\r..." line every half second.
