@@ -78,7 +78,8 @@ void handle_smoke(ServerContext& ctx, const http::Request& req, http::Response& 
     if (e) return ctx.send_error(res, endpoint, *e);
   if (max_tokens < 1 || max_tokens > 64)
     return ctx.send_error(
-        res, endpoint, {400, "'max_tokens' must be in [1, 64]", "invalid_request_error", "max_tokens", "invalid_value"});
+        res, endpoint,
+        {400, "'max_tokens' must be in [1, 64]", "invalid_request_error", "max_tokens", "invalid_value"});
   ApiError err;
   if (!ctx.check_ready(err)) return ctx.send_error(res, endpoint, err);
   engine::Request er;

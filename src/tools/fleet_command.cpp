@@ -29,7 +29,8 @@ int run_reload(const FleetFlags& f) {
   o.model_name = f.name;
   const char* token = std::getenv(f.token_env.c_str());
   if (token == nullptr || *token == '\0')
-    return report_error(Error{fmt::format("the admin token variable {} is not set (--token-env names it)", f.token_env)});
+    return report_error(
+        Error{fmt::format("the admin token variable {} is not set (--token-env names it)", f.token_env)});
   o.token = token;
   o.drain_timeout_s = f.drain_timeout_s;
   o.ready_timeout_s = f.ready_timeout_s;
@@ -86,19 +87,21 @@ CommandRunner add_fleet_command(CLI::App& app) {
   CLI::App* reload = cmd->add_subcommand("reload", "Rolling model update, one node at a time, rolled back on failure");
   reload->add_option("--nodes", f->nodes, "Node base URLs, comma-separated, updated in this order")->required();
   auto* model = reload->add_option("--model", f->model, "Model path on the nodes (POST /reload {\"path\"})");
-  auto* upload = reload->add_option("--upload", f->upload, "Local model file uploaded to each node")
-                     ->check(CLI::ExistingFile);
+  auto* upload =
+      reload->add_option("--upload", f->upload, "Local model file uploaded to each node")->check(CLI::ExistingFile);
   model->excludes(upload);
   reload->add_option("--name", f->name, "Model name to serve it under (default: the file's stem)");
-  reload->add_option("--token-env", f->token_env, "Environment variable holding the admin token")->capture_default_str();
+  reload->add_option("--token-env", f->token_env, "Environment variable holding the admin token")
+      ->capture_default_str();
   reload->add_option("--drain-timeout", f->drain_timeout_s, "Seconds a drained node's requests may take to finish")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   reload->add_option("--ready-timeout", f->ready_timeout_s, "Seconds a reloaded model may take to be ready")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  reload->add_option("--settle", f->settle_s,
-                     "Seconds after a node is back before the next is drained (balancer health checks)")
+  reload
+      ->add_option("--settle", f->settle_s,
+                   "Seconds after a node is back before the next is drained (balancer health checks)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   CLI::App* status = cmd->add_subcommand("status", "Every node's model, state, load and breaker in one table");

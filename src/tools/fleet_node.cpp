@@ -140,8 +140,7 @@ Result<std::string> FleetNode::reload_upload(const std::string& path, const std:
       },
       "multipart/form-data; boundary=" + boundary);
   if (!res) return make_error("{}: POST /reload (upload): no answer ({})", url_, httplib::to_string(res.error()));
-  if (res->status != 200)
-    return make_error("{}: POST /reload (upload): {}", url_, answer_text(res->status, res->body));
+  if (res->status != 200) return make_error("{}: POST /reload (upload): {}", url_, answer_text(res->status, res->body));
   const json j = json::parse(res->body, nullptr, false);
   return j.is_object() ? j.value("model", "") : std::string();
 }

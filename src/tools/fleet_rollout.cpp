@@ -22,7 +22,8 @@ void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<doubl
 // Polls /health until `done` holds; the last answer (or error) goes into the timeout's message.
 template <typename Pred>
 Status wait_health(const FleetNode& n, double timeout_s, double poll_s, const char* what, Pred done) {
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  const auto until =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   std::string last = "no answer yet";
   for (;;) {
     auto h = n.health();
@@ -33,7 +34,8 @@ Status wait_health(const FleetNode& n, double timeout_s, double poll_s, const ch
     } else {
       last = h.error().message;
     }
-    if (Clock::now() >= until) return make_error("{}: {} did not happen within {:g} s (last: {})", n.url(), what, timeout_s, last);
+    if (Clock::now() >= until)
+      return make_error("{}: {} did not happen within {:g} s (last: {})", n.url(), what, timeout_s, last);
     sleep_s(poll_s);
   }
 }
@@ -77,8 +79,8 @@ Status update_node(const FleetNode& n, const FleetReloadOptions& o, const std::s
 }
 
 // Puts one node back on `prev` (best effort, errors reported); true when it worked.
-bool roll_back(const FleetNode& n, const FleetReloadOptions& o, const Previous& prev, bool drained_now,
-               std::FILE* log, std::string& problems) {
+bool roll_back(const FleetNode& n, const FleetReloadOptions& o, const Previous& prev, bool drained_now, std::FILE* log,
+               std::string& problems) {
   Status st = [&]() -> Status {
     if (!drained_now) {
       auto d = n.drain();
@@ -108,8 +110,10 @@ bool roll_back(const FleetNode& n, const FleetReloadOptions& o, const Previous& 
 
 Result<FleetReloadReport> run_fleet_reload(const FleetReloadOptions& o, std::FILE* log) {
   if (o.nodes.empty()) return make_error("--nodes: no node given");
-  if (o.model_path.empty() == o.upload_path.empty()) return make_error("give exactly one of --model PATH or --upload FILE");
-  if (o.token.empty()) return make_error("no admin token: set the variable named by --token-env (default EDGELM_ADMIN_TOKEN)");
+  if (o.model_path.empty() == o.upload_path.empty())
+    return make_error("give exactly one of --model PATH or --upload FILE");
+  if (o.token.empty())
+    return make_error("no admin token: set the variable named by --token-env (default EDGELM_ADMIN_TOKEN)");
   const bool upload = !o.upload_path.empty();
   const std::string path = upload ? o.upload_path : o.model_path;
   std::string sha256;
@@ -154,7 +158,7 @@ Result<FleetReloadReport> run_fleet_reload(const FleetReloadOptions& o, std::FIL
     }
     for (size_t k = rep.updated.size(); k-- > 0;)
       if (roll_back(nodes[k], o, prevs[k], /*drained_now=*/false, log, problems)) back.push_back(nodes[k].url());
-    std::string done = !back.empty()              ? "rolled back: "
+    std::string done = !back.empty()                      ? "rolled back: "
                        : rep.updated.empty() && !reloaded ? "no node had changed"
                                                           : "nothing rolled back";
     for (size_t k = 0; k < back.size(); ++k) done += (k > 0 ? ", " : "") + back[k];

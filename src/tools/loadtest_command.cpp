@@ -501,15 +501,16 @@ std::string format_loadtest_text(const LoadtestReport& r) {
     s += "\n";
   }
   if (const auto& c = r.conversations) {
-    s += fmt::format("conversations: {} of {} turns each, {} started, {} completed; session header {}\n",
-                     o.multi_turn, o.multi_turn, c->conversations, c->completed, o.session_header ? "x-session-id" : "off");
+    s += fmt::format("conversations: {} of {} turns each, {} started, {} completed; session header {}\n", o.multi_turn,
+                     o.multi_turn, c->conversations, c->completed, o.session_header ? "x-session-id" : "off");
     row("TTFT turn 1", c->ttft_first);
     row("TTFT turn 2+", c->ttft_later);
     s += fmt::format("prefix reuse, turns 2+: {} of {} prompt tokens cached ({:.1f}%)\n", c->later_cached_tokens,
                      c->later_prompt_tokens,
                      c->later_prompt_tokens > 0 ? 100.0 * c->later_cached_tokens / c->later_prompt_tokens : 0.0);
     for (const auto& [node, ratio] : c->node_prefix_hit)
-      s += fmt::format("node {}: edge_prefix_cache_hit_ratio {}\n", node, ratio ? fmt::format("{:.3f}", *ratio) : "n/a");
+      s +=
+          fmt::format("node {}: edge_prefix_cache_hit_ratio {}\n", node, ratio ? fmt::format("{:.3f}", *ratio) : "n/a");
   }
   s += fmt::format("server: cpu {}, rss {}\n",
                    r.server_cpu_utilization ? fmt::format("{:.2f} cores", *r.server_cpu_utilization) : "n/a",
@@ -552,19 +553,20 @@ nlohmann::json loadtest_json(const LoadtestReport& r) {
   }
   if (const auto& c = r.conversations) {
     nlohmann::json nodes = nlohmann::json::object();
-    for (const auto& [node, ratio] : c->node_prefix_hit) nodes[node] = ratio ? nlohmann::json(*ratio) : nlohmann::json();
-    j["conversations"] = {{"turns", o.multi_turn},
-                          {"session_header", o.session_header},
-                          {"started", c->conversations},
-                          {"completed", c->completed},
-                          {"ttft_first_turn", summary_json(c->ttft_first)},
-                          {"ttft_later_turns", summary_json(c->ttft_later)},
-                          {"later_prompt_tokens", c->later_prompt_tokens},
-                          {"later_cached_tokens", c->later_cached_tokens},
-                          {"later_cached_ratio", c->later_prompt_tokens > 0 ? static_cast<double>(c->later_cached_tokens) /
-                                                                                  c->later_prompt_tokens
-                                                                            : 0.0},
-                          {"node_prefix_cache_hit_ratio", nodes}};
+    for (const auto& [node, ratio] : c->node_prefix_hit)
+      nodes[node] = ratio ? nlohmann::json(*ratio) : nlohmann::json();
+    j["conversations"] = {
+        {"turns", o.multi_turn},
+        {"session_header", o.session_header},
+        {"started", c->conversations},
+        {"completed", c->completed},
+        {"ttft_first_turn", summary_json(c->ttft_first)},
+        {"ttft_later_turns", summary_json(c->ttft_later)},
+        {"later_prompt_tokens", c->later_prompt_tokens},
+        {"later_cached_tokens", c->later_cached_tokens},
+        {"later_cached_ratio",
+         c->later_prompt_tokens > 0 ? static_cast<double>(c->later_cached_tokens) / c->later_prompt_tokens : 0.0},
+        {"node_prefix_cache_hit_ratio", nodes}};
   }
   j["routes"] = nlohmann::json::object();
   for (const auto& [tier, n] : r.routes) j["routes"][tier] = n;

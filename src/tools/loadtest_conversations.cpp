@@ -99,7 +99,8 @@ Result<LoadtestReport> run_conversations(const LoadtestOptions& options) {
   if (o.multi_turn < 2) return make_error("--multi-turn must be >= 2 (turns per conversation)");
   if (o.endpoint == LoadtestEndpoint::predict)
     return make_error("--multi-turn needs --endpoint completions or chat (predict has no conversation)");
-  if (o.concurrency < 1) return make_error("--multi-turn runs closed loop: give --concurrency C (conversations at a time)");
+  if (o.concurrency < 1)
+    return make_error("--multi-turn runs closed loop: give --concurrency C (conversations at a time)");
   if (!(o.duration_s > 0)) return make_error("--duration must be positive");
   if (o.max_tokens < 1) return make_error("--max-tokens must be >= 1");
   if (o.prompts.empty()) o.prompts = loadtest_default_prompts();
@@ -113,11 +114,14 @@ Result<LoadtestReport> run_conversations(const LoadtestOptions& options) {
   {
     auto cli = make_http_client(target, std::min(o.timeout_s, 10.0));
     auto res = cli->Get(target.base_path + "/health");
-    if (!res) return make_error("cannot reach the server at {} (GET /health: {} error)", o.url, httplib::to_string(res.error()));
+    if (!res)
+      return make_error("cannot reach the server at {} (GET /health: {} error)", o.url,
+                        httplib::to_string(res.error()));
   }
   Shared sh;
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
+  const auto deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
   sh.last_done = start;
   size_t next_conversation = 0;
   std::vector<std::thread> workers;

@@ -104,8 +104,8 @@ void Child::stop(int sig) {
 }
 
 std::string Cluster::generate_config(Balancer b, int front, const std::vector<int>& nodes, int stats_port) {
-  const fs::path src = fs::path(EDGELM_SOURCE_DIR) / "deploy" /
-                       (b == Balancer::haproxy ? "haproxy/haproxy.cfg" : "nginx/nginx.conf");
+  const fs::path src =
+      fs::path(EDGELM_SOURCE_DIR) / "deploy" / (b == Balancer::haproxy ? "haproxy/haproxy.cfg" : "nginx/nginx.conf");
   std::string cfg = read_file(src);
   if (cfg.empty()) throw std::runtime_error("cannot read " + src.string());
   for (size_t i = 0; i < 3; ++i) substitute(cfg, addr(8081 + static_cast<int>(i)), addr(nodes.at(i)));
@@ -131,11 +131,26 @@ Cluster::Cluster(Balancer b) : kind_(b) {
   for (int i = 0; i < 3; ++i) {
     Node n;
     n.port = ports[static_cast<size_t>(i)];
-    n.proc = std::make_unique<serve::ServeProcess>(std::vector<std::string>{
-        "-m", test::shared_path("models/stories260K.bin"), "--tokenizer", test::shared_path("models/tok512.bin"),
-        "--host", "127.0.0.1", "--port", std::to_string(n.port), "-t", "1", "--kv-memory", "16M", "--admin-token",
-        kAdminToken, "--upload-dir", dir_.string(), "--drain-timeout", "2", "--device-id",
-        "node" + std::to_string(i + 1)});
+    n.proc = std::make_unique<serve::ServeProcess>(std::vector<std::string>{"-m",
+                                                                            test::shared_path("models/stories260K.bin"),
+                                                                            "--tokenizer",
+                                                                            test::shared_path("models/tok512.bin"),
+                                                                            "--host",
+                                                                            "127.0.0.1",
+                                                                            "--port",
+                                                                            std::to_string(n.port),
+                                                                            "-t",
+                                                                            "1",
+                                                                            "--kv-memory",
+                                                                            "16M",
+                                                                            "--admin-token",
+                                                                            kAdminToken,
+                                                                            "--upload-dir",
+                                                                            dir_.string(),
+                                                                            "--drain-timeout",
+                                                                            "2",
+                                                                            "--device-id",
+                                                                            "node" + std::to_string(i + 1)});
     nodes_.push_back(std::move(n));
   }
   for (Node& n : nodes_) {
@@ -236,8 +251,7 @@ int admin_post(const std::string& node_url, const std::string& path) {
 }
 
 Load::Load(int port, int workers, int max_tokens) : t0_(Clock::now()) {
-  const std::string body =
-      nlohmann::json{{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}}.dump();
+  const std::string body = nlohmann::json{{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}}.dump();
   for (int w = 0; w < workers; ++w) {
     threads_.emplace_back([this, port, body] {
       httplib::Client cli("127.0.0.1", port);

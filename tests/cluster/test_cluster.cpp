@@ -117,11 +117,10 @@ TEST_P(ClusterTest, ARollingFleetReloadUnderLoadFailsNoRequest) {
   setenv("EDGELM_FLEET_TEST_TOKEN", kAdminToken, 1);
   Load load(cluster_->front_port(), 4);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const test::ProcessResult r =
-      test::run_process({EDGELM_BIN, "fleet", "reload", "--nodes", cluster_->node_list(), "--model",
-                         test::shared_path("models/stories260K-f32.gguf"), "--token-env", "EDGELM_FLEET_TEST_TOKEN",
-                         "--settle", "1.5"},
-                        60);
+  const test::ProcessResult r = test::run_process(
+      {EDGELM_BIN, "fleet", "reload", "--nodes", cluster_->node_list(), "--model",
+       test::shared_path("models/stories260K-f32.gguf"), "--token-env", "EDGELM_FLEET_TEST_TOKEN", "--settle", "1.5"},
+      60);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   load.stop();
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -151,10 +150,10 @@ TEST_P(ClusterTest, AFailedReloadRollsBackTheNodesAlreadyUpdated) {
     std::ofstream(tmp) << "not a model";
     std::filesystem::rename(tmp, next);
   });
-  const test::ProcessResult r = test::run_process({EDGELM_BIN, "fleet", "reload", "--nodes", cluster_->node_list(),
-                                                   "--model", next, "--token-env", "EDGELM_FLEET_TEST_TOKEN",
-                                                   "--settle", "1"},
-                                                  60);
+  const test::ProcessResult r =
+      test::run_process({EDGELM_BIN, "fleet", "reload", "--nodes", cluster_->node_list(), "--model", next,
+                         "--token-env", "EDGELM_FLEET_TEST_TOKEN", "--settle", "1"},
+                        60);
   breaker.join();
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("node 2 of 3 failed"), std::string::npos) << r.err;
@@ -172,9 +171,9 @@ TEST_P(ClusterTest, SseStreamsPassUnbuffered) {
   // stories260K makes 300 tokens in ~20 ms, too fast to tell a buffering proxy from one that
   // is not: every node serves a random-weight model ~1 ms per token instead (POST /reload).
   const std::string slow = (cluster_->dir() / "slow.gguf").string();
-  const test::ProcessResult synth =
-      test::run_process({EDGELM_BIN, "synth", "-o", slow, "--dim", "288", "--layers", "6", "--ff", "768", "--heads",
-                         "6", "--kv-heads", "6", "--vocab-from", test::shared_path("models/tok512.bin"), "--ctx", "512"});
+  const test::ProcessResult synth = test::run_process({EDGELM_BIN, "synth", "-o", slow, "--dim", "288", "--layers", "6",
+                                                       "--ff", "768", "--heads", "6", "--kv-heads", "6", "--vocab-from",
+                                                       test::shared_path("models/tok512.bin"), "--ctx", "512"});
   ASSERT_EQ(synth.exit_code, 0) << synth.err;
   for (size_t i = 0; i < cluster_->size(); ++i) {
     httplib::Client node(cluster_->node(i).url());
@@ -185,7 +184,7 @@ TEST_P(ClusterTest, SseStreamsPassUnbuffered) {
   }
   httplib::Client cli("127.0.0.1", cluster_->front_port());
   cli.set_read_timeout(20, 0);
-  cli.set_tcp_nodelay(true);  // else Nagle + delayed ACK hold the body 40 ms
+  cli.set_tcp_nodelay(true);     // else Nagle + delayed ACK hold the body 40 ms
   for (int i = 0; i < 6; ++i) {  // warm every node's new model (its first steps fault its pages in)
     auto r = cli.Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 16}}.dump(), "application/json");
     ASSERT_TRUE(r && r->status == 200);

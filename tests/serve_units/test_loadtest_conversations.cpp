@@ -23,7 +23,8 @@ class Recorder {
  public:
   Recorder() {
     svr_.new_task_queue = [] { return new httplib::ThreadPool(16); };
-    svr_.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+    svr_.Get("/health",
+             [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
     svr_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       const json body = json::parse(req.body);
       std::string answer;
@@ -34,9 +35,13 @@ class Recorder {
         answer = " and " + std::to_string(++per_session[session]) + ".";
       }
       std::string sse = "data: " + json{{"choices", {{{"text", answer}}}}}.dump() + "\n\n";
-      sse += "data: " + json{{"choices", json::array()},
-                             {"usage", {{"prompt_tokens", 10}, {"completion_tokens", 1},
-                                        {"prompt_tokens_details", {{"cached_tokens", 4}}}}}}.dump() + "\n\n";
+      sse +=
+          "data: " +
+          json{{"choices", json::array()},
+               {"usage",
+                {{"prompt_tokens", 10}, {"completion_tokens", 1}, {"prompt_tokens_details", {{"cached_tokens", 4}}}}}}
+              .dump() +
+          "\n\n";
       sse += "data: [DONE]\n\n";
       res.set_content(sse, "text/event-stream");
     });
@@ -91,8 +96,8 @@ TEST(LoadtestConversations, EveryTurnCarriesItsSessionAndExtendsThePreviousOne) 
       EXPECT_TRUE(first_prompts.insert(prompt).second) << "two conversations share a first prompt: " << prompt;
     } else {
       EXPECT_EQ(prompt.rfind(it->second + " and ", 0), 0u) << "turn does not extend the previous one:\n"
-                                                            << it->second << "\n->\n"
-                                                            << prompt;
+                                                           << it->second << "\n->\n"
+                                                           << prompt;
     }
     last_prompt[session] = prompt;
   }

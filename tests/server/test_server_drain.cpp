@@ -60,8 +60,9 @@ TEST(ServerDrain, ADrainedNodeRefusesNewWorkReloadsAndServesAgainWhenUndrained) 
   for (const auto& [k, v] : refused.headers) retry_after |= k == "Retry-After" && v == "1";
   EXPECT_TRUE(retry_after);
   EXPECT_EQ(metric(s, "edge_draining{"), 1);
-  EXPECT_GE(metric(s, "edge_requests_total{model_name=\"stories260K\",device_id=\"test-device\",endpoint=\"/v1/"
-                      "completions\",status=\"503\""),
+  EXPECT_GE(metric(s,
+                   "edge_requests_total{model_name=\"stories260K\",device_id=\"test-device\",endpoint=\"/v1/"
+                   "completions\",status=\"503\""),
             1);
 
   // The admin routes keep working: a smoke test, and a reload (what a rolling update does).
