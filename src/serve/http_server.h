@@ -9,7 +9,8 @@
 //
 // Routes live in routes_openai.cpp (/v1/completions, /v1/chat/completions, /v1/models),
 // routes_simple.cpp (/predict, /tokenize, /detokenize, /health, /metrics), routes_embeddings.cpp
-// (/v1/embeddings) and routes_admin.cpp (/reload).
+// (/v1/embeddings), routes_admin.cpp (/reload) and drain.cpp (/admin/drain, /admin/undrain,
+// /admin/smoke).
 //
 // Invariants:
 //  - Every inference request holds an in-flight count from routing until its response (for a
@@ -21,7 +22,7 @@
 //    requests get 503 with Retry-After and in-flight ones finish.
 //  - Every routed handler runs with the current model pinned (EngineService::pin_model), so a
 //    reload during the request changes nothing it sees.
-//  - Admin routes (/reload) take the admin token, never an API key; with no admin token
+//  - Admin routes (/reload, /admin/*) take the admin token, never an API key; with no admin token
 //    configured they answer 403.
 #pragma once
 
