@@ -210,10 +210,11 @@ TEST_P(ClusterTest, SseStreamsPassUnbuffered) {
   ASSERT_GT(total, 10000u) << "the generation is too short to tell";
   std::cerr << "SSE: " << reads.size() << " reads, first " << reads.front().second << " bytes at "
             << reads.front().first * 1e3 << " ms, all " << total << " bytes at " << reads.back().first * 1e3 << " ms\n";
-  // Unbuffered: the first event (~150-350 bytes) arrives alone, within the first part of a
-  // stream of ~1 ms per token. Buffered, it would wait for a full proxy buffer (4-8 KiB, ~30
-  // tokens) or the whole answer.
-  EXPECT_LT(reads.front().second, 1024u) << "the first read held " << reads.front().second << " bytes";
+  // Unbuffered: the first event (~190-350 bytes; a few more when this busy machine is slow to
+  // read) arrives early in a stream of ~1 ms per token. Buffered, the first bytes would wait
+  // for a full proxy buffer (4-8 KiB, ~30 tokens) or the whole answer; a proxy that holds the
+  // first write (HAProxy without http-no-delay: ~150 ms) fails the time bound.
+  EXPECT_LT(reads.front().second, 3072u) << "the first read held " << reads.front().second << " bytes";
   EXPECT_LT(reads.front().first, 0.25 * reads.back().first);
   EXPECT_GT(reads.size(), 50u);
 }
