@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that building and testing edgelm needs, and the npm packages
-# of the client tests (tests/clients/*: the official OpenAI Node client), of the browser test
-# (tests/browser: playwright-core, driving Debian's chromium) and of the dashboard's build
-# (web/dashboard: Vite, Preact, uPlot), each pinned by its lockfile.
+# of the client tests (tests/clients/*: the official OpenAI Node client, the Kubernetes schema
+# validator), of the browser test (tests/browser: playwright-core, driving Debian's chromium) and
+# of the dashboard's build (web/dashboard: Vite, Preact, uPlot), each pinned by its lockfile.
 # Idempotent: installs only what is missing. Runs apt-get as root, or via sudo.
 set -euo pipefail
 
@@ -14,7 +14,7 @@ packages=(
   wordnet-base
   clang libclang-rt-14-dev clang-format clang-tidy
   python3-jsonschema python3-jinja2
-  chromium
+  chromium haproxy nginx systemd
   g++-aarch64-linux-gnu qemu-user
 )
 # Node.js and npm: Debian's packages unless a node with npm is already installed (e.g. from
@@ -34,7 +34,23 @@ else
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -qq
+  # nginx and haproxy would start as system services on install (nginx on :80); the tests run
+  # their own instances, so keep the services from starting where invoke-rc.d honours
+  # policy-rc.d (containers), and stop them where they started anyway.
+  policy=/usr/sbin/policy-rc.d
+  made_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo_cmd[@]}" tee "$policy" >/dev/null
+    "${sudo_cmd[@]}" chmod +x "$policy"
+    made_policy=1
+  fi
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  [ "$made_policy" -eq 0 ] || "${sudo_cmd[@]}" rm -f "$policy"
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    for svc in nginx haproxy; do
+      "${sudo_cmd[@]}" systemctl disable --now "$svc" >/dev/null 2>&1 || true
+    done
+  fi
 fi
 
 # npm packages of the client and browser tests and of the dashboard, exactly as their lockfiles

@@ -192,6 +192,11 @@ std::string EngineService::model_path() const {
   return s ? s->path : std::string();
 }
 
+std::string EngineService::tokenizer_path() const {
+  std::shared_ptr<ModelSlot> s = slot_for_thread();
+  return s ? s->tokenizer_path : std::string();
+}
+
 EngineService::Pin::Pin(Pin&& o) noexcept
     : active_(std::exchange(o.active_, false)), prev_service_(o.prev_service_), prev_slot_(std::move(o.prev_slot_)) {}
 

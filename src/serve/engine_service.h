@@ -219,6 +219,7 @@ class EngineService {
   // How the current model renders chats (never null once loaded).
   std::shared_ptr<const ChatFormat> chat_format() const;
   std::string model_path() const;
+  std::string tokenizer_path() const;  // the llama2.c tokenizer of model_path(); empty for a GGUF
 
   // Pins the current model for the calling thread until the guard is destroyed (nests).
   class Pin {

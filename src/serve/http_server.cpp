@@ -464,6 +464,7 @@ void ServerContext::stream(http::Response& res, std::shared_ptr<RequestHandle> h
   res.status = 200;
   res.set_header("Content-Type", "text/event-stream");
   res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // nginx: pass the events through as they come
   res.stream = st;
 }
 
@@ -492,6 +493,12 @@ bool ServerContext::admit(const http::Request& req, http::Response& res) {
   if (inference && draining.load()) {
     res.set_header("Connection", "close");
     send_error(res, "", {503, "the server is shutting down", "server_error", "", "shutting_down"});
+    return false;
+  }
+  if (inference && admin_drained.load()) {  // a balancer retries it on another node
+    res.set_header("Connection", "close");
+    send_error(res, req.path,
+               {503, "this node is drained (POST /admin/undrain puts it back)", "server_error", "", "draining"});
     return false;
   }
   return true;
@@ -589,6 +596,7 @@ void HttpServer::init() {
   };
   svr_ = std::make_unique<http::Server>(std::move(o));
   ctx_->set_transport(svr_.get());
+  ctx_->metrics().set_draining_source([ctx] { return ctx->refusing_work(); });
   register_openai_routes(*svr_, *ctx_);
   register_simple_routes(*svr_, *ctx_);
   register_embeddings_routes(*svr_, *ctx_);

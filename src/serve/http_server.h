@@ -9,8 +9,8 @@
 //
 // Routes live in routes_openai.cpp (/v1/completions, /v1/chat/completions, /v1/models),
 // routes_simple.cpp (/predict, /tokenize, /detokenize, /health, /metrics), routes_embeddings.cpp
-// (/v1/embeddings), routes_admin.cpp (/reload) and routes_dashboard.cpp (/, /stats,
-// /admin/config).
+// (/v1/embeddings), routes_admin.cpp (/reload), routes_dashboard.cpp (/, /stats, /admin/config)
+// and drain.cpp (/admin/drain, /admin/undrain, /admin/smoke).
 //
 // Invariants:
 //  - Every inference request holds an in-flight count from routing until its response (for a
@@ -18,10 +18,11 @@
 //  - A request whose client goes away (streaming or not) is cancelled (its KV freed next step).
 //  - When api_keys is non-empty, inference endpoints need `Authorization: Bearer <key>`
 //    (compared in constant time); /health and /metrics only with auth_health / auth_metrics.
-//  - While draining, new inference requests get 503 and in-flight ones finish.
+//  - While draining (shutdown) or drained (POST /admin/drain, serve/drain.h), new inference
+//    requests get 503 with Retry-After and in-flight ones finish.
 //  - Every routed handler runs with the current model pinned (EngineService::pin_model), so a
 //    reload during the request changes nothing it sees.
-//  - Admin routes (/reload) take the admin token, never an API key; with no admin token
+//  - Admin routes (/reload, /admin/*) take the admin token, never an API key; with no admin token
 //    configured they answer 403.
 #pragma once
 
@@ -184,7 +185,9 @@ class ServerContext {
   cache::ResponseCache* cache() const { return cache_.get(); }
 
   std::atomic<int> in_flight{0};
-  std::atomic<bool> draining{false};
+  std::atomic<bool> draining{false};       // shutting down (SIGTERM): never undone
+  std::atomic<bool> admin_drained{false};  // out of rotation by POST /admin/drain until /admin/undrain
+  bool refusing_work() const { return draining.load() || admin_drained.load(); }
 
  private:
   void run_routed(const Handler& h, const http::Request& req, http::Response& res);
@@ -223,6 +226,8 @@ void register_simple_routes(http::Server& svr, ServerContext& ctx);
 void register_embeddings_routes(http::Server& svr, ServerContext& ctx);
 void register_admin_routes(http::Server& svr, ServerContext& ctx);
 void register_cache_routes(http::Server& svr, ServerContext& ctx);
+// POST /admin/drain, /admin/undrain, /admin/smoke (serve/drain.h).
+void register_drain_routes(http::Server& svr, ServerContext& ctx);
 // The admin token check of /reload (routes_admin.cpp) for other admin routes: false after
 // answering 403 (no token configured, wrong token) or 401 (none sent); errors are recorded
 // under `endpoint`.

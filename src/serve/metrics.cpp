@@ -237,6 +237,7 @@ ServerMetrics::ServerMetrics(std::string device_id, std::unique_ptr<EnergyMeter>
   registry_.add_counter(
       "edge_cache_feedback_total",
       "Feedback on cached answers (POST /v1/cache/feedback) by result: correct, wrong, unknown, gone");
+  registry_.add_gauge("edge_draining", "1 while the node is drained (POST /admin/drain) or shutting down");
   registry_.add_counter("edge_cache_store_errors_total",
                         "Failed writes to the response cache's file (disk full, I/O); the memory cache keeps serving");
   registry_.add_counter("edge_route_decisions_total",
@@ -327,6 +328,11 @@ void ServerMetrics::set_cache_store_errors_source(std::function<uint64_t()> tota
   cache_store_errors_ = std::move(total);
 }
 
+void ServerMetrics::set_draining_source(std::function<bool()> draining) {
+  std::lock_guard lock(scrape_mutex_);
+  draining_ = std::move(draining);
+}
+
 std::string ServerMetrics::scrape(const ServiceStats& s, const std::string& model) {
   return scrape(std::vector<ModelGauges>{{model, s, std::nullopt}});
 }
@@ -337,6 +343,7 @@ std::string ServerMetrics::scrape(const std::vector<ModelGauges>& models, const 
   for (const ModelGauges& m : models) set_model_gauges(m);
   const Labels first = labels(models.empty() ? std::string() : models.front().model);
   set_process_gauges(first);
+  if (draining_) registry_.set("edge_draining", first, draining_() ? 1.0 : 0.0);
   if (cache_store_errors_)
     registry_.set_counter("edge_cache_store_errors_total", first, static_cast<double>(cache_store_errors_()));
   if (transport != nullptr) set_transport(*transport);

@@ -162,6 +162,9 @@ class ServerMetrics {
   // cache's file, ResponseCache::stats().store_errors; labelled with the first model); unset:
   // the family has no series. Set before the server runs.
   void set_cache_store_errors_source(std::function<uint64_t()> total);
+  // Where each scrape reads edge_draining (1 while the node is drained by POST /admin/drain
+  // or shuts down, else 0; labelled with the first model); unset: no series.
+  void set_draining_source(std::function<bool()> draining);
 
   // The series as recorded (counters and histograms; gauges as of the last scrape).
   const MetricsRegistry& registry() const { return registry_; }
@@ -179,6 +182,7 @@ class ServerMetrics {
   double last_cpu_s_ = -1.0;
   std::chrono::steady_clock::time_point last_wall_;
   std::function<uint64_t()> cache_store_errors_;
+  std::function<bool()> draining_;
   std::unique_ptr<EnergyMeter> energy_;
 };
 

@@ -6,8 +6,9 @@
 //  - JSON {"path": "/server/side/model.gguf", "tokenizer"?: "...", "sha256"?: "hex", "name"?: "..."}
 //  - multipart/form-data with a file field `model` (streamed to a temporary file in the upload
 //    folder, hashing as it goes, never held whole in memory) and optional text fields
-//    `sha256`, `tokenizer`, `name`. The upload is kept (renamed) once it serves; deleted if the
-//    reload fails. Uploads are bounded by max_upload_bytes (16 GiB by default), the JSON form
+//    `sha256`, `tokenizer`, `name`. The upload is kept as NAME-SHA12.EXT in the upload folder
+//    and loaded from there (an identical upload kept before is reused); deleted if the reload
+//    fails. Uploads are bounded by max_upload_bytes (16 GiB by default), the JSON form
 //    by max_body_bytes.
 // Replies: 200 {"status":"reloaded","model":name,"load_ms":...}; 400 malformed request or
 // sha256 mismatch; 409 another reload runs; 422 the model does not load or fails its
@@ -284,16 +285,22 @@ void handle_multipart(ServerContext& ctx, const http::Request& req, http::Respon
   ro.model_name = fields["name"];
   if (ro.model_name.empty()) ro.model_name = fs::path(filename).stem().string();
   if (ro.model_name.empty()) ro.model_name = "uploaded";
-  // Keep the upload under a stable name once it serves (the temporary name until then).
-  ro.model_path = tmp_path;
-  do_reload(ctx, res, ro, tmp_path);
-  if (res.status == 200) {
-    const std::string kept = (fs::path(dir) / fmt::format("{}-{}{}", ro.model_name, got.substr(0, 12),
-                                                          fs::path(tmp_path).extension().string()))
-                                 .string();
-    std::error_code ec;
-    fs::rename(tmp_path, kept, ec);  // the mapping survives the rename
+  // Loaded from its stable name, so the model's path (drain's model_path, a rollback's
+  // target) names a file that stays. The same upload kept before is reused as it is (same
+  // name and checksum: the same bytes) and never deleted; a new one is deleted if it fails.
+  const std::string kept = (fs::path(dir) / fmt::format("{}-{}{}", ro.model_name, got.substr(0, 12),
+                                                        fs::path(tmp_path).extension().string()))
+                               .string();
+  std::error_code ec;
+  std::string delete_on_failure = kept;
+  if (fs::exists(kept, ec)) {
+    std::remove(tmp_path.c_str());
+    delete_on_failure.clear();
+  } else if (fs::rename(tmp_path, kept, ec); ec) {
+    return fail(500, fmt::format("cannot keep the upload as '{}': {}", kept, ec.message()), "model", "upload_failed");
   }
+  ro.model_path = kept;
+  do_reload(ctx, res, ro, delete_on_failure);
 }
 
 void handle_reload(ServerContext& ctx, const http::Request& req, http::Response& res) {
@@ -329,6 +336,7 @@ void register_admin_routes(http::Server& svr, ServerContext& ctx) {
   r.max_body_bytes = std::max(ctx.config().max_body_bytes, ctx.config().max_upload_bytes + (size_t{1} << 20));
   r.handler = [&ctx](http::Request& req, http::Response& res) { handle_reload(ctx, req, res); };
   svr.add(std::move(r));
+  register_drain_routes(svr, ctx);
 }
 
 }  // namespace edgelm::serve

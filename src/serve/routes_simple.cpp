@@ -2,6 +2,7 @@
 // valid against it, also returned parsed as "json"; "id" is the response id, serve/response_id.h), POST /tokenize,
 // POST /detokenize, GET /health (200 when ready, 503 while loading or draining), GET /metrics
 // (Prometheus text format).
+#include "serve/drain.h"
 #include "serve/health.h"
 #include "serve/http_server.h"
 #include "serve/response_id.h"
@@ -142,11 +143,12 @@ void handle_detokenize(ServerContext& ctx, const http::Request& http_req, http::
 // failed or stopped, or the server drains. The state is in the body (serve/health.h).
 void handle_health(ServerContext& ctx, const http::Request&, http::Response& res) {
   const ServiceStats s = ctx.service().stats();
-  const Health h = assess_health(ctx.models(), ctx.draining.load());
+  const Health h = assess_health(ctx.models(), ctx.refusing_work());
   json body = health_json(h, /*list_models=*/ctx.models().size() > 1);
   body["model"] = ctx.model_name();
   body["queue_depth"] = s.n_waiting;
   body["running"] = s.n_running;
+  add_drain_fields(ctx, body);  // serve/drain.h: drained, in_flight, model_state, upstream
   ctx.send_json(res, h.http_status, body);
 }
 

@@ -38,6 +38,7 @@ CommandRunner add_profile_command(CLI::App& app);
 CommandRunner add_embed_command(CLI::App& app);
 CommandRunner add_eval_cache_command(CLI::App& app);
 CommandRunner add_optimize_command(CLI::App& app);
+CommandRunner add_fleet_command(CLI::App& app);
 
 // Prints "edgelm: error: <message>" to stderr and returns exit code 1.
 int report_error(const Error& error);

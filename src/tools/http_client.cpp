@@ -97,6 +97,7 @@ void SseReader::handle_event(const std::string& event) {
       continue;
     }
     if (auto n = completion_tokens(j)) usage_tokens_ = n;
+    if (auto u = j.find("usage"); u != j.end() && u->is_object()) usage_ = *u;
     if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
     const auto& c = j["choices"][0];
     std::string text;

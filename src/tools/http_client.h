@@ -54,6 +54,8 @@ class SseReader {
   const std::string& error() const { return error_; }  // the first error event's message
   std::optional<size_t> usage_tokens() const { return usage_tokens_; }
   size_t bytes() const { return bytes_; }
+  // The last event's "usage" object (stream_options.include_usage); null if none came.
+  const nlohmann::json& usage() const { return usage_; }
 
  private:
   void handle_event(const std::string& event);
@@ -64,6 +66,7 @@ class SseReader {
   size_t chunks_ = 0, bytes_ = 0;
   std::string error_;
   std::optional<size_t> usage_tokens_;
+  nlohmann::json usage_;
 };
 
 // The completion tokens a response or chunk reports (usage.completion_tokens, or edgelm's

@@ -154,9 +154,16 @@ struct RunState {
   Clock::time_point last_done;
   std::atomic<size_t> sent{0}, ok{0}, failed{0}, dropped{0};
 
+  Clock::time_point start;
+  std::vector<TimelineSecond> timeline;  // by the second a request ended in
+
   void record(const Outcome& o) {
     std::lock_guard lock(mu);
     last_done = Clock::now();
+    const auto second = static_cast<size_t>(std::max(0.0, std::chrono::duration<double>(last_done - start).count()));
+    if (timeline.size() <= second) timeline.resize(second + 1);
+    for (size_t i = 0; i < timeline.size(); ++i) timeline[i].second = static_cast<int>(i);
+    ++(o.status == 200 && !o.stream_error ? timeline[second].ok : timeline[second].failed);
     if (o.status == 200 && !o.stream_error) {
       ok.fetch_add(1);
       e2e.push_back(o.e2e_s);
@@ -273,6 +280,7 @@ Result<LoadtestEndpoint> loadtest_endpoint_from_name(std::string_view name) {
 }
 
 Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* progress) {
+  if (options.multi_turn > 0) return run_conversations(options);
   LoadtestOptions o = options;
   if ((o.qps > 0) == (o.concurrency > 0))
     return make_error("give exactly one of --qps Q (open loop) or --concurrency C (closed loop)");
@@ -293,6 +301,7 @@ Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* p
   const auto deadline =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
   state->last_done = start;
+  state->start = start;
 
   std::atomic<bool> stop_progress{false};
   std::thread progress_thread;
@@ -422,6 +431,7 @@ Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* p
     r.generated_tokens = state->generated_tokens;
     r.within_budget = state->within_budget;
     r.routes = state->routes;
+    r.timeline = state->timeline;
   }
   r.requests_per_s = static_cast<double>(r.ok) / r.elapsed_s;
   r.tokens_per_s = static_cast<double>(r.generated_tokens) / r.elapsed_s;
@@ -485,6 +495,23 @@ std::string format_loadtest_text(const LoadtestReport& r) {
     for (const auto& [tier, n] : r.routes) s += fmt::format(" {} x{}", tier, n);
     s += "\n";
   }
+  if (o.timeline) {
+    s += "timeline (second: ok failed):";
+    for (const TimelineSecond& t : r.timeline) s += fmt::format(" {}:{}/{}", t.second, t.ok, t.failed);
+    s += "\n";
+  }
+  if (const auto& c = r.conversations) {
+    s += fmt::format("conversations: {} of {} turns each, {} started, {} completed; session header {}\n", o.multi_turn,
+                     o.multi_turn, c->conversations, c->completed, o.session_header ? "x-session-id" : "off");
+    row("TTFT turn 1", c->ttft_first);
+    row("TTFT turn 2+", c->ttft_later);
+    s += fmt::format("prefix reuse, turns 2+: {} of {} prompt tokens cached ({:.1f}%)\n", c->later_cached_tokens,
+                     c->later_prompt_tokens,
+                     c->later_prompt_tokens > 0 ? 100.0 * c->later_cached_tokens / c->later_prompt_tokens : 0.0);
+    for (const auto& [node, ratio] : c->node_prefix_hit)
+      s +=
+          fmt::format("node {}: edge_prefix_cache_hit_ratio {}\n", node, ratio ? fmt::format("{:.3f}", *ratio) : "n/a");
+  }
   s += fmt::format("server: cpu {}, rss {}\n",
                    r.server_cpu_utilization ? fmt::format("{:.2f} cores", *r.server_cpu_utilization) : "n/a",
                    r.server_rss_bytes ? fmt::format("{:.1f} MiB", *r.server_rss_bytes / (1024.0 * 1024.0)) : "n/a");
@@ -519,6 +546,28 @@ nlohmann::json loadtest_json(const LoadtestReport& r) {
     j["budget"] = {{"latency_budget_ms", o.latency_budget_ms},
                    {"within", r.within_budget},
                    {"fraction", r.sent > 0 ? static_cast<double>(r.within_budget) / r.sent : 0.0}};
+  if (o.timeline) {
+    j["timeline"] = nlohmann::json::array();
+    for (const TimelineSecond& t : r.timeline)
+      j["timeline"].push_back({{"second", t.second}, {"ok", t.ok}, {"failed", t.failed}});
+  }
+  if (const auto& c = r.conversations) {
+    nlohmann::json nodes = nlohmann::json::object();
+    for (const auto& [node, ratio] : c->node_prefix_hit)
+      nodes[node] = ratio ? nlohmann::json(*ratio) : nlohmann::json();
+    j["conversations"] = {
+        {"turns", o.multi_turn},
+        {"session_header", o.session_header},
+        {"started", c->conversations},
+        {"completed", c->completed},
+        {"ttft_first_turn", summary_json(c->ttft_first)},
+        {"ttft_later_turns", summary_json(c->ttft_later)},
+        {"later_prompt_tokens", c->later_prompt_tokens},
+        {"later_cached_tokens", c->later_cached_tokens},
+        {"later_cached_ratio",
+         c->later_prompt_tokens > 0 ? static_cast<double>(c->later_cached_tokens) / c->later_prompt_tokens : 0.0},
+        {"node_prefix_cache_hit_ratio", nodes}};
+  }
   j["routes"] = nlohmann::json::object();
   for (const auto& [tier, n] : r.routes) j["routes"][tier] = n;
   j["server"] = {
@@ -546,6 +595,7 @@ CommandRunner add_loadtest_command(CLI::App& app) {
     LoadtestOptions o;
     std::string endpoint = "completions";
     std::string prompts_file;
+    std::vector<std::string> node_metrics;
     bool json = false;
   };
   auto f = std::make_shared<Flags>();
@@ -579,11 +629,21 @@ CommandRunner add_loadtest_command(CLI::App& app) {
   cmd->add_flag("!--no-stream", f->o.stream, "completions/chat: ask for one JSON answer instead of SSE");
   cmd->add_flag("--honor-retry-after", f->o.honor_retry_after,
                 "Closed loop: a worker refused with 429/503 waits Retry-After before its next request");
+  cmd->add_option("--multi-turn", f->o.multi_turn,
+                  "Conversations of N streamed turns (with --concurrency), each turn extending the previous one")
+      ->check(CLI::Range(2, 1000));
+  cmd->add_flag("!--no-session-id", f->o.session_header,
+                "--multi-turn: send no x-session-id header (a baseline without balancer affinity)");
+  cmd->add_option("--node-metrics", f->node_metrics,
+                  "--multi-turn: node URLs, comma-separated, whose edge_prefix_cache_hit_ratio is reported")
+      ->delimiter(',');
+  cmd->add_flag("--timeline", f->o.timeline, "Report ok and failed requests per second of the run (failover, updates)");
   cmd->add_flag("--json", f->json, "Print one JSON object instead of the table");
   return [f]() -> int {
     auto endpoint = loadtest_endpoint_from_name(f->endpoint);
     if (!endpoint) return report_error(endpoint.error());
     f->o.endpoint = *endpoint;
+    f->o.node_metrics = f->node_metrics;
     if (!f->prompts_file.empty()) {
       auto prompts = read_loadtest_prompts(f->prompts_file);
       if (!prompts) return report_error(prompts.error());

@@ -11,6 +11,10 @@
 // Streaming endpoints (completions, chat) are sent with "stream": true; every SSE chunk with
 // text is one token for TTFT/TBT. predict is end-to-end only.
 //
+// Multi-turn (--multi-turn N): conversations of N streamed turns, each with its own
+// x-session-id, each turn's prompt the previous prompt + answer + a follow-up, so a node that keeps
+// the conversation reuses its KV prefix; TTFT of later turns and the cached-token share show it.
+//
 // Invariants: every request sent is counted exactly once, as ok (HTTP 200 and a clean stream) or
 // under its error (HTTP status, "connection", "stream"); latency statistics cover ok requests.
 #pragma once
@@ -48,12 +52,34 @@ struct LoadtestOptions {
   bool stream = true;             // completions and chat: SSE (false: one JSON answer)
   double probe_health_ms = 0;    // > 0: GET /health this often during the run (its latency reported)
   bool honor_retry_after = false;  // closed loop: a worker refused (429/503) waits Retry-After before its next request
+  // > 0: conversations of this many turns (tools/loadtest_conversations.cpp), --concurrency of
+  // them at a time; each turn's prompt extends the previous turn's prompt and answer.
+  bool timeline = false;  // report requests ok / failed per second (by the second each ended in)
+  int multi_turn = 0;
+  bool session_header = true;             // multi-turn: send x-session-id (false: a baseline without affinity)
+  std::vector<std::string> node_metrics;  // multi-turn: node URLs whose prefix-cache metrics are read
 };
+
 
 // Percentiles by linear interpolation between closest ranks (numpy's default).
 struct LatencySummary {
   size_t n = 0;
   double mean = 0, p50 = 0, p95 = 0, p99 = 0, max = 0;  // seconds
+};
+
+struct TimelineSecond {
+  int second = 0;
+  size_t ok = 0, failed = 0;
+};
+
+// What a multi-turn run measured beyond the per-request figures.
+struct ConversationReport {
+  size_t conversations = 0;  // started
+  size_t completed = 0;      // every turn answered
+  LatencySummary ttft_first, ttft_later;  // TTFT of first turns, and of turns 2..N (prefix reuse)
+  size_t later_prompt_tokens = 0, later_cached_tokens = 0;  // turns 2..N, from the usage chunks
+  // Each --node-metrics node: edge_prefix_cache_hit_ratio (its prefix lookups since start that hit).
+  std::vector<std::pair<std::string, std::optional<double>>> node_prefix_hit;
 };
 
 struct LoadtestReport {
@@ -72,11 +98,16 @@ struct LoadtestReport {
   std::optional<double> server_rss_bytes;        // process_resident_memory_bytes
   size_t within_budget = 0;               // ok requests whose end-to-end time met latency_budget_ms
   std::map<std::string, size_t> routes;   // the tier of each ok request's x-edgelm-route header
+  std::optional<ConversationReport> conversations;  // multi-turn runs
+  std::vector<TimelineSecond> timeline;             // closed and open loop (not multi-turn)
 };
 
 // Runs the load; progress (if not null) gets a live "\r..." line every half second.
 // Errors: bad options, malformed URL, server unreachable before the run.
 Result<LoadtestReport> run_loadtest(const LoadtestOptions& options, std::FILE* progress = nullptr);
+// The multi-turn run (options.multi_turn > 0; run_loadtest calls it). Errors: as run_loadtest,
+// and predict (it has no conversation).
+Result<LoadtestReport> run_conversations(const LoadtestOptions& options);
 
 std::string format_loadtest_text(const LoadtestReport& report);
 nlohmann::json loadtest_json(const LoadtestReport& report);

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(edgelm::tools::add_embed_command);
   add(edgelm::tools::add_eval_cache_command);
   add(edgelm::tools::add_optimize_command);
+  add(edgelm::tools::add_fleet_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

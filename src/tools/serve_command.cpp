@@ -4,9 +4,13 @@
 // only when given), printed (secrets masked) to stderr; the listener comes up at
 // once (/health answers 503 while the model loads); a load error exits 1. SIGTERM or SIGINT:
 // stop taking inference requests, let in-flight ones finish for up to --drain-timeout seconds,
-// then exit 0. Signals are taken by one thread with sigwait, so no handler runs async code.
+// then exit 0. SIGHUP: read the settings again (config file, environment, flags) and hot-reload
+// each configured model from its path (as POST /reload does; systemd's ExecReload); a bad
+// file or config is logged and the current model keeps serving. Signals are taken by one
+// thread with sigwait, so no handler runs async code.
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +93,35 @@ Result<size_t> kv_bytes_within_budget(const serve::ServeConfig& cfg, const std::
   return kv;
 }
 
+// SIGHUP: every model reloaded from the path the settings name now (serve/engine_service.h
+// reload(): the old model serves until the new one is ready; a failure keeps it).
+void reload_configured_models(const ServeOptions& o, serve::HttpServer& server) {
+  auto cfg = effective_config(o);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "edgelm serve: SIGHUP: the settings do not load (the current model keeps serving): %s\n",
+                 cfg.error().message.c_str());
+    return;
+  }
+  auto specs = serve::model_specs(*cfg);
+  const auto& models = server.context().models();
+  if (!specs.ok() || specs->size() != models.size()) {
+    std::fprintf(stderr, "edgelm serve: SIGHUP: %s; nothing reloaded\n",
+                 specs.ok() ? "the number of models changed (that needs a restart)" : specs.error().message.c_str());
+    return;
+  }
+  for (size_t i = 0; i < models.size(); ++i) {
+    const serve::ModelSpec& spec = (*specs)[i];
+    std::fprintf(stderr, "edgelm serve: SIGHUP: reloading '%s' from %s\n", spec.name.c_str(), spec.path.c_str());
+    const auto r = models[i]->service->reload(serve::ReloadOptions{spec.path, spec.tokenizer_path, spec.name});
+    if (r.error)
+      std::fprintf(stderr, "edgelm serve: SIGHUP: reload failed (the current model keeps serving): %s\n",
+                   r.error->message.c_str());
+    else
+      std::fprintf(stderr, "edgelm serve: SIGHUP: model '%s' reloaded in %.0f ms\n", r.info->model_name.c_str(),
+                   r.info->load_ms);
+  }
+}
+
 int run_serve(ServeOptions& o) {
   auto cfg_or = effective_config(o);
   if (!cfg_or.ok()) return report_error(cfg_or.error());
@@ -105,6 +138,7 @@ int run_serve(ServeOptions& o) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
 
@@ -196,7 +230,22 @@ int run_serve(ServeOptions& o) {
   });
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  std::thread reloader;  // one SIGHUP reload at a time; the waiter stays free for SIGTERM
+  std::atomic<bool> reloading{false};
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    if (reloading.exchange(true)) {
+      std::fprintf(stderr, "edgelm serve: SIGHUP: a reload is already running; ignored\n");
+      continue;
+    }
+    if (reloader.joinable()) reloader.join();
+    reloader = std::thread([&] {
+      reload_configured_models(o, server);
+      reloading.store(false);
+    });
+  }
+  if (reloader.joinable()) reloader.join();
   std::fprintf(stderr, "edgelm serve: %s received, draining for up to %.0f s\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                cfg.drain_timeout_s);
   const auto t0 = std::chrono::steady_clock::now();

@@ -170,6 +170,31 @@ TEST(Loadtest, ClosedLoopStreamingMeasuresTtftAndTbt) {
   EXPECT_TRUE(body["prompt"].is_string());
 }
 
+// --timeline: ok and failed per second of the run, adding up to the totals.
+TEST(Loadtest, TimelineCountsRequestsPerSecond) {
+  FakeServer server;
+  LoadtestOptions o;
+  o.url = server.url();
+  o.concurrency = 2;
+  o.duration_s = 1.3;
+  o.max_tokens = 4;
+  o.timeline = true;
+  auto r = run_loadtest(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_GE(r->timeline.size(), 2u);
+  size_t ok = 0, failed = 0;
+  for (size_t i = 0; i < r->timeline.size(); ++i) {
+    EXPECT_EQ(r->timeline[i].second, static_cast<int>(i));
+    ok += r->timeline[i].ok;
+    failed += r->timeline[i].failed;
+  }
+  EXPECT_EQ(ok, r->ok);
+  EXPECT_EQ(failed, r->failed);
+  EXPECT_GT(r->timeline[0].ok, 0u);
+  EXPECT_NE(format_loadtest_text(*r).find("timeline (second: ok failed): 0:"), std::string::npos);
+  EXPECT_EQ(loadtest_json(*r)["timeline"].size(), r->timeline.size());
+}
+
 TEST(Loadtest, OpenLoopKeepsSendingWhileResponsesAreSlow) {
   FakeServer server;
   server.predict_delay_ms = 400;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <future>
 #include <regex>
 
@@ -203,6 +204,61 @@ TEST(ServeProcess, SynthShapesServeChatsInTheirFamilysFormat) {
     ASSERT_EQ(t->status, 200) << t->body;
     EXPECT_EQ(j["usage"]["prompt_tokens"], json::parse(t->body)["tokens"].size()) << r->body;
   }
+}
+
+}  // namespace
+}  // namespace edgelm::test
+
+namespace edgelm::test {
+namespace {
+
+std::string health_model_of(int port) {
+  auto r = client_of(port).Get("/health");
+  return r ? json::parse(r->body, nullptr, false).value("model", "") : "";
+}
+
+// SIGHUP (systemd's ExecReload): the settings are read again and the model they name now is
+// hot-reloaded; settings that do not load, or a model that does not, keep the current model.
+TEST(ServeProcess, SighupReloadsTheModelTheConfigNamesNow) {
+  signal(SIGPIPE, SIG_IGN);
+  TempDir dir;
+  const std::string cfg = dir.file("edgelm.yaml");
+  auto write_cfg = [&](const std::string& model_lines) {
+    std::ofstream(cfg) << model_lines << "host: 127.0.0.1\nport: 0\nthreads: 1\nkv_memory: 16M\n";
+  };
+  write_cfg("model_path: " + shared_path("models/stories260K.bin") +
+            "\ntokenizer_path: " + shared_path("models/tok512.bin") + "\n");
+  ServeProcess p({"serve", "--config", cfg});
+  ASSERT_GT(p.port(), 0) << p.log();
+  ASSERT_EQ(wait_healthy(p.port(), std::chrono::seconds(30)), 200) << p.log();
+  ASSERT_EQ(health_model_of(p.port()), "stories260K");
+
+  write_cfg("model_path: " + shared_path("models/stories260K-f16.gguf") + "\n");
+  ASSERT_EQ(kill(p.pid(), SIGHUP), 0);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until && health_model_of(p.port()) != "stories260K-f16")
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(health_model_of(p.port()), "stories260K-f16");
+  auto r = client_of(p.port()).Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 3}}.dump(),
+                                    "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+
+  // A model that does not load, then settings that do not parse: logged, nothing changes.
+  write_cfg("model_path: " + dir.file("missing.gguf") + "\n");
+  ASSERT_EQ(kill(p.pid(), SIGHUP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  write_cfg("model_path: [not, a, path]\n");
+  ASSERT_EQ(kill(p.pid(), SIGHUP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(health_model_of(p.port()), "stories260K-f16");
+  EXPECT_EQ(wait_healthy(p.port(), std::chrono::seconds(5)), 200);
+  ASSERT_EQ(kill(p.pid(), SIGTERM), 0);
+  EXPECT_EQ(p.wait_exit(std::chrono::seconds(60)), 0);
+  const std::string log = p.log();
+  EXPECT_NE(log.find("SIGHUP: model 'stories260K-f16' reloaded"), std::string::npos) << log;
+  EXPECT_NE(log.find("SIGHUP: reload failed (the current model keeps serving)"), std::string::npos) << log;
+  EXPECT_NE(log.find("SIGHUP: the settings do not load"), std::string::npos) << log;
 }
 
 }  // namespace
