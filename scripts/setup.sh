@@ -46,9 +46,10 @@ else
   fi
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
   [ "$made_policy" -eq 0 ] || "${sudo_cmd[@]}" rm -f "$policy"
+  # Only the services this run installed: a balancer the machine already ran stays as it was.
   if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
     for svc in nginx haproxy; do
-      "${sudo_cmd[@]}" systemctl disable --now "$svc" >/dev/null 2>&1 || true
+      case " ${missing[*]} " in *" $svc "*) "${sudo_cmd[@]}" systemctl disable --now "$svc" >/dev/null 2>&1 || true ;; esac
     done
   fi
 fi
