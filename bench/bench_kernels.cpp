@@ -5,6 +5,9 @@
 //    Reports the bytes of weights read per second. 4096 rows is the model-sized case (every
 //    matrix is larger than a 4 MB L2); 128 rows stays in L2 (at most 2 MB, F32) and shows the
 //    kernels' own speed.
+//  packed/<type>/<isa>/<rows>x4096/t<T>: the load-time packed GEMM (gemm.h run_packed) on one
+//    thread for T tokens (32768 rows: from DRAM; 4096: about L3; 128: L2): what decode (T = 1) and a small batch run in the engine. Reports the
+//    bytes of packed weights read per second; set_items counts tokens x rows.
 //  quantize/<type>/<isa>: the activation quantizers on a 4096-float row (bytes of floats read).
 //
 // Weights are random quant bits with moderate fp16 scales (no NaN, inf or subnormal, which
@@ -20,10 +23,12 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
 #include "kernels/fp16.h"
+#include "kernels/gemm.h"
 #include "kernels/isa.h"
 #include "kernels/quant_traits.h"
 #include "kernels/quants_k.h"
@@ -34,6 +39,7 @@ namespace {
 
 constexpr int64_t kCols = 4096;
 constexpr int64_t kMaxRows = 4096;
+constexpr int64_t kDramRows = 32768;  // packed/ only: 32768 rows (Q4_0: 72 MiB) stream from DRAM, past any L3
 
 const DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::q4_0, DType::q4_1, DType::q5_0,
                               DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
@@ -51,20 +57,20 @@ std::vector<size_t> half_fields(DType t) {
   }
 }
 
-// [kMaxRows, kCols] weights of `type`, made once per type.
-const std::vector<uint8_t>& weights(DType type) {
-  static std::map<DType, std::unique_ptr<std::vector<uint8_t>>> cache;
-  auto& slot = cache[type];
+// [rows, kCols] weights of `type`, made once per type and row count.
+const std::vector<uint8_t>& weights(DType type, int64_t rows = kMaxRows) {
+  static std::map<std::pair<DType, int64_t>, std::unique_ptr<std::vector<uint8_t>>> cache;
+  auto& slot = cache[{type, rows}];
   if (slot) return *slot;
   std::mt19937_64 rng(static_cast<uint64_t>(type) + 1);
-  const size_t bytes = dtype_row_bytes(type, kCols) * kMaxRows;
+  const size_t bytes = dtype_row_bytes(type, kCols) * static_cast<size_t>(rows);
   slot = std::make_unique<std::vector<uint8_t>>(bytes);
   std::vector<uint8_t>& w = *slot;
   std::uniform_real_distribution<float> value(-1.0f, 1.0f), scale(0.01f, 0.1f);
   if (type == DType::f32 || type == DType::f16) {
     std::vector<float> row(kCols);
     const size_t row_bytes = dtype_row_bytes(type, kCols);
-    for (int64_t r = 0; r < kMaxRows; ++r) {
+    for (int64_t r = 0; r < rows; ++r) {
       for (float& v : row) v = value(rng);
       quant_traits(type)->from_float(row.data(), w.data() + r * row_bytes, kCols);
     }
@@ -110,6 +116,30 @@ void bm_vec_dot(benchmark::State& state, Isa isa, DType type, int64_t rows) {
   state.SetBytesProcessed(state.iterations() * rows * static_cast<int64_t>(row_bytes));
 }
 
+void bm_packed(benchmark::State& state, Isa isa, DType type, int64_t rows, int64_t n_tok) {
+  const IsaKernels& k = *isa_kernels(isa);
+  const GemmKernel* g = k.gemm(type);
+  const ResolvedKernels f = kernel_or_scalar(k, type);
+  const size_t row_bytes = dtype_row_bytes(type, kCols);
+  const GemmWeights w{weights(type, rows).data(), row_bytes, rows, kCols};
+  std::vector<uint8_t> pw(g->packed_weight_bytes(rows, kCols));
+  g->pack_weights(w, 0, rows, pw.data());
+  const std::vector<float> x = activation_floats();
+  const size_t act_bytes = dtype_row_bytes(f.vec_dot_type, kCols);
+  std::vector<uint8_t> act(act_bytes * static_cast<size_t>(n_tok));
+  for (int64_t t = 0; t < n_tok; ++t) f.quantize_activation(x.data(), act.data() + t * act_bytes, kCols);
+  std::vector<uint8_t> packed(g->packed_bytes(kCols, n_tok));
+  g->pack(act.data(), act_bytes, kCols, n_tok, packed.data());
+  std::vector<float> out(static_cast<size_t>(rows * n_tok));
+  for (auto _ : state) {
+    g->run_packed(pw.data(), rows, kCols, packed.data(), n_tok, 0, rows, out.data(), rows);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(pw.size()));
+  state.SetItemsProcessed(state.iterations() * rows * n_tok);
+}
+
 void bm_quantize(benchmark::State& state, Isa isa, DType type) {
   const FromFloatFn quantize = isa_kernels(isa)->from_float(type);
   const std::vector<float> x = activation_floats();
@@ -132,6 +162,16 @@ void register_all() {
                                  std::to_string(rows) + "x" + std::to_string(kCols);
         benchmark::RegisterBenchmark(name.c_str(), bm_vec_dot, isa, type, rows)->Unit(benchmark::kMicrosecond);
       }
+    }
+    for (DType type : kWeightTypes) {
+      const GemmKernel* g = isa_kernels(isa)->gemm(type);
+      if (g == nullptr || g->run_packed == nullptr) continue;
+      for (int64_t rows : {kDramRows, kMaxRows, int64_t{128}})
+        for (int64_t t : {1, 4, 8}) {
+          const std::string name = "packed/" + std::string(dtype_name(type)) + "/" + isa_str + "/" +
+                                   std::to_string(rows) + "x" + std::to_string(kCols) + "/t" + std::to_string(t);
+          benchmark::RegisterBenchmark(name.c_str(), bm_packed, isa, type, rows, t)->Unit(benchmark::kMicrosecond);
+        }
     }
     for (DType type : kActivationTypes) {
       const std::string name = "quantize/" + std::string(dtype_name(type)) + "/" + isa_str;

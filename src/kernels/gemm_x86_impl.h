@@ -67,6 +67,7 @@ inline VI vi_set1(int32_t v) { return _mm512_set1_epi32(v); }
 inline VI vi_add(VI a, VI b) { return _mm512_add_epi32(a, b); }
 inline VI vi_sub(VI a, VI b) { return _mm512_sub_epi32(a, b); }
 inline VI vi_shl5(VI a) { return _mm512_slli_epi32(a, 5); }
+inline VI vi_shl16(VI a) { return _mm512_slli_epi32(a, 16); }
 inline VI vi_mullo(VI a, VI b) { return _mm512_mullo_epi32(a, b); }
 inline VI vi_madd16(VI a, VI b) { return _mm512_madd_epi16(a, b); }
 inline VF vf_load(const float* p) { return _mm512_load_ps(p); }
@@ -88,8 +89,6 @@ inline VI vi_set1_8(char c) { return _mm512_set1_epi8(c); }
 inline VI vi_u8_to_32(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline VI vi_s8_to_32(const int8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline VF vf_half(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-// acc += the int32 dot of each lane's 4 u8 weights with the 4 s8 activations of y4.
-inline VI gdot(VI acc, VI w, VI y4) { return _mm512_dpbusd_epi32(acc, w, y4); }
 #else
 constexpr int kRows = 8;  // ymm
 using VI = __m256i;
@@ -100,6 +99,7 @@ inline VI vi_set1(int32_t v) { return _mm256_set1_epi32(v); }
 inline VI vi_add(VI a, VI b) { return _mm256_add_epi32(a, b); }
 inline VI vi_sub(VI a, VI b) { return _mm256_sub_epi32(a, b); }
 inline VI vi_shl5(VI a) { return _mm256_slli_epi32(a, 5); }
+inline VI vi_shl16(VI a) { return _mm256_slli_epi32(a, 16); }
 inline VI vi_madd16(VI a, VI b) { return _mm256_madd_epi16(a, b); }
 inline VI vi_mullo(VI a, VI b) { return _mm256_mullo_epi32(a, b); }
 inline VF vf_load(const float* p) { return _mm256_load_ps(p); }
@@ -127,16 +127,6 @@ inline VI vi_set1_8(char c) { return _mm256_set1_epi8(c); }
 inline VI vi_u8_to_32(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline VI vi_s8_to_32(const int8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline VF vf_half(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-// acc += the int32 dot of each lane's 4 u8 weights with the 4 s8 activations of y4 (weights
-// <= 63 here, so the maddubs pairs cannot saturate).
-inline VI gdot(VI acc, VI w, VI y4) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, y4), _mm256_set1_epi16(1)));
-}
-// The same for signed weights: |w| . sign(y, w).
-inline VI gdot_s8(VI acc, VI w, VI y4) {
-  const VI p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y4, w));
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-}
 #endif
 constexpr int kHalves = kRows / 8;               // 8-row transposes per group
 constexpr int kGroupBytes = 4 * kRows;           // one group of 4 elements of every row
@@ -250,9 +240,8 @@ struct ActQ8K {
   int16_t b32[8];   // sums of the 8 32-element sub-blocks
   int16_t b16[16];  // the row's bsums (16-element sums)
   int8_t qs[kQK_K];
-  int32_t q6_bias[16];  // -32 * b16: Q6_K's zero point, applied to each 16-element sum
 };
-static_assert(sizeof(ActQ8K) == 384);
+static_assert(sizeof(ActQ8K) == 320);
 
 template <typename Act>
 size_t act_packed_bytes(int64_t cols, int64_t n_tok) {
@@ -293,25 +282,42 @@ void pack_q8_k(const uint8_t* act, size_t act_row_bytes, int64_t cols, int64_t n
       for (int j = 0; j < 8; ++j) out->b32[j] = static_cast<int16_t>(y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
       std::memcpy(out->b16, y[i].bsums, sizeof out->b16);
       std::memcpy(out->qs, y[i].qs, sizeof out->qs);
-      for (int j = 0; j < 16; ++j) out->q6_bias[j] = -32 * y[i].bsums[j];
     }
   }
 }
 
 // ---- Integer sub-block dot of kRows rows x T tokens --------------------------------------------
 
+// The 8 groups of one sub-block, as sub_dot_u8 / sub_dot_s8 take them: Groups(g) returns
+// group g (4 elements of every row, one row per 32-bit lane). from_scratch reads the unpacked
+// [8 groups][kRows rows][4 bytes] layout of the per-call kernels; the load-time packed tiles
+// (gemm_x86_packed.h) pass lambdas that unpack their own layout in registers.
+inline auto from_scratch(const uint8_t* q) {
+  return [q](int g) { return vi_load(q + g * kGroupBytes); };
+}
+
+// Lane r = (int16 lo[r], int16 hi[r]) from int32 lanes: a madd16 operand pairing two values
+// of each row.
+inline VI pair16(VI lo, VI hi) { return vi_or(vi_and(lo, vi_set1(0xffff)), vi_shl16(hi)); }
+inline VI pair_s8(const int8_t* lo, const int8_t* hi) { return pair16(vi_s8_to_32(lo), vi_s8_to_32(hi)); }
+// Row r's sub-block multiplier in 32-bit lane r (the set_mult convention) from kRows 8-bit
+// values: int32 for mullo (VNNI), both int16 halves for madd (AVX2).
+inline VI mult_of(VI m32) { return EDGELM_GEMM_VNNI ? m32 : pair16(m32, m32); }
+inline VI mult_u8(const uint8_t* m) { return mult_of(vi_u8_to_32(m)); }
+inline VI mult_s8(const int8_t* m) { return mult_of(vi_s8_to_32(m)); }
+
 #if EDGELM_GEMM_VNNI
-// acc[t] += per-row int32 sums of one sub-block: q (8 groups, see the file comment) against the
+// acc[t] += per-row int32 sums of one sub-block: the 8 groups of q (unsigned bytes) against the
 // 32 activation quants at y[t], the sums of groups 0-3 times mult_lo and of groups 4-7 times
 // mult_hi (kScaled false: both 1, no multiply; kSplit false: mult_lo for all). The T tokens are
 // T independent dpbusd chains. kFlush only matters to AVX2.
-template <int T, int kFlush, bool kScaled = true, bool kSplit = false>
-inline void sub_dot_u8(const uint8_t* q, const int8_t* const y[T], VI mult_lo, VI mult_hi, VI acc[T]) {
+template <int T, int kFlush, bool kScaled = true, bool kSplit = false, typename Groups>
+inline void sub_dot_u8(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_hi, VI acc[T]) {
   if constexpr (kScaled && kSplit) {
     VI a[T], b[T];
     for (int t = 0; t < T; ++t) a[t] = b[t] = vi_zero();
     for (int g = 0; g < 4; ++g) {
-      const VI w0 = vi_load(q + g * kGroupBytes), w1 = vi_load(q + (g + 4) * kGroupBytes);
+      const VI w0 = q(g), w1 = q(g + 4);
       for (int t = 0; t < T; ++t) {
         a[t] = _mm512_dpbusd_epi32(a[t], w0, vi_bcast(y[t] + 4 * g));
         b[t] = _mm512_dpbusd_epi32(b[t], w1, vi_bcast(y[t] + 4 * (g + 4)));
@@ -322,26 +328,26 @@ inline void sub_dot_u8(const uint8_t* q, const int8_t* const y[T], VI mult_lo, V
     VI a[T];
     for (int t = 0; t < T; ++t) a[t] = vi_zero();
     for (int g = 0; g < 8; ++g) {
-      const VI w = vi_load(q + g * kGroupBytes);
+      const VI w = q(g);
       for (int t = 0; t < T; ++t) a[t] = _mm512_dpbusd_epi32(a[t], w, vi_bcast(y[t] + 4 * g));
     }
     for (int t = 0; t < T; ++t) acc[t] = vi_add(acc[t], vi_mullo(a[t], mult_lo));
   } else {
     for (int g = 0; g < 8; ++g) {
-      const VI w = vi_load(q + g * kGroupBytes);
+      const VI w = q(g);
       for (int t = 0; t < T; ++t) acc[t] = _mm512_dpbusd_epi32(acc[t], w, vi_bcast(y[t] + 4 * g));
     }
   }
 }
 #else
 // AVX2: int16 sums of kFlush groups of maddubs products at a time, widened by madd with the
-// int16 multipliers (mult_lo for groups 0-3, mult_hi for 4-7).
-template <int T, int kFlush, bool kScaled = true, bool kSplit = false>
-inline void sub_dot_u8(const uint8_t* q, const int8_t* const y[T], VI mult_lo, VI mult_hi, VI acc[T]) {
+// int16 multipliers (mult_lo for groups 0-3, mult_hi for 4-7; kScaled false: pass ones).
+template <int T, int kFlush, bool kScaled = true, bool kSplit = false, typename Groups>
+inline void sub_dot_u8(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_hi, VI acc[T]) {
   for (int h = 0; h < 8; h += kFlush) {
     VI p[T];
     for (int g = h; g < h + kFlush; ++g) {
-      const VI w = vi_load(q + g * kGroupBytes);
+      const VI w = q(g);
       for (int t = 0; t < T; ++t) {
         const VI pr = _mm256_maddubs_epi16(w, vi_bcast(y[t] + 4 * g));
         p[t] = g == h ? pr : _mm256_add_epi16(p[t], pr);
@@ -353,11 +359,11 @@ inline void sub_dot_u8(const uint8_t* q, const int8_t* const y[T], VI mult_lo, V
 }
 
 // The same for signed weights (Q8_0), multiplier 1: |w| . sign(y, w), widened every group.
-template <int T>
-inline void sub_dot_s8(const uint8_t* q, const int8_t* const y[T], VI acc[T]) {
+template <int T, typename Groups>
+inline void sub_dot_s8(Groups q, const int8_t* const y[T], VI acc[T]) {
   const VI ones = _mm256_set1_epi16(1);
   for (int g = 0; g < 8; ++g) {
-    const VI w = vi_load(q + g * kGroupBytes);
+    const VI w = q(g);
     const VI aw = _mm256_sign_epi8(w, w);
     for (int t = 0; t < T; ++t) {
       const VI pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(vi_bcast(y[t] + 4 * g), w));
@@ -417,13 +423,13 @@ void tile_legacy(const WLegacy* wb, int64_t nb, const ActQ8* const y[T], float* 
     }
 #if !EDGELM_GEMM_VNNI
     if constexpr (kFlush == 0) {
-      sub_dot_s8<T>(wb[b].q, yq, acc);
+      sub_dot_s8<T>(from_scratch(wb[b].q), yq, acc);
     } else {
       const VI ones = _mm256_set1_epi16(1);
-      sub_dot_u8<T, kFlush, false>(wb[b].q, yq, ones, ones, acc);
+      sub_dot_u8<T, kFlush, false>(from_scratch(wb[b].q), yq, ones, ones, acc);
     }
 #else
-    sub_dot_u8<T, kFlush, false>(wb[b].q, yq, vi_zero(), vi_zero(), acc);
+    sub_dot_u8<T, kFlush, false>(from_scratch(wb[b].q), yq, vi_zero(), vi_zero(), acc);
 #endif
     const VF d = vf_load(wb[b].d);
     for (int t = 0; t < T; ++t) {
@@ -557,7 +563,7 @@ void tile_k4(const WK4* wb, int64_t nb, const ActQ8K* const y[T], float* out, in
       const int8_t* yq[T];
       for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
       const VI sc = vi_load(w.sc[s]);
-      sub_dot_u8<T, kFlush>(w.q[s], yq, sc, sc, acc);
+      sub_dot_u8<T, kFlush>(from_scratch(w.q[s]), yq, sc, sc, acc);
     }
     for (int p = 0; p < 4; ++p) {
       const VI mn = vi_load(w.mn[p]);
@@ -584,7 +590,7 @@ void tile_q6_k(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, 
     for (int s = 0; s < 8; ++s) {
       const int8_t* yq[T];
       for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
-      sub_dot_u8<T, kFlush, true, true>(w.q[s], yq, vi_load(w.sc[2 * s]), vi_load(w.sc[2 * s + 1]), acc);
+      sub_dot_u8<T, kFlush, true, true>(from_scratch(w.q[s]), yq, vi_load(w.sc[2 * s]), vi_load(w.sc[2 * s + 1]), acc);
     }
     for (int p = 0; p < 8; ++p) {
       const VI sc = vi_load(w.scp[p]);

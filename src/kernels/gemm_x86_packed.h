@@ -138,28 +138,38 @@ inline VI group_q4_0(const PQ4_0& b, int g) {
   return vi_and(g < 4 ? raw : vi_srl16(raw, 4), vi_set1_8(0x0f));
 }
 inline VI group_q8_0(const PQ8_0& b, int g) { return vi_load(b.qs[g]); }
-#if EDGELM_GEMM_VNNI
-constexpr auto kDotQ8_0 = gdot;  // biased weights: unsigned like the others
-#else
-constexpr auto kDotQ8_0 = gdot_s8;
-#endif
 
-// Q4_0 and Q8_0: one chain per token (chains, float sums and weights fit the register file;
-// out-of-order execution overlaps the chains of consecutive blocks when T is small), started
-// at the activations' bias (the format's zero point times their sum).
-template <int T, typename PB, VI (*Group)(const PB&, int), VI (*Dot)(VI, VI, VI)>
+// The integer sums are those of the per-call tiles (sub_dot_u8 / sub_dot_s8 of
+// gemm_x86_impl.h, fed from registers instead of scratch): on AVX2, int16 sums of maddubs
+// products over as many groups as the weights' range allows, widened once per flush.
+
+// Q4_0 and Q8_0 (kSigned: Q8_0 on AVX2), started at the activations' bias (the format's zero
+// point times their sum).
+template <int T, typename PB, VI (*Group)(const PB&, int), bool kSigned>
 void tile_packed_legacy(const PB* wb, int64_t nb, const ActQ8* const y[T], float* out, int64_t ldo, int n_rows) {
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
     prefetch_block(wb + b + 4, sizeof(PB));
+    const int8_t* yq[T];
     VI a[T];
-    for (int t = 0; t < T; ++t) a[t] = vi_set1(y[t][b].bias);
-    for (int g = 0; g < 8; ++g) {
-      const VI q = Group(wb[b], g);
-      for (int t = 0; t < T; ++t) a[t] = Dot(a[t], q, vi_bcast(y[t][b].qs + 4 * g));
+    for (int t = 0; t < T; ++t) {
+      yq[t] = y[t][b].qs;
+      a[t] = vi_set1(y[t][b].bias);
     }
-    const VF d = vf_half(wb[b].d);
+    const PB& w = wb[b];
+    const auto q = [&w](int g) { return Group(w, g); };
+#if EDGELM_GEMM_VNNI
+    sub_dot_u8<T, 8, false>(q, yq, vi_zero(), vi_zero(), a);
+#else
+    if constexpr (kSigned) {
+      sub_dot_s8<T>(q, yq, a);
+    } else {
+      const VI ones = _mm256_set1_epi16(1);
+      sub_dot_u8<T, 8, false>(q, yq, ones, ones, a);
+    }
+#endif
+    const VF d = vf_half(w.d);
     for (int t = 0; t < T; ++t) facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(a[t]), facc[t]);
   }
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
@@ -175,18 +185,16 @@ void tile_packed_q4_k(const PQ4_K* wb, int64_t nb, const ActQ8K* const y[T], flo
     prefetch_block(wb + b + 2, sizeof(PQ4_K));
     VI acc[T], mins[T];
     for (int t = 0; t < T; ++t) acc[t] = mins[t] = vi_zero();
-    // One sub-block at a time (one chain per token: accumulators, chains and float sums must
-    // fit the register file together): s = 2c + 1 takes the high nibbles of chunk c.
+    // Sub-block s = 2c + 1 takes the high nibbles of chunk c.
     for (int s = 0; s < 8; ++s) {
-      VI a[T];
-      for (int t = 0; t < T; ++t) a[t] = vi_zero();
-      for (int k = 0; k < 8; ++k) {
+      const int8_t* yq[T];
+      for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
+      const auto q = [&w, s, low4](int k) {
         const VI raw = vi_load(w.qs[s / 2][k]);
-        const VI q = vi_and(s % 2 == 0 ? raw : vi_srl16(raw, 4), low4);
-        for (int t = 0; t < T; ++t) a[t] = gdot(a[t], q, vi_bcast(y[t][b].qs + 32 * s + 4 * k));
-      }
-      const VI sc = vi_u8_to_32(w.sc[s]);
-      for (int t = 0; t < T; ++t) acc[t] = vi_add(acc[t], vi_mullo(a[t], sc));
+        return vi_and(s % 2 == 0 ? raw : vi_srl16(raw, 4), low4);
+      };
+      const VI sc = mult_u8(w.sc[s]);
+      sub_dot_u8<T, 8>(q, yq, sc, sc, acc);
     }
     for (int p = 0; p < 4; ++p) {
       const VI mn = vi_load(w.mn[p]);
@@ -210,33 +218,32 @@ void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], flo
   for (int64_t b = 0; b < nb; ++b) {
     const PQ6_K& w = wb[b];
     prefetch_block(wb + b + 2, sizeof(PQ6_K));
-    VI acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = vi_zero();
+    VI acc[T], offs[T];
+    for (int t = 0; t < T; ++t) acc[t] = offs[t] = vi_zero();
     // Sub-block s = 4h + kk: low 4 bits from chunk kk & 1 (high nibbles for kk >= 2), top 2
-    // bits from bits 2kk of qh. Its halves (dwords 0-3, 4-7) have scales 2s and 2s + 1; the
-    // activations' q6_bias starts each half's chain at -32 * its sum (q' = q + 32). One chain
-    // per token at a time, so chains, accumulators and float sums fit the register file.
-    for (int h = 0; h < 2; ++h) {
-      for (int kk = 0; kk < 4; ++kk) {
-        const int s = 4 * h + kk;
-        for (int half = 0; half < 2; ++half) {  // 16-element sub-block j = 2s + half, one chain per token
-          const int j = 2 * s + half;
-          VI a[T];
-          for (int t = 0; t < T; ++t) a[t] = vi_set1(y[t][b].q6_bias[j]);
-          for (int k = 4 * half; k < 4 * half + 4; ++k) {
-            const VI ql = vi_load(w.ql[h][kk & 1][k]);
-            const VI nib = vi_and(kk < 2 ? ql : vi_srl16(ql, 4), low4);
-            const VI top = vi_sll16(vi_and(vi_srl16(vi_load(w.qh[h][k]), 2 * kk), three), 4);
-            const VI q = vi_or(nib, top);
-            for (int t = 0; t < T; ++t) a[t] = gdot(a[t], q, vi_bcast(y[t][b].qs + 32 * s + 4 * k));
-          }
-          const VI sc = vi_s8_to_32(w.sc[j]);
-          for (int t = 0; t < T; ++t) acc[t] = vi_add(acc[t], vi_mullo(a[t], sc));
-        }
-      }
+    // bits from bits 2kk of qh; its halves (groups 0-3, 4-7) have scales 2s and 2s + 1.
+    for (int s = 0; s < 8; ++s) {
+      const int h = s / 4, kk = s % 4;
+      const int8_t* yq[T];
+      for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
+      const auto q = [&w, h, kk, low4, three](int k) {
+        const VI ql = vi_load(w.ql[h][kk & 1][k]);
+        const VI nib = vi_and(kk < 2 ? ql : vi_srl16(ql, 4), low4);
+        const VI top = vi_sll16(vi_and(vi_srl16(vi_load(w.qh[h][k]), 2 * kk), three), 4);
+        return vi_or(nib, top);
+      };
+      sub_dot_u8<T, 2, true, true>(q, yq, mult_s8(w.sc[2 * s]), mult_s8(w.sc[2 * s + 1]), acc);
+    }
+    // The zero point (q' = q + 32): 32 * sum over 16-element sub-blocks j of scale_j * sum_j(y).
+    for (int p = 0; p < 8; ++p) {
+      const VI sc = pair_s8(w.sc[2 * p], w.sc[2 * p + 1]);
+      for (int t = 0; t < T; ++t) offs[t] = vi_add(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b16 + 2 * p)));
     }
     const VF d = vf_half(w.d);
-    for (int t = 0; t < T; ++t) facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(acc[t]), facc[t]);
+    for (int t = 0; t < T; ++t) {
+      const VI is = vi_sub(acc[t], vi_shl5(offs[t]));
+      facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(is), facc[t]);
+    }
   }
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
@@ -258,13 +265,13 @@ void run_packed_groups(const uint8_t* pw, int64_t rows, int64_t cols, const uint
 template <int T>
 struct Q4_0Packed {
   static void run(const PQ4_0* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
-    tile_packed_legacy<T, PQ4_0, group_q4_0, gdot>(wb, nb, y, out, ldo, n_rows);
+    tile_packed_legacy<T, PQ4_0, group_q4_0, false>(wb, nb, y, out, ldo, n_rows);
   }
 };
 template <int T>
 struct Q8_0Packed {
   static void run(const PQ8_0* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
-    tile_packed_legacy<T, PQ8_0, group_q8_0, kDotQ8_0>(wb, nb, y, out, ldo, n_rows);
+    tile_packed_legacy<T, PQ8_0, group_q8_0, true>(wb, nb, y, out, ldo, n_rows);
   }
 };
 template <int T>
