@@ -2,9 +2,12 @@
 
 #include <sqlite3.h>
 
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 namespace edgelm::cache {
 namespace {
@@ -13,7 +16,43 @@ constexpr const char* kSchema =
     "CREATE TABLE IF NOT EXISTS edgelm_cache_v1 ("
     " key TEXT PRIMARY KEY, sem_ns TEXT NOT NULL, query TEXT NOT NULL, response TEXT NOT NULL,"
     " finish_reason TEXT NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,"
-    " created_s REAL NOT NULL, expires_s REAL NOT NULL, embedder TEXT NOT NULL, vector BLOB)";
+    " created_s REAL NOT NULL, expires_s REAL NOT NULL, embedder TEXT NOT NULL, vector BLOB,"
+    " observations BLOB)";
+
+// The columns this version reads and writes, in order.
+constexpr const char* kColumns =
+    "key, sem_ns, query, response, finish_reason, prompt_tokens, completion_tokens, created_s, expires_s,"
+    " embedder, vector, observations";
+
+// Feedback observations as stored: per observation the similarity (float32) and 1 or 0 for
+// correct (int32), host byte order (the file is a cache of this machine).
+std::vector<uint8_t> encode_observations(const std::vector<HitObservation>& obs) {
+  std::vector<uint8_t> out(obs.size() * 8);
+  for (size_t i = 0; i < obs.size(); ++i) {
+    const int32_t correct = obs[i].correct ? 1 : 0;
+    std::memcpy(out.data() + 8 * i, &obs[i].similarity, 4);
+    std::memcpy(out.data() + 8 * i + 4, &correct, 4);
+  }
+  return out;
+}
+
+// The stored observations, or none when the blob is not what encode_observations writes (a
+// damaged row loses its feedback, never its answer).
+std::vector<HitObservation> decode_observations(const void* blob, int n) {
+  std::vector<HitObservation> out;
+  if (blob == nullptr || n <= 0 || n % 8 != 0 || static_cast<size_t>(n / 8) > ErrorBound::kMaxObservations) return out;
+  const auto* p = static_cast<const uint8_t*>(blob);
+  for (int i = 0; i < n / 8; ++i) {
+    HitObservation o;
+    int32_t correct = 0;
+    std::memcpy(&o.similarity, p + 8 * i, 4);
+    std::memcpy(&correct, p + 8 * i + 4, 4);
+    if (!(o.similarity >= -1.0f && o.similarity <= 1.0f) || (correct != 0 && correct != 1)) return {};
+    o.correct = correct == 1;
+    out.push_back(o);
+  }
+  return out;
+}
 
 struct Stmt {
   sqlite3_stmt* s = nullptr;
@@ -56,15 +95,16 @@ sqlite3* try_open(const std::string& path, std::string& why) {
     }
   }
   ok = ok && run(kSchema);
-  if (ok) {
-    // The table must have the columns this version writes.
+  // The table must have the columns this version writes. A file of the version before feedback
+  // was persisted lacks only `observations`: it gains the column and keeps its rows.
+  auto has_columns = [&] {
     Stmt st;
-    ok = sqlite3_prepare_v2(db,
-                            "SELECT key, sem_ns, query, response, finish_reason, prompt_tokens, completion_tokens,"
-                            " created_s, expires_s, embedder, vector FROM edgelm_cache_v1 LIMIT 0",
-                            -1, &st.s, nullptr) == SQLITE_OK;
-    if (!ok) why = sqlite3_errmsg(db);
-  }
+    const std::string sql = std::string("SELECT ") + kColumns + " FROM edgelm_cache_v1 LIMIT 0";
+    const bool has = sqlite3_prepare_v2(db, sql.c_str(), -1, &st.s, nullptr) == SQLITE_OK;
+    if (!has) why = sqlite3_errmsg(db);
+    return has;
+  };
+  if (ok && !has_columns()) ok = run("ALTER TABLE edgelm_cache_v1 ADD COLUMN observations BLOB") && has_columns();
   if (!ok) {
     sqlite3_close(db);
     return nullptr;
@@ -142,12 +182,9 @@ Status CacheStore::integrity_check() {
 
 Status CacheStore::put(const CacheEntry& e) {
   Stmt st;
-  if (sqlite3_prepare_v2(db_,
-                         "INSERT OR REPLACE INTO edgelm_cache_v1 (key, sem_ns, query, response, finish_reason,"
-                         " prompt_tokens, completion_tokens, created_s, expires_s, embedder, vector)"
-                         " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                         -1, &st.s, nullptr) != SQLITE_OK)
-    return db_error();
+  const std::string sql =
+      std::string("INSERT OR REPLACE INTO edgelm_cache_v1 (") + kColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?)";
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st.s, nullptr) != SQLITE_OK) return db_error();
   auto text = [&](int i, const std::string& s) {
     sqlite3_bind_text(st.s, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
   };
@@ -165,6 +202,26 @@ Status CacheStore::put(const CacheEntry& e) {
     sqlite3_bind_null(st.s, 11);
   else
     sqlite3_bind_blob(st.s, 11, e.vector.data(), static_cast<int>(e.vector.size() * sizeof(float)), SQLITE_TRANSIENT);
+  const std::vector<uint8_t> obs = encode_observations(e.observations);
+  if (obs.empty())
+    sqlite3_bind_null(st.s, 12);
+  else
+    sqlite3_bind_blob(st.s, 12, obs.data(), static_cast<int>(obs.size()), SQLITE_TRANSIENT);
+  if (sqlite3_step(st.s) != SQLITE_DONE) return db_error();
+  return ok_status();
+}
+
+Status CacheStore::set_observations(const std::string& key, const std::vector<HitObservation>& obs) {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "UPDATE edgelm_cache_v1 SET observations = ? WHERE key = ?", -1, &st.s, nullptr) !=
+      SQLITE_OK)
+    return db_error();
+  const std::vector<uint8_t> blob = encode_observations(obs);
+  if (blob.empty())
+    sqlite3_bind_null(st.s, 1);
+  else
+    sqlite3_bind_blob(st.s, 1, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_text(st.s, 2, key.data(), static_cast<int>(key.size()), SQLITE_TRANSIENT);
   if (sqlite3_step(st.s) != SQLITE_DONE) return db_error();
   return ok_status();
 }
@@ -182,11 +239,8 @@ Status CacheStore::clear() { return exec("DELETE FROM edgelm_cache_v1"); }
 
 Result<std::vector<CacheEntry>> CacheStore::load_all() {
   Stmt st;
-  if (sqlite3_prepare_v2(db_,
-                         "SELECT key, sem_ns, query, response, finish_reason, prompt_tokens, completion_tokens,"
-                         " created_s, expires_s, embedder, vector FROM edgelm_cache_v1 ORDER BY created_s, rowid",
-                         -1, &st.s, nullptr) != SQLITE_OK)
-    return db_error();
+  const std::string sql = std::string("SELECT ") + kColumns + " FROM edgelm_cache_v1 ORDER BY created_s, rowid";
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st.s, nullptr) != SQLITE_OK) return db_error();
   std::vector<CacheEntry> out;
   auto col = [&](int i) {
     const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(st.s, i));
@@ -210,6 +264,7 @@ Result<std::vector<CacheEntry>> CacheStore::load_all() {
       e.vector.resize(static_cast<size_t>(n) / sizeof(float));
       std::memcpy(e.vector.data(), sqlite3_column_blob(st.s, 10), static_cast<size_t>(n));
     }
+    e.observations = decode_observations(sqlite3_column_blob(st.s, 11), sqlite3_column_bytes(st.s, 11));
     out.push_back(std::move(e));
   }
   if (rc != SQLITE_DONE) return db_error();

@@ -1,8 +1,9 @@
 // CacheStore: the response cache on disk, one SQLite file in WAL mode, so cached answers
 // survive a restart.
 //
-// One row per cached entry (the exact key is the primary key) with its query, answer, expiry
-// and query vector. The file holds exactly the entries the memory cache holds: the cache writes
+// One row per cached entry (the exact key is the primary key) with its query, answer, expiry,
+// query vector and the feedback on its semantic hits (so an entry that was wrong at some
+// similarity stays refused there after a restart). The file holds exactly the entries the memory cache holds: the cache writes
 // every insert and deletes every eviction, expiry and flush, so the file is bounded by the same
 // entry and byte limits. Rows come back in insertion order (LRU recency is not persisted).
 //
@@ -36,6 +37,8 @@ class CacheStore {
   ~CacheStore();
 
   Status put(const CacheEntry& e);
+  // Replaces the stored feedback of the entry `key` (no row: nothing changes).
+  Status set_observations(const std::string& key, const std::vector<HitObservation>& obs);
   Status erase(const std::string& key);
   Status clear();
   // Every row, oldest first; guards and labels are not stored (the caller recomputes them).

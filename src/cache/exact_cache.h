@@ -35,7 +35,7 @@ struct CacheEntry {
   GuardFeatures guards;       // of `query`
   int64_t label = -1;         // slot in the semantic index of sem_ns; -1: none
   uint64_t serial = 0;        // insert number (a replaced entry is a new entry); not persisted
-  std::vector<HitObservation> observations;  // feedback on its semantic hits, oldest first; not persisted
+  std::vector<HitObservation> observations;  // feedback on its semantic hits, oldest first (persisted)
 
   size_t bytes() const;
 };

@@ -75,7 +75,10 @@ Result<std::unique_ptr<ResponseCache>> ResponseCache::create(CacheOptions option
             (void)c->store_->erase(e.key);
             continue;
           }
-          if (e.embedder != name) e.vector.clear();  // another embedder's vector: exact only
+          if (e.embedder != name) {  // another embedder's vector and similarities: exact only
+            e.vector.clear();
+            e.observations.clear();
+          }
           e.guards = guard_features(e.query, c->options_.guard_options.wordnet.get());
           e.serial = ++c->next_serial_;
           c->put_locked(std::move(e), /*persist=*/false);
@@ -352,6 +355,7 @@ FeedbackResult ResponseCache::feedback(const std::string& response_id, const std
   std::vector<HitObservation>& seen = e->observations;
   if (seen.size() >= ErrorBound::kMaxObservations) seen.erase(seen.begin());
   seen.push_back({r->similarity, correct});
+  if (store_) note_store_locked(store_->set_observations(e->key, seen));
   return out;
 }
 

@@ -4,6 +4,9 @@
 #include <fstream>
 #include <thread>
 
+#include <sqlite3.h>
+
+#include "cache/cache_store.h"
 #include "cache/lexical_embedder.h"
 #include "cache/response_cache.h"
 #include "support/test_data.h"
@@ -240,6 +243,94 @@ TEST(ResponseCache, PersistsAcrossRestart) {
     Fixture f(o);
     EXPECT_EQ(f.cache->stats().entries, 0u);  // the flush reached the file
   }
+}
+
+TEST(ResponseCache, FeedbackSurvivesRestart) {
+  test::TempDir dir;
+  CacheOptions o;
+  o.db_path = (fs::path(dir.path()) / "cache.db").string();
+  o.threshold = 0.6;
+  const CacheRequest para = req("Where is my parcel now?");
+  float sim = 0;
+  {
+    Fixture f(o);
+    f.cache->insert(req("Where is my parcel?"), answer("On its way."));
+    const CacheLookup hit = f.cache->lookup(para);
+    ASSERT_EQ(hit.level, CacheLevel::semantic);
+    sim = hit.similarity;
+    f.cache->remember("resp-1", para, hit);
+    ASSERT_EQ(f.cache->feedback("resp-1", "ns", false).status, FeedbackStatus::applied);
+    EXPECT_EQ(f.cache->lookup(para).level, CacheLevel::miss);
+  }
+  {
+    Fixture f(o);
+    EXPECT_TRUE(f.warnings.empty());
+    // The entry is back, and so is what feedback taught it: no hit at that similarity.
+    EXPECT_EQ(f.cache->lookup(req("where is my parcel?")).level, CacheLevel::exact);
+    const CacheLookup again = f.cache->lookup(para);
+    EXPECT_EQ(again.level, CacheLevel::miss);
+    EXPECT_TRUE(again.bound_rejected);
+    EXPECT_GT(sim, 0.6f);
+  }
+}
+
+TEST(CacheStore, ObservationsRoundTripAndAnOlderFileGainsTheColumn) {
+  test::TempDir dir;
+  const std::string db = (fs::path(dir.path()) / "old.db").string();
+  {  // A file as the version before persisted feedback wrote it: no observations column.
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    const char* sql =
+        "CREATE TABLE edgelm_cache_v1 (key TEXT PRIMARY KEY, sem_ns TEXT NOT NULL, query TEXT NOT NULL,"
+        " response TEXT NOT NULL, finish_reason TEXT NOT NULL, prompt_tokens INTEGER NOT NULL,"
+        " completion_tokens INTEGER NOT NULL, created_s REAL NOT NULL, expires_s REAL NOT NULL,"
+        " embedder TEXT NOT NULL, vector BLOB);"
+        "INSERT INTO edgelm_cache_v1 VALUES ('k1', 'ns', 'q1', 'a1', 'stop', 1, 2, 10.0, 0.0, 'lexical', NULL);";
+    ASSERT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(h);
+  }
+  std::string warning;
+  auto store = CacheStore::open(db, warning);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  EXPECT_TRUE(warning.empty()) << warning;  // migrated in place, not moved aside
+  auto rows = (*store)->load_all();
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].response, "a1");
+  EXPECT_TRUE((*rows)[0].observations.empty());
+  const std::vector<HitObservation> obs = {{0.83f, false}, {0.91f, true}};
+  ASSERT_TRUE((*store)->set_observations("k1", obs).ok());
+  ASSERT_TRUE((*store)->set_observations("no-such-key", obs).ok());
+  CacheEntry e2 = (*rows)[0];
+  e2.key = "k2";
+  e2.observations = {{0.5f, true}};
+  ASSERT_TRUE((*store)->put(e2).ok());
+  store->reset();
+  auto again = CacheStore::open(db, warning);
+  ASSERT_TRUE(again.ok());
+  rows = (*again)->load_all();
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 2u);
+  ASSERT_EQ((*rows)[0].observations.size(), 2u);
+  EXPECT_FLOAT_EQ((*rows)[0].observations[0].similarity, 0.83f);
+  EXPECT_FALSE((*rows)[0].observations[0].correct);
+  EXPECT_TRUE((*rows)[0].observations[1].correct);
+  ASSERT_EQ((*rows)[1].observations.size(), 1u);
+  EXPECT_TRUE((*rows)[1].observations[0].correct);
+  // A damaged observations blob loses the feedback, not the row.
+  {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h, "UPDATE edgelm_cache_v1 SET observations = x'0102' WHERE key = 'k1'", nullptr, nullptr,
+                           nullptr),
+              SQLITE_OK);
+    sqlite3_close(h);
+  }
+  rows = (*again)->load_all();
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_TRUE((*rows)[0].observations.empty());
+  EXPECT_EQ((*rows)[0].response, "a1");
 }
 
 TEST(ResponseCache, ExpiredRowsAreNotLoaded) {

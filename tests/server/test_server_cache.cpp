@@ -388,6 +388,30 @@ TEST(ServerCache, FeedbackOnAWrongHitStopsThatEntryAtThatSimilarity) {
   EXPECT_GE(metric_value(m, "edge_cache_bound_rejections_total" + lbl + "}"), 1) << m;
 }
 
+TEST(ServerCache, FeedbackOnAWrongHitStillHoldsAfterARestart) {
+  TempDir dir;
+  const std::string db = dir.file("cache.db");
+  auto config = [&](serve::ServeConfig& c) {
+    c.cache = "semantic";
+    c.cache_db = db;
+  };
+  const std::string cached = "Can I return an opened item to the shop?";
+  const std::string para = "Can I return an opened item to your shop please?";
+  {
+    CacheServer s(config);
+    ASSERT_EQ(s.post("/v1/completions", completion(cached)).status, 200);
+    Reply hit = s.post("/v1/completions", completion(para));
+    ASSERT_EQ(header(hit, "x-edgelm-cache"), "semantic") << hit.body;
+    Reply r = s.post("/v1/cache/feedback", {{"id", hit.js()["id"]}, {"correct", false}});
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  CacheServer s(config);
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_EQ(header(s.post("/v1/completions", completion(cached)), "x-edgelm-cache"), "exact");
+  Reply again = s.post("/v1/completions", completion(para));
+  EXPECT_EQ(header(again, "x-edgelm-cache"), "miss") << again.body;
+}
+
 TEST(ServerCache, FeedbackOnAWrongExactHitDropsTheEntry) {
   CacheServer s([](serve::ServeConfig&) {});
   s.post("/predict", {{"input", "Tom and"}, {"max_tokens", 4}});
