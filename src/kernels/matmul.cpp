@@ -123,20 +123,47 @@ void matmul_with(const IsaKernels& isa, const WeightMatrix& w, const float* x, i
 
 PackedMatrix pack_matrix(const WeightMatrix& w, ThreadPool& pool) { return pack_matrix_with(active_kernels(), w, pool); }
 
-PackedMatrix pack_matrix_with(const IsaKernels& isa, const WeightMatrix& w, ThreadPool& pool) {
-  PackedMatrix p;
+namespace {
+
+// The GEMM of `isa` that packs w at load, or null.
+const GemmKernel* packing_kernel(const IsaKernels& isa, const WeightMatrix& w) {
   const GemmKernel* gemm = isa.gemm(w.type);
-  if (gemm == nullptr || gemm->pack_weights == nullptr || w.rows <= 0) return p;
-  p.kernel = gemm;
-  p.n_bytes = gemm->packed_weight_bytes(w.rows, w.cols);
-  p.data.reset(new uint8_t[p.n_bytes]);
+  return gemm == nullptr || gemm->pack_weights == nullptr || w.rows <= 0 ? nullptr : gemm;
+}
+
+void pack_rows(const GemmKernel& gemm, const WeightMatrix& w, uint8_t* dst, ThreadPool& pool) {
   const GemmWeights gw{w.data, w.row_bytes, w.rows, w.cols};
   const auto n_tiles = static_cast<size_t>((w.rows + kGemmRowTile - 1) / kGemmRowTile);
   pool.parallel_for(n_tiles, [&](size_t t0, size_t t1) {
-    gemm->pack_weights(gw, static_cast<int64_t>(t0) * kGemmRowTile,
-                       std::min(static_cast<int64_t>(t1) * kGemmRowTile, w.rows), p.data.get());
+    gemm.pack_weights(gw, static_cast<int64_t>(t0) * kGemmRowTile,
+                      std::min(static_cast<int64_t>(t1) * kGemmRowTile, w.rows), dst);
   });
+}
+
+}  // namespace
+
+PackedMatrix pack_matrix_with(const IsaKernels& isa, const WeightMatrix& w, ThreadPool& pool) {
+  PackedMatrix p;
+  const GemmKernel* gemm = packing_kernel(isa, w);
+  if (gemm == nullptr) return p;
+  p.kernel = gemm;
+  p.n_bytes = gemm->packed_weight_bytes(w.rows, w.cols);
+  p.data.reset(new uint8_t[p.n_bytes]);
+  pack_rows(*gemm, w, p.data.get(), pool);
   return p;
+}
+
+size_t packed_matrix_bytes(const WeightMatrix& w) {
+  const GemmKernel* gemm = packing_kernel(active_kernels(), w);
+  return gemm == nullptr ? 0 : gemm->packed_weight_bytes(w.rows, w.cols);
+}
+
+void pack_matrix_into(WeightMatrix& w, uint8_t* dst, ThreadPool& pool) {
+  const GemmKernel* gemm = packing_kernel(active_kernels(), w);
+  EDGELM_CHECK(gemm != nullptr, "pack_matrix_into: no packed form for ", dtype_name(w.type));
+  pack_rows(*gemm, w, dst, pool);
+  w.packed = dst;
+  w.packed_kernel = gemm;
 }
 
 void get_row(const WeightMatrix& w, int64_t r, float* out) {

@@ -76,6 +76,12 @@ struct PackedMatrix {
 // Packs w for the active ISA's GEMM of w.type (rows split over `pool`); set w.packed and
 // w.packed_kernel from the result to have matmul use it.
 PackedMatrix pack_matrix(const WeightMatrix& w, ThreadPool& pool);
+// The same into memory the caller owns (the model packs all its matrices into one huge-page
+// arena): packed_matrix_bytes is 0 where the active ISA has no packed form for w.type;
+// pack_matrix_into writes that many bytes at dst (64-byte aligned) and points w.packed and
+// w.packed_kernel at them.
+size_t packed_matrix_bytes(const WeightMatrix& w);
+void pack_matrix_into(WeightMatrix& w, uint8_t* dst, ThreadPool& pool);
 // The same for the GEMM of `k` (tests pack for each ISA).
 PackedMatrix pack_matrix_with(const IsaKernels& k, const WeightMatrix& w, ThreadPool& pool);
 

@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <new>
 #include <optional>
 #include <utility>
 
-#include <sys/mman.h>
 
 #include "kernels/attention_kernels.h"
 #include "kernels/fp16.h"
@@ -15,8 +13,6 @@
 
 namespace edgelm::kv {
 namespace {
-
-constexpr std::align_val_t kAlign{64};  // cache line; also enough for any SIMD load
 
 // Bytes of one [n_embd_kv] row; q8_0 rounds up to whole quant blocks.
 size_t row_bytes_for(int32_t n_embd_kv, KvType type) {
@@ -58,7 +54,6 @@ size_t kv_bytes_per_token(const model::ModelConfig& config, KvType type) {
   return static_cast<size_t>(std::max(config.n_layer, 0)) * 2 * row_bytes_for(config.n_embd_kv(), type);
 }
 
-void KvStore::AlignedFree::operator()(std::byte* p) const { ::operator delete(p, kAlign); }
 
 Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_blocks, int32_t block_size, KvType type) {
   const int32_t n_embd_kv = config.n_embd_kv();
@@ -86,15 +81,9 @@ Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_bloc
     return make_error("KV cache of {} blocks x {} tokens x {} bytes per token does not fit in memory", n_blocks,
                       block_size, kv_bytes_per_token(config, type));
   s.n_bytes_ = *total;
-  s.data_.reset(static_cast<std::byte*>(::operator new(s.n_bytes_, kAlign, std::nothrow)));
-  if (!s.data_) return make_error("KV cache: cannot allocate {} bytes ({} blocks)", s.n_bytes_, n_blocks);
-  // Attention walks a sequence's blocks layer by layer: with 4 KiB pages every block it reaches
-  // is a TLB miss. Ask for transparent huge pages (best effort: ignored
-  // where THP is off, and the region's unaligned ends keep small pages).
-  constexpr size_t kHuge = size_t{2} << 20;
-  const auto begin = (reinterpret_cast<uintptr_t>(s.data_.get()) + kHuge - 1) & ~(kHuge - 1);
-  const auto end = (reinterpret_cast<uintptr_t>(s.data_.get()) + s.n_bytes_) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  auto mem = HugePageBuffer::allocate(s.n_bytes_);
+  if (!mem.ok()) return make_error("KV cache of {} blocks: {}", n_blocks, mem.error().message);
+  s.data_ = std::move(*mem);
   return s;
 }
 
@@ -112,7 +101,7 @@ const std::byte* KvStore::rows(int32_t layer, BlockId block, int kv) const {
   const size_t offset = ((static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * static_cast<size_t>(n_blocks_) +
                          static_cast<size_t>(block)) *
                         piece;
-  return data_.get() + offset;
+  return data_.data() + offset;
 }
 
 const std::byte* KvStore::row(int32_t layer, BlockId block, int kv, int32_t slot) const {

@@ -28,6 +28,7 @@
 #include <memory>
 #include <string_view>
 
+#include "core/huge_pages.h"
 #include "core/result.h"
 #include "kv/block_pool.h"
 #include "model/arch.h"
@@ -76,10 +77,6 @@ class KvStore {
   size_t block_bytes() const { return static_cast<size_t>(block_size_) * row_bytes_; }
 
  private:
-  struct AlignedFree {
-    void operator()(std::byte* p) const;
-  };
-
   KvStore() = default;
   const std::byte* rows(int32_t layer, BlockId block, int kv) const;
   std::byte* row(int32_t layer, BlockId block, int kv, int32_t slot);
@@ -96,7 +93,8 @@ class KvStore {
   size_t row_bytes_ = 0;
   bool k_transposed_ = false;
   size_t n_bytes_ = 0;                              // n_blocks * block_bytes
-  std::unique_ptr<std::byte[], AlignedFree> data_;  // [n_blocks, n_layer, 2, block_size, row_bytes]
+  HugePageBuffer data_;  // [n_blocks, n_layer, 2, block_size, row_bytes]; huge pages: attention walks
+                         // a sequence's blocks layer by layer, with 4 KiB pages each a TLB miss
 };
 
 }  // namespace edgelm::kv

@@ -8,6 +8,7 @@
 #include <set>
 #include <string_view>
 
+#include "core/huge_pages.h"
 #include "kernels/dequantize.h"
 
 namespace edgelm::model {
@@ -114,20 +115,32 @@ Status check_factors(const float* f, int32_t n, const char* name) {
   return ok_status();
 }
 
-void pack_matrices(Weights& w) {
-  if (const char* env = std::getenv("EDGELM_PACK"); env != nullptr && std::string_view(env) == "0") return;
-  ThreadPool pool(ThreadPool::hardware_threads());
-  auto pack = [&](WeightMatrix& m) {
-    kernels::PackedMatrix p = kernels::pack_matrix(m, pool);
-    if (p.data == nullptr) return;
-    m.packed = p.data.get();
-    m.packed_kernel = p.kernel;
-    if (!(w.tied_output && m.data == w.token_embd.data)) release_pages(m);
-    w.packed.push_back(std::move(p));
-  };
+// Packs every matrix the active ISA has a packed form for into one huge-page arena (each at a
+// 64-byte aligned offset): decode streams all of them every step, and 2 MiB pages keep that
+// stream free of TLB misses and prefetcher restarts at 4 KiB boundaries (core/huge_pages.h).
+Status pack_matrices(Weights& w) {
+  if (const char* env = std::getenv("EDGELM_PACK"); env != nullptr && std::string_view(env) == "0") return ok_status();
+  std::vector<WeightMatrix*> all;
   for (LayerWeights& L : w.layers)
-    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
-  pack(w.output);
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) all.push_back(m);
+  all.push_back(&w.output);
+  constexpr size_t kAlign = 64;
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const WeightMatrix* m : all) {
+    offsets.push_back(total);
+    total += (kernels::packed_matrix_bytes(*m) + kAlign - 1) / kAlign * kAlign;
+  }
+  if (total == 0) return ok_status();
+  EDGELM_TRY(w.packed, HugePageBuffer::allocate(total));
+  ThreadPool pool(ThreadPool::hardware_threads());
+  for (size_t i = 0; i < all.size(); ++i) {
+    WeightMatrix& m = *all[i];
+    if (kernels::packed_matrix_bytes(m) == 0) continue;
+    kernels::pack_matrix_into(m, reinterpret_cast<uint8_t*>(w.packed.data()) + offsets[i], pool);
+    if (!(w.tied_output && m.data == w.token_embd.data)) release_pages(m);
+  }
+  return ok_status();
 }
 
 }  // namespace
@@ -210,7 +223,7 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
     }
   }
   EDGELM_TRY_STATUS(ld.check_all_used(c.arch->name));
-  pack_matrices(w);
+  EDGELM_TRY_STATUS(pack_matrices(w));
   return w;
 }
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "format/model_file.h"
 #include "kernels/matmul.h"
 #include "model/arch.h"
@@ -58,8 +59,9 @@ struct Weights {
 
   // Float copies of vectors not stored as F32; the pointers above may point into them.
   std::vector<std::unique_ptr<float[]>> owned;
-  // Matrices packed at load for the active ISA's GEMM (WeightMatrix::packed points into them).
-  std::vector<kernels::PackedMatrix> packed;
+  // The matrices packed at load for the active ISA's GEMM, in one huge-page arena
+  // (WeightMatrix::packed points into it).
+  HugePageBuffer packed;
 };
 
 // A [n] tensor (shape already checked) as float32: its mapped data when stored as aligned F32,

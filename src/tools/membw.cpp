@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "core/timer.h"
 #include "kernels/isa.h"
 
@@ -18,7 +19,9 @@ MemBandwidth measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, int p
   // 64 KiB chunk is dotted with itself (its second read hits L1), so memory is read once.
   constexpr size_t kChunk = 16384;  // floats
   const size_t n = std::max(kChunk, buffer_bytes / sizeof(float) / kChunk * kChunk);
-  std::unique_ptr<float[]> buf(new float[n]);
+  // In huge pages, as the packed weights are (core/huge_pages.h): the bus, not the TLB.
+  HugePageBuffer mem = HugePageBuffer::allocate(n * sizeof(float)).value();
+  float* buf = reinterpret_cast<float*>(mem.data());
   // Touch every page first (and with distinct values) so that no pass measures page faults
   // or the kernel's shared zero page.
   pool.parallel_for(n, [&](size_t b, size_t e) {

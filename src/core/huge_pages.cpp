@@ -1,0 +1,50 @@
+#include "core/huge_pages.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+namespace edgelm {
+
+Result<HugePageBuffer> HugePageBuffer::allocate(size_t bytes) {
+  HugePageBuffer b;
+  if (bytes == 0) return b;
+  if (bytes > SIZE_MAX - 2 * kHugePage) return make_error("cannot allocate {} bytes: too large", bytes);
+  const size_t mapped = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  // Reserve one huge page more, then trim the ends so the region starts on a 2 MiB boundary.
+  const size_t reserve = mapped + kHugePage;
+  void* p = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return make_error("cannot allocate {} bytes: {}", bytes, std::strerror(errno));
+  const auto base = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t aligned = (base + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
+  if (aligned > base) munmap(p, aligned - base);
+  const uintptr_t end = base + reserve, used_end = aligned + mapped;
+  if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
+#if defined(MADV_HUGEPAGE)
+  madvise(reinterpret_cast<void*>(aligned), mapped, MADV_HUGEPAGE);  // best effort (EINVAL without THP)
+#endif
+  b.data_ = reinterpret_cast<std::byte*>(aligned);
+  b.size_ = bytes;
+  b.mapped_ = mapped;
+  return b;
+}
+
+HugePageBuffer::~HugePageBuffer() {
+  if (data_ != nullptr) munmap(data_, mapped_);
+}
+
+HugePageBuffer& HugePageBuffer::operator=(HugePageBuffer&& o) noexcept {
+  if (this != &o) {
+    if (data_ != nullptr) munmap(data_, mapped_);
+    data_ = o.data_;
+    size_ = o.size_;
+    mapped_ = o.mapped_;
+    o.data_ = nullptr;
+    o.size_ = o.mapped_ = 0;
+  }
+  return *this;
+}
+
+}  // namespace edgelm

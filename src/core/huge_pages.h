@@ -1,0 +1,46 @@
+// HugePageBuffer: a large anonymous allocation aligned to 2 MiB on which the kernel is asked for
+// transparent huge pages (madvise MADV_HUGEPAGE).
+//
+// Why: the engine streams hundreds of MB per decode step (the packed weights) and walks the KV
+// cache block by block. With 4 KiB pages every page is a TLB miss and a point where the
+// hardware prefetchers stop and ramp up again; with 2 MiB pages a matrix is a few pages. Most
+// distributions set THP to "madvise", where only regions that ask get huge pages; measured on
+// TinyLlama Q4_0 decode (2 threads) at about +13% tokens/s.
+//
+// Invariants: data() is 2 MiB-aligned (64-byte alignment for any SIMD load follows); the memory
+// is zero-filled and committed lazily, page by page, on first touch; best effort: where THP is
+// off ("never") or the kernel lacks it, the buffer simply has small pages. Move-only.
+#pragma once
+
+#include <cstddef>
+
+#include "core/result.h"
+
+namespace edgelm {
+
+class HugePageBuffer {
+ public:
+  static constexpr size_t kHugePage = size_t{2} << 20;
+
+  HugePageBuffer() = default;
+  // Error when the address space cannot be reserved (mmap fails), naming the size.
+  static Result<HugePageBuffer> allocate(size_t bytes);
+  ~HugePageBuffer();
+  HugePageBuffer(HugePageBuffer&& o) noexcept : data_(o.data_), size_(o.size_), mapped_(o.mapped_) {
+    o.data_ = nullptr;
+    o.size_ = o.mapped_ = 0;
+  }
+  HugePageBuffer& operator=(HugePageBuffer&& o) noexcept;
+  HugePageBuffer(const HugePageBuffer&) = delete;
+  HugePageBuffer& operator=(const HugePageBuffer&) = delete;
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }  // the bytes asked for
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+  size_t mapped_ = 0;  // size_ rounded up to whole huge pages
+};
+
+}  // namespace edgelm
