@@ -23,8 +23,7 @@
 #include <string>
 #include <vector>
 
-#include <sys/mman.h>
-
+#include "core/huge_pages.h"
 #include "kernels/attention_kernels.h"
 #include "kernels/fp16.h"
 #include "kernels/isa.h"
@@ -44,31 +43,16 @@ size_t row_bytes(KvElem t) {
   return 0;
 }
 
-// A buffer on transparent huge pages where the kernel allows them, as KvStore allocates its rows.
-struct HugeBuffer {
-  static constexpr size_t kHuge = size_t{2} << 20;
-  std::byte* p = nullptr;
-  size_t n = 0;
-  explicit HugeBuffer(size_t bytes) : n(bytes) {
-    p = static_cast<std::byte*>(::operator new((bytes + kHuge - 1) & ~(kHuge - 1), std::align_val_t{kHuge}));
-    madvise(p, (bytes + kHuge - 1) & ~(kHuge - 1), MADV_HUGEPAGE);
-  }
-  ~HugeBuffer() { ::operator delete(p, std::align_val_t{kHuge}); }
-  HugeBuffer(const HugeBuffer&) = delete;
-  HugeBuffer& operator=(const HugeBuffer&) = delete;
-  std::byte* data() const { return p; }
-  size_t size() const { return n; }
-  std::byte& operator[](size_t i) const { return p[i]; }
-};
-
 struct Context {
-  HugeBuffer data;              // [layer, 2, block, kBlock, row]
+  HugePageBuffer data;          // [layer, 2, block, kBlock, row]; huge pages, as KvStore allocates its rows
   std::vector<int32_t> blocks;
   std::vector<float> q;
   size_t row = 0, layer_bytes = 0, block_stride = 0;
 
   Context(KvElem t, int32_t n_layer, int32_t n_pos)
-      : data(static_cast<size_t>(n_layer) * 2 * kBlock * row_bytes(t) * static_cast<size_t>((n_pos + kBlock - 1) / kBlock)) {
+      : data(HugePageBuffer::allocate(static_cast<size_t>(n_layer) * 2 * kBlock * row_bytes(t) *
+                                      static_cast<size_t>((n_pos + kBlock - 1) / kBlock))
+                 .value()) {
     row = row_bytes(t);
     const int32_t n_blocks = (n_pos + kBlock - 1) / kBlock;
     block_stride = kBlock * row;
@@ -81,8 +65,8 @@ struct Context {
     } else if (t == KvElem::q8_0) {
       for (size_t b = 0; b + 34 <= data.size(); b += 34) {
         const uint16_t d = fp32_to_fp16(0.01f);
-        std::memcpy(&data[b], &d, 2);
-        for (int i = 0; i < 32; ++i) data[b + 2 + static_cast<size_t>(i)] = static_cast<std::byte>(rng() & 0x7f);
+        std::memcpy(data.data() + b, &d, 2);
+        for (int i = 0; i < 32; ++i) data.data()[b + 2 + static_cast<size_t>(i)] = static_cast<std::byte>(rng() & 0x7f);
       }
     } else {
       auto* f = reinterpret_cast<float*>(data.data());
