@@ -4,9 +4,10 @@
 // counts) that the threads, the caller's included, claim one at a time as they finish the last,
 // so a thread that falls behind (descheduled, or its chunk costs more) does not hold the
 // others. Which thread runs a chunk is not fixed: fn must not depend on it, and results must
-// depend only on the items (every caller computes each item independently). Workers spin briefly on
-// a new job before sleeping: a decode step lasts milliseconds, and a futex wake per step would
-// cost more than the spin. Not reentrant: one parallel_for at a time per pool. Dispatch never
+// depend only on the items (every caller computes each item independently). Workers spin (with a pause
+// instruction) for up to 300 us on the next job before sleeping, and the caller spins on the
+// workers' last chunks: the serial parts between two matmuls of a step last microseconds, and a
+// futex wake plus two context switches per matmul would cost more than the spin. Not reentrant: one parallel_for at a time per pool. Dispatch never
 // allocates: the job is a FunctionRef (core/function_ref.h) to the caller's callable, which
 // lives on the caller's stack until parallel_for returns.
 #pragma once
