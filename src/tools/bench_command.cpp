@@ -29,8 +29,8 @@ namespace {
 struct BenchOptions {
   std::string model_path;
   std::string tokenizer_path;
-  int n_prompt = 128;
-  int n_gen = 32;
+  std::string n_prompt = "128";  // -p: prefill tests, e.g. "128,512"
+  std::string n_gen = "32";      // -n: decode tests
   std::string depths = "0";  // -d: context already in the KV, e.g. "0,2048"
   int threads = 0;
   std::string cpu_affinity;
@@ -89,6 +89,10 @@ int run(const BenchOptions& o) {
     return 0;
   }
   if (o.reps < 1) return report_error(make_error("--reps must be at least 1"));
+  auto n_prompts = parse_test_sizes(o.n_prompt, "-p");
+  if (!n_prompts.ok()) return report_error(n_prompts.error());
+  auto n_gens = parse_test_sizes(o.n_gen, "-n");
+  if (!n_gens.ok()) return report_error(n_gens.error());
   auto file = format::open_model_file(o.model_path, o.tokenizer_path, o.load);
   if (!file.ok()) return report_error(file.error());
   const std::string type = weight_type_label(*file);
@@ -117,8 +121,10 @@ int run(const BenchOptions& o) {
     auto eo = engine_options(o.engine);
     if (!eo.ok()) return report_error(eo.error());
     c.levels = *levels;
-    c.n_prompt = o.n_prompt;
-    c.n_gen = o.n_gen;
+    if (n_prompts->size() != 1 || n_gens->size() != 1)
+      return report_error(make_error("--concurrency takes one -p and one -n, not lists"));
+    c.n_prompt = n_prompts->front();
+    c.n_gen = n_gens->front();
     c.reps = o.reps;
     c.json = o.output == "json";
     c.model_path = o.model_path;
@@ -135,8 +141,8 @@ int run(const BenchOptions& o) {
   const double bytes_per_token = static_cast<double>(m.weights().n_bytes_per_token);
 
   EngineBenchOptions eb;
-  eb.n_prompt = o.n_prompt;
-  eb.n_gen = o.n_gen;
+  eb.n_prompts = *n_prompts;
+  eb.n_gens = *n_gens;
   eb.reps = o.reps;
   auto depths = parse_depths(o.depths);
   if (!depths.ok()) return report_error(depths.error());
@@ -194,12 +200,11 @@ CommandRunner add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode speed and achieved memory bandwidth");
   cmd->add_option("-m,--model", o->model_path, "Model file");
   cmd->add_option("--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (for .bin checkpoints)");
-  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens of the prefill test (0: skip)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-n,--n-gen", o->n_gen, "Tokens of the decode test (0: skip)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-p,--n-prompt", o->n_prompt,
+                  "Prompt tokens of the prefill tests, one test per entry, e.g. 128,512 (0: none)")
+      ->capture_default_str();
+  cmd->add_option("-n,--n-gen", o->n_gen, "Tokens of the decode tests, one test per entry, e.g. 32,128 (0: none)")
+      ->capture_default_str();
   cmd->add_option("-d,--n-depth", o->depths,
                   "Context depths: run the tests after this many tokens already in the KV, e.g. 0,2048 "
                   "(the context is sized to depth + p + n, past the model's trained length if need be)")

@@ -67,6 +67,10 @@ Result<std::vector<int>> parse_depths(const std::string& text) {
   return parse_int_list(text, 0, 1 << 20, "-d", "depth", "0,512,2048");
 }
 
+Result<std::vector<int>> parse_test_sizes(const std::string& text, const char* flag) {
+  return parse_int_list(text, 0, 1 << 16, flag, "token count", "128,512");
+}
+
 Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions& o, const model::Model& m,
                                                          ThreadPool& pool) {
   engine::ModelRunner runner(m, pool);
@@ -76,12 +80,19 @@ Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions
     std::unique_ptr<engine::Engine> eng;
     std::unique_ptr<Bench> b;
     std::vector<int32_t> tokens;  // the context already in the KV
-    EngineBenchResult pp, tg;
+    std::vector<EngineBenchResult> pp, tg;  // per entry of n_prompts / n_gens that is > 0
   };
+  std::vector<int> pps, tgs;
+  for (const int p : o.n_prompts)
+    if (p > 0) pps.push_back(p);
+  for (const int n : o.n_gens)
+    if (n > 0) tgs.push_back(n);
+  const int max_p = pps.empty() ? 1 : *std::max_element(pps.begin(), pps.end());
+  const int max_n = tgs.empty() ? 0 : *std::max_element(tgs.begin(), tgs.end());
   std::vector<Depth> depths;
   for (const int d : o.depths) {
     engine::EngineOptions eo = o.engine;
-    eo.n_ctx = d + std::max(o.n_prompt, 1) + o.n_gen + 1;
+    eo.n_ctx = d + max_p + max_n + 1;
     eo.scheduler.target_step_ms = 0;  // no adaptive cap: one request at a time
     // Room for the depth's cached blocks and a request over them, twice over for copy-on-write
     // and block rounding.
@@ -96,32 +107,32 @@ Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions
     x.tokens = x.b->random_tokens(d);
     if (d > 0) EDGELM_TRY_STATUS(x.b->run(x.tokens, 1));  // fills the KV (and the prefix cache)
     const std::string at = d > 0 ? "@d" + std::to_string(d) : "";
-    x.pp = {"pp" + std::to_string(o.n_prompt) + at, d, o.n_prompt, {}};
-    x.tg = {"tg" + std::to_string(o.n_gen) + at, d, o.n_gen, {}};
+    for (const int p : pps) x.pp.push_back({"pp" + std::to_string(p) + at, d, p, {}});
+    for (const int n : tgs) x.tg.push_back({"tg" + std::to_string(n) + at, d, n, {}});
     depths.push_back(std::move(x));
   }
   for (int rep = -1; rep < o.reps; ++rep) {
     for (Depth& x : depths) {
-      if (o.n_prompt > 0) {
+      for (size_t i = 0; i < pps.size(); ++i) {
         std::vector<int32_t> prompt = x.tokens;
-        const std::vector<int32_t> fresh = x.b->random_tokens(o.n_prompt);
+        const std::vector<int32_t> fresh = x.b->random_tokens(pps[i]);
         prompt.insert(prompt.end(), fresh.begin(), fresh.end());
         EDGELM_TRY(const auto run, x.b->run(std::move(prompt), 1));
-        x.pp.n_tokens = run.computed;
-        if (rep >= 0) x.pp.rates.push_back(run.computed / seconds(run.submitted, run.first));
+        x.pp[i].n_tokens = run.computed;
+        if (rep >= 0) x.pp[i].rates.push_back(run.computed / seconds(run.submitted, run.first));
       }
-      if (o.n_gen > 0) {
+      for (size_t i = 0; i < tgs.size(); ++i) {
         std::vector<int32_t> prompt = x.tokens;
         prompt.push_back(x.b->random_tokens(1)[0]);
-        EDGELM_TRY(const auto run, x.b->run(std::move(prompt), o.n_gen + 1));
-        if (rep >= 0) x.tg.rates.push_back(o.n_gen / seconds(run.first, run.last));
+        EDGELM_TRY(const auto run, x.b->run(std::move(prompt), tgs[i] + 1));
+        if (rep >= 0) x.tg[i].rates.push_back(tgs[i] / seconds(run.first, run.last));
       }
     }
   }
   std::vector<EngineBenchResult> results;
   for (Depth& x : depths) {
-    if (o.n_prompt > 0) results.push_back(std::move(x.pp));
-    if (o.n_gen > 0) results.push_back(std::move(x.tg));
+    for (auto& r : x.pp) results.push_back(std::move(r));
+    for (auto& r : x.tg) results.push_back(std::move(r));
   }
   return results;
 }

@@ -263,6 +263,19 @@ TEST(Cli, BenchReportsEveryField) {
   }
   EXPECT_EQ(jd[3].at("n_depth"), 600);
   expect_clean_error(edgelm({"bench", "-m", model("stories260K-f32.gguf"), "-d", "5,x"}), "-d: 'x'");
+  // -p and -n take lists, as llama-bench does: one test per entry, pp tests first.
+  auto l = edgelm({"bench", "-m", model("stories260K-f32.gguf"), "-p", "4,8", "-n", "2,3", "-r", "1", "-t", "1", "-o",
+                   "json", "--membw-gbs", "10"});
+  ASSERT_EQ(l.exit_code, 0) << l.err;
+  const auto jl = nlohmann::json::parse(l.out);
+  ASSERT_EQ(jl.size(), 4u);
+  EXPECT_EQ(jl[0].at("test"), "pp4");
+  EXPECT_EQ(jl[1].at("test"), "pp8");
+  EXPECT_EQ(jl[2].at("test"), "tg2");
+  EXPECT_EQ(jl[3].at("test"), "tg3");
+  expect_clean_error(edgelm({"bench", "-m", model("stories260K-f32.gguf"), "-p", "8,-1"}), "-p");
+  expect_clean_error(edgelm({"bench", "-m", model("stories260K-f32.gguf"), "-p", "4,8", "--concurrency", "1,2"}),
+                     "one -p");
   auto md = edgelm({"bench", "-m", model("stories260K-f16.gguf"), "-p", "8", "-n", "2", "-r", "1", "--membw-gbs", "10"});
   ASSERT_EQ(md.exit_code, 0) << md.err;
   EXPECT_NE(md.out.find("| F16 | "), std::string::npos) << md.out;
