@@ -31,7 +31,7 @@ sources=(
   tests/kernels/neon_selftest.cpp
 )
 golden_sources=(
-  src/core/log.cpp src/core/mmap_file.cpp src/core/byte_size.cpp
+  src/core/log.cpp src/core/mmap_file.cpp src/core/byte_size.cpp src/core/huge_pages.cpp
   src/format/gguf_value.cpp src/format/gguf_reader.cpp src/format/llama2c.cpp src/format/model_file.cpp
   src/kernels/dequantize.cpp
   src/model/arch.cpp src/model/weights.cpp src/model/model.cpp src/model/ops.cpp src/model/rope_table.cpp
