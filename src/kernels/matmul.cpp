@@ -121,8 +121,6 @@ void matmul_with(const IsaKernels& isa, const WeightMatrix& w, const float* x, i
   }
 }
 
-PackedMatrix pack_matrix(const WeightMatrix& w, ThreadPool& pool) { return pack_matrix_with(active_kernels(), w, pool); }
-
 namespace {
 
 // The GEMM of `isa` that packs w at load, or null.

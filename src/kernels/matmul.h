@@ -9,7 +9,7 @@
 //
 // With n_tok >= kMinGemmTokens and a multi-token GEMM for the weight type in the ISA (gemm.h:
 // AVX2, AVX-512 VNNI, AMX tiles), the same product runs through that kernel instead; with a
-// matrix packed at load for that kernel (pack_matrix), every n_tok does. Their results differ
+// matrix packed at load for that kernel (pack_matrix_into), every n_tok does. Their results differ
 // from the vec_dot path by float reassociation only.
 #pragma once
 
@@ -31,7 +31,7 @@ struct WeightMatrix {
   int64_t cols = 0;
   const uint8_t* data = nullptr;
   size_t row_bytes = 0;
-  // The same matrix packed at load for a GEMM kernel's interleaved layout (pack_matrix), or
+  // The same matrix packed at load for a GEMM kernel's interleaved layout (pack_matrix_into), or
   // null. matmul uses it whenever the ISA it runs with has that kernel for the type; `data`
   // stays the oracle's view (and every other ISA's).
   const uint8_t* packed = nullptr;
@@ -73,16 +73,14 @@ struct PackedMatrix {
   const GemmKernel* kernel = nullptr;
 };
 
-// Packs w for the active ISA's GEMM of w.type (rows split over `pool`); set w.packed and
-// w.packed_kernel from the result to have matmul use it.
-PackedMatrix pack_matrix(const WeightMatrix& w, ThreadPool& pool);
-// The same into memory the caller owns (the model packs all its matrices into one huge-page
-// arena): packed_matrix_bytes is 0 where the active ISA has no packed form for w.type;
-// pack_matrix_into writes that many bytes at dst (64-byte aligned) and points w.packed and
-// w.packed_kernel at them.
+// Packing for the active ISA's GEMM of w.type into memory the caller owns (the model packs all
+// its matrices into one huge-page arena; rows split over `pool`): packed_matrix_bytes is 0 where
+// the active ISA has no packed form for w.type; pack_matrix_into writes that many bytes at dst
+// (64-byte aligned) and points w.packed and w.packed_kernel at them.
 size_t packed_matrix_bytes(const WeightMatrix& w);
 void pack_matrix_into(WeightMatrix& w, uint8_t* dst, ThreadPool& pool);
-// The same for the GEMM of `k` (tests pack for each ISA).
+// w packed for the GEMM of `k`, in memory of its own (tests pack for each ISA); set w.packed and
+// w.packed_kernel from the result to have matmul use it.
 PackedMatrix pack_matrix_with(const IsaKernels& k, const WeightMatrix& w, ThreadPool& pool);
 
 // Row r of w as floats ([w.cols]), e.g. an embedding lookup.

@@ -125,18 +125,19 @@ Status pack_matrices(Weights& w) {
     for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) all.push_back(m);
   all.push_back(&w.output);
   constexpr size_t kAlign = 64;
-  std::vector<size_t> offsets;
+  std::vector<size_t> bytes, offsets;
   size_t total = 0;
   for (const WeightMatrix* m : all) {
+    bytes.push_back(kernels::packed_matrix_bytes(*m));
     offsets.push_back(total);
-    total += (kernels::packed_matrix_bytes(*m) + kAlign - 1) / kAlign * kAlign;
+    total += (bytes.back() + kAlign - 1) / kAlign * kAlign;
   }
   if (total == 0) return ok_status();
   EDGELM_TRY(w.packed, HugePageBuffer::allocate(total));
   ThreadPool pool(ThreadPool::hardware_threads());
   for (size_t i = 0; i < all.size(); ++i) {
     WeightMatrix& m = *all[i];
-    if (kernels::packed_matrix_bytes(m) == 0) continue;
+    if (bytes[i] == 0) continue;
     kernels::pack_matrix_into(m, reinterpret_cast<uint8_t*>(w.packed.data()) + offsets[i], pool);
     if (!(w.tied_output && m.data == w.token_embd.data)) release_pages(m);
   }
