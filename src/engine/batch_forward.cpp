@@ -1,9 +1,9 @@
 // The batched forward pass over the paged KV cache (see batch_forward.h).
 //
-// Per layer: norm (per token) -> Q/K/V matmuls (all tokens) -> Q/K norms, RoPE and K/V write
+// Per layer: norm (per token) -> Q/K/V matmuls (all tokens, one parallel loop) -> Q/K norms, RoPE and K/V write
 // to the store (per token; Model::prepare_qk, shared with the reference) -> attention over the
 // store (batch_attention.h; local layers over their window) -> output matmul -> post-norm (if
-// any) + residual + norm (per token) -> gate/up matmuls -> SwiGLU or GeGLU (per token) -> down
+// any) + residual + norm (per token) -> gate/up matmuls (one loop) -> SwiGLU or GeGLU (per token) -> down
 // matmul -> post-norm + residual + next norm; logits soft-capped where the model says so.
 #include "engine/batch_forward.h"
 
@@ -224,9 +224,8 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const model::LayerWeights& L = w.layers[static_cast<size_t>(l)];
     st.layer = l;
-    model::linear(s.q.data(), s.xn.data(), n, L.wq, L.bq, pool, mm);
-    model::linear(s.k.data(), s.xn.data(), n, L.wk, L.bk, pool, mm);
-    model::linear(s.v.data(), s.xn.data(), n, L.wv, L.bv, pool, mm);
+    const model::LinearPart qkv[] = {{&L.wq, L.bq, s.q.data()}, {&L.wk, L.bk, s.k.data()}, {&L.wv, L.bv, s.v.data()}};
+    model::linear_many(qkv, s.xn.data(), n, pool, mm);
     rope_and_store(st);
     attention(st);
     model::linear(s.proj.data(), s.att.data(), n, L.wo, nullptr, pool, mm);
@@ -235,8 +234,8 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
     residual(st);
 
     // Gated feed-forward: down(act(gate(x)) * up(x)).
-    model::linear(s.gate.data(), s.xn.data(), n, L.w_gate, nullptr, pool, mm);
-    model::linear(s.up.data(), s.xn.data(), n, L.w_up, nullptr, pool, mm);
+    const model::LinearPart gate_up[] = {{&L.w_gate, nullptr, s.gate.data()}, {&L.w_up, nullptr, s.up.data()}};
+    model::linear_many(gate_up, s.xn.data(), n, pool, mm);
     gated_act(st);
     model::linear(s.proj.data(), s.gate.data(), n, L.w_down, nullptr, pool, mm);
     st.post_norm = L.ffn_post_norm;

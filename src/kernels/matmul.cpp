@@ -48,6 +48,133 @@ bool can_matmul(DType type) {
          (t->vec_dot_type == DType::f32 || quant_traits(t->vec_dot_type)->from_float != nullptr);
 }
 
+namespace {
+
+// How one matrix of a call runs: through its load-time packed GEMM (any n_tok), the per-call
+// GEMM (n_tok >= kMinGemmTokens), or one vec_dot per (row, token).
+enum class Path { packed, gemm, vec_dot };
+
+struct PartPlan {
+  const WeightMatrix* w = nullptr;
+  float* out = nullptr;
+  ResolvedKernels kernels;
+  const GemmKernel* gemm = nullptr;  // packed and gemm paths
+  Path path = Path::vec_dot;
+  size_t units = 0;                  // parallel items: row tiles (GEMM paths) or rows
+};
+
+PartPlan plan_part(const IsaKernels& isa, const MatmulPart& p, int64_t n_tok) {
+  PartPlan q;
+  q.w = p.w;
+  q.out = p.out;
+  const WeightMatrix& w = *p.w;
+  // The ISA's kernels, or the scalar traits row where it has none.
+  q.kernels = kernel_or_scalar(isa, w.type);
+  EDGELM_CHECK(q.kernels.vec_dot != nullptr, "matmul: no kernel for ", dtype_name(w.type));
+  EDGELM_CHECK(q.kernels.vec_dot_type == DType::f32 || q.kernels.quantize_activation != nullptr,
+               "matmul: no quantizer for ", dtype_name(q.kernels.vec_dot_type));
+  const GemmKernel* gemm = isa.gemm(w.type);
+  if (w.packed != nullptr && gemm != nullptr && gemm == w.packed_kernel) {
+    q.path = Path::packed;
+  } else if (gemm != nullptr && n_tok >= kMinGemmTokens) {
+    q.path = Path::gemm;
+  }
+  if (q.path != Path::vec_dot) q.gemm = gemm;
+  q.units = q.path == Path::vec_dot ? static_cast<size_t>(w.rows)
+                                    : static_cast<size_t>((w.rows + kGemmRowTile - 1) / kGemmRowTile);
+  return q;
+}
+
+// True when b can share a's converted activations (same input width, quantizer and tile
+// layout), so both run in one parallel loop.
+bool shares_activations(const PartPlan& a, const PartPlan& b) {
+  if (a.w->cols != b.w->cols || a.kernels.vec_dot_type != b.kernels.vec_dot_type ||
+      a.kernels.quantize_activation != b.kernels.quantize_activation || (a.path == Path::vec_dot) != (b.path == Path::vec_dot))
+    return false;
+  return a.path == Path::vec_dot || (a.gemm->pack == b.gemm->pack && a.gemm->packed_bytes == b.gemm->packed_bytes);
+}
+
+// Tokens below which the activations are converted on the calling thread.
+constexpr int64_t kMinParallelQuantize = 8;
+
+// Runs parts [0, n) (all sharing the first one's activations) as one parallel loop.
+void run_group(const PartPlan* parts, size_t n, const float* x, int64_t n_tok, ThreadPool& pool,
+               MatmulScratch& scratch) {
+  const PartPlan& first = parts[0];
+  const int64_t cols = first.w->cols;
+  // Activations in the weights' paired type: [n_tok, act_row_bytes].
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  size_t act_row_bytes = static_cast<size_t>(cols) * sizeof(float);
+  if (first.kernels.vec_dot_type != DType::f32) {
+    act_row_bytes = dtype_row_bytes(first.kernels.vec_dot_type, cols);
+    scratch.activations.resize(act_row_bytes * static_cast<size_t>(n_tok));
+    const FromFloatFn quantize = first.kernels.quantize_activation;
+    uint8_t* dst = scratch.activations.data();
+    auto rows = [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) quantize(x + static_cast<int64_t>(t) * cols, dst + t * act_row_bytes, cols);
+    };
+    if (n_tok >= kMinParallelQuantize && pool.n_threads() > 1)
+      pool.parallel_for(static_cast<size_t>(n_tok), rows);
+    else
+      rows(0, static_cast<size_t>(n_tok));
+    act = dst;
+  }
+  const GemmKernel* gemm = first.gemm;
+  if (gemm != nullptr) {
+    scratch.packed.resize(gemm->packed_bytes(cols, n_tok));
+    gemm->pack(act, act_row_bytes, cols, n_tok, scratch.packed.data());
+    size_t tile_bytes = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (parts[i].path == Path::gemm) tile_bytes = std::max(tile_bytes, parts[i].gemm->scratch_bytes(cols));
+    if (tile_bytes > 0) grow_tile_scratch(scratch, pool.n_threads(), tile_bytes);
+  }
+
+  // Items [b, e) of part i: row tiles or rows.
+  auto run_part = [&](const PartPlan& p, size_t b, size_t e) {
+    const WeightMatrix& w = *p.w;
+    if (p.path == Path::vec_dot) {
+      for (size_t r = b; r < e; ++r) {
+        const uint8_t* wr = w.row(static_cast<int64_t>(r));
+        for (int64_t t = 0; t < n_tok; ++t)
+          p.out[t * w.rows + static_cast<int64_t>(r)] =
+              p.kernels.vec_dot(w.cols, wr, act + static_cast<size_t>(t) * act_row_bytes);
+      }
+      return;
+    }
+    const auto r0 = static_cast<int64_t>(b) * kGemmRowTile;
+    const int64_t r1 = std::min(static_cast<int64_t>(e) * kGemmRowTile, w.rows);
+    if (p.path == Path::packed) {
+      p.gemm->run_packed(w.packed, w.rows, w.cols, scratch.packed.data(), n_tok, r0, r1, p.out, w.rows);
+    } else {
+      const GemmWeights gw{w.data, w.row_bytes, w.rows, w.cols};
+      p.gemm->run(gw, scratch.packed.data(), n_tok, r0, r1, p.out, w.rows, tile_scratch(scratch));
+    }
+  };
+  size_t total = 0;
+  int64_t work = 0;
+  for (size_t i = 0; i < n; ++i) {
+    total += parts[i].units;
+    work += parts[i].w->rows * cols * n_tok;
+  }
+  // The parts' items laid end to end: a chunk may span several parts.
+  auto items = [&](size_t b, size_t e) {
+    size_t base = 0;
+    for (size_t i = 0; i < n && b < e; base += parts[i].units, ++i) {
+      const size_t end = base + parts[i].units;
+      if (b >= end) continue;
+      const size_t stop = std::min(e, end);
+      run_part(parts[i], b - base, stop - base);
+      b = stop;
+    }
+  };
+  if (work < kMinParallelWork)
+    items(0, total);
+  else
+    pool.parallel_for(total, items);
+}
+
+}  // namespace
+
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, ThreadPool& pool,
             MatmulScratch& scratch) {
   matmul_with(active_kernels(), w, x, n_tok, out, pool, scratch);
@@ -55,69 +182,27 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, Th
 
 void matmul_with(const IsaKernels& isa, const WeightMatrix& w, const float* x, int64_t n_tok, float* out,
                  ThreadPool& pool, MatmulScratch& scratch) {
-  // The ISA's kernels, or the scalar traits row where it has none.
-  const ResolvedKernels kernels = kernel_or_scalar(isa, w.type);
-  EDGELM_CHECK(kernels.vec_dot != nullptr, "matmul: no kernel for ", dtype_name(w.type));
-  const auto vec_dot = kernels.vec_dot;
+  const MatmulPart part{&w, out};
+  matmul_many_with(isa, {&part, 1}, x, n_tok, pool, scratch);
+}
 
-  // Activations in the weight's paired type: [n_tok, act_row_bytes].
-  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
-  size_t act_row_bytes = static_cast<size_t>(w.cols) * sizeof(float);
-  if (kernels.vec_dot_type != DType::f32) {
-    EDGELM_CHECK(kernels.quantize_activation != nullptr, "matmul: no quantizer for ", dtype_name(kernels.vec_dot_type));
-    act_row_bytes = dtype_row_bytes(kernels.vec_dot_type, w.cols);
-    scratch.activations.resize(act_row_bytes * static_cast<size_t>(n_tok));
-    for (int64_t t = 0; t < n_tok; ++t)
-      kernels.quantize_activation(x + t * w.cols, scratch.activations.data() + static_cast<size_t>(t) * act_row_bytes,
-                                  w.cols);
-    act = scratch.activations.data();
-  }
+void matmul_many(std::span<const MatmulPart> parts, const float* x, int64_t n_tok, ThreadPool& pool,
+                 MatmulScratch& scratch) {
+  matmul_many_with(active_kernels(), parts, x, n_tok, pool, scratch);
+}
 
-  const GemmKernel* gemm = isa.gemm(w.type);
-  if (w.packed != nullptr && gemm != nullptr && gemm == w.packed_kernel) {
-    scratch.packed.resize(gemm->packed_bytes(w.cols, n_tok));
-    gemm->pack(act, act_row_bytes, w.cols, n_tok, scratch.packed.data());
-    const auto n_tiles = static_cast<size_t>((w.rows + kGemmRowTile - 1) / kGemmRowTile);
-    auto tiles = [&](size_t t0, size_t t1) {
-      const auto r0 = static_cast<int64_t>(t0) * kGemmRowTile;
-      const int64_t r1 = std::min(static_cast<int64_t>(t1) * kGemmRowTile, w.rows);
-      gemm->run_packed(w.packed, w.rows, w.cols, scratch.packed.data(), n_tok, r0, r1, out, w.rows);
-    };
-    if (w.rows * w.cols * n_tok < kMinParallelWork)
-      tiles(0, n_tiles);
-    else
-      pool.parallel_for(n_tiles, tiles);
-    return;
-  }
-  if (gemm != nullptr && n_tok >= kMinGemmTokens) {
-    scratch.packed.resize(gemm->packed_bytes(w.cols, n_tok));
-    gemm->pack(act, act_row_bytes, w.cols, n_tok, scratch.packed.data());
-    const GemmWeights gw{w.data, w.row_bytes, w.rows, w.cols};
-    const auto n_tiles = static_cast<size_t>((w.rows + kGemmRowTile - 1) / kGemmRowTile);
-    grow_tile_scratch(scratch, pool.n_threads(), gemm->scratch_bytes(w.cols));
-    auto tiles = [&](size_t t0, size_t t1) {
-      const auto r0 = static_cast<int64_t>(t0) * kGemmRowTile;
-      const int64_t r1 = std::min(static_cast<int64_t>(t1) * kGemmRowTile, w.rows);
-      gemm->run(gw, scratch.packed.data(), n_tok, r0, r1, out, w.rows, tile_scratch(scratch));
-    };
-    if (w.rows * w.cols * n_tok < kMinParallelWork)
-      tiles(0, n_tiles);
-    else
-      pool.parallel_for(n_tiles, tiles);
-    return;
-  }
-
-  auto rows_range = [&](size_t r0, size_t r1) {
-    for (size_t r = r0; r < r1; ++r) {
-      const uint8_t* wr = w.row(static_cast<int64_t>(r));
-      for (int64_t t = 0; t < n_tok; ++t)
-        out[t * w.rows + static_cast<int64_t>(r)] = vec_dot(w.cols, wr, act + static_cast<size_t>(t) * act_row_bytes);
-    }
-  };
-  if (w.rows * w.cols * n_tok < kMinParallelWork) {
-    rows_range(0, static_cast<size_t>(w.rows));
-  } else {
-    pool.parallel_for(static_cast<size_t>(w.rows), rows_range);
+void matmul_many_with(const IsaKernels& isa, std::span<const MatmulPart> parts, const float* x, int64_t n_tok,
+                      ThreadPool& pool, MatmulScratch& scratch) {
+  constexpr size_t kMaxParts = 8;
+  EDGELM_CHECK(parts.size() <= kMaxParts, "matmul_many: ", parts.size(), " parts; at most ", kMaxParts);
+  PartPlan plans[kMaxParts];
+  for (size_t i = 0; i < parts.size(); ++i) plans[i] = plan_part(isa, parts[i], n_tok);
+  // Runs of consecutive parts that share their activations.
+  for (size_t i = 0; i < parts.size();) {
+    size_t j = i + 1;
+    while (j < parts.size() && shares_activations(plans[i], plans[j])) ++j;
+    run_group(plans + i, j - i, x, n_tok, pool, scratch);
+    i = j;
   }
 }
 

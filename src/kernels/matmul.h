@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/dtype.h"
@@ -64,6 +65,21 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* out, Th
 // The same with the kernels of `k` instead of the active ISA's (tests compare ISAs with it).
 void matmul_with(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t n_tok, float* out,
                  ThreadPool& pool, MatmulScratch& scratch);
+
+// One matrix of matmul_many: out [n_tok, w->rows] = x W^T.
+struct MatmulPart {
+  const WeightMatrix* w;
+  float* out;
+};
+// The products of up to 8 matrices with the same input x [n_tok, cols] (one layer's Q, K and V;
+// gate and up): consecutive parts whose weights take the same activations (width, quantized
+// type, GEMM tile layout) share one conversion of x and run as one parallel loop over all their
+// row tiles, so a decode step pays one dispatch instead of one per matrix and the small K and V
+// matrices do not each split over the threads alone. Every output equals matmul's for its part.
+void matmul_many(std::span<const MatmulPart> parts, const float* x, int64_t n_tok, ThreadPool& pool,
+                 MatmulScratch& scratch);
+void matmul_many_with(const IsaKernels& k, std::span<const MatmulPart> parts, const float* x, int64_t n_tok,
+                      ThreadPool& pool, MatmulScratch& scratch);
 
 // A weight matrix packed for a GEMM kernel (see GemmKernel::pack_weights); empty (data null)
 // when the kernel has no packed layout for the type.

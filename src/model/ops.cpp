@@ -5,14 +5,33 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/check.h"
+
 namespace edgelm::model {
+namespace {
+
+void add_bias(float* out, int64_t n_tok, int64_t rows, const float* bias) {
+  if (bias == nullptr) return;
+  for (int64_t t = 0; t < n_tok; ++t)
+    for (int64_t r = 0; r < rows; ++r) out[t * rows + r] += bias[r];
+}
+
+}  // namespace
 
 void linear(float* out, const float* x, int64_t n_tok, const kernels::WeightMatrix& w, const float* bias,
             ThreadPool& pool, kernels::MatmulScratch& scratch) {
   kernels::matmul(w, x, n_tok, out, pool, scratch);
-  if (bias == nullptr) return;
-  for (int64_t t = 0; t < n_tok; ++t)
-    for (int64_t r = 0; r < w.rows; ++r) out[t * w.rows + r] += bias[r];
+  add_bias(out, n_tok, w.rows, bias);
+}
+
+void linear_many(std::span<const LinearPart> parts, const float* x, int64_t n_tok, ThreadPool& pool,
+                 kernels::MatmulScratch& scratch) {
+  constexpr size_t kMaxParts = 8;
+  EDGELM_CHECK(parts.size() <= kMaxParts, "linear_many: ", parts.size(), " parts; at most ", kMaxParts);
+  kernels::MatmulPart mm[kMaxParts];
+  for (size_t i = 0; i < parts.size(); ++i) mm[i] = {parts[i].w, parts[i].out};
+  kernels::matmul_many({mm, parts.size()}, x, n_tok, pool, scratch);
+  for (const LinearPart& p : parts) add_bias(p.out, n_tok, p.w->rows, p.bias);
 }
 
 void rms_norm(float* out, const float* x, const float* weight, int64_t n, float eps) {

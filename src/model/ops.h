@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <span>
 
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
@@ -24,6 +25,17 @@ namespace edgelm::model {
 // bias: [w.rows] or null. Each output element depends only on its own row of x, not on n_tok.
 void linear(float* out, const float* x, int64_t n_tok, const kernels::WeightMatrix& w, const float* bias,
             ThreadPool& pool, kernels::MatmulScratch& scratch);
+
+// One output of linear_many: out [n_tok, w->rows] = W x (+ bias, [w->rows] or null).
+struct LinearPart {
+  const kernels::WeightMatrix* w;
+  const float* bias;
+  float* out;
+};
+// linear() of each part on the same x (kernels::matmul_many: one dispatch for the parts that
+// share their activations); each output equals linear()'s. At most 8 parts.
+void linear_many(std::span<const LinearPart> parts, const float* x, int64_t n_tok, ThreadPool& pool,
+                 kernels::MatmulScratch& scratch);
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for one row of n (sum of squares in double).
 // out may alias x.

@@ -288,5 +288,58 @@ TEST(Gemm, SmallBatchesTakeTheVecDotPath) {
   }
 }
 
+// matmul_many (one layer's Q, K, V in one loop) gives each part exactly matmul's result, on
+// every ISA (scalar included), packed and unpacked, across the runs of parts that share their
+// activations (Q4_K and Q6_K share Q8_K; Q4_0 and Q8_0 share Q8_0; F32 takes floats), for one
+// token (the vec_dot and packed paths) and batches (the GEMMs), over 1 and 2 threads.
+TEST(Matmul, ManyEqualsOneAtATime) {
+  std::vector<const IsaKernels*> isas = gemm_isas();
+  isas.push_back(isa_kernels(Isa::scalar));
+  struct Spec {
+    DType type;
+    int64_t rows;
+    bool packed;
+  };
+  const Spec specs[] = {{DType::q4_k, 37, true}, {DType::q6_k, 20, true}, {DType::q4_0, 13, false},
+                        {DType::q4_0, 50, true},  {DType::q8_0, 16, true}, {DType::f32, 9, false}};
+  constexpr int64_t kCols = 512;
+  for (const int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (const IsaKernels* isa : isas) {
+      std::vector<std::vector<uint8_t>> data;
+      std::vector<PackedMatrix> packs;
+      std::vector<WeightMatrix> ms;
+      uint32_t seed = 40;
+      for (const Spec& sp : specs) {
+        data.push_back(make_weights(sp.type, sp.rows, kCols, Data::gaussian, seed++));
+        WeightMatrix m{sp.type, sp.rows, kCols, data.back().data(), dtype_row_bytes(sp.type, kCols)};
+        packs.push_back(sp.packed ? pack_matrix_with(*isa, m, pool) : PackedMatrix{});
+        m.packed = packs.back().data.get();
+        m.packed_kernel = packs.back().kernel;
+        ms.push_back(m);
+      }
+      for (const int64_t n : {1, 3, 12}) {
+        SCOPED_TRACE(std::string(isa_name(isa->isa)) + " threads " + std::to_string(threads) + " tokens " +
+                     std::to_string(n));
+        const std::vector<float> x = test::normal_data(n * kCols, 77 + static_cast<uint32_t>(n));
+        std::vector<std::vector<float>> got(ms.size());
+        std::vector<MatmulPart> parts;
+        for (size_t i = 0; i < ms.size(); ++i) {
+          got[i].assign(static_cast<size_t>(n * ms[i].rows), -1.0f);
+          parts.push_back({&ms[i], got[i].data()});
+        }
+        MatmulScratch scratch;
+        matmul_many_with(*isa, parts, x.data(), n, pool, scratch);
+        for (size_t i = 0; i < ms.size(); ++i) {
+          std::vector<float> want(got[i].size());
+          matmul_with(*isa, ms[i], x.data(), n, want.data(), pool, scratch);
+          ASSERT_EQ(0, std::memcmp(want.data(), got[i].data(), want.size() * sizeof(float)))
+              << "part " << i << " (" << dtype_name(ms[i].type) << ")";
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace edgelm::kernels
