@@ -31,7 +31,7 @@ double percentile(std::vector<double> v, double p) {
 
 struct LevelResult {
   int concurrency = 0;
-  double decode_tok_s = 0, tbt_median = 0, tbt_p95 = 0, ttft_median = 0;
+  double decode_tok_s = 0, decode_phase_tok_s = 0, tbt_median = 0, tbt_p95 = 0, ttft_median = 0;
   int64_t preemptions = 0;
   int64_t drafted = 0, accepted = 0;
 };
@@ -50,6 +50,10 @@ Result<ConcurrencySample> measure_concurrency(const ConcurrencyBenchOptions& o, 
     Clock::time_point last;
     bool first = true;
   };
+  std::vector<Clock::time_point> token_times;  // every generated token's, in order
+  token_times.reserve(static_cast<size_t>(n) * static_cast<size_t>(std::max(o.n_gen, 1)));
+  Clock::time_point all_started;  // when the last request got its first token
+  int started = 0;
   std::map<engine::RequestId, Track> tracks;
   ConcurrencySample s;
   int64_t& generated = s.generated;
@@ -73,13 +77,21 @@ Result<ConcurrencySample> measure_concurrency(const ConcurrencyBenchOptions& o, 
       if (ev.token < 0) continue;
       Track& t = tracks[ev.id];
       (t.first ? s.ttft_ms : s.tbt_ms).push_back(ms_between(t.last, now));
+      if (t.first && ++started == n) all_started = now;
       t.first = false;
+      token_times.push_back(now);
       t.last = now;
       ++generated;
     }
   }
   s.seconds = ms_between(t0, Clock::now()) / 1e3;
   s.tok_s = static_cast<double>(generated) / s.seconds;
+  if (started == n && !token_times.empty()) {
+    const auto after = std::count_if(token_times.begin(), token_times.end(),
+                                     [&](Clock::time_point x) { return x > all_started; });
+    const double decode_s = ms_between(all_started, token_times.back()) / 1e3;
+    if (after > 0 && decode_s > 0) s.decode_phase_tok_s = static_cast<double>(after) / decode_s;
+  }
   s.preemptions = eng->stats().n_preemptions;
   s.drafted = eng->stats().spec_draft_tokens;
   s.accepted = eng->stats().spec_accepted_tokens;
@@ -101,20 +113,21 @@ int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& 
     if (auto s = measure_concurrency(w, runner, 1, rng); !s.ok()) return report_error(s.error());
   }
   for (const int n : o.levels) {
-    std::vector<double> rates, tbt, ttft;
+    std::vector<double> rates, phase_rates, tbt, ttft;
     int64_t preemptions = 0, drafted = 0, accepted = 0;
     for (int rep = 0; rep < o.reps; ++rep) {
       auto s = measure_concurrency(o, runner, n, rng);
       if (!s.ok()) return report_error(s.error());
       rates.push_back(s->tok_s);
+      phase_rates.push_back(s->decode_phase_tok_s);
       tbt.insert(tbt.end(), s->tbt_ms.begin(), s->tbt_ms.end());
       ttft.insert(ttft.end(), s->ttft_ms.begin(), s->ttft_ms.end());
       preemptions += s->preemptions;
       drafted += s->drafted;
       accepted += s->accepted;
     }
-    results.push_back({n, percentile(rates, 0.5), percentile(tbt, 0.5), percentile(tbt, 0.95), percentile(ttft, 0.5),
-                       preemptions, drafted, accepted});
+    results.push_back({n, percentile(rates, 0.5), percentile(phase_rates, 0.5), percentile(tbt, 0.5),
+                       percentile(tbt, 0.95), percentile(ttft, 0.5), preemptions, drafted, accepted});
   }
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -126,6 +139,7 @@ int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& 
                      {"n_prompt", o.n_prompt},
                      {"n_gen", o.n_gen},
                      {"decode_tok_s", r.decode_tok_s},
+                     {"decode_phase_tok_s", r.decode_phase_tok_s},
                      {"tbt_ms_median", r.tbt_median},
                      {"tbt_ms_p95", r.tbt_p95},
                      {"ttft_ms_median", r.ttft_median},
@@ -143,11 +157,12 @@ int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& 
               o.model_path.c_str(), o.type.c_str(), std::string(kernels::isa_name(kernels::active_isa())).c_str(),
               pool.n_threads(), o.n_prompt, o.n_gen, std::string(kv::kv_type_name(o.engine.kv_type)).c_str(), o.reps);
   std::printf(
-      "| concurrency | decode tok/s (aggregate) | TBT median ms | TBT p95 ms | TTFT median ms | preemptions | draft "
-      "accepted |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+      "| concurrency | decode tok/s (aggregate) | decode phase tok/s | TBT median ms | TBT p95 ms | TTFT median ms | "
+      "preemptions | draft accepted |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : results)
-    std::printf("| %d | %.2f | %.1f | %.1f | %.1f | %lld | %lld/%lld (%.1f%%) |\n", r.concurrency, r.decode_tok_s,
+    std::printf("| %d | %.2f | %.2f | %.1f | %.1f | %.1f | %lld | %lld/%lld (%.1f%%) |\n", r.concurrency,
+                r.decode_tok_s, r.decode_phase_tok_s,
                 r.tbt_median, r.tbt_p95, r.ttft_median, static_cast<long long>(r.preemptions),
                 static_cast<long long>(r.accepted), static_cast<long long>(r.drafted),
                 r.drafted > 0 ? 100.0 * static_cast<double>(r.accepted) / static_cast<double>(r.drafted) : 0.0);

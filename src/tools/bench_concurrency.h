@@ -24,8 +24,9 @@ struct ConcurrencyBenchOptions {
 
 // For each level: N requests with distinct random prompts arrive together; the engine runs
 // until all finish. Prints aggregate generated tok/s (prefill included), time between tokens
-// per sequence (median, p95), time to first token (median) and, with speculative decoding, the
-// draft acceptance rate. Returns the exit code.
+// per sequence (median, p95), time to first token (median), the decode phase's aggregate tok/s
+// (see ConcurrencySample::decode_phase_tok_s) and, with speculative decoding, the draft
+// acceptance rate. Returns the exit code.
 int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& m, ThreadPool& pool);
 
 // One run of one level: n requests (distinct random prompts of o.n_prompt tokens, or
@@ -34,6 +35,10 @@ int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& 
 struct ConcurrencySample {
   double tok_s = 0;                   // generated tokens per wall second, prefill included
   double seconds = 0;                 // wall time of the run
+  // The decode phase alone, as llama-batched-bench's S_TG: the tokens generated after every
+  // request had its first one, per second from that moment to the last token (0 when no token
+  // came after it, e.g. n_gen 1).
+  double decode_phase_tok_s = 0;
   int64_t generated = 0;
   std::vector<double> tbt_ms, ttft_ms;  // per token gap / per request first token
   int64_t preemptions = 0;

@@ -285,6 +285,29 @@ TEST(Cli, BenchReportsEveryField) {
   EXPECT_NE(edgelm({"bench", "-p", "8"}).exit_code, 0);  // --model is required without --membw
 }
 
+// --concurrency: one row per level with the end-to-end aggregate (prefill included) and the
+// decode phase's, which has no tokens when each request generates one.
+TEST(Cli, BenchConcurrencyReportsTheDecodePhase) {
+  auto r = edgelm({"bench", "-m", model("stories260K-f32.gguf"), "--concurrency", "1,3", "-p", "6", "-n", "5", "-t",
+                   "1", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0].at("concurrency"), 1);
+  EXPECT_EQ(j[1].at("concurrency"), 3);
+  for (const auto& t : j) {
+    EXPECT_GT(t.at("decode_tok_s").get<double>(), 0.0);
+    EXPECT_GT(t.at("decode_phase_tok_s").get<double>(), 0.0);
+  }
+  auto one = edgelm({"bench", "-m", model("stories260K-f32.gguf"), "--concurrency", "2", "-p", "6", "-n", "1", "-t",
+                     "1", "-o", "json"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto j1 = nlohmann::json::parse(one.out);
+  ASSERT_EQ(j1.size(), 1u);
+  EXPECT_GT(j1[0].at("decode_tok_s").get<double>(), 0.0);
+  EXPECT_EQ(j1[0].at("decode_phase_tok_s").get<double>(), 0.0);
+}
+
 TEST(Cli, QuantizeThenRun) {
   TempDir dir;
   const std::string out = dir.file("q8.gguf");
