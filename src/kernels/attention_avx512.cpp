@@ -22,8 +22,10 @@
 //      softmax runs across the positions' lanes, one head at a time.
 //   V: per 16 columns, the NQ output accumulators stay in registers over the tile's rows, each
 //      row's weights broadcast straight from w.
-// A tile's rows are touched into L1 before it is computed (f16, f32) or prefetched while the
-// tile before it is computed (q8_0): see kPrefetch.
+// K transposed (f16, f32): a range's first tile is touched into L1; while each tile is
+// computed, its FMA loops prefetch the next tile's K and V lines one at a time (LineCursor).
+// K as rows: f16 and f32 rows are touched before the tile, q8_0 rows prefetched while the tile
+// before is computed: see kPrefetch.
 // GCC 12 reports the undefined pass-through operand of the unmasked AVX-512 intrinsics as
 // uninitialized (as in gemm_avx512.cpp).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -152,15 +154,42 @@ inline void dot_step(const std::byte* r0, const std::byte* r1, int64_t col, int6
   }
 }
 
+// The cache lines of the next tile's K and V runs, prefetched one per step() from inside the
+// FMA loops of the current tile, so the requests trickle out at the rate the FMAs leave room
+// for instead of in bursts that fill the miss buffers.
+struct LineCursor {
+  static constexpr int kMaxRuns = 8;
+  const std::byte* run[kMaxRuns];
+  size_t bytes[kMaxRuns];
+  int n_runs = 0, r = 0;
+  size_t b = 0;
+  void add(const std::byte* p, size_t n) {
+    if (n_runs < kMaxRuns) {
+      run[n_runs] = p;
+      bytes[n_runs++] = n;
+    }
+  }
+  inline void step() {
+    if (r >= n_runs) return;
+    _mm_prefetch(reinterpret_cast<const char*>(run[r] + b), _MM_HINT_T0);
+    b += 64;
+    if (b >= bytes[r]) {
+      b = 0;
+      ++r;
+    }
+  }
+};
+
 // acc [NQ, D] columns [j, j + 16) = acc * corr + sum_t w(t, g) v_t, the weight of position t
 // and head g at w[t * kTS + g * kGS].
 template <KvElem T, int NQ, bool kTail, int kTS, int kGS>
 inline void value_step(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t j, int64_t D, const float* w,
-                       const float* corr, float* acc) {
+                       const float* corr, float* acc, LineCursor* pf = nullptr) {
   __m512 o[NQ];
   for (int g = 0; g < NQ; ++g) o[g] = _mm512_mul_ps(loadq<kTail>(acc + g * D + j), _mm512_set1_ps(corr[g]));
   for (int32_t t = 0; t < n; ++t) {
     const __m512 v = load16<T, kTail>(v_rows[t], col + j);
+    if (pf != nullptr) pf->step();
     for (int g = 0; g < NQ; ++g) o[g] = _mm512_fmadd_ps(_mm512_set1_ps(w[t * kTS + g * kGS]), v, o[g]);
   }
   for (int g = 0; g < NQ; ++g) {
@@ -191,13 +220,14 @@ inline __m512 softcap512(__m512 s, float cap) {
 // their first 16-position group.
 constexpr int kW = kAttnTile + 16;
 
+
 // All of the tile's values for the weights at w[t * kTS + g * kGS] (see value_step).
 template <KvElem T, int NQ, int kTS, int kGS>
 inline void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, const float* w,
-                   const float* corr, float* acc) {
+                   const float* corr, float* acc, LineCursor* pf = nullptr) {
   const int64_t D16 = D & ~int64_t{15};
-  for (int64_t j = 0; j < D16; j += 16) value_step<T, NQ, false, kTS, kGS>(v_rows, n, col, j, D, w, corr, acc);
-  if (D16 < D) value_step<T, NQ, true, kTS, kGS>(v_rows, n, col, D16, D, w, corr, acc);
+  for (int64_t j = 0; j < D16; j += 16) value_step<T, NQ, false, kTS, kGS>(v_rows, n, col, j, D, w, corr, acc, pf);
+  if (D16 < D) value_step<T, NQ, true, kTS, kGS>(v_rows, n, col, D16, D, w, corr, acc, pf);
 }
 
 // K transposed: the scores of positions [t0, t0 + n) (one tile) for NQ query heads into
@@ -207,7 +237,7 @@ inline void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64
 // measured no faster.)
 template <KvElem T, int NQ>
 int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t D, const float* q, __m512 vscale,
-                  float softcap, float (*w)[kW]) {
+                  float softcap, float (*w)[kW], LineCursor* pf) {
   constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
   const int32_t p_first = t0 & ~15, off = t0 - p_first, n_groups = (off + n + 15) / 16;
   const size_t dim_stride = static_cast<size_t>(kv.block_size) * kElem;  // bytes from one dimension to the next
@@ -222,6 +252,7 @@ int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t 
     for (int g = 0; g < NQ; ++g) a[g] = _mm512_setzero_ps();
     for (int64_t d = 0; d < D; ++d) {
       const __m512 k = load16<T, false>(keys + static_cast<size_t>(d) * dim_stride, 0);
+      if (pf != nullptr && d % 2 == 0) pf->step();
       for (int g = 0; g < NQ; ++g) a[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * D + d]), k, a[g]);
     }
     // Lane L is tile position 16 * i + L - off: inside the tile when 0 <= it < n.
@@ -244,12 +275,12 @@ int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t 
 template <KvElem T, int NQ>
 void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, const std::byte* const* v_rows,
                 int32_t n, int64_t col, int64_t D, const float* q, __m512 vscale, float softcap, float* m8, float* l8,
-                float* acc) {
+                float* acc, LineCursor* pf) {
   alignas(32) float corr[8];
   if constexpr (T != KvElem::q8_0) {
     if (kv.k_transposed) {
       alignas(64) float w[NQ][kW];  // [head, lane of the tile's groups] scores, then weights
-      const int32_t n_groups = scores_kt<T, NQ>(kv, t0, n, col, D, q, vscale, softcap, w);
+      const int32_t n_groups = scores_kt<T, NQ>(kv, t0, n, col, D, q, vscale, softcap, w, pf);
       alignas(32) float tmax[8] = {}, m_new[8], sums[8] = {};
       for (int g = 0; g < NQ; ++g) {
         __m512 x = _mm512_load_ps(w[g]);
@@ -273,7 +304,7 @@ void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, co
       _mm256_store_ps(l8, _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(l8), c), _mm256_load_ps(sums)));
       _mm256_store_ps(m8, mn);
       _mm256_store_ps(corr, c);
-      values<T, NQ, 1, kW>(v_rows, n, col, D, &w[0][t0 % 16], corr, acc);
+      values<T, NQ, 1, kW>(v_rows, n, col, D, &w[0][t0 % 16], corr, acc, pf);
       return;
     }
   }
@@ -339,7 +370,10 @@ inline int32_t tile_rows(const AttnKv& kv, int32_t t0, int32_t p1, const std::by
 // thread, 128-position items, per layer): f16 and f32 rows are touched (touch_rows) just before
 // the tile is computed (f16: 256-306 -> 196-208 us against prefetching the next tile, 140 from
 // cache); q8_0 rows (half the bytes, more work per byte) do better with the next tile
-// prefetched during the current one (235-243 against 240-258).
+// prefetched during the current one (235-243 against 240-258). With K transposed (f16, the
+// store's layout) the next tile's lines are prefetched one per step of the FMA loops instead
+// (LineCursor), which keeps the misses in flight without bursts: 22x2048/split128 from DRAM
+// 319-379 -> 291-300 us, 1 layer from cache unchanged (220-248), bench_attention alternating.
 template <KvElem T>
 constexpr bool kPrefetch = T == KvElem::q8_0;
 
@@ -347,6 +381,21 @@ constexpr bool kPrefetch = T == KvElem::q8_0;
 inline void prefetch_rows(const std::byte* const* r, int32_t n, size_t b0, size_t b1) {
   for (int32_t t = 0; t < n; ++t)
     for (size_t b = b0; b < b1; b += 64) _mm_prefetch(reinterpret_cast<const char*>(r[t] + b), _MM_HINT_T1);
+}
+
+// K transposed: the runs of bytes that positions [f0, f1) read, per block: the keys of elements
+// [kv.col0, kv.col0 + n_cols) (adjacent in a block) and the V rows (adjacent too).
+inline void add_tile_runs(const AttnKv& kv, int32_t f0, int32_t f1, int64_t n_cols, LineCursor& c) {
+  const size_t elem = kv.type == KvElem::f32 ? 4 : 2;
+  const size_t k_bytes = static_cast<size_t>(n_cols) * static_cast<size_t>(kv.block_size) * elem;
+  const size_t k_off = static_cast<size_t>(kv.col0) * static_cast<size_t>(kv.block_size) * elem;
+  for (int32_t b = f0 / kv.block_size; b <= (f1 - 1) / kv.block_size; ++b) {
+    const size_t blk = static_cast<size_t>(kv.blocks[b]) * kv.block_stride;
+    c.add(kv.k_base + blk + k_off, k_bytes);
+    const int32_t s0 = b * kv.block_size < f0 ? f0 - b * kv.block_size : 0;
+    const int32_t s1 = (b + 1) * kv.block_size > f1 ? f1 - b * kv.block_size : kv.block_size;
+    c.add(kv.v_base + blk + static_cast<size_t>(s0) * kv.row_bytes, static_cast<size_t>(s1 - s0) * kv.row_bytes);
+  }
 }
 
 // Tiles outermost: a tile's rows are used by every KV head before the next tile is read. The
@@ -385,13 +434,23 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
     n_rows[far] = more ? tile_rows(kv, t0 + kAhead * kAttnTile, p1, rows[far][0], rows[far][1]) : 0;
     const std::byte* const* k_rows = rows[cur][0];
     const std::byte* const* v_rows = rows[cur][1];
+    LineCursor cursor;
+    LineCursor* pf = nullptr;
     if constexpr (!kPrefetch<T>) {
       if (kv.k_transposed) {
-        touch_k_blocks(kv, t0, n, int64_t{n_kv} * D);
+        if (t0 == p0) {  // the first tile is touched; each one prefetches the next from its FMA loops
+          touch_k_blocks(kv, t0, n, int64_t{n_kv} * D);
+          touch_rows(v_rows, n, kv.row_bytes);
+        }
+        if (more) {
+          const int32_t f0 = t0 + kAttnTile, f1 = f0 + kAttnTile < p1 ? f0 + kAttnTile : p1;
+          add_tile_runs(kv, f0, f1, int64_t{n_kv} * D, cursor);
+          pf = &cursor;
+        }
       } else {
         touch_rows(k_rows, n, kv.row_bytes);
+        touch_rows(v_rows, n, kv.row_bytes);
       }
-      touch_rows(v_rows, n, kv.row_bytes);
     }
     for (int32_t h = 0, gi = 0; h < n_kv; ++h)
       for (int32_t g = 0; g < gqa; g += kAttnGroupHeads, ++gi) {
@@ -405,7 +464,7 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
         const int nq = gqa - g < kAttnGroupHeads ? gqa - g : kAttnGroupHeads;
         with_group_heads(nq, [&]<int NQ>() {
           tile_group<T, NQ>(kv, t0, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, kv.softcap, m8[gi],
-                            l8[gi], out.acc + j * D);
+                            l8[gi], out.acc + j * D, pf);
         });
       }
   }
