@@ -117,13 +117,14 @@ __m256 scores_rows(const std::byte* const* k_rows, int32_t n, int64_t col, int64
 // 35, measured apart on Zen 5).
 template <KvElem T, int HN>
 inline void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const float* q, __m256 vscale,
-                     float softcap, int32_t lo, int32_t hi, float (*w)[kW]) {
+                     float softcap, int32_t lo, int32_t hi, float (*w)[kW], LineCursor* pf) {
   constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
   __m256 a[2 * HN];
   for (auto& x : a) x = _mm256_setzero_ps();
   for (int64_t d = 0; d < D; ++d) {
     const std::byte* kd = keys + static_cast<size_t>(d) * dim_stride;
     const __m256 k0 = load8<T>(kd, 0), k1 = load8<T>(kd + 8 * kElem, 0);
+    if (pf != nullptr && d % 4 == 0) pf->step();
     for (int g = 0; g < HN; ++g) {
       const __m256 b = _mm256_broadcast_ss(q + g * D + d);
       a[g] = _mm256_fmadd_ps(b, k0, a[g]);
@@ -150,7 +151,7 @@ inline void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const 
 // the number of 8-lane vectors per head.
 template <KvElem T, int NQ>
 int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t D, const float* q, __m256 vscale,
-                  float softcap, float (*w)[kW]) {
+                  float softcap, float (*w)[kW], LineCursor* pf) {
   constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
   const int32_t p_first = t0 & ~15, off = t0 - p_first, n_groups = (off + n + 15) / 16;
   const size_t dim_stride = static_cast<size_t>(kv.block_size) * kElem;  // bytes from one dimension to the next
@@ -162,10 +163,11 @@ int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t 
                                 kElem;
     const int32_t lo = off - 16 * i, hi = off + n - 16 * i;  // lanes of the tile: [lo, hi)
     float(*wi)[kW] = reinterpret_cast<float(*)[kW]>(&w[0][16 * i]);
-    if constexpr (NQ >= 4) scores16<T, 4>(keys, dim_stride, D, q, vscale, softcap, lo, hi, wi);
-    if constexpr (NQ >= 8) scores16<T, 4>(keys, dim_stride, D, q + 4 * D, vscale, softcap, lo, hi, wi + 4);
+    if constexpr (NQ >= 4) scores16<T, 4>(keys, dim_stride, D, q, vscale, softcap, lo, hi, wi, pf);
+    if constexpr (NQ >= 8) scores16<T, 4>(keys, dim_stride, D, q + 4 * D, vscale, softcap, lo, hi, wi + 4, pf);
     constexpr int kRest = NQ % 4, kDone = NQ - kRest;
-    if constexpr (kRest > 0) scores16<T, kRest>(keys, dim_stride, D, q + kDone * D, vscale, softcap, lo, hi, wi + kDone);
+    if constexpr (kRest > 0)
+      scores16<T, kRest>(keys, dim_stride, D, q + kDone * D, vscale, softcap, lo, hi, wi + kDone, pf);
   }
   return 2 * n_groups;
 }
@@ -188,12 +190,13 @@ inline void softmax_update(__m256 tile_max, float* m8, float* l8, float* corr, W
 // w[t * kTS + g * kGS]: per 8 columns, the NQ accumulators stay in registers over the rows.
 template <KvElem T, int NQ, int kTS, int kGS>
 void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, const float* w, const float* corr,
-            float* acc) {
+            float* acc, LineCursor* pf = nullptr) {
   for (int64_t j = 0; j < D; j += 8) {
     __m256 o[NQ];
     for (int g = 0; g < NQ; ++g) o[g] = _mm256_mul_ps(_mm256_loadu_ps(acc + g * D + j), _mm256_broadcast_ss(&corr[g]));
     for (int32_t t = 0; t < n; ++t) {
       const __m256 v = load8<T>(v_rows[t], col + j);
+      if (pf != nullptr && t % 2 == 0) pf->step();
       for (int g = 0; g < NQ; ++g) o[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&w[t * kTS + g * kGS]), v, o[g]);
     }
     for (int g = 0; g < NQ; ++g) _mm256_storeu_ps(acc + g * D + j, o[g]);
@@ -206,12 +209,12 @@ void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, c
 template <KvElem T, int NQ>
 void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, const std::byte* const* v_rows,
                 int32_t n, int64_t col, int64_t D, const float* q, __m256 vscale, float softcap, float* m8, float* l8,
-                float* acc) {
+                float* acc, LineCursor* pf) {
   alignas(32) float corr[8];
   if constexpr (T != KvElem::q8_0) {
     if (kv.k_transposed) {
       alignas(32) float w[NQ][kW];  // [head, lane of the tile's groups] scores, then weights
-      const int32_t n_groups = scores_kt<T, NQ>(kv, t0, n, col, D, q, vscale, softcap, w);  // of 8 lanes
+      const int32_t n_groups = scores_kt<T, NQ>(kv, t0, n, col, D, q, vscale, softcap, w, pf);  // of 8 lanes
       alignas(32) float tmax[8] = {};
       for (int g = 0; g < NQ; ++g) {
         __m256 x = _mm256_load_ps(w[g]);
@@ -232,7 +235,7 @@ void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, co
         }
         return _mm256_load_ps(sums);
       });
-      values<T, NQ, 1, kW>(v_rows, n, col, D, &w[0][t0 % 16], corr, acc);
+      values<T, NQ, 1, kW>(v_rows, n, col, D, &w[0][t0 % 16], corr, acc, pf);
       return;
     }
   }
@@ -286,22 +289,34 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
     fill(rows, t0);
     const std::byte* const* k_rows = rows[0];
     const std::byte* const* v_rows = rows[1];
-    // The tile's rows into L1 before they are computed on (touch_rows; bench_attention on Zen 5,
-    // depth 2048 over 22 layers, one thread, 128-position items, per layer: f16 475 -> 285 us,
-    // q8_0 440 -> 275 us against prefetching the next tile during this one).
+    // K as rows: the tile's rows into L1 before they are computed on (touch_rows; bench_attention
+    // on Zen 5, depth 2048 over 22 layers, one thread, 128-position items, per layer: f16 475 ->
+    // 285 us, q8_0 440 -> 275 us against prefetching the next tile during this one).
+    // K transposed: only a range's first tile is touched; each tile's FMA loops prefetch the
+    // next one's lines (LineCursor, as in the AVX-512 kernel; f16_kt 22x2048/split128 from DRAM
+    // 486-519 -> 404-494 us, alternating; from cache unchanged).
+    LineCursor cursor;
+    LineCursor* pf = nullptr;
     if (kv.k_transposed) {
-      touch_k_blocks(kv, t0, n, int64_t{n_kv} * D);
+      if (t0 == p0) {
+        touch_k_blocks(kv, t0, n, int64_t{n_kv} * D);
+        touch_rows(v_rows, n, kv.row_bytes);
+      }
+      if (t0 + kAttnTile < p1) {
+        add_tile_runs(kv, t0 + kAttnTile, t0 + 2 * kAttnTile < p1 ? t0 + 2 * kAttnTile : p1, int64_t{n_kv} * D, cursor);
+        pf = &cursor;
+      }
     } else {
       touch_rows(k_rows, n, kv.row_bytes);
+      touch_rows(v_rows, n, kv.row_bytes);
     }
-    touch_rows(v_rows, n, kv.row_bytes);
     for (int32_t h = 0, gi = 0; h < n_kv; ++h)
       for (int32_t g = 0; g < gqa; g += kAttnGroupHeads, ++gi) {
         const int64_t j = int64_t{h} * gqa + g;
         const int nq = gqa - g < kAttnGroupHeads ? gqa - g : kAttnGroupHeads;
         with_group_heads(nq, [&]<int NQ>() {
           tile_group<T, NQ>(kv, t0, k_rows, v_rows, n, kv.col0 + h * D, D, q + j * D, vscale, kv.softcap, m8[gi],
-                            l8[gi], out.acc + j * D);
+                            l8[gi], out.acc + j * D, pf);
         });
       }
   }

@@ -154,32 +154,6 @@ inline void dot_step(const std::byte* r0, const std::byte* r1, int64_t col, int6
   }
 }
 
-// The cache lines of the next tile's K and V runs, prefetched one per step() from inside the
-// FMA loops of the current tile, so the requests trickle out at the rate the FMAs leave room
-// for instead of in bursts that fill the miss buffers.
-struct LineCursor {
-  static constexpr int kMaxRuns = 8;
-  const std::byte* run[kMaxRuns];
-  size_t bytes[kMaxRuns];
-  int n_runs = 0, r = 0;
-  size_t b = 0;
-  void add(const std::byte* p, size_t n) {
-    if (n_runs < kMaxRuns) {
-      run[n_runs] = p;
-      bytes[n_runs++] = n;
-    }
-  }
-  inline void step() {
-    if (r >= n_runs) return;
-    _mm_prefetch(reinterpret_cast<const char*>(run[r] + b), _MM_HINT_T0);
-    b += 64;
-    if (b >= bytes[r]) {
-      b = 0;
-      ++r;
-    }
-  }
-};
-
 // acc [NQ, D] columns [j, j + 16) = acc * corr + sum_t w(t, g) v_t, the weight of position t
 // and head g at w[t * kTS + g * kGS].
 template <KvElem T, int NQ, bool kTail, int kTS, int kGS>
@@ -381,21 +355,6 @@ constexpr bool kPrefetch = T == KvElem::q8_0;
 inline void prefetch_rows(const std::byte* const* r, int32_t n, size_t b0, size_t b1) {
   for (int32_t t = 0; t < n; ++t)
     for (size_t b = b0; b < b1; b += 64) _mm_prefetch(reinterpret_cast<const char*>(r[t] + b), _MM_HINT_T1);
-}
-
-// K transposed: the runs of bytes that positions [f0, f1) read, per block: the keys of elements
-// [kv.col0, kv.col0 + n_cols) (adjacent in a block) and the V rows (adjacent too).
-inline void add_tile_runs(const AttnKv& kv, int32_t f0, int32_t f1, int64_t n_cols, LineCursor& c) {
-  const size_t elem = kv.type == KvElem::f32 ? 4 : 2;
-  const size_t k_bytes = static_cast<size_t>(n_cols) * static_cast<size_t>(kv.block_size) * elem;
-  const size_t k_off = static_cast<size_t>(kv.col0) * static_cast<size_t>(kv.block_size) * elem;
-  for (int32_t b = f0 / kv.block_size; b <= (f1 - 1) / kv.block_size; ++b) {
-    const size_t blk = static_cast<size_t>(kv.blocks[b]) * kv.block_stride;
-    c.add(kv.k_base + blk + k_off, k_bytes);
-    const int32_t s0 = b * kv.block_size < f0 ? f0 - b * kv.block_size : 0;
-    const int32_t s1 = (b + 1) * kv.block_size > f1 ? f1 - b * kv.block_size : kv.block_size;
-    c.add(kv.v_base + blk + static_cast<size_t>(s0) * kv.row_bytes, static_cast<size_t>(s1 - s0) * kv.row_bytes);
-  }
 }
 
 // Tiles outermost: a tile's rows are used by every KV head before the next tile is read. The

@@ -8,6 +8,8 @@
 
 #include "kernels/attention_kernels.h"
 
+#include <xmmintrin.h>  // _mm_prefetch (SSE: every x86-64 CPU)
+
 namespace edgelm::kernels::x86 {
 
 // Internal linkage on purpose: each kernel file gets its own copy, compiled with its own flags.
@@ -15,8 +17,9 @@ namespace {
 
 // Reads one byte of every cache line of the n rows, in address order (the values are
 // discarded), so the lines are in L1 when the tile is computed. A stream of plain loads keeps
-// many misses in flight and trains the hardware prefetchers, where prefetch instructions for
-// the next tile, interleaved with the FMAs, did not keep up (bench_attention, see the kernels).
+// many misses in flight and trains the hardware prefetchers, where bursts of prefetch
+// instructions for the next tile did not keep up (bench_attention, see the kernels); K as rows
+// uses it per tile, K transposed for a range's first tile (the next tiles: LineCursor).
 // Touches only bytes of the rows: nothing past a row's end is read.
 inline void touch_rows(const std::byte* const* r, int32_t n, size_t row_bytes) {
   unsigned sink = 0;
@@ -55,6 +58,47 @@ inline void touch_k_blocks(const AttnKv& kv, int32_t t0, int32_t n, int64_t n_co
   for (int32_t b = t0 / kv.block_size; b <= (t0 + n - 1) / kv.block_size; ++b) {
     const std::byte* run = kv.k_base + static_cast<size_t>(kv.blocks[b]) * kv.block_stride + run_off;
     touch_rows(&run, 1, run_bytes);
+  }
+}
+
+// The cache lines of the next tile's K and V runs, prefetched one per step() from inside the
+// FMA loops of the current tile, so the requests trickle out at the rate the FMAs leave room
+// for instead of in bursts that fill the miss buffers.
+struct LineCursor {
+  static constexpr int kMaxRuns = 8;
+  const std::byte* run[kMaxRuns];
+  size_t bytes[kMaxRuns];
+  int n_runs = 0, r = 0;
+  size_t b = 0;
+  void add(const std::byte* p, size_t n) {
+    if (n_runs < kMaxRuns) {
+      run[n_runs] = p;
+      bytes[n_runs++] = n;
+    }
+  }
+  inline void step() {
+    if (r >= n_runs) return;
+    _mm_prefetch(reinterpret_cast<const char*>(run[r] + b), _MM_HINT_T0);
+    b += 64;
+    if (b >= bytes[r]) {
+      b = 0;
+      ++r;
+    }
+  }
+};
+
+// K transposed: the runs of bytes that positions [f0, f1) read, per block: the keys of elements
+// [kv.col0, kv.col0 + n_cols) (adjacent in a block) and the V rows (adjacent too).
+inline void add_tile_runs(const AttnKv& kv, int32_t f0, int32_t f1, int64_t n_cols, LineCursor& c) {
+  const size_t elem = kv.type == KvElem::f32 ? 4 : 2;
+  const size_t k_bytes = static_cast<size_t>(n_cols) * static_cast<size_t>(kv.block_size) * elem;
+  const size_t k_off = static_cast<size_t>(kv.col0) * static_cast<size_t>(kv.block_size) * elem;
+  for (int32_t b = f0 / kv.block_size; b <= (f1 - 1) / kv.block_size; ++b) {
+    const size_t blk = static_cast<size_t>(kv.blocks[b]) * kv.block_stride;
+    c.add(kv.k_base + blk + k_off, k_bytes);
+    const int32_t s0 = b * kv.block_size < f0 ? f0 - b * kv.block_size : 0;
+    const int32_t s1 = (b + 1) * kv.block_size > f1 ? f1 - b * kv.block_size : kv.block_size;
+    c.add(kv.v_base + blk + static_cast<size_t>(s0) * kv.row_bytes, static_cast<size_t>(s1 - s0) * kv.row_bytes);
   }
 }
 
