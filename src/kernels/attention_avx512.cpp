@@ -194,7 +194,6 @@ inline __m512 softcap512(__m512 s, float cap) {
 // their first 16-position group.
 constexpr int kW = kAttnTile + 16;
 
-
 // All of the tile's values for the weights at w[t * kTS + g * kGS] (see value_step).
 template <KvElem T, int NQ, int kTS, int kGS>
 inline void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, const float* w,
