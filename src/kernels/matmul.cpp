@@ -199,9 +199,8 @@ void matmul_many(std::span<const MatmulPart> parts, const float* x, int64_t n_to
 
 void matmul_many_with(const IsaKernels& isa, std::span<const MatmulPart> parts, const float* x, int64_t n_tok,
                       ThreadPool& pool, MatmulScratch& scratch) {
-  constexpr size_t kMaxParts = 8;
-  EDGELM_CHECK(parts.size() <= kMaxParts, "matmul_many: ", parts.size(), " parts; at most ", kMaxParts);
-  PartPlan plans[kMaxParts];
+  EDGELM_CHECK(parts.size() <= kMaxMatmulParts, "matmul_many: ", parts.size(), " parts; at most ", kMaxMatmulParts);
+  PartPlan plans[kMaxMatmulParts];
   for (size_t i = 0; i < parts.size(); ++i) plans[i] = plan_part(isa, parts[i], n_tok);
   // Runs of consecutive parts that share their activations.
   for (size_t i = 0; i < parts.size();) {

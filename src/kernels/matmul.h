@@ -71,7 +71,9 @@ struct MatmulPart {
   const WeightMatrix* w;
   float* out;
 };
-// The products of up to 8 matrices with the same input x [n_tok, cols] (one layer's Q, K and V;
+// Most parts one matmul_many call takes.
+constexpr size_t kMaxMatmulParts = 8;
+// The products of up to kMaxMatmulParts matrices with the same input x [n_tok, cols] (one layer's Q, K and V;
 // gate and up): consecutive parts whose weights take the same activations (width, quantized
 // type, GEMM tile layout) share one conversion of x and run as one parallel loop over all their
 // row tiles, so a decode step pays one dispatch instead of one per matrix and the small K and V

@@ -26,9 +26,9 @@ void linear(float* out, const float* x, int64_t n_tok, const kernels::WeightMatr
 
 void linear_many(std::span<const LinearPart> parts, const float* x, int64_t n_tok, ThreadPool& pool,
                  kernels::MatmulScratch& scratch) {
-  constexpr size_t kMaxParts = 8;
-  EDGELM_CHECK(parts.size() <= kMaxParts, "linear_many: ", parts.size(), " parts; at most ", kMaxParts);
-  kernels::MatmulPart mm[kMaxParts];
+  EDGELM_CHECK(parts.size() <= kernels::kMaxMatmulParts, "linear_many: ", parts.size(), " parts; at most ",
+               kernels::kMaxMatmulParts);
+  kernels::MatmulPart mm[kernels::kMaxMatmulParts];
   for (size_t i = 0; i < parts.size(); ++i) mm[i] = {parts[i].w, parts[i].out};
   kernels::matmul_many({mm, parts.size()}, x, n_tok, pool, scratch);
   for (const LinearPart& p : parts) add_bias(p.out, n_tok, p.w->rows, p.bias);
