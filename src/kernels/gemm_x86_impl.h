@@ -340,6 +340,12 @@ inline void sub_dot_u8(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_h
   }
 }
 #else
+// An empty asm that takes v in a register: the compiler may not reassociate the sums of a chain
+// through it. Without it GCC turns each token's chain of int16 adds into a tree over all the
+// group's products, which keeps 4x more of them live than the 16 ymm registers hold (the tile
+// then spills to the stack on every block and runs at half speed).
+inline void in_order(VI& v) { __asm__("" : "+x"(v)); }
+
 // AVX2: int16 sums of kFlush groups of maddubs products at a time, widened by madd with the
 // int16 multipliers (mult_lo for groups 0-3, mult_hi for 4-7; kScaled false: pass ones).
 template <int T, int kFlush, bool kScaled = true, bool kSplit = false, typename Groups>
@@ -351,6 +357,7 @@ inline void sub_dot_u8(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_h
       for (int t = 0; t < T; ++t) {
         const VI pr = _mm256_maddubs_epi16(w, vi_bcast(y[t] + 4 * g));
         p[t] = g == h ? pr : _mm256_add_epi16(p[t], pr);
+        in_order(p[t]);
       }
     }
     const VI mult = h < 4 ? mult_lo : mult_hi;
@@ -368,6 +375,7 @@ inline void sub_dot_s8(Groups q, const int8_t* const y[T], VI acc[T]) {
     for (int t = 0; t < T; ++t) {
       const VI pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(vi_bcast(y[t] + 4 * g), w));
       acc[t] = vi_add(acc[t], vi_madd16(pr, ones));
+      in_order(acc[t]);
     }
   }
 }
