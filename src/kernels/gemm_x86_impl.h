@@ -306,6 +306,12 @@ inline VI mult_of(VI m32) { return EDGELM_GEMM_VNNI ? m32 : pair16(m32, m32); }
 inline VI mult_u8(const uint8_t* m) { return mult_of(vi_u8_to_32(m)); }
 inline VI mult_s8(const int8_t* m) { return mult_of(vi_s8_to_32(m)); }
 
+// An empty asm that takes v in a register: the compiler may not reassociate the sums of a chain
+// through it. Without it GCC turns each token's chain of int16 adds into a tree over all the
+// group's products, which keeps 4x more of them live than the 16 ymm registers hold (the tile
+// then spills to the stack on every block and runs at half speed).
+inline void in_order(VI& v) { __asm__("" : "+v"(v)); }
+
 #if EDGELM_GEMM_VNNI
 // acc[t] += per-row int32 sums of one sub-block: the 8 groups of q (unsigned bytes) against the
 // 32 activation quants at y[t], the sums of groups 0-3 times mult_lo and of groups 4-7 times
@@ -340,18 +346,14 @@ inline void sub_dot_u8(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_h
   }
 }
 #else
-// An empty asm that takes v in a register: the compiler may not reassociate the sums of a chain
-// through it. Without it GCC turns each token's chain of int16 adds into a tree over all the
-// group's products, which keeps 4x more of them live than the 16 ymm registers hold (the tile
-// then spills to the stack on every block and runs at half speed).
-inline void in_order(VI& v) { __asm__("" : "+x"(v)); }
-
 // AVX2: int16 sums of kFlush groups of maddubs products at a time, widened by madd with the
 // int16 multipliers (mult_lo for groups 0-3, mult_hi for 4-7; kScaled false: pass ones).
 template <int T, int kFlush, bool kScaled = true, bool kSplit = false, typename Groups>
 inline void sub_dot_u8(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_hi, VI acc[T]) {
+#pragma GCC unroll 8
   for (int h = 0; h < 8; h += kFlush) {
     VI p[T];
+#pragma GCC unroll 8
     for (int g = h; g < h + kFlush; ++g) {
       const VI w = q(g);
       for (int t = 0; t < T; ++t) {
@@ -361,7 +363,10 @@ inline void sub_dot_u8(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_h
       }
     }
     const VI mult = h < 4 ? mult_lo : mult_hi;
-    for (int t = 0; t < T; ++t) acc[t] = vi_add(acc[t], vi_madd16(p[t], mult));
+    for (int t = 0; t < T; ++t) {
+      acc[t] = vi_add(acc[t], vi_madd16(p[t], mult));
+      in_order(acc[t]);
+    }
   }
 }
 
@@ -575,7 +580,10 @@ void tile_k4(const WK4* wb, int64_t nb, const ActQ8K* const y[T], float* out, in
     }
     for (int p = 0; p < 4; ++p) {
       const VI mn = vi_load(w.mn[p]);
-      for (int t = 0; t < T; ++t) mins[t] = vi_add(mins[t], vi_madd16(mn, vi_bcast(y[t][b].b32 + 2 * p)));
+      for (int t = 0; t < T; ++t) {
+        mins[t] = vi_add(mins[t], vi_madd16(mn, vi_bcast(y[t][b].b32 + 2 * p)));
+        in_order(mins[t]);
+      }
     }
     const VF d = vf_load(w.d), dmin = vf_load(w.dmin);
     for (int t = 0; t < T; ++t) {
@@ -602,7 +610,10 @@ void tile_q6_k(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, 
     }
     for (int p = 0; p < 8; ++p) {
       const VI sc = vi_load(w.scp[p]);
-      for (int t = 0; t < T; ++t) offs[t] = vi_add(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b16 + 2 * p)));
+      for (int t = 0; t < T; ++t) {
+        offs[t] = vi_add(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b16 + 2 * p)));
+        in_order(offs[t]);
+      }
     }
     const VF d = vf_load(w.d);
     for (int t = 0; t < T; ++t) {

@@ -186,6 +186,8 @@ void tile_packed_q4_k(const PQ4_K* wb, int64_t nb, const ActQ8K* const y[T], flo
     VI acc[T], mins[T];
     for (int t = 0; t < T; ++t) acc[t] = mins[t] = vi_zero();
     // Sub-block s = 2c + 1 takes the high nibbles of chunk c.
+    // Unrolled so that each sub-block's nibble half and shifts are constants.
+#pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       const int8_t* yq[T];
       for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
@@ -198,7 +200,10 @@ void tile_packed_q4_k(const PQ4_K* wb, int64_t nb, const ActQ8K* const y[T], flo
     }
     for (int p = 0; p < 4; ++p) {
       const VI mn = vi_load(w.mn[p]);
-      for (int t = 0; t < T; ++t) mins[t] = vi_add(mins[t], vi_madd16(mn, vi_bcast(y[t][b].b32 + 2 * p)));
+      for (int t = 0; t < T; ++t) {
+        mins[t] = vi_add(mins[t], vi_madd16(mn, vi_bcast(y[t][b].b32 + 2 * p)));
+        in_order(mins[t]);
+      }
     }
     const VF d = vf_half(w.d), dmin = vf_half(w.dmin);
     for (int t = 0; t < T; ++t) {
@@ -222,6 +227,8 @@ void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], flo
     for (int t = 0; t < T; ++t) acc[t] = offs[t] = vi_zero();
     // Sub-block s = 4h + kk: low 4 bits from chunk kk & 1 (high nibbles for kk >= 2), top 2
     // bits from bits 2kk of qh; its halves (groups 0-3, 4-7) have scales 2s and 2s + 1.
+    // Unrolled so that each sub-block's nibble half and shifts are constants.
+#pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       const int h = s / 4, kk = s % 4;
       const int8_t* yq[T];
@@ -237,7 +244,10 @@ void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], flo
     // The zero point (q' = q + 32): 32 * sum over 16-element sub-blocks j of scale_j * sum_j(y).
     for (int p = 0; p < 8; ++p) {
       const VI sc = pair_s8(w.sc[2 * p], w.sc[2 * p + 1]);
-      for (int t = 0; t < T; ++t) offs[t] = vi_add(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b16 + 2 * p)));
+      for (int t = 0; t < T; ++t) {
+        offs[t] = vi_add(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b16 + 2 * p)));
+        in_order(offs[t]);
+      }
     }
     const VF d = vf_half(w.d);
     for (int t = 0; t < T; ++t) {
