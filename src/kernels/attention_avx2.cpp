@@ -120,11 +120,13 @@ inline void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const 
                      float softcap, int32_t lo, int32_t hi, float (*w)[kW], LineCursor* pf) {
   constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
   __m256 a[2 * HN];
-  for (auto& x : a) x = _mm256_setzero_ps();
+#pragma GCC unroll 8
+  for (int g = 0; g < 2 * HN; ++g) a[g] = _mm256_setzero_ps();
   for (int64_t d = 0; d < D; ++d) {
     const std::byte* kd = keys + static_cast<size_t>(d) * dim_stride;
     const __m256 k0 = load8<T>(kd, 0), k1 = load8<T>(kd + 8 * kElem, 0);
     if (pf != nullptr && d % 4 == 0) pf->step();
+#pragma GCC unroll 4
     for (int g = 0; g < HN; ++g) {
       const __m256 b = _mm256_broadcast_ss(q + g * D + d);
       a[g] = _mm256_fmadd_ps(b, k0, a[g]);
@@ -133,10 +135,14 @@ inline void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const 
   }
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  // Unrolled: with a runtime half the accumulators' array is addressed and GCC stores all of
+  // them to the stack on every dimension of the loop above (twice as slow).
+#pragma GCC unroll 2
   for (int half = 0; half < 2; ++half) {
     const __m256i pos = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * half));
     const __m256 outside = _mm256_castsi256_ps(_mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), pos),
                                                                _mm256_cmpgt_epi32(pos, _mm256_set1_epi32(hi - 1))));
+#pragma GCC unroll 4
     for (int g = 0; g < HN; ++g) {
       __m256 s = _mm256_mul_ps(a[half * HN + g], vscale);
       if (softcap > 0.0f) s = softcap256(s, softcap);
