@@ -309,8 +309,12 @@ inline VI mult_s8(const int8_t* m) { return mult_of(vi_s8_to_32(m)); }
 // An empty asm that takes v in a register: the compiler may not reassociate the sums of a chain
 // through it. Without it GCC turns each token's chain of int16 adds into a tree over all the
 // group's products, which keeps 4x more of them live than the 16 ymm registers hold (the tile
-// then spills to the stack on every block and runs at half speed).
+// then spills to the stack on every block and runs at half speed). add_in_order: acc += x so.
 inline void in_order(VI& v) { __asm__("" : "+v"(v)); }
+inline void add_in_order(VI& acc, VI x) {
+  acc = vi_add(acc, x);
+  in_order(acc);
+}
 
 #if EDGELM_GEMM_VNNI
 // acc[t] += per-row int32 sums of one sub-block: the 8 groups of q (unsigned bytes) against the
@@ -363,10 +367,7 @@ inline void sub_dot_u8(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_h
       }
     }
     const VI mult = h < 4 ? mult_lo : mult_hi;
-    for (int t = 0; t < T; ++t) {
-      acc[t] = vi_add(acc[t], vi_madd16(p[t], mult));
-      in_order(acc[t]);
-    }
+    for (int t = 0; t < T; ++t) add_in_order(acc[t], vi_madd16(p[t], mult));
   }
 }
 
@@ -379,8 +380,7 @@ inline void sub_dot_s8(Groups q, const int8_t* const y[T], VI acc[T]) {
     const VI aw = _mm256_sign_epi8(w, w);
     for (int t = 0; t < T; ++t) {
       const VI pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(vi_bcast(y[t] + 4 * g), w));
-      acc[t] = vi_add(acc[t], vi_madd16(pr, ones));
-      in_order(acc[t]);
+      add_in_order(acc[t], vi_madd16(pr, ones));
     }
   }
 }
@@ -580,10 +580,7 @@ void tile_k4(const WK4* wb, int64_t nb, const ActQ8K* const y[T], float* out, in
     }
     for (int p = 0; p < 4; ++p) {
       const VI mn = vi_load(w.mn[p]);
-      for (int t = 0; t < T; ++t) {
-        mins[t] = vi_add(mins[t], vi_madd16(mn, vi_bcast(y[t][b].b32 + 2 * p)));
-        in_order(mins[t]);
-      }
+      for (int t = 0; t < T; ++t) add_in_order(mins[t], vi_madd16(mn, vi_bcast(y[t][b].b32 + 2 * p)));
     }
     const VF d = vf_load(w.d), dmin = vf_load(w.dmin);
     for (int t = 0; t < T; ++t) {
@@ -610,10 +607,7 @@ void tile_q6_k(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, 
     }
     for (int p = 0; p < 8; ++p) {
       const VI sc = vi_load(w.scp[p]);
-      for (int t = 0; t < T; ++t) {
-        offs[t] = vi_add(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b16 + 2 * p)));
-        in_order(offs[t]);
-      }
+      for (int t = 0; t < T; ++t) add_in_order(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b16 + 2 * p)));
     }
     const VF d = vf_load(w.d);
     for (int t = 0; t < T; ++t) {

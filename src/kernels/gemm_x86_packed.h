@@ -200,10 +200,7 @@ void tile_packed_q4_k(const PQ4_K* wb, int64_t nb, const ActQ8K* const y[T], flo
     }
     for (int p = 0; p < 4; ++p) {
       const VI mn = vi_load(w.mn[p]);
-      for (int t = 0; t < T; ++t) {
-        mins[t] = vi_add(mins[t], vi_madd16(mn, vi_bcast(y[t][b].b32 + 2 * p)));
-        in_order(mins[t]);
-      }
+      for (int t = 0; t < T; ++t) add_in_order(mins[t], vi_madd16(mn, vi_bcast(y[t][b].b32 + 2 * p)));
     }
     const VF d = vf_half(w.d), dmin = vf_half(w.dmin);
     for (int t = 0; t < T; ++t) {
@@ -244,10 +241,7 @@ void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], flo
     // The zero point (q' = q + 32): 32 * sum over 16-element sub-blocks j of scale_j * sum_j(y).
     for (int p = 0; p < 8; ++p) {
       const VI sc = pair_s8(w.sc[2 * p], w.sc[2 * p + 1]);
-      for (int t = 0; t < T; ++t) {
-        offs[t] = vi_add(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b16 + 2 * p)));
-        in_order(offs[t]);
-      }
+      for (int t = 0; t < T; ++t) add_in_order(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b16 + 2 * p)));
     }
     const VF d = vf_half(w.d);
     for (int t = 0; t < T; ++t) {
