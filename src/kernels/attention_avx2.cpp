@@ -122,10 +122,11 @@ inline void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const 
   __m256 a[2 * HN];
 #pragma GCC unroll 8
   for (int g = 0; g < 2 * HN; ++g) a[g] = _mm256_setzero_ps();
+  LineCursor c = LineCursor::local(pf);
   for (int64_t d = 0; d < D; ++d) {
     const std::byte* kd = keys + static_cast<size_t>(d) * dim_stride;
     const __m256 k0 = load8<T>(kd, 0), k1 = load8<T>(kd + 8 * kElem, 0);
-    if (pf != nullptr && d % 4 == 0) pf->step();
+    if (d % 4 == 0) c.step();
 #pragma GCC unroll 4
     for (int g = 0; g < HN; ++g) {
       const __m256 b = _mm256_broadcast_ss(q + g * D + d);
@@ -133,6 +134,7 @@ inline void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const 
       a[HN + g] = _mm256_fmadd_ps(b, k1, a[HN + g]);
     }
   }
+  LineCursor::store(pf, c);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
   // Unrolled: with a runtime half the accumulators' array is addressed and GCC stores all of
@@ -197,16 +199,18 @@ inline void softmax_update(__m256 tile_max, float* m8, float* l8, float* corr, W
 template <KvElem T, int NQ, int kTS, int kGS>
 void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, const float* w, const float* corr,
             float* acc, LineCursor* pf = nullptr) {
+  LineCursor c = LineCursor::local(pf);
   for (int64_t j = 0; j < D; j += 8) {
     __m256 o[NQ];
     for (int g = 0; g < NQ; ++g) o[g] = _mm256_mul_ps(_mm256_loadu_ps(acc + g * D + j), _mm256_broadcast_ss(&corr[g]));
     for (int32_t t = 0; t < n; ++t) {
       const __m256 v = load8<T>(v_rows[t], col + j);
-      if (pf != nullptr && t % 2 == 0) pf->step();
+      if (t % 2 == 0) c.step();
       for (int g = 0; g < NQ; ++g) o[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&w[t * kTS + g * kGS]), v, o[g]);
     }
     for (int g = 0; g < NQ; ++g) _mm256_storeu_ps(acc + g * D + j, o[g]);
   }
+  LineCursor::store(pf, c);
 }
 
 // One tile (positions [t0, t0 + n), rows v_rows and, for K as rows, k_rows) for one KV head's

@@ -63,27 +63,35 @@ inline void touch_k_blocks(const AttnKv& kv, int32_t t0, int32_t n, int64_t n_co
 
 // The cache lines of the next tile's K and V runs, prefetched one per step() from inside the
 // FMA loops of the current tile, so the requests trickle out at the rate the FMAs leave room
-// for instead of in bursts that fill the miss buffers.
+// for instead of in bursts that fill the miss buffers. The FMA loops step a local copy (local())
+// and store it back (store()): a cursor reached through a pointer stays in memory, and its loads
+// and stores on every step cost the loops as much as their broadcasts.
 struct LineCursor {
   static constexpr int kMaxRuns = 8;
   const std::byte* run[kMaxRuns];
   size_t bytes[kMaxRuns];
   int n_runs = 0, r = 0;
-  size_t b = 0;
-  void add(const std::byte* p, size_t n) {
+  const std::byte* p = nullptr;  // the next line of the current run (run r - 1), up to end
+  const std::byte* end = nullptr;
+  void add(const std::byte* q, size_t n) {
     if (n_runs < kMaxRuns) {
-      run[n_runs] = p;
+      run[n_runs] = q;
       bytes[n_runs++] = n;
     }
   }
   inline void step() {
-    if (r >= n_runs) return;
-    _mm_prefetch(reinterpret_cast<const char*>(run[r] + b), _MM_HINT_T0);
-    b += 64;
-    if (b >= bytes[r]) {
-      b = 0;
-      ++r;
+    if (p >= end) {
+      if (r >= n_runs) return;
+      p = run[r];
+      end = p + bytes[r++];
     }
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+    p += 64;
+  }
+  // A copy of *c to step in registers (an empty cursor for nullptr), and back.
+  static LineCursor local(const LineCursor* c) { return c != nullptr ? *c : LineCursor{}; }
+  static void store(LineCursor* c, const LineCursor& l) {
+    if (c != nullptr) *c = l;
   }
 };
 
