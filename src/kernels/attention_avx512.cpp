@@ -161,11 +161,13 @@ inline void value_step(const std::byte* const* v_rows, int32_t n, int64_t col, i
                        const float* corr, float* acc, LineCursor* pf = nullptr) {
   __m512 o[NQ];
   for (int g = 0; g < NQ; ++g) o[g] = _mm512_mul_ps(loadq<kTail>(acc + g * D + j), _mm512_set1_ps(corr[g]));
+  LineCursor c = LineCursor::local(pf);
   for (int32_t t = 0; t < n; ++t) {
     const __m512 v = load16<T, kTail>(v_rows[t], col + j);
-    if (pf != nullptr) pf->step();
+    c.step();
     for (int g = 0; g < NQ; ++g) o[g] = _mm512_fmadd_ps(_mm512_set1_ps(w[t * kTS + g * kGS]), v, o[g]);
   }
+  LineCursor::store(pf, c);
   for (int g = 0; g < NQ; ++g) {
     if (kTail) {
       _mm512_mask_storeu_ps(acc + g * D + j, 0x00FF, o[g]);
@@ -223,11 +225,13 @@ int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t 
                                 kElem;
     __m512 a[NQ];
     for (int g = 0; g < NQ; ++g) a[g] = _mm512_setzero_ps();
+    LineCursor c = LineCursor::local(pf);
     for (int64_t d = 0; d < D; ++d) {
       const __m512 k = load16<T, false>(keys + static_cast<size_t>(d) * dim_stride, 0);
-      if (pf != nullptr && d % 2 == 0) pf->step();
+      if (d % 2 == 0) c.step();
       for (int g = 0; g < NQ; ++g) a[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * D + d]), k, a[g]);
     }
+    LineCursor::store(pf, c);
     // Lane L is tile position 16 * i + L - off: inside the tile when 0 <= it < n.
     const int32_t lo = off - 16 * i, hi = off + n - 16 * i;
     const uint32_t below = lo <= 0 ? 0u : (1u << lo) - 1u;  // lo < 16
