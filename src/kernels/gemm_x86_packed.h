@@ -126,9 +126,21 @@ void pack_block_q6_k(const BlockQ6_K* const* rows, int64_t b, PQ6_K& o) {
 
 // ---- Tiles over packed blocks --------------------------------------------------------------------
 
-inline void prefetch_block(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
+// Each block's tile touches the lines of the block kPrefetchBytes ahead (at least 2 blocks): the
+// packed matrix streams from DRAM, and a tile of several tokens computes for long enough per
+// block that the out-of-order window reaches only a block or two ahead. Blocks ahead by count
+// (4 Q4_0 blocks of 16 rows were 1.1 KiB) kept too few lines in flight for the DRAM latency: the
+// memory time then added to the compute time instead of hiding under it. A distance in bytes
+// holds the same lines in flight for every format; 8 KiB is a quarter of a 32 KiB L1D.
+// bench_kernels packed/<type>/<isa>/32768x4096 (DRAM, one thread, Zen 5 VM): Q4_0 avx512 t8
+// 6.2 -> 3.4 ms, t1 2.2 -> 1.6; Q8_0 avx512 t8 6.9 -> 4.3; Q4_0 avx2 t8 11.7 -> 8.0; Q4_K and
+// Q6_K (whose 2 blocks were already 5-7 KiB on avx512) about unchanged.
+constexpr int64_t kPrefetchBytes = 8192;
+template <typename PB>
+inline void prefetch_ahead(const PB* wb, int64_t b) {
+  constexpr int64_t kAhead = kPrefetchBytes / static_cast<int64_t>(sizeof(PB));
+  const char* c = reinterpret_cast<const char*>(wb + b + (kAhead > 2 ? kAhead : 2));
+  for (size_t off = 0; off < sizeof(PB); off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
 }
 
 // Group g (elements 4g..4g+3 of every row, unsigned bytes) of a packed legacy block: Q4_0's
@@ -150,7 +162,7 @@ void tile_packed_legacy(const PB* wb, int64_t nb, const ActQ8* const y[T], float
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
-    prefetch_block(wb + b + 4, sizeof(PB));
+    prefetch_ahead(wb, b);
     const int8_t* yq[T];
     VI a[T];
     for (int t = 0; t < T; ++t) {
@@ -182,7 +194,7 @@ void tile_packed_q4_k(const PQ4_K* wb, int64_t nb, const ActQ8K* const y[T], flo
   const VI low4 = vi_set1_8(0x0f);
   for (int64_t b = 0; b < nb; ++b) {
     const PQ4_K& w = wb[b];
-    prefetch_block(wb + b + 2, sizeof(PQ4_K));
+    prefetch_ahead(wb, b);
     VI acc[T], mins[T];
     for (int t = 0; t < T; ++t) acc[t] = mins[t] = vi_zero();
     // Sub-block s = 2c + 1 takes the high nibbles of chunk c.
@@ -219,7 +231,7 @@ void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], flo
   const VI low4 = vi_set1_8(0x0f), three = vi_set1_8(3);
   for (int64_t b = 0; b < nb; ++b) {
     const PQ6_K& w = wb[b];
-    prefetch_block(wb + b + 2, sizeof(PQ6_K));
+    prefetch_ahead(wb, b);
     VI acc[T], offs[T];
     for (int t = 0; t < T; ++t) acc[t] = offs[t] = vi_zero();
     // Sub-block s = 4h + kk: low 4 bits from chunk kk & 1 (high nibbles for kk >= 2), top 2
