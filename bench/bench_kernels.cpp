@@ -6,7 +6,8 @@
 //    matrix is larger than a 4 MB L2); 128 rows stays in L2 (at most 2 MB, F32) and shows the
 //    kernels' own speed.
 //  packed/<type>/<isa>/<rows>x4096/t<T>: the load-time packed GEMM (gemm.h run_packed) on one
-//    thread for T tokens (32768 rows: from DRAM; 4096: about L3; 128: L2): what decode (T = 1) and a small batch run in the engine. Reports the
+//    thread for T tokens (32768 rows: from DRAM; 4096: about L3; 128: L2): what decode (T = 1), a
+//    small batch and a prefill (T = 32) run in the engine. Reports the
 //    bytes of packed weights read per second; set_items counts tokens x rows.
 //  quantize/<type>/<isa>: the activation quantizers on a 4096-float row (bytes of floats read).
 //
@@ -131,8 +132,11 @@ void bm_packed(benchmark::State& state, Isa isa, DType type, int64_t rows, int64
   std::vector<uint8_t> packed(g->packed_bytes(kCols, n_tok));
   g->pack(act.data(), act_bytes, kCols, n_tok, packed.data());
   std::vector<float> out(static_cast<size_t>(rows * n_tok));
+  // The tile scratch of packed_unpack_tokens, 64-byte aligned as matmul's.
+  std::vector<uint8_t> tile_buf(g->scratch_bytes(kCols) + 64);
+  uint8_t* tile = tile_buf.data() + (64 - reinterpret_cast<uintptr_t>(tile_buf.data()) % 64) % 64;
   for (auto _ : state) {
-    g->run_packed(pw.data(), rows, kCols, packed.data(), n_tok, 0, rows, out.data(), rows);
+    g->run_packed(pw.data(), rows, kCols, packed.data(), n_tok, 0, rows, out.data(), rows, tile);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -167,7 +171,7 @@ void register_all() {
       const GemmKernel* g = isa_kernels(isa)->gemm(type);
       if (g == nullptr || g->run_packed == nullptr) continue;
       for (int64_t rows : {kDramRows, kMaxRows, int64_t{128}})
-        for (int64_t t : {1, 4, 8}) {
+        for (int64_t t : {1, 4, 8, 32}) {
           const std::string name = "packed/" + std::string(dtype_name(type)) + "/" + isa_str + "/" +
                                    std::to_string(rows) + "x" + std::to_string(kCols) + "/t" + std::to_string(t);
           benchmark::RegisterBenchmark(name.c_str(), bm_packed, isa, type, rows, t)->Unit(benchmark::kMicrosecond);

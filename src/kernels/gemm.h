@@ -61,8 +61,15 @@ struct GemmKernel {
   // Packs rows [r0, r1) of w into dst (the whole packed matrix); r0 a multiple of packed_row_group.
   void (*pack_weights)(const GemmWeights& w, int64_t r0, int64_t r1, uint8_t* dst) = nullptr;
   // As run(), from the packed matrix pw of a [rows, cols] matrix; r0 a multiple of packed_row_group.
+  // scratch: scratch_bytes(cols) bytes when n_tok >= packed_unpack_tokens > 0, else unused (may
+  // be null).
   void (*run_packed)(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t* packed, int64_t n_tok, int64_t r0,
-                     int64_t r1, float* out, int64_t ldo) = nullptr;
+                     int64_t r1, float* out, int64_t ldo, uint8_t* scratch) = nullptr;
+  // From this many tokens on (0: never), run_packed unpacks each group of packed rows into
+  // scratch once and runs the per-call tiles over it: where the packed layout keeps bits that
+  // take several instructions to extract (Q4_K, Q5_K, Q6_K), the packed tiles would redo that for
+  // every tile of tokens, which a long prefill pays many times over.
+  int64_t packed_unpack_tokens = 0;
 };
 
 // Weight rows processed together by run(); parallel splits should be multiples of it (and it is

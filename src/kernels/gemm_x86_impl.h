@@ -89,6 +89,8 @@ inline VI vi_set1_8(char c) { return _mm512_set1_epi8(c); }
 inline VI vi_u8_to_32(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline VI vi_s8_to_32(const int8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline VF vf_half(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline void vi_store(void* p, VI v) { _mm512_storeu_si512(p, v); }
+inline void vf_store(float* p, VF v) { _mm512_storeu_ps(p, v); }
 #else
 constexpr int kRows = 8;  // ymm
 using VI = __m256i;
@@ -127,6 +129,8 @@ inline VI vi_set1_8(char c) { return _mm256_set1_epi8(c); }
 inline VI vi_u8_to_32(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline VI vi_s8_to_32(const int8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline VF vf_half(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline void vi_store(void* p, VI v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
+inline void vf_store(float* p, VF v) { _mm256_storeu_ps(p, v); }
 #endif
 constexpr int kHalves = kRows / 8;               // 8-row transposes per group
 constexpr int kGroupBytes = 4 * kRows;           // one group of 4 elements of every row

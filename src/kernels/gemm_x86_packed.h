@@ -6,8 +6,9 @@
 // Why: the per-call kernels unpack and transpose every weight group on every matmul, which a
 // prefill of many tokens amortizes but a decode step (1 token) or a small batch does not. The
 // packed layouts do that rearrangement once, at load, and keep the stored bit widths, so the
-// packed matrix is about the size of the stored one (Q4_0, Q8_0, Q6_K: exactly; Q4_K: +8%, its
-// mins as int16 pairs), and every matmul, a single token included, streams it once:
+// packed matrix is about the size of the stored one (Q4_0, Q8_0, Q6_K: exactly; Q4_K: +8%,
+// Q5_K: +7%, their mins as int16 pairs), and every matmul, a single token included, streams it
+// once:
 //  - rows are interleaved in groups of kRows (the last group repeats its last row), blocks of a
 //    group follow each other, groups follow each other;
 //  - quants stay packed (nibbles, 6 bits) with 4 elements of a row per 32-bit lane: one load
@@ -16,6 +17,8 @@
 // Per block and token, the integer sums are exact and the float epilogue is that of the
 // per-call kernels: the results equal theirs up to float reassociation, and do not depend on
 // how many tokens share the call (batch == solo bit for bit).
+#include <type_traits>
+
 #include "kernels/gemm_x86_impl.h"
 
 namespace edgelm::kernels::x86 {
@@ -39,6 +42,17 @@ struct PQ4_K {
   uint8_t qs[4][8][kGroupBytes];  // chunk c, dword k: low nibbles = sub-block 2c, high = 2c + 1
   uint8_t sc[8][kRows];           // sub-block scales
   int16_t mn[4][2 * kRows];       // mins of sub-blocks 2p, 2p + 1 of row r in lanes 2r, 2r + 1
+  uint16_t d[kRows];
+  uint16_t dmin[kRows];
+};
+
+// Q5_K: PQ4_K's layout plus the fifth bits: qh dword k of each row is the row's qh[4k..4k+3],
+// whose bit s is the fifth bit of the element 32s + 4k + j (sub-block s).
+struct PQ5_K {
+  uint8_t qs[4][8][kGroupBytes];
+  uint8_t qh[8][kGroupBytes];
+  uint8_t sc[8][kRows];
+  int16_t mn[4][2 * kRows];
   uint16_t d[kRows];
   uint16_t dmin[kRows];
 };
@@ -94,20 +108,30 @@ void pack_block_q8_0(const BlockQ8_0* const* rows, int64_t b, PQ8_0& o) {
   }
 }
 
+// The scales, mins and 4-bit quants of a Q4_K or Q5_K block (PB: PQ4_K or PQ5_K).
+template <typename BX, typename PB>
+void pack_k4_common(const BX& x, int i, PB& o) {
+  o.d[i] = x.d;
+  o.dmin[i] = x.dmin;
+  uint8_t sc[8], mn[8];
+  k4_scales(x.scales, sc, mn);
+  for (int s = 0; s < 8; ++s) o.sc[s][i] = sc[s];
+  for (int p = 0; p < 4; ++p) {
+    o.mn[p][2 * i] = mn[2 * p];
+    o.mn[p][2 * i + 1] = mn[2 * p + 1];
+  }
+  for (int c = 0; c < 4; ++c)
+    for (int k = 0; k < 8; ++k) copy4(o.qs[c][k] + 4 * i, x.qs + 32 * c + 4 * k);
+}
+
 void pack_block_q4_k(const BlockQ4_K* const* rows, int64_t b, PQ4_K& o) {
+  for (int i = 0; i < kRows; ++i) pack_k4_common(rows[i][b], i, o);
+}
+
+void pack_block_q5_k(const BlockQ5_K* const* rows, int64_t b, PQ5_K& o) {
   for (int i = 0; i < kRows; ++i) {
-    const BlockQ4_K& x = rows[i][b];
-    o.d[i] = x.d;
-    o.dmin[i] = x.dmin;
-    uint8_t sc[8], mn[8];
-    k4_scales(x.scales, sc, mn);
-    for (int s = 0; s < 8; ++s) o.sc[s][i] = sc[s];
-    for (int p = 0; p < 4; ++p) {
-      o.mn[p][2 * i] = mn[2 * p];
-      o.mn[p][2 * i + 1] = mn[2 * p + 1];
-    }
-    for (int c = 0; c < 4; ++c)
-      for (int k = 0; k < 8; ++k) copy4(o.qs[c][k] + 4 * i, x.qs + 32 * c + 4 * k);
+    pack_k4_common(rows[i][b], i, o);
+    for (int k = 0; k < 8; ++k) copy4(o.qh[k] + 4 * i, rows[i][b].qh + 4 * k);
   }
 }
 
@@ -141,6 +165,32 @@ inline void prefetch_ahead(const PB* wb, int64_t b) {
   constexpr int64_t kAhead = kPrefetchBytes / static_cast<int64_t>(sizeof(PB));
   const char* c = reinterpret_cast<const char*>(wb + b + (kAhead > 2 ? kAhead : 2));
   for (size_t off = 0; off < sizeof(PB); off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
+}
+
+// Group k (elements 32s + 4k .. + 3 of every row, unsigned bytes) of sub-block s of a packed
+// Q4_K or Q5_K block: the nibbles of chunk s / 2 (high ones for odd s), and for Q5_K bit s of
+// the qh bytes as bit 4 (16-bit shifts: the bits that cross into a neighbouring byte are masked).
+template <typename PB>
+inline VI k4_group(const PB& w, int s, int k) {
+  const VI raw = vi_load(w.qs[s / 2][k]);
+  const VI nib = vi_and(s % 2 == 0 ? raw : vi_srl16(raw, 4), vi_set1_8(0x0f));
+  if constexpr (std::is_same_v<PB, PQ5_K>) {
+    const VI h = vi_load(w.qh[k]);
+    const VI top = s < 4 ? vi_sll16(h, 4 - s) : s > 4 ? vi_srl16(h, s - 4) : h;
+    return vi_or(nib, vi_and(top, vi_set1_8(0x10)));
+  } else {
+    return nib;
+  }
+}
+
+// The same for Q6_K: sub-block s = 4h + kk takes its low 4 bits from chunk kk & 1 (high nibbles
+// for kk >= 2) and its top 2 bits from bits 2kk of qh.
+inline VI q6_group(const PQ6_K& w, int s, int k) {
+  const int h = s / 4, kk = s % 4;
+  const VI ql = vi_load(w.ql[h][kk & 1][k]);
+  const VI nib = vi_and(kk < 2 ? ql : vi_srl16(ql, 4), vi_set1_8(0x0f));
+  const VI top = vi_sll16(vi_and(vi_srl16(vi_load(w.qh[h][k]), 2 * kk), vi_set1_8(3)), 4);
+  return vi_or(nib, top);
 }
 
 // Group g (elements 4g..4g+3 of every row, unsigned bytes) of a packed legacy block: Q4_0's
@@ -187,13 +237,16 @@ void tile_packed_legacy(const PB* wb, int64_t nb, const ActQ8* const y[T], float
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
 
-template <int T>
-void tile_packed_q4_k(const PQ4_K* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+// Q4_K and Q5_K (PB: PQ4_K or PQ5_K): unsigned 4- or 5-bit quants times the sub-block scales,
+// minus the mins times the activations' sub-block sums. Q5_K's int16 sums are flushed every 4
+// groups on AVX2 (a product pair reaches 2 * 31 * 127), as in the per-call tile.
+template <int T, typename PB>
+void tile_packed_k4(const PB* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  constexpr bool kFive = std::is_same_v<PB, PQ5_K>;
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
-  const VI low4 = vi_set1_8(0x0f);
   for (int64_t b = 0; b < nb; ++b) {
-    const PQ4_K& w = wb[b];
+    const PB& w = wb[b];
     prefetch_ahead(wb, b);
     VI acc[T], mins[T];
     for (int t = 0; t < T; ++t) acc[t] = mins[t] = vi_zero();
@@ -203,12 +256,9 @@ void tile_packed_q4_k(const PQ4_K* wb, int64_t nb, const ActQ8K* const y[T], flo
     for (int s = 0; s < 8; ++s) {
       const int8_t* yq[T];
       for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
-      const auto q = [&w, s, low4](int k) {
-        const VI raw = vi_load(w.qs[s / 2][k]);
-        return vi_and(s % 2 == 0 ? raw : vi_srl16(raw, 4), low4);
-      };
+      const auto q = [&w, s](int k) { return k4_group(w, s, k); };
       const VI sc = mult_u8(w.sc[s]);
-      sub_dot_u8<T, 8>(q, yq, sc, sc, acc);
+      sub_dot_u8<T, kFive ? 4 : 8>(q, yq, sc, sc, acc);
     }
     for (int p = 0; p < 4; ++p) {
       const VI mn = vi_load(w.mn[p]);
@@ -228,7 +278,6 @@ template <int T>
 void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
-  const VI low4 = vi_set1_8(0x0f), three = vi_set1_8(3);
   for (int64_t b = 0; b < nb; ++b) {
     const PQ6_K& w = wb[b];
     prefetch_ahead(wb, b);
@@ -239,15 +288,9 @@ void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], flo
     // Unrolled so that each sub-block's nibble half and shifts are constants.
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
-      const int h = s / 4, kk = s % 4;
       const int8_t* yq[T];
       for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
-      const auto q = [&w, h, kk, low4, three](int k) {
-        const VI ql = vi_load(w.ql[h][kk & 1][k]);
-        const VI nib = vi_and(kk < 2 ? ql : vi_srl16(ql, 4), low4);
-        const VI top = vi_sll16(vi_and(vi_srl16(vi_load(w.qh[h][k]), 2 * kk), three), 4);
-        return vi_or(nib, top);
-      };
+      const auto q = [&w, s](int k) { return q6_group(w, s, k); };
       sub_dot_u8<T, 2, true, true>(q, yq, mult_s8(w.sc[2 * s]), mult_s8(w.sc[2 * s + 1]), acc);
     }
     // The zero point (q' = q + 32): 32 * sum over 16-element sub-blocks j of scale_j * sum_j(y).
@@ -267,13 +310,73 @@ void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], flo
 // Groups of kRows rows of [r0, r1) (r0 a multiple of kRows) from the packed matrix.
 template <typename PB, typename Act, template <int> class Tile>
 void run_packed_groups(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t* packed, int64_t n_tok, int64_t r0,
-                       int64_t r1, float* out, int64_t ldo) {
+                       int64_t r1, float* out, int64_t ldo, uint8_t* /*scratch*/) {
   constexpr int64_t block = sizeof(Act) == sizeof(ActQ8) ? kQK : kQK_K;
   const int64_t nb = cols / block;
   const auto* act = reinterpret_cast<const Act*>(packed);
   for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
     const auto* wb = reinterpret_cast<const PB*>(pw) + (g0 / kRows) * nb;
     run_tiles<Tile>(wb, nb, act, nb, n_tok, out + g0, ldo, static_cast<int>(min64(kRows, r1 - g0)));
+  }
+}
+
+// ---- Unpacking for long batches (GemmKernel::packed_unpack_tokens) ------------------------------
+
+// From this many tokens on, the K-quant matrices' groups are unpacked once into the per-call
+// tiles' byte layout (WK4 / WK6 of gemm_x86_impl.h) and multiplied from there: the packed tiles
+// extract the 5th or top 2 bits per tile of tokens, which a prefill of n tokens repeats n / kTok
+// times. The integer sums and the float epilogue are the same either way (bit-identical).
+constexpr int64_t kUnpackTokens = 2 * kTok;
+
+template <typename PB>
+void unpack_k4(const PB* wb, int64_t nb, WK4* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const PB& w = wb[b];
+    WK4& o = out[b];
+    prefetch_ahead(wb, b);
+    vf_store(o.d, vf_half(w.d));
+    vf_store(o.dmin, vf_half(w.dmin));
+    for (int p = 0; p < 4; ++p) vi_store(o.mn[p], vi_load(w.mn[p]));
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      vi_store(o.sc[s], mult_u8(w.sc[s]));
+      for (int k = 0; k < 8; ++k) vi_store(o.q[s] + k * kGroupBytes, k4_group(w, s, k));
+    }
+  }
+}
+
+void unpack_q6_k(const PQ6_K* wb, int64_t nb, WK6* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const PQ6_K& w = wb[b];
+    WK6& o = out[b];
+    prefetch_ahead(wb, b);
+    vf_store(o.d, vf_half(w.d));
+    vf_store(o.pad, vf_zero());
+    for (int j = 0; j < 16; ++j) vi_store(o.sc[j], mult_s8(w.sc[j]));
+    for (int p = 0; p < 8; ++p) vi_store(o.scp[p], pair_s8(w.sc[2 * p], w.sc[2 * p + 1]));
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s)
+      for (int k = 0; k < 8; ++k) vi_store(o.q[s] + k * kGroupBytes, q6_group(w, s, k));
+  }
+}
+
+// run_packed of a K-quant: the packed tiles (PTile) below kUnpackTokens tokens; from there each
+// group is unpacked into scratch (one group of the per-call scratch, scratch_bytes(cols)) and
+// the per-call tiles (UTile) run over it.
+template <typename PB, typename WB, void (*Unpack)(const PB*, int64_t, WB*), template <int> class PTile,
+          template <int> class UTile>
+void run_packed_k(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t* packed, int64_t n_tok, int64_t r0,
+                  int64_t r1, float* out, int64_t ldo, uint8_t* scratch) {
+  if (n_tok < kUnpackTokens) {
+    run_packed_groups<PB, ActQ8K, PTile>(pw, rows, cols, packed, n_tok, r0, r1, out, ldo, scratch);
+    return;
+  }
+  const int64_t nb = cols / kQK_K;
+  const auto* act = reinterpret_cast<const ActQ8K*>(packed);
+  auto* wk = reinterpret_cast<WB*>(scratch);
+  for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
+    Unpack(reinterpret_cast<const PB*>(pw) + (g0 / kRows) * nb, nb, wk);
+    run_tiles<UTile>(wk, nb, act, nb, n_tok, out + g0, ldo, static_cast<int>(min64(kRows, r1 - g0)));
   }
 }
 
@@ -293,7 +396,13 @@ struct Q8_0Packed {
 template <int T>
 struct Q4_KPacked {
   static void run(const PQ4_K* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
-    tile_packed_q4_k<T>(wb, nb, y, out, ldo, n_rows);
+    tile_packed_k4<T, PQ4_K>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
+struct Q5_KPacked {
+  static void run(const PQ5_K* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_k4<T, PQ5_K>(wb, nb, y, out, ldo, n_rows);
   }
 };
 template <int T>
@@ -327,10 +436,13 @@ constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
      pack_groups<BlockQ8_0, PQ8_0, kQK, pack_block_q8_0>, run_packed_groups<PQ8_0, ActQ8, Q8_0Packed>},
     {DType::q4_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<false, BlockQ4_K>, kRows,
      packed_bytes_of<PQ4_K, kQK_K>, pack_groups<BlockQ4_K, PQ4_K, kQK_K, pack_block_q4_k>,
-     run_packed_groups<PQ4_K, ActQ8K, Q4_KPacked>},
-    {DType::q5_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<true, BlockQ5_K>},
+     run_packed_k<PQ4_K, WK4, unpack_k4<PQ4_K>, Q4_KPacked, K4Tile<8>::Of>, kUnpackTokens},
+    {DType::q5_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<true, BlockQ5_K>, kRows,
+     packed_bytes_of<PQ5_K, kQK_K>, pack_groups<BlockQ5_K, PQ5_K, kQK_K, pack_block_q5_k>,
+     run_packed_k<PQ5_K, WK4, unpack_k4<PQ5_K>, Q5_KPacked, K4Tile<4>::Of>, kUnpackTokens},
     {DType::q6_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_q6_k, kRows, packed_bytes_of<PQ6_K, kQK_K>,
-     pack_groups<BlockQ6_K, PQ6_K, kQK_K, pack_block_q6_k>, run_packed_groups<PQ6_K, ActQ8K, Q6_KPacked>},
+     pack_groups<BlockQ6_K, PQ6_K, kQK_K, pack_block_q6_k>,
+     run_packed_k<PQ6_K, WK6, unpack_q6_k, Q6_KPacked, K6Tile>, kUnpackTokens},
     {DType::f32, float_packed_bytes<DType::f32>, pack_float<DType::f32>, float_scratch, run_float<DType::f32>},
     {DType::f16, float_packed_bytes<DType::f16>, pack_float<DType::f16>, float_scratch, run_float<DType::f16>},
     {DType::bf16, float_packed_bytes<DType::bf16>, pack_float<DType::bf16>, float_scratch, run_float<DType::bf16>},

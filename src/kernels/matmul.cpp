@@ -94,6 +94,13 @@ bool shares_activations(const PartPlan& a, const PartPlan& b) {
   return a.path == Path::vec_dot || (a.gemm->pack == b.gemm->pack && a.gemm->packed_bytes == b.gemm->packed_bytes);
 }
 
+// Whether a part's GEMM takes per-thread tile scratch for n_tok tokens: every per-call GEMM, and
+// a packed one from its packed_unpack_tokens on.
+bool needs_tile_scratch(const PartPlan& p, int64_t n_tok) {
+  if (p.path == Path::gemm) return true;
+  return p.path == Path::packed && p.gemm->packed_unpack_tokens > 0 && n_tok >= p.gemm->packed_unpack_tokens;
+}
+
 // Tokens below which the activations are converted on the calling thread.
 constexpr int64_t kMinParallelQuantize = 8;
 
@@ -128,7 +135,7 @@ void run_group(const PartPlan* parts, size_t n, const float* x, int64_t n_tok, T
     size_t tile_bytes = 0;
     bool per_call = false;
     for (size_t i = 0; i < n; ++i)
-      if (parts[i].path == Path::gemm) {
+      if (needs_tile_scratch(parts[i], n_tok)) {
         per_call = true;
         tile_bytes = std::max(tile_bytes, parts[i].gemm->scratch_bytes(cols));
       }
@@ -150,7 +157,8 @@ void run_group(const PartPlan* parts, size_t n, const float* x, int64_t n_tok, T
     const auto r0 = static_cast<int64_t>(b) * kGemmRowTile;
     const int64_t r1 = std::min(static_cast<int64_t>(e) * kGemmRowTile, w.rows);
     if (p.path == Path::packed) {
-      p.gemm->run_packed(w.packed, w.rows, w.cols, scratch.packed.data(), n_tok, r0, r1, p.out, w.rows);
+      p.gemm->run_packed(w.packed, w.rows, w.cols, scratch.packed.data(), n_tok, r0, r1, p.out, w.rows,
+                         needs_tile_scratch(p, n_tok) ? tile_scratch(scratch) : nullptr);
     } else {
       const GemmWeights gw{w.data, w.row_bytes, w.rows, w.cols};
       p.gemm->run(gw, scratch.packed.data(), n_tok, r0, r1, p.out, w.rows, tile_scratch(scratch));

@@ -237,7 +237,7 @@ TEST(Gemm, PackedBatchEqualsSolo) {
   ThreadPool pool(1);
   MatmulScratch scratch;
   for (const IsaKernels* isa : isas)
-    for (DType type : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k}) {
+    for (DType type : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
       SCOPED_TRACE(std::string(isa_name(isa->isa)) + " " + std::string(dtype_name(type)));
       const std::vector<uint8_t> w = make_weights(type, 40, 512, Data::gaussian, 5);
       WeightMatrix m{type, 40, 512, w.data(), dtype_row_bytes(type, 512)};
@@ -245,7 +245,7 @@ TEST(Gemm, PackedBatchEqualsSolo) {
       ASSERT_NE(pm.data, nullptr);
       m.packed = pm.data.get();
       m.packed_kernel = pm.kernel;
-      const int64_t n = 11;
+      const int64_t n = 17;  // past every ISA's packed_unpack_tokens: the batch runs the unpacked tiles
       const std::vector<float> x = test::normal_data(n * 512, 6);
       std::vector<float> batch(static_cast<size_t>(n * 40)), solo(40);
       matmul_with(*isa, m, x.data(), n, batch.data(), pool, scratch);
