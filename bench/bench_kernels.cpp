@@ -157,7 +157,7 @@ void bm_quantize(benchmark::State& state, Isa isa, DType type) {
 }
 
 void register_all() {
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon}) {
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::neon}) {
     if (!isa_supported(isa)) continue;
     const std::string isa_str(isa_name(isa));
     for (DType type : kWeightTypes) {

@@ -117,6 +117,7 @@ const AttentionKernels* attention_kernels(Isa isa) {
   if (!isa_supported(isa)) return nullptr;
   switch (isa) {
     case Isa::avx2:
+    case Isa::avxvnni:
 #if defined(EDGELM_HAVE_X86_KERNELS)
       return &x86::kAvx2Attention;
 #else

@@ -95,7 +95,7 @@ struct AttentionKernels {
   AttnPartialFn partial_x8;  // head_dim % 8 == 0 (may be the same as partial)
 };
 
-// The attention kernels of `isa` (avx2: the AVX2 kernel; avx512 and amx: the AVX-512 one), or nullptr
+// The attention kernels of `isa` (avx2 and avxvnni: the AVX2 kernel; avx512 and amx: the AVX-512 one), or nullptr
 // when the CPU cannot run them. Isa::scalar and neon get the scalar kernel.
 const AttentionKernels* attention_kernels(Isa isa);
 // Those of the active ISA (active_isa()); never null.

@@ -6,5 +6,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #define EDGELM_GEMM_VNNI 1
+#define EDGELM_GEMM_ZMM 1
 #define EDGELM_GEMM_TABLE kAvx512Gemms
 #include "kernels/gemm_x86_packed.h"

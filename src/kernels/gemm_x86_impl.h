@@ -1,8 +1,10 @@
 // Multi-token GEMM (see gemm.h) for x86: the path of prefill and batched decode on every x86
-// CPU without AMX. This is the body of two translation units, included once by each:
-//  - gemm_avx2.cpp (-mavx2 -mfma -mf16c; EDGELM_GEMM_VNNI 0): int8 products with maddubs,
-//    int16 sums widened by madd; kAvx2Gemms, used by the avx2 ISA;
-//  - gemm_avx512.cpp (AVX-512 flags with VNNI; EDGELM_GEMM_VNNI 1): 512-bit registers hold 16
+// CPU without AMX. This is the body of three translation units, included once by each:
+//  - gemm_avx2.cpp (-mavx2 -mfma -mf16c; EDGELM_GEMM_VNNI 0, EDGELM_GEMM_ZMM 0): int8 products
+//    with maddubs, int16 sums widened by madd; kAvx2Gemms, used by the avx2 ISA;
+//  - gemm_avxvnni.cpp (the same plus -mavxvnni; VNNI 1, ZMM 0): 256-bit registers as AVX2, the
+//    products, sums and widening by the VEX-encoded vpdpbusd; kAvxVnniGemms, used by avxvnni;
+//  - gemm_avx512.cpp (AVX-512 flags with VNNI; VNNI 1, ZMM 1): 512-bit registers hold 16
 //    rows, vpdpbusd does the product, the sum and the widening in one instruction and never
 //    saturates, and 32 registers hold tiles of 8 tokens; kAvx512Gemms, used by avx512 and amx.
 // Each includes it inside its own anonymous namespace, so every function here has internal
@@ -37,8 +39,8 @@
 // With VNNI every product goes straight into int32 lanes, so Q8_0 is stored biased (w + 128,
 // offset 128) like the unsigned formats.
 // Results differ from the scalar vec_dot by float reassociation only (tests/kernels/test_gemm.cpp).
-#if !defined(EDGELM_GEMM_VNNI) || !defined(EDGELM_GEMM_TABLE)
-#error "gemm_x86_impl.h is the body of gemm_avx2.cpp and gemm_avx512.cpp only"
+#if !defined(EDGELM_GEMM_VNNI) || !defined(EDGELM_GEMM_ZMM) || !defined(EDGELM_GEMM_TABLE)
+#error "gemm_x86_impl.h is the body of gemm_avx2.cpp, gemm_avxvnni.cpp and gemm_avx512.cpp only"
 #endif
 
 #include <immintrin.h>
@@ -57,7 +59,7 @@ namespace {
 
 // ---- Registers of one group: kRows 32-bit lanes, one per weight row ------------------------------
 
-#if EDGELM_GEMM_VNNI
+#if EDGELM_GEMM_ZMM
 constexpr int kRows = 16;  // zmm
 using VI = __m512i;
 using VF = __m512;
@@ -90,6 +92,7 @@ inline VI vi_u8_to_32(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_
 inline VI vi_s8_to_32(const int8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline VF vf_half(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline void vi_store(void* p, VI v) { _mm512_storeu_si512(p, v); }
+inline VI vi_dpbusd(VI acc, VI u8, VI s8) { return _mm512_dpbusd_epi32(acc, u8, s8); }
 inline void vf_store(float* p, VF v) { _mm512_storeu_ps(p, v); }
 #else
 constexpr int kRows = 8;  // ymm
@@ -130,12 +133,15 @@ inline VI vi_u8_to_32(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_
 inline VI vi_s8_to_32(const int8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline VF vf_half(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline void vi_store(void* p, VI v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
+#if EDGELM_GEMM_VNNI
+inline VI vi_dpbusd(VI acc, VI u8, VI s8) { return _mm256_dpbusd_avx_epi32(acc, u8, s8); }
+#endif
 inline void vf_store(float* p, VF v) { _mm256_storeu_ps(p, v); }
 #endif
 constexpr int kHalves = kRows / 8;               // 8-row transposes per group
 constexpr int kGroupBytes = 4 * kRows;           // one group of 4 elements of every row
 constexpr int kSubBytes = 8 * kGroupBytes;       // one 32-element sub-block of every row
-constexpr int kTok = EDGELM_GEMM_VNNI ? 8 : 4;  // tokens of a tile
+constexpr int kTok = EDGELM_GEMM_ZMM ? 8 : 4;  // tokens of a tile (32 or 16 registers)
 
 inline VI vi_bcast(const void* p) {
   int32_t v;
@@ -333,8 +339,8 @@ inline void sub_dot_u8(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_h
     for (int g = 0; g < 4; ++g) {
       const VI w0 = q(g), w1 = q(g + 4);
       for (int t = 0; t < T; ++t) {
-        a[t] = _mm512_dpbusd_epi32(a[t], w0, vi_bcast(y[t] + 4 * g));
-        b[t] = _mm512_dpbusd_epi32(b[t], w1, vi_bcast(y[t] + 4 * (g + 4)));
+        a[t] = vi_dpbusd(a[t], w0, vi_bcast(y[t] + 4 * g));
+        b[t] = vi_dpbusd(b[t], w1, vi_bcast(y[t] + 4 * (g + 4)));
       }
     }
     for (int t = 0; t < T; ++t) acc[t] = vi_add(acc[t], vi_add(vi_mullo(a[t], mult_lo), vi_mullo(b[t], mult_hi)));
@@ -343,13 +349,13 @@ inline void sub_dot_u8(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_h
     for (int t = 0; t < T; ++t) a[t] = vi_zero();
     for (int g = 0; g < 8; ++g) {
       const VI w = q(g);
-      for (int t = 0; t < T; ++t) a[t] = _mm512_dpbusd_epi32(a[t], w, vi_bcast(y[t] + 4 * g));
+      for (int t = 0; t < T; ++t) a[t] = vi_dpbusd(a[t], w, vi_bcast(y[t] + 4 * g));
     }
     for (int t = 0; t < T; ++t) acc[t] = vi_add(acc[t], vi_mullo(a[t], mult_lo));
   } else {
     for (int g = 0; g < 8; ++g) {
       const VI w = q(g);
-      for (int t = 0; t < T; ++t) acc[t] = _mm512_dpbusd_epi32(acc[t], w, vi_bcast(y[t] + 4 * g));
+      for (int t = 0; t < T; ++t) acc[t] = vi_dpbusd(acc[t], w, vi_bcast(y[t] + 4 * g));
     }
   }
 }

@@ -26,10 +26,10 @@
 namespace edgelm::kernels {
 namespace {
 
-constexpr std::array kAllIsas = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx, Isa::neon};
+constexpr std::array kAllIsas = {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx, Isa::neon};
 
 // Preference order of active_isa(): the first supported wins.
-constexpr std::array kPreference = {Isa::amx, Isa::avx512, Isa::avx2, Isa::neon, Isa::scalar};
+constexpr std::array kPreference = {Isa::amx, Isa::avx512, Isa::avxvnni, Isa::avx2, Isa::neon, Isa::scalar};
 
 #if defined(__x86_64__) || defined(_M_X64)
 
@@ -37,6 +37,7 @@ constexpr std::array kPreference = {Isa::amx, Isa::avx512, Isa::avx2, Isa::neon,
 // feature names differ between GCC and Clang ("f16c" is unknown to some Clang versions).
 struct X86Features {
   bool avx2 = false;    // AVX2 + FMA + F16C, with the OS saving YMM state
+  bool avxvnni = false; // avx2 + AVX-VNNI
   bool avx512 = false;  // AVX-512 F/BW/VL/DQ + VNNI, with the OS saving ZMM and mask state
   bool amx = false;     // avx512 + AMX-TILE + AMX-INT8, with the OS granting the tile state
 };
@@ -70,6 +71,9 @@ X86Features detect_x86() {
   const bool avx512f = ebx & (1u << 16), avx512dq = ebx & (1u << 17), avx512bw = ebx & (1u << 30),
              avx512vl = ebx & (1u << 31), avx512vnni = ecx & (1u << 11);
   f.avx2 = os_ymm && avx2 && fma && f16c;
+  unsigned eax1 = 0, ebx1 = 0, ecx1 = 0, edx1 = 0;
+  __cpuid_count(7, 1, eax1, ebx1, ecx1, edx1);  // leaf 7 sub-leaf 1: EAX bit 4 = AVX-VNNI
+  f.avxvnni = f.avx2 && (eax1 & (1u << 4));
   f.avx512 = f.avx2 && os_zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni;
   const bool amx_tile = edx & (1u << 24), amx_int8 = edx & (1u << 25);
   // XCR0 bits 17-18: tile configuration and tile data state enabled by the OS.
@@ -89,6 +93,7 @@ bool compiled_in(Isa isa) {
   switch (isa) {
     case Isa::scalar: return true;
     case Isa::avx2:
+    case Isa::avxvnni:
     case Isa::avx512:
     case Isa::amx:
 #if defined(EDGELM_HAVE_X86_KERNELS)
@@ -111,10 +116,12 @@ bool cpu_has(Isa isa) {
     case Isa::scalar: return true;
 #if defined(__x86_64__) || defined(_M_X64)
     case Isa::avx2: return x86_features().avx2;
+    case Isa::avxvnni: return x86_features().avxvnni;
     case Isa::avx512: return x86_features().avx512;
     case Isa::amx: return x86_features().amx;
 #else
     case Isa::avx2:
+    case Isa::avxvnni:
     case Isa::avx512:
     case Isa::amx: return false;
 #endif
@@ -154,6 +161,7 @@ std::string_view isa_name(Isa isa) {
   switch (isa) {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
+    case Isa::avxvnni: return "avxvnni";
     case Isa::avx512: return "avx512";
     case Isa::amx: return "amx";
     case Isa::neon: return "neon";
@@ -180,7 +188,7 @@ IsaChoice choose_isa(const char* requested) {
     return {best, "edgelm: EDGELM_ISA=" + std::string(requested) + " ignored (" + why + "); using " +
                       std::string(isa_name(best))};
   }
-  return {best, "edgelm: EDGELM_ISA=" + std::string(requested) + " is not one of scalar, avx2, avx512, amx, neon; using " +
+  return {best, "edgelm: EDGELM_ISA=" + std::string(requested) + " is not one of scalar, avx2, avxvnni, avx512, amx, neon; using " +
                     std::string(isa_name(best))};
 }
 
@@ -221,6 +229,11 @@ const IsaKernels* isa_kernels(Isa isa) {
     case Isa::scalar: return &scalar_kernels();
 #if defined(EDGELM_HAVE_X86_KERNELS)
     case Isa::avx2: return &x86::kAvx2Kernels;
+    case Isa::avxvnni: {
+      // avx2's vec_dot rows, the AVX-VNNI multi-token GEMMs.
+      static const IsaKernels avxvnni{Isa::avxvnni, x86::kAvx2Kernels.rows, x86::kAvxVnniGemms};
+      return &avxvnni;
+    }
     case Isa::avx512: return &x86::kAvx512Kernels;
     case Isa::amx: {
       // The tile GEMMs where AMX has one, the AVX-512 multi-token GEMMs for the other types.

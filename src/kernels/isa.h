@@ -17,7 +17,7 @@
 //    their tables are constant-initialized data, and their code is reached only through
 //    isa_kernels(), which returns nullptr for an ISA the CPU lacks. The whole project is never
 //    built with -mavx2 or -march=native, so one x86-64 binary runs anywhere.
-//  - EDGELM_ISA (scalar | avx2 | avx512 | amx | neon, any case; empty = unset) is read once, on the
+//  - EDGELM_ISA (scalar | avx2 | avxvnni | avx512 | amx | neon, any case; empty = unset) is read once, on the
 //    first call to active_isa(). Naming an ISA that this build or CPU lacks, or an unknown name,
 //    prints one warning line on stderr and selects the best available ISA instead.
 #pragma once
@@ -33,10 +33,14 @@
 namespace edgelm::kernels {
 
 // Ordered from least to most capable within an architecture.
-enum class Isa { scalar, avx2, avx512, amx, neon };
+enum class Isa { scalar, avx2, avxvnni, avx512, amx, neon };
 
 // Requirements of each ISA's kernels:
 //  - avx2: AVX2 + FMA + F16C.
+//  - avxvnni: avx2 plus AVX-VNNI (the VEX-encoded vpdpbusd on 256-bit registers: Intel Alder
+//    Lake and later, including the Atom-class N100/N97/N305 edge chips, and AMD Zen 4 and later).
+//    Its vec_dot, attention and vector tables are avx2's; its multi-token GEMMs (gemm_avxvnni.cpp)
+//    are avx2's layouts and tiles with vpdpbusd in place of maddubs + add + madd.
 //  - avx512: AVX-512 F/BW/VL/DQ + VNNI (and AVX2 + FMA + F16C, which every such CPU has).
 //  - amx: avx512 plus AMX-TILE and AMX-INT8 with the OS granting the tile state (Linux
 //    arch_prctl ARCH_REQ_XCOMP_PERM, requested once by the CPU check). Its vec_dot table is the
@@ -47,10 +51,10 @@ enum class Isa { scalar, avx2, avx512, amx, neon };
 //    fall back to the scalar rows. Its multi-token GEMMs (gemm_neon.cpp: Q8_0, Q4_0, Q4_K,
 //    Q6_K, F32) come in three variants, the best the CPU reports (getauxval) chosen once:
 //    baseline ARMv8.0, dotprod (SDOT) and i8mm (SMMLA).
-//  - avx2 and avx512 have multi-token GEMMs for every type they accelerate (gemm_x86_*.h), and
-//    packed-at-load layouts for Q4_0, Q8_0, Q4_K and Q6_K.
+//  - avx2, avxvnni and avx512 have multi-token GEMMs for every type they accelerate
+//    (gemm_x86_*.h), and packed-at-load layouts for Q4_0, Q8_0, Q4_K, Q5_K and Q6_K.
 
-// "scalar", "avx2", "avx512", "amx", "neon".
+// "scalar", "avx2", "avxvnni", "avx512", "amx", "neon".
 std::string_view isa_name(Isa isa);
 
 // True when this build has kernels for `isa` and the running CPU (and OS) can execute them.

@@ -32,6 +32,7 @@ const VectorOps* vector_ops(Isa isa) {
   if (!isa_supported(isa)) return nullptr;
   switch (isa) {
     case Isa::avx2:
+    case Isa::avxvnni:
     case Isa::avx512:
     case Isa::amx:
 #if defined(EDGELM_HAVE_X86_KERNELS)

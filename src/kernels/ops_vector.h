@@ -29,7 +29,7 @@ struct VectorOps {
   void (*add)(float* x, const float* y, int64_t n);
 };
 
-// The ops of `isa` (avx2, avx512 and amx share the AVX2 ones; scalar and neon the scalar ones),
+// The ops of `isa` (avx2, avxvnni, avx512 and amx share the AVX2 ones; scalar and neon the scalar ones),
 // or nullptr when the CPU cannot run them.
 const VectorOps* vector_ops(Isa isa);
 // Those of the active ISA; never null.

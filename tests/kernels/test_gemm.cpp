@@ -50,7 +50,7 @@ size_t legacy_header(DType type) { return type == DType::q4_1 || type == DType::
 
 std::vector<const IsaKernels*> gemm_isas() {
   std::vector<const IsaKernels*> out;
-  for (Isa isa : {Isa::avx2, Isa::avx512, Isa::amx, Isa::neon})
+  for (Isa isa : {Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx, Isa::neon})
     if (const IsaKernels* k = isa_kernels(isa); k != nullptr && !k->gemms.empty()) out.push_back(k);
   return out;
 }

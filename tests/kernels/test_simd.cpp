@@ -59,7 +59,7 @@ using test::traits_of;
 
 std::string name_of(DType t) { return std::string(dtype_name(t)); }
 
-const Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx, Isa::neon};
+const Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx, Isa::neon};
 
 // The SIMD ISAs this CPU runs.
 std::vector<Isa> simd_isas() {
@@ -79,6 +79,7 @@ const DType kActivationTypes[] = {DType::q8_0, DType::q8_1, DType::q8_k};
 TEST(IsaSelection, NamesSupportAndTables) {
   EXPECT_EQ(isa_name(Isa::scalar), "scalar");
   EXPECT_EQ(isa_name(Isa::avx2), "avx2");
+  EXPECT_EQ(isa_name(Isa::avxvnni), "avxvnni");
   EXPECT_EQ(isa_name(Isa::avx512), "avx512");
   EXPECT_EQ(isa_name(Isa::amx), "amx");
   EXPECT_EQ(isa_name(Isa::neon), "neon");
@@ -94,7 +95,7 @@ TEST(IsaSelection, NamesSupportAndTables) {
     for (size_t a = 0; a < k->rows.size(); ++a)
       for (size_t b = a + 1; b < k->rows.size(); ++b) EXPECT_NE(k->rows[a].type, k->rows[b].type);
     // The x86 tables cover every type; NEON covers the hot subset (others fall back to scalar).
-    if (isa == Isa::avx2 || isa == Isa::avx512 || isa == Isa::amx) {
+    if (isa == Isa::avx2 || isa == Isa::avxvnni || isa == Isa::avx512 || isa == Isa::amx) {
       for (DType t : kVecDotTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
       for (DType t : kActivationTypes) EXPECT_NE(k->from_float(t), nullptr) << name_of(t);
     }
@@ -102,6 +103,12 @@ TEST(IsaSelection, NamesSupportAndTables) {
   // AVX-512 CPUs all have AVX2 + FMA + F16C; AMX builds on AVX-512 and shares its vec_dot table.
   if (isa_supported(Isa::avx512)) {
     EXPECT_TRUE(isa_supported(Isa::avx2));
+  }
+  // AVX-VNNI builds on AVX2 and shares its vec_dot table; its GEMMs are its own.
+  if (isa_supported(Isa::avxvnni)) {
+    EXPECT_TRUE(isa_supported(Isa::avx2));
+    EXPECT_EQ(isa_kernels(Isa::avxvnni)->rows.data(), isa_kernels(Isa::avx2)->rows.data());
+    EXPECT_NE(isa_kernels(Isa::avxvnni)->gemms.data(), isa_kernels(Isa::avx2)->gemms.data());
   }
   if (isa_supported(Isa::amx)) {
     EXPECT_TRUE(isa_supported(Isa::avx512));
@@ -111,7 +118,7 @@ TEST(IsaSelection, NamesSupportAndTables) {
   // The scalar table is the oracle and has no GEMMs; every x86 SIMD table has one per type it
   // multiplies (AVX2 GEMMs for avx2 and avx512; AMX tiles where AMX has them, AVX2 elsewhere).
   if (isa_supported(Isa::scalar)) EXPECT_TRUE(isa_kernels(Isa::scalar)->gemms.empty());
-  for (Isa isa : {Isa::avx2, Isa::avx512, Isa::amx}) {
+  for (Isa isa : {Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
     if (!isa_supported(isa)) continue;
     for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k,
                     DType::q6_k, DType::f32, DType::f16, DType::bf16})
@@ -166,9 +173,9 @@ TEST(IsaSelection, ChooseIsaFromTheEnvironmentValue) {
     EXPECT_TRUE(c.warning.empty()) << c.warning;
   }
   const std::pair<const char*, Isa> names[] = {
-      {"scalar", Isa::scalar}, {"Scalar", Isa::scalar}, {"avx2", Isa::avx2}, {"AVX2", Isa::avx2},
-      {"avx512", Isa::avx512}, {"AvX512", Isa::avx512}, {"amx", Isa::amx},   {"AMX", Isa::amx},
-      {"neon", Isa::neon},     {"NEON", Isa::neon}};
+      {"scalar", Isa::scalar}, {"Scalar", Isa::scalar},   {"avx2", Isa::avx2}, {"AVX2", Isa::avx2},
+      {"avxvnni", Isa::avxvnni}, {"AVXVNNI", Isa::avxvnni}, {"avx512", Isa::avx512}, {"AvX512", Isa::avx512},
+      {"amx", Isa::amx},       {"AMX", Isa::amx},         {"neon", Isa::neon}, {"NEON", Isa::neon}};
   for (const auto& [name, isa] : names) {
     SCOPED_TRACE(name);
     const IsaChoice c = choose_isa(name);
@@ -185,7 +192,7 @@ TEST(IsaSelection, ChooseIsaFromTheEnvironmentValue) {
   for (const char* bogus : {"bogus", "avx", "avx-512", " avx2", "sse4"}) {
     const IsaChoice c = choose_isa(bogus);
     EXPECT_EQ(c.isa, best) << bogus;
-    EXPECT_NE(c.warning.find("not one of scalar, avx2, avx512, amx, neon"), std::string::npos) << c.warning;
+    EXPECT_NE(c.warning.find("not one of scalar, avx2, avxvnni, avx512, amx, neon"), std::string::npos) << c.warning;
     EXPECT_EQ(c.warning.find('\n'), std::string::npos) << "one line";
   }
 }
@@ -258,7 +265,7 @@ TEST(IsaEnvironmentDeathTest, BogusOrUnsupportedValueWarnsAndFallsBack) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const std::string best(isa_name(best_isa()));
   EXPECT_EXIT(child_with_env("bogus", best_isa()), ::testing::ExitedWithCode(0),
-              "EDGELM_ISA=bogus is not one of scalar, avx2, avx512, amx, neon; using " + best + "\nisa=" + best);
+              "EDGELM_ISA=bogus is not one of scalar, avx2, avxvnni, avx512, amx, neon; using " + best + "\nisa=" + best);
   for (Isa isa : kAllIsas) {
     if (isa_supported(isa)) continue;
     const std::string name(isa_name(isa));
