@@ -36,10 +36,10 @@ constexpr std::array kPreference = {Isa::amx, Isa::avx512, Isa::avxvnni, Isa::av
 // CPU and OS support, from CPUID and XGETBV rather than __builtin_cpu_supports: the latter's
 // feature names differ between GCC and Clang ("f16c" is unknown to some Clang versions).
 struct X86Features {
-  bool avx2 = false;    // AVX2 + FMA + F16C, with the OS saving YMM state
-  bool avxvnni = false; // avx2 + AVX-VNNI
-  bool avx512 = false;  // AVX-512 F/BW/VL/DQ + VNNI, with the OS saving ZMM and mask state
-  bool amx = false;     // avx512 + AMX-TILE + AMX-INT8, with the OS granting the tile state
+  bool avx2 = false;     // AVX2 + FMA + F16C, with the OS saving YMM state
+  bool avxvnni = false;  // avx2 + AVX-VNNI
+  bool avx512 = false;   // AVX-512 F/BW/VL/DQ + VNNI, with the OS saving ZMM and mask state
+  bool amx = false;      // avx512 + AMX-TILE + AMX-INT8, with the OS granting the tile state
 };
 
 // Linux keeps the AMX tile data state off until a process asks for it; without the grant the
@@ -188,8 +188,8 @@ IsaChoice choose_isa(const char* requested) {
     return {best, "edgelm: EDGELM_ISA=" + std::string(requested) + " ignored (" + why + "); using " +
                       std::string(isa_name(best))};
   }
-  return {best, "edgelm: EDGELM_ISA=" + std::string(requested) + " is not one of scalar, avx2, avxvnni, avx512, amx, neon; using " +
-                    std::string(isa_name(best))};
+  return {best, "edgelm: EDGELM_ISA=" + std::string(requested) +
+                    " is not one of scalar, avx2, avxvnni, avx512, amx, neon; using " + std::string(isa_name(best))};
 }
 
 Isa active_isa() {

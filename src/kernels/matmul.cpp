@@ -130,16 +130,16 @@ void run_group(const PartPlan* parts, size_t n, const float* x, int64_t n_tok, T
   if (gemm != nullptr) {
     scratch.packed.resize(gemm->packed_bytes(cols, n_tok));
     gemm->pack(act, act_row_bytes, cols, n_tok, scratch.packed.data());
-    // Per-call GEMMs take per-thread tile scratch (possibly of 0 bytes: the per-thread slots
-    // must exist all the same).
+    // Per-call GEMMs, and packed ones that unpack, take per-thread tile scratch (possibly of 0
+    // bytes: the per-thread slots must exist all the same).
     size_t tile_bytes = 0;
-    bool per_call = false;
+    bool any_scratch = false;
     for (size_t i = 0; i < n; ++i)
       if (needs_tile_scratch(parts[i], n_tok)) {
-        per_call = true;
+        any_scratch = true;
         tile_bytes = std::max(tile_bytes, parts[i].gemm->scratch_bytes(cols));
       }
-    if (per_call) grow_tile_scratch(scratch, pool.n_threads(), tile_bytes);
+    if (any_scratch) grow_tile_scratch(scratch, pool.n_threads(), tile_bytes);
   }
 
   // Items [b, e) of part i: row tiles or rows.

@@ -81,7 +81,8 @@ std::vector<float> dequantize(DType t, const void* p, int64_t n) {
 void test_selection() {
   expect(isa_supported(Isa::neon), "neon supported on aarch64");
   expect(best_isa() == Isa::neon, "best_isa() is neon");
-  expect(!isa_supported(Isa::avx2) && !isa_supported(Isa::avxvnni) && !isa_supported(Isa::avx512), "no x86 ISAs on aarch64");
+  expect(!isa_supported(Isa::avx2) && !isa_supported(Isa::avxvnni) && !isa_supported(Isa::avx512),
+         "no x86 ISAs on aarch64");
   const IsaKernels* k = isa_kernels(Isa::neon);
   expect(k != nullptr && k->isa == Isa::neon, "isa_kernels(neon) is the neon table");
   if (k == nullptr) return;

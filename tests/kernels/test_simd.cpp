@@ -265,7 +265,8 @@ TEST(IsaEnvironmentDeathTest, BogusOrUnsupportedValueWarnsAndFallsBack) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const std::string best(isa_name(best_isa()));
   EXPECT_EXIT(child_with_env("bogus", best_isa()), ::testing::ExitedWithCode(0),
-              "EDGELM_ISA=bogus is not one of scalar, avx2, avxvnni, avx512, amx, neon; using " + best + "\nisa=" + best);
+              "EDGELM_ISA=bogus is not one of scalar, avx2, avxvnni, avx512, amx, neon; using " + best +
+                  "\nisa=" + best);
   for (Isa isa : kAllIsas) {
     if (isa_supported(isa)) continue;
     const std::string name(isa_name(isa));
