@@ -60,8 +60,16 @@ printf 'root ::= ("a" | "ab")* "b"? [^\\n]{2,5}\0abababxy' > "$work/gbnf/ambiguo
 
 run_fuzzer() {  # name corpus max_len
   echo "fuzz: $1 for ${seconds}s"
-  "./build/fuzz/tests/fuzz/$1" -max_total_time="$seconds" -max_len="$3" -rss_limit_mb=2048 -timeout=10 -artifact_prefix="$work/" \
-    -print_final_stats=1 "$2" 2>&1 | tail -n 6
+  local log="$work/$1.log"
+  if ! "./build/fuzz/tests/fuzz/$1" -max_total_time="$seconds" -max_len="$3" -rss_limit_mb=2048 -timeout=10 \
+      -artifact_prefix="$work/" -print_final_stats=1 "$2" > "$log" 2>&1; then
+    # The reason (a sanitizer report, our harness's "fuzz: ..." line, the stack) comes before
+    # the input and the final stats; show it without libFuzzer's progress lines.
+    grep -v -e '^#[0-9]' -e 'NEW_FUNC' "$log" | tail -n 60
+    echo "fuzz: $1 failed; full log in $log"
+    return 1
+  fi
+  tail -n 5 "$log"
   echo "fuzz: $1 finished without a crash"
 }
 run_fuzzer fuzz_gguf "$work/gguf" 65536

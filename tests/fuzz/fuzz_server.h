@@ -5,13 +5,17 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -65,19 +69,15 @@ struct FuzzServer {
 
   // Sends `bytes`, half-closes, and reads until the server closes. Aborts (a hang) when that
   // takes longer than `deadline`.
-  std::string exchange(const std::string& bytes, std::chrono::seconds deadline = std::chrono::seconds(10)) const {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) std::abort();
+  std::string exchange(const std::string& bytes, std::chrono::seconds deadline = std::chrono::seconds(10)) {
+    const int fd = connect_to_server();
     timeval tv{1, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     size_t off = 0;
     while (off < bytes.size()) {
       const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;  // the server answered and closed early: fine
       off += static_cast<size_t>(n);
     }
@@ -97,6 +97,45 @@ struct FuzzServer {
     }
     ::close(fd);
     return out;
+  }
+
+ private:
+  // A connected socket. The client half-closes first, so each exchange leaves its 4-tuple in
+  // TIME_WAIT for a minute; at several hundred exchanges a second one source address runs out
+  // of ephemeral ports (EADDRNOTAVAIL), so the source cycles through 127.1.0.0/16. libFuzzer's
+  // timeout alarm (SIGALRM) may interrupt connect(); the handshake then goes on and is awaited.
+  int connect_to_server() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) die_errno("socket");
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = htonl((127u << 24) | (1u << 16) | (1u + next_source_++ % 0xfffeu));
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) die_errno("bind");
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+    if (errno != EINTR) die_errno("connect");
+    pollfd p{fd, POLLOUT, 0};
+    int r = 0;
+    while ((r = ::poll(&p, 1, 10000)) < 0 && errno == EINTR) {
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (r <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+      if (err != 0) errno = err;
+      die_errno("connect (after an interrupted handshake)");
+    }
+    return fd;
+  }
+
+  uint32_t next_source_ = 0;
+
+ public:
+  [[noreturn]] static void die_errno(const char* what) {
+    std::fprintf(stderr, "fuzz: %s: %s\n", what, std::strerror(errno));
+    std::abort();
   }
 };
 
