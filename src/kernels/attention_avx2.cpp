@@ -200,45 +200,52 @@ template <KvElem T, int HN, int C, int kTS, int kGS>
 inline void values_block(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t j, int64_t D, int g0,
                          const float* w, const float* corr, float* acc, LineCursor& pf) {
   __m256 o[HN * C];
-#pragma GCC unroll 8
+#pragma GCC unroll 12
   for (int x = 0; x < HN * C; ++x) {
     const int g = g0 + x / C, c = x % C;
     o[x] = _mm256_mul_ps(_mm256_loadu_ps(acc + g * D + j + 8 * c), _mm256_broadcast_ss(&corr[g]));
   }
   for (int32_t t = 0; t < n; ++t) {
     __m256 v[C];
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int c = 0; c < C; ++c) v[c] = load8<T>(v_rows[t], col + j + 8 * c);
     if (t % 2 == 0) pf.step();
 #pragma GCC unroll 4
     for (int h = 0; h < HN; ++h) {
       const __m256 wb = _mm256_broadcast_ss(&w[t * kTS + (g0 + h) * kGS]);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
       for (int c = 0; c < C; ++c) o[h * C + c] = _mm256_fmadd_ps(wb, v[c], o[h * C + c]);
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 12
   for (int x = 0; x < HN * C; ++x) _mm256_storeu_ps(acc + (g0 + x / C) * D + j + 8 * (x % C), o[x]);
 }
 
 // acc [NQ, D] = acc * corr + sum_t w(t, g) v_t with the weight of position t and head g at
-// w[t * kTS + g * kGS]. Up to 4 heads at a time over 16 columns: per 8 FMAs 2 V loads and 4
-// weight broadcasts (6 loads, 13 instructions with the FMAs), where 8 heads over 8 columns took
-// 1 and 8 (9 loads, 17 instructions): the loop is closer to the FMAs' limit. Each accumulator
-// sums the same products in the same order either way (bit-identical results).
+// w[t * kTS + g * kGS]. Up to 4 heads at a time over 24 columns (then 16, then 8): per 12 FMAs
+// 3 V loads and 4 weight broadcasts, 12 accumulators + 3 V + 1 weight in the 16 ymm registers.
+// 8 heads over 8 columns took 1 and 8 loads per 8 FMAs (17 instructions), 4 heads over 16
+// columns 2 and 4; 24 columns were 3-6% faster than 16 (bench_attention f16_kt/avx2/1x2048 on
+// Zen 5, alternating: median 270 -> 254 us under load, 199-204 -> 191-199 quiet). Each
+// accumulator sums the same products in the same order either way (bit-identical results).
 template <KvElem T, int NQ, int kTS, int kGS>
 void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, const float* w, const float* corr,
             float* acc, LineCursor* pf = nullptr) {
   LineCursor c = LineCursor::local(pf);
   constexpr int kFirst = NQ < 4 ? NQ : 4, kSecond = NQ - kFirst < 4 ? NQ - kFirst : 4;
-  const int64_t D16 = D & ~int64_t{15};
-  for (int64_t j = 0; j < D16; j += 16) {
+  int64_t j = 0;
+  for (; j + 24 <= D; j += 24) {
+    values_block<T, kFirst, 3, kTS, kGS>(v_rows, n, col, j, D, 0, w, corr, acc, c);
+    if constexpr (kSecond > 0) values_block<T, kSecond, 3, kTS, kGS>(v_rows, n, col, j, D, 4, w, corr, acc, c);
+  }
+  if (j + 16 <= D) {
     values_block<T, kFirst, 2, kTS, kGS>(v_rows, n, col, j, D, 0, w, corr, acc, c);
     if constexpr (kSecond > 0) values_block<T, kSecond, 2, kTS, kGS>(v_rows, n, col, j, D, 4, w, corr, acc, c);
+    j += 16;
   }
-  if (D16 < D) {
-    values_block<T, kFirst, 1, kTS, kGS>(v_rows, n, col, D16, D, 0, w, corr, acc, c);
-    if constexpr (kSecond > 0) values_block<T, kSecond, 1, kTS, kGS>(v_rows, n, col, D16, D, 4, w, corr, acc, c);
+  if (j < D) {
+    values_block<T, kFirst, 1, kTS, kGS>(v_rows, n, col, j, D, 0, w, corr, acc, c);
+    if constexpr (kSecond > 0) values_block<T, kSecond, 1, kTS, kGS>(v_rows, n, col, j, D, 4, w, corr, acc, c);
   }
   LineCursor::store(pf, c);
 }

@@ -163,8 +163,9 @@ void attention_fold(int32_t n_q, int32_t head_dim, AttnState state, const float*
                     const float* acc) {
   for (int32_t h = 0; h < n_q; ++h) {
     const float m_new = std::max(state.m[h], m[h]);
-    const float ca = state.l[h] > 0.0f ? std::exp(state.m[h] - m_new) : 0.0f;
-    const float cb = l[h] > 0.0f ? std::exp(m[h] - m_new) : 0.0f;
+    // e^0 is 1 exactly: the side that holds the max skips the exp.
+    const float ca = state.l[h] > 0.0f ? (state.m[h] == m_new ? 1.0f : std::exp(state.m[h] - m_new)) : 0.0f;
+    const float cb = l[h] > 0.0f ? (m[h] == m_new ? 1.0f : std::exp(m[h] - m_new)) : 0.0f;
     float* a = state.acc + static_cast<int64_t>(h) * head_dim;
     const float* b = acc + static_cast<int64_t>(h) * head_dim;
     for (int32_t i = 0; i < head_dim; ++i) a[i] = a[i] * ca + b[i] * cb;
