@@ -67,6 +67,7 @@ struct Pass {
     kv.head_dim = a.head_dim;
     kv.softcap = a.softcap;
     kv.k_transposed = a.store.k_transposed();
+    if (i + 1 < s.tok_item[static_cast<size_t>(it.tok) + 1]) kv.prefetch_end = s.items[static_cast<size_t>(i) + 1].p1;
     const kernels::AttnState st = state(i);
     kernels::attention_partial(k, kv, a.q + it.tok * Q, a.n_head_kv, a.n_head / a.n_head_kv, a.scale, it.p0, it.p1, st);
     if (single_chunk(it.tok)) kernels::attention_finish(a.n_head, a.head_dim, st.l, st.acc, a.out + it.tok * Q);

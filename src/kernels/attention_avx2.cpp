@@ -352,6 +352,10 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
       if (t0 + kAttnTile < p1) {
         add_tile_runs(kv, t0 + kAttnTile, t0 + 2 * kAttnTile < p1 ? t0 + 2 * kAttnTile : p1, int64_t{n_kv} * D, cursor);
         pf = &cursor;
+      } else if (kv.prefetch_end > p1) {  // the last tile: the first of the caller's next range
+        add_tile_runs(kv, p1, p1 + kAttnTile < kv.prefetch_end ? p1 + kAttnTile : kv.prefetch_end,
+                      int64_t{n_kv} * D, cursor);
+        pf = &cursor;
       }
     } else {
       touch_rows(k_rows, n, kv.row_bytes);

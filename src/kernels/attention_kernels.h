@@ -67,6 +67,10 @@ struct AttnKv {
   int32_t head_dim = 0;               // elements per head
   float softcap = 0.0f;               // > 0: every score s (after the scale) becomes softcap * tanh(s / softcap)
   bool k_transposed = false;          // K blocks are [row element, slot] (see above)
+  // > p1: positions [p1, prefetch_end) are in the block table too (typically the caller's next
+  // range of the same sequence); a kernel may prefetch their first tile's lines during its last
+  // tile, so the next call does not start on a cold tile. Never read otherwise.
+  int32_t prefetch_end = 0;
 
   size_t offset(int32_t pos) const {
     return static_cast<size_t>(blocks[pos / block_size]) * block_stride +
