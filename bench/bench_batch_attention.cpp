@@ -96,9 +96,9 @@ void run(benchmark::State& state, kernels::Isa isa, kv::KvType type, int threads
   int32_t layer = 0;
   for (auto _ : state) {
     attention_plan(s, n, ctx.tok_pos.data(), ctx.c.n_head, ctx.c.head_dim, pool.n_threads());
-    const AttnLayer a{ctx.store,      layer,          ctx.seqs.data(),  ctx.tok_seq.data(),
-                      ctx.tok_pos.data(), ctx.q.data(), ctx.out.data(), ctx.c.n_head,
-                      ctx.c.n_head_kv, ctx.c.head_dim, 0.125f,          k};
+    const AttnLayer a{ctx.store,          layer,          ctx.seqs.data(), ctx.tok_seq.data(),
+                      ctx.tok_pos.data(), ctx.q.data(),   ctx.out.data(),  ctx.c.n_head,
+                      ctx.c.n_head_kv,    ctx.c.head_dim, 0.125f,          k};
     attention_run(a, s, pool);
     benchmark::DoNotOptimize(ctx.out.data());
     layer = (layer + 1) % kLayers;
@@ -113,11 +113,14 @@ void register_all() {
     kv::KvType t;
   };
   for (const Ty ty : {Ty{"f16", kv::KvType::f16}, Ty{"q8_0", kv::KvType::q8_0}})
-    for (const kernels::Isa isa : {kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::neon, kernels::Isa::scalar}) {
+    for (const kernels::Isa isa :
+         {kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::neon, kernels::Isa::scalar}) {
       if (kernels::attention_kernels(isa) == nullptr) continue;
-      for (const auto& [threads, n_seqs, depth] : {std::tuple{2, 1, 2048}, std::tuple{2, 8, 512}, std::tuple{1, 1, 2048}}) {
-        const std::string name = std::string("batch_attention/") + ty.name + "/" + std::string(kernels::isa_name(isa)) + "/t" +
-                                 std::to_string(threads) + "/n" + std::to_string(n_seqs) + "xd" + std::to_string(depth);
+      for (const auto& [threads, n_seqs, depth] :
+           {std::tuple{2, 1, 2048}, std::tuple{2, 8, 512}, std::tuple{1, 1, 2048}}) {
+        const std::string name = std::string("batch_attention/") + ty.name + "/" + std::string(kernels::isa_name(isa)) +
+                                 "/t" + std::to_string(threads) + "/n" + std::to_string(n_seqs) + "xd" +
+                                 std::to_string(depth);
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
           run(st, isa, ty.t, threads, n_seqs, depth);
         })->Unit(benchmark::kMicrosecond);

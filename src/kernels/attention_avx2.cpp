@@ -17,7 +17,7 @@
 //      horizontal sums. softmax runs
 //      across the positions' lanes, one head at a time. (bench_attention on Zen 5, f16, depth
 //      2048, one thread, per layer: see README's attention section.)
-//   V: per 16 columns and up to 4 heads, the 8 output accumulators stay in registers over the
+//   V: per 24 columns and up to 4 heads, the 12 output accumulators stay in registers over the
 //      tile's rows, each row's weights broadcast from w (values() below).
 #include <immintrin.h>
 
