@@ -6,11 +6,13 @@
 // needed. It is built only for AArch64 targets (src/kernels/CMakeLists.txt defines
 // EDGELM_HAVE_NEON_KERNELS there), and isa_kernels(Isa::neon) hands out its table.
 //
-// The multi-token GEMMs (gemm_neon.cpp) come in three variants: baseline, dotprod (SDOT) and
-// i8mm (SMMLA). Those two are compiled for their extensions by pragmas on their code only, and
-// are reached only through neon_kernels(level), which checks the CPU first. There are three
-// tables with the same vec_dot rows and one GEMM variant each; isa_kernels(Isa::neon) is
-// best_neon_kernels(), the most capable level this CPU has.
+// The multi-token GEMMs (gemm_neon.cpp) cover more types than the vec_dot rows: a type without
+// a NEON vec_dot runs the scalar one below the GEMM's token threshold, and an activation type
+// without a NEON quantizer (Q8_1, F16, BF16) is converted by the scalar one. They come in three
+// variants: baseline, dotprod (SDOT) and i8mm (SMMLA). Those two are compiled for their
+// extensions by pragmas on their code only, and are reached only through neon_kernels(level),
+// which checks the CPU first. There are three tables with the same vec_dot rows and one GEMM
+// variant each; isa_kernels(Isa::neon) is best_neon_kernels(), the most capable level this CPU has.
 #pragma once
 
 #include "kernels/isa.h"
@@ -20,8 +22,8 @@ namespace edgelm::kernels::neon {
 #if defined(EDGELM_HAVE_NEON_KERNELS) && defined(__aarch64__)
 enum class NeonLevel { base, dotprod, i8mm };
 
-// Q8_0, Q4_0, Q4_K, Q6_K, F32 in each variant (gemm_neon.cpp).
-inline constexpr int kNeonGemmCount = 5;
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16, BF16 in each variant (gemm_neon.cpp).
+inline constexpr int kNeonGemmCount = 11;
 extern const GemmKernel kNeonBaseGemms[kNeonGemmCount];
 extern const GemmKernel kNeonDotprodGemms[kNeonGemmCount];
 extern const GemmKernel kNeonI8mmGemms[kNeonGemmCount];

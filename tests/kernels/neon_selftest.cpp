@@ -12,14 +12,16 @@
 //    scalar vec_dot on random-bit and quantized-Gaussian rows, all-zero blocks, extreme fp16
 //    scales (65504, the smallest normal), 1, 3, 7 blocks and an 11008-element row; the K
 //    formats bit-identical.
-//  - Multi-token GEMMs (gemm_neon.cpp), each variant the CPU has (baseline, dotprod, i8mm; one
-//    the CPU lacks prints SKIPPED and runs nothing): matmul_with(variant table) against
-//    matmul_with(scalar table), which runs the scalar vec_dot per (row, token), on row counts
-//    that are not multiples of the 4-row group or the 16-row tile, token counts 1..17 (partial
-//    4-token tiles), quantized Gaussians, random bits, all-zero blocks, extreme fp16 scales
-//    (65504, the smallest normal) and large activations; plus direct run() calls on row ranges
-//    that start inside a group. Budget as tests/kernels/test_gemm.cpp: (2 nb + 16) u mag, nb
-//    the sub-blocks of a row (16-element ones for Q6_K).
+//  - Multi-token GEMMs (gemm_neon.cpp: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16,
+//    BF16), each variant the CPU has (baseline, dotprod, i8mm; one the CPU lacks prints SKIPPED
+//    and runs nothing): matmul_with(variant table) against matmul_with(scalar table), which runs
+//    the scalar vec_dot per (row, token), on row counts that are not multiples of the 4-row
+//    group or the 16-row tile, token counts 1..17 (partial 4-token tiles), quantized Gaussians,
+//    random bits, all-zero blocks, extreme fp16 scales (65504, the smallest normal; for the float
+//    types huge, tiny and zero elements) and large activations; plus direct run() calls on row
+//    ranges that start inside a group. Budget as tests/kernels/test_gemm.cpp: (2 nb + 16) u mag,
+//    nb the sub-blocks of a row (16-element ones for Q6_K, single elements for the float types),
+//    mag = sum_i (|w_i| + 2 |min_i|) |a_i| (min_i: the min part of Q4_1, Q5_1, Q4_K, Q5_K).
 // Usage: neon_selftest [--expect LEVEL,...]: each named GEMM level (base, dotprod, i8mm) must be
 // supported by the CPU, so that a CPU model that should have a feature cannot skip it silently.
 // Prints one line per failure, a summary per group, and "N passed, M failed, K skipped" last;
@@ -198,7 +200,7 @@ const Fields* fields_of(DType t) {
     if (f.type == t) return &f;
   return nullptr;
 }
-bool is_float(DType t) { return t == DType::f32 || t == DType::f16; }
+bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 bool is_k(DType t) { return dtype_traits(t).block_size == kQK_K; }
 void put_half(std::vector<uint8_t>& bytes, size_t at, uint16_t h) { std::memcpy(bytes.data() + at, &h, 2); }
 uint16_t with_random_sign(std::mt19937& rng, uint16_t h) { return static_cast<uint16_t>(h | ((rng() & 1) << 15)); }
@@ -308,9 +310,9 @@ void test_vec_dot() {
     VecDotCase c{row.type, row.vec_dot};
     const DType type = row.type;
     const int64_t bs = dtype_traits(type).block_size;
-    const std::vector<int64_t> shorts = is_float(type) ? std::vector<int64_t>{1, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65,
-                                                                               100, 129}
-                                                       : std::vector<int64_t>{bs, 3 * bs, 7 * bs, 2 * bs, 5 * bs};
+    const std::vector<int64_t> shorts = is_float(type)
+                                            ? std::vector<int64_t>{1, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 100, 129}
+                                            : std::vector<int64_t>{bs, 3 * bs, 7 * bs, 2 * bs, 5 * bs};
     std::mt19937 rng(1234 + static_cast<uint32_t>(type));
     // Random bits / moderate scales, short rows.
     for (int rep = 0; rep < 8; ++rep)
@@ -367,7 +369,6 @@ void test_vec_dot() {
   }
 }
 
-
 // ---- Multi-token GEMM -------------------------------------------------------------------------
 
 enum class Data { gaussian, random_bits, zero_blocks, extreme_scales };
@@ -379,19 +380,23 @@ std::vector<uint8_t> gemm_weights(DType type, int64_t rows, int64_t cols, Data d
   std::vector<uint8_t> w(rb * static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) traits_of(type).from_float(f.data() + r * cols, w.data() + r * rb, cols);
   std::mt19937 rng(seed);
-  if (type == DType::f32) {  // no block fields: zeros, huge, tiny and large values among the elements
+  if (is_float(type)) {  // no block fields: zeros, huge, tiny and large values among the elements
+    // Extremes: F32 and BF16 (f32's exponent range) 1e30 / 1e-30; F16 values near its top and subnormals.
+    const float huge = type == DType::f16 ? 2e3f : 1e30f, tiny = type == DType::f16 ? 1e-5f : 1e-30f;
     std::vector<float> g = f;
     for (size_t i = 0; i < g.size(); ++i) {
       if (data == Data::zero_blocks && i % 3 == 1) g[i] = 0.0f;
-      if (data == Data::extreme_scales) g[i] *= (i % 2 == 0) ? 1e30f : 1e-30f;
+      if (data == Data::extreme_scales) g[i] *= (i % 2 == 0) ? huge : tiny;
       if (data == Data::random_bits) g[i] *= static_cast<float>(i % 7 + 1) * 50.0f;
     }
-    std::memcpy(w.data(), g.data(), w.size());
+    for (int64_t r = 0; r < rows; ++r) traits_of(type).from_float(g.data() + r * cols, w.data() + r * rb, cols);
     return w;
   }
   const size_t bs = dtype_traits(type).type_size;
-  // Offset of the fp16 super-block / block scale d: first for Q8_0, Q4_0, Q4_K (then dmin), last for Q6_K.
+  // Offset of the fp16 super-block / block scale d: first for the legacy formats (then m for Q4_1,
+  // Q5_1) and Q4_K, Q5_K (then dmin), last for Q6_K.
   const size_t d_at = type == DType::q6_k ? bs - 2 : 0;
+  const bool second_half = type == DType::q4_1 || type == DType::q5_1 || type == DType::q4_k || type == DType::q5_k;
   for (size_t b = 0; b < w.size() / bs; ++b) {
     uint8_t* blk = w.data() + b * bs;
     switch (data) {
@@ -403,7 +408,7 @@ std::vector<uint8_t> gemm_weights(DType type, int64_t rows, int64_t cols, Data d
             if (blk[i] == 0x80) blk[i] = 0x81;  // -128 is outside Q8_0's range
         const uint16_t d = fp32_to_fp16(0.01f * static_cast<float>(rng() % 100 + 1));
         std::memcpy(blk + d_at, &d, 2);
-        if (type == DType::q4_k) std::memcpy(blk + 2, &d, 2);
+        if (second_half) std::memcpy(blk + 2, &d, 2);  // m / dmin finite too
         break;
       }
       case Data::zero_blocks:
@@ -419,18 +424,26 @@ std::vector<uint8_t> gemm_weights(DType type, int64_t rows, int64_t cols, Data d
   return w;
 }
 
-// Per element of a weight row: |w_i| + 2 |min_i| (min_i: Q4_K's dmin * m part).
+// Per element of a weight row: |w_i| + 2 |min_i| (min_i: the min part of Q4_1, Q5_1 (m), Q4_K
+// and Q5_K (dmin * m_j)).
 std::vector<double> gemm_weight_mag(DType type, const uint8_t* row, int64_t cols) {
   const std::vector<float> w = dequantize(type, row, cols);
   std::vector<double> m(static_cast<size_t>(cols));
+  auto k_min = [](const auto* blocks, int64_t i) {
+    const auto& b = blocks[i / kQK_K];
+    uint8_t sc = 0, mq = 0;
+    k4_get_scale_min(static_cast<int>((i % kQK_K) / 32), b.scales, &sc, &mq);
+    return std::fabs(static_cast<double>(fp16_to_fp32(b.dmin)) * mq);
+  };
+  auto legacy_min = [](const auto* blocks, int64_t i) {
+    return std::fabs(static_cast<double>(fp16_to_fp32(blocks[i / kQK].m)));
+  };
   for (int64_t i = 0; i < cols; ++i) {
     double mn = 0.0;
-    if (type == DType::q4_k) {
-      const auto* b = reinterpret_cast<const BlockQ4_K*>(row) + i / kQK_K;
-      uint8_t sc = 0, mq = 0;
-      k4_get_scale_min(static_cast<int>((i % kQK_K) / 32), b->scales, &sc, &mq);
-      mn = std::fabs(static_cast<double>(fp16_to_fp32(b->dmin)) * mq);
-    }
+    if (type == DType::q4_k) mn = k_min(reinterpret_cast<const BlockQ4_K*>(row), i);
+    if (type == DType::q5_k) mn = k_min(reinterpret_cast<const BlockQ5_K*>(row), i);
+    if (type == DType::q4_1) mn = legacy_min(reinterpret_cast<const BlockQ4_1*>(row), i);
+    if (type == DType::q5_1) mn = legacy_min(reinterpret_cast<const BlockQ5_1*>(row), i);
     m[static_cast<size_t>(i)] = std::fabs(static_cast<double>(w[static_cast<size_t>(i)])) + 2.0 * mn;
   }
   return m;
@@ -453,7 +466,7 @@ void gemm_compare(DType type, const std::vector<uint8_t>& w, const std::vector<f
                   const std::string& label, GemmStats& st) {
   const DType at = traits_of(type).vec_dot_type;
   const size_t rb = dtype_row_bytes(type, c.cols);
-  const int64_t block = type == DType::q6_k ? 16 : type == DType::f32 ? 1 : 32;
+  const int64_t block = type == DType::q6_k ? 16 : is_float(type) ? 1 : 32;
   const double budget_u = 2.0 * static_cast<double>(c.cols / block) + 16.0;
   std::vector<std::vector<double>> wmag;
   for (int64_t r = r0; r < r1; ++r) wmag.push_back(gemm_weight_mag(type, w.data() + r * rb, c.cols));
@@ -529,8 +542,8 @@ void check_gemm_range(const IsaKernels& k, const char* level, DType type, int64_
   for (int64_t t = 0; t < c.n_tok; ++t)
     for (int64_t r = 0; r < c.rows; ++r)
       if ((r < r0 || r >= r1) && got[static_cast<size_t>(t * c.rows + r)] != kSentinel) untouched = false;
-  const std::string label = gemm_label(level, type, c) + " run rows [" + std::to_string(r0) + ", " +
-                            std::to_string(r1) + ")";
+  const std::string label =
+      gemm_label(level, type, c) + " run rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ")";
   expect(untouched, label + ": wrote outside its row range");
   gemm_compare(type, w, x, c, got, want, r0, r1, label, st);
 }
@@ -541,7 +554,8 @@ void test_gemm(const std::vector<std::string>& expected) {
     NeonLevel level;
     const char* name;
   } levels[] = {{NeonLevel::base, "base"}, {NeonLevel::dotprod, "dotprod"}, {NeonLevel::i8mm, "i8mm"}};
-  const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k, DType::f32};
+  const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k,
+                         DType::q5_k, DType::q6_k, DType::f32,  DType::f16,  DType::bf16};
   ThreadPool pool(2);
   // The active table carries the most capable supported variant.
   const IsaKernels* best = nullptr;
@@ -562,18 +576,23 @@ void test_gemm(const std::vector<std::string>& expected) {
       const GemmKernel* g = k->gemm(type);
       expect(g != nullptr, std::string("neon ") + l.name + " gemm for " + name_of(type));
       if (g == nullptr) continue;
-      const int64_t bs = type == DType::f32 ? 1 : dtype_traits(type).block_size;
-      const int64_t cols = bs == kQK_K ? 512 : type == DType::f32 ? 257 : 256;  // F32: a 1-column tail
+      const int64_t bs = is_float(type) ? 1 : dtype_traits(type).block_size;
+      const int64_t cols = bs == kQK_K ? 512 : is_float(type) ? 257 : 256;  // float types: a 1-column tail
       GemmStats st;
       uint32_t seed = 500 + 31 * static_cast<uint32_t>(type);
       for (int64_t n_tok = 1; n_tok <= 17; ++n_tok)
         check_gemm_case(*k, l.name, type, {n_tok % 2 ? 37 : 22, cols, n_tok, Data::gaussian, 1.0f}, seed++, pool, st);
       const GemmCase more[] = {
-          {13, 3 * cols, 5, Data::random_bits, 3.0f},  {33, cols, 17, Data::random_bits, 1.0f},
-          {7, 3 * cols, 6, Data::zero_blocks, 1.0f},   {19, 2 * cols, 9, Data::extreme_scales, 1.0f},
-          {5, cols, 3, Data::extreme_scales, 100.0f},  {1, cols, 4, Data::gaussian, 1.0f},
-          {3, 11264, 2, Data::gaussian, 1.0f},         {50, 2 * cols, 16, Data::gaussian, 1e3f},
-          {9, bs == 1 ? 7 : bs, 11, Data::random_bits, 1.0f}, {71, 4096 / bs * bs, 8, Data::gaussian, 1.0f},
+          {13, 3 * cols, 5, Data::random_bits, 3.0f},
+          {33, cols, 17, Data::random_bits, 1.0f},
+          {7, 3 * cols, 6, Data::zero_blocks, 1.0f},
+          {19, 2 * cols, 9, Data::extreme_scales, 1.0f},
+          {5, cols, 3, Data::extreme_scales, 100.0f},
+          {1, cols, 4, Data::gaussian, 1.0f},
+          {3, 11264, 2, Data::gaussian, 1.0f},
+          {50, 2 * cols, 16, Data::gaussian, 1e3f},
+          {9, bs == 1 ? 7 : bs, 11, Data::random_bits, 1.0f},
+          {71, 4096 / bs * bs, 8, Data::gaussian, 1.0f},
       };
       for (const GemmCase& c : more) check_gemm_case(*k, l.name, type, c, seed++, pool, st);
       check_gemm_range(*k, l.name, type, 5, 23, st);
