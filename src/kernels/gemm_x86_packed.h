@@ -6,7 +6,7 @@
 // Why: the per-call kernels unpack and transpose every weight group on every matmul, which a
 // prefill of many tokens amortizes but a decode step (1 token) or a small batch does not. The
 // packed layouts do that rearrangement once, at load, and keep the stored bit widths, so the
-// packed matrix is about the size of the stored one (Q4_0, Q8_0, Q6_K: exactly; Q4_K: +8%,
+// packed matrix is about the size of the stored one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K: exactly; Q4_K: +8%,
 // Q5_K: +7%, their mins as int16 pairs), and every matmul, a single token included, streams it
 // once:
 //  - rows are interleaved in groups of kRows (the last group repeats its last row), blocks of a
@@ -31,6 +31,30 @@ struct PQ4_0 {
   uint16_t d[kRows];
 };
 static_assert(sizeof(PQ4_0) == sizeof(BlockQ4_0) * kRows);
+
+struct PQ4_1 {
+  uint8_t qs[4][kGroupBytes];  // as PQ4_0
+  uint16_t d[kRows];
+  uint16_t m[kRows];
+};
+static_assert(sizeof(PQ4_1) == sizeof(BlockQ4_1) * kRows);
+
+// Q5_0 / Q5_1: PQ4_0's nibbles plus the fifth bits, rearranged so that a group needs one shift:
+// byte j of a row's qh dword holds in bit g the fifth bit of element 4g + j (group g, byte j).
+struct PQ5_0 {
+  uint8_t qs[4][kGroupBytes];
+  uint8_t qh[kGroupBytes];
+  uint16_t d[kRows];
+};
+static_assert(sizeof(PQ5_0) == sizeof(BlockQ5_0) * kRows);
+
+struct PQ5_1 {
+  uint8_t qs[4][kGroupBytes];
+  uint8_t qh[kGroupBytes];
+  uint16_t d[kRows];
+  uint16_t m[kRows];
+};
+static_assert(sizeof(PQ5_1) == sizeof(BlockQ5_1) * kRows);
 
 struct PQ8_0 {
   uint8_t qs[8][kGroupBytes];  // dword g of each row (VNNI: biased to w + 128)
@@ -92,6 +116,26 @@ void pack_block_q4_0(const BlockQ4_0* const* rows, int64_t b, PQ4_0& o) {
   for (int i = 0; i < kRows; ++i) {
     o.d[i] = rows[i][b].d;
     for (int k = 0; k < 4; ++k) copy4(o.qs[k] + 4 * i, rows[i][b].qs + 4 * k);
+  }
+}
+
+// Q4_1, Q5_0, Q5_1 (BX / PB: BlockQ4_1 / PQ4_1, ...): the nibbles as Q4_0's, the minimum when
+// the format has one, and the fifth bits regrouped (PQ5_0).
+template <typename BX, typename PB>
+void pack_block_legacy(const BX* const* rows, int64_t b, PB& o) {
+  for (int i = 0; i < kRows; ++i) {
+    const BX& x = rows[i][b];
+    o.d[i] = x.d;
+    if constexpr (requires { x.m; }) o.m[i] = x.m;
+    for (int k = 0; k < 4; ++k) copy4(o.qs[k] + 4 * i, x.qs + 4 * k);
+    if constexpr (requires { x.qh; }) {
+      uint32_t bits;
+      std::memcpy(&bits, x.qh, 4);  // bit e: element e
+      uint8_t h[4] = {};
+      for (int j = 0; j < 4; ++j)
+        for (int g = 0; g < 8; ++g) h[j] = static_cast<uint8_t>(h[j] | (((bits >> (4 * g + j)) & 1u) << g));
+      copy4(o.qh + 4 * i, h);
+    }
   }
 }
 
@@ -193,11 +237,20 @@ inline VI q6_group(const PQ6_K& w, int s, int k) {
   return vi_or(nib, top);
 }
 
-// Group g (elements 4g..4g+3 of every row, unsigned bytes) of a packed legacy block: Q4_0's
-// g < 4 is the low nibbles of dword g, g >= 4 the high nibbles of dword g - 4.
-inline VI group_q4_0(const PQ4_0& b, int g) {
+// Group g (elements 4g..4g+3 of every row, unsigned bytes) of a packed legacy block: the
+// nibbles (Q4_0, Q4_1 and the low bits of Q5_0, Q5_1) of g < 4 are the low nibbles of dword g,
+// of g >= 4 the high nibbles of dword g - 4; the fifth bits are bit g of the qh bytes, moved to
+// bit 4 by one 16-bit shift (the bits that cross into the neighbouring byte are masked).
+template <typename PB>
+inline VI group_q4(const PB& b, int g) {
   const VI raw = vi_load(b.qs[g % 4]);
   return vi_and(g < 4 ? raw : vi_srl16(raw, 4), vi_set1_8(0x0f));
+}
+template <typename PB>
+inline VI group_q5(const PB& b, int g) {
+  const VI h = vi_load(b.qh);
+  const VI top = g < 4 ? vi_sll16(h, 4 - g) : g > 4 ? vi_srl16(h, g - 4) : h;
+  return vi_or(group_q4(b, g), vi_and(top, vi_set1_8(0x10)));
 }
 inline VI group_q8_0(const PQ8_0& b, int g) { return vi_load(b.qs[g]); }
 
@@ -205,9 +258,11 @@ inline VI group_q8_0(const PQ8_0& b, int g) { return vi_load(b.qs[g]); }
 // gemm_x86_impl.h, fed from registers instead of scratch): on AVX2, int16 sums of maddubs
 // products over as many groups as the weights' range allows, widened once per flush.
 
-// Q4_0 and Q8_0 (kSigned: Q8_0 on AVX2), started at the activations' bias (the format's zero
-// point times their sum).
-template <int T, typename PB, VI (*Group)(const PB&, int), bool kSigned>
+// The legacy formats (kSigned: Q8_0 on AVX2), started at the activations' bias (the format's
+// zero point times their sum); kFlush: groups summed in int16 on AVX2 (as the per-call tile:
+// 8 for 4-bit quants, 4 for 5-bit); kMin: plus the minimum times the activations' stored sum
+// (Q4_1, Q5_1).
+template <int T, typename PB, VI (*Group)(const PB&, int), bool kSigned, int kFlush = 8, bool kMin = false>
 void tile_packed_legacy(const PB* wb, int64_t nb, const ActQ8* const y[T], float* out, int64_t ldo, int n_rows) {
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
@@ -222,17 +277,20 @@ void tile_packed_legacy(const PB* wb, int64_t nb, const ActQ8* const y[T], float
     const PB& w = wb[b];
     const auto q = [&w](int g) { return Group(w, g); };
 #if EDGELM_GEMM_VNNI
-    sub_dot_u8<T, 8, false>(q, yq, vi_zero(), vi_zero(), a);
+    sub_dot_u8<T, kFlush, false>(q, yq, vi_zero(), vi_zero(), a);
 #else
     if constexpr (kSigned) {
       sub_dot_s8<T>(q, yq, a);
     } else {
       const VI ones = _mm256_set1_epi16(1);
-      sub_dot_u8<T, 8, false>(q, yq, ones, ones, a);
+      sub_dot_u8<T, kFlush, false>(q, yq, ones, ones, a);
     }
 #endif
     const VF d = vf_half(w.d);
-    for (int t = 0; t < T; ++t) facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(a[t]), facc[t]);
+    for (int t = 0; t < T; ++t) {
+      facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(a[t]), facc[t]);
+      if constexpr (kMin) facc[t] = vf_fmadd(vf_half(w.m), vf_set1(y[t][b].s), facc[t]);
+    }
   }
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
@@ -250,8 +308,8 @@ void tile_packed_k4(const PB* wb, int64_t nb, const ActQ8K* const y[T], float* o
     prefetch_ahead(wb, b);
     VI acc[T], mins[T];
     for (int t = 0; t < T; ++t) acc[t] = mins[t] = vi_zero();
-    // Sub-block s = 2c + 1 takes the high nibbles of chunk c.
-    // Unrolled so that each sub-block's nibble half and shifts are constants.
+      // Sub-block s = 2c + 1 takes the high nibbles of chunk c.
+      // Unrolled so that each sub-block's nibble half and shifts are constants.
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       const int8_t* yq[T];
@@ -283,9 +341,9 @@ void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], flo
     prefetch_ahead(wb, b);
     VI acc[T], offs[T];
     for (int t = 0; t < T; ++t) acc[t] = offs[t] = vi_zero();
-    // Sub-block s = 4h + kk: low 4 bits from chunk kk & 1 (high nibbles for kk >= 2), top 2
-    // bits from bits 2kk of qh; its halves (groups 0-3, 4-7) have scales 2s and 2s + 1.
-    // Unrolled so that each sub-block's nibble half and shifts are constants.
+      // Sub-block s = 4h + kk: low 4 bits from chunk kk & 1 (high nibbles for kk >= 2), top 2
+      // bits from bits 2kk of qh; its halves (groups 0-3, 4-7) have scales 2s and 2s + 1.
+      // Unrolled so that each sub-block's nibble half and shifts are constants.
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       const int8_t* yq[T];
@@ -323,9 +381,12 @@ void run_packed_groups(const uint8_t* pw, int64_t rows, int64_t cols, const uint
 // ---- Unpacking for long batches (GemmKernel::packed_unpack_tokens) ------------------------------
 
 // From this many tokens on, the K-quant matrices' groups are unpacked once into the per-call
-// tiles' byte layout (WK4 / WK6 of gemm_x86_impl.h) and multiplied from there: the packed tiles
-// extract the 5th or top 2 bits per tile of tokens, which a prefill of n tokens repeats n / kTok
-// times. The integer sums and the float epilogue are the same either way (bit-identical).
+// tiles' byte layout (WK4 / WK6 / WLegacy of gemm_x86_impl.h) and multiplied from there: the
+// packed tiles extract the 5th or top 2 bits (and convert the fp16 scales and minimums) per tile
+// of tokens, which a prefill of n tokens repeats n / kTok times. The integer sums and the float
+// epilogue are the same either way (bit-identical). Q4_1 / Q5_0 / Q5_1 on AVX2, `edgelm bench -p
+// 128 -t 1` (Zen 5), the packed tiles against the per-call ones: 81 / 91 / 75 against 87 / 111 /
+// 82 tok/s.
 constexpr int64_t kUnpackTokens = 2 * kTok;
 
 template <typename PB>
@@ -360,19 +421,39 @@ void unpack_q6_k(const PQ6_K* wb, int64_t nb, WK6* out) {
   }
 }
 
-// run_packed of a K-quant: the packed tiles (PTile) below kUnpackTokens tokens; from there each
-// group is unpacked into scratch (one group of the per-call scratch, scratch_bytes(cols)) and
-// the per-call tiles (UTile) run over it.
+// Q4_1, Q5_0, Q5_1 into the per-call tiles' WLegacy (scales and minimums as floats, the groups'
+// unsigned bytes); Group: group_q4 / group_q5 of PB.
+template <typename PB, VI (*Group)(const PB&, int)>
+void unpack_legacy(const PB* wb, int64_t nb, WLegacy* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const PB& w = wb[b];
+    WLegacy& o = out[b];
+    prefetch_ahead(wb, b);
+    vf_store(o.d, vf_half(w.d));
+    if constexpr (requires { w.m; })
+      vf_store(o.m, vf_half(w.m));
+    else
+      vf_store(o.m, vf_zero());
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) vi_store(o.q + g * kGroupBytes, Group(w, g));
+  }
+}
+
+// run_packed of a K-quant, Q4_1, Q5_0 or Q5_1 (WB: the per-call tiles' block, WK4 / WK6 /
+// WLegacy): the packed tiles (PTile) below kUnpackTokens tokens; from there each group is
+// unpacked into scratch (one group of the per-call scratch, scratch_bytes(cols)) and the
+// per-call tiles (UTile) run over it.
 template <typename PB, typename WB, void (*Unpack)(const PB*, int64_t, WB*), template <int> class PTile,
           template <int> class UTile>
-void run_packed_k(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t* packed, int64_t n_tok, int64_t r0,
-                  int64_t r1, float* out, int64_t ldo, uint8_t* scratch) {
+void run_packed_unpacking(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t* packed, int64_t n_tok,
+                          int64_t r0, int64_t r1, float* out, int64_t ldo, uint8_t* scratch) {
+  using Act = std::conditional_t<std::is_same_v<WB, WLegacy>, ActQ8, ActQ8K>;
   if (n_tok < kUnpackTokens) {
-    run_packed_groups<PB, ActQ8K, PTile>(pw, rows, cols, packed, n_tok, r0, r1, out, ldo, scratch);
+    run_packed_groups<PB, Act, PTile>(pw, rows, cols, packed, n_tok, r0, r1, out, ldo, scratch);
     return;
   }
-  const int64_t nb = cols / kQK_K;
-  const auto* act = reinterpret_cast<const ActQ8K*>(packed);
+  const int64_t nb = cols / (std::is_same_v<Act, ActQ8> ? kQK : kQK_K);
+  const auto* act = reinterpret_cast<const Act*>(packed);
   auto* wk = reinterpret_cast<WB*>(scratch);
   for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
     Unpack(reinterpret_cast<const PB*>(pw) + (g0 / kRows) * nb, nb, wk);
@@ -384,7 +465,25 @@ void run_packed_k(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t* 
 template <int T>
 struct Q4_0Packed {
   static void run(const PQ4_0* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
-    tile_packed_legacy<T, PQ4_0, group_q4_0, false>(wb, nb, y, out, ldo, n_rows);
+    tile_packed_legacy<T, PQ4_0, group_q4<PQ4_0>, false>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
+struct Q4_1Packed {
+  static void run(const PQ4_1* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_legacy<T, PQ4_1, group_q4<PQ4_1>, false, 8, true>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
+struct Q5_0Packed {
+  static void run(const PQ5_0* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_legacy<T, PQ5_0, group_q5<PQ5_0>, false, 4>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
+struct Q5_1Packed {
+  static void run(const PQ5_1* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_legacy<T, PQ5_1, group_q5<PQ5_1>, false, 4, true>(wb, nb, y, out, ldo, n_rows);
   }
 };
 template <int T>
@@ -427,22 +526,31 @@ constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
      run_legacy<BlockQ4_0, quants_q4_0, 8, false>, kRows, packed_bytes_of<PQ4_0, kQK>,
      pack_groups<BlockQ4_0, PQ4_0, kQK, pack_block_q4_0>, run_packed_groups<PQ4_0, ActQ8, Q4_0Packed>},
     {DType::q4_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true, 0>, legacy_scratch,
-     run_legacy<BlockQ4_1, quants_q4_1, 8, true>},
+     run_legacy<BlockQ4_1, quants_q4_1, 8, true>, kRows, packed_bytes_of<PQ4_1, kQK>,
+     pack_groups<BlockQ4_1, PQ4_1, kQK, pack_block_legacy<BlockQ4_1, PQ4_1>>,
+     run_packed_unpacking<PQ4_1, WLegacy, unpack_legacy<PQ4_1, group_q4<PQ4_1>>, Q4_1Packed, LegacyTile<8, true>::Of>,
+     kUnpackTokens},
     {DType::q5_0, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_0, false, 16>, legacy_scratch,
-     run_legacy<BlockQ5_0, quants_q5<BlockQ5_0>, 4, false>},
+     run_legacy<BlockQ5_0, quants_q5<BlockQ5_0>, 4, false>, kRows, packed_bytes_of<PQ5_0, kQK>,
+     pack_groups<BlockQ5_0, PQ5_0, kQK, pack_block_legacy<BlockQ5_0, PQ5_0>>,
+     run_packed_unpacking<PQ5_0, WLegacy, unpack_legacy<PQ5_0, group_q5<PQ5_0>>, Q5_0Packed, LegacyTile<4, false>::Of>,
+     kUnpackTokens},
     {DType::q5_1, act_packed_bytes<ActQ8>, pack_q8<BlockQ8_1, true, 0>, legacy_scratch,
-     run_legacy<BlockQ5_1, quants_q5<BlockQ5_1>, 4, true>},
+     run_legacy<BlockQ5_1, quants_q5<BlockQ5_1>, 4, true>, kRows, packed_bytes_of<PQ5_1, kQK>,
+     pack_groups<BlockQ5_1, PQ5_1, kQK, pack_block_legacy<BlockQ5_1, PQ5_1>>,
+     run_packed_unpacking<PQ5_1, WLegacy, unpack_legacy<PQ5_1, group_q5<PQ5_1>>, Q5_1Packed, LegacyTile<4, true>::Of>,
+     kUnpackTokens},
     {DType::q8_0, act_packed_bytes<ActQ8>, EDGELM_GEMM_Q8_0, kRows, packed_bytes_of<PQ8_0, kQK>,
      pack_groups<BlockQ8_0, PQ8_0, kQK, pack_block_q8_0>, run_packed_groups<PQ8_0, ActQ8, Q8_0Packed>},
     {DType::q4_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<false, BlockQ4_K>, kRows,
      packed_bytes_of<PQ4_K, kQK_K>, pack_groups<BlockQ4_K, PQ4_K, kQK_K, pack_block_q4_k>,
-     run_packed_k<PQ4_K, WK4, unpack_k4<PQ4_K>, Q4_KPacked, K4Tile<8>::Of>, kUnpackTokens},
+     run_packed_unpacking<PQ4_K, WK4, unpack_k4<PQ4_K>, Q4_KPacked, K4Tile<8>::Of>, kUnpackTokens},
     {DType::q5_k, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_k4<true, BlockQ5_K>, kRows,
      packed_bytes_of<PQ5_K, kQK_K>, pack_groups<BlockQ5_K, PQ5_K, kQK_K, pack_block_q5_k>,
-     run_packed_k<PQ5_K, WK4, unpack_k4<PQ5_K>, Q5_KPacked, K4Tile<4>::Of>, kUnpackTokens},
+     run_packed_unpacking<PQ5_K, WK4, unpack_k4<PQ5_K>, Q5_KPacked, K4Tile<4>::Of>, kUnpackTokens},
     {DType::q6_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_q6_k, kRows, packed_bytes_of<PQ6_K, kQK_K>,
      pack_groups<BlockQ6_K, PQ6_K, kQK_K, pack_block_q6_k>,
-     run_packed_k<PQ6_K, WK6, unpack_q6_k, Q6_KPacked, K6Tile>, kUnpackTokens},
+     run_packed_unpacking<PQ6_K, WK6, unpack_q6_k, Q6_KPacked, K6Tile>, kUnpackTokens},
     {DType::f32, float_packed_bytes<DType::f32>, pack_float<DType::f32>, float_scratch, run_float<DType::f32>},
     {DType::f16, float_packed_bytes<DType::f16>, pack_float<DType::f16>, float_scratch, run_float<DType::f16>},
     {DType::bf16, float_packed_bytes<DType::bf16>, pack_float<DType::bf16>, float_scratch, run_float<DType::bf16>},

@@ -38,7 +38,7 @@ namespace {
 using test::traits_of;
 
 constexpr DType kGemmTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k,
-                                 DType::q5_k, DType::q6_k, DType::f32,  DType::f16,  DType::bf16};
+                                DType::q5_k, DType::q6_k, DType::f32,  DType::f16,  DType::bf16};
 
 bool is_float(DType type) { return type == DType::f32 || type == DType::f16 || type == DType::bf16; }
 bool is_legacy(DType type) {
@@ -215,8 +215,9 @@ TEST(Gemm, PackedWeightsMatchScalar) {
   const auto isas = gemm_isas();
   if (isas.empty()) GTEST_SKIP() << "no ISA with GEMM kernels on this CPU";
   const Case cases[] = {
-      {37, 256, 1, Data::gaussian, 1.0f},       {16, 512, 2, Data::random_bits, 3.0f}, {33, 768, 9, Data::zero_blocks, 1.0f},
-      {5, 256, 17, Data::extreme_scales, 1.0f}, {70, 2560, 3, Data::gaussian, 100.0f}, {1, 256, 1, Data::gaussian, 1.0f},
+      {37, 256, 1, Data::gaussian, 1.0f},    {16, 512, 2, Data::random_bits, 3.0f},
+      {33, 768, 9, Data::zero_blocks, 1.0f}, {5, 256, 17, Data::extreme_scales, 1.0f},
+      {70, 2560, 3, Data::gaussian, 100.0f}, {1, 256, 1, Data::gaussian, 1.0f},
   };
   uint32_t seed = 900;
   int n_packed = 0;
@@ -237,7 +238,8 @@ TEST(Gemm, PackedBatchEqualsSolo) {
   ThreadPool pool(1);
   MatmulScratch scratch;
   for (const IsaKernels* isa : isas)
-    for (DType type : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
+    for (DType type :
+         {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
       SCOPED_TRACE(std::string(isa_name(isa->isa)) + " " + std::string(dtype_name(type)));
       const std::vector<uint8_t> w = make_weights(type, 40, 512, Data::gaussian, 5);
       WeightMatrix m{type, 40, 512, w.data(), dtype_row_bytes(type, 512)};
@@ -251,7 +253,8 @@ TEST(Gemm, PackedBatchEqualsSolo) {
       matmul_with(*isa, m, x.data(), n, batch.data(), pool, scratch);
       for (int64_t t = 0; t < n; ++t) {
         matmul_with(*isa, m, x.data() + t * 512, 1, solo.data(), pool, scratch);
-        for (int64_t r = 0; r < 40; ++r) ASSERT_EQ(solo[static_cast<size_t>(r)], batch[static_cast<size_t>(t * 40 + r)]);
+        for (int64_t r = 0; r < 40; ++r)
+          ASSERT_EQ(solo[static_cast<size_t>(r)], batch[static_cast<size_t>(t * 40 + r)]);
       }
     }
 }
@@ -301,7 +304,7 @@ TEST(Matmul, ManyEqualsOneAtATime) {
     bool packed;
   };
   const Spec specs[] = {{DType::q4_k, 37, true}, {DType::q6_k, 20, true}, {DType::q4_0, 13, false},
-                        {DType::q4_0, 50, true},  {DType::q8_0, 16, true}, {DType::f32, 9, false}};
+                        {DType::q4_0, 50, true}, {DType::q8_0, 16, true}, {DType::f32, 9, false}};
   constexpr int64_t kCols = 512;
   for (const int threads : {1, 2}) {
     ThreadPool pool(threads);
