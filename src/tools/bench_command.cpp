@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,11 +16,11 @@
 #include "format/model_file.h"
 #include "kernels/isa.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/bench_concurrency.h"
 #include "tools/bench_engine.h"
 #include "tools/command.h"
 #include "tools/eval_inputs.h"
-#include "tokenizer/tokenizer.h"
 #include "tools/membw.h"
 
 namespace edgelm::tools {
@@ -31,7 +31,7 @@ struct BenchOptions {
   std::string tokenizer_path;
   std::string n_prompt = "128";  // -p: prefill tests, e.g. "128,512"
   std::string n_gen = "32";      // -n: decode tests
-  std::string depths = "0";  // -d: context already in the KV, e.g. "0,2048"
+  std::string depths = "0";      // -d: context already in the KV, e.g. "0,2048"
   int threads = 0;
   std::string cpu_affinity;
   int reps = 5;
@@ -47,7 +47,7 @@ struct BenchOptions {
 };
 
 struct TestResult {
-  std::string test;                     // "pp128", "tg32", "tg32@d2048"
+  std::string test;  // "pp128", "tg32", "tg32@d2048"
   int n_depth = 0;
   double median = 0, min = 0, max = 0;  // tok/s
   double gb_s = 0, bw_fraction = 0;
@@ -72,7 +72,7 @@ TestResult summarize(std::string name, std::vector<double> rates, double bytes_p
   r.test = std::move(name);
   r.min = rates.front();
   r.max = rates.back();
-  r.median = rates[rates.size() / 2];
+  r.median = median_of(rates);
   r.gb_s = bytes_per_token * r.median / 1e9;
   r.bw_fraction = membw > 0 ? r.gb_s / membw : 0.0;
   return r;

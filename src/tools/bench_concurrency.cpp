@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "kernels/isa.h"
+#include "tools/bench_engine.h"
 
 namespace edgelm::tools {
 namespace {
@@ -87,8 +88,8 @@ Result<ConcurrencySample> measure_concurrency(const ConcurrencyBenchOptions& o, 
   s.seconds = ms_between(t0, Clock::now()) / 1e3;
   s.tok_s = static_cast<double>(generated) / s.seconds;
   if (started == n && !token_times.empty()) {
-    const auto after = std::count_if(token_times.begin(), token_times.end(),
-                                     [&](Clock::time_point x) { return x > all_started; });
+    const auto after =
+        std::count_if(token_times.begin(), token_times.end(), [&](Clock::time_point x) { return x > all_started; });
     const double decode_s = ms_between(all_started, token_times.back()) / 1e3;
     if (after > 0 && decode_s > 0) s.decode_phase_tok_s = static_cast<double>(after) / decode_s;
   }
@@ -126,8 +127,8 @@ int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& 
       drafted += s->drafted;
       accepted += s->accepted;
     }
-    results.push_back({n, percentile(rates, 0.5), percentile(phase_rates, 0.5), percentile(tbt, 0.5),
-                       percentile(tbt, 0.95), percentile(ttft, 0.5), preemptions, drafted, accepted});
+    results.push_back({n, median_of(rates), median_of(phase_rates), percentile(tbt, 0.5), percentile(tbt, 0.95),
+                       percentile(ttft, 0.5), preemptions, drafted, accepted});
   }
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -162,9 +163,9 @@ int run_concurrency_bench(const ConcurrencyBenchOptions& o, const model::Model& 
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : results)
     std::printf("| %d | %.2f | %.2f | %.1f | %.1f | %.1f | %lld | %lld/%lld (%.1f%%) |\n", r.concurrency,
-                r.decode_tok_s, r.decode_phase_tok_s,
-                r.tbt_median, r.tbt_p95, r.ttft_median, static_cast<long long>(r.preemptions),
-                static_cast<long long>(r.accepted), static_cast<long long>(r.drafted),
+                r.decode_tok_s, r.decode_phase_tok_s, r.tbt_median, r.tbt_p95, r.ttft_median,
+                static_cast<long long>(r.preemptions), static_cast<long long>(r.accepted),
+                static_cast<long long>(r.drafted),
                 r.drafted > 0 ? 100.0 * static_cast<double>(r.accepted) / static_cast<double>(r.drafted) : 0.0);
   return 0;
 }

@@ -63,6 +63,13 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 
 }  // namespace
 
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2.0;
+}
+
 Result<std::vector<int>> parse_depths(const std::string& text) {
   return parse_int_list(text, 0, 1 << 20, "-d", "depth", "0,512,2048");
 }
@@ -72,14 +79,14 @@ Result<std::vector<int>> parse_test_sizes(const std::string& text, const char* f
 }
 
 Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions& o, const model::Model& m,
-                                                         ThreadPool& pool) {
+                                                        ThreadPool& pool) {
   engine::ModelRunner runner(m, pool);
   // One engine per depth, all alive at once, so the reps of the depths alternate.
   struct Depth {
     int d = 0;
     std::unique_ptr<engine::Engine> eng;
     std::unique_ptr<Bench> b;
-    std::vector<int32_t> tokens;  // the context already in the KV
+    std::vector<int32_t> tokens;            // the context already in the KV
     std::vector<EngineBenchResult> pp, tg;  // per entry of n_prompts / n_gens that is > 0
   };
   std::vector<int> pps, tgs;

@@ -15,7 +15,7 @@ namespace edgelm::tools {
 struct EngineBenchOptions {
   std::vector<int> n_prompts{128};  // one pp test per entry: prompt tokens (0: none)
   std::vector<int> n_gens{32};      // one tg test per entry: decode steps (0: none)
-  std::vector<int> depths{0};  // context already in the KV before each test
+  std::vector<int> depths{0};       // context already in the KV before each test
   int reps = 5;
   engine::EngineOptions engine;  // kv_type etc.; n_ctx and kv_memory_bytes are sized here
 };
@@ -23,8 +23,8 @@ struct EngineBenchOptions {
 struct EngineBenchResult {
   std::string test;  // "pp512", "tg32", "pp512@d2048", "tg32@d2048"
   int n_depth = 0;
-  int n_tokens = 0;            // tokens computed per rep (prompt tokens, or decode steps)
-  std::vector<double> rates;   // tok/s of each rep
+  int n_tokens = 0;           // tokens computed per rep (prompt tokens, or decode steps)
+  std::vector<double> rates;  // tok/s of each rep
 };
 
 // Per depth d: a request of d random tokens fills the KV once (untimed; its blocks stay in the
@@ -38,7 +38,11 @@ struct EngineBenchResult {
 // every test alike and ratios between them hold. Results: per depth, the pp tests then the tg
 // tests, in the order given.
 Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions& o, const model::Model& m,
-                                                         ThreadPool& pool);
+                                                        ThreadPool& pool);
+
+// The median of v: the middle value, or the mean of the two middle ones for an even count
+// (-r 2 reports the mean of its two runs, not the faster one); 0 when v is empty.
+double median_of(std::vector<double> v);
 
 // "0,512,2048" -> {0, 512, 2048}; every depth >= 0.
 Result<std::vector<int>> parse_depths(const std::string& text);
