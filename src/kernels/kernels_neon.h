@@ -4,11 +4,14 @@
 // and only baseline ARMv8.0 instructions (no dotprod / i8mm): unlike the x86 SIMD sources it
 // cannot run an instruction the CPU lacks, and the x86 linkage rules (kernels_x86.h) are not
 // needed. It is built only for AArch64 targets (src/kernels/CMakeLists.txt defines
-// EDGELM_HAVE_NEON_KERNELS there), and isa_kernels(Isa::neon) hands out its table.
+// EDGELM_HAVE_NEON_KERNELS there), with kernels_neon_legacy.cpp and kernels_neon_k.cpp (the
+// legacy and K formats' vec_dot rows, kernels_neon_rows.h), and isa_kernels(Isa::neon) hands out
+// its table.
 //
-// The multi-token GEMMs (gemm_neon.cpp) cover more types than the vec_dot rows: a type without
-// a NEON vec_dot runs the scalar one below the GEMM's token threshold, and an activation type
-// without a NEON quantizer (Q8_1, F16, BF16) is converted by the scalar one. They come in three
+// The vec_dot rows (single-token decode, below the GEMM's token threshold) and the multi-token
+// GEMMs (gemm_neon.cpp) cover the same weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K, Q6_K; every activation type they use (Q8_0, Q8_1, Q8_K, F16, BF16) has a
+// NEON quantizer. Q2_K and Q3_K run the scalar vec_dot. The GEMMs come in three
 // variants: baseline, dotprod (SDOT) and i8mm (SMMLA). Those two are compiled for their
 // extensions by pragmas on their code only, and are reached only through neon_kernels(level),
 // which checks the CPU first. There are three tables with the same vec_dot rows and one GEMM

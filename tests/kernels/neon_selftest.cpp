@@ -4,14 +4,18 @@
 //
 // Checks, mirroring tests/kernels/test_simd.cpp (same inputs in spirit, same error budgets; see
 // that file's header for how the budgets are derived):
-//  - ISA selection on AArch64: neon is supported, best, has a table; types the table lacks
+//  - ISA selection on AArch64: neon is supported, best, has a table with a vec_dot for every
+//    GEMM type and a quantizer for every activation type; types the table lacks (Q2_K, Q3_K)
 //    fall back to the scalar rows.
-//  - Activation quantizers (Q8_0, Q8_K): bytes identical to the scalar from_float on normal
-//    data of several scales and lengths, rounding ties, zeros, sign ties, huge and tiny values.
-//  - vec_dot (every row of the NEON table with a vec_dot): within the per-type budget of the
-//    scalar vec_dot on random-bit and quantized-Gaussian rows, all-zero blocks, extreme fp16
-//    scales (65504, the smallest normal), 1, 3, 7 blocks and an 11008-element row; the K
-//    formats bit-identical.
+//  - Activation quantizers (every row of the NEON table with a from_float: Q8_0, Q8_1, Q8_K,
+//    F16, BF16): bytes identical to the scalar from_float on normal data of several scales and
+//    lengths, rounding ties, zeros, sign ties, huge and tiny values; F16 and BF16 also on odd
+//    lengths, NaN, infinities, their overflow and rounding boundaries and subnormals.
+//  - vec_dot (every row of the NEON table with a vec_dot: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
+//    Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): within the per-type budget of the scalar vec_dot on
+//    random-bit and quantized-Gaussian rows, all-zero blocks, extreme fp16 scales (65504, the
+//    smallest normal; 16 for Q8_1's d, whose s must stay finite), 1, 3, 7 blocks and an
+//    11008-element row; the K formats bit-identical.
 //  - Multi-token GEMMs (gemm_neon.cpp: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16,
 //    BF16), each variant the CPU has (baseline, dotprod, i8mm; one the CPU lacks prints SKIPPED
 //    and runs nothing): matmul_with(variant table) against matmul_with(scalar table), which runs
@@ -90,20 +94,26 @@ void test_selection() {
   if (k == nullptr) return;
   for (size_t a = 0; a < k->rows.size(); ++a)
     for (size_t b = a + 1; b < k->rows.size(); ++b) expect(k->rows[a].type != k->rows[b].type, "one row per type");
-  for (DType t : {DType::f32, DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k})
+  // A vec_dot for every weight type of the GEMMs, a quantizer for every activation type they use.
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0,
+                  DType::q4_k, DType::q5_k, DType::q6_k}) {
     expect(k->vec_dot(t) != nullptr && k->vec_dot(t) != traits_of(t).vec_dot, "neon vec_dot for " + name_of(t));
-  for (DType t : {DType::q8_0, DType::q8_k})
+    const ResolvedKernels r = kernel_or_scalar(*k, t);
+    const DType at = traits_of(t).vec_dot_type;
+    expect(r.vec_dot == k->vec_dot(t) && r.vec_dot_type == at, name_of(t) + " resolves to the neon vec_dot");
+    // F32 activations are copied: the scalar memcpy, no NEON row.
+    expect(r.quantize_activation == (t == DType::f32 ? traits_of(at).from_float : k->from_float(at)),
+           name_of(t) + " resolves to the neon quantizer of " + name_of(at));
+  }
+  for (DType t : {DType::q8_0, DType::q8_1, DType::q8_k, DType::f16, DType::bf16})
     expect(k->from_float(t) != nullptr && k->from_float(t) != traits_of(t).from_float,
            "neon from_float for " + name_of(t));
-  ResolvedKernels r = kernel_or_scalar(*k, DType::q4_k);
-  expect(r.vec_dot == k->vec_dot(DType::q4_k) && r.quantize_activation == k->from_float(DType::q8_k),
-         "q4_k resolves to neon");
-  r = kernel_or_scalar(*k, DType::q5_k);  // no NEON vec_dot: scalar, with the NEON Q8_K quantizer
-  expect(r.vec_dot == traits_of(DType::q5_k).vec_dot && r.quantize_activation == k->from_float(DType::q8_k),
-         "q5_k falls back to scalar vec_dot");
-  r = kernel_or_scalar(*k, DType::q4_1);  // nothing: both scalar
-  expect(r.vec_dot == traits_of(DType::q4_1).vec_dot && r.quantize_activation == traits_of(DType::q8_1).from_float,
-         "q4_1 falls back to scalar");
+  for (DType t : {DType::q2_k, DType::q3_k}) {  // no NEON vec_dot: scalar, with the NEON Q8_K quantizer
+    const ResolvedKernels r = kernel_or_scalar(*k, t);
+    expect(k->vec_dot(t) == nullptr && r.vec_dot == traits_of(t).vec_dot &&
+               r.quantize_activation == k->from_float(DType::q8_k),
+           name_of(t) + " falls back to the scalar vec_dot");
+  }
   expect(choose_isa("NEON").isa == Isa::neon && choose_isa("neon").warning.empty(), "EDGELM_ISA=neon honoured");
   expect(choose_isa("avx2").isa == Isa::neon && !choose_isa("avx2").warning.empty(), "EDGELM_ISA=avx2 falls back");
 }
@@ -154,16 +164,52 @@ std::vector<std::pair<std::string, std::vector<float>>> quantizer_inputs() {
   return in;
 }
 
+// F16 and BF16 only (one-element blocks): odd lengths (the 4-lane loops' tails), random bit
+// patterns (NaNs with any payload, subnormals, everything), and the conversions' special values
+// at every lane position.
+std::vector<std::pair<std::string, std::vector<float>>> float_quantizer_inputs() {
+  std::vector<std::pair<std::string, std::vector<float>>> in;
+  for (int64_t n : {1, 2, 3, 5, 7, 9, 33, 101})
+    in.push_back({"normal n " + std::to_string(n), normal_data(n, static_cast<uint32_t>(7 * n), 10.0f)});
+  {
+    std::mt19937 rng(99);
+    std::vector<float> x(4099);
+    for (float& v : x) v = bits_to_float(static_cast<uint32_t>(rng()));
+    in.push_back({"random bits", x});
+  }
+  const uint32_t specials[] = {
+      0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7fffffff, 0xffbfffff, 0x7fa00000,  // NaNs
+      0x7f800000, 0xff800000, 0x00000000, 0x80000000, 0x7f7fffff, 0xff7fffff,              // inf, 0, max
+      0x477fe000, 0x477fefff, 0x477ff000, 0xc77ff000, 0x47800000, 0x4f000000,              // F16 overflow
+      0x38800000, 0x387fffff, 0x387fe000, 0x33800000, 0x33000000, 0x33000001, 0xb3000001,  // F16 subnormals
+      0x33c00000, 0x34200000, 0x32ffffff, 0x00000001, 0x807fffff, 0x00400000,              // and float ones
+      0x3f801000, 0x3f803000, 0x3f801001, 0xbf801000, 0x3f800fff,                          // F16 ties
+      0x3f808000, 0x3f818000, 0x3f808001, 0xbf808000, 0x3f807fff, 0x7f7f8000, 0x7f7f7fff,  // BF16 ties
+  };
+  std::vector<float> x;
+  for (int shift = 0; shift < 4; ++shift) {  // each special in every lane, and in the tail
+    for (int k = 0; k < shift; ++k) x.push_back(0.5f);
+    for (uint32_t b : specials) x.push_back(bits_to_float(b));
+  }
+  in.push_back({"specials", x});
+  return in;
+}
+
 void test_quantizers() {
   const IsaKernels& k = *isa_kernels(Isa::neon);
   const auto inputs = quantizer_inputs();
-  for (DType type : {DType::q8_0, DType::q8_k}) {
+  const auto float_inputs = float_quantizer_inputs();
+  for (const IsaKernelRow& row : k.rows) {
+    if (row.from_float == nullptr) continue;
+    const DType type = row.type;
+    std::vector<std::pair<std::string, std::vector<float>>> all = inputs;
+    if (dtype_traits(type).block_size == 1) all.insert(all.end(), float_inputs.begin(), float_inputs.end());
     int cases = 0;
-    for (const auto& [what, x] : inputs) {
+    for (const auto& [what, x] : all) {
       const auto n = static_cast<int64_t>(x.size());
       std::vector<uint8_t> want = row_bytes(type, n), got(want.size(), 0xa5);
       traits_of(type).from_float(x.data(), want.data(), n);
-      k.from_float(type)(x.data(), got.data(), n);
+      row.from_float(x.data(), got.data(), n);
       const size_t bs = dtype_traits(type).type_size;
       size_t bad = want.size();
       for (size_t b = 0; b < want.size(); b += bs)
@@ -238,6 +284,15 @@ std::vector<uint8_t> random_activations(DType weight, int64_t n, std::mt19937& r
     for (int64_t i = 0; i < n / kQK; ++i) {
       b[i].d = pick_half(rng, h);
       for (int8_t& v : b[i].qs) v = static_cast<int8_t>(q(rng));
+    }
+  } else if (type == DType::q8_1) {
+    // s = d * sum(q) is stored in fp16: a d of 65504 would make it infinite, so "huge" is 16.
+    auto* b = reinterpret_cast<BlockQ8_1*>(bytes.data());
+    for (int64_t i = 0; i < n / kQK; ++i) {
+      b[i].d = pick_half(rng, h == kHalfMax ? uint16_t{0x4c00} : h);
+      int sum = 0;
+      for (int8_t& v : b[i].qs) sum += v = static_cast<int8_t>(q(rng));
+      b[i].s = fp32_to_fp16(fp16_to_fp32(b[i].d) * static_cast<float>(sum));
     }
   } else if (type == DType::q8_k) {
     auto* b = reinterpret_cast<BlockQ8_K*>(bytes.data());

@@ -24,9 +24,10 @@
 //  - Q4_1, Q5_1 (scale term + min term per block): k = 2 nb + 4 each: 11008 -> 1392u = 8.3e-5.
 //  - Q4_K, Q5_K, Q6_K: budget as 2 nb + 4, but these kernels are in fact bit-identical to the
 //    scalar ones (same integer sums, same float expression, same order) and are tested so.
-//  - F32, F16: products are exact in double (scalar) and fused (SIMD, F16 products are exact
-//    even in float); the scalar sums in double and rounds once (k = 2), the SIMD kernels keep
-//    at least 16 lanes (k = n / 16 + 8): 11008 -> 706u = 4.2e-5; 100 elements -> 24u = 1.4e-6.
+//  - F32, F16, BF16: products are exact in double (scalar) and fused (SIMD; F16 and BF16
+//    products are exact even in float); the scalar sums in double and rounds once (k = 2), the
+//    SIMD kernels keep at least 16 lanes (k = n / 16 + 8): 11008 -> 706u = 4.2e-5; 100
+//    elements -> 24u = 1.4e-6.
 // These are worst-case bounds, so no input can fail on legitimate reassociation; the observed
 // errors (printed per test) are 10 to 1000 times smaller. A wrong quant in a 32-block changes
 // the result by ~1/32 of a block's magnitude, far above the budgets of the short rows.
@@ -94,8 +95,8 @@ TEST(IsaSelection, NamesSupportAndTables) {
     // One row per type.
     for (size_t a = 0; a < k->rows.size(); ++a)
       for (size_t b = a + 1; b < k->rows.size(); ++b) EXPECT_NE(k->rows[a].type, k->rows[b].type);
-    // The x86 tables cover every type; NEON covers the hot subset (others fall back to scalar).
-    if (isa == Isa::avx2 || isa == Isa::avxvnni || isa == Isa::avx512 || isa == Isa::amx) {
+    // The x86 and NEON tables cover every one of these types (others fall back to scalar).
+    if (isa != Isa::scalar) {
       for (DType t : kVecDotTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
       for (DType t : kActivationTypes) EXPECT_NE(k->from_float(t), nullptr) << name_of(t);
     }
@@ -157,10 +158,15 @@ TEST(IsaSelection, KernelOrScalarFallsBackPerRole) {
     r = kernel_or_scalar(k, DType::q2_k);
     EXPECT_EQ(r.vec_dot, traits_of(DType::q2_k).vec_dot);
     EXPECT_EQ(r.quantize_activation, k.from_float(DType::q8_k));
-    // BF16: nothing in the SIMD table at all.
+    // BF16: nothing in the x86 SIMD tables at all (both roles scalar); NEON has both.
     r = kernel_or_scalar(k, DType::bf16);
-    EXPECT_EQ(r.vec_dot, traits_of(DType::bf16).vec_dot);
-    EXPECT_EQ(r.quantize_activation, traits_of(DType::bf16).from_float);
+    if (isa == Isa::neon) {
+      EXPECT_EQ(r.vec_dot, k.vec_dot(DType::bf16));
+      EXPECT_EQ(r.quantize_activation, k.from_float(DType::bf16));
+    } else {
+      EXPECT_EQ(r.vec_dot, traits_of(DType::bf16).vec_dot);
+      EXPECT_EQ(r.quantize_activation, traits_of(DType::bf16).from_float);
+    }
   }
   EXPECT_EQ(kernel_or_scalar(*isa_kernels(Isa::scalar), DType::iq2_xxs).vec_dot, nullptr);
 }
@@ -381,7 +387,7 @@ const Fields* fields_of(DType t) {
   return nullptr;
 }
 
-bool is_float(DType t) { return t == DType::f32 || t == DType::f16; }
+bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 bool is_k(DType t) { return dtype_traits(t).block_size == kQK_K; }
 
 void put_half(std::vector<uint8_t>& bytes, size_t at, uint16_t h) { std::memcpy(bytes.data() + at, &h, 2); }
