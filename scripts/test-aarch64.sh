@@ -29,7 +29,8 @@ sources=(
   src/kernels/isa.cpp src/kernels/quant_traits.cpp src/kernels/quants_legacy.cpp src/kernels/quants_k.cpp
   src/kernels/quants_k_quantize.cpp src/kernels/kernels_neon.cpp src/kernels/kernels_neon_legacy.cpp
   src/kernels/kernels_neon_k.cpp src/kernels/gemm_neon.cpp src/kernels/matmul.cpp
-  tests/kernels/neon_selftest.cpp
+  src/kernels/attention_kernels.cpp src/kernels/attention_neon.cpp
+  tests/kernels/neon_selftest.cpp tests/kernels/neon_attention_check.cpp
 )
 golden_sources=(
   src/core/log.cpp src/core/mmap_file.cpp src/core/byte_size.cpp src/core/huge_pages.cpp
@@ -59,7 +60,7 @@ objs=()         # the self-test: the kernels and core sources
 golden_objs=()  # the golden run: the same minus the self-test's main, plus golden_sources
 for src in "${sources[@]}"; do
   objs+=("$(obj_of "$src")")
-  [ "$src" = tests/kernels/neon_selftest.cpp ] || golden_objs+=("$(obj_of "$src")")
+  case "$src" in tests/kernels/neon_selftest.cpp | tests/kernels/neon_attention_check.cpp) ;; *) golden_objs+=("$(obj_of "$src")") ;; esac
 done
 for src in "${golden_sources[@]}"; do golden_objs+=("$(obj_of "$src")"); done
 pids=()

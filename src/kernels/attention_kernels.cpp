@@ -8,7 +8,10 @@
 #include <limits>
 
 #include "core/check.h"
+#include "kernels/attention_neon.h"
+#if defined(EDGELM_HAVE_X86_KERNELS)
 #include "kernels/attention_x86.h"
+#endif
 #include "kernels/fp16.h"
 #include "kernels/quants_legacy.h"
 
@@ -55,7 +58,7 @@ namespace detail {
 
 // One KV head (the slice at kv.col0), n_q <= kAttnGroupHeads query heads.
 static void partial_one_head(const AttnKv& kv, const float* q, int32_t n_q, float scale, int32_t p0, int32_t p1,
-                      AttnState out) {
+                             AttnState out) {
   const int64_t D = kv.head_dim;
   for (int32_t h = 0; h < n_q; ++h) {
     out.m[h] = -std::numeric_limits<float>::infinity();
@@ -130,8 +133,13 @@ const AttentionKernels* attention_kernels(Isa isa) {
 #else
       return nullptr;
 #endif
-    case Isa::scalar:
-    case Isa::neon: return &kScalarAttention;
+    case Isa::neon:
+#if defined(EDGELM_HAVE_NEON_KERNELS) && defined(__aarch64__)
+      return &neon::kNeonAttention;
+#else
+      return nullptr;  // not reached: isa_supported(neon) is false off AArch64
+#endif
+    case Isa::scalar: return &kScalarAttention;
   }
   return nullptr;
 }
@@ -159,8 +167,7 @@ void attention_partial(const AttentionKernels& k, const AttnKv& kv, const float*
   }
 }
 
-void attention_fold(int32_t n_q, int32_t head_dim, AttnState state, const float* m, const float* l,
-                    const float* acc) {
+void attention_fold(int32_t n_q, int32_t head_dim, AttnState state, const float* m, const float* l, const float* acc) {
   for (int32_t h = 0; h < n_q; ++h) {
     const float m_new = std::max(state.m[h], m[h]);
     // e^0 is 1 exactly: the side that holds the max skips the exp.

@@ -23,7 +23,8 @@
 //  - The scalar kernel handles any head_dim and is the oracle; the AVX2 kernel (attention_avx2.cpp,
 //    per-file -mavx2 -mfma -mf16c) and the AVX-512 one (attention_avx512.cpp, the flags of
 //    kernels_avx512.cpp), internal linkage, reached only through attention_kernels() after the
-//    CPU check of isa.h, need head_dim % 8 == 0 and fall back to scalar otherwise.
+//    CPU check of isa.h, and the NEON one (attention_neon.cpp, baseline AArch64) need
+//    head_dim % 8 == 0 and fall back to scalar otherwise.
 //  - q8_0 rows are whole 32-element blocks (kv::KvStore guarantees it); a head's slice may start
 //    anywhere in a row (col0), e.g. inside a block when head_dim is not a multiple of 32.
 #pragma once
@@ -100,7 +101,7 @@ struct AttentionKernels {
 };
 
 // The attention kernels of `isa` (avx2 and avxvnni: the AVX2 kernel; avx512 and amx: the AVX-512 one), or nullptr
-// when the CPU cannot run them. Isa::scalar and neon get the scalar kernel.
+// when the CPU cannot run them; neon: the NEON kernel (AArch64 builds only).
 const AttentionKernels* attention_kernels(Isa isa);
 // Those of the active ISA (active_isa()); never null.
 const AttentionKernels& active_attention_kernels();

@@ -26,6 +26,8 @@
 //    ranges that start inside a group. Budget as tests/kernels/test_gemm.cpp: (2 nb + 16) u mag,
 //    nb the sub-blocks of a row (16-element ones for Q6_K, single elements for the float types),
 //    mag = sum_i (|w_i| + 2 |min_i|) |a_i| (min_i: the min part of Q4_1, Q5_1, Q4_K, Q5_K).
+//  - Attention (attention_neon.cpp) against the scalar kernel over paged f32 / f16 / q8_0
+//    contexts, K as rows and transposed (neon_attention_check.cpp, which says how).
 // Usage: neon_selftest [--expect LEVEL,...]: each named GEMM level (base, dotprod, i8mm) must be
 // supported by the CPU, so that a CPU model that should have a feature cannot skip it silently.
 // Prints one line per failure, a summary per group, and "N passed, M failed, K skipped" last;
@@ -48,6 +50,7 @@
 #include "kernels/quant_traits.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
+#include "neon_attention_check.h"
 
 namespace edgelm::kernels {
 namespace {
@@ -678,6 +681,9 @@ int main(int argc, char** argv) {
     test_quantizers();
     test_vec_dot();
     test_gemm(expected);
+    const CheckCounts attention = check_neon_attention();  // neon_attention_check.cpp
+    g_passed += attention.passed;
+    g_failed += attention.failed;
   }
   std::printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
   return g_failed == 0 ? 0 : 1;
