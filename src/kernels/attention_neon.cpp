@@ -19,6 +19,7 @@
 //      column registers converted once for the 4 heads (FMLA by a scalar weight).
 // Results differ from the scalar kernel by float reassociation only (tests/kernels/neon_selftest.cpp).
 #include "kernels/attention_neon.h"
+#include "kernels/attention_groups.h"
 
 #if defined(EDGELM_HAVE_NEON_KERNELS) && defined(__aarch64__)
 
@@ -258,24 +259,13 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
       for (int32_t g = 0; g < gqa; g += kAttnGroupHeads) {
         const int64_t j = int64_t{h} * gqa + g;
         const int64_t col = kv.col0 + h * D;
-        const auto run = [&]<int NQ>() {
+        with_group_heads(gqa - g < kAttnGroupHeads ? gqa - g : kAttnGroupHeads, [&]<int NQ>() {
           tile_group<T, NQ>(kv, t0, rows[0], rows[1], n, col, D, q + j * D, scale, out.m + j, out.l + j,
                             out.acc + j * D);
-        };
-        switch (gqa - g < kAttnGroupHeads ? gqa - g : kAttnGroupHeads) {
-          case 1: run.template operator()<1>(); break;
-          case 2: run.template operator()<2>(); break;
-          case 3: run.template operator()<3>(); break;
-          case 4: run.template operator()<4>(); break;
-          case 5: run.template operator()<5>(); break;
-          case 6: run.template operator()<6>(); break;
-          case 7: run.template operator()<7>(); break;
-          default: run.template operator()<8>(); break;
-        }
+        });
       }
   }
 }
-static_assert(kAttnGroupHeads == 8, "partial_typed instantiates groups of 1..8 heads");
 
 void partial_x8(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, float scale, int32_t p0, int32_t p1,
                 AttnState out) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention_groups.h"
 #include "kernels/attention_kernels.h"
 
 #include <xmmintrin.h>  // _mm_prefetch (SSE: every x86-64 CPU)
@@ -30,23 +31,6 @@ inline void touch_rows(const std::byte* const* r, int32_t n, size_t row_bytes) {
   }
   __asm__ volatile("" : : "r"(sink));
 }
-
-// f.template operator()<NQ>() for a group of nq query heads, NQ = nq in 1..kAttnGroupHeads
-// (kAttnGroupHeads above): the kernels' per-group code is instantiated per head count.
-template <typename F>
-inline void with_group_heads(int nq, F&& f) {
-  switch (nq) {
-    case 1: return f.template operator()<1>();
-    case 2: return f.template operator()<2>();
-    case 3: return f.template operator()<3>();
-    case 4: return f.template operator()<4>();
-    case 5: return f.template operator()<5>();
-    case 6: return f.template operator()<6>();
-    case 7: return f.template operator()<7>();
-    default: return f.template operator()<8>();
-  }
-}
-static_assert(kAttnGroupHeads == 8, "with_group_heads instantiates 1..8");
 
 // K transposed (AttnKv::k_transposed): touches, as touch_rows does, the keys of elements
 // [kv.col0, kv.col0 + n_cols) of every block that positions [t0, t0 + n) are in (one run per

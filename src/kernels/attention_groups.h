@@ -1,0 +1,31 @@
+// Internal to the kernels library: the SIMD attention kernels' dispatch on the size of a group
+// of query heads (attention_x86.h, attention_neon.cpp).
+#pragma once
+
+#include "kernels/attention_kernels.h"
+
+namespace edgelm::kernels {
+
+// Internal linkage on purpose: each kernel file gets its own copy, compiled with its own flags
+// (the rules of kernels_x86.h).
+namespace {
+
+// f.template operator()<NQ>() for a group of nq query heads, NQ = nq in 1..kAttnGroupHeads: the
+// kernels' per-group code is instantiated per head count.
+template <typename F>
+inline void with_group_heads(int nq, F&& f) {
+  switch (nq) {
+    case 1: return f.template operator()<1>();
+    case 2: return f.template operator()<2>();
+    case 3: return f.template operator()<3>();
+    case 4: return f.template operator()<4>();
+    case 5: return f.template operator()<5>();
+    case 6: return f.template operator()<6>();
+    case 7: return f.template operator()<7>();
+    default: return f.template operator()<8>();
+  }
+}
+static_assert(kAttnGroupHeads == 8, "with_group_heads instantiates 1..8");
+
+}  // namespace
+}  // namespace edgelm::kernels
