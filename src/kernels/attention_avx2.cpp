@@ -29,8 +29,8 @@
 namespace edgelm::kernels::x86 {
 namespace {
 
-constexpr int kQ8Block = 32;        // elements per q8_0 block
-constexpr int kQ8BlockBytes = 34;   // fp16 scale + 32 int8
+constexpr int kQ8Block = 32;       // elements per q8_0 block
+constexpr int kQ8BlockBytes = 34;  // fp16 scale + 32 int8
 
 // Elements [i, i + 8) of a row of the stored type (i % 8 == 0).
 template <KvElem T>
@@ -47,7 +47,6 @@ inline __m256 load8(const std::byte* row, int64_t i) {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(_cvtsh_ss(d)));
   }
 }
-
 
 // Lane g = the sum of a[g]'s lanes, for g < NQ (0 beyond).
 template <int NQ>
@@ -116,8 +115,8 @@ __m256 scores_rows(const std::byte* const* k_rows, int32_t n, int64_t col, int64
 // (one head's 8 chains with 8 broadcasts per dimension ran at 44 cycles per position, these at
 // 35, measured apart on Zen 5).
 template <KvElem T, int HN>
-inline void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const float* q, __m256 vscale,
-                     float softcap, int32_t lo, int32_t hi, float (*w)[kW], LineCursor* pf) {
+inline void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const float* q, __m256 vscale, float softcap,
+                     int32_t lo, int32_t hi, float (*w)[kW], LineCursor* pf) {
   constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
   __m256 a[2 * HN];
 #pragma GCC unroll 8
@@ -165,10 +164,10 @@ int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t 
   const size_t dim_stride = static_cast<size_t>(kv.block_size) * kElem;  // bytes from one dimension to the next
   for (int32_t i = 0; i < n_groups; ++i) {
     const int32_t p = p_first + 16 * i;
-    const std::byte* keys = kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride +
-                            (static_cast<size_t>(col) * static_cast<size_t>(kv.block_size) +
-                             static_cast<size_t>(p % kv.block_size)) *
-                                kElem;
+    const std::byte* keys =
+        kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride +
+        (static_cast<size_t>(col) * static_cast<size_t>(kv.block_size) + static_cast<size_t>(p % kv.block_size)) *
+            kElem;
     const int32_t lo = off - 16 * i, hi = off + n - 16 * i;  // lanes of the tile: [lo, hi)
     float(*wi)[kW] = reinterpret_cast<float(*)[kW]>(&w[0][16 * i]);
     if constexpr (NQ >= 4) scores16<T, 4>(keys, dim_stride, D, q, vscale, softcap, lo, hi, wi, pf);
@@ -254,9 +253,9 @@ void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, c
 // group of NQ query heads (q [NQ, D]): updates the group's running max m8 [8 lanes], sum l8 [8
 // lanes] and accumulator acc [NQ, D]. softcap > 0: scores soft-capped after the scale.
 template <KvElem T, int NQ>
-void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, const std::byte* const* v_rows,
-                int32_t n, int64_t col, int64_t D, const float* q, __m256 vscale, float softcap, float* m8, float* l8,
-                float* acc, LineCursor* pf) {
+void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n,
+                int64_t col, int64_t D, const float* q, __m256 vscale, float softcap, float* m8, float* l8, float* acc,
+                LineCursor* pf) {
   alignas(32) float corr[8];
   if constexpr (T != KvElem::q8_0) {
     if (kv.k_transposed) {
@@ -317,7 +316,7 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
   for (int64_t i = 0; i < int64_t{n_kv} * gqa * D; i += 8) _mm256_storeu_ps(out.acc + i, _mm256_setzero_ps());
   const __m256 vscale = _mm256_set1_ps(scale);
   const std::byte* rows[2][kAttnTile];  // [K, V][position in tile] of the current tile
-  auto fill = [&](const std::byte* (*r)[kAttnTile], int32_t t0) {
+  auto fill = [&](const std::byte*(*r)[kAttnTile], int32_t t0) {
     const int32_t n = p1 - t0 < kAttnTile ? p1 - t0 : kAttnTile;
     int32_t blk = t0 / kv.block_size, slot = t0 % kv.block_size;
     for (int32_t t = 0; t < n; ++t) {
@@ -353,8 +352,8 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
         add_tile_runs(kv, t0 + kAttnTile, t0 + 2 * kAttnTile < p1 ? t0 + 2 * kAttnTile : p1, int64_t{n_kv} * D, cursor);
         pf = &cursor;
       } else if (kv.prefetch_end > p1) {  // the last tile: the first of the caller's next range
-        add_tile_runs(kv, p1, p1 + kAttnTile < kv.prefetch_end ? p1 + kAttnTile : kv.prefetch_end,
-                      int64_t{n_kv} * D, cursor);
+        add_tile_runs(kv, p1, p1 + kAttnTile < kv.prefetch_end ? p1 + kAttnTile : kv.prefetch_end, int64_t{n_kv} * D,
+                      cursor);
         pf = &cursor;
       }
     } else {
@@ -381,11 +380,7 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
 
 void partial_x8(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, float scale, int32_t p0, int32_t p1,
                 AttnState out) {
-  switch (kv.type) {
-    case KvElem::f32: return partial_typed<KvElem::f32>(kv, q, n_kv, gqa, scale, p0, p1, out);
-    case KvElem::f16: return partial_typed<KvElem::f16>(kv, q, n_kv, gqa, scale, p0, p1, out);
-    case KvElem::q8_0: return partial_typed<KvElem::q8_0>(kv, q, n_kv, gqa, scale, p0, p1, out);
-  }
+  with_kv_elem(kv.type, [&]<KvElem T>() { partial_typed<T>(kv, q, n_kv, gqa, scale, p0, p1, out); });
 }
 
 }  // namespace

@@ -198,8 +198,8 @@ constexpr int kW = kAttnTile + 16;
 
 // All of the tile's values for the weights at w[t * kTS + g * kGS] (see value_step).
 template <KvElem T, int NQ, int kTS, int kGS>
-inline void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, const float* w,
-                   const float* corr, float* acc, LineCursor* pf = nullptr) {
+inline void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, const float* w, const float* corr,
+                   float* acc, LineCursor* pf = nullptr) {
   const int64_t D16 = D & ~int64_t{15};
   for (int64_t j = 0; j < D16; j += 16) value_step<T, NQ, false, kTS, kGS>(v_rows, n, col, j, D, w, corr, acc, pf);
   if (D16 < D) value_step<T, NQ, true, kTS, kGS>(v_rows, n, col, D16, D, w, corr, acc, pf);
@@ -219,10 +219,10 @@ int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t 
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   for (int32_t i = 0; i < n_groups; ++i) {
     const int32_t p = p_first + 16 * i;
-    const std::byte* keys = kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride +
-                            (static_cast<size_t>(col) * static_cast<size_t>(kv.block_size) +
-                             static_cast<size_t>(p % kv.block_size)) *
-                                kElem;
+    const std::byte* keys =
+        kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride +
+        (static_cast<size_t>(col) * static_cast<size_t>(kv.block_size) + static_cast<size_t>(p % kv.block_size)) *
+            kElem;
     __m512 a[NQ];
     for (int g = 0; g < NQ; ++g) a[g] = _mm512_setzero_ps();
     LineCursor c = LineCursor::local(pf);
@@ -234,7 +234,7 @@ int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t 
     LineCursor::store(pf, c);
     // Lane L is tile position 16 * i + L - off: inside the tile when 0 <= it < n.
     const int32_t lo = off - 16 * i, hi = off + n - 16 * i;
-    const uint32_t below = lo <= 0 ? 0u : (1u << lo) - 1u;  // lo < 16
+    const uint32_t below = lo <= 0 ? 0u : (1u << lo) - 1u;       // lo < 16
     const uint32_t upto = hi >= 16 ? 0xFFFFu : (1u << hi) - 1u;  // hi > 0
     const auto outside = static_cast<__mmask16>(~(upto & ~below) & 0xFFFFu);
     for (int g = 0; g < NQ; ++g) {
@@ -250,9 +250,9 @@ int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t 
 // group of NQ query heads (q [NQ, D]): updates the group's running max m8 [8 lanes], sum l8 [8
 // lanes] and accumulator acc [NQ, D]. softcap > 0: scores soft-capped after the scale.
 template <KvElem T, int NQ>
-void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, const std::byte* const* v_rows,
-                int32_t n, int64_t col, int64_t D, const float* q, __m512 vscale, float softcap, float* m8, float* l8,
-                float* acc, LineCursor* pf) {
+void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, const std::byte* const* v_rows, int32_t n,
+                int64_t col, int64_t D, const float* q, __m512 vscale, float softcap, float* m8, float* l8, float* acc,
+                LineCursor* pf) {
   alignas(32) float corr[8];
   if constexpr (T != KvElem::q8_0) {
     if (kv.k_transposed) {
@@ -409,8 +409,8 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
           add_tile_runs(kv, f0, f1, int64_t{n_kv} * D, cursor);
           pf = &cursor;
         } else if (kv.prefetch_end > p1) {  // the last tile: the first of the caller's next range
-          add_tile_runs(kv, p1, p1 + kAttnTile < kv.prefetch_end ? p1 + kAttnTile : kv.prefetch_end,
-                        int64_t{n_kv} * D, cursor);
+          add_tile_runs(kv, p1, p1 + kAttnTile < kv.prefetch_end ? p1 + kAttnTile : kv.prefetch_end, int64_t{n_kv} * D,
+                        cursor);
           pf = &cursor;
         }
       } else {
@@ -444,11 +444,7 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
 
 void partial_x8(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, float scale, int32_t p0, int32_t p1,
                 AttnState out) {
-  switch (kv.type) {
-    case KvElem::f32: return partial_typed<KvElem::f32>(kv, q, n_kv, gqa, scale, p0, p1, out);
-    case KvElem::f16: return partial_typed<KvElem::f16>(kv, q, n_kv, gqa, scale, p0, p1, out);
-    case KvElem::q8_0: return partial_typed<KvElem::q8_0>(kv, q, n_kv, gqa, scale, p0, p1, out);
-  }
+  with_kv_elem(kv.type, [&]<KvElem T>() { partial_typed<T>(kv, q, n_kv, gqa, scale, p0, p1, out); });
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Internal to the kernels library: the SIMD attention kernels' dispatch on the size of a group
-// of query heads (attention_x86.h, attention_neon.cpp).
+// of query heads and on the stored K/V type (attention_x86.h, attention_neon.cpp).
 #pragma once
 
 #include "kernels/attention_kernels.h"
@@ -26,6 +26,16 @@ inline void with_group_heads(int nq, F&& f) {
   }
 }
 static_assert(kAttnGroupHeads == 8, "with_group_heads instantiates 1..8");
+
+// f.template operator()<T>() for the stored element type t: the kernels are instantiated per type.
+template <typename F>
+inline void with_kv_elem(KvElem t, F&& f) {
+  switch (t) {
+    case KvElem::f32: return f.template operator()<KvElem::f32>();
+    case KvElem::f16: return f.template operator()<KvElem::f16>();
+    case KvElem::q8_0: return f.template operator()<KvElem::q8_0>();
+  }
+}
 
 }  // namespace
 }  // namespace edgelm::kernels

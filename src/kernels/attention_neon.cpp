@@ -269,11 +269,7 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
 
 void partial_x8(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, float scale, int32_t p0, int32_t p1,
                 AttnState out) {
-  switch (kv.type) {
-    case KvElem::f32: return partial_typed<KvElem::f32>(kv, q, n_kv, gqa, scale, p0, p1, out);
-    case KvElem::f16: return partial_typed<KvElem::f16>(kv, q, n_kv, gqa, scale, p0, p1, out);
-    case KvElem::q8_0: return partial_typed<KvElem::q8_0>(kv, q, n_kv, gqa, scale, p0, p1, out);
-  }
+  with_kv_elem(kv.type, [&]<KvElem T>() { partial_typed<T>(kv, q, n_kv, gqa, scale, p0, p1, out); });
 }
 
 }  // namespace
