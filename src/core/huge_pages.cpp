@@ -31,6 +31,14 @@ Result<HugePageBuffer> HugePageBuffer::allocate(size_t bytes) {
   return b;
 }
 
+void HugePageBuffer::prefault() {
+  constexpr size_t kPage = 4096;  // the smallest page size; a huge page takes its first write only
+  for (size_t i = 0; i < mapped_; i += kPage) {
+    volatile std::byte* p = data_ + i;
+    *p = *p;
+  }
+}
+
 HugePageBuffer::~HugePageBuffer() {
   if (data_ != nullptr) munmap(data_, mapped_);
 }

@@ -45,6 +45,7 @@ Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer
         kv::kv_type_name(opts.kv_type));
   }
   EDGELM_TRY(kv::KvStore store, kv::KvStore::create(c, n_blocks, opts.block_size, opts.kv_type));
+  if (opts.prefault_kv) store.prefault();
   std::unique_ptr<Drafter> drafter;
   if (opts.spec.mode == SpecMode::ngram) drafter = std::make_unique<NgramDrafter>(opts.spec.ngram_n);
   if (opts.spec.mode == SpecMode::draft) {

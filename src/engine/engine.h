@@ -46,6 +46,11 @@ struct EngineOptions {
   int32_t n_ctx = 0;                           // positions per sequence; 0: the model's trained context
   SchedulerOptions scheduler;
   SpecOptions spec;  // speculative decoding; off by default
+  // Commit the KV pool's memory at create() instead of page by page as blocks are first written.
+  // Off by default: a server's pool costs memory only as far as it has been used. bench
+  // --concurrency turns it on because it builds a fresh engine per repetition and times what a
+  // warm server does, whose pages are already there.
+  bool prefault_kv = false;
 #ifdef NDEBUG
   bool check_invariants = false;
 #else

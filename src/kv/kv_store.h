@@ -57,6 +57,8 @@ class KvStore {
   void write(int32_t layer, BlockId block, int32_t slot, const float* k, const float* v);
   void read_k(int32_t layer, BlockId block, int32_t slot, float* out) const;  // out: [n_embd_kv]
   void read_v(int32_t layer, BlockId block, int32_t slot, float* out) const;  // out: [n_embd_kv]
+  // Commits the whole store's memory now (HugePageBuffer::prefault); the data is unchanged.
+  void prefault() { data_.prefault(); }
   // All layers, K and V, of src into dst (dst != src).
   void copy_block(BlockId dst, BlockId src);
 

@@ -44,6 +44,11 @@ Result<ConcurrencySample> measure_concurrency(const ConcurrencyBenchOptions& o, 
   engine::EngineOptions eo = o.engine;
   eo.scheduler.max_batch_size = std::max(eo.scheduler.max_batch_size, n);
   eo.scheduler.max_batch_tokens = std::max(eo.scheduler.max_batch_tokens, eo.scheduler.max_batch_size);
+  // A fresh engine per repetition, its KV memory committed before the clock starts: otherwise
+  // every repetition's first writes to each layer's blocks fault in and zero 2 MiB pages inside
+  // the timed run, which a warm server never does (profiled on a VM whose host was slow to back
+  // new memory: about a tenth of a c=8 run's wall time in the kernel's clear_page).
+  eo.prefault_kv = true;
   EDGELM_TRY(auto eng, engine::Engine::create(runner, nullptr, eo));
   const int32_t n_vocab = runner.config().n_vocab;
   std::uniform_int_distribution<int32_t> tok(1, n_vocab - 1);
