@@ -29,9 +29,6 @@
 namespace edgelm::kernels::x86 {
 namespace {
 
-constexpr int kQ8Block = 32;       // elements per q8_0 block
-constexpr int kQ8BlockBytes = 34;  // fp16 scale + 32 int8
-
 // Elements [i, i + 8) of a row of the stored type (i % 8 == 0).
 template <KvElem T>
 inline __m256 load8(const std::byte* row, int64_t i) {

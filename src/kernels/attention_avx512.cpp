@@ -42,9 +42,6 @@
 namespace edgelm::kernels::x86 {
 namespace {
 
-constexpr int kQ8Block = 32;       // elements per q8_0 block
-constexpr int kQ8BlockBytes = 34;  // fp16 scale + 32 int8
-
 // e^x, within ~2 ulp for x in [-87.3, 88.3]; 0 below (and for NaN, -inf), e^88.3 above. The
 // same polynomial as exp256 (ops_avx2_math.h), 16 lanes.
 inline __m512 exp512(__m512 x) {

@@ -1,14 +1,20 @@
 // Internal to the kernels library: the SIMD attention kernels' dispatch on the size of a group
-// of query heads and on the stored K/V type (attention_x86.h, attention_neon.cpp).
+// of query heads and on the stored K/V type, and the q8_0 row geometry they read
+// (attention_x86.h, attention_neon.cpp).
 #pragma once
 
 #include "kernels/attention_kernels.h"
+#include "kernels/quants_legacy.h"
 
 namespace edgelm::kernels {
 
 // Internal linkage on purpose: each kernel file gets its own copy, compiled with its own flags
 // (the rules of kernels_x86.h).
 namespace {
+
+// A q8_0 K/V row is whole BlockQ8_0s: kQ8Block elements in kQ8BlockBytes (fp16 scale + int8s).
+constexpr int kQ8Block = kQK;
+constexpr int kQ8BlockBytes = static_cast<int>(sizeof(BlockQ8_0));
 
 // f.template operator()<NQ>() for a group of nq query heads, NQ = nq in 1..kAttnGroupHeads: the
 // kernels' per-group code is instantiated per head count.

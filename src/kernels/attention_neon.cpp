@@ -34,9 +34,6 @@
 namespace edgelm::kernels::neon {
 namespace {
 
-constexpr int kQ8Block = 32;       // elements per q8_0 block
-constexpr int kQ8BlockBytes = 34;  // fp16 scale + 32 int8
-
 // Elements [i, i + 4) of a row of the stored type (i % 4 == 0; q8_0: inside one block).
 template <KvElem T>
 inline float32x4_t load4(const std::byte* row, int64_t i) {
