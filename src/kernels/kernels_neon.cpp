@@ -117,25 +117,27 @@ inline Q8Block q8_block(const float* x) {
   return {d, narrow_i8(q[0], q[1], q[2], q[3]), narrow_i8(q[4], q[5], q[6], q[7])};
 }
 
+// The scale and quants of q8_block(x) into a BlockQ8_0 or BlockQ8_1.
+template <typename Block>
+inline Q8Block store_q8(const float* x, Block& y) {
+  const Q8Block b = q8_block(x);
+  y.d = fp32_to_fp16(b.d);
+  vst1q_s8(y.qs, b.lo);
+  vst1q_s8(y.qs + 16, b.hi);
+  return b;
+}
+
 void q8_0_from_float(const float* x, void* vy, int64_t n) {
   check_blocks(n, kQK);
   auto* y = static_cast<BlockQ8_0*>(vy);
-  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    const Q8Block b = q8_block(x);
-    y[i].d = fp32_to_fp16(b.d);
-    vst1q_s8(y[i].qs, b.lo);
-    vst1q_s8(y[i].qs + 16, b.hi);
-  }
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) store_q8(x, y[i]);
 }
 
 void q8_1_from_float(const float* x, void* vy, int64_t n) {
   check_blocks(n, kQK);
   auto* y = static_cast<BlockQ8_1*>(vy);
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    const Q8Block b = q8_block(x);
-    y[i].d = fp32_to_fp16(b.d);
-    vst1q_s8(y[i].qs, b.lo);
-    vst1q_s8(y[i].qs + 16, b.hi);
+    const Q8Block b = store_q8(x, y[i]);
     // The int8 quants' sum (|.| <= 16 * 128 per half: int16), times the unrounded d.
     const int32_t qsum = vaddlvq_s8(b.lo) + vaddlvq_s8(b.hi);
     y[i].s = fp32_to_fp16(static_cast<float>(qsum) * b.d);
