@@ -8,12 +8,12 @@ seconds=${2:-30}
 cd "$(dirname "$0")/.."
 
 cmake --preset fuzz -DEDGELM_SHARED_DIR="$shared" >/dev/null
-cmake --build --preset fuzz -j "$(nproc)" --target fuzz_gguf fuzz_tokenizers fuzz_routes fuzz_http_raw fuzz_gbnf
+cmake --build --preset fuzz -j "$(nproc)" --target fuzz_gguf fuzz_tokenizers fuzz_routes fuzz_http_raw fuzz_gbnf fuzz_image
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target edgelm
 
 work=build/fuzz/corpus
-rm -rf "$work" && mkdir -p "$work/gguf" "$work/text" "$work/routes" "$work/http" "$work/gbnf"
+rm -rf "$work" && mkdir -p "$work/gguf" "$work/text" "$work/routes" "$work/http" "$work/gbnf" "$work/image"
 cp "$shared/vocab/ggml-vocab-bert-bge.gguf" "$work/gguf/" 2>/dev/null || true
 ./build/release/src/tools/edgelm synth -o "$work/gguf/llama.gguf" --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 1 --n-vocab 16 2>/dev/null
 ./build/release/src/tools/edgelm synth -o "$work/gguf/qwen2.gguf" --arch qwen2 --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 2 --n-vocab 16 --type f16 2>/dev/null
@@ -58,6 +58,18 @@ printf 'root ::= "{" ws "\"a\"" ws ":" ws [0-9]{1,3} ws "}"\nws ::= [ \\t\\n]{0,
 printf 'root ::= item ("," item)*\nitem ::= [^,\\x00-\\x1f]+ | "\\u00e9"\0ab,\xc3\xa9,c' > "$work/gbnf/utf8"
 printf 'root ::= ("a" | "ab")* "b"? [^\\n]{2,5}\0abababxy' > "$work/gbnf/ambiguous"
 
+# Image seeds: the small JPEG/PNG/WebP files of tests/media (every colour type, progressive,
+# interlaced, animated, EXIF orientations) written by python3-pil, kept under 16 KB; without
+# python3-pil, stubs that get past the magic bytes.
+python=/usr/bin/python3; [ -x "$python" ] || python=python3
+if "$python" -c "import PIL, numpy" 2>/dev/null && "$python" -W ignore tests/media/pil_oracle.py decode "$work/image-all"; then
+  find "$work/image-all" -type f \( -name '*.jpg' -o -name '*.png' -o -name '*.webp' \) -size -16k -exec cp {} "$work/image/" \;
+  rm -rf "$work/image-all"
+fi
+printf '\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00\xff\xd9' > "$work/image/stub.jpg"
+printf '\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90\x77\x53\xde' > "$work/image/stub.png"
+printf 'RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\x00\x00\x00\x10\x07\x10\x11\x11\x88\x88\xfe\x07\x00' > "$work/image/stub.webp"
+
 run_fuzzer() {  # name corpus max_len
   echo "fuzz: $1 for ${seconds}s"
   local log="$work/$1.log"
@@ -77,3 +89,4 @@ run_fuzzer fuzz_tokenizers "$work/text" 8192
 run_fuzzer fuzz_routes "$work/routes" 4096
 run_fuzzer fuzz_http_raw "$work/http" 32768
 run_fuzzer fuzz_gbnf "$work/gbnf" 2048
+run_fuzzer fuzz_image "$work/image" 65536
