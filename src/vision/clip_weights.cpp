@@ -1,0 +1,177 @@
+#include "vision/clip_weights.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string_view>
+
+#include "kernels/dequantize.h"
+#include "model/weights.h"
+
+namespace edgelm::vision {
+namespace {
+
+using Shape = std::array<int64_t, format::kMaxDims>;
+
+std::string shape_text(const Shape& s) {
+  int n = format::kMaxDims;
+  while (n > 1 && s[static_cast<size_t>(n - 1)] == 1) --n;
+  std::string out = "[";
+  for (int i = 0; i < n; ++i) out += (i ? ", " : "") + std::to_string(s[static_cast<size_t>(i)]);
+  return out + "]";
+}
+
+class Loader {
+ public:
+  Loader(const format::ModelFile& file, VisionWeights& w) : file_(file), w_(w) {}
+
+  // The tensor `name` of GGUF shape `ne` (unused trailing dims 1).
+  Result<const format::TensorInfo*> find(const std::string& name, const Shape& ne) {
+    const format::TensorInfo* t = file_.find_tensor(name);
+    if (t == nullptr) return make_error("tensor '{}' is missing from the mmproj file", name);
+    if (t->ne != ne)
+      return make_error("tensor '{}' has shape {}, expected {}", name, t->shape_string(), shape_text(ne));
+    w_.n_bytes_file += t->n_bytes;
+    used_.insert(t->name);
+    return t;
+  }
+
+  // A [rows, cols] matrix (ne = {cols, rows} or, for a conv kernel, ne with the product of the
+  // leading dims = cols) in its stored type.
+  Result<WeightMatrix> matrix(const std::string& name, const Shape& ne, int64_t rows, int64_t cols) {
+    EDGELM_TRY(const format::TensorInfo* t, find(name, ne));
+    if (!kernels::can_matmul(t->type))
+      return make_error("tensor '{}' has type {}, which this build cannot compute with", name, dtype_name(t->type));
+    if (t->type != DType::f32 && t->type != DType::f16 && t->type != DType::bf16 &&
+        cols % static_cast<int64_t>(dtype_traits(t->type).block_size) != 0)
+      return make_error("tensor '{}' rows of {} do not fill whole {} blocks", name, cols, dtype_name(t->type));
+    return WeightMatrix{t->type, rows, cols, t->data, dtype_row_bytes(t->type, cols)};
+  }
+  Result<WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) {
+    return matrix(name, {cols, rows, 1, 1}, rows, cols);
+  }
+
+  // A [n] vector (or any tensor of shape ne, with n elements) as float32.
+  Result<const float*> floats(const std::string& name, const Shape& ne) {
+    EDGELM_TRY(const format::TensorInfo* t, find(name, ne));
+    return model::vector_as_f32(*t, t->n_elements(), w_.owned);
+  }
+  Result<const float*> vector(const std::string& name, int64_t n) { return floats(name, {n, 1, 1, 1}); }
+
+  // Error naming the first tensor of the file that no find() asked for.
+  Status check_all_used(std::string_view projector) const {
+    for (const format::TensorInfo& t : file_.tensors)
+      if (used_.count(t.name) == 0)
+        return make_error(
+            "tensor '{}' is not used by projector '{}' (an encoder without it would compute another model)", t.name,
+            projector);
+    return ok_status();
+  }
+
+ private:
+  const format::ModelFile& file_;
+  VisionWeights& w_;
+  std::set<std::string> used_;
+};
+
+// The [rows, cols] matrix whose transpose is stored (ne = {rows, cols}), in the stored type when
+// that is a plain float type (an exact copy) and as F32 otherwise (the dequantized values).
+WeightMatrix transposed(const format::TensorInfo& t, int64_t rows, int64_t cols, VisionWeights& w) {
+  const bool half = t.type == DType::f16 || t.type == DType::bf16;
+  const DType type = half ? t.type : DType::f32;
+  const size_t elem = half ? 2 : 4;
+  auto buf = std::make_unique<uint8_t[]>(static_cast<size_t>(rows * cols) * elem);
+  const uint8_t* src = t.data;
+  std::unique_ptr<float[]> tmp;
+  if (t.type != DType::f32 && !half) {
+    tmp = std::make_unique<float[]>(static_cast<size_t>(rows * cols));
+    kernels::to_float(t.type, t.data, tmp.get(), rows * cols);
+    src = reinterpret_cast<const uint8_t*>(tmp.get());
+  }
+  // src[c][r] (row c of the file holds `rows` elements) -> buf[r][c]
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(buf.get() + static_cast<size_t>(r * cols + c) * elem, src + static_cast<size_t>(c * rows + r) * elem,
+                  elem);
+  WeightMatrix m{type, rows, cols, buf.get(), static_cast<size_t>(cols) * elem};
+  w.owned_bytes.push_back(std::move(buf));
+  return m;
+}
+
+// Packs the matrices the active ISA has a packed GEMM form for into one huge-page arena.
+Status pack_matrices(VisionWeights& w) {
+  if (const char* env = std::getenv("EDGELM_PACK"); env != nullptr && std::string_view(env) == "0") return ok_status();
+  std::vector<WeightMatrix*> all{&w.patch_embd, &w.input_proj};
+  for (VisionLayerWeights& L : w.layers)
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_up, &L.w_down}) all.push_back(m);
+  constexpr size_t kAlign = 64;
+  std::vector<size_t> bytes, offsets;
+  size_t total = 0;
+  for (const WeightMatrix* m : all) {
+    bytes.push_back(kernels::packed_matrix_bytes(*m));
+    offsets.push_back(total);
+    total += (bytes.back() + kAlign - 1) / kAlign * kAlign;
+  }
+  if (total == 0) return ok_status();
+  EDGELM_TRY(w.packed, HugePageBuffer::allocate(total));
+  ThreadPool pool(ThreadPool::hardware_threads());
+  for (size_t i = 0; i < all.size(); ++i)
+    if (bytes[i] != 0)
+      kernels::pack_matrix_into(*all[i], reinterpret_cast<uint8_t*>(w.packed.data()) + offsets[i], pool);
+  return ok_status();
+}
+
+}  // namespace
+
+Result<VisionWeights> load_vision_weights(const format::ModelFile& file, const VisionConfig& c) {
+  VisionWeights w;
+  Loader ld(file, w);
+  const int64_t E = c.n_embd, F = c.n_ff, ps = c.patch_size, P = c.projection_dim;
+  EDGELM_TRY(w.patch_embd, ld.matrix("v.patch_embd.weight", {ps, ps, 3, E}, E, 3 * ps * ps));
+  EDGELM_TRY(w.patch_bias, ld.vector("v.patch_embd.bias", E));
+  EDGELM_TRY(w.pos_embd, ld.floats("v.position_embd.weight", {E, c.n_patches(), 1, 1}));
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    VisionLayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const std::string p = "v.blk." + std::to_string(l) + ".";
+    EDGELM_TRY(L.ln1_w, ld.vector(p + "ln1.weight", E));
+    EDGELM_TRY(L.ln1_b, ld.vector(p + "ln1.bias", E));
+    EDGELM_TRY(L.wq, ld.matrix(p + "attn_q.weight", E, E));
+    EDGELM_TRY(L.bq, ld.vector(p + "attn_q.bias", E));
+    EDGELM_TRY(L.wk, ld.matrix(p + "attn_k.weight", E, E));
+    EDGELM_TRY(L.bk, ld.vector(p + "attn_k.bias", E));
+    EDGELM_TRY(L.wv, ld.matrix(p + "attn_v.weight", E, E));
+    EDGELM_TRY(L.bv, ld.vector(p + "attn_v.bias", E));
+    EDGELM_TRY(L.wo, ld.matrix(p + "attn_out.weight", E, E));
+    EDGELM_TRY(L.bo, ld.vector(p + "attn_out.bias", E));
+    EDGELM_TRY(L.ln2_w, ld.vector(p + "ln2.weight", E));
+    EDGELM_TRY(L.ln2_b, ld.vector(p + "ln2.bias", E));
+    // The legacy naming (clip.cpp's is_ffn_swapped): "ffn_up" holds the [n_embd, n_ff] down
+    // projection and "ffn_down" the up projection, each with its own bias.
+    const format::TensorInfo* up = file.find_tensor(p + "ffn_up.weight");
+    const bool swapped = up != nullptr && E != F && up->ne == Shape{F, E, 1, 1};
+    const std::string up_name = p + (swapped ? "ffn_down" : "ffn_up");
+    const std::string down_name = p + (swapped ? "ffn_up" : "ffn_down");
+    EDGELM_TRY(L.w_up, ld.matrix(up_name + ".weight", F, E));
+    EDGELM_TRY(L.b_up, ld.vector(up_name + ".bias", F));
+    EDGELM_TRY(L.w_down, ld.matrix(down_name + ".weight", E, F));
+    EDGELM_TRY(L.b_down, ld.vector(down_name + ".bias", E));
+  }
+  EDGELM_TRY(w.post_ln_w, ld.vector("v.post_ln.weight", E));
+  EDGELM_TRY(w.post_ln_b, ld.vector("v.post_ln.bias", E));
+  switch (c.projector) {
+    case ProjectorType::gemma3: {
+      EDGELM_TRY(w.soft_emb_norm, ld.vector("mm.soft_emb_norm.weight", E));
+      EDGELM_TRY(const format::TensorInfo* t, ld.find("mm.input_projection.weight", {P, E, 1, 1}));
+      if (!kernels::can_dequantize(t->type))
+        return make_error("tensor '{}' has type {}, which this build cannot convert", t->name, dtype_name(t->type));
+      w.input_proj = transposed(*t, P, E, w);
+      break;
+    }
+  }
+  EDGELM_TRY_STATUS(ld.check_all_used(projector_name(c.projector)));
+  EDGELM_TRY_STATUS(pack_matrices(w));
+  return w;
+}
+
+}  // namespace edgelm::vision

@@ -1,0 +1,73 @@
+// The weights of one vision encoder (ViT + projector) of an mmproj file, checked against its
+// VisionConfig and ready for the encoder.
+//
+// Tensor names and layouts are those of llama.cpp's converter (gguf-py constants.py, the
+// MMPROJ tensor names; clip.cpp loads the same): v.patch_embd.weight is the Conv2d kernel
+// ne = {ps, ps, 3, n_embd} (PyTorch [n_embd, 3, ps, ps]), so each of its n_embd rows is one
+// output channel over (channel, ky, kx) with kx fastest: the patch embedding is a matmul of that
+// [n_embd, 3 ps ps] matrix with the unfolded patches. v.position_embd.weight is [n_patches, n_embd]
+// (no class token). v.blk.N.{ln1, attn_q, attn_k, attn_v, attn_out, ln2, ffn_up, ffn_down} with
+// biases; v.post_ln. gemma3: mm.soft_emb_norm.weight [n_embd] (Gemma's 1 + w already added by
+// the converter) and mm.input_projection.weight stored ne = {projection_dim, n_embd}, i.e.
+// transposed relative to a linear weight (HF applies it as x @ W; clip.cpp multiplies by
+// ggml_transpose of it), which is transposed here once at load.
+//
+// Every tensor is shape-checked (an error names the tensor and both shapes), and a tensor the
+// encoder would not use is an error naming it. Older converters (the first Gemma 3 mmproj
+// files) swapped the names of ffn_up and ffn_down; like clip.cpp, a layer whose ffn_up has the
+// down projection's shape is read swapped. Matrices stay in their stored type (any type
+// kernels::can_matmul accepts) and are packed at load for the active ISA's GEMM; vectors are
+// float32 (model::vector_as_f32).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/huge_pages.h"
+#include "format/model_file.h"
+#include "kernels/matmul.h"
+#include "vision/clip_config.h"
+
+namespace edgelm::vision {
+
+using kernels::WeightMatrix;
+
+struct VisionLayerWeights {
+  const float* ln1_w = nullptr;   // [n_embd]
+  const float* ln1_b = nullptr;   // [n_embd]
+  WeightMatrix wq, wk, wv;        // [n_embd, n_embd] each
+  const float* bq = nullptr;      // [n_embd]
+  const float* bk = nullptr;      // [n_embd]
+  const float* bv = nullptr;      // [n_embd]
+  WeightMatrix wo;                // [n_embd, n_embd]
+  const float* bo = nullptr;      // [n_embd]
+  const float* ln2_w = nullptr;   // [n_embd]
+  const float* ln2_b = nullptr;   // [n_embd]
+  WeightMatrix w_up;              // [n_ff, n_embd]
+  const float* b_up = nullptr;    // [n_ff]
+  WeightMatrix w_down;            // [n_embd, n_ff]
+  const float* b_down = nullptr;  // [n_embd]
+};
+
+struct VisionWeights {
+  WeightMatrix patch_embd;            // [n_embd, 3 * patch_size * patch_size]
+  const float* patch_bias = nullptr;  // [n_embd]
+  const float* pos_embd = nullptr;    // [n_patches, n_embd]
+  std::vector<VisionLayerWeights> layers;
+  const float* post_ln_w = nullptr;  // [n_embd]
+  const float* post_ln_b = nullptr;  // [n_embd]
+  // gemma3 projector
+  const float* soft_emb_norm = nullptr;  // [n_embd], multiplies the RMS-normalised pooled tokens
+  WeightMatrix input_proj;               // [projection_dim, n_embd] (transposed from the file at load)
+  uint64_t n_bytes_file = 0;             // bytes of the tensors as stored in the file
+
+  // Float copies of vectors not stored as F32, and the transposed projection.
+  std::vector<std::unique_ptr<float[]>> owned;
+  std::vector<std::unique_ptr<uint8_t[]>> owned_bytes;
+  HugePageBuffer packed;  // matrices packed for the active ISA's GEMM (WeightMatrix::packed)
+};
+
+// Loads and checks every tensor of `file` for `config`. The views stay valid while `file` lives.
+Result<VisionWeights> load_vision_weights(const format::ModelFile& file, const VisionConfig& config);
+
+}  // namespace edgelm::vision

@@ -1,0 +1,146 @@
+#include "vision/synthetic_mmproj.h"
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/fp16.h"
+
+namespace edgelm::vision {
+namespace {
+
+using format::GgufValue;
+
+class Writer {
+ public:
+  Writer(format::ModelFile& file, uint64_t seed) : file_(file), rng_(seed) {}
+
+  // A tensor of GGUF shape ne (ne[0] fastest) drawn from N(mean, scale^2).
+  void add(const std::string& name, std::array<int64_t, 4> ne, DType type, float scale, float mean = 0.0f) {
+    const int64_t n = ne[0] * ne[1] * ne[2] * ne[3];
+    std::normal_distribution<float> dist(mean, scale);
+    auto buf = std::make_shared<std::vector<uint8_t>>(dtype_row_bytes(type, n));
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = dist(rng_);
+      if (type == DType::f32)
+        reinterpret_cast<float*>(buf->data())[i] = v;
+      else if (type == DType::f16)
+        reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_fp16(v);
+      else
+        reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_bf16(v);
+    }
+    format::TensorInfo t;
+    t.name = name;
+    t.type = type;
+    t.n_dims = ne[3] != 1 ? 4 : ne[2] != 1 ? 3 : ne[1] != 1 ? 2 : 1;
+    t.ne = ne;
+    t.n_bytes = buf->size();
+    t.data = buf->data();
+    file_.tensors.push_back(std::move(t));
+    file_.keep_alive(std::move(buf));
+  }
+  void vector(const std::string& name, int64_t n, float scale, float mean = 0.0f) {
+    add(name, {n, 1, 1, 1}, DType::f32, scale, mean);
+  }
+
+ private:
+  format::ModelFile& file_;
+  std::mt19937_64 rng_;
+};
+
+GgufValue rgb(float v) {
+  return GgufValue::from_array(format::GgufType::f32,
+                               {GgufValue::from_f32(v), GgufValue::from_f32(v), GgufValue::from_f32(v)});
+}
+
+}  // namespace
+
+Status apply_mmproj_shape(SyntheticMmprojSpec& s, std::string_view name) {
+  if (name == "gemma3") {
+    s.image_size = 896, s.patch_size = 14, s.n_embd = 1152, s.n_ff = 4304, s.n_layer = 27, s.n_head = 16;
+    s.projection_dim = 2560, s.n_merge = 4, s.eps = 1e-6f;
+    return ok_status();
+  }
+  if (name == "tiny") {
+    const SyntheticMmprojSpec d;
+    s.image_size = d.image_size, s.patch_size = d.patch_size, s.n_embd = d.n_embd, s.n_ff = d.n_ff;
+    s.n_layer = d.n_layer, s.n_head = d.n_head, s.projection_dim = d.projection_dim, s.n_merge = d.n_merge;
+    s.eps = d.eps;
+    return ok_status();
+  }
+  return make_error("unknown mmproj shape '{}' (known: gemma3, tiny)", name);
+}
+
+Result<format::ModelFile> make_synthetic_mmproj(const SyntheticMmprojSpec& s) {
+  if (s.weight_type != DType::f32 && s.weight_type != DType::f16 && s.weight_type != DType::bf16)
+    return make_error("synthetic mmproj files are F32, F16 or BF16, not {}", dtype_name(s.weight_type));
+  if (s.image_size <= 0 || s.patch_size <= 0 || s.n_embd <= 0 || s.n_ff <= 0 || s.n_layer <= 0 || s.n_head <= 0 ||
+      s.projection_dim <= 0 || s.n_merge <= 0)
+    return make_error("synthetic mmproj sizes must be positive");
+  if (s.image_size % s.patch_size != 0)
+    return make_error("image size {} is not a multiple of patch size {}", s.image_size, s.patch_size);
+  const int32_t side = s.image_size / s.patch_size;
+  if (side % s.n_merge != 0) return make_error("patch grid side {} is not a multiple of the pool {}", side, s.n_merge);
+  if (s.n_embd % s.n_head != 0) return make_error("width {} is not a multiple of heads {}", s.n_embd, s.n_head);
+
+  format::ModelFile file;
+  auto& md = file.metadata;
+  auto u32 = [](int32_t v) { return GgufValue::from_u32(static_cast<uint32_t>(v)); };
+  md.set("general.architecture", GgufValue::from_string("clip"));
+  md.set("general.type", GgufValue::from_string("mmproj"));
+  md.set("general.name", GgufValue::from_string("synthetic-gemma3-mmproj"));
+  md.set("general.file_type", GgufValue::from_u32(s.weight_type == DType::f32   ? 0
+                                                  : s.weight_type == DType::f16 ? 1
+                                                                                : 32));
+  md.set("clip.has_vision_encoder", GgufValue::from_bool(true));
+  md.set("clip.projector_type", GgufValue::from_string("gemma3"));
+  md.set("clip.use_gelu", GgufValue::from_bool(true));
+  md.set("clip.vision.projection_dim", u32(s.projection_dim));
+  md.set("clip.vision.image_size", u32(s.image_size));
+  md.set("clip.vision.patch_size", u32(s.patch_size));
+  md.set("clip.vision.embedding_length", u32(s.n_embd));
+  md.set("clip.vision.feed_forward_length", u32(s.n_ff));
+  md.set("clip.vision.block_count", u32(s.n_layer));
+  md.set("clip.vision.attention.head_count", u32(s.n_head));
+  md.set("clip.vision.image_mean", rgb(0.5f));
+  md.set("clip.vision.image_std", rgb(0.5f));
+  md.set("clip.vision.attention.layer_norm_epsilon", GgufValue::from_f32(s.eps));
+  if (s.n_merge != 4) md.set("clip.vision.projector.scale_factor", u32(s.n_merge));
+
+  Writer w(file, s.seed);
+  const int64_t E = s.n_embd, F = s.n_ff, ps = s.patch_size, P = s.projection_dim;
+  const DType T = s.weight_type;
+  const float sE = 1.0f / std::sqrt(static_cast<float>(E)), sF = 1.0f / std::sqrt(static_cast<float>(F));
+  w.add("v.patch_embd.weight", {ps, ps, 3, E}, DType::f32, 1.0f / std::sqrt(static_cast<float>(3 * ps * ps)));
+  w.vector("v.patch_embd.bias", E, 0.1f);
+  w.add("v.position_embd.weight", {E, int64_t{side} * side, 1, 1}, DType::f32, 0.5f);
+  for (int32_t l = 0; l < s.n_layer; ++l) {
+    const std::string p = "v.blk." + std::to_string(l) + ".";
+    for (const char* m : {"attn_q", "attn_k", "attn_v"}) {
+      w.add(p + m + ".weight", {E, E, 1, 1}, T, sE);
+      w.vector(p + m + ".bias", E, 0.1f);
+    }
+    w.add(p + "attn_out.weight", {E, E, 1, 1}, T, sE);
+    w.vector(p + "attn_out.bias", E, 0.1f);
+    w.vector(p + "ln1.weight", E, 0.1f, 1.0f);
+    w.vector(p + "ln1.bias", E, 0.1f);
+    const std::string up = p + (s.legacy_ffn_names ? "ffn_down" : "ffn_up");
+    const std::string down = p + (s.legacy_ffn_names ? "ffn_up" : "ffn_down");
+    w.add(up + ".weight", {E, F, 1, 1}, T, sE);
+    w.vector(up + ".bias", F, 0.1f);
+    w.add(down + ".weight", {F, E, 1, 1}, T, sF);
+    w.vector(down + ".bias", E, 0.1f);
+    w.vector(p + "ln2.weight", E, 0.1f, 1.0f);
+    w.vector(p + "ln2.bias", E, 0.1f);
+  }
+  w.vector("v.post_ln.weight", E, 0.1f, 1.0f);
+  w.vector("v.post_ln.bias", E, 0.1f);
+  w.vector("mm.soft_emb_norm.weight", E, 0.1f, 1.0f);
+  // Stored as HF's parameter [n_embd, projection_dim] (applied as x @ W): ne = {P, E}.
+  w.add("mm.input_projection.weight", {P, E, 1, 1}, T, sE);
+  return file;
+}
+
+}  // namespace edgelm::vision

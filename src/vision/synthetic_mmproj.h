@@ -1,0 +1,46 @@
+// Random-weight vision encoder files (mmproj GGUF) with real or small shapes, for tests and
+// benchmarks, written with the metadata keys, tensor names, layouts and type rules of llama.cpp's
+// converter (convert_hf_to_gguf.py, MmprojModel and Gemma3VisionModel), so the reference
+// engine's clip.cpp loads the same file:
+//   general.architecture = clip, general.type = mmproj, clip.has_vision_encoder, clip.projector_type,
+//   clip.use_gelu, clip.vision.{image_size, patch_size, embedding_length, feed_forward_length,
+//   block_count, attention.head_count, attention.layer_norm_epsilon, projection_dim, image_mean,
+//   image_std}, and clip.vision.projector.scale_factor only when it is not gemma3's 4.
+// The patch and position embeddings are F32 (the converter forces ".embeddings." to F32),
+// vectors are F32, the other matrices (mm.input_projection included) are of the chosen type.
+// Weights are drawn from a seeded generator (reproducible) and scaled so that activations stay
+// in a trained model's range; soft_emb_norm is stored with Gemma's 1 + w already applied.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "core/dtype.h"
+#include "format/model_file.h"
+
+namespace edgelm::vision {
+
+struct SyntheticMmprojSpec {
+  int32_t image_size = 112;
+  int32_t patch_size = 14;
+  int32_t n_embd = 32;
+  int32_t n_ff = 48;  // differs from n_embd: clip.cpp reads ffn_up/down as swapped when down's ne[0] == n_embd
+  int32_t n_layer = 2;
+  int32_t n_head = 2;
+  int32_t projection_dim = 24;  // the text model's n_embd
+  int32_t n_merge = 4;          // the pool side (written as projector.scale_factor unless 4)
+  float eps = 1e-6f;
+  DType weight_type = DType::f32;  // F32, F16 or BF16
+  uint64_t seed = 1;
+  // Write the first converters' swapped ffn_up / ffn_down names (tests the loader's fallback).
+  bool legacy_ffn_names = false;
+};
+
+// Named shapes: "gemma3" (SigLIP-So400m at 896 px as in Gemma 3 4B/12B/27B: 27 layers, width 1152,
+// FFN 4304, 16 heads, patch 14, 4x4 pool to 256 tokens, projection 2560) and "tiny" (the
+// defaults above: 112 px, 8x8 patches pooled 4x4 to 4 tokens). Error lists the names.
+Status apply_mmproj_shape(SyntheticMmprojSpec& spec, std::string_view name);
+
+Result<format::ModelFile> make_synthetic_mmproj(const SyntheticMmprojSpec& spec);
+
+}  // namespace edgelm::vision

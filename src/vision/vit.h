@@ -1,0 +1,81 @@
+// The vision encoder of an mmproj file: image tensor in, the text model's soft tokens out.
+//
+// Job: one image, already resized and normalised by the caller (media/), as a planar float tensor
+// [3, image_size, image_size] (RGB planes, x fastest), through the ViT and the projector:
+//   patches (Conv2d as a matmul over unfolded ps x ps patches, + bias) + learned positions
+//   -> n_layer x [LN -> Q, K, V (+ biases) -> bidirectional multi-head attention over all
+//      patches -> out proj (+ bias) -> residual -> LN -> up (+ bias) -> activation -> down (+ bias)
+//      -> residual]
+//   -> post LN -> projector.
+// gemma3's projector: the patch grid (row-major, p = y * side + x) average-pooled n_merge x n_merge
+// to (side / n_merge)^2 tokens (row-major), RMSNorm (eps = the LayerNorm eps) times
+// mm.soft_emb_norm, then times mm.input_projection to projection_dim (the text width). These are
+// the operations of ik_llama.cpp's clip.cpp (build_siglip, build_vit) in the same order.
+//
+// Every matrix product with many rows goes through kernels::matmul (the packed multi-token GEMM
+// of the weight's type); attention is vit_attention.h; the element-wise parts run over the pool.
+//
+// Invariants: encode is const and thread-safe with distinct scratch; with a VisionScratch that
+// has been through one encode of this encoder, an encode allocates nothing. Memory: the weights
+// (mapped or as stored) plus scratch_bytes() per scratch (Gemma 3 at 896 px: about 135 MB, see
+// scratch_bytes), nothing else.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "format/model_file.h"
+#include "kernels/matmul.h"
+#include "vision/clip_config.h"
+#include "vision/clip_weights.h"
+#include "vision/vit_attention.h"
+
+namespace edgelm::vision {
+
+// The reusable buffers of encode() (one per concurrent caller).
+struct VisionScratch {
+  std::vector<float> x;       // [n_patches, n_embd] the residual stream
+  std::vector<float> h;       // [n_patches, n_embd] normed input / per-head queries / matmul outputs
+  std::vector<float> big;     // max([n_patches, 3 ps ps], 4 x [n_patches, n_embd], [n_patches, n_ff])
+  std::vector<float> pooled;  // [n_output_tokens, n_embd]
+  kernels::MatmulScratch mm;
+  std::vector<AttentionThreadScratch> attention;  // per pool thread
+};
+
+class VisionEncoder {
+ public:
+  // Takes the file (its mapping stays alive with the encoder) and checks its config and weights.
+  static Result<std::unique_ptr<VisionEncoder>> load(format::ModelFile file);
+  // open_model_file + load.
+  static Result<std::unique_ptr<VisionEncoder>> open(const std::string& path);
+
+  const VisionConfig& config() const { return config_; }
+  const VisionWeights& weights() const { return weights_; }
+  int n_output_tokens() const { return config_.n_output_tokens(); }
+  int n_embd_out() const { return config_.projection_dim; }
+  // Elements of one image tensor: 3 * image_size^2.
+  int64_t n_input_floats() const;
+  // Bytes of the buffers one VisionScratch holds after an encode with a pool of n_threads.
+  size_t scratch_bytes(int n_threads) const;
+
+  // chw: [3, image_size, image_size]; out: [n_output_tokens, n_embd_out]. Error: out of the
+  // wrong size, or a non-finite input value.
+  Status encode(const float* chw, std::span<float> out, ThreadPool& pool) const;
+  Status encode(const float* chw, std::span<float> out, ThreadPool& pool, VisionScratch& scratch) const;
+
+ private:
+  VisionEncoder() = default;
+
+  void embed_patches(const float* chw, VisionScratch& s, ThreadPool& pool) const;
+  void run_layer(const VisionLayerWeights& L, VisionScratch& s, ThreadPool& pool) const;
+  void project_gemma3(float* out, VisionScratch& s, ThreadPool& pool) const;
+
+  format::ModelFile file_;
+  VisionConfig config_;
+  VisionWeights weights_;
+};
+
+}  // namespace edgelm::vision

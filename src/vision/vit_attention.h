@@ -1,0 +1,43 @@
+// Bidirectional (non-causal) multi-head self-attention over all patches of one image, the
+// ViT's attention: out[t, h] = sum_p softmax_p(q_t,h . k_p,h / sqrt(head_dim)) v_p,h.
+//
+// Job: the ViT's heaviest part after the matmuls (Gemma 3: 4096 x 4096 scores per head and
+// layer). The work is split into (head, block of kQueryBlock queries) items that the pool's
+// threads claim; each item runs two GEMMs on the kernels' F32 path with the thread's own
+// scratch (scores = K_h Q_blk^T, then softmax, then P V_h), so the scores of one block stay
+// the only large buffer per thread: kQueryBlock x n_tok floats.
+//
+// Invariants: results depend only on the inputs (never on which thread runs an item); a warm
+// call (scratch already grown for these sizes) allocates nothing; matmuls inside an item run on
+// a one-thread pool, so the outer pool's parallel_for is the only one in flight.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+
+namespace edgelm::vision {
+
+constexpr int64_t kQueryBlock = 128;
+
+// One pool thread's buffers.
+struct AttentionThreadScratch {
+  std::unique_ptr<ThreadPool> serial;  // a pool of one thread: matmuls inside a work item
+  kernels::MatmulScratch mm;
+  std::vector<float> scores;  // [kQueryBlock, n_tok]
+  std::vector<float> out;     // [kQueryBlock, head_dim]
+};
+
+// Bytes of scratch per pool thread for n_tok tokens of head_dim (scores and one output block).
+size_t attention_scratch_bytes(int64_t n_tok, int64_t head_dim);
+
+// qh: [n_head, n_tok, head_dim] (queries per head, contiguous); k: [n_tok, n_head * head_dim]
+// (row t holds every head's key); vt: [n_head, head_dim, n_tok] (values transposed per head);
+// out: [n_tok, n_head * head_dim]. scratch: grown to pool.n_threads() entries.
+void vit_attention(const float* qh, const float* k, const float* vt, float* out, int64_t n_tok, int64_t n_head,
+                   int64_t head_dim, ThreadPool& pool, std::vector<AttentionThreadScratch>& scratch);
+
+}  // namespace edgelm::vision

@@ -1,0 +1,139 @@
+// A plain double-precision vision encoder (gemma3 projector) for the tests: straightforward loops
+// over the tensors of an mmproj file, read by name and converted with kernels::to_float, written
+// from the definitions (Conv2d, LayerNorm, softmax attention, tanh GELU, average pool, RMSNorm,
+// x @ W) rather than from the encoder's code, so that a layout or order slip in either shows.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "format/model_file.h"
+#include "kernels/dequantize.h"
+
+namespace edgelm::test {
+
+inline std::vector<double> tensor_f64(const format::ModelFile& f, const std::string& name) {
+  const format::TensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) return {};
+  std::vector<float> tmp(static_cast<size_t>(t->n_elements()));
+  kernels::to_float(t->type, t->data, tmp.data(), t->n_elements());
+  return {tmp.begin(), tmp.end()};
+}
+
+inline int64_t md_u32(const format::ModelFile& f, const char* key, int64_t fallback = -1) {
+  auto v = f.metadata.get_u32_or(key, static_cast<uint32_t>(fallback));
+  return v.ok() ? static_cast<int64_t>(*v) : fallback;
+}
+
+// LayerNorm of each of the n rows of x [n, E] in place.
+inline void ref_layer_norm(std::vector<double>& x, int64_t n, int64_t E, const std::vector<double>& w,
+                           const std::vector<double>& b, double eps) {
+  for (int64_t t = 0; t < n; ++t) {
+    double* r = x.data() + t * E;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < E; ++i) mean += r[i];
+    mean /= static_cast<double>(E);
+    for (int64_t i = 0; i < E; ++i) var += (r[i] - mean) * (r[i] - mean);
+    var /= static_cast<double>(E);
+    for (int64_t i = 0; i < E; ++i) r[i] = (r[i] - mean) / std::sqrt(var + eps) * w[i] + b[i];
+  }
+}
+
+// y [n, rows] = x [n, cols] W^T + b for a linear weight stored ne = {cols, rows}.
+inline std::vector<double> ref_linear(const std::vector<double>& x, int64_t n, int64_t cols,
+                                      const std::vector<double>& W, const std::vector<double>& b, int64_t rows) {
+  std::vector<double> y(static_cast<size_t>(n * rows));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = b[r];
+      for (int64_t c = 0; c < cols; ++c) s += W[r * cols + c] * x[t * cols + c];
+      y[t * rows + r] = s;
+    }
+  return y;
+}
+
+// The soft tokens [n_out, projection_dim] of image chw [3, S, S].
+inline std::vector<double> reference_encode(const format::ModelFile& f, const float* chw) {
+  const int64_t S = md_u32(f, "clip.vision.image_size"), ps = md_u32(f, "clip.vision.patch_size");
+  const int64_t E = md_u32(f, "clip.vision.embedding_length"), F = md_u32(f, "clip.vision.feed_forward_length");
+  const int64_t L = md_u32(f, "clip.vision.block_count"), H = md_u32(f, "clip.vision.attention.head_count");
+  const int64_t P = md_u32(f, "clip.vision.projection_dim"), m = md_u32(f, "clip.vision.projector.scale_factor", 4);
+  const double eps = *f.metadata.get_f32("clip.vision.attention.layer_norm_epsilon");
+  const int64_t G = S / ps, n = G * G, D = E / H;
+
+  // Conv2d(3 -> E, kernel ps, stride ps): weight [E][3][ps][ps]; patch p = py * G + px.
+  const auto Wp = tensor_f64(f, "v.patch_embd.weight"), bp = tensor_f64(f, "v.patch_embd.bias");
+  const auto pos = tensor_f64(f, "v.position_embd.weight");
+  std::vector<double> x(static_cast<size_t>(n * E));
+  for (int64_t py = 0; py < G; ++py)
+    for (int64_t px = 0; px < G; ++px)
+      for (int64_t o = 0; o < E; ++o) {
+        double s = bp[o];
+        for (int64_t c = 0; c < 3; ++c)
+          for (int64_t ky = 0; ky < ps; ++ky)
+            for (int64_t kx = 0; kx < ps; ++kx)
+              s += Wp[((o * 3 + c) * ps + ky) * ps + kx] * chw[(c * S + py * ps + ky) * S + px * ps + kx];
+        const int64_t p = py * G + px;
+        x[p * E + o] = s + pos[p * E + o];
+      }
+
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string b = "v.blk." + std::to_string(l) + ".";
+    auto h = x;
+    ref_layer_norm(h, n, E, tensor_f64(f, b + "ln1.weight"), tensor_f64(f, b + "ln1.bias"), eps);
+    const auto q = ref_linear(h, n, E, tensor_f64(f, b + "attn_q.weight"), tensor_f64(f, b + "attn_q.bias"), E);
+    const auto k = ref_linear(h, n, E, tensor_f64(f, b + "attn_k.weight"), tensor_f64(f, b + "attn_k.bias"), E);
+    const auto v = ref_linear(h, n, E, tensor_f64(f, b + "attn_v.weight"), tensor_f64(f, b + "attn_v.bias"), E);
+    std::vector<double> attn(static_cast<size_t>(n * E)), sc(static_cast<size_t>(n));
+    for (int64_t hd = 0; hd < H; ++hd)
+      for (int64_t t = 0; t < n; ++t) {
+        double mx = -1e300, sum = 0;
+        for (int64_t p = 0; p < n; ++p) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += q[t * E + hd * D + d] * k[p * E + hd * D + d];
+          sc[p] = s / std::sqrt(static_cast<double>(D));
+          mx = std::max(mx, sc[p]);
+        }
+        for (int64_t p = 0; p < n; ++p) sum += (sc[p] = std::exp(sc[p] - mx));
+        for (int64_t d = 0; d < D; ++d) {
+          double s = 0;
+          for (int64_t p = 0; p < n; ++p) s += sc[p] / sum * v[p * E + hd * D + d];
+          attn[t * E + hd * D + d] = s;
+        }
+      }
+    const auto o = ref_linear(attn, n, E, tensor_f64(f, b + "attn_out.weight"), tensor_f64(f, b + "attn_out.bias"), E);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    h = x;
+    ref_layer_norm(h, n, E, tensor_f64(f, b + "ln2.weight"), tensor_f64(f, b + "ln2.bias"), eps);
+    auto u = ref_linear(h, n, E, tensor_f64(f, b + "ffn_up.weight"), tensor_f64(f, b + "ffn_up.bias"), F);
+    for (double& e : u) e = 0.5 * e * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (e + 0.044715 * e * e * e)));
+    const auto dn = ref_linear(u, n, F, tensor_f64(f, b + "ffn_down.weight"), tensor_f64(f, b + "ffn_down.bias"), E);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += dn[i];
+  }
+  ref_layer_norm(x, n, E, tensor_f64(f, "v.post_ln.weight"), tensor_f64(f, "v.post_ln.bias"), eps);
+
+  // 2-D average pool m x m over the G x G grid, RMSNorm * soft_emb_norm, then x @ W [E][P].
+  const int64_t Go = G / m, n_out = Go * Go;
+  const auto norm = tensor_f64(f, "mm.soft_emb_norm.weight"), Wi = tensor_f64(f, "mm.input_projection.weight");
+  std::vector<double> out(static_cast<size_t>(n_out * P));
+  for (int64_t oy = 0; oy < Go; ++oy)
+    for (int64_t ox = 0; ox < Go; ++ox) {
+      std::vector<double> pooled(static_cast<size_t>(E), 0.0);
+      for (int64_t dy = 0; dy < m; ++dy)
+        for (int64_t dx = 0; dx < m; ++dx)
+          for (int64_t i = 0; i < E; ++i) pooled[i] += x[((oy * m + dy) * G + ox * m + dx) * E + i] / (m * m);
+      double ss = 0;
+      for (double e : pooled) ss += e * e;
+      const double r = 1.0 / std::sqrt(ss / static_cast<double>(E) + eps);
+      for (int64_t i = 0; i < E; ++i) pooled[i] *= r * norm[i];
+      for (int64_t j = 0; j < P; ++j) {
+        double s = 0;
+        for (int64_t i = 0; i < E; ++i) s += pooled[i] * Wi[i * P + j];
+        out[(oy * Go + ox) * P + j] = s;
+      }
+    }
+  return out;
+}
+
+}  // namespace edgelm::test
