@@ -7,6 +7,7 @@
 #include "format/gguf_writer.h"
 #include "model/synthetic.h"
 #include "tools/command.h"
+#include "tools/synth_mmproj.h"
 
 namespace edgelm::tools {
 namespace {
@@ -23,6 +24,7 @@ struct SynthOptions {
   std::string shape;
   std::string pooling;
   std::string chat_template_file;  // written as tokenizer.chat_template
+  MmprojSynthOptions mmproj;       // --mmproj-output: a vision encoder beside the model
 };
 
 int run(SynthOptions& o) {
@@ -53,6 +55,8 @@ int run(SynthOptions& o) {
   }
   if (auto st = format::write_gguf(o.output, *file); !st.ok()) return report_error(st.error());
   std::fprintf(stderr, "wrote %s: %s, %zu tensors\n", o.output.c_str(), o.spec.arch.c_str(), file->tensors.size());
+  if (auto st = write_mmproj_synth(o.mmproj, o.spec.n_embd, o.spec.weight_type, o.spec.seed); !st.ok())
+    return report_error(st.error());
   return 0;
 }
 
@@ -79,6 +83,7 @@ CommandRunner add_synth_command(CLI::App& app) {
                                  "the size it is padded to)")
                      ->capture_default_str();
   cmd->add_option("--vocab,--vocab-from", s.vocab_from, "Embed the vocabulary of this GGUF or llama2.c tokenizer.bin");
+  add_mmproj_synth_options(cmd, o->mmproj);
   o->ctx_opt = cmd->add_option("--ctx", s.n_ctx, "Context length")->capture_default_str();
   cmd->add_option("--head-dim", s.head_dim, "Head size (0: dim / heads; else written as attention.key_length)")
       ->capture_default_str();
