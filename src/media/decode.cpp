@@ -59,7 +59,8 @@ Result<Image> decode_image(std::span<const uint8_t> bytes, const DecodeLimits& l
   }
   if (!decoded.ok()) return decoded.error();
   detail::DecodedImage& d = decoded.value();
-  const int orientation = d.exif.empty() ? 0 : exif_orientation(d.exif);
+  int orientation = d.exif.empty() ? 0 : exif_orientation(d.exif);
+  if (orientation == 0) orientation = d.xmp_orientation;
   return apply_exif_orientation(std::move(d.image), orientation);
 }
 

@@ -18,6 +18,8 @@ namespace edgelm::media::detail {
 struct DecodedImage {
   Image image;
   std::vector<uint8_t> exif;
+  std::vector<uint8_t> raw_profile_exif;  // PNG "Raw profile type exif" text, used without eXIf
+  int xmp_orientation = 0;                // PNG XMP tiff:Orientation, used when the EXIF has none
 };
 
 Result<DecodedImage> decode_jpeg(std::span<const uint8_t> bytes, const DecodeLimits& limits);

@@ -56,6 +56,8 @@ const OracleRun& oracle(const std::string& mode) {
   return *slot;
 }
 
+OracleRun oracle_expect(const std::string& dir) { return run_oracle("expect", dir); }
+
 std::vector<uint8_t> read_bytes(const std::string& path) {
   const std::string s = edgelm::test::read_file(path);
   return std::vector<uint8_t>(s.begin(), s.end());

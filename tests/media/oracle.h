@@ -24,6 +24,10 @@ struct OracleRun {
 // mode: "decode", "resize" or "preprocess".
 const OracleRun& oracle(const std::string& mode);
 
+// PIL's decode of the files the test wrote into `dir` (the "expect" mode); a manifest line per
+// file: name, "<name>.rgb" or "error", width, height.
+OracleRun oracle_expect(const std::string& dir);
+
 std::vector<uint8_t> read_bytes(const std::string& path);
 
 // "" when equal, else where and how they first differ.

@@ -2,7 +2,8 @@
 """The python3-pil oracle of tests/media: writes test images and what PIL (and the Hugging Face
 processors, re-expressed here with PIL + numpy) make of them.
 
-Usage: pil_oracle.py decode|resize|preprocess OUTDIR
+Usage: pil_oracle.py decode|resize|preprocess|expect OUTDIR
+(expect: OUTDIR already holds images written by the test; PIL's decode of each is added.)
 Each mode writes files into OUTDIR and a manifest OUTDIR/manifest.txt, one case a line,
 fields separated by single spaces (see each mode). Raw images are RGB8 rows, top to bottom;
 tensors are float32 little-endian, CHW.
@@ -70,7 +71,7 @@ def _pack_rows(samples, depth):
 ADAM7 = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
 
 
-def write_png(samples, color_type, depth, interlace=False, plte=None, trns=None, exif=None, exif_late=False):
+def write_png(samples, color_type, depth, interlace=False, plte=None, trns=None, exif=None, exif_late=False, extra=()):
     h, w = samples.shape[:2]
     raw = bytearray()
     passes = [(0, 0, 1, 1)] if not interlace else ADAM7
@@ -94,6 +95,8 @@ def write_png(samples, color_type, depth, interlace=False, plte=None, trns=None,
         out += _chunk(b"PLTE", bytes(plte))
     if trns is not None:
         out += _chunk(b"tRNS", trns)
+    for kind, data in extra:
+        out += _chunk(kind, data)
     out += _chunk(b"IDAT", zlib.compress(bytes(raw), 9))
     if exif is not None and exif_late:
         out += _chunk(b"eXIf", exif)
@@ -178,6 +181,22 @@ def mode_decode(out):
         n = 1 << depth
         cases[f"png_palette{depth}bit.png"] = write_png(RNG.integers(0, n, base.shape[:2] + (1,)), 3, depth,
                                                         plte=RNG.integers(0, 256, 3 * n).tolist())
+    # Palettes shorter than the indices used: PIL maps the rest to grey (i, i, i).
+    cases["png_palette_short.png"] = write_png(RNG.integers(0, 256, base.shape[:2] + (1,)), 3, 8,
+                                               plte=RNG.integers(0, 256, 3 * 20).tolist())
+    cases["png_palette_short4bit.png"] = write_png(RNG.integers(0, 16, base.shape[:2] + (1,)), 3, 4,
+                                                   plte=[1, 2, 3, 4, 5, 6])
+    # PIL's other PNG orientation sources: ImageMagick's raw profile, and XMP when EXIF has none.
+    hexed = exif_le(6).hex()
+    raw = "\nexif\n" + f"{len(hexed) // 2:8d}\n" + "\n".join(hexed[i:i + 72] for i in range(0, len(hexed), 72)) + "\n"
+    cases["png_raw_profile6.png"] = write_png(base, 2, 8, extra=[(b"zTXt", b"Raw profile type exif\0\0" +
+                                                                  zlib.compress(raw.encode()))])
+    xmp_attr = '<x:xmpmeta><rdf:Description tiff:Orientation="8" tiff:Make="x"/></x:xmpmeta>'
+    xmp_elem = "<x:xmpmeta><tiff:Orientation>3</tiff:Orientation></x:xmpmeta>"
+    itxt = lambda text: b"XML:com.adobe.xmp\0\0\0\0\0" + text.encode()
+    cases["png_xmp_attr8.png"] = write_png(base, 2, 8, extra=[(b"iTXt", itxt(xmp_attr))])
+    cases["png_xmp_elem3.png"] = write_png(base, 2, 8, extra=[(b"iTXt", itxt(xmp_elem))])
+    cases["png_xmp_under_exif1.png"] = write_png(base, 2, 8, exif=exif_le(1)[6:], extra=[(b"iTXt", itxt(xmp_attr))])
     cases["png_rgb_trns.png"] = write_png(base, 2, 8, trns=struct.pack(">HHH", *base[0, 0]))
     cases["png_gray_trns.png"] = write_png(gray[..., None], 0, 8, trns=struct.pack(">H", int(gray[0, 0])))
     for name, (arr, ct, depth) in {"rgb": (base, 2, 8), "rgba": (rgba, 6, 8), "gray": (gray[..., None], 0, 8),
@@ -349,7 +368,25 @@ def mode_preprocess(out):
             m.write(f"{name} {kind} {size} {tile} {split} {ms} {rows} {cols} {' '.join(files)}\n")
 
 
+def mode_expect(out):
+    """What PIL makes of every file the test put in OUTDIR; "error" when it cannot open it."""
+    with open(os.path.join(out, "manifest.txt"), "w") as m:
+        for name in sorted(os.listdir(out)):
+            if name == "manifest.txt" or name.endswith(".rgb"):
+                continue
+            with open(os.path.join(out, name), "rb") as f:
+                data = f.read()
+            try:
+                exp = expected_rgb(data)
+            except Exception:  # noqa: BLE001 - any PIL failure is the answer "error"
+                m.write(f"{name} error 0 0\n")
+                continue
+            with open(os.path.join(out, name + ".rgb"), "wb") as f:
+                f.write(np.ascontiguousarray(exp).tobytes())
+            m.write(f"{name} {name}.rgb {exp.shape[1]} {exp.shape[0]}\n")
+
+
 if __name__ == "__main__":
     mode, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    {"decode": mode_decode, "resize": mode_resize, "preprocess": mode_preprocess}[mode](out)
+    {"decode": mode_decode, "resize": mode_resize, "preprocess": mode_preprocess, "expect": mode_expect}[mode](out)
