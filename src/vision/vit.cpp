@@ -18,6 +18,17 @@ void for_rows(ThreadPool& pool, int64_t n, Fn&& fn) {
   });
 }
 
+// matmul over row chunks of kTokenChunk: the kernels' copies of the activations (converted to
+// the weight's type, then packed into tiles) stay those of one chunk, not of all 4096 patches
+// (Gemma 3's FFN: 35 + 70 MB at once), at the cost of reading each weight n / kTokenChunk times.
+constexpr int64_t kTokenChunk = 1024;
+
+void matmul_chunked(const kernels::WeightMatrix& w, const float* x, int64_t n, float* out, ThreadPool& pool,
+                    kernels::MatmulScratch& mm) {
+  for (int64_t t0 = 0; t0 < n; t0 += kTokenChunk)
+    kernels::matmul(w, x + t0 * w.cols, std::min(kTokenChunk, n - t0), out + t0 * w.rows, pool, mm);
+}
+
 template <typename T>
 void grow(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
@@ -49,6 +60,17 @@ size_t VisionEncoder::scratch_bytes(int n_threads) const {
   const int64_t floats = 2 * n * E + big + int64_t{c.n_output_tokens()} * E;
   return static_cast<size_t>(floats) * sizeof(float) +
          static_cast<size_t>(n_threads) * attention_scratch_bytes(n, c.head_dim());
+}
+
+size_t VisionScratch::held_bytes() const {
+  auto cap = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  size_t total = cap(x) + cap(h) + cap(big) + cap(pooled) + cap(mm.activations) + cap(mm.packed);
+  for (const auto& t : mm.tile) total += cap(t);
+  for (const AttentionThreadScratch& a : attention) {
+    total += cap(a.scores) + cap(a.out) + cap(a.mm.activations) + cap(a.mm.packed);
+    for (const auto& t : a.mm.tile) total += cap(t);
+  }
+  return total;
 }
 
 Status VisionEncoder::encode(const float* chw, std::span<float> out, ThreadPool& pool) const {
@@ -98,7 +120,7 @@ void VisionEncoder::embed_patches(const float* chw, VisionScratch& s, ThreadPool
         std::memcpy(dst + (ch * ps + ky) * ps, chw + (ch * S + py * ps + ky) * S + px * ps,
                     static_cast<size_t>(ps) * sizeof(float));
   });
-  kernels::matmul(weights_.patch_embd, patches, n, s.x.data(), pool, s.mm);  // [n, E]
+  matmul_chunked(weights_.patch_embd, patches, n, s.x.data(), pool, s.mm);  // [n, E]
   for_rows(pool, n, [&](int64_t p) {
     float* x = s.x.data() + p * E;
     const float* pos = weights_.pos_embd + p * E;
@@ -117,8 +139,10 @@ void VisionEncoder::run_layer(const VisionLayerWeights& L, VisionScratch& s, Thr
   float* vt = v + n * E;    // [H, D, n]
 
   for_rows(pool, n, [&](int64_t t) { layer_norm(h + t * E, x + t * E, L.ln1_w, L.ln1_b, E, c.eps); });
-  const kernels::MatmulPart qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
-  kernels::matmul_many(qkv, h, n, pool, s.mm);
+  for (int64_t t0 = 0; t0 < n; t0 += kTokenChunk) {
+    const kernels::MatmulPart qkv[] = {{&L.wq, q + t0 * E}, {&L.wk, k + t0 * E}, {&L.wv, v + t0 * E}};
+    kernels::matmul_many(qkv, h + t0 * E, std::min(kTokenChunk, n - t0), pool, s.mm);
+  }
   // Biases, and the per-head layouts attention reads: queries [H, n, D] (into h, free now),
   // values transposed [H, D, n]; keys stay [n, E].
   float* qh = h;
@@ -133,16 +157,16 @@ void VisionEncoder::run_layer(const VisionLayerWeights& L, VisionScratch& s, Thr
   });
   float* attn = q;
   vit_attention(qh, k, vt, attn, n, H, D, pool, s.attention);
-  kernels::matmul(L.wo, attn, n, h, pool, s.mm);
+  matmul_chunked(L.wo, attn, n, h, pool, s.mm);
   for_rows(pool, n, [&](int64_t t) {
     for (int64_t i = 0; i < E; ++i) x[t * E + i] += h[t * E + i] + L.bo[i];
   });
 
   for_rows(pool, n, [&](int64_t t) { layer_norm(h + t * E, x + t * E, L.ln2_w, L.ln2_b, E, c.eps); });
   float* ff = s.big.data();  // [n, F]
-  kernels::matmul(L.w_up, h, n, ff, pool, s.mm);
+  matmul_chunked(L.w_up, h, n, ff, pool, s.mm);
   for_rows(pool, n, [&](int64_t t) { activate(ff + t * F, L.b_up, F, c.activation); });
-  kernels::matmul(L.w_down, ff, n, h, pool, s.mm);
+  matmul_chunked(L.w_down, ff, n, h, pool, s.mm);
   for_rows(pool, n, [&](int64_t t) {
     for (int64_t i = 0; i < E; ++i) x[t * E + i] += h[t * E + i] + L.b_down[i];
   });
@@ -167,7 +191,7 @@ void VisionEncoder::project_gemma3(float* out, VisionScratch& s, ThreadPool& poo
     for (int64_t i = 0; i < E; ++i) dst[i] *= inv;
     model::rms_norm(dst, dst, weights_.soft_emb_norm, E, c.eps);
   });
-  kernels::matmul(weights_.input_proj, pooled, G * G, out, pool, s.mm);
+  matmul_chunked(weights_.input_proj, pooled, G * G, out, pool, s.mm);
 }
 
 }  // namespace edgelm::vision

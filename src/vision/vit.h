@@ -17,8 +17,10 @@
 //
 // Invariants: encode is const and thread-safe with distinct scratch; with a VisionScratch that
 // has been through one encode of this encoder, an encode allocates nothing. Memory: the weights
-// (mapped or as stored) plus scratch_bytes() per scratch (Gemma 3 at 896 px: about 135 MB, see
-// scratch_bytes), nothing else.
+// (mapped, or packed for the GEMM at load) plus one VisionScratch per concurrent encode:
+// scratch_bytes() of the encoder's own buffers (Gemma 3 at 896 px: 115 MB, plus 2 MB of attention
+// scores per thread) and the kernels' copies of one chunk of 1024 activation rows
+// (VisionScratch::held_bytes() counts both).
 #pragma once
 
 #include <memory>
@@ -43,6 +45,9 @@ struct VisionScratch {
   std::vector<float> pooled;  // [n_output_tokens, n_embd]
   kernels::MatmulScratch mm;
   std::vector<AttentionThreadScratch> attention;  // per pool thread
+
+  // Bytes all of these hold now, the kernels' matmul buffers included.
+  size_t held_bytes() const;
 };
 
 class VisionEncoder {
@@ -58,7 +63,8 @@ class VisionEncoder {
   int n_embd_out() const { return config_.projection_dim; }
   // Elements of one image tensor: 3 * image_size^2.
   int64_t n_input_floats() const;
-  // Bytes of the buffers one VisionScratch holds after an encode with a pool of n_threads.
+  // Bytes of the encoder's own buffers in one VisionScratch after an encode with n_threads
+  // (without the kernels' activation copies, see VisionScratch::held_bytes).
   size_t scratch_bytes(int n_threads) const;
 
   // chw: [3, image_size, image_size]; out: [n_output_tokens, n_embd_out]. Error: out of the

@@ -86,6 +86,16 @@ TEST(VisionEncoder, RaggedBlocksAndNoPooling) {
   EXPECT_LT(relative_error(e), 1e-4);
 }
 
+TEST(VisionEncoder, MoreThanOneMatmulChunk) {
+  SyntheticMmprojSpec spec;
+  spec.image_size = 14 * 33;  // 33 x 33 = 1089 patches: two row chunks of the matmuls, nine query blocks
+  spec.n_merge = 3;           // 11 x 11 tokens
+  spec.n_layer = 1;
+  const Encoded e = encode_both(spec, random_image(spec.image_size, 15));
+  ASSERT_EQ(e.out.size(), size_t{121 * 24});
+  EXPECT_LT(relative_error(e), 1e-4);
+}
+
 TEST(VisionEncoder, PoolOfTwo) {
   SyntheticMmprojSpec spec;
   spec.n_merge = 2;  // 8x8 -> 4x4 tokens
