@@ -134,18 +134,23 @@ Image pass_horizontal(const Image& in, int out_w, int row0, int rows, const Taps
 }
 
 // Vertical pass; tap positions are relative to row `row0` of the original, which is row 0 of `in`.
+// Accumulates a whole output row tap by tap (integer sums: the order does not change them), so
+// the inner loop runs along memory and vectorises.
 Image pass_vertical(const Image& in, int out_h, int row0, const Taps& t) {
   Image out = make_image(in.width, out_h);
   const size_t stride = static_cast<size_t>(in.width) * 3;
+  std::vector<int32_t> acc(stride);  // [width * 3] one output row in fixed point
   for (int y = 0; y < out_h; ++y) {
     const int32_t* k = &t.k[static_cast<size_t>(y) * t.ksize];
     const uint8_t* base = in.rgb.data() + static_cast<size_t>(t.first[y] - row0) * stride;
-    uint8_t* dst = out.pixel(0, y);
-    for (size_t c = 0; c < stride; ++c) {
-      int32_t s = 1 << (kPrecisionBits - 1);
-      for (int j = 0; j < t.count[y]; ++j) s += base[j * stride + c] * k[j];
-      dst[c] = clip8(s);
+    std::fill(acc.begin(), acc.end(), int32_t{1} << (kPrecisionBits - 1));
+    for (int j = 0; j < t.count[y]; ++j) {
+      const uint8_t* src = base + j * stride;
+      const int32_t kj = k[j];
+      for (size_t c = 0; c < stride; ++c) acc[c] += src[c] * kj;
     }
+    uint8_t* dst = out.pixel(0, y);
+    for (size_t c = 0; c < stride; ++c) dst[c] = clip8(acc[c]);
   }
   return out;
 }
