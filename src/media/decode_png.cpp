@@ -16,6 +16,9 @@
 namespace edgelm::media::detail {
 namespace {
 
+constexpr size_t kMaxChunkBytes = size_t{1} << 20;  // PIL refuses text over 1 MiB (MAX_TEXT_CHUNK)
+constexpr png_uint_32 kMaxChunks = 32;
+
 struct Reader {
   const uint8_t* data;
   size_t size;
@@ -62,6 +65,13 @@ enum class Layout { rgb, gray16, index };
 bool read_header(PngState& s, const DecodeLimits& limits, std::string& limit_error, Layout& layout) {
   if (setjmp(png_jmpbuf(s.png))) return false;
   png_set_read_fn(s.png, &s.reader, on_read);
+  // Compressed text is a bomb too: the colour profile PIL's convert("RGB") ignores is skipped
+  // unread, a text chunk (XMP, raw EXIF profile) may take kMaxChunkBytes once inflated, and
+  // kMaxChunks of them are kept.
+  static constexpr png_byte kSkipped[] = "iCCP\0sPLT";
+  png_set_keep_unknown_chunks(s.png, PNG_HANDLE_CHUNK_NEVER, kSkipped, 2);
+  png_set_chunk_malloc_max(s.png, kMaxChunkBytes);
+  png_set_chunk_cache_max(s.png, kMaxChunks);
   png_read_info(s.png, s.info);
   png_uint_32 w = 0, h = 0;
   int bit_depth = 0, color_type = 0, interlace = 0;
@@ -172,9 +182,29 @@ struct PngCleanup {
   ~PngCleanup() { png_destroy_read_struct(&s.png, &s.info, &s.end_info); }
 };
 
+// Every chunk up to IEND must lie inside the input. libpng allocates an ancillary chunk's
+// buffer from the length its header claims before reading it (Debian's libpng 1.6.39 does not
+// cap that), so the lengths are checked here, before libpng sees them.
+Status check_chunk_lengths(std::span<const uint8_t> b) {
+  size_t pos = 8;
+  while (b.size() - pos >= 12) {
+    const uint32_t len =
+        (uint32_t{b[pos]} << 24) | (uint32_t{b[pos + 1]} << 16) | (uint32_t{b[pos + 2]} << 8) | b[pos + 3];
+    if (len > 0x7FFFFFFFu) return make_error("PNG: corrupt image: chunk length {} out of range", len);
+    if (len > b.size() - pos - 12) {
+      return make_error("PNG: corrupt or truncated image: a {}-byte chunk runs past the end of the file", len);
+    }
+    if (std::memcmp(b.data() + pos + 4, "IEND", 4) == 0) return ok_status();
+    pos += 12 + size_t{len};
+  }
+  return make_error("PNG: truncated image: no IEND chunk");
+}
+
 }  // namespace
 
 Result<DecodedImage> decode_png(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  if (bytes.size() < 8) return make_error("PNG: truncated image: {} bytes", bytes.size());
+  EDGELM_TRY_STATUS(check_chunk_lengths(bytes));
   PngState s;
   s.reader = Reader{bytes.data(), bytes.size(), 0, {}};
   s.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s.reader, on_error, on_warning);

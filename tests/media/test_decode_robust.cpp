@@ -10,6 +10,9 @@
 #include <new>
 #include <random>
 
+#include <sys/resource.h>
+#include <zlib.h>
+
 #include "media/decode.h"
 #include "oracle.h"
 
@@ -159,6 +162,52 @@ TEST(MediaDecodeRobust, PngBombIsRefusedFromTheHeader) {
   auto small = decode_image(png_claiming(64, 64));
   ASSERT_FALSE(small.ok());
   EXPECT_EQ(small.error().message.find("over the limit"), std::string::npos) << small.error().message;
+}
+
+// A real PNG with `chunk` inserted after its IHDR.
+std::vector<uint8_t> with_chunk_after_ihdr(std::vector<uint8_t> png, const std::vector<uint8_t>& chunk) {
+  png.insert(png.begin() + 33, chunk.begin(), chunk.end());
+  return png;
+}
+
+TEST(MediaDecodeRobust, PngChunkLengthPastTheEndIsRefusedUnallocated) {
+  const auto& run = oracle("decode");
+  EDGELM_REQUIRE_ORACLE(run);
+  // An iTXt header claiming 600 MB, followed by a few bytes: libpng alone would malloc 600 MB.
+  std::vector<uint8_t> chunk = {0x24, 0x00, 0x00, 0x62, 'i', 'T', 'X', 't', 'X', 'M', 'L', 0};
+  auto r = decode_image(with_chunk_after_ihdr(test::read_bytes(run.path("png_rgb.png")), chunk));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("a 603979874-byte chunk runs past the end of the file"), std::string::npos)
+      << r.error().message;
+}
+
+long peak_rss_kb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+TEST(MediaDecodeRobust, PngTextBombsAreBounded) {
+  const auto& run = oracle("decode");
+  EDGELM_REQUIRE_ORACLE(run);
+  // 40 zTXt chunks of 5 MB of text each (~5 KB compressed): 200 MB if libpng kept them (its own
+  // default cap is 8 MB a chunk).
+  const std::string text(5 << 20, 'a');
+  std::vector<uint8_t> z(compressBound(text.size()));
+  uLongf z_size = z.size();
+  ASSERT_EQ(compress2(z.data(), &z_size, reinterpret_cast<const Bytef*>(text.data()), text.size(), 9), Z_OK);
+  std::vector<uint8_t> data = {'C', 'o', 'm', 'm', 'e', 'n', 't', 0, 0};
+  data.insert(data.end(), z.begin(), z.begin() + static_cast<long>(z_size));
+  std::vector<uint8_t> chunks;
+  for (int i = 0; i < 40; ++i) put_chunk(chunks, "zTXt", data);
+  const auto orig = test::read_bytes(run.path("png_rgb.png"));
+  const auto bomb = with_chunk_after_ihdr(orig, chunks);
+  const long before = peak_rss_kb();
+  auto r = decode_image(bomb);
+  const long grown_mb = (peak_rss_kb() - before) / 1024;
+  ASSERT_TRUE(r.ok()) << r.error().message;  // the text is dropped, the pixels are fine
+  EXPECT_EQ(r->rgb, decode_image(orig)->rgb);
+  EXPECT_LT(grown_mb, 64) << "peak RSS grew by " << grown_mb << " MB";
 }
 
 TEST(MediaDecodeRobust, ZeroSizedPngIsAnError) {
