@@ -1,0 +1,95 @@
+// Encode time of one image through a vision encoder (mmproj): a file, or a synthetic shape
+// made in memory (vision/synthetic_mmproj.h). Prints the load time, the scratch the encoder
+// holds, and each repetition's encode time (the first one grows the scratch; the others are warm).
+//
+//   bench_vision_encode --shape gemma3 --type f16 --threads 2 --reps 3
+//   bench_vision_encode --mmproj mmproj.gguf --threads 4
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "vision/synthetic_mmproj.h"
+#include "vision/vit.h"
+
+using namespace edgelm;
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "bench_vision_encode: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string path, shape = "gemma3", type = "f16";
+  int threads = ThreadPool::hardware_threads(), reps = 3;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--mmproj")
+      path = argv[i + 1];
+    else if (a == "--shape")
+      shape = argv[i + 1];
+    else if (a == "--type")
+      type = argv[i + 1];
+    else if (a == "--threads")
+      threads = std::atoi(argv[i + 1]);
+    else if (a == "--reps")
+      reps = std::atoi(argv[i + 1]);
+    else
+      return fail("unknown option " + a);
+  }
+  const auto t_load = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<vision::VisionEncoder>> enc = make_error("no encoder");
+  if (!path.empty()) {
+    enc = vision::VisionEncoder::open(path);
+  } else {
+    vision::SyntheticMmprojSpec spec;
+    if (auto st = vision::apply_mmproj_shape(spec, shape); !st.ok()) return fail(st.error().message);
+    const auto t = dtype_from_name(type);
+    if (!t) return fail("unknown type " + type);
+    spec.weight_type = *t;
+    auto file = vision::make_synthetic_mmproj(spec);
+    if (!file.ok()) return fail(file.error().message);
+    enc = vision::VisionEncoder::load(std::move(*file));
+  }
+  if (!enc.ok()) return fail(enc.error().message);
+  const double load_ms = ms_since(t_load);
+  const vision::VisionEncoder& e = **enc;
+  const vision::VisionConfig& c = e.config();
+  std::printf("encoder: %s, %d px, patch %d, %d patches, %d layers, width %d, ffn %d, %d heads -> %d tokens x %d\n",
+              std::string(vision::projector_name(c.projector)).c_str(), c.image_size, c.patch_size, c.n_patches(),
+              c.n_layer, c.n_embd, c.n_ff, c.n_head, e.n_output_tokens(), e.n_embd_out());
+  std::printf("weights: %s %.1f MB in the file; load %.0f ms; scratch %.1f MB with %d threads\n",
+              std::string(dtype_name(e.weights().layers[0].wq.type)).c_str(), e.weights().n_bytes_file / 1e6, load_ms,
+              static_cast<double>(e.scratch_bytes(threads)) / 1e6, threads);
+
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> img(static_cast<size_t>(e.n_input_floats()));
+  for (float& v : img) v = dist(rng);
+  std::vector<float> out(static_cast<size_t>(e.n_output_tokens()) * static_cast<size_t>(e.n_embd_out()));
+  ThreadPool pool(threads);
+  vision::VisionScratch scratch;
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (auto st = e.encode(img.data(), out, pool, scratch); !st.ok()) return fail(st.error().message);
+    times.push_back(ms_since(t0));
+    std::printf("encode %d: %.0f ms%s\n", r, times.back(), r == 0 ? " (cold scratch)" : "");
+  }
+  std::sort(times.begin(), times.end());
+  std::printf("encode median: %.0f ms (%d reps, %d threads); scratch held %.1f MB\n", times[times.size() / 2], reps,
+              threads, static_cast<double>(scratch.held_bytes()) / 1e6);
+  return 0;
+}
