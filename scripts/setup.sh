@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev libutf8proc-dev libssl-dev
   libcpp-httplib-dev libboost-dev libyaml-cpp-dev prometheus libhnswlib-dev libsqlite3-dev
+  libjpeg62-turbo-dev libpng-dev libwebp-dev libexif-dev python3-pil python3-numpy
   wordnet-base
   clang libclang-rt-14-dev clang-format clang-tidy
   python3-jsonschema python3-jinja2

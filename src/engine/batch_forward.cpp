@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "kernels/ops_vector.h"
+#include "model/deltanet.h"
 #include "model/ops.h"
 
 namespace edgelm::engine {
@@ -43,6 +44,7 @@ struct Step {
   float att_scale = 0.0f;
   // Set per layer:
   int32_t layer = 0;
+  int32_t kv_layer = 0;              // the layer's K/V index in the store (ModelConfig::kv_layer)
   const float* post_norm = nullptr;  // [n_embd] norm of the sub-layer output before the add; null: none
   const float* next_norm = nullptr;  // [n_embd] norm applied after a residual add; null: none
 };
@@ -83,7 +85,7 @@ void rope_and_store(Step& st) {
       float* k = &s.k[t * st.KV];
       st.m.prepare_qk(st.layer, &s.q[t * st.Q], k, pos, st.n_ctx);  // Q/K norms (if any) and RoPE
       const kv::BlockId block = slice_blocks(st, s.tok_seq[t])[pos / st.block_size];
-      st.store.write(st.layer, block, pos % st.block_size, k, &s.v[t * st.KV]);
+      st.store.write(st.kv_layer, block, pos % st.block_size, k, &s.v[t * st.KV]);
     }
   });
 }
@@ -91,7 +93,7 @@ void rope_and_store(Step& st) {
 // Causal attention of every token over its own sequence (a local layer: its window), straight
 // from the store.
 void attention(Step& st) {
-  const AttnLayer a{st.store,      st.layer,        st.batch.seqs.data(), st.s.tok_seq.data(), st.s.tok_pos.data(),
+  const AttnLayer a{st.store,      st.kv_layer,     st.batch.seqs.data(), st.s.tok_seq.data(), st.s.tok_pos.data(),
                     st.s.q.data(), st.s.att.data(), st.c.n_head,          st.c.n_head_kv,      st.c.head_dim,
                     st.att_scale,  nullptr,         st.c.attn_softcap};
   attention_run(a, st.c.layer_is_local(st.layer) ? st.s.attn_local : st.s.attn, st.pool);
@@ -125,13 +127,34 @@ void gated_act(Step& st) {
   });
 }
 
+// A hybrid model's slices against their recurrent state slots (see forward_batch).
+Status validate_states(const model::ModelConfig& c, const StepBatch& batch) {
+  if (c.n_recurrent_layers() == 0 || c.deltanet.interval == 0) return ok_status();
+  if (batch.states == nullptr || !batch.states->enabled())
+    return make_error("forward_batch: a hybrid model ({}) needs a recurrent state store", c.arch->name);
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const BatchSeq& q = batch.seqs[i];
+    if (!batch.states->valid(q.state_slot))
+      return make_error("forward_batch: slice {} has no live recurrent state slot ({})", i, q.state_slot);
+    if (q.pos0 > 0 && batch.states->n_tokens(q.state_slot) != q.pos0)
+      return make_error(
+          "forward_batch: slice {} continues at position {} but its recurrent state has absorbed {} tokens (a "
+          "recurrent state cannot be rewound)",
+          i, q.pos0, batch.states->n_tokens(q.state_slot));
+    for (size_t j = 0; j < i; ++j)
+      if (batch.seqs[j].state_slot == q.state_slot)
+        return make_error("forward_batch: slices {} and {} share recurrent state slot {}", j, i, q.state_slot);
+  }
+  return ok_status();
+}
+
 // Checks the batch against the model and the store; returns the number of tokens with logits.
 Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, const kv::KvStore& store,
                          std::span<const float> logits) {
   if (batch.seqs.empty() || batch.tokens.empty()) return make_error("forward_batch: empty batch");
-  if (store.n_layer() != c.n_layer || store.n_embd_kv() != c.n_embd_kv())
+  if (store.n_layer() != c.n_kv_layers() || store.n_embd_kv() != c.n_embd_kv())
     return make_error("forward_batch: KV store of {} layers x {} is not this model's {} x {}", store.n_layer(),
-                      store.n_embd_kv(), c.n_layer, c.n_embd_kv());
+                      store.n_embd_kv(), c.n_kv_layers(), c.n_embd_kv());
   const int64_t bs = store.block_size();
   int64_t n_total = 0, n_logits = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -162,6 +185,7 @@ Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, co
   if (static_cast<int64_t>(logits.size()) != n_logits * c.n_vocab)
     return make_error("forward_batch: logits buffer has {} entries; {} tokens with logits x {} vocabulary need {}",
                       logits.size(), n_logits, c.n_vocab, n_logits * c.n_vocab);
+  EDGELM_TRY_STATUS(validate_states(c, batch));
   return n_logits;
 }
 
@@ -193,6 +217,90 @@ void plan_step(Step& st) {
   for (auto* buf : {&s.q, &s.att}) grow(*buf, st.n * st.Q);
   for (auto* buf : {&s.k, &s.v}) grow(*buf, st.n * st.KV);
   for (auto* buf : {&s.gate, &s.up}) grow(*buf, st.n * st.F);
+  if (st.c.arch->gated_deltanet) {
+    const model::DeltaNetConfig& d = st.c.deltanet;
+    grow(s.q_gate, st.n * 2 * st.Q);
+    grow(s.attn_gate, st.n * st.Q);
+    grow(s.mixed, st.n * d.conv_dim());
+    for (auto* buf : {&s.z, &s.rec_out}) grow(*buf, st.n * d.value_dim());
+    for (auto* buf : {&s.beta, &s.alpha}) grow(*buf, st.n * d.n_v_heads);
+  }
+}
+
+// Gated attention's Q projection split into Q and the output gate (model::split_q_gate), per token.
+void split_q_gate(Step& st) {
+  run(st, static_cast<size_t>(st.n), 2 * st.Q, [&st](size_t b, size_t e) {
+    for (size_t t = b; t < e; ++t)
+      model::split_q_gate(&st.s.q_gate[t * 2 * st.Q], &st.s.q[t * st.Q], &st.s.attn_gate[t * st.Q], 1, st.c.n_head,
+                          st.D);
+  });
+}
+
+void apply_attn_gate(Step& st) {
+  run(st, static_cast<size_t>(st.n), 8 * st.Q, [&st](size_t b, size_t e) {
+    for (size_t t = b; t < e; ++t) model::sigmoid_gate(&st.s.att[t * st.Q], &st.s.attn_gate[t * st.Q], st.Q);
+  });
+}
+
+// Channels per work item of the DeltaNet convolution.
+constexpr int64_t kConvChunk = 512;
+
+// A Gated DeltaNet layer of every slice over its state slot (model/deltanet.h) into proj: the
+// projections of all tokens at once, then per slice the convolution (channel ranges), Q/K L2
+// norms (per token), the delta rule (per value head) and the gated norm (per token).
+void deltanet_layer(Step& st, const model::LayerWeights& L) {
+  BatchScratch& s = st.s;
+  const model::DeltaNetConfig& d = st.c.deltanet;
+  const int64_t C = d.conv_dim(), V = d.value_dim(), H = d.n_v_heads, n = st.n;
+  const int32_t r = st.c.recurrent_index(st.layer);
+  const model::LinearPart parts[] = {{&L.w_qkv_mixed, nullptr, s.mixed.data()},
+                                     {&L.w_z, nullptr, s.z.data()},
+                                     {&L.w_beta, nullptr, s.beta.data()},
+                                     {&L.w_alpha, nullptr, s.alpha.data()}};
+  model::linear_many(parts, s.xn.data(), n, st.pool, s.matmul);
+  const auto n_seqs = static_cast<int64_t>(st.batch.seqs.size());
+  const int64_t n_chunks = (C + kConvChunk - 1) / kConvChunk;
+  kv::StateStore& states = *st.batch.states;
+  run(st, static_cast<size_t>(n_seqs * n_chunks), kConvChunk * d.d_conv * 4, [&](size_t b, size_t e) {
+    for (size_t item = b; item < e; ++item) {
+      const auto i = static_cast<int64_t>(item) / n_chunks, c0 = static_cast<int64_t>(item) % n_chunks * kConvChunk;
+      const BatchSeq& q = st.batch.seqs[static_cast<size_t>(i)];
+      model::deltanet_conv(d, &s.mixed[static_cast<size_t>(s.seq_tok[i] * C)], q.n_tokens, C,
+                           states.conv(q.state_slot, r), L.ssm_conv, c0, std::min(C, c0 + kConvChunk));
+    }
+  });
+  run(st, static_cast<size_t>(n), 4 * 2 * d.key_dim(), [&](size_t b, size_t e) {
+    model::deltanet_l2norm_qk(d, &s.mixed[b * C], static_cast<int64_t>(e - b), C, st.c.rms_eps);
+  });
+  const int64_t head_work = 6 * int64_t{d.head_v_dim} * d.head_k_dim;
+  run(st, static_cast<size_t>(n_seqs * H), head_work, [&](size_t b, size_t e) {
+    for (size_t item = b; item < e; ++item) {
+      const auto i = static_cast<int64_t>(item) / H;
+      const auto h = static_cast<int32_t>(static_cast<int64_t>(item) % H);
+      const BatchSeq& q = st.batch.seqs[static_cast<size_t>(i)];
+      const int64_t t0 = s.seq_tok[i];
+      model::deltanet_recur(d, L, &s.mixed[static_cast<size_t>(t0 * C)], q.n_tokens, C, &s.beta[t0 * H],
+                            &s.alpha[t0 * H], H, states.ssm(q.state_slot, r), &s.rec_out[t0 * V], V, h, h + 1);
+    }
+  });
+  run(st, static_cast<size_t>(n), 8 * V, [&](size_t b, size_t e) {
+    model::deltanet_gate(d, L, &s.rec_out[b * V], V, &s.z[b * V], V, static_cast<int64_t>(e - b), st.c.rms_eps, 0,
+                         d.n_v_heads);
+  });
+  model::linear(s.proj.data(), s.rec_out.data(), n, L.w_ssm_out, nullptr, st.pool, s.matmul);
+}
+
+// Zeroes the state of slices that start their sequence; marks every slot's new position (after
+// the step: the layers all run unconditionally once validation passed).
+void prepare_states(const StepBatch& batch) {
+  if (batch.states == nullptr) return;
+  for (const BatchSeq& q : batch.seqs)
+    if (q.pos0 == 0) batch.states->reset(q.state_slot);
+}
+
+void advance_states(const StepBatch& batch) {
+  if (batch.states == nullptr) return;
+  for (const BatchSeq& q : batch.seqs) batch.states->set_n_tokens(q.state_slot, q.pos0 + q.n_tokens);
 }
 
 }  // namespace
@@ -220,15 +328,26 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
   kernels::MatmulScratch& mm = s.matmul;
   const int64_t n = st.n;
 
+  const bool hybrid = c.deltanet.interval > 0;
+  if (hybrid) prepare_states(batch);
   embed_tokens(st);  // also the first layer's attention norm
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const model::LayerWeights& L = w.layers[static_cast<size_t>(l)];
     st.layer = l;
-    const model::LinearPart qkv[] = {{&L.wq, L.bq, s.q.data()}, {&L.wk, L.bk, s.k.data()}, {&L.wv, L.bv, s.v.data()}};
-    model::linear_many(qkv, s.xn.data(), n, pool, mm);
-    rope_and_store(st);
-    attention(st);
-    model::linear(s.proj.data(), s.att.data(), n, L.wo, nullptr, pool, mm);
+    st.kv_layer = c.kv_layer(l);
+    if (c.layer_is_recurrent(l)) {
+      deltanet_layer(st, L);
+    } else {
+      const model::LinearPart qkv[] = {{&L.wq, L.bq, L.attn_gated ? s.q_gate.data() : s.q.data()},
+                                       {&L.wk, L.bk, s.k.data()},
+                                       {&L.wv, L.bv, s.v.data()}};
+      model::linear_many(qkv, s.xn.data(), n, pool, mm);
+      if (L.attn_gated) split_q_gate(st);
+      rope_and_store(st);
+      attention(st);
+      if (L.attn_gated) apply_attn_gate(st);
+      model::linear(s.proj.data(), s.att.data(), n, L.wo, nullptr, pool, mm);
+    }
     st.post_norm = L.attn_post_norm;
     st.next_norm = L.ffn_norm;
     residual(st);
@@ -243,6 +362,7 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
     residual(st);
   }
 
+  if (hybrid) advance_states(batch);
   if (*n_logits == 0) return ok_status();
   float* x_out = grow(s.x_out, *n_logits * st.E);  // [n_logits, n_embd]
   int64_t j = 0;

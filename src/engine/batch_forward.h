@@ -14,7 +14,10 @@
 //  - the element-wise ops (RMSNorm, SwiGLU, residual add) use the SIMD variants of
 //    kernels/ops_vector.h (GeGLU the scalar model/ops.h), RoPE the model's cos/sin tables;
 //  - sliding-window layers attend over each token's last n_swa positions (their own attention
-//    plan), so the paged KV honours the window exactly as Model::forward does.
+//    plan), so the paged KV honours the window exactly as Model::forward does;
+//  - hybrid models' Gated DeltaNet layers run model/deltanet.h per slice over the slice's
+//    recurrent state slot (StepBatch::states): the convolution over channel ranges and the
+//    delta rule over value heads of every slice in one parallel loop each.
 //
 // Invariants:
 //  - Every architecture of model/arch.h runs through the same ops as Model::forward; with F32
@@ -45,6 +48,7 @@
 #include "kernels/matmul.h"
 #include "kv/block_pool.h"
 #include "kv/kv_store.h"
+#include "kv/state_store.h"
 #include "model/model.h"
 
 namespace edgelm::engine {
@@ -56,6 +60,7 @@ struct BatchSeq {
   std::span<const kv::BlockId> blocks;  // the sequence's block table; covers positions [0, pos0 + n_tokens)
   int32_t n_logits = 0;                 // compute the logits of the slice's last n_logits tokens, in [0, n_tokens]
                                         // (1: the next token after the slice; more: speculative verification)
+  int32_t state_slot = -1;              // hybrid models: the sequence's slot in StepBatch::states
 };
 
 struct StepBatch {
@@ -64,6 +69,10 @@ struct StepBatch {
   // The context the sequences are sized for (the engine's n_ctx): picks LongRoPE's factor set
   // (model::Model::rope_for); 0: the model's trained context.
   int32_t n_ctx = 0;
+  // Hybrid models (recurrent layers): the sequences' states. A slice continues its slot's state,
+  // which must have absorbed exactly pos0 tokens (pos0 == 0 resets it); after the step it has
+  // absorbed pos0 + n_tokens. Null for models without recurrent layers.
+  kv::StateStore* states = nullptr;
 };
 
 // Reusable buffers of forward_batch (one per caller; not thread-safe). The buffers are internal
@@ -80,6 +89,13 @@ struct BatchScratch {
   std::vector<float> gate;       // [n_total, n_ff]
   std::vector<float> up;         // [n_total, n_ff]
   std::vector<float> x_out;      // [sum of n_logits, n_embd] final-normed tokens with logits
+  std::vector<float> q_gate;     // [n_total, 2 * n_head * head_dim] gated attention's Q projection
+  std::vector<float> attn_gate;  // [n_total, n_head * head_dim] its output gate
+  std::vector<float> mixed;      // [n_total, conv_dim] DeltaNet Q, K, V channels (deltanet.h)
+  std::vector<float> z;          // [n_total, value_dim] DeltaNet output gate
+  std::vector<float> beta;       // [n_total, n_v_heads]
+  std::vector<float> alpha;      // [n_total, n_v_heads]
+  std::vector<float> rec_out;    // [n_total, value_dim] DeltaNet output
   std::vector<int32_t> tok_seq;  // [n_total] slice of each token
   std::vector<int32_t> tok_pos;  // [n_total] position of each token
   std::vector<int64_t> seq_tok;  // [n_seqs + 1] first token of each slice (and n_total)
@@ -93,7 +109,9 @@ struct BatchScratch {
 // slice after slice in seqs order, tokens in position order within a slice. The store's block size is the paging unit.
 // Errors (nothing is written): empty batch, tokens.size() != sum of n_tokens, n_tokens <= 0,
 // pos0 < 0, n_logits outside [0, n_tokens], a token outside the vocabulary, a block table too short or naming a block
-// outside the store, a store of another model's shape, logits span of the wrong size.
+// outside the store, a store of another model's shape, logits span of the wrong size; for hybrid
+// models no state store, a slice without a live slot, two slices of one slot, or a slot whose
+// state is at another position than the slice's pos0 (> 0).
 Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore& store, std::span<float> logits,
                      ThreadPool& pool, BatchScratch& scratch);
 

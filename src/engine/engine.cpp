@@ -37,6 +37,11 @@ Status validate(const EngineOptions& o) {
 Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts) {
   EDGELM_TRY_STATUS(validate(opts));
   const model::ModelConfig& c = model.config();
+  if (c.n_recurrent_layers() > 0 && c.deltanet.interval > 0 && opts.spec.mode != SpecMode::off)
+    return make_error(
+        "speculative decoding is not supported for hybrid recurrent models ({}): verifying a draft would need the "
+        "recurrent state rolled back to the accepted token, which is not implemented yet",
+        c.arch->name);
   const int32_t n_blocks = kv::KvStore::blocks_for_budget(c, opts.block_size, opts.kv_type, opts.kv_memory_bytes);
   if (n_blocks < 2) {
     return make_error(
@@ -65,6 +70,7 @@ Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions 
       opts_(opts),
       n_ctx_(opts.n_ctx > 0 ? opts.n_ctx : model.config().n_ctx_train),
       store_(std::move(store)),
+      states_(model.config()),
       pool_(store_.n_blocks(), opts.block_size),
       kv_(pool_, store_),
       scheduler_(kv_, pool_, opts.scheduler),
@@ -108,6 +114,9 @@ Result<RequestId> Engine::add_request(Request req) {
     pending_.push_back({ev, std::move(req.on_event)});
     return id;
   }
+  // A hybrid model's recurrent state exists only for the sequence's own full history: no KV
+  // prefix of another request can stand in for it (that needs state snapshots, not built yet).
+  if (states_.enabled()) req.cache_prefix = false;
   auto seq = std::make_unique<Sequence>(id, std::move(req), next_arrival_++);
   seq->tokens = seq->req.prompt;
   // Room for everything the request can hold, so that steps do not grow these vectors.
@@ -147,6 +156,7 @@ void Engine::emit(Sequence& s, TokenEvent ev, std::vector<TokenEvent>& out) {
 void Engine::finish(RequestId id, Finish f, std::string error, std::vector<TokenEvent>& out) {
   std::unique_ptr<Sequence> s = scheduler_.remove(id);
   EDGELM_CHECK(s != nullptr, "finish of unknown request ", id);
+  if (s->state_slot >= 0) states_.release(s->state_slot);
   if (drafter_) drafter_->release(id);
   TokenEvent ev{id, -1, {}, f, std::move(error)};
   ev.n_prompt = s->n_prompt;
@@ -351,15 +361,17 @@ const std::vector<TokenEvent>& Engine::step() {
   batch_.tokens.clear();
   batch_.seqs.clear();
   batch_.n_ctx = n_ctx_;
+  batch_.states = states_.enabled() ? &states_ : nullptr;
   int32_t n_logits = 0;
   for (const ScheduledSlice& sl : plan) {
-    const Sequence& s = *sl.seq;
+    Sequence& s = *sl.seq;
+    if (states_.enabled() && s.state_slot < 0) s.state_slot = states_.acquire();
     const int32_t n_own = sl.n_tokens - sl.n_draft;
     const auto begin = s.tokens.begin() + s.kv.n_tokens;
     batch_.tokens.insert(batch_.tokens.end(), begin, begin + n_own);
     batch_.tokens.insert(batch_.tokens.end(), s.draft.begin(), s.draft.begin() + sl.n_draft);
     const int32_t rows = sl.logits ? 1 + sl.n_draft : 0;
-    batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, rows});
+    batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, rows, s.state_slot});
     n_logits += rows;
   }
   const auto n_vocab = static_cast<size_t>(model_.config().n_vocab);

@@ -35,6 +35,7 @@
 #include "kv/block_pool.h"
 #include "kv/kv_manager.h"
 #include "kv/kv_store.h"
+#include "kv/state_store.h"
 #include "tokenizer/tokenizer.h"
 
 namespace edgelm::engine {
@@ -156,6 +157,7 @@ class Engine {
   EngineOptions opts_;
   int32_t n_ctx_;
   kv::KvStore store_;
+  kv::StateStore states_;  // hybrid models' recurrent state slots (empty otherwise)
   kv::BlockPool pool_;
   kv::KvManager kv_;
   Scheduler scheduler_;

@@ -55,9 +55,9 @@ struct Sequence {
   int32_t n_preemptions = 0;
   kv::SeqKv kv;
   sample::Sampler sampler;
-  std::optional<TextStream> text;        // when the engine has a tokenizer
-  std::optional<Constraint> constraint;  // with Request::grammar
-  std::string error;                     // why it ends with Finish::error (not a forward's failure)
+  std::optional<TextStream> text;             // when the engine has a tokenizer
+  std::optional<Constraint> constraint;       // with Request::grammar
+  std::string error;                          // why it ends with Finish::error (not a forward's failure)
   std::optional<ReasoningTracker> reasoning;  // with Request::reasoning.enabled
   ReasoningCut reasoning_cut = ReasoningCut::none;
   // Speculative decoding (speculative.h): this step's proposal, verified after the pending token,
@@ -65,6 +65,9 @@ struct Sequence {
   std::vector<int32_t> draft;
   std::vector<float> draft_probs;  // [draft.size(), n_vocab] proposal distributions; empty: certain
   SpecController spec;
+  // Hybrid models: the sequence's recurrent state slot (kv::StateStore), from its first step
+  // until it finishes; a preempted sequence keeps it and restarts it from position 0.
+  int32_t state_slot = -1;
 
   // Tokens whose K/V still have to be computed (>= 1 for every live sequence).
   int32_t n_pending() const { return static_cast<int32_t>(tokens.size()) - kv.n_tokens; }

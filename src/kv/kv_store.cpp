@@ -51,14 +51,14 @@ std::string_view kv_type_name(KvType type) {
 }
 
 size_t kv_bytes_per_token(const model::ModelConfig& config, KvType type) {
-  return static_cast<size_t>(std::max(config.n_layer, 0)) * 2 * row_bytes_for(config.n_embd_kv(), type);
+  return static_cast<size_t>(std::max(config.n_kv_layers(), 0)) * 2 * row_bytes_for(config.n_embd_kv(), type);
 }
 
 
 Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_blocks, int32_t block_size, KvType type) {
   const int32_t n_embd_kv = config.n_embd_kv();
-  if (config.n_layer < 1 || n_embd_kv < 1)
-    return make_error("KV cache: model has n_layer {} and n_embd_kv {}; both must be >= 1", config.n_layer, n_embd_kv);
+  if (config.n_kv_layers() < 1 || n_embd_kv < 1)
+    return make_error("KV cache: model has {} layers with K/V and n_embd_kv {}; both must be >= 1", config.n_kv_layers(), n_embd_kv);
   if (block_size < 1) return make_error("KV cache: block size {} must be >= 1", block_size);
   if (n_blocks < 1) return make_error("KV cache: {} blocks requested; at least 1 is needed", n_blocks);
   if (type == KvType::q8_0 && n_embd_kv % kernels::kQK != 0)
@@ -69,7 +69,7 @@ Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_bloc
 
   KvStore s;
   s.type_ = type;
-  s.n_layer_ = config.n_layer;
+  s.n_layer_ = config.n_kv_layers();
   s.n_embd_kv_ = n_embd_kv;
   s.n_blocks_ = n_blocks;
   s.block_size_ = block_size;

@@ -17,6 +17,9 @@
 // decode at depth 2048 latency-bound on the scattered pieces). copy_block copies the block's
 // n_layer * 2 pieces.
 //
+// Layers are the model's layers with K/V (ModelConfig::kv_layer: all of them, but for hybrid
+// models only the attention layers; their recurrent layers' state lives in kv/state_store.h).
+//
 // Invariants: q8_0 requires n_embd_kv % 32 == 0 (create() refuses otherwise), so every row is
 // whole quant blocks and rows never share bytes. write/read of distinct (layer, block, slot)
 // touch disjoint bytes and may run concurrently; everything else is single-threaded.

@@ -20,6 +20,9 @@ constexpr std::array kArchs = {
              SwaLayers::five_to_one, 10000.0f, false},
     ArchSpec{"phi3", RopeStyle::neox, false, false, 1e-5f, 10000.0f, FfnAct::silu, false, false, false, SwaLayers::all,
              0.0f, true},
+    //                                                                                                  gated DeltaNet
+    ArchSpec{"qwen35", RopeStyle::neox, false, true, 1e-6f, 10000000.0f, FfnAct::silu, false, false, false,
+             SwaLayers::none, 0.0f, false, true},
 };
 
 // Far above any real model: anything larger is a corrupt or hostile file, and we refuse it
@@ -132,6 +135,52 @@ Status read_arch_extras(const format::GgufMetadata& md, const std::string& p, co
   return ok_status();
 }
 
+// The Gated DeltaNet keys of a hybrid architecture (DeltaNetConfig), the MTP layer count (which
+// the main layer count excludes) and the M-RoPE sections.
+Status read_deltanet(const format::GgufMetadata& md, const std::string& p, ModelConfig& c) {
+  DeltaNetConfig& d = c.deltanet;
+  auto get = [&](const char* key, uint32_t lo, uint32_t hi, bool required, uint32_t fallback) -> Result<int32_t> {
+    const std::string full = p + key;
+    auto v = required ? md.get_u32(full) : md.get_u32_or(full, fallback);
+    if (!v.ok()) return v.error();
+    if (*v < lo || *v > hi) return make_error("metadata '{}' = {} is out of range ({} to {})", full, *v, lo, hi);
+    return static_cast<int32_t>(*v);
+  };
+  EDGELM_TRY(d.d_conv, get("ssm.conv_kernel", 1, 64, true, 0));
+  EDGELM_TRY(const int32_t inner, get("ssm.inner_size", 1, 16 * kMaxEmbd, true, 0));
+  EDGELM_TRY(d.head_k_dim, get("ssm.state_size", 1, kMaxHeadDim, true, 0));
+  EDGELM_TRY(d.n_v_heads, get("ssm.time_step_rank", 1, kMaxHeads, true, 0));
+  EDGELM_TRY(d.n_k_heads, get("ssm.group_count", 1, kMaxHeads, true, 0));
+  EDGELM_TRY(d.interval, get("full_attention_interval", 1, kMaxLayers, false, 4));
+  EDGELM_TRY(c.n_nextn, get("nextn_predict_layers", 0, kMaxLayers, false, 0));
+  if (d.n_v_heads % d.n_k_heads != 0)
+    return make_error("{}ssm.time_step_rank {} (value heads) is not a multiple of ssm.group_count {} (key heads)", p,
+                      d.n_v_heads, d.n_k_heads);
+  if (inner % d.n_v_heads != 0)
+    return make_error("{}ssm.inner_size {} is not divisible by ssm.time_step_rank {}", p, inner, d.n_v_heads);
+  d.head_v_dim = inner / d.n_v_heads;
+  if (c.n_nextn >= c.n_layer)
+    return make_error("{}nextn_predict_layers {} leaves no main layers of block_count {}", p, c.n_nextn, c.n_layer);
+  c.n_layer -= c.n_nextn;
+  const std::string sec_key = p + "rope.dimension_sections";
+  if (md.contains(sec_key)) {
+    EDGELM_TRY(const auto* arr, md.get_array(sec_key));
+    if (arr->size() > 4) return make_error("metadata '{}' has {} entries, at most 4", sec_key, arr->size());
+    int64_t sum = 0;
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const auto v = (*arr)[i].as_int();
+      if (!v || *v < 0 || *v > kMaxHeadDim)
+        return make_error("metadata '{}' entry {} is not a valid count", sec_key, i);
+      c.rope_sections[i] = static_cast<int32_t>(*v);
+      sum += *v;
+    }
+    if (sum * 2 > c.n_rot)
+      return make_error("metadata '{}' spans {} rotary pairs, more than rope.dimension_count {} has", sec_key, sum,
+                        c.n_rot);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 bool ModelConfig::layer_is_local(int32_t layer) const {
@@ -213,6 +262,7 @@ Result<ModelConfig> config_from_metadata(const format::GgufMetadata& md) {
     return make_error("{}rope.freq_base {} is out of range", p, c.rope_base);
   EDGELM_TRY(c.rope_scaling, read_rope_scaling(md, p, c.n_ctx_train));
   EDGELM_TRY_STATUS(read_arch_extras(md, p, *arch, c));
+  if (arch->gated_deltanet) EDGELM_TRY_STATUS(read_deltanet(md, p, c));
   const bool gemma_27b = (arch->name == "gemma2" && c.n_layer == 46) || (arch->name == "gemma3" && c.n_layer == 62);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(gemma_27b ? c.n_embd / c.n_head : c.head_dim));
   return c;

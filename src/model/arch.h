@@ -56,6 +56,33 @@ struct ArchSpec {
                                  // {arch}.rope.freq_base_swa overrides); 0: they use the global RoPE
   bool fused = false;            // blk.N.attn_qkv (Q, K, V rows) and ffn_up of 2 * n_ff rows (gate, then up),
                                  // LongRoPE factors rope_factors_{short,long} (phi3)
+  // Hybrid Gated DeltaNet (qwen35): layers keep a recurrent state instead of K/V except every
+  // full_attention_interval-th one (DeltaNetConfig); the attention layers' Q projection carries a
+  // per-element output gate (blk.N.attn_q of 2 * n_head * head_dim rows, each head's Q rows
+  // then its gate rows: out = attention * sigmoid(gate)); the FFN's pre-norm is stored as
+  // blk.N.post_attention_norm; rope.dimension_sections is read (M-RoPE: for text every section
+  // has the token's position, so the rotation is plain NeoX over n_rot dimensions).
+  bool gated_deltanet = false;
+};
+
+// The Gated DeltaNet linear-attention layers of a hybrid model (qwen35 "ssm.*" keys). Per layer
+// and sequence the state is a causal depthwise convolution's last d_conv - 1 inputs
+// ([d_conv - 1, conv_dim]) and one [head_v_dim, head_k_dim] matrix per value head, updated
+// token by token by the gated delta rule (model/deltanet.h). interval 0: no such layers.
+struct DeltaNetConfig {
+  int32_t interval = 0;    // full_attention_interval: layer l attends (K/V) iff (l + 1) % interval == 0
+  int32_t d_conv = 0;      // ssm.conv_kernel
+  int32_t n_k_heads = 0;   // ssm.group_count (Q and K heads)
+  int32_t n_v_heads = 0;   // ssm.time_step_rank (V heads; a multiple of n_k_heads)
+  int32_t head_k_dim = 0;  // ssm.state_size
+  int32_t head_v_dim = 0;  // ssm.inner_size / n_v_heads
+
+  int64_t key_dim() const { return int64_t{n_k_heads} * head_k_dim; }
+  int64_t value_dim() const { return int64_t{n_v_heads} * head_v_dim; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // Q, K, V channels of the convolution
+  int64_t conv_state_floats() const { return int64_t{d_conv - 1} * conv_dim(); }
+  int64_t ssm_state_floats() const { return value_dim() * head_k_dim; }
+  int64_t state_floats() const { return conv_state_floats() + ssm_state_floats(); }  // one layer, one sequence
 };
 
 // How rotary frequencies are stretched for contexts beyond the trained one
@@ -89,7 +116,7 @@ struct ModelConfig {
   int32_t n_ctx_train = 0;  // context length the model was trained with
   int32_t n_embd = 0;       // hidden size
   int32_t n_layer = 0;
-  int32_t n_ff = 0;         // feed-forward inner size
+  int32_t n_ff = 0;  // feed-forward inner size
   int32_t n_head = 0;
   int32_t n_head_kv = 0;  // < n_head means grouped-query attention
   int32_t head_dim = 0;   // attention.key_length, else n_embd / n_head (may differ from it)
@@ -117,7 +144,22 @@ struct ModelConfig {
   // rope_freqs.weight ([n_rot / 2], Llama 3.1+ "llama3" scaling as converters store it: each
   // rotary frequency is divided by its factor) is a tensor: Weights::rope_freqs.
 
+  // Hybrid models (arch gated_deltanet): the recurrent layers' shape. n_layer counts the main
+  // layers only; the file's block_count also has n_nextn MTP ("nextn") layers after them.
+  DeltaNetConfig deltanet;
+  int32_t n_nextn = 0;
+  // M-RoPE sections of rotary pairs (rope.dimension_sections), all 0 when the file has none.
+  int32_t rope_sections[4] = {0, 0, 0, 0};
+
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
+  // Whether `layer` is a Gated DeltaNet layer (no K/V; a recurrent state instead).
+  bool layer_is_recurrent(int32_t layer) const { return deltanet.interval > 0 && (layer + 1) % deltanet.interval != 0; }
+  // Layers with K/V, and the K/V index of an attention layer (identity unless hybrid).
+  int32_t n_kv_layers() const { return deltanet.interval > 0 ? n_layer / deltanet.interval : n_layer; }
+  int32_t kv_layer(int32_t layer) const { return deltanet.interval > 0 ? layer / deltanet.interval : layer; }
+  // Recurrent layers, and the state index of a recurrent layer.
+  int32_t n_recurrent_layers() const { return n_layer - n_kv_layers(); }
+  int32_t recurrent_index(int32_t layer) const { return layer - kv_layer(layer); }
   int32_t n_gqa() const { return n_head / n_head_kv; }
   // Whether `layer` attends through the sliding window (n_swa > 0 and the row's pattern).
   bool layer_is_local(int32_t layer) const;

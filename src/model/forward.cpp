@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "model/deltanet.h"
 #include "model/model.h"
 #include "model/ops.h"
 
@@ -28,6 +29,71 @@ void Model::prepare_qk(int32_t layer, float* q, float* k, int32_t pos, int32_t n
   rope.apply(k, c.n_head_kv, c.head_dim, pos);
 }
 
+// Softmax attention of one layer: Q/K/V projections (Q with its output gate when the layer has
+// one), Q/K norms and RoPE, the new K/V appended to the cache, causal attention over the cache
+// (a local layer: its window), the gate, the output projection into proj.
+void Model::attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0, KvCache& cache, float* proj,
+                            ThreadPool& pool, kernels::MatmulScratch& scratch) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
+  const int64_t D = c.head_dim, Q = static_cast<int64_t>(c.n_head) * D, KV = c.n_embd_kv();
+  const int32_t kl = c.kv_layer(l);
+  std::vector<float> q(n * Q), k(n * KV), v(n * KV), att(n * Q), gate;
+  std::vector<float> scores(static_cast<size_t>(pos0 + n));  // [n_past + n] attention weights of one head
+  if (L.attn_gated) {
+    std::vector<float> qg(n * 2 * Q);
+    linear(qg.data(), xn, n, L.wq, L.bq, pool, scratch);
+    gate.resize(static_cast<size_t>(n * Q));
+    split_q_gate(qg.data(), q.data(), gate.data(), n, c.n_head, D);
+  } else {
+    linear(q.data(), xn, n, L.wq, L.bq, pool, scratch);
+  }
+  linear(k.data(), xn, n, L.wk, L.bk, pool, scratch);
+  linear(v.data(), xn, n, L.wv, L.bv, pool, scratch);
+  for (int64_t t = 0; t < n; ++t) {
+    const auto pos = static_cast<int32_t>(pos0 + t);
+    prepare_qk(l, &q[t * Q], &k[t * KV], pos, cache.n_ctx());
+    std::copy(&k[t * KV], &k[t * KV] + KV, cache.k(kl, pos));
+    std::copy(&v[t * KV], &v[t * KV] + KV, cache.v(kl, pos));
+  }
+  // Causal attention: token t (position pos0 + t) attends to positions [lo, pos0 + t]: from 0,
+  // or in a local layer the last `window` of them.
+  const int32_t window = c.layer_window(l);
+  const float att_scale = attn_scale();
+  for (int64_t t = 0; t < n; ++t) {
+    const auto pos = static_cast<int32_t>(pos0 + t);
+    const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
+    for (int32_t h = 0; h < c.n_head; ++h) {
+      const int64_t kv_off = static_cast<int64_t>(h / c.n_gqa()) * D;
+      attention_head(&q[t * Q + h * D], cache.k(kl, lo) + kv_off, cache.v(kl, lo) + kv_off, KV, pos - lo + 1, D,
+                     att_scale, scores.data(), &att[t * Q + h * D], c.attn_softcap);
+    }
+  }
+  if (L.attn_gated) sigmoid_gate(att.data(), gate.data(), n * Q);
+  linear(proj, att.data(), n, L.wo, nullptr, pool, scratch);
+}
+
+// A Gated DeltaNet layer (model/deltanet.h) over the sequence's recurrent state, into proj.
+void Model::deltanet_layer(int32_t l, const float* xn, int64_t n, KvCache& cache, float* proj, ThreadPool& pool,
+                           kernels::MatmulScratch& scratch) const {
+  const ModelConfig& c = config_;
+  const DeltaNetConfig& d = c.deltanet;
+  const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
+  const int64_t C = d.conv_dim(), V = d.value_dim(), H = d.n_v_heads;
+  std::vector<float> mixed(n * C), z(n * V), beta(n * H), alpha(n * H), out(n * V);
+  linear(mixed.data(), xn, n, L.w_qkv_mixed, nullptr, pool, scratch);
+  linear(z.data(), xn, n, L.w_z, nullptr, pool, scratch);
+  linear(beta.data(), xn, n, L.w_beta, nullptr, pool, scratch);
+  linear(alpha.data(), xn, n, L.w_alpha, nullptr, pool, scratch);
+  const int32_t r = c.recurrent_index(l);
+  deltanet_conv(d, mixed.data(), n, C, cache.conv_state(r), L.ssm_conv, 0, C);
+  deltanet_l2norm_qk(d, mixed.data(), n, C, c.rms_eps);
+  deltanet_recur(d, L, mixed.data(), n, C, beta.data(), alpha.data(), H, cache.ssm_state(r), out.data(), V, 0,
+                 d.n_v_heads);
+  deltanet_gate(d, L, out.data(), V, z.data(), V, n, c.rms_eps, 0, d.n_v_heads);
+  linear(proj, out.data(), n, L.w_ssm_out, nullptr, pool, scratch);
+}
+
 Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
                       std::span<float> hidden) const {
   const ModelConfig& c = config_;
@@ -44,17 +110,12 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     return make_error("hidden-state buffer has {} entries, {} tokens x {} need {}", hidden.size(), n, c.n_embd,
                       n * c.n_embd);
 
-  const int64_t E = c.n_embd, D = c.head_dim, Q = static_cast<int64_t>(c.n_head) * D, KV = c.n_embd_kv(), F = c.n_ff;
-  std::vector<float> x(n * E);                               // [n, n_embd] residual stream
-  std::vector<float> xn(n * E);                              // [n, n_embd] normalized input of a sub-layer
-  std::vector<float> q(n * Q);                               // [n, n_head * head_dim]
-  std::vector<float> k(n * KV);                              // [n, n_embd_kv]
-  std::vector<float> v(n * KV);                              // [n, n_embd_kv]
-  std::vector<float> att(n * Q);                             // [n, n_head * head_dim] attention output
-  std::vector<float> proj(n * E);                            // [n, n_embd] sub-layer output
-  std::vector<float> gate(n * F);                            // [n, n_ff]
-  std::vector<float> up(n * F);                              // [n, n_ff]
-  std::vector<float> scores(static_cast<size_t>(pos0 + n));  // [n_past + n] attention weights of one head
+  const int64_t E = c.n_embd, F = c.n_ff;
+  std::vector<float> x(n * E);     // [n, n_embd] residual stream
+  std::vector<float> xn(n * E);    // [n, n_embd] normalized input of a sub-layer
+  std::vector<float> proj(n * E);  // [n, n_embd] sub-layer output
+  std::vector<float> gate(n * F);  // [n, n_ff]
+  std::vector<float> up(n * F);    // [n, n_ff]
 
   for (int64_t t = 0; t < n; ++t) kernels::get_row(weights_.token_embd, tokens[static_cast<size_t>(t)], &x[t * E]);
   if (c.arch->scale_embd) {
@@ -62,33 +123,16 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     for (float& xi : x) xi *= s;
   }
   kernels::MatmulScratch scratch;
-  const float att_scale = attn_scale();
 
+  if (pos0 == 0) cache.clear();  // a sequence starts from the zero recurrent state
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
     for (int64_t t = 0; t < n; ++t) rms_norm(&xn[t * E], &x[t * E], L.attn_norm, E, c.rms_eps);
-    linear(q.data(), xn.data(), n, L.wq, L.bq, pool, scratch);
-    linear(k.data(), xn.data(), n, L.wk, L.bk, pool, scratch);
-    linear(v.data(), xn.data(), n, L.wv, L.bv, pool, scratch);
-    for (int64_t t = 0; t < n; ++t) {
-      const auto pos = static_cast<int32_t>(pos0 + t);
-      prepare_qk(l, &q[t * Q], &k[t * KV], pos, cache.n_ctx());
-      std::copy(&k[t * KV], &k[t * KV] + KV, cache.k(l, pos));
-      std::copy(&v[t * KV], &v[t * KV] + KV, cache.v(l, pos));
+    if (c.layer_is_recurrent(l)) {
+      deltanet_layer(l, xn.data(), n, cache, proj.data(), pool, scratch);
+    } else {
+      attention_layer(l, xn.data(), n, pos0, cache, proj.data(), pool, scratch);
     }
-    // Causal attention: token t (position pos0 + t) attends to positions [lo, pos0 + t]: from 0,
-    // or in a local layer the last `window` of them.
-    const int32_t window = c.layer_window(l);
-    for (int64_t t = 0; t < n; ++t) {
-      const auto pos = static_cast<int32_t>(pos0 + t);
-      const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
-      for (int32_t h = 0; h < c.n_head; ++h) {
-        const int64_t kv_off = static_cast<int64_t>(h / c.n_gqa()) * D;
-        attention_head(&q[t * Q + h * D], cache.k(l, lo) + kv_off, cache.v(l, lo) + kv_off, KV, pos - lo + 1, D,
-                       att_scale, scores.data(), &att[t * Q + h * D], c.attn_softcap);
-      }
-    }
-    linear(proj.data(), att.data(), n, L.wo, nullptr, pool, scratch);
     if (L.attn_post_norm != nullptr)
       for (int64_t t = 0; t < n; ++t) rms_norm(&proj[t * E], &proj[t * E], L.attn_post_norm, E, c.rms_eps);
     add_inplace(x.data(), proj.data(), n * E);

@@ -58,6 +58,11 @@ class Model {
 
  private:
   Model(format::ModelFile file, ModelConfig config, Weights weights);
+  // The two kinds of token mixing of forward(): sub-layer output [n, n_embd] into proj.
+  void attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0, KvCache& cache, float* proj,
+                       ThreadPool& pool, kernels::MatmulScratch& scratch) const;
+  void deltanet_layer(int32_t l, const float* xn, int64_t n, KvCache& cache, float* proj, ThreadPool& pool,
+                      kernels::MatmulScratch& scratch) const;
 
   format::ModelFile file_;
   ModelConfig config_;

@@ -84,4 +84,17 @@ void attention_head(const float* q, const float* k, const float* v, int64_t row_
   }
 }
 
+void split_q_gate(const float* qg, float* q, float* gate, int64_t n_tok, int32_t n_head, int64_t head_dim) {
+  for (int64_t t = 0; t < n_tok; ++t)
+    for (int32_t h = 0; h < n_head; ++h) {
+      const float* src = qg + (t * n_head + h) * 2 * head_dim;
+      std::copy(src, src + head_dim, q + (t * n_head + h) * head_dim);
+      std::copy(src + head_dim, src + 2 * head_dim, gate + (t * n_head + h) * head_dim);
+    }
+}
+
+void sigmoid_gate(float* x, const float* gate, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+}
+
 }  // namespace edgelm::model

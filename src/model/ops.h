@@ -58,6 +58,13 @@ void geglu(float* gate, const float* up, int64_t n);
 // Soft-capping: cap * tanh(x / cap) (cap > 0).
 inline float soft_cap(float x, float cap);
 
+// Gated attention's Q projection: qg [n_tok, n_head, 2 * head_dim] (each head's Q, then its
+// gate) split into q and gate, each [n_tok, n_head * head_dim].
+void split_q_gate(const float* qg, float* q, float* gate, int64_t n_tok, int32_t n_head, int64_t head_dim);
+
+// The output gate: x[i] *= sigmoid(gate[i]) for i < n.
+void sigmoid_gate(float* x, const float* gate, int64_t n);
+
 // Residual add: x[i] += y[i] for i < n.
 void add_inplace(float* x, const float* y, int64_t n);
 

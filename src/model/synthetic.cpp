@@ -24,18 +24,22 @@ class Builder {
   Builder(format::ModelFile& file, uint64_t seed, DType weight_type)
       : file_(file), rng_(seed), weight_type_(weight_type) {}
 
-  // A [rows, cols] weight (ne = {cols, rows}) of N(0, scale^2), or a vector when rows == 0.
-  void add(const std::string& name, int64_t cols, int64_t rows, float scale, float mean = 0.0f) {
+  // A [rows, cols] weight (ne = {cols, rows}) of N(0, scale^2), or a vector when rows == 0;
+  // matrices in the model's weight type unless f32 (small tables read whole, like conv taps).
+  void add(const std::string& name, int64_t cols, int64_t rows, float scale, float mean = 0.0f, bool f32 = false) {
     const bool vector = rows == 0;
     const int64_t n = cols * (vector ? 1 : rows);
     std::normal_distribution<float> dist(mean, scale);
-    const DType type = vector ? DType::f32 : weight_type_;
+    const DType type = vector || f32 ? DType::f32 : weight_type_;
     auto buf = std::make_shared<std::vector<uint8_t>>(dtype_row_bytes(type, n));
     for (int64_t i = 0; i < n; ++i) {
       const float v = dist(rng_);
-      if (type == DType::f32) reinterpret_cast<float*>(buf->data())[i] = v;
-      else if (type == DType::f16) reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_fp16(v);
-      else reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_bf16(v);
+      if (type == DType::f32)
+        reinterpret_cast<float*>(buf->data())[i] = v;
+      else if (type == DType::f16)
+        reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_fp16(v);
+      else
+        reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_bf16(v);
     }
     format::TensorInfo t;
     t.name = name;
@@ -78,8 +82,9 @@ Status add_generated_wordpiece_vocab(format::GgufMetadata& md, int64_t n) {
   std::vector<int32_t> types(texts.size(), 3);  // control
   const std::string chars = "abcdefghijklmnopqrstuvwxyz0123456789.,!?'-";
   for (const char ch : chars) texts.push_back(start + ch), texts.push_back(std::string(1, ch));
-  for (const char* w : {"the", "a", "is", "of", "and", "to", "in", "it", "cat", "dog", "sat", "on", "mat", "hello",
-                        "world", "quick", "brown", "fox", "jump", "lazy", "over", "embed", "cache", "model"})
+  for (const char* w :
+       {"the", "a",     "is",    "of",    "and",   "to",  "in",   "it",   "cat",  "dog",   "sat",   "on",
+        "mat", "hello", "world", "quick", "brown", "fox", "jump", "lazy", "over", "embed", "cache", "model"})
     texts.push_back(start + w);
   for (const char* w : {"ing", "ed", "er", "s", "ly", "ion"}) texts.push_back(w);
   types.resize(texts.size(), 1);  // normal
@@ -121,7 +126,8 @@ Result<format::ModelFile> make_synthetic_bert(const SyntheticSpec& s) {
   if (!s.vocab_from.empty()) {
     EDGELM_TRY(format::GgufMetadata vocab_md, read_vocab_metadata(s.vocab_from));
     EDGELM_TRY(std::string model, vocab_md.get_string("tokenizer.ggml.model"));
-    if (model != "bert") return make_error("{}: tokenizer.ggml.model is '{}', a BERT model needs 'bert'", s.vocab_from, model);
+    if (model != "bert")
+      return make_error("{}: tokenizer.ggml.model is '{}', a BERT model needs 'bert'", s.vocab_from, model);
     EDGELM_TRY(const auto* tokens, vocab_md.get_array("tokenizer.ggml.tokens"));
     n_vocab = static_cast<int64_t>(tokens->size());
     for (const auto& [key, value] : vocab_md.entries())
@@ -253,6 +259,50 @@ void add_longrope_factors(format::ModelFile& file, int64_t half, double ratio) {
   add_f32_vector(file, "rope_factors_long.weight", lng);
 }
 
+// The qwen35 keys of the recurrent layers and the M-RoPE sections (SyntheticSpec).
+Status add_deltanet_metadata(format::GgufMetadata& md, const SyntheticSpec& s, int64_t D) {
+  if (s.ssm_k_heads <= 0 || s.ssm_v_heads <= 0 || s.ssm_head_dim <= 0 || s.ssm_d_conv <= 0 ||
+      s.full_attn_interval <= 0 || s.ssm_v_heads % s.ssm_k_heads != 0)
+    return make_error(
+        "qwen35: DeltaNet key heads {}, value heads {} (a multiple of them), head size {}, conv {} and "
+        "attention interval {} must be positive",
+        s.ssm_k_heads, s.ssm_v_heads, s.ssm_head_dim, s.ssm_d_conv, s.full_attn_interval);
+  const std::string a = s.arch + ".";
+  md.set(a + "ssm.conv_kernel", GgufValue::from_u32(static_cast<uint32_t>(s.ssm_d_conv)));
+  md.set(a + "ssm.inner_size", GgufValue::from_u32(static_cast<uint32_t>(s.ssm_v_heads * s.ssm_head_dim)));
+  md.set(a + "ssm.state_size", GgufValue::from_u32(static_cast<uint32_t>(s.ssm_head_dim)));
+  md.set(a + "ssm.time_step_rank", GgufValue::from_u32(static_cast<uint32_t>(s.ssm_v_heads)));
+  md.set(a + "ssm.group_count", GgufValue::from_u32(static_cast<uint32_t>(s.ssm_k_heads)));
+  md.set(a + "full_attention_interval", GgufValue::from_u32(static_cast<uint32_t>(s.full_attn_interval)));
+  const int64_t pairs = (s.n_rot > 0 ? s.n_rot : D) / 2;
+  const int64_t s0 = pairs * 11 / 32, s2 = pairs - 2 * s0;
+  format::GgufValue::Array sections;
+  for (const int64_t v : {s0, s0, s2, int64_t{0}}) sections.push_back(GgufValue::from_i32(static_cast<int32_t>(v)));
+  md.set(a + "rope.dimension_sections", GgufValue::from_array(format::GgufType::i32, std::move(sections)));
+  return ok_status();
+}
+
+// The Gated DeltaNet tensors of one recurrent layer (the names and shapes of the reference
+// converter; conv taps F32): decay rates a = -(0.2..1.0), dt biases and norms near their
+// trained magnitudes so the recurrence neither explodes nor forgets at once.
+void add_deltanet_layer(format::ModelFile& file, Builder& b, const std::string& p, const SyntheticSpec& s) {
+  const int64_t E = s.n_embd, Dk = s.ssm_head_dim, K = int64_t{s.ssm_k_heads} * Dk, V = int64_t{s.ssm_v_heads} * Dk,
+                C = 2 * K + V, H = s.ssm_v_heads;
+  const float se = 1.0f / std::sqrt(static_cast<float>(E));
+  b.add(p + "attn_qkv.weight", E, C, se);
+  b.add(p + "attn_gate.weight", E, V, se);
+  b.add(p + "ssm_conv1d.weight", s.ssm_d_conv, C, 0.5f, 0.0f, /*f32=*/true);
+  b.add(p + "ssm_dt.bias", H, 0, 0.5f);
+  std::vector<float> a(static_cast<size_t>(H));
+  for (int64_t h = 0; h < H; ++h)
+    a[static_cast<size_t>(h)] = -(0.2f + 0.8f * static_cast<float>(h) / static_cast<float>(H));
+  add_f32_vector(file, p + "ssm_a", a);
+  b.add(p + "ssm_beta.weight", E, H, se);
+  b.add(p + "ssm_alpha.weight", E, H, se);
+  b.add(p + "ssm_norm.weight", Dk, 0, 0.1f, 1.0f);
+  b.add(p + "ssm_out.weight", V, E, 1.0f / std::sqrt(static_cast<float>(V)));
+}
+
 }  // namespace
 
 const std::vector<SyntheticShape>& synthetic_shapes() {
@@ -277,6 +327,13 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
       // 0.75), LongRoPE from 4k to 128k, window 262144 (as the reference converter writes it),
       // tied, 200064 vocabulary.
       {"phi4-mini", "phi3", 3072, 32, 8192, 24, 8, 200064, 131072, 0, 0, 10000.0f, true, 0.0f, 262144, 96, 4096},
+      // Qwen3.5 (hybrid: 3 Gated DeltaNet layers to 1 gated attention layer): attention head_dim
+      // 256 with 64 rotary dims (partial_rotary_factor 0.25, base 1e7); DeltaNet heads of 128,
+      // 16 key heads, 16 (0.8B) or 32 (4B) value heads; tied; 248320 vocabulary; 262144 context.
+      {"qwen3.5-0.8b", "qwen35", 1024, 24, 3584, 8, 2,  248320, 262144, 0, 256,
+       10000000.0f,    true,     0.0f, 0,  64,   0, 16, 16,     128},
+      {"qwen3.5-4b", "qwen35",    2560, 32,   9216, 16, 4, 248320, 262144, 0,
+       256,          10000000.0f, true, 0.0f, 0,    64, 0, 16,     32,     128},
       // BERT encoders (embedding models): bge pools [CLS], MiniLM averages.
       {"bert-tiny", "bert", 64, 2, 256, 4, 4, 512, 128, 1},
       {"bert-minilm-l6", "bert", 384, 6, 1536, 12, 12, 30522, 512, 1},
@@ -306,6 +363,11 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
     spec.sliding_window = s.sliding_window;
     spec.n_rot = s.n_rot;
     spec.longrope_orig_ctx = s.longrope_orig_ctx;
+    if (s.ssm_k_heads > 0) {
+      spec.ssm_k_heads = s.ssm_k_heads;
+      spec.ssm_v_heads = s.ssm_v_heads;
+      spec.ssm_head_dim = s.ssm_head_dim;
+    }
     spec.pad_vocab = true;
     return ok_status();
   }
@@ -400,28 +462,33 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
   if (s.llama3_factor > 0.0f) add_llama3_rope_freqs(file, D, rope_base, s.llama3_factor, s.llama3_orig_ctx);
   if (s.longrope_orig_ctx > 0)
     add_longrope_factors(file, (s.n_rot > 0 ? s.n_rot : D) / 2, static_cast<double>(s.n_ctx) / s.longrope_orig_ctx);
+  const bool hybrid = arch->gated_deltanet;
+  if (hybrid) EDGELM_TRY_STATUS(add_deltanet_metadata(md, s, D));
   for (int32_t l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     b.add(p + "attn_norm.weight", E, 0, 0.1f, 1.0f);
-    if (arch->fused) {
+    if (hybrid && (l + 1) % s.full_attn_interval != 0) {
+      add_deltanet_layer(file, b, p, s);
+    } else if (arch->fused) {
       b.add(p + "attn_qkv.weight", E, Q + 2 * KV, se);
     } else {
-      b.add(p + "attn_q.weight", E, Q, se);
+      b.add(p + "attn_q.weight", E, hybrid ? 2 * Q : Q, se);  // qwen35: each head's Q rows, then its gate rows
       b.add(p + "attn_k.weight", E, KV, se);
       b.add(p + "attn_v.weight", E, KV, se);
     }
-    if (arch->qkv_bias) {
+    const bool attends = !(hybrid && (l + 1) % s.full_attn_interval != 0);
+    if (attends && arch->qkv_bias) {
       b.add(p + "attn_q.bias", Q, 0, 0.5f);
       b.add(p + "attn_k.bias", KV, 0, 0.5f);
       b.add(p + "attn_v.bias", KV, 0, 0.5f);
     }
-    if (arch->qk_norm) {
+    if (attends && arch->qk_norm) {
       b.add(p + "attn_q_norm.weight", D, 0, 0.1f, 1.0f);
       b.add(p + "attn_k_norm.weight", D, 0, 0.1f, 1.0f);
     }
-    b.add(p + "attn_output.weight", Q, E, sq);
+    if (attends) b.add(p + "attn_output.weight", Q, E, sq);
     if (arch->post_norms) b.add(p + "post_attention_norm.weight", E, 0, 0.1f, 1.0f);
-    b.add(p + "ffn_norm.weight", E, 0, 0.1f, 1.0f);
+    b.add(p + (hybrid ? "post_attention_norm.weight" : "ffn_norm.weight"), E, 0, 0.1f, 1.0f);
     if (arch->fused) {
       b.add(p + "ffn_up.weight", E, 2 * F, se);  // gate rows, then up rows
     } else {

@@ -54,12 +54,21 @@ struct SyntheticSpec {
   bool pad_vocab = false;
   DType weight_type = DType::f32;  // F32, F16 or BF16 for 2-D weights; norms and biases stay F32
   uint64_t seed = 1;
-  std::string vocab_from;    // GGUF or llama2.c tokenizer.bin whose vocabulary is embedded (optional)
+  std::string vocab_from;  // GGUF or llama2.c tokenizer.bin whose vocabulary is embedded (optional)
   // arch "bert" only (an encoder; n_head_kv is ignored): GGUF bert.pooling_type (1 = mean,
   // 2 = cls) and rows of token_types.weight. Without vocab_from a small generated WordPiece
   // vocabulary (specials, single characters, a few words, [unusedN] filler) of n_vocab tokens.
   uint32_t pooling_type = 1;
   int32_t n_token_types = 2;
+  // arch "qwen35" only (hybrid Gated DeltaNet): the recurrent layers' key heads
+  // (ssm.group_count), value heads (ssm.time_step_rank, a multiple of the key heads), head size
+  // (ssm.state_size; values as wide), convolution taps, and full_attention_interval. The
+  // attention layers get rope.dimension_sections in Qwen3.5's 11:11:10 proportions of n_rot / 2.
+  int32_t ssm_k_heads = 2;
+  int32_t ssm_v_heads = 4;
+  int32_t ssm_head_dim = 16;
+  int32_t ssm_d_conv = 4;
+  int32_t full_attn_interval = 4;
 };
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
@@ -69,14 +78,15 @@ struct SyntheticShape {
   std::string_view name;
   std::string_view arch;
   int32_t n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
-  uint32_t pooling_type = 0;   // bert shapes: 1 = mean, 2 = cls
-  int32_t head_dim = 0;        // 0: n_embd / n_head
-  float rope_base = 0.0f;      // 0: the architecture's default
-  bool tied = false;           // tied embeddings (small Qwen2 models are tied by rule)
-  float llama3_factor = 0.0f;  // > 0: rope_freqs.weight of the llama3 rule (original context 8192)
-  int32_t sliding_window = 0;  // SyntheticSpec::sliding_window
-  int32_t n_rot = 0;           // partial rotary dimensions; 0: all of head_dim
+  uint32_t pooling_type = 0;      // bert shapes: 1 = mean, 2 = cls
+  int32_t head_dim = 0;           // 0: n_embd / n_head
+  float rope_base = 0.0f;         // 0: the architecture's default
+  bool tied = false;              // tied embeddings (small Qwen2 models are tied by rule)
+  float llama3_factor = 0.0f;     // > 0: rope_freqs.weight of the llama3 rule (original context 8192)
+  int32_t sliding_window = 0;     // SyntheticSpec::sliding_window
+  int32_t n_rot = 0;              // partial rotary dimensions; 0: all of head_dim
   int32_t longrope_orig_ctx = 0;  // > 0: LongRoPE factors (phi3)
+  int32_t ssm_k_heads = 0, ssm_v_heads = 0, ssm_head_dim = 0;  // qwen35: SyntheticSpec's
 };
 const std::vector<SyntheticShape>& synthetic_shapes();
 // Sets the sizes (and arch) of `spec` from a named shape; error lists the known names. The

@@ -69,12 +69,25 @@ class Loader {
     return WeightMatrix{t->type, ne1, ne0, t->data, dtype_row_bytes(t->type, ne0)};
   }
 
-  // A [n] vector as float32.
-  Result<const float*> vector(const std::string& name, int64_t n, bool required = true) {
-    EDGELM_TRY(const format::TensorInfo* t, find(name, n, 1, required));
+  // A [n] vector (or a small [ne0, ne1] table read whole, like convolution taps) as float32.
+  Result<const float*> vector(const std::string& name, int64_t n, bool required = true, int64_t ne1 = 1) {
+    EDGELM_TRY(const format::TensorInfo* t, find(name, n, ne1, required));
     if (t == nullptr) return static_cast<const float*>(nullptr);
     w_.n_bytes_per_token += t->n_bytes;
-    return vector_as_f32(*t, n, w_.owned);
+    return vector_as_f32(*t, n * ne1, w_.owned);
+  }
+
+  // Marks every tensor whose name starts with `prefix` as known (tensors a forward does not run,
+  // like the MTP layers of a model whose drafting head is not used); returns how many.
+  int32_t skip_prefix(const std::string& prefix) {
+    int32_t n = 0;
+    for (const format::TensorInfo& t : file_.tensors)
+      if (t.name.rfind(prefix, 0) == 0) {
+        used_.insert(t.name);
+        w_.n_bytes_file += t.n_bytes;
+        ++n;
+      }
+    return n;
   }
 
  private:
@@ -122,7 +135,9 @@ Status pack_matrices(Weights& w) {
   if (const char* env = std::getenv("EDGELM_PACK"); env != nullptr && std::string_view(env) == "0") return ok_status();
   std::vector<WeightMatrix*> all;
   for (LayerWeights& L : w.layers)
-    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) all.push_back(m);
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.w_qkv_mixed, &L.w_z,
+                            &L.w_beta, &L.w_alpha, &L.w_ssm_out})
+      if (*m) all.push_back(m);
   all.push_back(&w.output);
   constexpr size_t kAlign = 64;
   std::vector<size_t> bytes, offsets;
@@ -144,6 +159,48 @@ Status pack_matrices(Weights& w) {
   return ok_status();
 }
 
+// Q, K, V, output projections, biases and Q/K norms of an attention layer.
+Status load_attention(Loader& ld, const std::string& p, const ModelConfig& c, LayerWeights& L) {
+  const int64_t E = c.n_embd, Q = static_cast<int64_t>(c.n_head) * c.head_dim, KV = c.n_embd_kv();
+  L.attn_gated = c.arch->gated_deltanet;
+  if (c.arch->fused) {
+    EDGELM_TRY(const WeightMatrix qkv, ld.matrix(p + "attn_qkv.weight", E, Q + 2 * KV));
+    L.wq = row_range(qkv, 0, Q);
+    L.wk = row_range(qkv, Q, KV);
+    L.wv = row_range(qkv, Q + KV, KV);
+  } else {
+    EDGELM_TRY(L.wq, ld.matrix(p + "attn_q.weight", E, L.attn_gated ? 2 * Q : Q));
+    EDGELM_TRY(L.wk, ld.matrix(p + "attn_k.weight", E, KV));
+    EDGELM_TRY(L.wv, ld.matrix(p + "attn_v.weight", E, KV));
+  }
+  EDGELM_TRY(L.wo, ld.matrix(p + "attn_output.weight", Q, E));
+  // Biases: required where the architecture has them, used where a file of another has them.
+  EDGELM_TRY(L.bq, ld.vector(p + "attn_q.bias", Q, c.arch->qkv_bias));
+  EDGELM_TRY(L.bk, ld.vector(p + "attn_k.bias", KV, c.arch->qkv_bias || L.bq != nullptr));
+  EDGELM_TRY(L.bv, ld.vector(p + "attn_v.bias", KV, c.arch->qkv_bias || L.bq != nullptr));
+  if (c.arch->qk_norm) {
+    EDGELM_TRY(L.attn_q_norm, ld.vector(p + "attn_q_norm.weight", c.head_dim));
+    EDGELM_TRY(L.attn_k_norm, ld.vector(p + "attn_k_norm.weight", c.head_dim));
+  }
+  return ok_status();
+}
+
+// The Gated DeltaNet tensors of a recurrent layer (LayerWeights).
+Status load_deltanet(Loader& ld, const std::string& p, const ModelConfig& c, LayerWeights& L) {
+  const DeltaNetConfig& d = c.deltanet;
+  const int64_t E = c.n_embd, C = d.conv_dim(), V = d.value_dim(), H = d.n_v_heads;
+  EDGELM_TRY(L.w_qkv_mixed, ld.matrix(p + "attn_qkv.weight", E, C));
+  EDGELM_TRY(L.w_z, ld.matrix(p + "attn_gate.weight", E, V));
+  EDGELM_TRY(L.w_beta, ld.matrix(p + "ssm_beta.weight", E, H));
+  EDGELM_TRY(L.w_alpha, ld.matrix(p + "ssm_alpha.weight", E, H));
+  EDGELM_TRY(L.w_ssm_out, ld.matrix(p + "ssm_out.weight", V, E));
+  EDGELM_TRY(L.ssm_conv, ld.vector(p + "ssm_conv1d.weight", d.d_conv, true, C));
+  EDGELM_TRY(L.ssm_dt_bias, ld.vector(p + "ssm_dt.bias", H));
+  EDGELM_TRY(L.ssm_a, ld.vector(p + "ssm_a", H));
+  EDGELM_TRY(L.ssm_norm, ld.vector(p + "ssm_norm.weight", d.head_v_dim));
+  return ok_status();
+}
+
 }  // namespace
 
 Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
@@ -152,10 +209,11 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
   const format::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return make_error("tensor 'token_embd.weight' is missing from the model file");
   if (embd->n_dims != 2 || embd->ne[1] <= 0 || embd->ne[1] > (1 << 24))
-    return make_error("tensor 'token_embd.weight' has shape {}, expected [{}, n_vocab]", embd->shape_string(), c.n_embd);
+    return make_error("tensor 'token_embd.weight' has shape {}, expected [{}, n_vocab]", embd->shape_string(),
+                      c.n_embd);
   c.n_vocab = static_cast<int32_t>(embd->ne[1]);
 
-  const int64_t E = c.n_embd, Q = static_cast<int64_t>(c.n_head) * c.head_dim, KV = c.n_embd_kv(), F = c.n_ff;
+  const int64_t E = c.n_embd, F = c.n_ff;
   EDGELM_TRY(w.token_embd, ld.matrix("token_embd.weight", E, c.n_vocab));
   EDGELM_TRY(w.output_norm, ld.vector("output_norm.weight", E));
   EDGELM_TRY(w.output, ld.matrix("output.weight", E, c.n_vocab, /*required=*/false));
@@ -189,26 +247,13 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const std::string p = "blk." + std::to_string(l) + ".";
     EDGELM_TRY(L.attn_norm, ld.vector(p + "attn_norm.weight", E));
-    if (c.arch->fused) {
-      EDGELM_TRY(const WeightMatrix qkv, ld.matrix(p + "attn_qkv.weight", E, Q + 2 * KV));
-      L.wq = row_range(qkv, 0, Q);
-      L.wk = row_range(qkv, Q, KV);
-      L.wv = row_range(qkv, Q + KV, KV);
+    if (c.layer_is_recurrent(l)) {
+      EDGELM_TRY_STATUS(load_deltanet(ld, p, c, L));
     } else {
-      EDGELM_TRY(L.wq, ld.matrix(p + "attn_q.weight", E, Q));
-      EDGELM_TRY(L.wk, ld.matrix(p + "attn_k.weight", E, KV));
-      EDGELM_TRY(L.wv, ld.matrix(p + "attn_v.weight", E, KV));
+      EDGELM_TRY_STATUS(load_attention(ld, p, c, L));
     }
-    EDGELM_TRY(L.wo, ld.matrix(p + "attn_output.weight", Q, E));
-    // Biases: required where the architecture has them, used where a file of another has them.
-    EDGELM_TRY(L.bq, ld.vector(p + "attn_q.bias", Q, c.arch->qkv_bias));
-    EDGELM_TRY(L.bk, ld.vector(p + "attn_k.bias", KV, c.arch->qkv_bias || L.bq != nullptr));
-    EDGELM_TRY(L.bv, ld.vector(p + "attn_v.bias", KV, c.arch->qkv_bias || L.bq != nullptr));
-    if (c.arch->qk_norm) {
-      EDGELM_TRY(L.attn_q_norm, ld.vector(p + "attn_q_norm.weight", c.head_dim));
-      EDGELM_TRY(L.attn_k_norm, ld.vector(p + "attn_k_norm.weight", c.head_dim));
-    }
-    EDGELM_TRY(L.ffn_norm, ld.vector(p + "ffn_norm.weight", E));
+    EDGELM_TRY(L.ffn_norm,
+               ld.vector(p + (c.arch->gated_deltanet ? "post_attention_norm.weight" : "ffn_norm.weight"), E));
     if (c.arch->fused) {
       EDGELM_TRY(const WeightMatrix gate_up, ld.matrix(p + "ffn_up.weight", E, 2 * F));
       L.w_gate = row_range(gate_up, 0, F);
@@ -223,6 +268,8 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
       EDGELM_TRY(L.ffn_post_norm, ld.vector(p + "post_ffw_norm.weight", E));
     }
   }
+  // The MTP ("nextn") layers after the main ones: known, not run (no MTP drafting yet).
+  for (int32_t l = c.n_layer; l < c.n_layer + c.n_nextn; ++l) ld.skip_prefix("blk." + std::to_string(l) + ".");
   EDGELM_TRY_STATUS(ld.check_all_used(c.arch->name));
   EDGELM_TRY_STATUS(pack_matrices(w));
   return w;

@@ -25,24 +25,38 @@ namespace edgelm::model {
 using kernels::WeightMatrix;
 
 struct LayerWeights {
-  const float* attn_norm = nullptr;    // [n_embd]
-  WeightMatrix wq;                     // [n_head * head_dim, n_embd]
-  WeightMatrix wk;                     // [n_embd_kv, n_embd]
-  WeightMatrix wv;                     // [n_embd_kv, n_embd]
-  const float* bq = nullptr;           // [n_head * head_dim]; null when the file has no biases
-  const float* bk = nullptr;           // [n_embd_kv]
-  const float* bv = nullptr;           // [n_embd_kv]
-  const float* attn_q_norm = nullptr;  // [head_dim] per-head RMSNorm of Q; null unless arch qk_norm
-  const float* attn_k_norm = nullptr;  // [head_dim] per-head RMSNorm of K
-  WeightMatrix wo;                     // [n_embd, n_head * head_dim]
+  const float* attn_norm = nullptr;       // [n_embd]
+  WeightMatrix wq;                        // [n_head * head_dim, n_embd]
+  WeightMatrix wk;                        // [n_embd_kv, n_embd]
+  WeightMatrix wv;                        // [n_embd_kv, n_embd]
+  const float* bq = nullptr;              // [n_head * head_dim]; null when the file has no biases
+  const float* bk = nullptr;              // [n_embd_kv]
+  const float* bv = nullptr;              // [n_embd_kv]
+  const float* attn_q_norm = nullptr;     // [head_dim] per-head RMSNorm of Q; null unless arch qk_norm
+  const float* attn_k_norm = nullptr;     // [head_dim] per-head RMSNorm of K
+  WeightMatrix wo;                        // [n_embd, n_head * head_dim]
   const float* attn_post_norm = nullptr;  // [n_embd] norm of the attention output; null unless arch post_norms
-  const float* ffn_norm = nullptr;     // [n_embd]
-  WeightMatrix w_gate;                 // [n_ff, n_embd]
-  WeightMatrix w_up;                   // [n_ff, n_embd]
-  WeightMatrix w_down;                 // [n_embd, n_ff]
-  const float* ffn_post_norm = nullptr;  // [n_embd] norm of the FFN output; null unless arch post_norms
+  const float* ffn_norm = nullptr;        // [n_embd]
+  WeightMatrix w_gate;                    // [n_ff, n_embd]
+  WeightMatrix w_up;                      // [n_ff, n_embd]
+  WeightMatrix w_down;                    // [n_embd, n_ff]
+  const float* ffn_post_norm = nullptr;   // [n_embd] norm of the FFN output; null unless arch post_norms
   // Architectures with fused tensors (phi3): wq, wk, wv are row ranges of blk.N.attn_qkv and
   // w_gate, w_up the two halves of blk.N.ffn_up (views into the one stored matrix).
+
+  // Gated attention (qwen35 attention layers): wq has 2 * n_head * head_dim rows, each head's
+  // head_dim Q rows followed by its head_dim output-gate rows.
+  bool attn_gated = false;
+  // Gated DeltaNet (qwen35 recurrent layers; empty/null in attention layers, which have wq..wo):
+  WeightMatrix w_qkv_mixed;            // [conv_dim, n_embd] blk.N.attn_qkv: Q, K, V channels
+  WeightMatrix w_z;                    // [value_dim, n_embd] blk.N.attn_gate: the output gate
+  WeightMatrix w_beta;                 // [n_v_heads, n_embd] blk.N.ssm_beta
+  WeightMatrix w_alpha;                // [n_v_heads, n_embd] blk.N.ssm_alpha
+  WeightMatrix w_ssm_out;              // [n_embd, value_dim] blk.N.ssm_out
+  const float* ssm_conv = nullptr;     // [conv_dim, d_conv] blk.N.ssm_conv1d taps, oldest first
+  const float* ssm_dt_bias = nullptr;  // [n_v_heads] blk.N.ssm_dt.bias
+  const float* ssm_a = nullptr;        // [n_v_heads] blk.N.ssm_a (-exp(A_log): the decay rate)
+  const float* ssm_norm = nullptr;     // [head_v_dim] blk.N.ssm_norm
 };
 
 struct Weights {

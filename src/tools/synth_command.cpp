@@ -69,9 +69,10 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "Output GGUF path")->required();
   cmd->add_option("--shape", o->shape,
                   "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
-                  "gemma3-1b, phi4-mini, stories15m, bert-bge-small, bert-tiny, ...); overrides the sizes but "
+                  "gemma3-1b, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, stories15m, bert-bge-small, bert-tiny, ...); "
+                  "overrides the sizes but "
                   "--layers, --ctx and --n-vocab given explicitly");
-  cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2, qwen3, gemma2, gemma3, phi3, bert)")
+  cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2, qwen3, qwen35, gemma2, gemma3, phi3, bert)")
       ->capture_default_str();
   cmd->add_option("--dim", s.n_embd, "Embedding size")->capture_default_str();
   o->layers_opt = cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
@@ -105,6 +106,16 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Write this Jinja chat template as tokenizer.chat_template (e.g. a thinking model's)");
   cmd->add_option("--pooling", o->pooling, "bert only: mean or cls (default: the shape's, else mean)");
+  cmd->add_option("--ssm-k-heads", s.ssm_k_heads, "qwen35: DeltaNet key heads (ssm.group_count)")
+      ->capture_default_str();
+  cmd->add_option("--ssm-v-heads", s.ssm_v_heads, "qwen35: DeltaNet value heads (ssm.time_step_rank)")
+      ->capture_default_str();
+  cmd->add_option("--ssm-head-dim", s.ssm_head_dim, "qwen35: DeltaNet head size (ssm.state_size)")
+      ->capture_default_str();
+  cmd->add_option("--ssm-conv", s.ssm_d_conv, "qwen35: convolution taps (ssm.conv_kernel)")->capture_default_str();
+  cmd->add_option("--attn-interval", s.full_attn_interval,
+                  "qwen35: every N-th layer is full attention (full_attention_interval)")
+      ->capture_default_str();
   return [o] { return run(*o); };
 }
 

@@ -21,12 +21,11 @@
 #include <random>
 
 #include "engine/batch_forward.h"
-#include "kernels/isa.h"
 #include "format/model_file.h"
+#include "kernels/isa.h"
 #include "model/synthetic.h"
 #include "support/counting_new.h"
 #include "support/test_data.h"
-
 
 namespace edgelm::engine {
 namespace {
@@ -90,6 +89,15 @@ std::unique_ptr<model::Model> load_model(const std::string& kind) {
       s.longrope_orig_ctx = 32;
       s.sliding_window = 6;
       s.seed = 31;
+    } else if (kind == "qwen35_hybrid") {  // 6 Gated DeltaNet layers, 2 gated attention layers (K/V 0, 1)
+      s.arch = "qwen35";
+      s.n_layer = 8;
+      s.head_dim = 32;
+      s.n_rot = 16;
+      s.ssm_k_heads = 2;
+      s.ssm_v_heads = 4;
+      s.ssm_head_dim = 16;
+      s.seed = 33;
     } else if (kind == "llama_rope_freqs_linear") {  // llama3 rope_freqs, then linear scaling
       s.llama3_factor = 8.0f;
       s.llama3_orig_ctx = 32;
@@ -178,6 +186,11 @@ Trace run_batched(const model::Model& m, const std::vector<SeqPlan>& plan, const
   std::vector<std::vector<TokenId>> tokens;
   for (size_t i = 0; i < plan.size(); ++i) tokens.push_back(script(plan[i], i, m.config().n_vocab));
 
+  kv::StateStore states(m.config());  // hybrid models: one recurrent state slot per sequence
+  std::vector<int32_t> slots(plan.size(), -1);
+  if (states.enabled())
+    for (auto& slot : slots) slot = states.acquire();
+
   ThreadPool pool(o.n_threads);
   BatchScratch scratch;
   scratch.attn.split_positions = o.split;
@@ -185,13 +198,14 @@ Trace run_batched(const model::Model& m, const std::vector<SeqPlan>& plan, const
   Trace trace;
   for (const auto& slices : schedule(plan)) {
     StepBatch batch;
+    batch.states = states.enabled() ? &states : nullptr;
     size_t n_logits = 0;
     for (const Slice& s : slices) {
       auto& table = tables[s.seq];
       while (table.size() * static_cast<size_t>(o.block_size) < static_cast<size_t>(s.pos0 + s.n))
         table.push_back(free_blocks.at(next_free++));  // on demand: tables interleave between sequences
       batch.tokens.insert(batch.tokens.end(), tokens[s.seq].begin() + s.pos0, tokens[s.seq].begin() + s.pos0 + s.n);
-      batch.seqs.push_back({s.pos0, s.n, table, s.logits ? 1 : 0});
+      batch.seqs.push_back({s.pos0, s.n, table, s.logits ? 1 : 0, slots[s.seq]});
       n_logits += s.logits ? 1 : 0;
     }
     std::vector<float> logits(n_logits * V, NAN);
@@ -269,9 +283,7 @@ double expect_close(const Trace& got, const Trace& ref, double tolerance = kRefT
 // held to a tolerance instead: kRefTolerance, or 1e-2 for a q8_0 store, where a last-bit
 // difference can move a K/V element to the next quant step. (batch_attention itself is position-determined either way:
 // tests/engine/test_batch_attention.cpp checks that without matmuls.)
-bool f32_matmul_depends_on_n_tok() {
-  return kernels::isa_kernels(kernels::active_isa())->gemm(DType::f32) != nullptr;
-}
+bool f32_matmul_depends_on_n_tok() { return kernels::isa_kernels(kernels::active_isa())->gemm(DType::f32) != nullptr; }
 void expect_same_tokens_result(const Trace& got, const Trace& want, KvType type = KvType::f32) {
   if (f32_matmul_depends_on_n_tok()) {
     expect_close(got, want, type == KvType::q8_0 ? 1e-2 : kRefTolerance);
@@ -336,7 +348,10 @@ TEST_P(BatchForward, TrailingTokenLogitsEqualOneSlicePerToken) {
   StepBatch batch;
   batch.tokens = a;
   batch.tokens.insert(batch.tokens.end(), b.begin(), b.end());
-  batch.seqs = {{0, 9, ta, 5}, {0, 4, tb, 1}};
+  kv::StateStore states(m->config());  // hybrid models: a recurrent state slot per sequence
+  const int32_t sa = states.enabled() ? states.acquire() : -1, sb = states.enabled() ? states.acquire() : -1;
+  batch.states = states.enabled() ? &states : nullptr;
+  batch.seqs = {{0, 9, ta, 5, sa}, {0, 4, tb, 1, sb}};
   std::vector<float> logits(6 * V);
   ASSERT_TRUE(forward_batch(*m, batch, *store, logits, pool, scratch).ok());
   // The prompt up to token 4, then one token per step: batched, and through the reference.
@@ -366,8 +381,7 @@ TEST_P(BatchForward, ChunkedPrefillEqualsOneShot) {
     for (const int32_t chunk : {1, 3, 7}) {
       SCOPED_TRACE(chunk);
       expect_same_tokens_result(
-          run_batched(*m, {{17, 0, chunk, 3}, {3, 0, 64, 12}}, {.kv_type = type, .shuffled = true}), one_shot,
-          type);
+          run_batched(*m, {{17, 0, chunk, 3}, {3, 0, 64, 12}}, {.kv_type = type, .shuffled = true}), one_shot, type);
     }
   }
 }
@@ -405,7 +419,7 @@ TEST_P(BatchForward, QuantizedStoresStayClose) {
 INSTANTIATE_TEST_SUITE_P(Models, BatchForward,
                          ::testing::Values("llama_gqa", "qwen2_bias", "llama_mha_tied", "qwen2_wide", "qwen3_head_dim",
                                            "llama_yarn", "llama_rope_freqs_linear", "gemma2_window", "gemma3_window",
-                                           "phi3_longrope_window", "stories260K"));
+                                           "phi3_longrope_window", "qwen35_hybrid", "stories260K"));
 
 // LongRoPE: the context the batch's sequences are sized for (StepBatch::n_ctx, the engine's)
 // picks the factor set as the reference's cache size does: short factors for 16 positions

@@ -52,6 +52,10 @@ struct NaiveConfig {
   bool fused = false;
   enum class LongRope { none, short_factors, long_factors } longrope = LongRope::none;
   double longrope_attn = 1;  // cos/sin factor of LongRoPE
+  // Qwen3.5 (hybrid): layers l with (l + 1) % interval != 0 are Gated DeltaNet, the others gated
+  // attention (attn_q rows: per head its queries, then its gate); the FFN norm is post_attention_norm.
+  int interval = 0;
+  int d_conv = 0, nk = 0, nv = 0, dk = 0;  // taps, key heads, value heads, head size (keys and values)
 };
 
 class NaiveModel {
@@ -71,8 +75,12 @@ class NaiveModel {
     }
     for (int l = 0; l < c_.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
+      if (c_.interval > 0 && (l + 1) % c_.interval != 0) {
+        delta_layer(x, p);
+        continue;
+      }
       const bool sliding = is_sliding(l);
-      std::vector<std::vector<double>> q(n), k(n), v(n);
+      std::vector<std::vector<double>> q(n), k(n), v(n), gates;
       for (int t = 0; t < n; ++t) {
         auto h = norm(x[t], mat(p + "attn_norm.weight"));
         if (c_.fused) {
@@ -84,6 +92,15 @@ class NaiveModel {
           q[t] = linear(h, p + "attn_q");
           k[t] = linear(h, p + "attn_k");
           v[t] = linear(h, p + "attn_v");
+        }
+        if (c_.interval > 0) {  // Qwen3.5: split each head's queries from its gate
+          std::vector<double> qq, gg;
+          for (int hh = 0; hh < H; ++hh) {
+            qq.insert(qq.end(), q[t].begin() + 2 * hh * D, q[t].begin() + (2 * hh + 1) * D);
+            gg.insert(gg.end(), q[t].begin() + (2 * hh + 1) * D, q[t].begin() + (2 * hh + 2) * D);
+          }
+          q[t] = qq;
+          gates.push_back(gg);
         }
         if (c_.qk_norm) {
           head_norm(q[t], H, D, mat(p + "attn_q_norm.weight"));
@@ -112,30 +129,12 @@ class NaiveModel {
           for (int s = 0; s <= t; ++s)
             for (int i = 0; i < D; ++i) att[h * D + i] += w[s] / sum * v[s][g * D + i];
         }
+        if (c_.interval > 0)
+          for (size_t i = 0; i < att.size(); ++i) att[i] *= 1.0 / (1.0 + std::exp(-gates[t][i]));
         auto o = linear(att, p + "attn_output");
         if (c_.post_norms) o = norm(o, mat(p + "post_attention_norm.weight"));
         for (int i = 0; i < E; ++i) x[t][i] += o[i];
-        auto h2 = norm(x[t], mat(p + "ffn_norm.weight"));
-        std::vector<double> gate, up;
-        if (c_.fused) {
-          const auto gu = linear(h2, p + "ffn_up");  // the gate half, then the up half
-          gate.assign(gu.begin(), gu.begin() + c_.n_ff);
-          up.assign(gu.begin() + c_.n_ff, gu.end());
-        } else {
-          gate = linear(h2, p + "ffn_gate");
-          up = linear(h2, p + "ffn_up");
-        }
-        for (size_t i = 0; i < gate.size(); ++i) {
-          const double g = gate[i];
-          const double act =
-              c_.gelu
-                  ? 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g)))
-                  : g / (1.0 + std::exp(-g));
-          gate[i] = act * up[i];
-        }
-        auto down = linear(gate, p + "ffn_down");
-        if (c_.post_norms) down = norm(down, mat(p + "post_ffw_norm.weight"));
-        for (int i = 0; i < E; ++i) x[t][i] += down[i];
+        ffn(x[t], p);
       }
     }
     const auto h = norm(x[n - 1], mat("output_norm.weight"));
@@ -147,6 +146,102 @@ class NaiveModel {
   }
 
  private:
+  // The gated feed-forward with its pre-norm and residual.
+  void ffn(std::vector<double>& xt, const std::string& p) const {
+    const int E = c_.n_embd;
+    auto h2 = norm(xt, mat(p + (c_.interval > 0 ? "post_attention_norm.weight" : "ffn_norm.weight")));
+    std::vector<double> gate, up;
+    if (c_.fused) {
+      const auto gu = linear(h2, p + "ffn_up");  // the gate half, then the up half
+      gate.assign(gu.begin(), gu.begin() + c_.n_ff);
+      up.assign(gu.begin() + c_.n_ff, gu.end());
+    } else {
+      gate = linear(h2, p + "ffn_gate");
+      up = linear(h2, p + "ffn_up");
+    }
+    for (size_t i = 0; i < gate.size(); ++i) {
+      const double g = gate[i];
+      const double act =
+          c_.gelu ? 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g)))
+                  : g / (1.0 + std::exp(-g));
+      gate[i] = act * up[i];
+    }
+    auto down = linear(gate, p + "ffn_down");
+    if (c_.post_norms) down = norm(down, mat(p + "post_ffw_norm.weight"));
+    for (int i = 0; i < E; ++i) xt[i] += down[i];
+  }
+
+  // A Gated DeltaNet layer over the whole sequence from a zero state, in the published
+  // formulation: S <- exp(g) S; delta = beta (v - S k); S <- S + delta k^T; o = S q / sqrt(dk),
+  // with the causal convolution written as a dot product over the last d_conv inputs (zeros
+  // before the sequence), L2-normalized q and k, then the per-head RMSNorm times silu(z).
+  void delta_layer(std::vector<std::vector<double>>& x, const std::string& p) const {
+    const int n = static_cast<int>(x.size()), K = c_.nk * c_.dk, V = c_.nv * c_.dk, C = 2 * K + V;
+    std::vector<std::vector<double>> mixed(n), z(n), beta(n), alpha(n);
+    for (int t = 0; t < n; ++t) {
+      const auto h = norm(x[t], mat(p + "attn_norm.weight"));
+      mixed[t] = linear(h, p + "attn_qkv");
+      z[t] = linear(h, p + "attn_gate");
+      beta[t] = linear(h, p + "ssm_beta");
+      alpha[t] = linear(h, p + "ssm_alpha");
+    }
+    const auto w = mat(p + "ssm_conv1d.weight"), dt = mat(p + "ssm_dt.bias"), a = mat(p + "ssm_a"),
+               nw = mat(p + "ssm_norm.weight");
+    std::vector<std::vector<double>> conv(n, std::vector<double>(C));
+    for (int t = 0; t < n; ++t)
+      for (int c = 0; c < C; ++c) {
+        double s = 0;
+        for (int j = 0; j < c_.d_conv; ++j) {
+          const int src = t - (c_.d_conv - 1) + j;
+          if (src >= 0) s += w[c * c_.d_conv + j] * mixed[src][c];
+        }
+        conv[t][c] = s / (1.0 + std::exp(-s));
+      }
+    auto l2 = [&](std::vector<double>& v, int off, int len) {
+      double ss = 0;
+      for (int i = 0; i < len; ++i) ss += v[off + i] * v[off + i];
+      const double r = 1.0 / std::max(std::sqrt(ss), c_.eps);
+      for (int i = 0; i < len; ++i) v[off + i] *= r;
+    };
+    for (int t = 0; t < n; ++t)
+      for (int hh = 0; hh < 2 * c_.nk; ++hh) l2(conv[t], hh * c_.dk, c_.dk);
+    std::vector<std::vector<double>> S(c_.nv, std::vector<double>(static_cast<size_t>(c_.dk) * c_.dk, 0.0));
+    const int Dk = c_.dk;
+    for (int t = 0; t < n; ++t) {
+      std::vector<double> out(V);
+      for (int h = 0; h < c_.nv; ++h) {
+        const int kh = h % c_.nk;
+        const double* q = &conv[t][kh * Dk];
+        const double* k = &conv[t][K + kh * Dk];
+        const double* v = &conv[t][2 * K + h * Dk];
+        const double xa = alpha[t][h] + dt[h];
+        const double g = (xa > 20 ? xa : std::log1p(std::exp(xa))) * a[h];
+        const double b = 1.0 / (1.0 + std::exp(-beta[t][h]));
+        auto& Sh = S[h];  // Sh[i * Dk + j]: key dim i, value dim j
+        for (double& s : Sh) s *= std::exp(g);
+        for (int j = 0; j < Dk; ++j) {
+          double sk = 0;
+          for (int i = 0; i < Dk; ++i) sk += Sh[i * Dk + j] * k[i];
+          const double delta = b * (v[j] - sk);
+          for (int i = 0; i < Dk; ++i) Sh[i * Dk + j] += k[i] * delta;
+        }
+        std::vector<double> o(Dk, 0.0);
+        for (int j = 0; j < Dk; ++j) {
+          for (int i = 0; i < Dk; ++i) o[j] += Sh[i * Dk + j] * q[i];
+          o[j] /= std::sqrt(static_cast<double>(Dk));
+        }
+        const auto on = norm(o, nw);
+        for (int j = 0; j < Dk; ++j) {
+          const double zz = z[t][h * Dk + j];
+          out[h * Dk + j] = on[j] * zz / (1.0 + std::exp(-zz));
+        }
+      }
+      const auto o = linear(out, p + "ssm_out");
+      for (int i = 0; i < c_.n_embd; ++i) x[t][i] += o[i];
+      ffn(x[t], p);
+    }
+  }
+
   std::vector<double> mat(const std::string& name) const {
     const format::TensorInfo* t = f_.find_tensor(name);
     if (t == nullptr) return {};

@@ -45,7 +45,7 @@ test::NaiveConfig naive_config(const ModelConfig& c) {
 // The naive configuration of a spec from the spec alone (the architecture's published traits).
 // cache_ctx: the context the model runs with (LongRoPE's long factors above the original one).
 test::NaiveConfig naive_from_spec(const SyntheticSpec& s, int n_vocab, int cache_ctx = 64) {
-  const bool qwen = s.arch == "qwen2" || s.arch == "qwen3";
+  const bool qwen = s.arch == "qwen2" || s.arch == "qwen3" || s.arch == "qwen35";
   const bool gemma = s.arch == "gemma2" || s.arch == "gemma3", phi3 = s.arch == "phi3";
   test::NaiveConfig n{s.n_embd,
                       s.n_layer,
@@ -58,7 +58,15 @@ test::NaiveConfig naive_from_spec(const SyntheticSpec& s, int n_vocab, int cache
                       qwen || gemma || phi3,
                       s.arch == "qwen2"};
   n.head_dim = s.head_dim;
-  n.qk_norm = s.arch == "qwen3" || s.arch == "gemma3";
+  n.qk_norm = s.arch == "qwen3" || s.arch == "gemma3" || s.arch == "qwen35";
+  if (s.arch == "qwen35") {
+    n.rope_base = s.rope_base > 0 ? s.rope_base : 1e7;
+    n.interval = s.full_attn_interval;
+    n.d_conv = s.ssm_d_conv;
+    n.nk = s.ssm_k_heads;
+    n.nv = s.ssm_v_heads;
+    n.dk = s.ssm_head_dim;
+  }
   n.n_rot = s.n_rot;
   if (gemma) {
     n.embd_scale = n.post_norms = n.gelu = true;
@@ -271,6 +279,70 @@ TEST(Forward, RopeScalingMatchesIndependentComputation) {
     unscaled.rope_freqs = false;
     EXPECT_GT(naive_difference(*m, kLongTokens, unscaled), 1e-3) << "the scaling must change the logits";
   }
+}
+
+// Qwen3.5: 8 layers (DeltaNet 0-2, 4-6; gated attention 3 and 7), 2 key and 4 value heads of 16
+// (each key head shared by value heads h and h + 2), partial rotary 16 of 32, against the naive
+// recomputation of the whole sequence from a zero state; knocking out the
+// convolution changes the logits, so it is applied and checked.
+TEST(Forward, Qwen35HybridMatchesIndependentComputation) {
+  test::TempDir dir;
+  SyntheticSpec spec;
+  spec.arch = "qwen35";
+  spec.n_embd = 64;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.head_dim = 32;
+  spec.n_rot = 16;
+  spec.n_ff = 96;
+  spec.n_layer = 8;
+  spec.n_vocab = 300;
+  spec.seed = 41;
+  auto m = load_via_gguf(spec, dir);
+  const ModelConfig& c = m->config();
+  ASSERT_EQ(c.n_kv_layers(), 2);
+  ASSERT_EQ(c.n_recurrent_layers(), 6);
+  EXPECT_TRUE(c.layer_is_recurrent(0));
+  EXPECT_FALSE(c.layer_is_recurrent(3));
+  EXPECT_EQ(c.kv_layer(7), 1);
+  EXPECT_EQ(c.recurrent_index(6), 5);
+  EXPECT_EQ(c.deltanet.conv_dim(), 2 * 32 + 64);
+  EXPECT_EQ(c.rope_sections[0] + c.rope_sections[1] + c.rope_sections[2], 8);
+  const test::NaiveConfig cfg = naive_from_spec(spec, c.n_vocab);
+  expect_matches_naive(*m, kLongTokens, 2, 1e-4, &cfg);
+  test::NaiveConfig no_conv = cfg;
+  no_conv.d_conv = 1;  // only the current input's tap
+  EXPECT_GT(naive_difference(*m, kLongTokens, no_conv), 1e-3) << "the convolution must change the logits";
+}
+
+// Prefill in chunks, one token at a time and all at once leave the same recurrent state: the
+// logits after the last token agree, and a cleared cache starts again from the zero state.
+TEST(Forward, Qwen35StateCarriesAcrossChunks) {
+  test::TempDir dir;
+  SyntheticSpec spec;
+  spec.arch = "qwen35";
+  spec.n_layer = 4;
+  spec.head_dim = 32;
+  spec.seed = 43;
+  auto m = load_via_gguf(spec, dir);
+  ThreadPool pool(2);
+  const auto V = static_cast<size_t>(m->config().n_vocab);
+  std::vector<float> whole(V), chunked(V), again(V);
+  KvCache a(m->config(), 64), b(m->config(), 64);
+  ASSERT_TRUE(m->forward(kLongTokens, a, whole, pool).ok());
+  const std::span<const TokenId> all(kLongTokens);
+  ASSERT_TRUE(m->forward(all.subspan(0, 5), b, {}, pool).ok());
+  ASSERT_TRUE(m->forward(all.subspan(5, 1), b, {}, pool).ok());
+  ASSERT_TRUE(m->forward(all.subspan(6), b, chunked, pool).ok());
+  double diff = 0, mx = 0;
+  for (size_t i = 0; i < V; ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(whole[i] - chunked[i])));
+    mx = std::max(mx, static_cast<double>(std::abs(whole[i])));
+  }
+  EXPECT_LT(diff, 1e-4 * mx);
+  a.clear();
+  ASSERT_TRUE(m->forward(kLongTokens, a, again, pool).ok());
+  EXPECT_EQ(std::memcmp(whole.data(), again.data(), V * sizeof(float)), 0);
 }
 
 TEST(Forward, Qwen3MatchesIndependentComputation) {

@@ -1,0 +1,50 @@
+#include "kv/state_store.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace edgelm::kv {
+
+StateStore::StateStore(const model::ModelConfig& config)
+    : n_layers_(config.deltanet.interval > 0 ? config.n_recurrent_layers() : 0),
+      layer_floats_(config.deltanet.state_floats()),
+      conv_floats_(config.deltanet.conv_state_floats()) {}
+
+int32_t StateStore::acquire() {
+  EDGELM_CHECK(enabled(), "StateStore::acquire on a model without recurrent layers");
+  int32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = static_cast<int32_t>(slots_.size());
+    slots_.emplace_back();
+    slots_.back().data = std::make_unique<float[]>(static_cast<size_t>(n_layers_) * static_cast<size_t>(layer_floats_));
+  }
+  slots_[static_cast<size_t>(slot)].live = true;
+  ++n_live_;
+  reset(slot);
+  return slot;
+}
+
+void StateStore::release(int32_t slot) {
+  EDGELM_CHECK(valid(slot), "StateStore::release of slot ", slot, ", which is not live");
+  slots_[static_cast<size_t>(slot)].live = false;
+  free_.push_back(slot);
+  --n_live_;
+}
+
+bool StateStore::valid(int32_t slot) const {
+  return slot >= 0 && static_cast<size_t>(slot) < slots_.size() && slots_[static_cast<size_t>(slot)].live;
+}
+
+void StateStore::reset(int32_t slot) {
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  std::fill(s.data.get(), s.data.get() + static_cast<size_t>(n_layers_) * static_cast<size_t>(layer_floats_), 0.0f);
+  s.n_tokens = 0;
+}
+
+size_t StateStore::n_bytes() const { return slots_.size() * slot_bytes(); }
+
+}  // namespace edgelm::kv

@@ -1,0 +1,67 @@
+// StateStore: the recurrent state of a hybrid model's Gated DeltaNet layers (model/deltanet.h),
+// one slot per live sequence, beside the paged KvStore that holds its attention layers' K/V.
+//
+// Job: own each slot's float32 state (per recurrent layer: the convolution tail, then the
+// delta-rule matrices; DeltaNetConfig::state_floats), zeroed when a slot is acquired or reset,
+// and the number of tokens the state has absorbed, so that a forward can refuse to continue a
+// sequence from any other position (a recurrent state cannot be rewound or shared like KV blocks).
+//
+// Invariants: a slot's memory is allocated on first use and reused after release (a warm engine
+// allocates nothing per step); slots are addressed by small ints, valid from acquire() to
+// release(); the store of a model without recurrent layers has no slots (enabled() false).
+// Single-threaded except conv()/ssm() of distinct slots, which forwards use concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/arch.h"
+
+namespace edgelm::kv {
+
+class StateStore {
+ public:
+  StateStore() = default;
+  explicit StateStore(const model::ModelConfig& config);
+
+  // Whether the model has recurrent layers (else no slot can be acquired).
+  bool enabled() const { return n_layers_ > 0; }
+  // A slot for a new sequence: zero state at position 0.
+  int32_t acquire();
+  void release(int32_t slot);
+  bool valid(int32_t slot) const;
+  // Zero state at position 0 (a sequence restarting from its first token).
+  void reset(int32_t slot);
+
+  // Tokens the slot's state has absorbed (the position its sequence continues from).
+  int32_t n_tokens(int32_t slot) const { return slots_[static_cast<size_t>(slot)].n_tokens; }
+  void set_n_tokens(int32_t slot, int32_t n) { slots_[static_cast<size_t>(slot)].n_tokens = n; }
+
+  // rec: a recurrent layer's index (ModelConfig::recurrent_index).
+  float* conv(int32_t slot, int32_t rec) {
+    return slots_[static_cast<size_t>(slot)].data.get() + static_cast<size_t>(rec) * static_cast<size_t>(layer_floats_);
+  }
+  float* ssm(int32_t slot, int32_t rec) { return conv(slot, rec) + conv_floats_; }
+
+  size_t slot_bytes() const {
+    return static_cast<size_t>(n_layers_) * static_cast<size_t>(layer_floats_) * sizeof(float);
+  }
+  int32_t n_live() const { return n_live_; }
+  size_t n_bytes() const;  // memory held by all slots, live or free
+
+ private:
+  struct Slot {
+    std::unique_ptr<float[]> data;  // [n_layers, layer_floats]
+    int32_t n_tokens = 0;
+    bool live = false;
+  };
+  int32_t n_layers_ = 0;
+  int64_t layer_floats_ = 0, conv_floats_ = 0;
+  std::vector<Slot> slots_;
+  std::vector<int32_t> free_;
+  int32_t n_live_ = 0;
+};
+
+}  // namespace edgelm::kv

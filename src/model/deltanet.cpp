@@ -1,0 +1,96 @@
+#include "model/deltanet.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/ops.h"
+
+namespace edgelm::model {
+namespace {
+
+// log(1 + e^x), exact enough in float and without overflow for large x.
+float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+void deltanet_conv(const DeltaNetConfig& d, float* x, int64_t n, int64_t stride, float* conv_state, const float* w,
+                   int64_t c0, int64_t c1) {
+  const int64_t C = d.conv_dim(), K = d.d_conv;
+  for (int64_t t = 0; t < n; ++t) {
+    float* xt = x + t * stride;
+    for (int64_t c = c0; c < c1; ++c) {
+      const float* wc = w + c * K;
+      const float in = xt[c];
+      float sum = 0.0f;
+      for (int64_t j = 0; j + 1 < K; ++j) sum += wc[j] * conv_state[j * C + c];
+      sum += wc[K - 1] * in;
+      for (int64_t j = 0; j + 2 < K; ++j) conv_state[j * C + c] = conv_state[(j + 1) * C + c];
+      if (K > 1) conv_state[(K - 2) * C + c] = in;
+      xt[c] = silu(sum);
+    }
+  }
+}
+
+void deltanet_l2norm_qk(const DeltaNetConfig& d, float* mixed, int64_t n, int64_t stride, float eps) {
+  const int64_t Dk = d.head_k_dim;
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = mixed + t * stride;
+    for (int64_t h = 0; h < 2 * int64_t{d.n_k_heads}; ++h) {  // Q heads, then K heads
+      float* v = row + h * Dk;
+      double ss = 0.0;
+      for (int64_t i = 0; i < Dk; ++i) ss += static_cast<double>(v[i]) * v[i];
+      const float s = 1.0f / std::max(static_cast<float>(std::sqrt(ss)), eps);
+      for (int64_t i = 0; i < Dk; ++i) v[i] *= s;
+    }
+  }
+}
+
+void deltanet_recur(const DeltaNetConfig& d, const LayerWeights& L, const float* mixed, int64_t n, int64_t stride,
+                    const float* beta_raw, const float* alpha, int64_t ba_stride, float* ssm_state, float* out,
+                    int64_t out_stride, int32_t h0, int32_t h1) {
+  const int64_t Dk = d.head_k_dim, Dv = d.head_v_dim, key_dim = d.key_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(Dk));
+  for (int32_t h = h0; h < h1; ++h) {
+    const int64_t kh = h % d.n_k_heads;
+    float* S = ssm_state + static_cast<int64_t>(h) * Dv * Dk;
+    for (int64_t t = 0; t < n; ++t) {
+      const float* row = mixed + t * stride;
+      const float* q = row + kh * Dk;
+      const float* k = row + key_dim + kh * Dk;
+      const float* v = row + 2 * key_dim + h * Dv;
+      const float g = softplus(alpha[t * ba_stride + h] + L.ssm_dt_bias[h]) * L.ssm_a[h];
+      const float beta = sigmoid(beta_raw[t * ba_stride + h]);
+      const float decay = std::exp(std::min(g, 50.0f));
+      float kq = 0.0f;
+      for (int64_t c = 0; c < Dk; ++c) kq += k[c] * (q[c] * scale);
+      float* o = out + t * out_stride + h * Dv;
+      for (int64_t r = 0; r < Dv; ++r) {
+        float* Sr = S + r * Dk;
+        float sk = 0.0f, sq = 0.0f;
+        for (int64_t c = 0; c < Dk; ++c) {
+          sk += Sr[c] * k[c];
+          sq += Sr[c] * q[c];
+        }
+        const float v_new = beta * (v[r] - decay * sk);
+        o[r] = decay * sq * scale + v_new * kq;
+        for (int64_t c = 0; c < Dk; ++c) Sr[c] = std::clamp(decay * Sr[c] + v_new * k[c], -1e6f, 1e6f);
+      }
+    }
+  }
+}
+
+void deltanet_gate(const DeltaNetConfig& d, const LayerWeights& L, float* out, int64_t out_stride, const float* z,
+                   int64_t z_stride, int64_t n, float eps, int32_t h0, int32_t h1) {
+  const int64_t Dv = d.head_v_dim;
+  for (int64_t t = 0; t < n; ++t)
+    for (int32_t h = h0; h < h1; ++h) {
+      float* o = out + t * out_stride + h * Dv;
+      const float* zh = z + t * z_stride + h * Dv;
+      rms_norm(o, o, L.ssm_norm, Dv, eps);
+      for (int64_t i = 0; i < Dv; ++i) o[i] *= silu(zh[i]);
+    }
+}
+
+}  // namespace edgelm::model
