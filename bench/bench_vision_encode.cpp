@@ -4,6 +4,7 @@
 //
 //   bench_vision_encode --shape gemma3 --type f16 --threads 2 --reps 3
 //   bench_vision_encode --mmproj mmproj.gguf --threads 4
+//   bench_vision_encode --shape gemma3 --layers 2   (a shorter synthetic tower)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,7 +34,7 @@ int fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   std::string path, shape = "gemma3", type = "f16";
-  int threads = ThreadPool::hardware_threads(), reps = 3;
+  int threads = ThreadPool::hardware_threads(), reps = 3, layers = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--mmproj")
@@ -44,6 +45,8 @@ int main(int argc, char** argv) {
       type = argv[i + 1];
     else if (a == "--threads")
       threads = std::atoi(argv[i + 1]);
+    else if (a == "--layers")
+      layers = std::atoi(argv[i + 1]);
     else if (a == "--reps")
       reps = std::atoi(argv[i + 1]);
     else
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
     const auto t = dtype_from_name(type);
     if (!t) return fail("unknown type " + type);
     spec.weight_type = *t;
+    if (layers > 0) spec.n_layer = layers;  // a shorter tower (per-layer cost, profiling)
     auto file = vision::make_synthetic_mmproj(spec);
     if (!file.ok()) return fail(file.error().message);
     enc = vision::VisionEncoder::load(std::move(*file));

@@ -4,6 +4,17 @@
 #include <bit>
 #include <cmath>
 
+// The loops below vectorise with the baseline ISA (this file is built with -fno-trapping-math,
+// without which GCC keeps the compares of min / max as branches); on x86-64 the loop-heavy
+// functions also get an AVX2 clone chosen at load time by the CPU (GCC / clang target_clones,
+// an ifunc). Both clones do the same operations per element (no FMA contraction) and the same
+// fixed-order reductions, so they give the same results.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define EDGELM_VISION_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define EDGELM_VISION_CLONES
+#endif
+
 namespace edgelm::vision {
 namespace {
 
@@ -33,7 +44,7 @@ inline float exp_inline(float x) {
 
 float exp_approx(float x) { return exp_inline(x); }
 
-void activate(float* x, const float* bias, int64_t n, VisionActivation act) {
+EDGELM_VISION_CLONES void activate(float* x, const float* bias, int64_t n, VisionActivation act) {
   if (bias != nullptr)
     for (int64_t i = 0; i < n; ++i) x[i] += bias[i];
   switch (act) {
@@ -53,7 +64,7 @@ void activate(float* x, const float* bias, int64_t n, VisionActivation act) {
   }
 }
 
-void layer_norm(float* out, const float* x, const float* w, const float* b, int64_t n, float eps) {
+EDGELM_VISION_CLONES void layer_norm(float* out, const float* x, const float* w, const float* b, int64_t n, float eps) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += x[i];
   const double mean = sum / static_cast<double>(n);
@@ -67,7 +78,7 @@ void layer_norm(float* out, const float* x, const float* w, const float* b, int6
   for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - m) * scale * w[i] + b[i];
 }
 
-void softmax_scaled(float* s, int64_t n, float scale) {
+EDGELM_VISION_CLONES void softmax_scaled(float* s, int64_t n, float scale) {
   // Eight partial maxima and sums (lanes of the vectorised loops); the tail folds into lane 0.
   constexpr int64_t kLanes = 8;
   float mx[kLanes], sum[kLanes];
