@@ -88,12 +88,14 @@ struct Pass {
 }  // namespace
 
 void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, int32_t n_head, int32_t head_dim,
-                    int n_threads, int32_t window) {
+                    int n_threads, int32_t window, const int32_t* tok_end) {
   const int64_t S = std::max(1, s.split_positions);
   // A token's first position: 0, or the start of its window.
   auto first_pos = [window](int32_t pos) -> int64_t { return window > 0 ? std::max(0, pos - window + 1) : 0; };
+  // A token's positions end here (exclusive).
+  auto end_pos = [tok_pos, tok_end](int64_t t) -> int32_t { return tok_end != nullptr ? tok_end[t] : tok_pos[t] + 1; };
   int64_t n_items = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) n_items += (tok_pos[t] + S) / S - first_pos(tok_pos[t]) / S;
+  for (int64_t t = 0; t < n_tokens; ++t) n_items += (end_pos(t) - 1 + S) / S - first_pos(tok_pos[t]) / S;
   AttnScratch::Item* items = grow(s.items, n_items);
   int64_t* cost = grow(s.cost, n_items + 1);
   int64_t* tok_item = grow(s.tok_item, n_tokens + 1);
@@ -104,7 +106,7 @@ void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, in
   int64_t i = 0, group_item0 = 0, max_group_items = 0;
   cost[0] = 0;
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const int32_t n_pos = tok_pos[t] + 1;
+    const int32_t n_pos = end_pos(t);
     const int64_t lo = first_pos(tok_pos[t]);
     const int64_t c0 = lo / S, n_chunks = (n_pos + S - 1) / S - c0;
     if (t > 0 && (i + n_chunks - group_item0) * state_bytes > s.state_budget_bytes) {

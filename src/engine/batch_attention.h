@@ -1,7 +1,8 @@
 // Causal attention of a step's tokens straight over the paged KV store, in its stored type.
 //
 // Job: for every token of a step, softmax(q . K * scale) V over the token's positions [0, pos]
-// (or, planned with a sliding window w, the last w of them: [max(0, pos - w + 1), pos]), scores
+// (or, planned with a sliding window w, the last w of them: [max(0, pos - w + 1), pos]; a
+// token of a bidirectional span up to the span's end instead of pos, see attention_plan), scores
 // soft-capped where the layer asks for it, for all its query heads, with the kernels of
 // kernels/attention_kernels.h: each K/V row is read once per token (each KV head's slice once
 // for the query heads that share it, GQA), in its stored type, by one pass with an online
@@ -65,9 +66,12 @@ struct AttnLayer {
 
 // Items, costs and groups for tokens at positions tok_pos[0..n_tokens); the same for every
 // layer of the step with the same window (window > 0: each token attends to its last `window`
-// positions; 0: to all). n_threads sizes the per-part table.
+// positions; 0: to all). n_threads sizes the per-part table. tok_end (null: tok_pos + 1) is
+// each token's exclusive last position, > tok_pos for a token of a bidirectional span (an
+// image, model/embd_span.h) that also attends to the span's later positions, which must be
+// written to the store before attention_run; the window's start still follows tok_pos.
 void attention_plan(AttnScratch& s, int64_t n_tokens, const int32_t* tok_pos, int32_t n_head, int32_t head_dim,
-                    int n_threads, int32_t window = 0);
+                    int n_threads, int32_t window = 0, const int32_t* tok_end = nullptr);
 
 // One layer's attention of every token of the plan.
 void attention_run(const AttnLayer& a, AttnScratch& s, ThreadPool& pool);

@@ -67,6 +67,11 @@ void embed_tokens(Step& st) {
     BatchScratch& s = st.s;
     for (size_t t = b; t < e; ++t) {
       float* x = &s.x[t * st.E];
+      if (!st.batch.spans.empty() && s.tok_embd[t] != nullptr) {  // a supplied row, unscaled (embd_span.h)
+        std::copy_n(s.tok_embd[t], st.E, x);
+        st.ops.rms_norm(&s.xn[t * st.E], x, st.w.layers[0].attn_norm, st.E, st.c.rms_eps);
+        continue;
+      }
       kernels::get_row(st.w.token_embd, st.batch.tokens[t], x);
       if (st.c.arch->scale_embd) {
         const float sc = std::sqrt(static_cast<float>(st.E));
@@ -186,6 +191,24 @@ Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, co
     return make_error("forward_batch: logits buffer has {} entries; {} tokens with logits x {} vocabulary need {}",
                       logits.size(), n_logits, c.n_vocab, n_logits * c.n_vocab);
   EDGELM_TRY_STATUS(validate_states(c, batch));
+  for (size_t i = 0; i < batch.spans.size(); ++i) {
+    const BatchSpan& b = batch.spans[i];
+    if (b.seq < 0 || b.seq >= static_cast<int32_t>(batch.seqs.size()))
+      return make_error("forward_batch: span {} names slice {}, not in the batch", i, b.seq);
+    if (b.span.n_tokens <= 0 || b.span.pos0 < 0 || b.span.embd == nullptr)
+      return make_error("forward_batch: span {} is empty or has no rows", i);
+    const BatchSeq& q = batch.seqs[static_cast<size_t>(b.seq)];
+    const int32_t end = q.pos0 + q.n_tokens;
+    if (b.span.pos0 < end && b.span.end() > q.pos0 && b.span.end() > end)
+      return make_error(
+          "forward_batch: span {} [{}, {}) of slice {} does not end inside the slice [{}, {}): a bidirectional span "
+          "must be computed in one step",
+          i, b.span.pos0, b.span.end(), b.seq, q.pos0, end);
+    for (size_t j = 0; j < i; ++j)
+      if (batch.spans[j].seq == b.seq && b.span.pos0 < batch.spans[j].span.end() &&
+          batch.spans[j].span.pos0 < b.span.end())
+        return make_error("forward_batch: spans {} and {} of slice {} overlap", j, i, b.seq);
+  }
   return n_logits;
 }
 
@@ -206,11 +229,32 @@ void plan_step(Step& st) {
     }
   }
   seq_tok[n_seqs] = t;
-  attention_plan(s.attn, st.n, tok_pos, st.c.n_head, st.c.head_dim, st.pool.n_threads());
+  // Embedding spans: each covered token's row and its attention end (the span's end).
+  const int32_t* tok_end = nullptr;
+  if (!st.batch.spans.empty()) {
+    int32_t* end = grow(s.tok_end, st.n);
+    const float** embd = grow(s.tok_embd, st.n);
+    for (int64_t u = 0; u < st.n; ++u) {
+      end[u] = tok_pos[u] + 1;
+      embd[u] = nullptr;
+    }
+    for (const BatchSpan& b : st.batch.spans) {
+      const BatchSeq& q = st.batch.seqs[static_cast<size_t>(b.seq)];
+      const int32_t lo = std::max(q.pos0, b.span.pos0), hi = std::min(q.pos0 + q.n_tokens, b.span.end());
+      for (int32_t pos = lo; pos < hi; ++pos) {
+        const int64_t u = seq_tok[b.seq] + (pos - q.pos0);
+        end[u] = b.span.end();
+        embd[u] = b.span.embd + static_cast<int64_t>(pos - b.span.pos0) * st.E;
+      }
+    }
+    tok_end = end;
+  }
+  attention_plan(s.attn, st.n, tok_pos, st.c.n_head, st.c.head_dim, st.pool.n_threads(), 0, tok_end);
   if (st.c.n_swa > 0) {
     s.attn_local.split_positions = s.attn.split_positions;
     s.attn_local.state_budget_bytes = s.attn.state_budget_bytes;
-    attention_plan(s.attn_local, st.n, tok_pos, st.c.n_head, st.c.head_dim, st.pool.n_threads(), st.c.n_swa);
+    attention_plan(s.attn_local, st.n, tok_pos, st.c.n_head, st.c.head_dim, st.pool.n_threads(), st.c.n_swa,
+                   tok_end);
   }
 
   for (auto* buf : {&s.x, &s.xn, &s.proj}) grow(*buf, st.n * st.E);

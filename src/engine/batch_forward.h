@@ -15,6 +15,9 @@
 //    kernels/ops_vector.h (GeGLU the scalar model/ops.h), RoPE the model's cos/sin tables;
 //  - sliding-window layers attend over each token's last n_swa positions (their own attention
 //    plan), so the paged KV honours the window exactly as Model::forward does;
+//  - embedding spans (StepBatch::spans, model/embd_span.h: an image's soft tokens) replace the
+//    token_embd rows of their positions, unscaled, and attend bidirectionally within the span
+//    as Model::forward does with the same spans;
 //  - hybrid models' Gated DeltaNet layers run model/deltanet.h per slice over the slice's
 //    recurrent state slot (StepBatch::states): the convolution over channel ranges and the
 //    delta rule over value heads of every slice in one parallel loop each.
@@ -49,6 +52,7 @@
 #include "kv/block_pool.h"
 #include "kv/kv_store.h"
 #include "kv/state_store.h"
+#include "model/embd_span.h"
 #include "model/model.h"
 
 namespace edgelm::engine {
@@ -63,6 +67,12 @@ struct BatchSeq {
   int32_t state_slot = -1;              // hybrid models: the sequence's slot in StepBatch::states
 };
 
+// An embedding span of one slice's sequence (positions absolute, as the slice's pos0).
+struct BatchSpan {
+  int32_t seq = 0;  // index into StepBatch::seqs
+  model::EmbdSpan span;
+};
+
 struct StepBatch {
   std::vector<model::TokenId> tokens;  // [n_total] every slice's tokens, slice after slice, in seqs order
   std::vector<BatchSeq> seqs;
@@ -73,6 +83,10 @@ struct StepBatch {
   // which must have absorbed exactly pos0 tokens (pos0 == 0 resets it); after the step it has
   // absorbed pos0 + n_tokens. Null for models without recurrent layers.
   kv::StateStore* states = nullptr;
+  // Embedding spans that overlap their slice's positions (others may be listed; they are
+  // ignored). A span overlapping a slice must end inside it (a span is never split across steps;
+  // it may start before pos0, its earlier positions already in the KV).
+  std::vector<BatchSpan> spans;
 };
 
 // Reusable buffers of forward_batch (one per caller; not thread-safe). The buffers are internal
@@ -98,6 +112,8 @@ struct BatchScratch {
   std::vector<float> rec_out;    // [n_total, value_dim] DeltaNet output
   std::vector<int32_t> tok_seq;  // [n_total] slice of each token
   std::vector<int32_t> tok_pos;  // [n_total] position of each token
+  std::vector<int32_t> tok_end;  // [n_total] exclusive end of each token's attended positions (with spans)
+  std::vector<const float*> tok_embd;  // [n_total] a span token's embedding row, else null (with spans)
   std::vector<int64_t> seq_tok;  // [n_seqs + 1] first token of each slice (and n_total)
   AttnScratch attn;              // attention work items and partial states (global layers)
   AttnScratch attn_local;        // the same for sliding-window layers (its settings copied from attn)
@@ -108,7 +124,8 @@ struct BatchScratch {
 // the logits of the last n_logits tokens of each slice: logits is [sum of n_logits, n_vocab],
 // slice after slice in seqs order, tokens in position order within a slice. The store's block size is the paging unit.
 // Errors (nothing is written): empty batch, tokens.size() != sum of n_tokens, n_tokens <= 0,
-// pos0 < 0, n_logits outside [0, n_tokens], a token outside the vocabulary, a block table too short or naming a block
+// pos0 < 0, n_logits outside [0, n_tokens], a token outside the vocabulary, a span that does not
+// end inside a slice it overlaps or overlaps another of its sequence, a block table too short or naming a block
 // outside the store, a store of another model's shape, logits span of the wrong size; for hybrid
 // models no state store, a slice without a live slot, two slices of one slot, or a slot whose
 // state is at another position than the slice's pos0 (> 0).

@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/timer.h"
+#include "kv/prefix_hash.h"
 
 namespace edgelm::engine {
 
@@ -99,6 +100,7 @@ Result<RequestId> Engine::add_request(Request req) {
       if (t < 0 || t >= n_vocab)
         return make_error("reasoning close token {} is outside the vocabulary [0, {})", t, n_vocab);
   }
+  EDGELM_TRY_STATUS(validate_images(req));
   // The most positions the request can hold, plus one block of copy-on-write headroom.
   const int64_t positions = std::min<int64_t>(n_ctx_, n_prompt + req.max_new_tokens);
   const int64_t blocks = (positions + opts_.block_size - 1) / opts_.block_size + 1;
@@ -124,6 +126,13 @@ Result<RequestId> Engine::add_request(Request req) {
   seq->kv.tokens.reserve(static_cast<size_t>(positions));
   seq->kv.blocks.reserve(static_cast<size_t>(blocks));
   seq->n_prompt = static_cast<int32_t>(n_prompt);
+  for (PromptImage& im : seq->req.images) {
+    if (im.hash == 0) {  // the rows' bits, as a hash chain of 32-bit words
+      const auto* words = reinterpret_cast<const int32_t*>(im.embd->data());
+      im.hash = kv::prefix_block_hash(kv::prefix_root("image"), std::span<const int32_t>(words, im.embd->size()));
+    }
+    seq->kv.media.push_back({im.pos0, im.n_tokens, im.hash});
+  }
   if (drafter_) seq->spec = SpecController(opts_.spec.draft_min, opts_.spec.draft_max);
   if (tok_ != nullptr) seq->text.emplace(*tok_, seq->tokens, seq->req.stop_strings);
   if (seq->req.reasoning.enabled) seq->reasoning.emplace(seq->req.reasoning);
@@ -134,6 +143,33 @@ Result<RequestId> Engine::add_request(Request req) {
   }
   scheduler_.add(std::move(seq));
   return id;
+}
+
+Status Engine::validate_images(const Request& req) const {
+  if (req.images.empty()) return ok_status();
+  const model::ModelConfig& c = model_.config();
+  if (states_.enabled())
+    return make_error("images are not supported on hybrid recurrent models ({}): their recurrent layers are causal",
+                      c.arch->name);
+  const auto n_prompt = static_cast<int64_t>(req.prompt.size());
+  int64_t prev_end = 0;
+  for (size_t i = 0; i < req.images.size(); ++i) {
+    const PromptImage& im = req.images[i];
+    if (im.n_tokens <= 0) return make_error("image {} has {} tokens; at least 1 is needed", i, im.n_tokens);
+    if (im.pos0 < prev_end || int64_t{im.pos0} + im.n_tokens > n_prompt)
+      return make_error("image {} at positions [{}, {}) is out of order, overlaps another or leaves the prompt of {}",
+                        i, im.pos0, int64_t{im.pos0} + im.n_tokens, n_prompt);
+    if (!im.embd || static_cast<int64_t>(im.embd->size()) != int64_t{im.n_tokens} * c.n_embd)
+      return make_error("image {} has {} embedding values; {} tokens x {} need {}", i, im.embd ? im.embd->size() : 0,
+                        im.n_tokens, c.n_embd, int64_t{im.n_tokens} * c.n_embd);
+    if (im.n_tokens > opts_.scheduler.max_batch_tokens)
+      return make_error(
+          "image {} has {} tokens, more than --max-batch-tokens ({}): an image is computed in one step (raise "
+          "--max-batch-tokens)",
+          i, im.n_tokens, opts_.scheduler.max_batch_tokens);
+    prev_end = int64_t{im.pos0} + im.n_tokens;
+  }
+  return ok_status();
 }
 
 bool Engine::cancel(RequestId id) {
@@ -360,6 +396,7 @@ const std::vector<TokenEvent>& Engine::step() {
 
   batch_.tokens.clear();
   batch_.seqs.clear();
+  batch_.spans.clear();
   batch_.n_ctx = n_ctx_;
   batch_.states = states_.enabled() ? &states_ : nullptr;
   int32_t n_logits = 0;
@@ -372,6 +409,10 @@ const std::vector<TokenEvent>& Engine::step() {
     batch_.tokens.insert(batch_.tokens.end(), s.draft.begin(), s.draft.begin() + sl.n_draft);
     const int32_t rows = sl.logits ? 1 + sl.n_draft : 0;
     batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, rows, s.state_slot});
+    for (const PromptImage& im : s.req.images)  // the images this slice computes (whole, by the scheduler)
+      if (im.pos0 < s.kv.n_tokens + n_own && im.pos0 + im.n_tokens > s.kv.n_tokens)
+        batch_.spans.push_back({static_cast<int32_t>(batch_.seqs.size() - 1),
+                                model::EmbdSpan{im.pos0, im.n_tokens, im.embd->data()}});
     n_logits += rows;
   }
   const auto n_vocab = static_cast<size_t>(model_.config().n_vocab);

@@ -104,6 +104,8 @@ class Engine {
   static Result<std::unique_ptr<Engine>> create(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts);
 
   // Queues a request. Errors: empty prompt, token outside the vocabulary, invalid sampling,
+  // images out of order, outside the prompt, of the wrong size or longer than max_batch_tokens,
+  // images on a hybrid recurrent model,
   // max_new_tokens < 0, prompt + max_new_tokens beyond the context or the whole KV pool, stop
   // strings without a tokenizer.
   Result<RequestId> add_request(Request req);
@@ -125,6 +127,8 @@ class Engine {
   Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store,
          std::unique_ptr<Drafter> drafter);
   void emit(Sequence& s, TokenEvent ev, std::vector<TokenEvent>& out);
+  // Request::images against the prompt, the model and the step budget.
+  Status validate_images(const Request& req) const;
   void finish(RequestId id, Finish f, std::string error, std::vector<TokenEvent>& out);
   // After sampling `token` for s: append it, emit it, and say whether s is done.
   Finish accept_token(Sequence& s, int32_t token, std::vector<TokenEvent>& out);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,8 +55,23 @@ struct TokenEvent {
   ReasoningCut reasoning_cut = ReasoningCut::none;
 };
 
+// An image inside the prompt: the prompt holds placeholder tokens at positions [pos0, pos0 +
+// n_tokens) (Gemma 3: <image_soft_token>), whose inputs are the rows of embd instead of the
+// token embeddings, unscaled; they attend bidirectionally among themselves and are computed in
+// one step (model/embd_span.h).
+struct PromptImage {
+  int32_t pos0 = 0;
+  int32_t n_tokens = 0;
+  std::shared_ptr<const std::vector<float>> embd;  // [n_tokens, n_embd], immutable, shared by requests
+  // Names the content for prefix-cache reuse (kv/prefix_hash.h): the image bytes' SHA-256
+  // (first 8 bytes); 0: the engine hashes the embedding rows.
+  uint64_t hash = 0;
+};
+
 struct Request {
   std::vector<int32_t> prompt;  // token ids, at least one
+  // Images of the prompt, in position order, not overlapping, inside the prompt.
+  std::vector<PromptImage> images;
   sample::SamplingParams sampling;
   int32_t max_new_tokens = 128;           // exact unless the request stops earlier
   bool stop_at_eog = true;                // end on the vocabulary's end-of-generation tokens

@@ -18,6 +18,18 @@ void insert_ordered(std::vector<std::unique_ptr<Sequence>>& v, std::unique_ptr<S
   v.insert(at, std::move(seq));
 }
 
+// The tokens of a slice of s from its next position, at most n, that do not cut an image
+// (Request::images): an image is computed whole in one step (its tokens attend to each other),
+// so a slice that would end inside one ends before it, or is empty when it starts at or in it.
+int32_t fit_images(const Sequence& s, int32_t n) {
+  const int32_t start = s.kv.n_tokens, end = start + n;
+  for (const PromptImage& im : s.req.images) {
+    if (im.pos0 >= end) break;
+    if (im.pos0 + im.n_tokens > end) return std::max(0, im.pos0 - start);
+  }
+  return n;
+}
+
 }  // namespace
 
 Scheduler::Scheduler(kv::KvManager& kv, kv::BlockPool& pool, SchedulerOptions opts)
@@ -66,7 +78,7 @@ const std::vector<ScheduledSlice>& Scheduler::schedule() {
   // Running sequences first: a decode token each, or the next chunk of their prompt.
   for (size_t i = 0; i < running_.size();) {
     Sequence& s = *running_[i];
-    const int32_t n = std::min(s.n_pending(), budget);
+    const int32_t n = fit_images(s, std::min(s.n_pending(), budget));
     if (n <= 0) {
       ++i;
       continue;
@@ -112,7 +124,11 @@ const std::vector<ScheduledSlice>& Scheduler::schedule() {
       const int32_t cached = kv_.match_prefix(s.kv, s.tokens);
       if (!s.admitted_once) s.n_cached = cached;
     }
-    const int32_t n = std::min(s.n_pending(), budget);
+    const int32_t n = fit_images(s, std::min(s.n_pending(), budget));
+    if (n == 0) {  // an image that needs more of this step's budget than is left: next step
+      kv_.free(s.kv);
+      break;
+    }
     const int32_t need = kv_.blocks_needed(s.kv, n);
     const bool over_watermark =
         !running_.empty() && static_cast<double>(pool_.n_used() + need) > opts_.watermark * pool_.n_blocks();

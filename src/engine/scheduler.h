@@ -19,6 +19,9 @@
 //  - Speculation: a decoding sequence with a draft (Sequence::draft) gets 1 + draft tokens when
 //    the budget still leaves one token for every running sequence after it and its blocks fit
 //    without preempting anyone; otherwise its draft is dropped and it decodes one token.
+//  - Images (Request::images): a slice never ends inside an image; it stops before it, or waits
+//    for a step with budget for the whole image (a prefix hit may resume inside one: only the
+//    rest is computed then, with the earlier part's K/V from the cache).
 //  - Batch cap: adapts within [1, max_batch_size]: shrinks by a quarter when a step overshoots
 //    target_step_ms, grows by one when steps are under half the target and sequences are
 //    waiting on the cap.

@@ -31,7 +31,7 @@ int32_t KvManager::match_prefix(SeqKv& seq, std::span<const int32_t> prompt) {
   uint64_t before_last = seq.root;  // hash of the hit before it
   for (size_t i = 0; i < n_full; ++i) {
     const auto block_tokens = prompt.subspan(i * bs, bs);
-    const uint64_t hash = prefix_block_hash(parent, block_tokens);
+    const uint64_t hash = prefix_block_hash(parent, block_tokens, seq.media, static_cast<int64_t>(i), block_size_);
     const auto b = pool_.find_cached(hash, parent, block_tokens);
     if (!b) break;
     seq.blocks.push_back(*b);
@@ -112,7 +112,7 @@ void KvManager::commit(SeqKv& seq, std::span<const int32_t> tokens) {
       const auto i = static_cast<size_t>(seq.n_published);
       const std::span<const int32_t> block_tokens(seq.tokens.data() + i * bs, bs);
       const uint64_t parent = i == 0 ? seq.root : seq.last_hash;
-      const uint64_t hash = prefix_block_hash(parent, block_tokens);
+      const uint64_t hash = prefix_block_hash(parent, block_tokens, seq.media, static_cast<int64_t>(i), block_size_);
       pool_.publish(seq.blocks[i], hash, parent, block_tokens);
       seq.last_hash = hash;
       ++seq.n_published;
@@ -173,7 +173,8 @@ void KvManager::check_invariants(std::span<const SeqKv* const> live) const {
     }
     uint64_t hash = seq.root;
     for (size_t i = 0; i < static_cast<size_t>(seq.n_published); ++i)
-      hash = prefix_block_hash(hash, std::span<const int32_t>(seq.tokens.data() + i * bs, bs));
+      hash = prefix_block_hash(hash, std::span<const int32_t>(seq.tokens.data() + i * bs, bs), seq.media,
+                               static_cast<int64_t>(i), block_size_);
     EDGELM_CHECK(seq.n_published == 0 || hash == seq.last_hash, "seq ", s, ": last_hash is not the chain's");
   }
   for (size_t b = 0; b < n_blocks; ++b)

@@ -42,6 +42,10 @@ struct SeqKv {
   int32_t n_published = 0;          // leading blocks already published
   uint64_t last_hash = 0;           // hash of block n_published - 1 (valid when n_published > 0)
   int32_t n_reserved = 0;           // positions past n_tokens that reserve() made room for
+  // Supplied content (images) by position: mixed into the hash of every block it overlaps
+  // (prefix_hash.h), so only sequences with the same content there share those blocks. Set
+  // before match_prefix, kept by free().
+  std::vector<PrefixMedia> media;
 };
 
 class KvManager {

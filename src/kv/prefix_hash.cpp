@@ -50,4 +50,16 @@ uint64_t prefix_block_hash(uint64_t parent, std::span<const int32_t> tokens) {
   return absorb(state, static_cast<uint64_t>(tokens.size()));
 }
 
+uint64_t prefix_block_hash(uint64_t parent, std::span<const int32_t> tokens, std::span<const PrefixMedia> media,
+                           int64_t index, int32_t block_size) {
+  uint64_t state = prefix_block_hash(parent, tokens);
+  const int64_t lo = index * block_size, hi = lo + block_size;
+  for (const PrefixMedia& m : media) {
+    if (m.pos0 >= hi || int64_t{m.pos0} + m.n_tokens <= lo) continue;
+    state = absorb(state, m.hash);
+    state = absorb(state, (static_cast<uint64_t>(static_cast<uint32_t>(m.pos0)) << 32) | static_cast<uint32_t>(m.n_tokens));
+  }
+  return state;
+}
+
 }  // namespace edgelm::kv

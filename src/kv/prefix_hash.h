@@ -29,4 +29,20 @@ uint64_t prefix_root(std::string_view salt);
 // block 0). Any number of tokens is accepted; the length is part of the hash.
 uint64_t prefix_block_hash(uint64_t parent, std::span<const int32_t> tokens);
 
+// Supplied content inside a sequence that its tokens do not name (an image whose soft tokens
+// are all one placeholder id): positions [pos0, pos0 + n_tokens) and a hash of the content
+// (the image bytes' SHA-256, truncated). vLLM's rule: a block's hash also covers the content
+// of every span that overlaps it, so equal tokens with different images never share a block.
+struct PrefixMedia {
+  int32_t pos0 = 0;
+  int32_t n_tokens = 0;
+  uint64_t hash = 0;
+};
+
+// prefix_block_hash of block `index` (of block_size positions) with the hash, start and length
+// of each of `media` that overlaps the block absorbed after the tokens; equal to
+// prefix_block_hash when none does. Still a bijection of the parent.
+uint64_t prefix_block_hash(uint64_t parent, std::span<const int32_t> tokens, std::span<const PrefixMedia> media,
+                           int64_t index, int32_t block_size);
+
 }  // namespace edgelm::kv

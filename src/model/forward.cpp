@@ -13,6 +13,10 @@
 #include "model/deltanet.h"
 #include "model/model.h"
 #include "model/ops.h"
+#include <cstdio>
+static double dbg_sum(const float* x, long n){double s=0;for(long i=0;i<n;++i)s+=x[i];return s;}
+#define DBG(name, ptr, n) if (std::getenv("EDGELM_DBG")) std::fprintf(stderr, "%s-%d %f\n", name, l, dbg_sum(ptr, n))
+#include <cstdlib>
 
 namespace edgelm::model {
 
@@ -33,7 +37,8 @@ void Model::prepare_qk(int32_t layer, float* q, float* k, int32_t pos, int32_t n
 // one), Q/K norms and RoPE, the new K/V appended to the cache, causal attention over the cache
 // (a local layer: its window), the gate, the output projection into proj.
 void Model::attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0, KvCache& cache, float* proj,
-                            ThreadPool& pool, kernels::MatmulScratch& scratch) const {
+                            ThreadPool& pool, kernels::MatmulScratch& scratch,
+                            std::span<const EmbdSpan> spans) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
   const int64_t D = c.head_dim, Q = static_cast<int64_t>(c.n_head) * D, KV = c.n_embd_kv();
@@ -57,15 +62,18 @@ void Model::attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0,
     std::copy(&v[t * KV], &v[t * KV] + KV, cache.v(kl, pos));
   }
   // Causal attention: token t (position pos0 + t) attends to positions [lo, pos0 + t]: from 0,
-  // or in a local layer the last `window` of them.
+  // or in a local layer the last `window` of them; a token of an embedding span up to the
+  // span's last position (embd_span.h).
   const int32_t window = c.layer_window(l);
   const float att_scale = attn_scale();
   for (int64_t t = 0; t < n; ++t) {
     const auto pos = static_cast<int32_t>(pos0 + t);
     const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
+    const EmbdSpan* span = embd_span_at(spans, pos);
+    const int32_t hi = span != nullptr ? span->end() : pos + 1;  // exclusive
     for (int32_t h = 0; h < c.n_head; ++h) {
       const int64_t kv_off = static_cast<int64_t>(h / c.n_gqa()) * D;
-      attention_head(&q[t * Q + h * D], cache.k(kl, lo) + kv_off, cache.v(kl, lo) + kv_off, KV, pos - lo + 1, D,
+      attention_head(&q[t * Q + h * D], cache.k(kl, lo) + kv_off, cache.v(kl, lo) + kv_off, KV, hi - lo, D,
                      att_scale, scores.data(), &att[t * Q + h * D], c.attn_softcap);
     }
   }
@@ -85,17 +93,22 @@ void Model::deltanet_layer(int32_t l, const float* xn, int64_t n, KvCache& cache
   linear(z.data(), xn, n, L.w_z, nullptr, pool, scratch);
   linear(beta.data(), xn, n, L.w_beta, nullptr, pool, scratch);
   linear(alpha.data(), xn, n, L.w_alpha, nullptr, pool, scratch);
+  DBG("qkv_mixed", mixed.data(), n*C); DBG("z", z.data(), n*V); DBG("beta", beta.data(), n*H); DBG("alpha", alpha.data(), n*H);
   const int32_t r = c.recurrent_index(l);
   deltanet_conv(d, mixed.data(), n, C, cache.conv_state(r), L.ssm_conv, 0, C);
+  DBG("conv_silu", mixed.data(), n*C);
   deltanet_l2norm_qk(d, mixed.data(), n, C, c.rms_eps);
   deltanet_recur(d, L, mixed.data(), n, C, beta.data(), alpha.data(), H, cache.ssm_state(r), out.data(), V, 0,
                  d.n_v_heads);
+  DBG("attn_output", out.data(), n*V);
   deltanet_gate(d, L, out.data(), V, z.data(), V, n, c.rms_eps, 0, d.n_v_heads);
+  DBG("attn_out_norm", out.data(), n*V);
   linear(proj, out.data(), n, L.w_ssm_out, nullptr, pool, scratch);
+  DBG("linear_attn_out", proj, n*c.n_embd);
 }
 
 Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
-                      std::span<float> hidden) const {
+                      std::span<float> hidden, std::span<const EmbdSpan> spans) const {
   const ModelConfig& c = config_;
   const auto n = static_cast<int64_t>(tokens.size());
   if (n == 0) return make_error("forward: no tokens");
@@ -109,6 +122,17 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
   if (!hidden.empty() && static_cast<int64_t>(hidden.size()) != n * c.n_embd)
     return make_error("hidden-state buffer has {} entries, {} tokens x {} need {}", hidden.size(), n, c.n_embd,
                       n * c.n_embd);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const EmbdSpan& sp = spans[i];
+    if (sp.n_tokens <= 0 || sp.pos0 < 0 || sp.embd == nullptr)
+      return make_error("forward: embedding span {} is empty or has no rows", i);
+    for (size_t j = 0; j < i; ++j)
+      if (sp.pos0 < spans[j].end() && spans[j].pos0 < sp.end())
+        return make_error("forward: embedding spans {} and {} overlap", j, i);
+    if (sp.pos0 < pos0 + n && sp.end() > pos0 + n)
+      return make_error("forward: embedding span [{}, {}) does not end inside the run [{}, {})", sp.pos0, sp.end(),
+                        pos0, pos0 + n);
+  }
 
   const int64_t E = c.n_embd, F = c.n_ff;
   std::vector<float> x(n * E);     // [n, n_embd] residual stream
@@ -117,10 +141,17 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
   std::vector<float> gate(n * F);  // [n, n_ff]
   std::vector<float> up(n * F);    // [n, n_ff]
 
-  for (int64_t t = 0; t < n; ++t) kernels::get_row(weights_.token_embd, tokens[static_cast<size_t>(t)], &x[t * E]);
-  if (c.arch->scale_embd) {
-    const float s = std::sqrt(static_cast<float>(E));
-    for (float& xi : x) xi *= s;
+  // Token rows scaled (Gemma), supplied embedding rows as they are.
+  const float embd_scale = c.arch->scale_embd ? std::sqrt(static_cast<float>(E)) : 1.0f;
+  for (int64_t t = 0; t < n; ++t) {
+    const auto pos = static_cast<int32_t>(pos0 + t);
+    if (const EmbdSpan* sp = embd_span_at(spans, pos); sp != nullptr) {
+      std::copy_n(sp->embd + static_cast<int64_t>(pos - sp->pos0) * E, E, &x[t * E]);
+      continue;
+    }
+    kernels::get_row(weights_.token_embd, tokens[static_cast<size_t>(t)], &x[t * E]);
+    if (c.arch->scale_embd)
+      for (int64_t i = 0; i < E; ++i) x[t * E + i] *= embd_scale;
   }
   kernels::MatmulScratch scratch;
 
@@ -131,11 +162,12 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     if (c.layer_is_recurrent(l)) {
       deltanet_layer(l, xn.data(), n, cache, proj.data(), pool, scratch);
     } else {
-      attention_layer(l, xn.data(), n, pos0, cache, proj.data(), pool, scratch);
+      attention_layer(l, xn.data(), n, pos0, cache, proj.data(), pool, scratch, spans);
     }
     if (L.attn_post_norm != nullptr)
       for (int64_t t = 0; t < n; ++t) rms_norm(&proj[t * E], &proj[t * E], L.attn_post_norm, E, c.rms_eps);
     add_inplace(x.data(), proj.data(), n * E);
+    DBG("resid", x.data(), n*E);
 
     // Gated feed-forward: down(act(gate(x)) * up(x)), act SiLU (SwiGLU) or GELU-tanh (GeGLU).
     for (int64_t t = 0; t < n; ++t) rms_norm(&xn[t * E], &x[t * E], L.ffn_norm, E, c.rms_eps);
@@ -150,6 +182,7 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     if (L.ffn_post_norm != nullptr)
       for (int64_t t = 0; t < n; ++t) rms_norm(&proj[t * E], &proj[t * E], L.ffn_post_norm, E, c.rms_eps);
     add_inplace(x.data(), proj.data(), n * E);
+    DBG("l_out", x.data(), n*E);
   }
   cache.set_n_past(static_cast<int32_t>(pos0 + n));
 

@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "format/model_file.h"
 #include "model/arch.h"
+#include "model/embd_span.h"
 #include "model/kv_cache.h"
 #include "model/rope_table.h"
 #include "model/weights.h"
@@ -40,8 +41,11 @@ class Model {
   // token's final hidden state after the output norm into hidden ([n, n_embd], for embeddings)
   // unless it is empty. Errors: a token id outside the vocabulary, the context would overflow,
   // an output span of the wrong size.
+  // spans (embd_span.h): positions whose input is a supplied embedding row (unscaled) and which
+  // attend bidirectionally within their span; a span overlapping the run must end inside it
+  // (an error otherwise), and must not overlap another.
   Status forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
-                 std::span<float> hidden = {}) const;
+                 std::span<float> hidden = {}, std::span<const EmbdSpan> spans = {}) const;
 
   // What every forward does to one token's projected queries and keys of `layer` before they
   // meet in attention: the per-head RMSNorm of Q and K (architectures with qk_norm), then RoPE
@@ -60,7 +64,7 @@ class Model {
   Model(format::ModelFile file, ModelConfig config, Weights weights);
   // The two kinds of token mixing of forward(): sub-layer output [n, n_embd] into proj.
   void attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0, KvCache& cache, float* proj,
-                       ThreadPool& pool, kernels::MatmulScratch& scratch) const;
+                       ThreadPool& pool, kernels::MatmulScratch& scratch, std::span<const EmbdSpan> spans) const;
   void deltanet_layer(int32_t l, const float* xn, int64_t n, KvCache& cache, float* proj, ThreadPool& pool,
                       kernels::MatmulScratch& scratch) const;
 
