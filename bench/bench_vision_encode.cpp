@@ -5,6 +5,8 @@
 //   bench_vision_encode --shape gemma3 --type f16 --threads 2 --reps 3
 //   bench_vision_encode --mmproj mmproj.gguf --threads 4
 //   bench_vision_encode --shape gemma3 --layers 2   (a shorter synthetic tower)
+//   bench_vision_encode --mmproj f.gguf --image chw.f32 --out tokens.f32   (raw float32 in and out,
+//     to compare with another engine's encoder on the same tensor)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,7 +35,7 @@ int fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path, shape = "gemma3", type = "f16";
+  std::string path, shape = "gemma3", type = "f16", image_path, out_path;
   int threads = ThreadPool::hardware_threads(), reps = 3, layers = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -45,6 +47,10 @@ int main(int argc, char** argv) {
       type = argv[i + 1];
     else if (a == "--threads")
       threads = std::atoi(argv[i + 1]);
+    else if (a == "--image")
+      image_path = argv[i + 1];
+    else if (a == "--out")
+      out_path = argv[i + 1];
     else if (a == "--layers")
       layers = std::atoi(argv[i + 1]);
     else if (a == "--reps")
@@ -82,6 +88,12 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> img(static_cast<size_t>(e.n_input_floats()));
   for (float& v : img) v = dist(rng);
+  if (!image_path.empty()) {  // raw float32 [3, S, S], e.g. what a reference harness fed its encoder
+    FILE* f = std::fopen(image_path.c_str(), "rb");
+    if (f == nullptr || std::fread(img.data(), sizeof(float), img.size(), f) != img.size())
+      return fail("cannot read " + std::to_string(img.size()) + " floats from " + image_path);
+    std::fclose(f);
+  }
   std::vector<float> out(static_cast<size_t>(e.n_output_tokens()) * static_cast<size_t>(e.n_embd_out()));
   ThreadPool pool(threads);
   vision::VisionScratch scratch;
@@ -91,6 +103,12 @@ int main(int argc, char** argv) {
     if (auto st = e.encode(img.data(), out, pool, scratch); !st.ok()) return fail(st.error().message);
     times.push_back(ms_since(t0));
     std::printf("encode %d: %.0f ms%s\n", r, times.back(), r == 0 ? " (cold scratch)" : "");
+  }
+  if (!out_path.empty()) {  // the soft tokens as raw float32 [n_tokens, n_embd_out]
+    FILE* f = std::fopen(out_path.c_str(), "wb");
+    if (f == nullptr || std::fwrite(out.data(), sizeof(float), out.size(), f) != out.size())
+      return fail("cannot write " + out_path);
+    std::fclose(f);
   }
   std::sort(times.begin(), times.end());
   std::printf("encode median: %.0f ms (%d reps, %d threads); scratch held %.1f MB\n", times[times.size() / 2], reps,
