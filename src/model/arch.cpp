@@ -194,6 +194,15 @@ bool ModelConfig::layer_is_local(int32_t layer) const {
   return false;
 }
 
+bool ModelConfig::text_rotates_pair(int32_t i) const {
+  if (arch == nullptr || !arch->gated_deltanet) return true;
+  const int32_t* sec = rope_sections;
+  const int32_t total = sec[0] + sec[1] + sec[2] + sec[3];
+  if (total <= 0) return true;
+  const int32_t s = i % total;
+  return (s % 3 == 1 && s < 3 * sec[1]) || (s % 3 == 2 && s < 3 * sec[2]) || (s % 3 == 0 && s < 3 * sec[0]);
+}
+
 Result<const ArchSpec*> find_arch(std::string_view name) {
   for (const ArchSpec& a : kArchs)
     if (a.name == name) return &a;

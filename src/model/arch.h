@@ -154,6 +154,13 @@ struct ModelConfig {
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
   // Whether `layer` is a Gated DeltaNet layer (no K/V; a recurrent state instead).
   bool layer_is_recurrent(int32_t layer) const { return deltanet.interval > 0 && (layer + 1) % deltanet.interval != 0; }
+  // Whether rotary pair i turns with a text token's position. Every pair, except under
+  // Qwen3.5's interleaved M-RoPE (rope_sections set): a text token has position p in the t, h
+  // and w sections and 0 in the fourth, and pair i belongs to sector s = i % (sum of sections):
+  // h when s % 3 == 1 and s < 3 * sections[1], w when s % 3 == 2 and s < 3 * sections[2], t when
+  // s % 3 == 0 and s < 3 * sections[0], else the fourth (not turned). The published sections
+  // (11, 11, 10 of 32 pairs) turn every pair.
+  bool text_rotates_pair(int32_t i) const;
   // Layers with K/V, and the K/V index of an attention layer (identity unless hybrid).
   int32_t n_kv_layers() const { return deltanet.interval > 0 ? n_layer / deltanet.interval : n_layer; }
   int32_t kv_layer(int32_t layer) const { return deltanet.interval > 0 ? layer / deltanet.interval : layer; }

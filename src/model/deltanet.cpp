@@ -13,6 +13,30 @@ float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+// sk = S_r . k and sq = S_r . q over n, as kLanes interleaved partial sums added in lane order
+// (a fixed order the compiler can keep in vector registers), then the tail in index order.
+constexpr int64_t kLanes = 8;
+void dots(const float* s, const float* k, const float* q, int64_t n, float& sk, float& sq) {
+  float ak[kLanes] = {}, aq[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) {
+      ak[j] += s[c + j] * k[c + j];
+      aq[j] += s[c + j] * q[c + j];
+    }
+  float rk = 0.0f, rq = 0.0f;
+  for (int64_t j = 0; j < kLanes; ++j) {
+    rk += ak[j];
+    rq += aq[j];
+  }
+  for (; c < n; ++c) {
+    rk += s[c] * k[c];
+    rq += s[c] * q[c];
+  }
+  sk = rk;
+  sq = rq;
+}
+
 }  // namespace
 
 void deltanet_conv(const DeltaNetConfig& d, float* x, int64_t n, int64_t stride, float* conv_state, const float* w,
@@ -69,10 +93,7 @@ void deltanet_recur(const DeltaNetConfig& d, const LayerWeights& L, const float*
       for (int64_t r = 0; r < Dv; ++r) {
         float* Sr = S + r * Dk;
         float sk = 0.0f, sq = 0.0f;
-        for (int64_t c = 0; c < Dk; ++c) {
-          sk += Sr[c] * k[c];
-          sq += Sr[c] * q[c];
-        }
+        dots(Sr, k, q, Dk, sk, sq);
         const float v_new = beta * (v[r] - decay * sk);
         o[r] = decay * sq * scale + v_new * kq;
         for (int64_t c = 0; c < Dk; ++c) Sr[c] = std::clamp(decay * Sr[c] + v_new * k[c], -1e6f, 1e6f);

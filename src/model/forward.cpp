@@ -13,10 +13,6 @@
 #include "model/deltanet.h"
 #include "model/model.h"
 #include "model/ops.h"
-#include <cstdio>
-static double dbg_sum(const float* x, long n){double s=0;for(long i=0;i<n;++i)s+=x[i];return s;}
-#define DBG(name, ptr, n) if (std::getenv("EDGELM_DBG")) std::fprintf(stderr, "%s-%d %f\n", name, l, dbg_sum(ptr, n))
-#include <cstdlib>
 
 namespace edgelm::model {
 
@@ -93,18 +89,13 @@ void Model::deltanet_layer(int32_t l, const float* xn, int64_t n, KvCache& cache
   linear(z.data(), xn, n, L.w_z, nullptr, pool, scratch);
   linear(beta.data(), xn, n, L.w_beta, nullptr, pool, scratch);
   linear(alpha.data(), xn, n, L.w_alpha, nullptr, pool, scratch);
-  DBG("qkv_mixed", mixed.data(), n*C); DBG("z", z.data(), n*V); DBG("beta", beta.data(), n*H); DBG("alpha", alpha.data(), n*H);
   const int32_t r = c.recurrent_index(l);
   deltanet_conv(d, mixed.data(), n, C, cache.conv_state(r), L.ssm_conv, 0, C);
-  DBG("conv_silu", mixed.data(), n*C);
   deltanet_l2norm_qk(d, mixed.data(), n, C, c.rms_eps);
   deltanet_recur(d, L, mixed.data(), n, C, beta.data(), alpha.data(), H, cache.ssm_state(r), out.data(), V, 0,
                  d.n_v_heads);
-  DBG("attn_output", out.data(), n*V);
   deltanet_gate(d, L, out.data(), V, z.data(), V, n, c.rms_eps, 0, d.n_v_heads);
-  DBG("attn_out_norm", out.data(), n*V);
   linear(proj, out.data(), n, L.w_ssm_out, nullptr, pool, scratch);
-  DBG("linear_attn_out", proj, n*c.n_embd);
 }
 
 Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
@@ -167,7 +158,6 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     if (L.attn_post_norm != nullptr)
       for (int64_t t = 0; t < n; ++t) rms_norm(&proj[t * E], &proj[t * E], L.attn_post_norm, E, c.rms_eps);
     add_inplace(x.data(), proj.data(), n * E);
-    DBG("resid", x.data(), n*E);
 
     // Gated feed-forward: down(act(gate(x)) * up(x)), act SiLU (SwiGLU) or GELU-tanh (GeGLU).
     for (int64_t t = 0; t < n; ++t) rms_norm(&xn[t * E], &x[t * E], L.ffn_norm, E, c.rms_eps);
@@ -182,7 +172,6 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     if (L.ffn_post_norm != nullptr)
       for (int64_t t = 0; t < n; ++t) rms_norm(&proj[t * E], &proj[t * E], L.ffn_post_norm, E, c.rms_eps);
     add_inplace(x.data(), proj.data(), n * E);
-    DBG("l_out", x.data(), n*E);
   }
   cache.set_n_past(static_cast<int32_t>(pos0 + n));
 

@@ -57,6 +57,7 @@ RopeTable::RopeTable(const ModelConfig& c, float base, const RopeScaling& rs, co
         break;
       }
     }
+    if (!c.text_rotates_pair(i)) f = 0.0f;  // M-RoPE's fourth section: position 0 for text
     inv_freq_[static_cast<size_t>(i)] = f;
   }
   const int64_t by_bytes = kMaxBytes / (static_cast<int64_t>(half) * 2 * static_cast<int64_t>(sizeof(float)));

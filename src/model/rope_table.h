@@ -7,7 +7,8 @@
 // it), so a rotation from the table is bit-identical to computing it on the spot. Positions
 // past the table (contexts sized beyond it) compute the same values on the spot.
 //
-// Frequencies: inv_freq[i] = base^(-2i/n_rot) (float pow), then divided by the file's
+// Frequencies: inv_freq[i] = base^(-2i/n_rot) (float pow), 0 for pairs a text position does
+// not turn (ModelConfig::text_rotates_pair: Qwen3.5's M-RoPE sections), then divided by the file's
 // per-dimension factor rope_freqs[i] (Llama 3.1+), then the config's RopeScaling (arch.h):
 // linear divides by the factor, yarn blends freq and freq / factor by its ramp. Every path to
 // attention (Model::forward, the engine's batched forward) rotates through this table, so all

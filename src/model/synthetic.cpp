@@ -275,9 +275,11 @@ Status add_deltanet_metadata(format::GgufMetadata& md, const SyntheticSpec& s, i
   md.set(a + "ssm.group_count", GgufValue::from_u32(static_cast<uint32_t>(s.ssm_k_heads)));
   md.set(a + "full_attention_interval", GgufValue::from_u32(static_cast<uint32_t>(s.full_attn_interval)));
   const int64_t pairs = (s.n_rot > 0 ? s.n_rot : D) / 2;
-  const int64_t s0 = pairs * 11 / 32, s2 = pairs - 2 * s0;
+  // Interleaved sections that turn every pair with a text position (ModelConfig::text_rotates_pair):
+  // 11, 11, 10 for Qwen3.5's 32 pairs.
+  const int64_t s0 = (pairs + 2) / 3, s1 = (pairs + 1) / 3, s2 = pairs - s0 - s1;
   format::GgufValue::Array sections;
-  for (const int64_t v : {s0, s0, s2, int64_t{0}}) sections.push_back(GgufValue::from_i32(static_cast<int32_t>(v)));
+  for (const int64_t v : {s0, s1, s2, int64_t{0}}) sections.push_back(GgufValue::from_i32(static_cast<int32_t>(v)));
   md.set(a + "rope.dimension_sections", GgufValue::from_array(format::GgufType::i32, std::move(sections)));
   return ok_status();
 }

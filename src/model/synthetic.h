@@ -63,7 +63,7 @@ struct SyntheticSpec {
   // arch "qwen35" only (hybrid Gated DeltaNet): the recurrent layers' key heads
   // (ssm.group_count), value heads (ssm.time_step_rank, a multiple of the key heads), head size
   // (ssm.state_size; values as wide), convolution taps, and full_attention_interval. The
-  // attention layers get rope.dimension_sections in Qwen3.5's 11:11:10 proportions of n_rot / 2.
+  // attention layers get interleaved rope.dimension_sections that turn every pair (11, 11, 10 of 32).
   int32_t ssm_k_heads = 2;
   int32_t ssm_v_heads = 4;
   int32_t ssm_head_dim = 16;

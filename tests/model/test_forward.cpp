@@ -315,6 +315,29 @@ TEST(Forward, Qwen35HybridMatchesIndependentComputation) {
   EXPECT_GT(naive_difference(*m, kLongTokens, no_conv), 1e-3) << "the convolution must change the logits";
 }
 
+// Interleaved M-RoPE for text (the reference engine's positions t, t, t, 0): pair i of sector
+// i % sum(sections) turns only in the t/h/w sectors; sections that leave pairs to the fourth
+// give them frequency 0. Checked against the reference engine on a file with sections 2, 2, 4
+// of 8 pairs (pairs 6 and 7 unturned), whose logits matched only with this rule.
+TEST(Forward, Qwen35TextRopeSkipsTheFourthSection) {
+  SyntheticSpec spec;
+  spec.arch = "qwen35";
+  spec.head_dim = 32;
+  spec.n_rot = 16;
+  auto file = make_synthetic_model(spec);
+  ASSERT_TRUE(file.ok());
+  auto m = Model::load(std::move(file).value());
+  ASSERT_TRUE(m.ok());
+  ModelConfig c = (*m)->config();
+  for (int32_t i = 0; i < 8; ++i) EXPECT_TRUE(c.text_rotates_pair(i)) << i;  // synth writes 3, 3, 2
+  c.rope_sections[0] = 2, c.rope_sections[1] = 2, c.rope_sections[2] = 4;
+  const std::vector<bool> want = {true, true, true, true, true, true, false, false};
+  for (int32_t i = 0; i < 8; ++i) EXPECT_EQ(c.text_rotates_pair(i), want[static_cast<size_t>(i)]) << i;
+  const RopeTable table(c);
+  EXPECT_EQ(table.inv_freq()[6], 0.0f);
+  EXPECT_GT(table.inv_freq()[5], 0.0f);
+}
+
 // Prefill in chunks, one token at a time and all at once leave the same recurrent state: the
 // logits after the last token agree, and a cleared cache starts again from the zero state.
 TEST(Forward, Qwen35StateCarriesAcrossChunks) {
