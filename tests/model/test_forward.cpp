@@ -317,8 +317,8 @@ TEST(Forward, Qwen35HybridMatchesIndependentComputation) {
 
 // Interleaved M-RoPE for text (the reference engine's positions t, t, t, 0): pair i of sector
 // i % sum(sections) turns only in the t/h/w sectors; sections that leave pairs to the fourth
-// give them frequency 0. Checked against the reference engine on a file with sections 2, 2, 4
-// of 8 pairs (pairs 6 and 7 unturned), whose logits matched only with this rule.
+// give them frequency 0 (tests/golden/test_reference_qwen35.cpp's "sections" model holds the
+// rule to the reference engine's logits).
 TEST(Forward, Qwen35TextRopeSkipsTheFourthSection) {
   SyntheticSpec spec;
   spec.arch = "qwen35";
