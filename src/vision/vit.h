@@ -18,7 +18,7 @@
 // Invariants: encode is const and thread-safe with distinct scratch; with a VisionScratch that
 // has been through one encode of this encoder, an encode allocates nothing. Memory: the weights
 // (mapped, or packed for the GEMM at load) plus one VisionScratch per concurrent encode:
-// scratch_bytes() of the encoder's own buffers (Gemma 3 at 896 px: 115 MB, plus 2 MB of attention
+// scratch_bytes() of the encoder's own buffers (Gemma 3 at 896 px: 115 MB, plus 4 MB of attention
 // scores per thread) and the kernels' copies of one chunk of 1024 activation rows
 // (VisionScratch::held_bytes() counts both).
 #pragma once

@@ -5,7 +5,8 @@
 // layer). The work is split into (head, block of kQueryBlock queries) items that the pool's
 // threads claim; each item runs two GEMMs on the kernels' F32 path with the thread's own
 // scratch (scores = K_h Q_blk^T, then softmax, then P V_h), so the scores of one block stay
-// the only large buffer per thread: kQueryBlock x n_tok floats.
+// the only large buffer per thread: kQueryBlock x n_tok floats (Gemma 3: 4 MB). Larger blocks
+// repack each head's K and V fewer times (once per block) for the kernels' tiles.
 //
 // Invariants: results depend only on the inputs (never on which thread runs an item); a warm
 // call (scratch already grown for these sizes) allocates nothing; matmuls inside an item run on
@@ -21,7 +22,7 @@
 
 namespace edgelm::vision {
 
-constexpr int64_t kQueryBlock = 128;
+constexpr int64_t kQueryBlock = 256;
 
 // One pool thread's buffers.
 struct AttentionThreadScratch {

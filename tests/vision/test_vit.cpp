@@ -64,9 +64,9 @@ TEST(VisionEncoder, TinyF32MatchesDoubleReference) {
   EXPECT_LT(relative_error(e), 1e-4);
 }
 
-TEST(VisionEncoder, SeveralQueryBlocksAndHeads) {
+TEST(VisionEncoder, FourHeadsAndAFullQueryBlock) {
   SyntheticMmprojSpec spec;
-  spec.image_size = 224;  // 16 x 16 = 256 patches: two query blocks
+  spec.image_size = 224;  // 16 x 16 = 256 patches: one full query block
   spec.n_head = 4;
   spec.n_embd = 48;
   spec.n_ff = 80;
@@ -78,7 +78,7 @@ TEST(VisionEncoder, SeveralQueryBlocksAndHeads) {
 
 TEST(VisionEncoder, RaggedBlocksAndNoPooling) {
   SyntheticMmprojSpec spec;
-  spec.image_size = 182;  // 13 x 13 = 169 patches: a full block of 128 and one of 41
+  spec.image_size = 182;  // 13 x 13 = 169 patches: one partial query block
   spec.n_merge = 1;       // written as clip.vision.projector.scale_factor
   spec.n_layer = 1;
   const Encoded e = encode_both(spec, random_image(spec.image_size, 9));
@@ -88,8 +88,9 @@ TEST(VisionEncoder, RaggedBlocksAndNoPooling) {
 
 TEST(VisionEncoder, MoreThanOneMatmulChunk) {
   SyntheticMmprojSpec spec;
-  spec.image_size = 14 * 33;  // 33 x 33 = 1089 patches: two row chunks of the matmuls, nine query blocks
-  spec.n_merge = 3;           // 11 x 11 tokens
+  spec.image_size =
+      14 * 33;       // 33 x 33 = 1089 patches: two row chunks of the matmuls, 4 full query blocks and one of 65
+  spec.n_merge = 3;  // 11 x 11 tokens
   spec.n_layer = 1;
   const Encoded e = encode_both(spec, random_image(spec.image_size, 15));
   ASSERT_EQ(e.out.size(), size_t{121 * 24});
