@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "model/quantize.h"
 #include "vision/synthetic_mmproj.h"
 #include "vision/vit.h"
 #include "vision/vit_math.h"
@@ -115,6 +116,28 @@ TEST(VisionEncoder, F16AndBf16Weights) {
     // 3.3e-4, BF16 2.9e-3; F32 above: 2e-7 to 4e-7).
     EXPECT_LT(relative_error(e), type == DType::f16 ? 2e-3 : 1.5e-2) << dtype_name(type);
   }
+}
+
+// A Q8_0 mmproj (edgelm quantize's q8_0 policy: matrices whose rows fill 32-blocks become Q8_0,
+// the others F16, vectors F32): the matmuls quantize their activations to Q8_0 as well.
+TEST(VisionEncoder, Q8_0Weights) {
+  SyntheticMmprojSpec spec;
+  spec.n_embd = 64, spec.n_ff = 128, spec.projection_dim = 32;
+  auto f32 = make_synthetic_mmproj(spec);
+  ASSERT_TRUE(f32.ok());
+  ThreadPool pool(2);
+  auto q8 = model::quantize_model(*f32, model::QuantPreset::q8_0, pool);
+  ASSERT_TRUE(q8.ok()) << q8.error().message;
+  const auto img = random_image(spec.image_size, 16);
+  Encoded e;
+  e.ref = test::reference_encode(*q8, img.data());  // the dequantized Q8_0 weights, in double
+  auto enc = VisionEncoder::load(std::move(*q8));
+  ASSERT_TRUE(enc.ok()) << enc.error().message;
+  EXPECT_EQ((*enc)->weights().layers[0].wq.type, DType::q8_0);
+  EXPECT_EQ((*enc)->weights().layers[1].w_down.type, DType::q8_0);
+  e.out.resize(static_cast<size_t>((*enc)->n_output_tokens() * (*enc)->n_embd_out()));
+  ASSERT_TRUE((*enc)->encode(img.data(), e.out, pool).ok());
+  EXPECT_LT(relative_error(e), 1.5e-2);  // measured 4.3e-3
 }
 
 // The comparison is sensitive to the patch order: the transposed image gives another result.
