@@ -20,9 +20,9 @@
 namespace edgelm::model {
 
 struct EmbdSpan {
-  int32_t pos0 = 0;              // absolute position of the span's first token
-  int32_t n_tokens = 0;          // positions [pos0, pos0 + n_tokens)
-  const float* embd = nullptr;   // [n_tokens, n_embd] row-major; owned by the caller
+  int32_t pos0 = 0;             // absolute position of the span's first token
+  int32_t n_tokens = 0;         // positions [pos0, pos0 + n_tokens)
+  const float* embd = nullptr;  // [n_tokens, n_embd] row-major; owned by the caller
   int32_t end() const { return pos0 + n_tokens; }
 };
 

@@ -96,6 +96,10 @@ const std::vector<Field>& fields() {
       {"startup_profile_budget_s", &ServeConfig::startup_profile_budget_s},
       {"memory_budget", &ServeConfig::memory_budget},
       {"no_mmap", &ServeConfig::no_mmap},
+      {"mmproj", &ServeConfig::mmproj},
+      {"image_max_pixels", &ServeConfig::image_max_pixels},
+      {"max_images_per_request", &ServeConfig::max_images_per_request},
+      {"image_cache", &ServeConfig::image_cache},
   };
   return table;
 }
@@ -359,6 +363,10 @@ Status validate(const ServeConfig& c) {
   if (c.max_body_bytes < 1) return make_error("max_body_bytes must be >= 1");
   if (c.max_upload_bytes < 1) return make_error("max_upload_bytes must be >= 1");
   if (c.n_ctx < 0) return make_error("n_ctx must be >= 0 (0: the model's), got {}", c.n_ctx);
+  if (c.image_max_pixels < 1) return make_error("image_max_pixels must be >= 1, got {}", c.image_max_pixels);
+  if (c.max_images_per_request < 1)
+    return make_error("max_images_per_request must be >= 1, got {}", c.max_images_per_request);
+  if (c.image_cache < 0) return make_error("image_cache must be >= 0 (0: no encoder cache), got {}", c.image_cache);
   for (const auto& [key, v] : {std::pair{"reasoning_effort_low", c.reasoning_effort_low},
                                std::pair{"reasoning_effort_medium", c.reasoning_effort_medium},
                                std::pair{"reasoning_effort_high", c.reasoning_effort_high}})

@@ -87,6 +87,12 @@ struct ServeConfig {
   double startup_profile_budget_s = 20;   // wall time of the startup profile of all models (0: none)
   std::string memory_budget = "0";        // weights + KV of all models (e.g. 4G); 0: no limit
   bool no_mmap = false;                   // read model files into memory instead of mapping them (format::LoadOptions)
+  // Image input (serve/image_input.h): the vision encoder beside the (first) model, the pixel
+  // cap of a decoded image, images per request, and encoder outputs cached by image SHA-256.
+  std::string mmproj;
+  int image_max_pixels = 50'000'000;
+  int max_images_per_request = 8;
+  int image_cache = 16;
 };
 
 // Reads a YAML mapping whose keys are the field names above (snake_case) over `base`.

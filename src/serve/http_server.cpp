@@ -177,6 +177,11 @@ EngineService& ServerContext::service() const {
   return s != nullptr ? *s : service_;
 }
 
+ImageInput* ServerContext::images() const {
+  if (!images_ || &service() != &service_) return nullptr;  // the encoder belongs to the first model
+  return images_.get();
+}
+
 std::string ServerContext::model_name() const {
   std::string name = service().model_name();
   if (!name.empty()) return name;

@@ -48,6 +48,9 @@
 namespace edgelm::cache {
 class ResponseCache;
 }
+namespace edgelm::serve {
+class ImageInput;  // image_input.h
+}
 
 namespace edgelm::serve {
 
@@ -183,6 +186,10 @@ class ServerContext {
   // The response cache (routes_cache.h); null: off. Set before the server runs.
   void set_cache(std::shared_ptr<cache::ResponseCache> c) { cache_ = std::move(c); }
   cache::ResponseCache* cache() const { return cache_.get(); }
+  // Image input (--mmproj, image_input.h) of the first model; null: none. Set before the server
+  // runs. images() answers null on a thread routed to another model.
+  void set_images(std::shared_ptr<ImageInput> in) { images_ = std::move(in); }
+  ImageInput* images() const;
 
   std::atomic<int> in_flight{0};
   std::atomic<bool> draining{false};       // shutting down (SIGTERM): never undone
@@ -207,6 +214,7 @@ class ServerContext {
   double upstream_ms_ = 0.0;  // EWMA of answered upstream calls (0: none yet)
   std::string upload_dir_;
   std::shared_ptr<cache::ResponseCache> cache_;
+  std::shared_ptr<ImageInput> images_;
   const http::Server* transport_ = nullptr;
 };
 

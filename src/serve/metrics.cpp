@@ -220,6 +220,11 @@ ServerMetrics::ServerMetrics(std::string device_id, std::unique_ptr<EnergyMeter>
   registry_.add_histogram("edge_grammar_mask_seconds",
                           "Time to find the tokens a grammar allows, per constrained token (current model)",
                           std::vector<double>(engine::kMaskTimeBounds.begin(), engine::kMaskTimeBounds.end()));
+  registry_.add_counter("edge_images_total", "Images of chat requests, by result (encoded, cached, rejected)");
+  registry_.add_histogram("edge_image_decode_seconds", "Image decode and preprocessing time, per encoded image",
+                          {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5});
+  registry_.add_histogram("edge_image_encode_seconds", "Vision encoder time, per encoded image",
+                          {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60});
   registry_.add_gauge("process_cpu_utilization", "CPU seconds per wall second since the previous scrape");
   registry_.add_gauge("process_resident_memory_bytes", "Resident set size");
   registry_.add_counter("process_cpu_seconds_total", "User and system CPU time of the server process");
@@ -262,6 +267,13 @@ void ServerMetrics::record_stream_cut(const std::string& model, const std::strin
 
 void ServerMetrics::record_constrained(const std::string& model, const std::string& kind) {
   registry_.inc("edge_constrained_requests_total", labels(model, {{"kind", kind}}));
+}
+
+void ServerMetrics::record_image(const std::string& model, const std::string& result, double decode_s,
+                                 double encode_s) {
+  registry_.inc("edge_images_total", labels(model, {{"result", result}}));
+  if (decode_s >= 0) registry_.observe("edge_image_decode_seconds", labels(model), decode_s);
+  if (encode_s >= 0) registry_.observe("edge_image_encode_seconds", labels(model), encode_s);
 }
 
 void ServerMetrics::set_transport(const TransportGauges& t) {

@@ -10,13 +10,15 @@
 // Structured output: response_format and grammar (structured_output.h) on both endpoints; on
 // chat also tools, tool_choice, parallel_tool_calls, assistant tool_calls and tool messages
 // (tool_calls.h), answered as message.tool_calls / delta.tool_calls with finish_reason
-// "tool_calls".
+// "tool_calls". Images (chat, with --mmproj): image_url content parts with data: URLs
+// (image_input.h), each a 400 naming the part when it cannot be used.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
 
 #include "serve/chat_template.h"
 #include "serve/http_server.h"
+#include "serve/image_input.h"
 #include "serve/reasoning.h"
 #include "serve/response_id.h"
 #include "serve/routes_cache.h"
@@ -125,21 +127,63 @@ ApiError bad_field(const std::string& param, std::string message, const char* co
   return ApiError{400, std::move(message), "invalid_request_error", param, code};
 }
 
-// A message's content: a string, or an array of {"type": "text", "text"} parts (joined).
-std::optional<ApiError> message_content(const json& c, const std::string& param, std::string& out) {
+// An image_url content part of a chat message (image_input.h), by its parameter path.
+struct ImagePart {
+  std::string param;  // "messages[i].content[j]"
+  std::string url;
+};
+
+// An image_url part: {"type": "image_url", "image_url": {"url": "...", "detail": "auto"|"low"|"high"}}
+// (or "image_url": "..."); "detail" is OpenAI's resolution hint, accepted but without effect
+// (the encoder has one resolution); any other key or value is an error.
+std::optional<ApiError> image_part(const json& part, const std::string& p, std::string& url) {
+  for (const auto& [key, v] : part.items())
+    if (key != "type" && key != "image_url")
+      return bad_field(p + "." + key, fmt::format("'{}.{}' is not a field of an image_url part", p, key),
+                       "unknown_parameter");
+  const json& iu = part.value("image_url", json());
+  if (iu.is_string()) {
+    url = iu.get<std::string>();
+    return std::nullopt;
+  }
+  if (!iu.is_object() || !iu.contains("url") || !iu["url"].is_string())
+    return bad_field(p + ".image_url", fmt::format("'{}.image_url' must be {{\"url\": \"data:image/...;base64,...\"}}", p));
+  for (const auto& [key, v] : iu.items()) {
+    if (key == "url") continue;
+    if (key != "detail")
+      return bad_field(p + ".image_url." + key, fmt::format("'{}.image_url.{}' is not a field of image_url", p, key),
+                       "unknown_parameter");
+    if (!v.is_string() || (v != "auto" && v != "low" && v != "high"))
+      return bad_field(p + ".image_url.detail",
+                       fmt::format("'{}.image_url.detail' must be one of auto, low, high", p), "invalid_value");
+  }
+  url = iu["url"].get<std::string>();
+  return std::nullopt;
+}
+
+// A message's content: a string, or an array of {"type": "text", "text"} parts (joined) and
+// image_url parts (each leaves kImageMarker in the text and its URL in `images`).
+std::optional<ApiError> message_content(const json& c, const std::string& param, std::string& out,
+                                        std::vector<ImagePart>& images) {
   if (c.is_string()) {
     out = c.get<std::string>();
     return std::nullopt;
   }
-  if (!c.is_array()) return bad_field(param, fmt::format("'{}' must be a string or an array of text parts", param));
+  if (!c.is_array())
+    return bad_field(param, fmt::format("'{}' must be a string or an array of text and image_url parts", param));
   for (size_t i = 0; i < c.size(); ++i) {
     const json& part = c[i];
+    const std::string p = fmt::format("{}[{}]", param, i);
+    if (part.is_object() && part.value("type", json()) == "image_url") {
+      std::string url;
+      if (auto e = image_part(part, p, url)) return e;
+      out += kImageMarker;
+      images.push_back({p, std::move(url)});
+      continue;
+    }
     if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
         !part["text"].is_string())
-      return bad_field(
-          fmt::format("{}[{}]", param, i),
-          fmt::format("'{}[{}]' must be a {{\"type\": \"text\", \"text\": ...}} part (only text is supported)", param,
-                      i));
+      return bad_field(p, fmt::format("'{}' must be a {{\"type\": \"text\", \"text\": ...}} or an image_url part", p));
     out += part["text"].get<std::string>();
   }
   return std::nullopt;
@@ -188,7 +232,8 @@ std::optional<ApiError> message_tool_fields(const json& m, const std::string& pa
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_messages(const json& body, std::vector<ChatMessage>& out) {
+std::optional<ApiError> parse_messages(const json& body, std::vector<ChatMessage>& out,
+                                       std::vector<ImagePart>& images) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null())
     return ApiError{400, "'messages' is required", "invalid_request_error", "messages", "missing_field"};
@@ -203,7 +248,7 @@ std::optional<ApiError> parse_messages(const json& body, std::vector<ChatMessage
     ChatMessage cm;
     cm.role = m["role"].get<std::string>();
     if (auto c = m.find("content"); c != m.end() && !c->is_null()) {
-      if (auto e = message_content(*c, param + ".content", cm.content)) return e;
+      if (auto e = message_content(*c, param + ".content", cm.content, images)) return e;
     }
     if (auto e = message_tool_fields(m, param, cm)) return e;
     out.push_back(std::move(cm));
@@ -252,6 +297,46 @@ void add_instruction(std::vector<ChatMessage>& messages, const std::string& inst
   messages.insert(messages.begin(), ChatMessage{"system", instruction});
 }
 
+// Decodes and encodes the request's images (image_input.h) in order; every failure is a 400
+// naming the part (500 when the model's vocabulary lacks Gemma 3's image tokens).
+std::optional<ApiError> encode_images(ServerContext& ctx, const std::vector<ImagePart>& parts,
+                                      std::vector<EncodedImage>& out) {
+  ImageInput* in = ctx.images();
+  const std::string model = ctx.model_name();
+  if (in == nullptr) {
+    ctx.metrics().record_image(model, "rejected");
+    return bad_field(parts[0].param,
+                     fmt::format("'{}' is an image, but model '{}' has no vision encoder: start the server with "
+                                 "--mmproj FILE (the model's mmproj GGUF)",
+                                 parts[0].param, model),
+                     "unsupported_value");
+  }
+  if (static_cast<int>(parts.size()) > in->options().max_images) {
+    ctx.metrics().record_image(model, "rejected");
+    const std::string& p = parts[static_cast<size_t>(in->options().max_images)].param;
+    return bad_field(p,
+                     fmt::format("'{}': too many images ({}); at most {} per request (--max-images-per-request)", p,
+                                 parts.size(), in->options().max_images),
+                     "invalid_value");
+  }
+  if (Status st = in->check_vocab(ctx.service().tokenizer().vocab()); !st.ok())
+    return ApiError{500, st.error().message, "server_error", parts[0].param, "model_unsupported"};
+  for (const ImagePart& p : parts) {
+    auto im = in->encode_url(p.url);
+    if (!im.ok()) {
+      ctx.metrics().record_image(model, "rejected");
+      return bad_field(p.param, fmt::format("'{}': {}", p.param, im.error().message), "invalid_value");
+    }
+    if (im->cached) {
+      ctx.metrics().record_image(model, "cached");
+    } else {
+      ctx.metrics().record_image(model, "encoded", im->decode_s, im->encode_s);
+    }
+    out.push_back(std::move(im).value());
+  }
+  return std::nullopt;
+}
+
 void handle_generation(ServerContext& ctx, const http::Request& http_req, http::Response& res, bool chat) {
   const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   ApiError err;
@@ -264,10 +349,11 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   const bool max_given = body->contains("max_tokens") && !(*body)["max_tokens"].is_null();
   const int32_t requested_max = g.req.max_new_tokens;  // before the router's token budget
   std::vector<ChatMessage> messages;
+  std::vector<ImagePart> image_parts;
   std::optional<ToolSpec> tools;
   const nlohmann::ordered_json obody = ordered_body(http_req);  // schemas keep their property order
   if (chat) {
-    if (auto e = parse_messages(*body, messages)) return ctx.send_error(res, endpoint, *e);
+    if (auto e = parse_messages(*body, messages, image_parts)) return ctx.send_error(res, endpoint, *e);
     if (auto e = parse_tools(obody, tools)) return ctx.send_error(res, endpoint, *e);
   } else {
     for (const char* f : {"tools", "tool_choice", "parallel_tool_calls"})
@@ -327,6 +413,9 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
     rreq.budget_tokens = routed.decision->reasoning_budget;
 
   const tokenizer::Tokenizer& tok = ctx.service().tokenizer();
+  std::vector<EncodedImage> images;
+  if (!image_parts.empty())
+    if (auto e = encode_images(ctx, image_parts, images)) return ctx.send_error(res, endpoint, *e);
   CacheQuery cq;  // what the response cache keys on (routes_cache.h)
   ToolSyntax syntax = ToolSyntax::generic;
   bool starts_open = false;  // the output starts inside a reasoning span
@@ -343,7 +432,12 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
       if (i + 1 < messages.size()) cq.context += line;
     }
     cq.query = messages.back().content;
+    for (const EncodedImage& im : images) {  // another image with the same text is another key
+      cq.prompt += "\x1fimage:" + im.sha256;
+      cq.context += "\x1fimage:" + im.sha256;
+    }
     Result<std::string> text = chat_prompt_text(*chat_format, tok, messages, obody);
+    if (text.ok() && !images.empty()) text = ctx.images()->expand_markers(*text, images.size());
     if (!text.ok())
       return ctx.send_error(res, endpoint,
                             {400, text.error().message, "invalid_request_error", "messages", "invalid_value"});
@@ -353,6 +447,13 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
       cq.uncacheable = rreq.budget_ms.has_value();  // a wall-clock budget: the answer depends on timing
     }
     g.req.prompt = encode_chat_prompt(*chat_format, tok, *text);
+    if (!images.empty()) {
+      auto located = ctx.images()->locate(g.req.prompt, tok.vocab(), images);
+      if (!located.ok())
+        return ctx.send_error(res, endpoint,
+                              {400, located.error().message, "invalid_request_error", "messages", "invalid_value"});
+      g.req.images = std::move(located).value();
+    }
     if (tool_mode) {
       std::string gbnf, trigger;
       if (auto e = tool_call_grammar(syntax, *tools, gbnf, trigger)) return ctx.send_error(res, endpoint, *e);
@@ -563,6 +664,9 @@ void register_openai_routes(http::Server& svr, ServerContext& ctx) {
                                   {"decode_ms_per_token", cur.decode_ms(0)},
                                   {"observations", lat->n_observations()}};
       }
+      // Image input (--mmproj) belongs to the first model.
+      if (m.get() == ctx.models().front().get() && ctx.images() != nullptr)
+        entry["capabilities"] = json::array({"completion", "vision"});
       data.push_back(std::move(entry));
     }
     if (UpstreamClient* up = ctx.upstream()) {

@@ -22,6 +22,7 @@
 #include "serve/config.h"
 #include "serve/engine_service.h"
 #include "serve/http_server.h"
+#include "serve/image_input.h"
 #include "serve/routes_cache.h"
 #include "serve/metrics.h"
 #include "serve/model_profiles.h"
@@ -198,14 +199,33 @@ int run_serve(ServeOptions& o) {
     server.context().set_cache(*cache);
     if (*cache) metrics.set_cache_store_errors_source([c = *cache] { return c->stats().store_errors; });
   }
+  std::shared_ptr<serve::ImageInput> images;
+  if (!cfg.mmproj.empty()) {
+    serve::ImageInputOptions io;
+    io.mmproj_path = cfg.mmproj;
+    io.max_pixels = cfg.image_max_pixels;
+    io.max_images = cfg.max_images_per_request;
+    io.cache_entries = cfg.image_cache;
+    io.threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    auto in = serve::ImageInput::open(io);
+    if (!in.ok()) return report_error(in.error());
+    images = std::move(in).value();
+    server.context().set_images(images);
+  }
   auto port = server.bind();
   if (!port.ok()) return report_error(port.error());
   std::fprintf(stderr, "edgelm serve: listening on http://%s:%d (model loading)\n", cfg.host.c_str(), *port);
 
   std::thread http([&] { server.run(); });
+  std::atomic<bool> startup_failed{false};  // a check after loading (the --mmproj fit) failed
   std::thread load_watch([&] {
     for (const auto& m : server.context().models()) {
       Status st = m->service->wait_ready();
+      // The vision encoder must fit the (first) model: its architecture and width.
+      if (st.ok() && images && m.get() == server.context().models().front().get()) {
+        st = images->check_model(m->service->model().model->config());
+        if (!st.ok()) startup_failed.store(true);
+      }
       if (!st.ok()) {
         report_error(st.error());
         kill(getpid(), SIGTERM);  // takes the normal shutdown path, exit code below
@@ -259,7 +279,7 @@ int run_serve(ServeOptions& o) {
   }
   load_watch.join();
   std::fprintf(stderr, "edgelm serve: stopped\n");
-  return failed ? 1 : 0;
+  return failed || startup_failed.load() ? 1 : 0;
 }
 
 }  // namespace
@@ -321,6 +341,17 @@ CommandRunner add_serve_command(CLI::App& app) {
   bind_flag(*o, cmd, "-c,--ctx-size", &serve::ServeConfig::n_ctx, "Context per sequence (0: the model's)")
       ->check(CLI::NonNegativeNumber);
   bind_flag(*o, cmd, "--max-queue", &serve::ServeConfig::max_queue, "Waiting requests beyond which new ones get 429")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--mmproj", &serve::ServeConfig::mmproj,
+            "Vision encoder (mmproj GGUF) of the model: chat requests may carry image_url parts");
+  bind_flag(*o, cmd, "--image-max-pixels", &serve::ServeConfig::image_max_pixels,
+            "Largest decoded image (width * height); larger ones get 400 before decoding")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--max-images-per-request", &serve::ServeConfig::max_images_per_request,
+            "Images one chat request may carry")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--image-cache", &serve::ServeConfig::image_cache,
+            "Encoded images kept by SHA-256 of their bytes (LRU; 0: none)")
       ->capture_default_str();
   bind_flag(*o, cmd, "--max-connections", &serve::ServeConfig::max_connections,
             "Open HTTP connections; beyond them a new one gets 503 at once")

@@ -291,8 +291,8 @@ TEST(EngineImages, BadImagesAreRefused) {
     r.images = std::move(ims);
     return (*e)->add_request(std::move(r)).ok();
   };
-  EXPECT_FALSE(add({image(16, 6, image_rows(6, E, 1), 1)}));                               // leaves the prompt
-  EXPECT_FALSE(add({image(4, 6, image_rows(5, E, 1), 1)}));                                // wrong size
+  EXPECT_FALSE(add({image(16, 6, image_rows(6, E, 1), 1)}));                                      // leaves the prompt
+  EXPECT_FALSE(add({image(4, 6, image_rows(5, E, 1), 1)}));                                       // wrong size
   EXPECT_FALSE(add({image(4, 6, image_rows(6, E, 1), 1), image(8, 2, image_rows(2, E, 1), 2)}));  // overlap
   EXPECT_FALSE(add({image(4, 6, nullptr, 1)}));
   EXPECT_TRUE(add({image(4, 6, image_rows(6, E, 1), 1)}));

@@ -406,7 +406,10 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 60);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 64);
+  EXPECT_NE(d.find("mmproj: (none)\nimage_max_pixels: 50000000\nmax_images_per_request: 8\nimage_cache: 16\n"),
+            std::string::npos)
+      << d;
   EXPECT_NE(d.find("cache_guards: all\ncache_max_error_rate: 0.01\ncache_wordnet_dir: /usr/share/wordnet\n"),
             std::string::npos)
       << d;
@@ -429,6 +432,34 @@ TEST(ServeConfig, DerivedDefaults) {
   c.model_name = "custom";
   fill_derived_defaults(c);
   EXPECT_EQ(c.model_name, "custom");
+}
+
+}  // namespace
+}  // namespace edgelm::serve
+
+namespace edgelm::serve {
+namespace {
+
+TEST(ServeConfig, ImageSettings) {
+  ServeConfig c;
+  c.model_path = "/m/gemma3.gguf";
+  ASSERT_TRUE(apply_env(c, [](const char* name) -> const char* {
+                if (std::string_view(name) == "EDGELM_MMPROJ") return "/m/mmproj.gguf";
+                if (std::string_view(name) == "EDGELM_MAX_IMAGES_PER_REQUEST") return "2";
+                return nullptr;
+              }).ok());
+  EXPECT_EQ(c.mmproj, "/m/mmproj.gguf");
+  EXPECT_EQ(c.max_images_per_request, 2);
+  EXPECT_TRUE(validate(c).ok());
+  for (auto bad : {&ServeConfig::image_max_pixels, &ServeConfig::max_images_per_request}) {
+    ServeConfig b = c;
+    b.*bad = 0;
+    auto st = validate(b);
+    ASSERT_FALSE(st.ok());
+  }
+  ServeConfig b = c;
+  b.image_cache = -1;
+  EXPECT_NE(validate(b).error().message.find("image_cache"), std::string::npos);
 }
 
 }  // namespace

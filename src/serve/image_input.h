@@ -1,0 +1,107 @@
+// Images of chat requests for a vision-language model (`serve --mmproj FILE`).
+//
+// Job: an OpenAI image_url content part's data URL -> bytes (base64) -> an upright RGB image
+// (media/decode.h, capped by --image-max-pixels before any pixel buffer exists) -> the
+// encoder's processor (Gemma 3: square PIL-bilinear resize to clip.vision.image_size, the
+// file's mean/std; media/preprocess.h) -> VisionEncoder (vision/vit.h) -> the text model's soft
+// tokens [n_output_tokens, n_embd]; and the prompt form of an image, as the Hugging Face Gemma 3
+// processor writes it: "\n\n<start_of_image>" + n_output_tokens x "<image_soft_token>" +
+// "<end_of_image>\n\n" (ik_llama.cpp's mtmd brackets the embeddings with the same two markers;
+// the soft-token id only holds the positions, its row is never read).
+//
+// Invariants:
+//  - Encodes are cached by the SHA-256 of the image bytes (an LRU of --image-cache entries; 0:
+//    none): the same image is decoded and encoded once while it stays in the cache. Embeddings
+//    are immutable and shared with the requests that use them.
+//  - Encodes run one at a time on the encoder's own thread pool (never the engine's, so decoding
+//    requests keep stepping meanwhile), with one reused scratch.
+//  - Every user-caused failure is an error value with a message (never a crash): not a data URL,
+//    not base64, not an image media type, undecodable, too many pixels.
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/result.h"
+#include "core/thread_pool.h"
+#include "engine/request.h"
+#include "model/arch.h"
+#include "tokenizer/tokenizer.h"
+#include "vision/vit.h"
+
+namespace edgelm::serve {
+
+struct ImageInputOptions {
+  std::string mmproj_path;
+  int64_t max_pixels = 50'000'000;  // --image-max-pixels: width * height of a decoded image
+  int max_images = 8;               // --max-images-per-request
+  int cache_entries = 16;           // --image-cache: encoder outputs kept (LRU)
+  int threads = 1;                  // the encoder's pool
+};
+
+// One image of a request, encoded.
+struct EncodedImage {
+  std::string sha256;                              // hex of the image bytes' digest
+  uint64_t hash = 0;                               // its first 8 bytes: the prefix-KV key (engine::PromptImage::hash)
+  std::shared_ptr<const std::vector<float>> embd;  // [n_tokens, n_embd]
+  bool cached = false;                             // from the encoder cache
+  double decode_s = 0, encode_s = 0;               // 0 when cached
+};
+
+// Where a rendered chat prompt puts each image before tokenization.
+inline constexpr std::string_view kImageMarker = "<__media__>";
+
+// Standard base64 (RFC 4648 alphabet, '=' padding optional); nullopt on any other byte.
+std::optional<std::string> base64_decode(std::string_view in);
+
+class ImageInput {
+ public:
+  static Result<std::unique_ptr<ImageInput>> open(const ImageInputOptions& opts);
+
+  // The startup check against the text model: its architecture takes images of this projector
+  // (gemma3 text with a gemma3 mmproj) and the projection is as wide as its n_embd.
+  Status check_model(const model::ModelConfig& c) const;
+
+  // data:image/...;base64,... -> the soft tokens. Errors (messages for a 400): another URL
+  // scheme (http(s) names the offline rule), not base64, not an image/* media type, a decode
+  // error (media/decode.h's message), an encoder error.
+  Result<EncodedImage> encode_url(std::string_view url);
+
+  // The rendered prompt text with every kImageMarker replaced by the image's prompt form;
+  // errors when the count of markers is not n_images.
+  Result<std::string> expand_markers(const std::string& text, size_t n_images) const;
+  // The images' spans in the tokenized prompt: each run of <image_soft_token> ids, in order,
+  // must be one image of n_output_tokens. Errors: a marker token missing from the vocabulary
+  // (named), runs that do not match the images.
+  Result<std::vector<engine::PromptImage>> locate(const std::vector<int32_t>& prompt, const tokenizer::Vocab& vocab,
+                                                  const std::vector<EncodedImage>& images) const;
+  // The three marker tokens are in the vocabulary; else an error naming the missing one.
+  Status check_vocab(const tokenizer::Vocab& vocab) const;
+
+  const ImageInputOptions& options() const { return opts_; }
+  const vision::VisionConfig& config() const { return encoder_->config(); }
+  int n_tokens_per_image() const { return encoder_->n_output_tokens(); }
+
+ private:
+  explicit ImageInput(ImageInputOptions opts, std::unique_ptr<vision::VisionEncoder> enc);
+  std::shared_ptr<const std::vector<float>> cache_get(const std::string& key);
+  void cache_put(const std::string& key, std::shared_ptr<const std::vector<float>> embd);
+
+  ImageInputOptions opts_;
+  std::unique_ptr<vision::VisionEncoder> encoder_;
+  ThreadPool pool_;
+  std::mutex encode_mutex_;  // one encode at a time (scratch_ and pool_)
+  vision::VisionScratch scratch_;
+  std::mutex cache_mutex_;
+  std::list<std::pair<std::string, std::shared_ptr<const std::vector<float>>>> lru_;  // most recent first
+  std::unordered_map<std::string, decltype(lru_)::iterator> index_;
+};
+
+}  // namespace edgelm::serve

@@ -1,0 +1,71 @@
+// The synthetic vision model of the image tests: a Gemma 3 text model with stories260K's
+// vocabulary padded by <start_of_image>, <end_of_image> and <image_soft_token> (control tokens),
+// a tiny gemma3 mmproj (112 px, 4 soft tokens) as wide as it, and two small PNGs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "format/gguf_writer.h"
+#include "model/synthetic.h"
+#include "support/test_data.h"
+#include "vision/synthetic_mmproj.h"
+
+namespace edgelm::test {
+
+// 8x8 RGB PNGs with a white diagonal: on red, on blue.
+inline const char* kRedPng =
+    "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAMUlEQVR4nGP4////CTk5TMQAxFjlGCAUphwDnIUmx4DMQZZjQDMBLocuAZfDIg"
+    "GRAwC16VDJ7J5G7wAAAABJRU5ErkJggg==";
+inline const char* kBluePng =
+    "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAMUlEQVR4nGP4//+/iMYdTMQAxFjlGCAUphwDnIUmx4DMQZZjQDMBLocuAZfDIg"
+    "GRAwAal1UpWPdyngAAAABJRU5ErkJggg==";
+
+inline constexpr int32_t kEmbd = 64;
+
+inline std::string data_url(const char* b64, const char* type = "image/png") {
+  return std::string("data:") + type + ";base64," + b64;
+}
+
+// gemma3, 2 layers, tok512 padded by 3 tokens that become the image markers (or stay reserved).
+inline std::string write_model(const TempDir& dir, bool image_tokens) {
+  model::SyntheticSpec s;
+  s.arch = "gemma3";
+  s.n_embd = kEmbd;
+  s.n_layer = 2;
+  s.n_head = 4;
+  s.n_head_kv = 1;
+  s.head_dim = 16;
+  s.n_ff = 128;
+  s.n_ctx = 512;
+  s.vocab_from = shared_path("models/tok512.bin");
+  s.n_vocab = 515;
+  s.pad_vocab = true;
+  s.seed = 71;
+  auto file = model::make_synthetic_model(s);
+  EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
+  if (image_tokens) {
+    auto tokens = *file->metadata.get_array("tokenizer.ggml.tokens").value();
+    tokens[512] = format::GgufValue::from_string("<start_of_image>");
+    tokens[513] = format::GgufValue::from_string("<end_of_image>");
+    tokens[514] = format::GgufValue::from_string("<image_soft_token>");
+    file->metadata.set("tokenizer.ggml.tokens", format::GgufValue::from_array(format::GgufType::string, tokens));
+  }
+  const std::string path = dir.file(image_tokens ? "gemma3-vision.gguf" : "gemma3-plain.gguf");
+  EXPECT_TRUE(format::write_gguf(path, *file).ok());
+  return path;
+}
+
+inline std::string write_mmproj(const TempDir& dir, int32_t width) {
+  vision::SyntheticMmprojSpec m;
+  EXPECT_TRUE(vision::apply_mmproj_shape(m, "tiny").ok());
+  m.projection_dim = width;
+  auto file = vision::make_synthetic_mmproj(m);
+  EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
+  const std::string path = dir.file("mmproj-" + std::to_string(width) + ".gguf");
+  EXPECT_TRUE(format::write_gguf(path, *file).ok());
+  return path;
+}
+
+}  // namespace edgelm::test
