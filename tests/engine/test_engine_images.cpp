@@ -338,5 +338,32 @@ TEST(EngineImages, PrefixReuseKeysOnTheImage) {
   EXPECT_EQ(run(y, 0).second, n - 1) << "equal rows hash equal";
 }
 
+TEST(EngineImages, PreemptedImageRequestsEqualTheReference) {
+  auto m = gemma3_model();
+  const int32_t E = m->config().n_embd, n = 30, pos0 = 5, n_img = 10, n_new = 20;
+  ThreadPool pool(2);
+  ModelRunner runner(*m, pool);
+  EngineOptions o = options(64);
+  o.kv_memory_bytes = static_cast<size_t>(20) * 4 * 7 * 2 * 32 * sizeof(float);  // 20 blocks: not all three fit
+  auto e = Engine::create(runner, nullptr, o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  std::vector<RequestId> ids;
+  std::vector<std::vector<int32_t>> want;
+  for (uint32_t i = 0; i < 3; ++i) {
+    const auto prompt = prompt_with_image(n, pos0, n_img, 20 + i);
+    const auto rows = image_rows(n_img, E, 30 + i);
+    want.push_back(reference_greedy(*m, prompt, {{pos0, n_img, rows->data()}}, n_new));
+    Request r = greedy(prompt, n_new);
+    r.stop_at_eog = false;
+    r.images.push_back(image(pos0, n_img, rows, 0));
+    auto id = (*e)->add_request(std::move(r));
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    ids.push_back(*id);
+  }
+  auto out = run_all(**e);
+  EXPECT_GT((*e)->stats().n_preemptions, 0) << "the pool was meant to force preemption";
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(out[ids[i]].tokens, want[i]) << "request " << i;
+}
+
 }  // namespace
 }  // namespace edgelm::engine

@@ -32,6 +32,20 @@ TEST(PrefixHash, DeterministicAndSensitiveToEveryInput) {
   EXPECT_NE(prefix_block_hash(root, a), prefix_block_hash(root, neg));
 }
 
+TEST(PrefixHash, MediaOverlappingTheBlockChangeItsHash) {
+  const auto a = toks(1);  // block 2 of size 4: positions [8, 12)
+  const uint64_t root = prefix_root("");
+  const uint64_t plain = prefix_block_hash(root, a);
+  const std::vector<PrefixMedia> none = {{0, 8, 7}, {12, 4, 7}};  // [0, 8) and [12, 16): outside
+  EXPECT_EQ(prefix_block_hash(root, a, none, 2, 4), plain);
+  const std::vector<PrefixMedia> x = {{10, 20, 0x1111}}, y = {{10, 20, 0x2222}}, later = {{11, 20, 0x1111}};
+  EXPECT_NE(prefix_block_hash(root, a, x, 2, 4), plain);
+  EXPECT_NE(prefix_block_hash(root, a, x, 2, 4), prefix_block_hash(root, a, y, 2, 4));      // another image
+  EXPECT_NE(prefix_block_hash(root, a, x, 2, 4), prefix_block_hash(root, a, later, 2, 4));  // another place
+  EXPECT_EQ(prefix_block_hash(root, a, x, 3, 4), prefix_block_hash(root, a, x, 3, 4));
+  EXPECT_NE(prefix_block_hash(root, a, x, 3, 4), plain);  // a block inside the image
+}
+
 TEST(PrefixHash, SaltsStartDifferentChains) {
   std::set<uint64_t> roots;
   for (const char* salt : {"", "a", "b", "ab", "ba", "tenant-1", "tenant-2", "12345678", "123456789"})
