@@ -15,12 +15,13 @@
 // Every matrix product with many rows goes through kernels::matmul (the packed multi-token GEMM
 // of the weight's type); attention is vit_attention.h; the element-wise parts run over the pool.
 //
-// Invariants: encode is const and thread-safe with distinct scratch; with a VisionScratch that
-// has been through one encode of this encoder, an encode allocates nothing. Memory: the weights
-// (mapped, or packed for the GEMM at load) plus one VisionScratch per concurrent encode:
-// scratch_bytes() of the encoder's own buffers (Gemma 3 at 896 px: 115 MB, plus 4 MB of attention
-// scores per thread) and the kernels' copies of one chunk of 1024 activation rows
-// (VisionScratch::held_bytes() counts both).
+// Invariants: encode is const; concurrent encodes need distinct scratch and pools (a ThreadPool
+// runs one parallel_for at a time). With a VisionScratch that has been through one encode of
+// this encoder, an encode allocates nothing. Memory: the weights (mapped, or packed for the GEMM
+// at load) plus one VisionScratch per concurrent encode: scratch_bytes() of the encoder's own
+// buffers (Gemma 3 at 896 px: 115 MB, plus 4 MB of attention scores per thread) and the kernels'
+// copies of one chunk of 1024 activation rows (VisionScratch::held_bytes() counts both: 159 MB
+// for Gemma 3 F16 with 2 threads).
 #pragma once
 
 #include <memory>
