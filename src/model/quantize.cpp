@@ -78,7 +78,9 @@ Result<QuantPreset> quant_preset_from_name(std::string_view name) {
 std::string_view quant_preset_name(QuantPreset p) { return info(p).name; }
 
 DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_layer) {
-  if (t.n_dims < 2) return DType::f32;
+  // Vectors, and the DeltaNet convolution taps (a small table read whole as float, which the
+  // reference engine requires in F32), stay F32.
+  if (t.n_dims < 2 || ends_with(t.name, "ssm_conv1d.weight")) return DType::f32;
   const PresetInfo& p = info(preset);
   DType type = p.base;
   if (is_quantized(type)) {

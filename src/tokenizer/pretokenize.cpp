@@ -35,6 +35,10 @@ constexpr std::string_view kLlama3 =
 constexpr std::string_view kQwen2 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Qwen3.5's (tokenizer.json): Qwen2's with combining marks (\p{M}) kept inside words.
+constexpr std::string_view kQwen35 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"
+    "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 // CJK ideographs, U+0800..U+4E00 without its whitespace (U+1680, U+2000-200A, U+2028/9,
 // U+202F, U+205F, U+3000), Hangul.
 constexpr std::string_view kDeepseekCjk =
@@ -64,6 +68,7 @@ constexpr std::string_view kDefaultRegexes[] = {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGp
 constexpr std::string_view kGpt2Regexes[] = {kGpt2};
 constexpr std::string_view kLlama3Regexes[] = {kLlama3};
 constexpr std::string_view kQwen2Regexes[] = {kQwen2};
+constexpr std::string_view kQwen35Regexes[] = {kQwen35};
 constexpr std::string_view kDeepseekLlmRegexes[] = {"[\r\n]", kDeepseekLetters, kDeepseekPunct,
                                                     "\\s+$",  kDeepseekCjk,     "\\p{N}+"};
 constexpr std::string_view kDeepseekCoderRegexes[] = {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kDeepseekCjk, "\\p{N}"};
@@ -85,6 +90,7 @@ constexpr PretokenizerDef kDefs[] = {
     {"llama-bpe", kLlama3Regexes, true, true},
     {"dbrx", kLlama3Regexes, false, false},  // Llama 3's regex, but merges always apply
     {"qwen2", kQwen2Regexes, false, false},
+    {"qwen35", kQwen35Regexes, false, false},
     {"deepseek-llm", kDeepseekLlmRegexes, false, false},
     {"deepseek-coder", kDeepseekCoderRegexes, false, false},
     {"falcon", kFalconRegexes, false, false},

@@ -59,6 +59,31 @@ TEST(Quantize, FallsBackPerTensorWhenRowsDoNotFitTheBlock) {
   for (const auto& t : back->tensors) EXPECT_EQ(t.type, DType::f32) << t.name;
 }
 
+// A hybrid qwen35 model: its DeltaNet convolution taps stay F32 (read whole as float; the
+// reference engine requires F32), the projections are quantized, and the result loads and runs
+// close to the F32 model.
+TEST(Quantize, Qwen35KeepsConvolutionTapsF32) {
+  SyntheticSpec s;
+  s.arch = "qwen35";
+  s.n_layer = 4;
+  s.head_dim = 32;
+  s.ssm_head_dim = 32;
+  auto f = make_synthetic_model(s);
+  ASSERT_TRUE(f.ok());
+  ThreadPool pool(1);
+  auto q = quantize_model(*f, QuantPreset::q8_0, pool);
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(q->find_tensor("blk.0.ssm_conv1d.weight")->type, DType::f32);
+  EXPECT_EQ(q->find_tensor("blk.0.attn_qkv.weight")->type, DType::q8_0);
+  EXPECT_EQ(q->find_tensor("blk.0.ssm_a")->type, DType::f32);
+  auto m = Model::load(std::move(q).value());
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  KvCache cache((*m)->config(), 16);
+  std::vector<float> logits(static_cast<size_t>((*m)->config().n_vocab));
+  const std::vector<TokenId> toks = {1, 2, 3, 4};
+  EXPECT_TRUE((*m)->forward(toks, cache, logits, pool).ok());
+}
+
 TEST(Quantize, NonFiniteWeightsAreAnErrorNamingTheTensor) {
   SyntheticSpec spec;
   auto f = make_synthetic_model(spec);

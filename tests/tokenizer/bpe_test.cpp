@@ -139,6 +139,14 @@ TEST(PretokenizerTest, Llama3AndQwen2DifferInDigitGroups) {
   EXPECT_EQ(split("llama-bpe", "a\n\n  b"), (Pieces{"a", "\n\n", " ", " b"}));
 }
 
+// Qwen3.5 keeps combining marks inside words (its tokenizer.json regex); Qwen2 cuts before them.
+TEST(PretokenizerTest, Qwen35KeepsCombiningMarksInWords) {
+  const std::string_view text = "cafe\xcc\x81 ok";  // "café" with U+0301 COMBINING ACUTE
+  EXPECT_EQ(split("qwen35", text), (Pieces{"cafe\xcc\x81", " ok"}));
+  EXPECT_EQ(split("qwen2", text), (Pieces{"cafe", "\xcc\x81", " ok"}));
+  EXPECT_EQ(split("qwen35", "12345"), (Pieces{"1", "2", "3", "4", "5"}));
+}
+
 TEST(PretokenizerTest, SequenceCutsEveryPieceKeepingGapsAndMatches) {
   EXPECT_EQ(split_with({"\\p{N}+", "[a-z]+"}, "ab12cd!"), (Pieces{"ab", "12", "cd", "!"}));
   // Falcon: punctuation runs first, then GPT-2's regex inside the rest, then digit triples.
