@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/isa.h"
 #include "model/ops.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace edgelm::model {
 namespace {
@@ -35,6 +40,64 @@ void dots(const float* s, const float* k, const float* q, int64_t n, float& sk, 
   }
   sk = rk;
   sq = rq;
+}
+
+// One value head's rows for one token (see deltanet_recur): per row r, (sk, sq) = (S_r . k,
+// S_r . q), the new value and output, then S_r = clamp(decay S_r + v_new k).
+void head_rows(float* S, const float* k, const float* q, const float* v, int64_t Dv, int64_t Dk, float decay,
+               float beta, float scale, float kq, float* o) {
+  for (int64_t r = 0; r < Dv; ++r) {
+    float* Sr = S + r * Dk;
+    float sk = 0.0f, sq = 0.0f;
+    dots(Sr, k, q, Dk, sk, sq);
+    const float v_new = beta * (v[r] - decay * sk);
+    o[r] = decay * sq * scale + v_new * kq;
+    for (int64_t c = 0; c < Dk; ++c) Sr[c] = std::clamp(decay * Sr[c] + v_new * k[c], -1e6f, 1e6f);
+  }
+}
+
+#if defined(__x86_64__)
+// head_rows with AVX2 + FMA (head_k_dim a multiple of 8): the same order of lanes as dots().
+__attribute__((target("avx2,fma"))) float hsum8(__m256 x) {
+  alignas(32) float a[8];
+  _mm256_store_ps(a, x);
+  float s = 0.0f;
+  for (const float f : a) s += f;
+  return s;
+}
+
+__attribute__((target("avx2,fma"))) void head_rows_avx2(float* S, const float* k, const float* q, const float* v,
+                                                        int64_t Dv, int64_t Dk, float decay, float beta, float scale,
+                                                        float kq, float* o) {
+  const __m256 vd = _mm256_set1_ps(decay), lo = _mm256_set1_ps(-1e6f), hi = _mm256_set1_ps(1e6f);
+  for (int64_t r = 0; r < Dv; ++r) {
+    float* Sr = S + r * Dk;
+    __m256 ak = _mm256_setzero_ps(), aq = _mm256_setzero_ps();
+    for (int64_t c = 0; c < Dk; c += 8) {
+      const __m256 s = _mm256_loadu_ps(Sr + c);
+      ak = _mm256_fmadd_ps(s, _mm256_loadu_ps(k + c), ak);
+      aq = _mm256_fmadd_ps(s, _mm256_loadu_ps(q + c), aq);
+    }
+    const float v_new = beta * (v[r] - decay * hsum8(ak));
+    o[r] = decay * hsum8(aq) * scale + v_new * kq;
+    const __m256 vn = _mm256_set1_ps(v_new);
+    for (int64_t c = 0; c < Dk; c += 8) {
+      __m256 s = _mm256_fmadd_ps(vn, _mm256_loadu_ps(k + c), _mm256_mul_ps(vd, _mm256_loadu_ps(Sr + c)));
+      _mm256_storeu_ps(Sr + c, _mm256_min_ps(_mm256_max_ps(s, lo), hi));
+    }
+  }
+}
+#endif
+
+// Whether the active ISA (EDGELM_ISA, else the CPU's best) runs head_rows_avx2.
+bool use_avx2(int64_t Dk) {
+#if defined(__x86_64__)
+  const kernels::Isa isa = kernels::active_isa();
+  return Dk % 8 == 0 && isa != kernels::Isa::scalar && isa != kernels::Isa::neon;
+#else
+  (void)Dk;
+  return false;
+#endif
 }
 
 }  // namespace
@@ -76,6 +139,7 @@ void deltanet_recur(const DeltaNetConfig& d, const LayerWeights& L, const float*
                     int64_t out_stride, int32_t h0, int32_t h1) {
   const int64_t Dk = d.head_k_dim, Dv = d.head_v_dim, key_dim = d.key_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dk));
+  const bool avx2 = use_avx2(Dk);
   for (int32_t h = h0; h < h1; ++h) {
     const int64_t kh = h % d.n_k_heads;
     float* S = ssm_state + static_cast<int64_t>(h) * Dv * Dk;
@@ -90,14 +154,13 @@ void deltanet_recur(const DeltaNetConfig& d, const LayerWeights& L, const float*
       float kq = 0.0f;
       for (int64_t c = 0; c < Dk; ++c) kq += k[c] * (q[c] * scale);
       float* o = out + t * out_stride + h * Dv;
-      for (int64_t r = 0; r < Dv; ++r) {
-        float* Sr = S + r * Dk;
-        float sk = 0.0f, sq = 0.0f;
-        dots(Sr, k, q, Dk, sk, sq);
-        const float v_new = beta * (v[r] - decay * sk);
-        o[r] = decay * sq * scale + v_new * kq;
-        for (int64_t c = 0; c < Dk; ++c) Sr[c] = std::clamp(decay * Sr[c] + v_new * k[c], -1e6f, 1e6f);
+#if defined(__x86_64__)
+      if (avx2) {
+        head_rows_avx2(S, k, q, v, Dv, Dk, decay, beta, scale, kq, o);
+        continue;
       }
+#endif
+      head_rows(S, k, q, v, Dv, Dk, decay, beta, scale, kq, o);
     }
   }
 }

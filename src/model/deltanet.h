@@ -18,7 +18,10 @@
 //   then out is RMS-normed per head with ssm_norm and multiplied by silu(z), z = attn_gate(x),
 //   and projected by ssm_out (caller).
 //
-// Invariants: plain float loops in one fixed order; the functions touch only the channel or head
+// Invariants: float loops in one fixed order for a given ISA (the delta rule runs an AVX2 + FMA
+// variant when kernels::active_isa() is an x86 SIMD one, whose fused multiply-adds round
+// differently from the portable loops: both forwards dispatch alike, so they still agree
+// bit for bit on one machine and ISA); the functions touch only the channel or head
 // range they are given, so disjoint ranges may run concurrently; nothing allocates.
 #pragma once
 
