@@ -535,6 +535,8 @@ EngineStats Engine::stats() const {
     s.running_tokens_left += std::max(0, seq->req.max_new_tokens - seq->n_generated);
   s.kv_blocks = pool_.n_blocks();
   s.kv_blocks_used = pool_.n_used();
+  s.state_slots_live = states_.n_live();
+  s.state_bytes = static_cast<int64_t>(states_.n_bytes());
   s.kv_blocks_cached = pool_.n_cached();
   s.prefix_queries = pool_.prefix_queries();
   s.prefix_hits = pool_.prefix_hits();

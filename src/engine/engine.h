@@ -81,6 +81,10 @@ struct EngineStats {
   int32_t kv_blocks = 0;
   int32_t kv_blocks_used = 0;    // held by sequences
   int32_t kv_blocks_cached = 0;  // free but still holding a reusable prefix
+  // Hybrid models: recurrent-state slots held by sequences, and the memory of all slots (kept
+  // for reuse after a sequence ends); 0 for models without recurrent layers.
+  int32_t state_slots_live = 0;
+  int64_t state_bytes = 0;
   int64_t prefix_queries = 0;    // prompt blocks looked up in the prefix cache
   int64_t prefix_hits = 0;
   int64_t n_preemptions = 0;

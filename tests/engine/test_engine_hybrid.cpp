@@ -84,6 +84,11 @@ TEST(EngineHybrid, ConcurrentChunkedAndPreemptedRequestsEqualTheReference) {
     for (const auto& [id, w] : want) EXPECT_EQ(got.at(id).tokens, w) << "request " << id;
     if (n_blocks == 12) EXPECT_GT((*e)->stats().n_preemptions, 0);
     EXPECT_EQ((*e)->stats().kv_blocks_used, 0);
+    EXPECT_EQ((*e)->stats().state_slots_live, 0) << "every finished sequence returned its state slot";
+    const auto& c = m->config();
+    const int64_t slot_bytes = int64_t{c.n_recurrent_layers()} * c.deltanet.state_floats() * 4;
+    EXPECT_GE((*e)->stats().state_bytes, slot_bytes);          // slots are kept for reuse
+    EXPECT_LE((*e)->stats().state_bytes, 4 * 2 * slot_bytes);  // at most batch cap + preempted ones
   }
 }
 
