@@ -28,28 +28,8 @@ class Builder {
   // matrices in the model's weight type unless f32 (small tables read whole, like conv taps).
   void add(const std::string& name, int64_t cols, int64_t rows, float scale, float mean = 0.0f, bool f32 = false) {
     const bool vector = rows == 0;
-    const int64_t n = cols * (vector ? 1 : rows);
-    std::normal_distribution<float> dist(mean, scale);
-    const DType type = vector || f32 ? DType::f32 : weight_type_;
-    auto buf = std::make_shared<std::vector<uint8_t>>(dtype_row_bytes(type, n));
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = dist(rng_);
-      if (type == DType::f32)
-        reinterpret_cast<float*>(buf->data())[i] = v;
-      else if (type == DType::f16)
-        reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_fp16(v);
-      else
-        reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_bf16(v);
-    }
-    format::TensorInfo t;
-    t.name = name;
-    t.type = type;
-    t.n_dims = vector ? 1 : 2;
-    t.ne = {cols, vector ? 1 : rows, 1, 1};
-    t.n_bytes = buf->size();
-    t.data = buf->data();
-    file_.tensors.push_back(std::move(t));
-    file_.keep_alive(std::move(buf));
+    add_normal_tensor(file_, rng_, name, {cols, vector ? 1 : rows, 1, 1}, vector ? 1 : 2,
+                      vector || f32 ? DType::f32 : weight_type_, scale, mean);
   }
 
  private:
@@ -306,6 +286,31 @@ void add_deltanet_layer(format::ModelFile& file, Builder& b, const std::string& 
 }
 
 }  // namespace
+
+void add_normal_tensor(format::ModelFile& file, std::mt19937_64& rng, const std::string& name,
+                       std::array<int64_t, 4> ne, int n_dims, DType type, float scale, float mean) {
+  const int64_t n = ne[0] * ne[1] * ne[2] * ne[3];
+  std::normal_distribution<float> dist(mean, scale);
+  auto buf = std::make_shared<std::vector<uint8_t>>(dtype_row_bytes(type, n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = dist(rng);
+    if (type == DType::f32)
+      reinterpret_cast<float*>(buf->data())[i] = v;
+    else if (type == DType::f16)
+      reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_fp16(v);
+    else
+      reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_bf16(v);
+  }
+  format::TensorInfo t;
+  t.name = name;
+  t.type = type;
+  t.n_dims = n_dims;
+  t.ne = ne;
+  t.n_bytes = buf->size();
+  t.data = buf->data();
+  file.tensors.push_back(std::move(t));
+  file.keep_alive(std::move(buf));
+}
 
 const std::vector<SyntheticShape>& synthetic_shapes() {
   // Shapes of real models (published hyper-parameters), for benchmarks with real costs.

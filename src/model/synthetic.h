@@ -5,7 +5,9 @@
 // the result runs end to end from the CLI.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,6 +74,13 @@ struct SyntheticSpec {
 };
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
+
+// Appends tensor `name` of GGUF shape ne (ne[0] fastest, n_dims of them) to `file`, its
+// elements drawn in order from N(mean, scale^2) with `rng` and stored as `type` (F32, F16 or
+// BF16); the data is owned by the file. Every synthetic writer (text models, mmproj) uses it, so
+// a seed fixes the bytes.
+void add_normal_tensor(format::ModelFile& file, std::mt19937_64& rng, const std::string& name,
+                       std::array<int64_t, 4> ne, int n_dims, DType type, float scale, float mean = 0.0f);
 
 // Named shapes of real models ("tinyllama-1.1b", "qwen2-0.5b", "qwen3-0.6b", ...).
 struct SyntheticShape {

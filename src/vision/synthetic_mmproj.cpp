@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/fp16.h"
+#include "model/synthetic.h"
 
 namespace edgelm::vision {
 namespace {
@@ -19,27 +20,8 @@ class Writer {
 
   // A tensor of GGUF shape ne (ne[0] fastest) drawn from N(mean, scale^2).
   void add(const std::string& name, std::array<int64_t, 4> ne, DType type, float scale, float mean = 0.0f) {
-    const int64_t n = ne[0] * ne[1] * ne[2] * ne[3];
-    std::normal_distribution<float> dist(mean, scale);
-    auto buf = std::make_shared<std::vector<uint8_t>>(dtype_row_bytes(type, n));
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = dist(rng_);
-      if (type == DType::f32)
-        reinterpret_cast<float*>(buf->data())[i] = v;
-      else if (type == DType::f16)
-        reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_fp16(v);
-      else
-        reinterpret_cast<uint16_t*>(buf->data())[i] = kernels::fp32_to_bf16(v);
-    }
-    format::TensorInfo t;
-    t.name = name;
-    t.type = type;
-    t.n_dims = ne[3] != 1 ? 4 : ne[2] != 1 ? 3 : ne[1] != 1 ? 2 : 1;
-    t.ne = ne;
-    t.n_bytes = buf->size();
-    t.data = buf->data();
-    file_.tensors.push_back(std::move(t));
-    file_.keep_alive(std::move(buf));
+    const int n_dims = ne[3] != 1 ? 4 : ne[2] != 1 ? 3 : ne[1] != 1 ? 2 : 1;
+    model::add_normal_tensor(file_, rng_, name, ne, n_dims, type, scale, mean);
   }
   void vector(const std::string& name, int64_t n, float scale, float mean = 0.0f) {
     add(name, {n, 1, 1, 1}, DType::f32, scale, mean);
