@@ -17,23 +17,8 @@
 #include "format/llama2c.h"
 #include "kernels/isa.h"
 #include "support/greedy_goldens.h"
+#include "support/requested_isa.h"
 #include "support/test_data.h"
-
-namespace {
-
-// The golden_isa_<name> CTest entries run this binary with EDGELM_ISA=<name>. Where this CPU or
-// build lacks that ISA the kernels would fall back to another one, so every test says SKIPPED
-// instead (CTest reports it as skipped) rather than passing on a path it did not run.
-class RequestedIsa : public testing::Environment {
- public:
-  void SetUp() override {
-    const edgelm::kernels::IsaChoice choice = edgelm::kernels::choose_isa(std::getenv("EDGELM_ISA"));
-    if (!choice.warning.empty()) GTEST_SKIP() << "EDGELM_ISA not available here: " << choice.warning;
-  }
-};
-const testing::Environment* const kRequestedIsa = testing::AddGlobalTestEnvironment(new RequestedIsa);
-
-}  // namespace
 
 namespace edgelm::engine {
 namespace {
@@ -145,52 +130,53 @@ TEST(Golden, ConcurrentRequestsEqualSoloRuns) {
   ASSERT_TRUE(f16.ok());
   ModelRunner draft(*f16->model, pool);
   for (const SpecMode mode : {SpecMode::off, SpecMode::ngram, SpecMode::draft})
-  for (const size_t kv_bytes : {size_t{64} << 20, size_t{160} << 10}) {
-    EngineOptions eo;
-    eo.spec.mode = mode;  // speculating and plain sequences share the steps
-    eo.spec.cost_gate = false;  // every step speculates, whatever the timing
-    eo.spec.draft_model = &draft;
-    eo.kv_memory_bytes = kv_bytes;  // 160 KiB: 16 blocks of 16 tokens; one request needs up to 14
-    eo.scheduler.max_batch_tokens = 24;
-    eo.scheduler.max_batch_size = 3;  // later copies of a prompt find it cached
-    eo.scheduler.target_step_ms = 0;
-    eo.check_invariants = true;
-    auto engine = Engine::create(runner, lm->tokenizer.get(), eo);
-    ASSERT_TRUE(engine.ok()) << engine.error().message;
-    std::map<RequestId, std::string> want, got;
-    for (int copy = 0; copy < 4; ++copy)
-      for (const auto& c : cases) {
-        Request r;
-        r.prompt = lm->tokenizer->encode(c.prompt, true, false);
-        r.sampling.temperature = 0.0f;
-        r.max_new_tokens = c.n_predict;
-        r.on_event = [&got](const TokenEvent& ev) { got[ev.id] += ev.text; };
-        auto id = (*engine)->add_request(std::move(r));
-        ASSERT_TRUE(id.ok()) << id.error().message;
-        want[*id] = c.text;
+    for (const size_t kv_bytes : {size_t{64} << 20, size_t{160} << 10}) {
+      EngineOptions eo;
+      eo.spec.mode = mode;        // speculating and plain sequences share the steps
+      eo.spec.cost_gate = false;  // every step speculates, whatever the timing
+      eo.spec.draft_model = &draft;
+      eo.kv_memory_bytes = kv_bytes;  // 160 KiB: 16 blocks of 16 tokens; one request needs up to 14
+      eo.scheduler.max_batch_tokens = 24;
+      eo.scheduler.max_batch_size = 3;  // later copies of a prompt find it cached
+      eo.scheduler.target_step_ms = 0;
+      eo.check_invariants = true;
+      auto engine = Engine::create(runner, lm->tokenizer.get(), eo);
+      ASSERT_TRUE(engine.ok()) << engine.error().message;
+      std::map<RequestId, std::string> want, got;
+      for (int copy = 0; copy < 4; ++copy)
+        for (const auto& c : cases) {
+          Request r;
+          r.prompt = lm->tokenizer->encode(c.prompt, true, false);
+          r.sampling.temperature = 0.0f;
+          r.max_new_tokens = c.n_predict;
+          r.on_event = [&got](const TokenEvent& ev) { got[ev.id] += ev.text; };
+          auto id = (*engine)->add_request(std::move(r));
+          ASSERT_TRUE(id.ok()) << id.error().message;
+          want[*id] = c.text;
+        }
+      while ((*engine)->has_work()) (*engine)->step();
+      for (auto& [id, text] : got) {
+        while (!text.empty() && text.back() == '\n') text.pop_back();
+        EXPECT_EQ(text, want[id]) << "request " << id << ", pool " << kv_bytes << ", spec " << static_cast<int>(mode);
       }
-    while ((*engine)->has_work()) (*engine)->step();
-    for (auto& [id, text] : got) {
-      while (!text.empty() && text.back() == '\n') text.pop_back();
-      EXPECT_EQ(text, want[id]) << "request " << id << ", pool " << kv_bytes << ", spec " << static_cast<int>(mode);
+      EXPECT_EQ(got.size(), want.size());
+      const EngineStats st = (*engine)->stats();
+      std::printf(
+          "[ info ] spec %d, pool %zu bytes: %d blocks, %lld preemptions, %lld of %lld prefix blocks hit, %lld of "
+          "%lld drafts accepted\n",
+          static_cast<int>(mode), kv_bytes, st.kv_blocks, static_cast<long long>(st.n_preemptions),
+          static_cast<long long>(st.prefix_hits), static_cast<long long>(st.prefix_queries),
+          static_cast<long long>(st.spec_accepted_tokens), static_cast<long long>(st.spec_draft_tokens));
+      EXPECT_EQ(st.kv_blocks_used, 0);
+      EXPECT_EQ(st.spec_draft_kv_blocks_used, 0);
+      if (mode != SpecMode::off) {
+        EXPECT_GT(st.spec_draft_tokens, 0);
+      }
+      if (kv_bytes < (size_t{1} << 20)) {  // preempted requests recompute from their cached blocks
+        EXPECT_GT(st.n_preemptions, 0);
+        EXPECT_GT(st.prefix_hits, 0);
+      }
     }
-    EXPECT_EQ(got.size(), want.size());
-    const EngineStats st = (*engine)->stats();
-    std::printf("[ info ] spec %d, pool %zu bytes: %d blocks, %lld preemptions, %lld of %lld prefix blocks hit, %lld of "
-                "%lld drafts accepted\n",
-                static_cast<int>(mode), kv_bytes, st.kv_blocks, static_cast<long long>(st.n_preemptions),
-                static_cast<long long>(st.prefix_hits), static_cast<long long>(st.prefix_queries),
-                static_cast<long long>(st.spec_accepted_tokens), static_cast<long long>(st.spec_draft_tokens));
-    EXPECT_EQ(st.kv_blocks_used, 0);
-    EXPECT_EQ(st.spec_draft_kv_blocks_used, 0);
-    if (mode != SpecMode::off) {
-      EXPECT_GT(st.spec_draft_tokens, 0);
-    }
-    if (kv_bytes < (size_t{1} << 20)) {  // preempted requests recompute from their cached blocks
-      EXPECT_GT(st.n_preemptions, 0);
-      EXPECT_GT(st.prefix_hits, 0);
-    }
-  }
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "engine/engine.h"
 #include "engine/step_model.h"
 #include "model/synthetic.h"
+#include "support/requested_isa.h"
 #include "support/test_data.h"
 
 namespace edgelm {
