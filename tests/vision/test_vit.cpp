@@ -6,13 +6,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "kernels/isa.h"
 #include "model/quantize.h"
 #include "vision/synthetic_mmproj.h"
 #include "vision/vit.h"
 #include "vision/vit_math.h"
+#include "vision/vit_math_isa.h"
 #include "vit_reference.h"
 
 namespace edgelm::vision {
@@ -228,6 +231,37 @@ TEST(VitMath, SoftmaxSumsToOne) {
   for (float v : s) sum += v;
   EXPECT_NEAR(sum, 1.0, 1e-6);
   EXPECT_NEAR(s[6] / s[0], std::exp(3.0), 1e-4);
+}
+
+// The AVX2 copy of the loops (vit_math_avx2.cpp) is the baseline copy built with -mavx2 and no
+// FMA: it must give the same bits. SKIPPED where the CPU or build has no AVX2.
+TEST(VitMath, Avx2CopyEqualsBaselineBitForBit) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "not an x86-64 build: no AVX2 copy";
+#else
+  if (!kernels::isa_supported(kernels::Isa::avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int64_t n : {1, 7, 8, 37, 300, 4099}) {
+    std::vector<float> x(static_cast<size_t>(n)), w(x.size()), b(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = nd(rng), w[i] = nd(rng), b[i] = nd(rng);
+    for (VisionActivation act : {VisionActivation::gelu_tanh, VisionActivation::gelu_quick, VisionActivation::silu}) {
+      std::vector<float> g = x, a = x;
+      generic::activate(g.data(), b.data(), n, act);
+      avx2::activate(a.data(), b.data(), n, act);
+      ASSERT_EQ(0, std::memcmp(g.data(), a.data(), g.size() * sizeof(float))) << "activate n=" << n;
+    }
+    std::vector<float> g(x.size()), a(x.size());
+    generic::layer_norm(g.data(), x.data(), w.data(), b.data(), n, 1e-6f);
+    avx2::layer_norm(a.data(), x.data(), w.data(), b.data(), n, 1e-6f);
+    ASSERT_EQ(0, std::memcmp(g.data(), a.data(), g.size() * sizeof(float))) << "layer_norm n=" << n;
+    g = x, a = x;
+    generic::softmax_scaled(g.data(), n, 0.125f);
+    avx2::softmax_scaled(a.data(), n, 0.125f);
+    ASSERT_EQ(0, std::memcmp(g.data(), a.data(), g.size() * sizeof(float))) << "softmax n=" << n;
+    for (float v : x) ASSERT_EQ(generic::exp_approx(v), avx2::exp_approx(v)) << v;
+  }
+#endif
 }
 
 }  // namespace
