@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang, ASan+UBSan) and runs each for a bounded time from a
-# seed corpus: the small real GGUFs in shared/ plus tiny synthetic models of each architecture.
+# Builds the libFuzzer targets in the asan preset's tree (clang, ASan+UBSan: the same objects
+# as the sanitizer tests, so CI compiles the libraries once for both) and runs each for a bounded
+# time from a seed corpus: the small real GGUFs in shared/ plus tiny synthetic models of each architecture.
 # Usage: scripts/fuzz.sh [SHARED_DIR] [SECONDS_PER_TARGET]
 set -euo pipefail
 shared=$(realpath "${1:-../shared}")
 seconds=${2:-30}
 cd "$(dirname "$0")/.."
 
-cmake --preset fuzz -DEDGELM_SHARED_DIR="$shared" >/dev/null
-cmake --build --preset fuzz -j "$(nproc)" --target fuzz_gguf fuzz_tokenizers fuzz_routes fuzz_http_raw fuzz_gbnf fuzz_image
+cmake --preset asan -DEDGELM_SHARED_DIR="$shared" >/dev/null
+cmake --build --preset asan -j "$(nproc)" --target fuzz_gguf fuzz_tokenizers fuzz_routes fuzz_http_raw fuzz_gbnf fuzz_image
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target edgelm
 
-work=build/fuzz/corpus
+work=build/asan/fuzz-corpus
 rm -rf "$work" && mkdir -p "$work/gguf" "$work/text" "$work/routes" "$work/http" "$work/gbnf" "$work/image"
 cp "$shared/vocab/ggml-vocab-bert-bge.gguf" "$work/gguf/" 2>/dev/null || true
 ./build/release/src/tools/edgelm synth -o "$work/gguf/llama.gguf" --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 1 --n-vocab 16 2>/dev/null
@@ -73,7 +74,7 @@ printf 'RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\x00\x00\x00\x10\x07\x10
 run_fuzzer() {  # name corpus max_len
   echo "fuzz: $1 for ${seconds}s"
   local log="$work/$1.log"
-  if ! "./build/fuzz/tests/fuzz/$1" -max_total_time="$seconds" -max_len="$3" -rss_limit_mb=2048 -timeout=10 \
+  if ! "./build/asan/tests/fuzz/$1" -max_total_time="$seconds" -max_len="$3" -rss_limit_mb=2048 -timeout=10 \
       -artifact_prefix="$work/" -print_final_stats=1 "$2" > "$log" 2>&1; then
     # The reason (a sanitizer report, our harness's "fuzz: ..." line, the stack) comes before
     # the input and the final stats; show it without libFuzzer's progress lines.

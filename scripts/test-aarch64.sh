@@ -63,11 +63,15 @@ for src in "${sources[@]}"; do
   case "$src" in tests/kernels/neon_selftest.cpp | tests/kernels/neon_attention_check.cpp) ;; *) golden_objs+=("$(obj_of "$src")") ;; esac
 done
 for src in "${golden_sources[@]}"; do golden_objs+=("$(obj_of "$src")"); done
+# Through ccache where it is installed (the Makefile sets CCACHE_BASEDIR, so a fresh clone in
+# another folder reuses earlier objects).
+compile=("$CXX")
+command -v ccache >/dev/null && compile=(ccache "$CXX")
 pids=()
 for src in "${sources[@]}" "${golden_sources[@]}"; do
   obj=$(obj_of "$src")
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find src tests/kernels -name '*.h' -newer "$obj" -print -quit)" ]; then
-    "$CXX" "${flags[@]}" -c "$src" -o "$obj" &
+    "${compile[@]}" "${flags[@]}" -c "$src" -o "$obj" &
     pids+=($!)
     if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
   fi

@@ -98,7 +98,8 @@ TEST(MediaDecodeLibjpeg, VariantsPilCannotWriteMatchPil) {
   edgelm::test::TempDir dir;
   int n_files = 0;
   for (const Variant& v : variants) {
-    for (auto [w, h] : {std::pair{45, 31}, {1, 1}, {17, 90}}) {
+    for (const std::pair<int, int> wh : {std::pair{45, 31}, {1, 1}, {17, 90}}) {
+      const int w = wh.first, h = wh.second;  // not a structured binding: clang 14 cannot capture one
       edgelm::test::write_file(dir.file(fmt::format("{}_{}x{}.jpg", v.name, w, h)), [&] {
         const auto b = encode(v, w, h, static_cast<uint32_t>(n_files));
         return std::string(b.begin(), b.end());
