@@ -490,10 +490,18 @@ std::string gemma4_render_response(std::string_view name, std::string_view conte
 
 Result<std::string> gemma4_call_rule(schema::GbnfBuilder& b, const ToolDef& t) {
   const std::string any = gemma_value_rule(b);
-  std::string members;
+  std::string members;  // the rule body of the arguments between the braces (empty: none)
+  bool optional = true;
   const json* props = properties_of(t);
-  if (props != nullptr) {
-    for (const auto& [key, prop] : props->items()) {
+  if (props != nullptr && !props->empty()) {
+    // The arguments in the template's order (sorted by name, as it renders calls), each at most
+    // once, the required ones present: after[j] is what may follow once members before j are out.
+    const std::vector<std::string> keys = sorted_keys(*props);
+    const size_t n = keys.size();
+    std::vector<std::string> member(n), after(n + 1);
+    std::vector<bool> required(n);
+    for (size_t j = 0; j < n; ++j) {
+      const json& prop = (*props)[keys[j]];
       const std::vector<std::string> types = types_of(prop);
       const std::string type = types.size() == 1 ? types[0] : std::string();
       std::string value = any;
@@ -512,16 +520,30 @@ Result<std::string> gemma4_call_rule(schema::GbnfBuilder& b, const ToolDef& t) {
       } else if (type == "boolean") {
         value = b.boolean_rule();
       }
-      members += (members.empty() ? "" : " | ") + literal(key + ":") + " " + value;
+      member[j] = literal(keys[j] + ":") + " " + value;
+      required[j] = is_required(t, keys[j]);
     }
-  } else if (!t.parameters.is_null()) {
-    members = b.add_rule("g-member-any", "[a-zA-Z_] [a-zA-Z0-9_.-]* \":\" " + any);
+    for (size_t j = n; j-- > 0;) {
+      const std::string next = after[j + 1].empty() ? "" : " " + after[j + 1];
+      const std::string body = required[j] ? "\",\" " + member[j] + next : "( \",\" " + member[j] + " )?" + next;
+      after[j] = b.add_rule("after-" + t.name, body);
+    }
+    for (size_t j = 0; j < n; ++j) {  // the first member present is j: none before it is required
+      members += (members.empty() ? "" : " | ") + member[j] + (after[j + 1].empty() ? "" : " " + after[j + 1]);
+      if (required[j]) {
+        optional = false;
+        break;
+      }
+    }
+  } else if (props == nullptr && !t.parameters.is_null()) {
+    // Free-form arguments: any names (a repeated one is not refused here, the parser rejects it).
+    const std::string m = b.add_rule("g-member-any", "[a-zA-Z_] [a-zA-Z0-9_.-]* \":\" " + any);
+    members = fmt::format("{0} ( \",\" {0} )*", m);
   }
   std::string body = literal("<|tool_call>call:" + t.name + "{");
-  if (!members.empty()) {
-    const std::string m = b.add_rule("members-" + t.name, members);
-    body += fmt::format(" ( {0} ( \",\" {0} )* )?", m);
-  }
+  if (!members.empty())
+    body += " " + (optional ? "( " + b.add_rule("members-" + t.name, members) + " )?"
+                            : b.add_rule("members-" + t.name, members));
   body += " " + literal("}<tool_call|>");
   return b.add_rule("call-" + t.name, body);
 }

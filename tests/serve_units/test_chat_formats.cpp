@@ -193,7 +193,7 @@ TEST(QwenXmlCalls, ParseWholeWithSchemaTypes) {
 
 TEST(QwenXmlCalls, MalformedStaysContent) {
   const ToolSpec spec = tool_spec();
-  for (const std::string bad : {
+  for (const std::string& bad : std::vector<std::string>{
            "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</tool_call>",  // no </function>
            "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</function>\n</tool_call>",  // no </parameter>
            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>",               // hermes JSON
@@ -258,7 +258,7 @@ TEST(Gemma4Calls, ParseWholeAndStreamed) {
     ASSERT_EQ(calls.size(), 1u);
     EXPECT_EQ(calls[0]["function"]["arguments"], p.calls[0].arguments);
   }
-  for (const std::string bad : {
+  for (const std::string& bad : std::vector<std::string>{
            std::string("<|tool_call>call:f{city:Oslo}<tool_call|>"),  // a bare word is no value
            std::string("<|tool_call>call:f{a:1,a:2}<tool_call|>"),    // a repeated key
            std::string("<|tool_call>f{a:1}<tool_call|>"),             // no "call:"
@@ -280,7 +280,7 @@ grammar::Matcher byte_matcher(const std::string& gbnf) {
   Result<grammar::GrammarPtr> g = grammar::parse_gbnf(gbnf);
   EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.error().message) << "\n" << gbnf;
   std::vector<std::string> pieces;
-  for (int c = 0; c < 128; ++c) pieces.push_back(std::string(1, static_cast<char>(c == 0 ? 1 : c)));
+  for (int c = 1; c < 128; ++c) pieces.push_back(std::string(1, static_cast<char>(c)));
   return grammar::Matcher(*g, std::make_shared<const grammar::TokenIndex>(std::move(pieces)));
 }
 
@@ -335,12 +335,18 @@ void check_generated(ToolSyntax syntax) {
         continue;
       }
       ASSERT_EQ(c.name, "get_weather") << text;
-      if (syntax == ToolSyntax::qwen_xml) EXPECT_TRUE(args.contains("city")) << text;  // required, in order
+      EXPECT_TRUE(args.contains("city")) << text;  // required
       for (const auto& [k, v] : args.items()) {
-        if (k == "city") EXPECT_TRUE(v.is_string()) << text;
-        if (k == "days") EXPECT_TRUE(v.is_number_integer()) << text;
-        if (k == "detail") EXPECT_TRUE(v.is_boolean()) << text;
-        if (k == "units") EXPECT_TRUE(v == "c" || v == "f") << text;
+        if (k == "city") {
+          EXPECT_TRUE(v.is_string()) << text;
+        } else if (k == "days") {
+          EXPECT_TRUE(v.is_number_integer()) << text;
+        } else if (k == "detail") {
+          EXPECT_TRUE(v.is_boolean()) << text;
+        } else {
+          EXPECT_EQ(k, "units") << text;
+          EXPECT_TRUE(v == "c" || v == "f") << text;
+        }
       }
     }
   }
@@ -379,6 +385,9 @@ TEST(Gemma4Calls, Grammar) {
   EXPECT_TRUE(accepts(gbnf, call + call));
   EXPECT_FALSE(accepts(gbnf, "<|tool_call>call:get_weather{days:<|\"|>2<|\"|>}<tool_call|>"));  // days is an integer
   EXPECT_FALSE(accepts(gbnf, "<|tool_call>call:get_weather{town:<|\"|>x<|\"|>}<tool_call|>"));  // no such argument
+  EXPECT_FALSE(accepts(gbnf, "<|tool_call>call:get_weather{days:2}<tool_call|>"));              // city is required
+  EXPECT_FALSE(accepts(gbnf, "<|tool_call>call:get_weather{city:<|\"|>a<|\"|>,city:<|\"|>b<|\"|>}<tool_call|>"));
+  EXPECT_TRUE(accepts(gbnf, "<|tool_call>call:noop{}<tool_call|>"));
   check_generated(ToolSyntax::gemma4);
 }
 
