@@ -77,6 +77,7 @@ TEST(ServerChatFormats, Qwen35ToolCallsWholeAndStreamed) {
   const json body = ask({{"tools", kTools},
                          {"tool_choice", "required"},
                          {"parallel_tool_calls", false},
+                         {"max_tokens", 200},
                          {"chat_template_kwargs", {{"enable_thinking", false}}}});
   const Reply r = post(s, "/v1/chat/completions", body);
   ASSERT_EQ(r.status, 200) << r.body;
