@@ -60,8 +60,12 @@ std::optional<ReasoningFormat> reasoning_format(const ChatFormat& chat, const fo
     const size_t comma = cfg.reasoning_markers.find(',');
     return ReasoningFormat::markers(cfg.reasoning_markers.substr(0, comma), cfg.reasoning_markers.substr(comma + 1));
   }
-  if (chat.family == ChatTemplate::gemma4) return ReasoningFormat::gemma4();
-  if (chat.family == ChatTemplate::qwen35) return ReasoningFormat{};
+  // The built-in families that think; a Jinja template of theirs must write its markers (Qwen3-Coder's
+  // XML tool template, read as qwen35, does not think).
+  if (chat.family == ChatTemplate::gemma4 &&
+      (chat.source.empty() || chat.source.find("<|channel>") != std::string::npos))
+    return ReasoningFormat::gemma4();
+  if (chat.family == ChatTemplate::qwen35 && chat.source.empty()) return ReasoningFormat{};
   std::string_view tmpl = chat.source;
   if (tmpl.empty()) {
     const auto* v = md.find("tokenizer.chat_template");

@@ -128,7 +128,8 @@ std::string qwen_tools_block(const std::vector<ToolDef>& tools) {
     json f = {{"name", t.name}};
     if (!t.description.empty()) f["description"] = t.description;
     if (!t.parameters.is_null()) f["parameters"] = t.parameters;
-    s += "\n" + tojson(json{{"type", "function"}, {"function", f}});
+    s += '\n';
+    s += tojson(json{{"type", "function"}, {"function", f}});
   }
   s += "\n</tools>";
   s += "\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n"

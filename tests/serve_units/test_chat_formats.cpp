@@ -419,6 +419,14 @@ TEST(ChatFormats, ReasoningSpans) {
   SplitOutput o = rs.finish();
   EXPECT_EQ(reasoning + o.reasoning, "Hmm, two.");
   EXPECT_EQ(content + o.content, "Four.");
+  // A template read as qwen35 for its XML tool calls but without <think> (Qwen3-Coder) does not reason.
+  ChatFormat coder;
+  coder.family = ChatTemplate::qwen35;
+  coder.source = "{{'<|im_start|>'}}<tool_call>\n<function={{ name }}>\n<parameter=x>";
+  EXPECT_FALSE(reasoning_format(coder, format::GgufMetadata{}, cfg).has_value());
+  ChatFormat qwen_jinja = coder;
+  qwen_jinja.source = fixtures::kQwen35Template;
+  EXPECT_TRUE(reasoning_format(qwen_jinja, format::GgufMetadata{}, cfg).has_value());
   ChatFormat chatml;  // no template, no markers: no reasoning
   EXPECT_FALSE(reasoning_format(chatml, format::GgufMetadata{}, cfg).has_value());
 }

@@ -3,12 +3,15 @@
 // qwen35 family from general.architecture. Calls forced by the XML grammar come back as
 // message.tool_calls (whole and streamed) with arguments typed by the schema;
 // chat_template_kwargs.enable_thinking false gives no reasoning, the default thinks; bad
-// chat_template_kwargs are 400s naming the field.
+// chat_template_kwargs are 400s naming the field. The published Gemma 4 and Qwen3.5 templates in a
+// model file (the Jinja path) get the same syntaxes and reasoning spans.
 #include <gtest/gtest.h>
 
 #include "format/gguf_writer.h"
 #include "model/synthetic.h"
+#include "serve_units/chat_template_fixtures.h"
 #include "server/server_fixture.h"
+#include "server/template_model.h"
 #include "support/test_data.h"
 
 namespace edgelm::test {
@@ -40,14 +43,43 @@ std::string qwen35_model() {
   return path;
 }
 
-struct Qwen35Server : TestServer {
-  Qwen35Server()
-      : TestServer([](serve::ServeConfig& cfg, serve::EngineServiceOptions& so) {
-          cfg.model_path = so.model_path = qwen35_model();
+// A random-weight llama carrying a published template (the Jinja path: the template renders the
+// tools itself, the family comes from its markers).
+std::string llama_with_template(const char* name, const char* tmpl) {
+  static const TempDir dir;
+  model::SyntheticSpec s;
+  s.n_embd = 64;
+  s.n_layer = 2;
+  s.n_ff = 128;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_ctx = 2048;
+  s.seed = 5;
+  return write_template_model(dir.file(name), tmpl, s);
+}
+
+std::string gemma4_template_model() {
+  static const std::string path = llama_with_template("edgelm-gemma4-tmpl.gguf", serve::fixtures::kGemma4Template);
+  return path;
+}
+
+std::string qwen35_template_model() {
+  static const std::string path = llama_with_template("edgelm-qwen35-tmpl.gguf", serve::fixtures::kQwen35Template);
+  return path;
+}
+
+struct ModelServer : TestServer {
+  explicit ModelServer(const std::string& model)
+      : TestServer([&](serve::ServeConfig& cfg, serve::EngineServiceOptions& so) {
+          cfg.model_path = so.model_path = model;
           cfg.tokenizer_path = so.tokenizer_path = "";
         }) {
     wait_ready();
   }
+};
+
+struct Qwen35Server : ModelServer {
+  Qwen35Server() : ModelServer(qwen35_model()) {}
 };
 
 const json kTools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
@@ -119,6 +151,50 @@ TEST(ServerChatFormats, Qwen35ThinksByDefaultAndNotWhenDisabled) {
   ASSERT_EQ(off.status, 200) << off.body;
   EXPECT_FALSE(off.js()["choices"][0]["message"].contains("reasoning_content")) << off.body;
   EXPECT_EQ(off.js()["usage"]["completion_tokens_details"]["reasoning_tokens"], 0) << off.body;
+}
+
+// A required call under the family's grammar comes back as one well-typed message.tool_calls entry.
+void expect_forced_call(ModelServer& s, json extra) {
+  json body =
+      ask({{"tools", kTools}, {"tool_choice", "required"}, {"parallel_tool_calls", false}, {"max_tokens", 200}});
+  for (auto& [k, v] : extra.items()) body[k] = v;
+  const Reply r = post(s, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json c = r.js()["choices"][0];
+  ASSERT_TRUE(c["message"].contains("tool_calls")) << r.body;
+  ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.body;
+  expect_weather_call(c["message"]["tool_calls"][0]);
+  EXPECT_EQ(c["finish_reason"], "tool_calls") << r.body;
+}
+
+TEST(ServerChatFormats, Gemma4TemplateCallsAndThoughtChannel) {
+  ModelServer s(gemma4_template_model());
+  expect_forced_call(s, json::object());
+  // Gemma 4 thinks only when asked: by default no reasoning, with a budget its thought channel.
+  const Reply plain = post(s, "/v1/chat/completions", ask(json::object()));
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_FALSE(plain.js()["choices"][0]["message"].contains("reasoning_content")) << plain.body;
+  EXPECT_EQ(plain.js()["usage"]["completion_tokens_details"]["reasoning_tokens"], 0) << plain.body;
+  const Reply thinking = post(s, "/v1/chat/completions", ask({{"reasoning_budget", 5}}));
+  ASSERT_EQ(thinking.status, 200) << thinking.body;
+  EXPECT_EQ(thinking.js()["usage"]["completion_tokens_details"]["reasoning_tokens"], 5) << thinking.body;
+}
+
+TEST(ServerChatFormats, Qwen35TemplateFromTheModelFile) {
+  ModelServer s(qwen35_template_model());
+  expect_forced_call(s, {{"chat_template_kwargs", {{"enable_thinking", false}}}});
+  // A history with a call and its result renders (the template's own tool turns).
+  json body = ask({{"tools", kTools}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  body["messages"].push_back(
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        json::array({{{"id", "c1"},
+                      {"type", "function"},
+                      {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Oslo", "days": 1})"}}}}})}});
+  body["messages"].push_back({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "Sunny"}});
+  const Reply r = post(s, "/v1/chat/completions", body);
+  EXPECT_EQ(r.status, 200) << r.body;
 }
 
 TEST(ServerChatFormats, BadTemplateKwargsAre400s) {
