@@ -1,6 +1,6 @@
 // Chat templates: a list of chat messages -> the prompt text one model family was trained on.
 //
-// Five families, each written exactly as its published template renders it (Hugging Face
+// The families, each written exactly as its published template renders it (Hugging Face
 // tokenizer_config.json chat templates / the reference implementations):
 //   llama2  "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] {user} [/INST]"
 //           (Meta's llama/generation.py: contents stripped; the system prompt folded into the
