@@ -5,9 +5,12 @@
 
 namespace edgelm::serve::fixtures {
 
+// clang-format off
+
 inline constexpr const char* kQwen35Template = R"JINJA({#- Qwen3.5's chat template (Hugging Face Qwen/Qwen3.5-* chat_template.jinja), kept for the
-    conversations edgelm sends: string contents only, so render_content's image/video branches
-    are left out. Everything else is as published. -#}
+    conversations edgelm sends: string contents only, so the render_content macro (images,
+    videos) is reduced to the content itself. Taken from a copy of the Qwen3.5/3.6 family
+    template; the preserve_thinking switch of Qwen3.6 is left out. -#}
 {%- if not messages %}
     {{- raise_exception('No messages provided.') }}
 {%- endif %}
@@ -379,5 +382,6 @@ inline constexpr const char* kGemma4Template = R"JINJA({#- Gemma 4's chat templa
     {%- endif -%}
 {%- endif -%}
 )JINJA";
+// clang-format on
 
 }  // namespace edgelm::serve::fixtures
