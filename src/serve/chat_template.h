@@ -1,6 +1,6 @@
 // Chat templates: a list of chat messages -> the prompt text one model family was trained on.
 //
-// Five families, each written exactly as its published template renders it (Hugging Face
+// The families, each written exactly as its published template renders it (Hugging Face
 // tokenizer_config.json chat templates / the reference implementations):
 //   llama2  "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] {user} [/INST]"
 //           (Meta's llama/generation.py: contents stripped; the system prompt folded into the
@@ -10,6 +10,13 @@
 //   chatml  "<|im_start|>{role}\n{content}<|im_end|>\n" per message, prompt "<|im_start|>assistant\n"
 //   zephyr  "<|{role}|>\n{content}</s>\n" per message, prompt "<|assistant|>\n"
 //   phi3    "<|{role}|>\n{content}<|end|>\n" per message, prompt "<|assistant|>\n"
+//   qwen35  (Qwen3.5) chatml, contents trimmed; an assistant turn after the last user query
+//           carries its reasoning as "<think>\n{reasoning}\n</think>\n\n{content}"; the prompt
+//           "<|im_start|>assistant\n<think>\n" (enable_thinking false: "...<think>\n\n</think>\n\n")
+//   gemma4  (Gemma 4) "<|turn>{role}\n{content}<turn|>\n", the assistant as "model"; a system
+//           turn first when there is a system message or thinking is on ("<|think|>\n" opens
+//           it); the prompt "<|turn>model\n", plus the empty thought channel
+//           "<|channel>thought\n<channel|>" unless enable_thinking is true
 // The leading BOS ("<s>", "<|begin_of_text|>") is never included: the tokenizer adds it. The
 // special markers in the output are meant to be tokenized with special-token parsing on.
 //
@@ -30,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include <memory>
+#include <optional>
 
 #include "core/result.h"
 #include "format/gguf_value.h"
@@ -51,17 +59,20 @@ struct ChatMessage {
   std::string tool_call_id = {};
 };
 
-enum class ChatTemplate { llama2, llama3, chatml, zephyr, phi3, gemma };
+enum class ChatTemplate { llama2, llama3, chatml, zephyr, phi3, gemma, qwen35, gemma4 };
 
 std::string_view chat_template_name(ChatTemplate t);
-// "llama2", "llama3", "chatml", "zephyr", "phi3", "gemma" (case-insensitive; "llama-2"/"llama-3" too).
+// "llama2", "llama3", "chatml", "zephyr", "phi3", "gemma", "qwen35", "gemma4" (case-insensitive;
+// "llama-2"/"llama-3"/"qwen3.5"/"gemma-4" too).
 Result<ChatTemplate> chat_template_from_name(std::string_view name);
 
 // The family of a model: markers in its tokenizer.chat_template (Jinja source) in this order:
-// "<|im_start|>" chatml, "<|start_header_id|>" llama3, "[INST]" llama2, "<|user|>" with
+// "<function=" with "<parameter=" (Qwen3.5 / Qwen3-Coder XML tool calls) qwen35, "<|turn>"
+// gemma4, "<|im_start|>" chatml, "<|start_header_id|>" llama3, "[INST]" llama2, "<|user|>" with
 // "<|end|>" phi3, "<|user|>" otherwise zephyr, "<start_of_turn>" gemma; without a recognizable
-// template, from general.architecture (qwen/qwen2 chatml, phi3 phi3, gemma/gemma2/gemma3
-// gemma); otherwise chatml, the most common format of small instruction-tuned models.
+// template, from general.architecture (qwen/qwen2/qwen3 chatml, qwen35/qwen35moe qwen35, phi3
+// phi3, gemma/gemma2/gemma3 gemma, gemma4 gemma4); otherwise chatml, the most common format of
+// small instruction-tuned models.
 ChatTemplate detect_chat_template(const format::GgufMetadata& md);
 
 // Renders the conversation. add_generation_prompt appends the header that makes the model
@@ -71,8 +82,11 @@ ChatTemplate detect_chat_template(const format::GgufMetadata& md);
 // turn followed by a blank line; the generation prompt is "<start_of_turn>model\n".
 // Errors: empty list, unknown role; for llama2 also a system message not followed by a user
 // message and an assistant message that does not answer a user message.
+// enable_thinking (chat_template_kwargs) matters to qwen35 and gemma4 only; unset is each
+// template's default (qwen35 thinks, gemma4 does not). qwen35 also fails, as its template does,
+// on a conversation without a user query and on a system message that is not the first.
 Result<std::string> apply_chat_template(ChatTemplate t, std::span<const ChatMessage> messages,
-                                        bool add_generation_prompt);
+                                        bool add_generation_prompt, std::optional<bool> enable_thinking = std::nullopt);
 
 struct ChatFormat {
   ChatTemplate family = ChatTemplate::chatml;    // the built-in renderer (no jinja) and the tool-call syntax
@@ -93,16 +107,20 @@ Result<ChatFormat> choose_chat_format(const format::GgufMetadata& md, const std:
 
 // The prompt of a conversation. Jinja: messages as OpenAI dicts (role, content, tool_calls with
 // function.arguments parsed into an object, tool_call_id), `tools` (null when absent, as
-// transformers passes it), add_generation_prompt, bos_token, eos_token, the server's clock.
+// transformers passes it), add_generation_prompt, bos_token, eos_token, the server's clock, and
+// the request's chat_template_kwargs (`kwargs`, an object or null: extra template variables such
+// as enable_thinking; built-in families read enable_thinking only).
 // Errors: the built-in family's, or the template's (raise_exception's message as it is).
 Result<std::string> render_chat(const ChatFormat& f, std::span<const ChatMessage> messages,
                                 const nlohmann::ordered_json* tools, bool add_generation_prompt,
-                                std::string_view bos_token, std::string_view eos_token);
+                                std::string_view bos_token, std::string_view eos_token,
+                                const nlohmann::json* kwargs = nullptr);
 
 // A chat request's prompt text, rendered with `f` (tools: the body's "tools" list, if any and the
 // template renders them; bos_token/eos_token: the vocabulary's).
 Result<std::string> chat_prompt_text(const ChatFormat& f, const tokenizer::Tokenizer& tok,
-                                     std::span<const ChatMessage> messages, const nlohmann::ordered_json& body);
+                                     std::span<const ChatMessage> messages, const nlohmann::ordered_json& body,
+                                     const nlohmann::json* kwargs = nullptr);
 // Its tokens, with special-token parsing. Built-in families get the tokenizer's BOS; Jinja
 // templates write their own, as transformers tokenizes apply_chat_template's text (no special
 // tokens added).

@@ -34,12 +34,38 @@ size_t partial_tail(std::string_view s, std::string_view marker) {
 
 }  // namespace
 
+ReasoningFormat ReasoningFormat::markers(std::string start, std::string end) {
+  ReasoningFormat f;
+  f.open = start + "\n";
+  f.empty = start + "\n\n" + end + "\n\n";
+  f.close = "\n" + end + "\n\n";
+  f.start = std::move(start);
+  f.end = std::move(end);
+  return f;
+}
+
+ReasoningFormat ReasoningFormat::gemma4() {
+  ReasoningFormat f;
+  f.start = "<|channel>thought";
+  f.end = "<channel|>";
+  f.open = "<|channel>thought\n";
+  f.empty = "<|channel>thought\n<channel|>";
+  f.close = "<channel|>";
+  return f;
+}
+
 std::optional<ReasoningFormat> reasoning_format(const ChatFormat& chat, const format::GgufMetadata& md,
                                                 const ServeConfig& cfg) {
   if (!cfg.reasoning_markers.empty()) {
     const size_t comma = cfg.reasoning_markers.find(',');
-    return ReasoningFormat{cfg.reasoning_markers.substr(0, comma), cfg.reasoning_markers.substr(comma + 1)};
+    return ReasoningFormat::markers(cfg.reasoning_markers.substr(0, comma), cfg.reasoning_markers.substr(comma + 1));
   }
+  // The built-in families that think; a Jinja template of theirs must write its markers (Qwen3-Coder's
+  // XML tool template, read as qwen35, does not think).
+  if (chat.family == ChatTemplate::gemma4 &&
+      (chat.source.empty() || chat.source.find("<|channel>") != std::string::npos))
+    return ReasoningFormat::gemma4();
+  if (chat.family == ChatTemplate::qwen35 && chat.source.empty()) return ReasoningFormat{};
   std::string_view tmpl = chat.source;
   if (tmpl.empty()) {
     const auto* v = md.find("tokenizer.chat_template");
@@ -91,27 +117,67 @@ std::optional<ApiError> parse_reasoning(const json& body, const ServeConfig& cfg
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_template_kwargs(const json& body, const ReasoningFormat* format,
+                                              ReasoningRequest& reasoning, json& out) {
+  out = nullptr;
+  auto it = body.find("chat_template_kwargs");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object", "invalid_type");
+  for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
+    if (it->contains(reserved))
+      return bad(fmt::format("chat_template_kwargs.{}", reserved),
+                 fmt::format("'chat_template_kwargs.{}' is set by the server and cannot be given", reserved),
+                 "unsupported_parameter");
+  if (auto t = it->find("enable_thinking"); t != it->end()) {
+    if (!t->is_boolean())
+      return bad("chat_template_kwargs.enable_thinking", "'chat_template_kwargs.enable_thinking' must be a boolean",
+                 "invalid_type");
+    if (format != nullptr) {
+      const bool on = t->get<bool>();
+      if (!on && reasoning.budget_tokens && *reasoning.budget_tokens > 0)
+        return bad("chat_template_kwargs.enable_thinking",
+                   "'chat_template_kwargs.enable_thinking' false contradicts a positive reasoning budget");
+      if (on && reasoning.budget_tokens && *reasoning.budget_tokens == 0)
+        return bad("chat_template_kwargs.enable_thinking",
+                   "'chat_template_kwargs.enable_thinking' true contradicts a reasoning budget of 0");
+      if (!on) reasoning.budget_tokens = 0;
+    }
+  }
+  out = *it;
+  return std::nullopt;
+}
+
+json effective_template_kwargs(const json& kwargs, const ReasoningFormat* format, const ReasoningRequest& reasoning) {
+  json out = kwargs.is_object() ? kwargs : json::object();
+  if (format != nullptr && !out.contains("enable_thinking") && reasoning.budget_tokens)
+    out["enable_thinking"] = *reasoning.budget_tokens != 0;
+  return out;
+}
+
 bool apply_reasoning(const ReasoningFormat& f, const ReasoningRequest& r, const ServeConfig& cfg,
                      const tokenizer::Tokenizer& tok, std::string& prompt, engine::ReasoningOptions& out) {
   out.enabled = true;
   out.start_marker = f.start;
   out.end_marker = f.end;
   bool open = rtrim(prompt).ends_with(f.start);  // the template opened the span
-  if (r.budget_tokens && *r.budget_tokens == 0) {
+  if (rtrim(prompt).ends_with(f.end)) {
+    // The template wrote the no-think form itself (enable_thinking false): nothing to add.
+    open = false;
+  } else if (r.budget_tokens && *r.budget_tokens == 0) {
     // The no-think form: an empty span, closed in the prompt; a span the model opens anyway is
     // closed at once (budget 0).
-    prompt += open ? "\n\n" + f.end + "\n\n" : f.start + "\n\n" + f.end + "\n\n";
+    prompt += open ? "\n\n" + f.end + "\n\n" : f.empty;
     open = false;
   } else if (!open) {
     // The span is opened in the prompt (what a thinking model writes first anyway), so the
     // budget counts from the first token and a grammar waits for the answer after it.
-    prompt += f.start + "\n";
+    prompt += f.open;
     open = true;
   }
   out.starts_open = open;
   out.budget_tokens = r.budget_tokens.value_or(-1);
   if (r.budget_ms) out.deadline = engine::Clock::now() + std::chrono::milliseconds(*r.budget_ms);
-  std::string close = "\n" + f.end + "\n\n";
+  std::string close = f.close;
   if (!cfg.reasoning_transition.empty()) close += cfg.reasoning_transition + " ";
   out.close_tokens = tok.encode(close, /*add_special=*/false, /*parse_special=*/true);
   return open;

@@ -29,13 +29,23 @@
 
 namespace edgelm::serve {
 
+// A family's reasoning span: its markers and the text the prompt gets to open it, to hold an empty
+// (skipped) span, and the text the engine appends to close it when a budget runs out.
 struct ReasoningFormat {
   std::string start = "<think>", end = "</think>";
+  std::string open = "<think>\n";                 // opens the span at the end of the prompt
+  std::string empty = "<think>\n\n</think>\n\n";  // the no-think form (Qwen3 / Qwen3.5)
+  std::string close = "\n</think>\n\n";           // the engine's closing text
+  // <think>-style markers named START,END (the open/empty/close texts follow the <think> form).
+  static ReasoningFormat markers(std::string start, std::string end);
+  // Gemma 4: "<|channel>thought\n...<channel|>", the empty span "<|channel>thought\n<channel|>".
+  static ReasoningFormat gemma4();
 };
 
-// The model's markers: from the configuration (reasoning_markers "START,END"), else "<think>" and
-// "</think>" when the template it chats with writes "<think>" (the --chat-template file when one
-// overrides the GGUF's, else the GGUF's tokenizer.chat_template); nullopt: the model does not reason.
+// The model's markers: from the configuration (reasoning_markers "START,END"), else by the chat
+// family (qwen35: <think>; gemma4: its thought channel), else "<think>" and "</think>" when the
+// template it chats with writes "<think>" (the --chat-template file when one overrides the
+// GGUF's, else the GGUF's tokenizer.chat_template); nullopt: the model does not reason.
 std::optional<ReasoningFormat> reasoning_format(const ChatFormat& chat, const format::GgufMetadata& md,
                                                 const ServeConfig& cfg);
 
@@ -50,9 +60,23 @@ struct ReasoningRequest {
 std::optional<ApiError> parse_reasoning(const nlohmann::json& body, const ServeConfig& cfg,
                                         const ReasoningFormat* format, ReasoningRequest& out);
 
-// Sets up the engine request of a reasoning model: `prompt` is the rendered chat prompt. Budget 0
-// appends the no-think form (an empty span); otherwise the span is opened in the prompt unless the
-// template opened it. Returns whether the output starts inside the span.
+// chat_template_kwargs of a chat body (an object of extra template variables; null when absent).
+// enable_thinking must be a boolean; false on a reasoning model is a budget of 0 (a positive
+// reasoning_budget with it is a 400), true with a budget of 0 is a 400. Keys the server sets
+// itself (messages, tools, add_generation_prompt, bos_token, eos_token) are a 400.
+std::optional<ApiError> parse_template_kwargs(const nlohmann::json& body, const ReasoningFormat* format,
+                                              ReasoningRequest& reasoning, nlohmann::json& out);
+
+// The kwargs the template renders with: the request's, with enable_thinking derived from the
+// reasoning budget when the request did not set it (0: false; a positive budget: true).
+nlohmann::json effective_template_kwargs(const nlohmann::json& kwargs, const ReasoningFormat* format,
+                                         const ReasoningRequest& reasoning);
+
+// Sets up the engine request of a reasoning model: `prompt` is the rendered chat prompt. A prompt
+// that already ends with a closed span (the template's no-think form, e.g. enable_thinking false)
+// is left as it is; else budget 0 appends the no-think form (an empty span); otherwise the span
+// is opened in the prompt unless the template opened it. Returns whether the output starts inside
+// the span.
 bool apply_reasoning(const ReasoningFormat& f, const ReasoningRequest& r, const ServeConfig& cfg,
                      const tokenizer::Tokenizer& tok, std::string& prompt, engine::ReasoningOptions& out);
 

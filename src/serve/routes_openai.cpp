@@ -147,15 +147,16 @@ std::optional<ApiError> image_part(const json& part, const std::string& p, std::
     return std::nullopt;
   }
   if (!iu.is_object() || !iu.contains("url") || !iu["url"].is_string())
-    return bad_field(p + ".image_url", fmt::format("'{}.image_url' must be {{\"url\": \"data:image/...;base64,...\"}}", p));
+    return bad_field(p + ".image_url",
+                     fmt::format("'{}.image_url' must be {{\"url\": \"data:image/...;base64,...\"}}", p));
   for (const auto& [key, v] : iu.items()) {
     if (key == "url") continue;
     if (key != "detail")
       return bad_field(p + ".image_url." + key, fmt::format("'{}.image_url.{}' is not a field of image_url", p, key),
                        "unknown_parameter");
     if (!v.is_string() || (v != "auto" && v != "low" && v != "high"))
-      return bad_field(p + ".image_url.detail",
-                       fmt::format("'{}.image_url.detail' must be one of auto, low, high", p), "invalid_value");
+      return bad_field(p + ".image_url.detail", fmt::format("'{}.image_url.detail' must be one of auto, low, high", p),
+                       "invalid_value");
   }
   url = iu["url"].get<std::string>();
   return std::nullopt;
@@ -370,11 +371,14 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
       chat ? reasoning_format(*ctx.service().chat_format(), ctx.service().model().model->file().metadata, ctx.config())
            : std::nullopt;
   ReasoningRequest rreq;
+  json template_kwargs;  // chat_template_kwargs (null when absent)
   if (chat) {
     if (auto e = parse_reasoning(*body, ctx.config(), rformat ? &*rformat : nullptr, rreq))
       return ctx.send_error(res, endpoint, *e);
+    if (auto e = parse_template_kwargs(*body, rformat ? &*rformat : nullptr, rreq, template_kwargs))
+      return ctx.send_error(res, endpoint, *e);
   } else {
-    for (const char* f : {"reasoning_budget", "reasoning_budget_ms", "reasoning_effort"})
+    for (const char* f : {"reasoning_budget", "reasoning_budget_ms", "reasoning_effort", "chat_template_kwargs"})
       if (body->contains(f) && !(*body)[f].is_null())
         return ctx.send_error(
             res, endpoint,
@@ -411,6 +415,8 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   // The band's reasoning budget for thinking models, unless the request set its own.
   if (routed.decision && routed.decision->reasoning_budget >= 0 && !rreq.budget_tokens)
     rreq.budget_tokens = routed.decision->reasoning_budget;
+  // What the template renders with: the request's kwargs, enable_thinking following the budget.
+  const json kwargs = chat ? effective_template_kwargs(template_kwargs, rformat ? &*rformat : nullptr, rreq) : json();
 
   const tokenizer::Tokenizer& tok = ctx.service().tokenizer();
   std::vector<EncodedImage> images;
@@ -436,7 +442,8 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
       cq.prompt += "\x1fimage:" + im.sha256;
       cq.context += "\x1fimage:" + im.sha256;
     }
-    Result<std::string> text = chat_prompt_text(*chat_format, tok, messages, obody);
+    if (kwargs.is_object() && !kwargs.empty()) cq.constraint += "kwargs=" + kwargs.dump() + ";";
+    Result<std::string> text = chat_prompt_text(*chat_format, tok, messages, obody, &kwargs);
     if (text.ok() && !images.empty()) text = ctx.images()->expand_markers(*text, images.size());
     if (!text.ok())
       return ctx.send_error(res, endpoint,
@@ -501,7 +508,7 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
     // Thinking models: the text is split into delta.reasoning_content and the answer first; tool
     // calls: the answer goes through the call parser, calls come out as delta.tool_calls.
     auto thoughts = rformat ? std::make_shared<ReasoningStream>(*rformat, starts_open) : nullptr;
-    auto calls = tool_mode ? std::make_shared<ToolCallStream>(syntax) : nullptr;
+    auto calls = tool_mode ? std::make_shared<ToolCallStream>(syntax, tools->tools) : nullptr;
     StreamWriter w;
     auto choice = [chat, first](const std::string& text, const json& tool_calls, const json& finish_reason,
                                 const std::string& reasoning = {}) {
@@ -609,7 +616,7 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
     split.content = gen.text;
   }
   if (chat && tool_mode) {
-    ParsedToolOutput parsed = parse_tool_output(syntax, split.content);
+    ParsedToolOutput parsed = parse_tool_output(syntax, split.content, &tools->tools);
     json msg = {{"role", "assistant"}};
     msg["content"] = parsed.calls.empty() || !parsed.content.empty() ? json(parsed.content) : json(nullptr);
     if (!parsed.calls.empty()) {

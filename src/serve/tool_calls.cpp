@@ -6,6 +6,7 @@
 #include <random>
 
 #include "schema/json_schema_grammar.h"
+#include "serve/tool_syntax_native.h"
 
 namespace edgelm::serve {
 namespace {
@@ -90,7 +91,8 @@ std::optional<ParsedCall> parse_call_object(ToolSyntax syntax, std::string_view 
 
 // Parses the calls at the front of `text` (after any whitespace and separators). `used` is the
 // bytes consumed; stops at the first incomplete call (at_end: that is a failure).
-bool take_complete_calls(ToolSyntax syntax, std::string_view text, std::vector<ParsedCall>& calls, size_t& used) {
+bool take_complete_calls(ToolSyntax syntax, std::string_view text, std::vector<ParsedCall>& calls, size_t& used,
+                         const std::vector<ToolDef>& tools) {
   used = 0;
   for (;;) {
     size_t p = used;
@@ -98,6 +100,20 @@ bool take_complete_calls(ToolSyntax syntax, std::string_view text, std::vector<P
     if (p == text.size()) return true;
     std::string_view body;
     size_t end = 0;
+    if (syntax == ToolSyntax::qwen_xml || syntax == ToolSyntax::gemma4) {
+      const bool qwen = syntax == ToolSyntax::qwen_xml;
+      const std::string_view open = qwen ? native_tools::kQwenOpen : native_tools::kGemmaOpen;
+      if (text.substr(p, open.size()) != open) return open.substr(0, text.size() - p) == text.substr(p);
+      ParsedCall c;
+      size_t n = 0;
+      const native_tools::Scan s = qwen ? native_tools::qwen_scan_call(text.substr(p), tools, c, n)
+                                        : native_tools::gemma4_scan_call(text.substr(p), c, n);
+      if (s == native_tools::Scan::incomplete) return true;
+      if (s == native_tools::Scan::invalid) return false;
+      calls.push_back(std::move(c));
+      used = p + n;
+      continue;
+    }
     if (syntax == ToolSyntax::llama3) {
       if (text[p] != '{') return false;
       end = object_end(text, p);
@@ -118,7 +134,13 @@ bool take_complete_calls(ToolSyntax syntax, std::string_view text, std::vector<P
   }
 }
 
-std::string_view trigger_of(ToolSyntax syntax) { return syntax == ToolSyntax::llama3 ? kLlama3Trigger : kHermesOpen; }
+std::string_view trigger_of(ToolSyntax syntax) {
+  switch (syntax) {
+    case ToolSyntax::llama3: return kLlama3Trigger;
+    case ToolSyntax::gemma4: return native_tools::kGemmaOpen;
+    default: return kHermesOpen;  // hermes, generic, qwen_xml: "<tool_call>"
+  }
+}
 
 json tool_json(const ToolDef& t) {
   json f = {{"name", t.name}};
@@ -153,12 +175,89 @@ std::string llama3_tools_block(const ToolSpec& spec) {
   return s;
 }
 
+// Qwen3.5: tool results as a user turn of <tool_response> blocks, calls after the (trimmed) text,
+// the tools block first in the system message (the system prompt after it).
+std::vector<ChatMessage> lower_qwen_xml(const ToolSpec* tools, std::vector<ChatMessage> messages) {
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      std::string text;
+      for (; i < messages.size() && messages[i].role == "tool"; ++i)
+        text += (text.empty() ? "" : "\n") + std::string("<tool_response>\n") + std::string(trim(messages[i].content)) +
+                "\n</tool_response>";
+      --i;
+      out.push_back(ChatMessage{"user", std::move(text)});
+    } else if (m.role == "assistant" && !m.tool_calls.empty()) {
+      std::string text(trim(m.content));
+      for (size_t c = 0; c < m.tool_calls.size(); ++c)
+        text += (c > 0 ? "\n" : text.empty() ? "" : "\n\n") + native_tools::qwen_render_call(m.tool_calls[c]);
+      out.push_back(ChatMessage{"assistant", std::move(text)});
+    } else {
+      out.push_back(ChatMessage{m.role, std::move(m.content)});
+    }
+  }
+  if (tools == nullptr) return out;
+  std::string block = native_tools::qwen_tools_block(tools->tools);
+  if (!out.empty() && out.front().role == "system") {
+    const std::string_view sys = trim(out.front().content);
+    if (!sys.empty()) block += "\n\n" + std::string(sys);
+    out.front().content = std::move(block);
+  } else {
+    out.insert(out.begin(), ChatMessage{"system", std::move(block)});
+  }
+  return out;
+}
+
+// Gemma 4: an assistant's calls and the results that answer them in one model message (calls,
+// results, then its text), so the turn stays open for the model to go on; tools in the system turn.
+std::vector<ChatMessage> lower_gemma4(const ToolSpec* tools, std::vector<ChatMessage> messages) {
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    ChatMessage& m = messages[i];
+    if ((m.role == "assistant" && !m.tool_calls.empty()) || m.role == "tool") {
+      std::string text;
+      for (const ChatToolCall& c : m.tool_calls) text += native_tools::gemma4_render_call(c);
+      size_t r = m.role == "tool" ? i : i + 1;
+      for (; r < messages.size() && messages[r].role == "tool"; ++r) {
+        std::string name;  // the call it answers, by id, else by position
+        for (const ChatToolCall& c : m.tool_calls)
+          if (!messages[r].tool_call_id.empty() && c.id == messages[r].tool_call_id) name = c.name;
+        const size_t k = r - i - 1;
+        if (name.empty() && m.role == "assistant" && k < m.tool_calls.size()) name = m.tool_calls[k].name;
+        text += native_tools::gemma4_render_response(name, messages[r].content);
+      }
+      if (m.role == "assistant") text += std::string(trim(m.content));
+      out.push_back(ChatMessage{"assistant", std::move(text)});
+      i = r - 1;
+      continue;
+    }
+    out.push_back(ChatMessage{m.role, std::move(m.content)});
+  }
+  if (tools == nullptr) return out;
+  const std::string block = native_tools::gemma4_tools_block(tools->tools);
+  if (!out.empty() && out.front().role == "system") {
+    out.front().content = std::string(trim(out.front().content)) + block;
+  } else {
+    out.insert(out.begin(), ChatMessage{"system", block});
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string render_tool_call(ToolSyntax syntax, const ChatToolCall& call) {
+  if (syntax == ToolSyntax::qwen_xml) return native_tools::qwen_render_call(call);
+  if (syntax == ToolSyntax::gemma4) return native_tools::gemma4_render_call(call);
+  return render_call(syntax, call);
+}
 
 ToolSyntax tool_syntax_for(ChatTemplate t) {
   switch (t) {
     case ChatTemplate::chatml: return ToolSyntax::hermes;
     case ChatTemplate::llama3: return ToolSyntax::llama3;
+    case ChatTemplate::qwen35: return ToolSyntax::qwen_xml;
+    case ChatTemplate::gemma4: return ToolSyntax::gemma4;
     default: return ToolSyntax::generic;
   }
 }
@@ -249,6 +348,8 @@ std::optional<ApiError> parse_tools(const json& body, std::optional<ToolSpec>& o
 
 std::vector<ChatMessage> lower_tool_messages(ToolSyntax syntax, const ToolSpec* tools,
                                              std::vector<ChatMessage> messages) {
+  if (syntax == ToolSyntax::qwen_xml) return lower_qwen_xml(tools, std::move(messages));
+  if (syntax == ToolSyntax::gemma4) return lower_gemma4(tools, std::move(messages));
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < messages.size(); ++i) {
     ChatMessage& m = messages[i];
@@ -295,6 +396,33 @@ std::vector<ChatMessage> lower_tool_messages(ToolSyntax syntax, const ToolSpec* 
   return out;
 }
 
+namespace {
+
+// The calls grammar of qwen_xml and gemma4: each allowed tool's call rule, one or more calls.
+std::optional<ApiError> native_grammar(ToolSyntax syntax, const ToolSpec& spec, schema::GbnfBuilder& b,
+                                       std::string& gbnf, std::string& trigger) {
+  std::string alts;
+  for (size_t i = 0; i < spec.tools.size(); ++i) {
+    const ToolDef& t = spec.tools[i];
+    if (spec.choice == ToolChoice::named && t.name != spec.named) continue;
+    Result<std::string> rule =
+        syntax == ToolSyntax::qwen_xml ? native_tools::qwen_call_rule(b, t) : native_tools::gemma4_call_rule(b, t);
+    const std::string param = fmt::format("tools[{}].function.parameters", i);
+    if (!rule.ok()) return bad(param, fmt::format("'{}': {}", param, rule.error().message), "unsupported_schema");
+    alts += (alts.empty() ? "" : " | ") + *rule;
+  }
+  const std::string call = b.add_rule("tool-call", alts);
+  const bool many = spec.parallel && spec.choice != ToolChoice::named;
+  const std::string sep = syntax == ToolSyntax::qwen_xml ? literal("\n") + " " : "";
+  const std::string calls = b.add_rule(
+      "tool-calls", many ? fmt::format("{} ( {}{} ){{0,{}}}", call, sep, call, kMaxParallelCalls - 1) : call);
+  gbnf = b.gbnf(calls);
+  trigger = spec.choice == ToolChoice::automatic ? std::string(trigger_of(syntax)) : std::string();
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> tool_call_grammar(ToolSyntax syntax, const ToolSpec& spec, std::string& gbnf,
                                           std::string& trigger) {
   // OpenAI strict mode (objects without additionalProperties allow none) for all tools when one
@@ -302,6 +430,8 @@ std::optional<ApiError> tool_call_grammar(ToolSyntax syntax, const ToolSpec& spe
   bool strict = false;
   for (const ToolDef& t : spec.tools) strict = strict || t.strict;
   schema::GbnfBuilder b(schema::Options{!strict});
+  if (syntax == ToolSyntax::qwen_xml || syntax == ToolSyntax::gemma4)
+    return native_grammar(syntax, spec, b, gbnf, trigger);
   const bool llama3 = syntax == ToolSyntax::llama3;
   std::string alts;
   for (size_t i = 0; i < spec.tools.size(); ++i) {
@@ -329,7 +459,8 @@ std::optional<ApiError> tool_call_grammar(ToolSyntax syntax, const ToolSpec& spe
   return std::nullopt;
 }
 
-ParsedToolOutput parse_tool_output(ToolSyntax syntax, std::string_view text) {
+ParsedToolOutput parse_tool_output(ToolSyntax syntax, std::string_view text, const std::vector<ToolDef>* tools) {
+  static const std::vector<ToolDef> kNone;
   ParsedToolOutput out;
   const size_t at = text.find(trigger_of(syntax));
   if (at == std::string_view::npos) {
@@ -339,7 +470,8 @@ ParsedToolOutput parse_tool_output(ToolSyntax syntax, std::string_view text) {
   std::vector<ParsedCall> calls;
   size_t used = 0;
   const std::string_view rest = text.substr(at);
-  if (!take_complete_calls(syntax, rest, calls, used) || calls.empty() || !trim(rest.substr(used)).empty()) {
+  if (!take_complete_calls(syntax, rest, calls, used, tools != nullptr ? *tools : kNone) || calls.empty() ||
+      !trim(rest.substr(used)).empty()) {
     out.content = std::string(text);  // not (only) calls: the text as it is
     return out;
   }
@@ -357,7 +489,7 @@ std::string new_tool_call_id() {
 void ToolCallStream::take_calls(Delta& d, bool at_end) {
   std::vector<ParsedCall> calls;
   size_t used = 0;
-  const bool ok = take_complete_calls(syntax_, buf_, calls, used);
+  const bool ok = take_complete_calls(syntax_, buf_, calls, used, tools_);
   for (ParsedCall& c : calls) {
     d.tool_calls.push_back({{"index", n_calls_++},
                             {"id", new_tool_call_id()},

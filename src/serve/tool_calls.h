@@ -7,10 +7,15 @@
 //   llama3  (Llama 3.1/3.2 JSON)       {"name": "f", "parameters": {...}}   (several: "; " between)
 //   generic (templates without tool syntax: llama2, zephyr, phi3) the hermes syntax, taught by a
 //           system message
+//   qwen_xml (qwen35: Qwen3.5) <tool_call>\n<function=f>\n<parameter=a>\nVALUE\n</parameter>\n</function>\n</tool_call>
+//   gemma4   (Gemma 4)          <|tool_call>call:f{a:<|"|>text<|"|>,n:3}<tool_call|>
+//           (both: tool_syntax_native.h; their arguments are read back with the tools' schemas)
 // Tools go into the prompt as the family's template does (hermes: a "# Tools" block in the
 // system message; llama3: the function list in the first user message; generic: a system
-// message); assistant tool calls are rendered in the same syntax, tool results as the family's
-// tool turn (hermes/generic: a user turn of <tool_response> blocks; llama3: an "ipython" turn).
+// message; qwen_xml: a "# Tools" block before the system prompt; gemma4: <|tool> declarations in
+// the system turn); assistant tool calls are rendered in the same syntax, tool results as the
+// family's tool turn (hermes/generic/qwen_xml: a user turn of <tool_response> blocks; llama3: an
+// "ipython" turn; gemma4: <|tool_response> blocks inside the model turn that made the calls).
 //
 // tool_choice: "none" (the tools are shown, no call is parsed), "auto" (a lazy grammar: the model
 // may answer in text; from the syntax's trigger on, the output must be valid calls), "required"
@@ -30,7 +35,7 @@
 
 namespace edgelm::serve {
 
-enum class ToolSyntax { hermes, llama3, generic };
+enum class ToolSyntax { hermes, llama3, generic, qwen_xml, gemma4 };
 ToolSyntax tool_syntax_for(ChatTemplate t);
 
 struct ToolDef {
@@ -58,6 +63,9 @@ std::optional<ApiError> parse_tools(const nlohmann::ordered_json& body, std::opt
 std::vector<ChatMessage> lower_tool_messages(ToolSyntax syntax, const ToolSpec* tools,
                                              std::vector<ChatMessage> messages);
 
+// One assistant call in the syntax, as lower_tool_messages renders it (arguments: JSON text).
+std::string render_tool_call(ToolSyntax syntax, const ChatToolCall& call);
+
 // The GBNF of one or more (parallel) calls of the tools tool_choice allows, and the trigger of a
 // lazy grammar (tool_choice auto; empty for required/named). Errors: a tool's parameters that
 // do not compile (400 naming tools[i].function.parameters).
@@ -73,8 +81,10 @@ struct ParsedToolOutput {
   std::vector<ParsedCall> calls;
 };
 // A finished output: its calls in the family's syntax and the text before them. Text that only
-// looks like a call but does not parse stays content.
-ParsedToolOutput parse_tool_output(ToolSyntax syntax, std::string_view text);
+// looks like a call but does not parse stays content. `tools`: the request's (qwen_xml reads
+// parameter values with their schemas; without them every value is text).
+ParsedToolOutput parse_tool_output(ToolSyntax syntax, std::string_view text,
+                                   const std::vector<ToolDef>* tools = nullptr);
 
 // A new call id ("call_" + 24 hex digits, unique per process).
 std::string new_tool_call_id();
@@ -84,7 +94,8 @@ std::string new_tool_call_id();
 // complete, text before the first call as content (held back while it may be a trigger's start).
 class ToolCallStream {
  public:
-  explicit ToolCallStream(ToolSyntax syntax) : syntax_(syntax) {}
+  explicit ToolCallStream(ToolSyntax syntax, std::vector<ToolDef> tools = {})
+      : syntax_(syntax), tools_(std::move(tools)) {}
   struct Delta {
     std::string content;
     nlohmann::json tool_calls = nlohmann::json::array();
@@ -96,8 +107,9 @@ class ToolCallStream {
  private:
   void take_calls(Delta& d, bool at_end);
   ToolSyntax syntax_;
-  std::string buf_;        // text not yet sent
-  bool in_calls_ = false;  // the first call started: nothing more is content
+  std::vector<ToolDef> tools_;  // the request's, for reading qwen_xml values
+  std::string buf_;             // text not yet sent
+  bool in_calls_ = false;       // the first call started: nothing more is content
   int32_t n_calls_ = 0;
 };
 
