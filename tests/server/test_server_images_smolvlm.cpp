@@ -8,13 +8,16 @@
 //    with the hand-written layout as text; the same image again hits the encoder cache and the
 //    KV prefix, another image with the same text does not;
 //  - the startup check wants a llama for an idefics3 mmproj; a vocabulary without the image
-//    tokens is a 500 naming the token.
+//    tokens is a 500 naming the token;
+//  - a chat template in the style of SmolVLM's, which reads content as typed parts and drops
+//    string content, gets the user's text and the image (ChatFormat::typed_content).
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "image_server.h"
 #include "model/synthetic.h"
+#include "serve/chat_template.h"
 #include "serve/image_prompt.h"
 #include "tokenizer/tokenizer.h"
 
@@ -211,6 +214,52 @@ TEST_F(ServerImagesSmolVlm, StartupCheckAndVocabulary) {
   const Reply r = post(s, "/v1/chat/completions", chat({image_part(data_url(kRedPng))}));
   EXPECT_EQ(r.status, 500) << r.body;
   EXPECT_NE(r.body.find("<fake_token_around_image>"), std::string::npos) << r.body;
+}
+
+// A chat template as SmolVLM-256M-Instruct's (its structure, written from memory): content is iterated
+// as typed parts; a string content renders as nothing.
+constexpr const char* kSmolVlmTemplate =
+    "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}{% if message['content'][0]['type'] == "
+    "'image' %}{{':'}}{% else %}{{': '}}{% endif %}{% for line in message['content'] %}{% if line['type'] == 'text' "
+    "%}{{line['text']}}{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n{% "
+    "endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}";
+
+TEST(ChatTemplateTypedContent, SmolVlmsTemplateGetsTheTextAsAPart) {
+  format::GgufMetadata md;
+  md.set("tokenizer.chat_template", format::GgufValue::from_string(kSmolVlmTemplate));
+  auto f = serve::choose_chat_format(md, "");
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_TRUE(f->typed_content);
+  const std::vector<serve::ChatMessage> msgs{{"user", "Hi" + std::string(serve::kImageMarker)}};
+  auto text = serve::render_chat(*f, msgs, nullptr, true, "", "");
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  EXPECT_EQ(*text, "<|im_start|>User: Hi<__media__><end_of_utterance>\nAssistant:");
+  // A template that prints string content stays as it was.
+  format::GgufMetadata plain;
+  plain.set("tokenizer.chat_template",
+            format::GgufValue::from_string("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] "
+                                           "}}<|im_end|>\n{% endfor %}"));
+  auto g = serve::choose_chat_format(plain, "");
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_FALSE(g->typed_content);
+}
+
+TEST_F(ServerImagesSmolVlm, ItsChatTemplateCarriesTextAndImage) {
+  auto file = format::open_model_file(model_);
+  ASSERT_TRUE(file.ok());
+  file->metadata.set("tokenizer.chat_template", format::GgufValue::from_string(kSmolVlmTemplate));
+  const std::string path = dir_->file("smolvlm-template.gguf");
+  ASSERT_TRUE(format::write_gguf(path, *file).ok());
+  ImageServer s(path, mmproj_, 3, 1000, "off", "smolvlm");
+  const Reply a = post(s, "/v1/chat/completions", chat({image_part(data_url(kWidePng))}));
+  ASSERT_EQ(a.status, 200) << a.body;
+  const Reply t = post(s, "/v1/chat/completions", chat_text(layout(1, 2)));
+  ASSERT_EQ(t.status, 200) << t.body;
+  EXPECT_EQ(a.js()["usage"]["prompt_tokens"], t.js()["usage"]["prompt_tokens"]);
+  const Reply empty = post(s, "/v1/chat/completions", chat_text(""));
+  ASSERT_EQ(empty.status, 200) << empty.body;
+  EXPECT_GT(t.js()["usage"]["prompt_tokens"].get<int>(), empty.js()["usage"]["prompt_tokens"].get<int>() + 20)
+      << "the layout's tokens are in the prompt";
 }
 
 }  // namespace
