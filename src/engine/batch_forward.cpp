@@ -229,7 +229,7 @@ void plan_step(Step& st) {
     }
   }
   seq_tok[n_seqs] = t;
-  // Embedding spans: each covered token's row and its attention end (the span's end).
+  // Embedding spans: each covered token's row and its attention end (a bidirectional span's end).
   const int32_t* tok_end = nullptr;
   if (!st.batch.spans.empty()) {
     int32_t* end = grow(s.tok_end, st.n);
@@ -243,7 +243,7 @@ void plan_step(Step& st) {
       const int32_t lo = std::max(q.pos0, b.span.pos0), hi = std::min(q.pos0 + q.n_tokens, b.span.end());
       for (int32_t pos = lo; pos < hi; ++pos) {
         const int64_t u = seq_tok[b.seq] + (pos - q.pos0);
-        end[u] = b.span.end();
+        end[u] = model::embd_span_attention_end(&b.span, pos);
         embd[u] = b.span.embd + static_cast<int64_t>(pos - b.span.pos0) * st.E;
       }
     }

@@ -412,7 +412,7 @@ const std::vector<TokenEvent>& Engine::step() {
     for (const PromptImage& im : s.req.images)  // the images this slice computes (whole, by the scheduler)
       if (im.pos0 < s.kv.n_tokens + n_own && im.pos0 + im.n_tokens > s.kv.n_tokens)
         batch_.spans.push_back({static_cast<int32_t>(batch_.seqs.size() - 1),
-                                model::EmbdSpan{im.pos0, im.n_tokens, im.embd->data()}});
+                                model::EmbdSpan{im.pos0, im.n_tokens, im.embd->data(), im.causal}});
     n_logits += rows;
   }
   const auto n_vocab = static_cast<size_t>(model_.config().n_vocab);

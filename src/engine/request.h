@@ -57,8 +57,8 @@ struct TokenEvent {
 
 // An image inside the prompt: the prompt holds placeholder tokens at positions [pos0, pos0 +
 // n_tokens) (Gemma 3: <image_soft_token>), whose inputs are the rows of embd instead of the
-// token embeddings, unscaled; they attend bidirectionally among themselves and are computed in
-// one step (model/embd_span.h).
+// token embeddings, unscaled; they attend bidirectionally among themselves (unless causal) and
+// are computed in one step (model/embd_span.h).
 struct PromptImage {
   int32_t pos0 = 0;
   int32_t n_tokens = 0;
@@ -66,6 +66,8 @@ struct PromptImage {
   // Names the content for prefix-cache reuse (kv/prefix_hash.h): the image bytes' SHA-256
   // (first 8 bytes); 0: the engine hashes the embedding rows.
   uint64_t hash = 0;
+  // Attend causally like text (SmolVLM's tiles), not bidirectionally within the span (Gemma 3).
+  bool causal = false;
 };
 
 struct Request {

@@ -58,15 +58,15 @@ void Model::attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0,
     std::copy(&v[t * KV], &v[t * KV] + KV, cache.v(kl, pos));
   }
   // Causal attention: token t (position pos0 + t) attends to positions [lo, pos0 + t]: from 0,
-  // or in a local layer the last `window` of them; a token of an embedding span up to the
-  // span's last position (embd_span.h).
+  // or in a local layer the last `window` of them; a token of a bidirectional embedding span up
+  // to the span's last position (embd_span.h).
   const int32_t window = c.layer_window(l);
   const float att_scale = attn_scale();
   for (int64_t t = 0; t < n; ++t) {
     const auto pos = static_cast<int32_t>(pos0 + t);
     const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
     const EmbdSpan* span = embd_span_at(spans, pos);
-    const int32_t hi = span != nullptr ? span->end() : pos + 1;  // exclusive
+    const int32_t hi = embd_span_attention_end(span, pos);  // exclusive
     for (int32_t h = 0; h < c.n_head; ++h) {
       const int64_t kv_off = static_cast<int64_t>(h / c.n_gqa()) * D;
       attention_head(&q[t * Q + h * D], cache.k(kl, lo) + kv_off, cache.v(kl, lo) + kv_off, KV, hi - lo, D,

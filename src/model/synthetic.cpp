@@ -155,13 +155,18 @@ Result<format::ModelFile> make_synthetic_bert(const SyntheticSpec& s) {
   return file;
 }
 
-// Pads tokenizer.ggml.tokens (and its parallel scores / token_type arrays) with reserved
-// control tokens "<|reserved_N|>" up to n tokens.
-Status pad_vocab(format::GgufMetadata& md, int64_t n) {
+// Pads tokenizer.ggml.tokens (and its parallel scores / token_type arrays) with control tokens up
+// to n: the texts of `first`, then reserved "<|reserved_N|>" ones.
+Status pad_vocab(format::GgufMetadata& md, int64_t n, const std::vector<std::string>& first) {
   EDGELM_TRY(const auto* tokens, md.get_array("tokenizer.ggml.tokens"));
   format::GgufValue::Array tok = *tokens;
   const auto n0 = static_cast<int64_t>(tok.size());
-  for (int64_t i = n0; i < n; ++i) tok.push_back(GgufValue::from_string(fmt::format("<|reserved_{}|>", i - n0)));
+  if (n - n0 < static_cast<int64_t>(first.size()))
+    return make_error("the vocabulary of {} tokens padded to {} has no room for the {} added tokens", n0, n,
+                      first.size());
+  for (const std::string& t : first) tok.push_back(GgufValue::from_string(t));
+  for (int64_t i = static_cast<int64_t>(tok.size()); i < n; ++i)
+    tok.push_back(GgufValue::from_string(fmt::format("<|reserved_{}|>", i - n0)));
   md.set("tokenizer.ggml.tokens", GgufValue::from_array(format::GgufType::string, std::move(tok)));
   if (md.contains("tokenizer.ggml.scores")) {
     EDGELM_TRY(const auto* scores, md.get_array("tokenizer.ggml.scores"));
@@ -327,6 +332,10 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
       // Llama-3.2-1B: 128k context from 8k by the llama3 rope_freqs factors (32x, low 1, high 4).
       {"llama3.2-1b", "llama", 2048, 16, 8192, 32, 8, 128256, 131072, 0, 0, 500000.0f, true, 32.0f},
       {"smollm2-360m", "llama", 960, 32, 2560, 15, 5, 49152, 8192, 0, 0, 100000.0f, true},
+      // SmolVLM-256M's text model (SmolLM2-135M's shape, tied): 49152 tokens + 128 added ones
+      // (the image tokens of smolvlm_image_tokens() among them); its encoder is the mmproj shape
+      // of the same name (vision/synthetic_mmproj.h).
+      {"smolvlm-256m", "llama", 576, 30, 1536, 9, 3, 49280, 8192, 0, 0, 100000.0f, true},
       // Gemma-3-1B: head_dim 256 (Q 1024 wide with n_embd 1152), 1 KV head, Q/K norms, 5 local
       // layers (window 512, RoPE base 1e4) to 1 global (base 1e6, no scaling), tied, 262144 vocabulary.
       {"gemma3-1b", "gemma3", 1152, 26, 6912, 4, 1, 262144, 32768, 0, 256, 1000000.0f, true, 0.0f, 512},
@@ -348,6 +357,17 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
       {"bert-bge-base", "bert", 768, 12, 3072, 12, 12, 30522, 512, 2},
   };
   return shapes;
+}
+
+const std::vector<std::string>& smolvlm_image_tokens() {
+  static const std::vector<std::string> tokens = [] {
+    std::vector<std::string> t{"<fake_token_around_image>", "<image>", "<global-img>"};
+    for (int r = 1; r <= 6; ++r)
+      for (int c = 1; c <= 6; ++c) t.push_back(fmt::format("<row_{}_col_{}>", r, c));
+    t.push_back("<end_of_utterance>");
+    return t;
+  }();
+  return tokens;
 }
 
 Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
@@ -376,6 +396,8 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
       spec.ssm_head_dim = s.ssm_head_dim;
     }
     spec.pad_vocab = true;
+    spec.pad_tokens.clear();
+    if (s.name == "smolvlm-256m") spec.pad_tokens = smolvlm_image_tokens();
     return ok_status();
   }
   std::string names;
@@ -404,7 +426,7 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
     for (const auto& [key, value] : vocab_md.entries())
       if (key.rfind("tokenizer.", 0) == 0) file.metadata.set(key, value);
     if (s.pad_vocab && n_vocab > n_tok) {
-      EDGELM_TRY_STATUS(pad_vocab(file.metadata, n_vocab));
+      EDGELM_TRY_STATUS(pad_vocab(file.metadata, n_vocab, s.pad_tokens));
     } else {
       n_vocab = n_tok;
     }

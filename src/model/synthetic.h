@@ -54,6 +54,9 @@ struct SyntheticSpec {
   // With vocab_from: pad the embedded vocabulary with reserved control tokens up to n_vocab when
   // it is smaller (real models' embedding tables are often larger than their tokenizer's core).
   bool pad_vocab = false;
+  // With pad_vocab: the texts of the first padding tokens (control tokens, before the
+  // "<|reserved_N|>" ones), e.g. a vision model's image markers (smolvlm_image_tokens()).
+  std::vector<std::string> pad_tokens;
   DType weight_type = DType::f32;  // F32, F16 or BF16 for 2-D weights; norms and biases stay F32
   uint64_t seed = 1;
   std::string vocab_from;  // GGUF or llama2.c tokenizer.bin whose vocabulary is embedded (optional)
@@ -82,6 +85,11 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
 void add_normal_tensor(format::ModelFile& file, std::mt19937_64& rng, const std::string& name,
                        std::array<int64_t, 4> ne, int n_dims, DType type, float scale, float mean = 0.0f);
 
+// SmolVLM's (Idefics3's) image tokens, as its tokenizer adds them: "<fake_token_around_image>",
+// "<image>", "<global-img>", "<row_R_col_C>" for R, C in 1..6 (row-major), "<end_of_utterance>".
+// The smolvlm-256m shape pads a --vocab with them.
+const std::vector<std::string>& smolvlm_image_tokens();
+
 // Named shapes of real models ("tinyllama-1.1b", "qwen2-0.5b", "qwen3-0.6b", ...).
 struct SyntheticShape {
   std::string_view name;
@@ -99,7 +107,8 @@ struct SyntheticShape {
 };
 const std::vector<SyntheticShape>& synthetic_shapes();
 // Sets the sizes (and arch) of `spec` from a named shape; error lists the known names. The
-// vocabulary: with vocab_from, padded to the shape's size (pad_vocab).
+// vocabulary: with vocab_from, padded to the shape's size (pad_vocab), smolvlm-256m's padding
+// starting with smolvlm_image_tokens().
 Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name);
 
 }  // namespace edgelm::model

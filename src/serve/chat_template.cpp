@@ -283,6 +283,25 @@ Result<std::shared_ptr<const jinja::Template>> parse_jinja(std::string_view sour
   return std::make_shared<const jinja::Template>(std::move(*t));
 }
 
+// Whether f's Jinja template shows a user message only when its content is a list of typed parts
+// (llama.cpp's chat-template capabilities probe the same way): a probe text rendered as a string
+// goes missing, as one text part it appears.
+bool needs_typed_content(const ChatFormat& f) {
+  constexpr std::string_view kProbe = "edgelm-content-probe";
+  auto shows = [&](const jinja::json& content) {
+    const jinja::json ctx = {{"messages", jinja::json::array({{{"role", "user"}, {"content", content}}})},
+                             {"tools", nullptr},
+                             {"documents", nullptr},
+                             {"add_generation_prompt", true},
+                             {"bos_token", ""},
+                             {"eos_token", ""}};
+    const jinja::RenderResult r = f.jinja->render(ctx);
+    return r.ok() && r.text.find(kProbe) != std::string::npos;
+  };
+  if (shows(std::string(kProbe))) return false;
+  return shows(jinja::json::array({{{"type", "text"}, {"text", std::string(kProbe)}}}));
+}
+
 }  // namespace
 
 Result<ChatFormat> choose_chat_format(const format::GgufMetadata& md, const std::string& override_spec) {
@@ -316,6 +335,7 @@ Result<ChatFormat> choose_chat_format(const format::GgufMetadata& md, const std:
   EDGELM_TRY(f.jinja, parse_jinja(source, f.origin));
   f.family = chat_template_from_markers(source, detect_chat_template(md));
   f.native_tools = f.jinja->mentions("tools");
+  f.typed_content = needs_typed_content(f);
   f.source = std::move(source);
   return f;
 }
@@ -332,6 +352,7 @@ Result<std::string> render_chat(const ChatFormat& f, std::span<const ChatMessage
   jinja::json msgs = jinja::json::array();
   for (const ChatMessage& m : messages) {
     jinja::json d = {{"role", m.role}, {"content", m.content}};
+    if (f.typed_content) d["content"] = jinja::json::array({{{"type", "text"}, {"text", m.content}}});
     if (!m.tool_calls.empty()) {
       jinja::json calls = jinja::json::array();
       for (const ChatToolCall& c : m.tool_calls) {

@@ -94,6 +94,10 @@ struct ChatFormat {
   std::string source;                            // that template's Jinja text; empty: built-in
   std::string origin;                            // "tokenizer.chat_template", "file PATH", "built-in NAME"
   bool native_tools = false;                     // the Jinja template renders `tools` itself (no lower_tool_messages)
+  // The Jinja template reads each message's content as a list of typed parts ({"type": "text",
+  // "text": ...}), as SmolVLM's does (it drops string content): render_chat passes the content
+  // as one text part (image markers stay inside its text). Found at load by rendering a probe.
+  bool typed_content = false;
 };
 
 // The family whose markers the Jinja source shows (as detect_chat_template), else `fallback`.

@@ -6,14 +6,21 @@
 #include "core/timer.h"
 #include "media/decode.h"
 #include "media/preprocess.h"
+#include "serve/image_prompt.h"
 #include "serve/sha256.h"
 
 namespace edgelm::serve {
 namespace {
 
-constexpr std::string_view kStartOfImage = "<start_of_image>";
-constexpr std::string_view kEndOfImage = "<end_of_image>";
-constexpr std::string_view kSoftToken = "<image_soft_token>";
+// SmolVLM's Idefics3ImageProcessor: size.longest_edge = 4 x max_image_size.longest_edge (the tile).
+constexpr int kIdefics3DefaultEdgeTiles = 4;
+
+// The prefix-KV key of frame f of an image whose key is h: distinct per frame, never 0 (0 asks
+// the engine to hash the rows).
+uint64_t frame_hash(uint64_t h, size_t f) {
+  const uint64_t k = h ^ (0x9E3779B97F4A7C15ULL * (static_cast<uint64_t>(f) + 1));
+  return k != 0 ? k : 1;
+}
 
 int base64_value(unsigned char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -58,11 +65,24 @@ Result<std::unique_ptr<ImageInput>> ImageInput::open(const ImageInputOptions& op
   return std::unique_ptr<ImageInput>(new ImageInput(opts, std::move(enc).value()));
 }
 
+int ImageInput::longest_edge() const {
+  const vision::VisionConfig& v = encoder_->config();
+  if (v.projector != vision::ProjectorType::idefics3) return 0;
+  return v.preproc_image_size > 0 ? v.preproc_image_size : kIdefics3DefaultEdgeTiles * v.image_size;
+}
+
+int ImageInput::max_grid() const {
+  const int tile = encoder_->config().image_size;
+  return longest_edge() == 0 ? 0 : (longest_edge() + tile - 1) / tile;
+}
+
 Status ImageInput::check_model(const model::ModelConfig& c) const {
   const vision::VisionConfig& v = encoder_->config();
-  if (c.arch->name != "gemma3")
-    return make_error("--mmproj: the model's architecture '{}' takes no images (a {} projector feeds gemma3)",
-                      c.arch->name, vision::projector_name(v.projector));
+  // The text architecture each projector feeds: Gemma 3's own, SmolVLM's SmolLM2 (llama).
+  const std::string_view text_arch = v.projector == vision::ProjectorType::idefics3 ? "llama" : "gemma3";
+  if (c.arch->name != text_arch)
+    return make_error("--mmproj: the model's architecture '{}' takes no images (a {} projector feeds {})", c.arch->name,
+                      vision::projector_name(v.projector), text_arch);
   if (v.projection_dim != c.n_embd)
     return make_error("--mmproj '{}' projects to {} values per token but the model's n_embd is {}: not its encoder",
                       opts_.mmproj_path, v.projection_dim, c.n_embd);
@@ -70,13 +90,35 @@ Status ImageInput::check_model(const model::ModelConfig& c) const {
 }
 
 Status ImageInput::check_vocab(const tokenizer::Vocab& vocab) const {
-  for (const std::string_view t : {kStartOfImage, kEndOfImage, kSoftToken})
+  const vision::ProjectorType p = encoder_->config().projector;
+  for (const std::string& t : image_prompt_tokens(p, max_grid()))
     if (!vocab.find(t))
-      return make_error("the model's vocabulary has no '{}' token, which Gemma 3 image input needs", t);
+      return make_error("the model's vocabulary has no '{}' token, which {} image input needs", t,
+                        vision::projector_name(p));
   return ok_status();
 }
 
-std::shared_ptr<const std::vector<float>> ImageInput::cache_get(const std::string& key) {
+media::TiledTensors ImageInput::preprocess(const media::Image& image) const {
+  const vision::VisionConfig& v = encoder_->config();
+  media::NormalizeParams norm;
+  norm.mean = v.image_mean;
+  norm.std = v.image_std;
+  if (v.projector == vision::ProjectorType::idefics3) {
+    media::Idefics3Params params;
+    params.longest_edge = longest_edge();
+    params.tile_size = v.image_size;
+    params.norm = norm;
+    return media::preprocess_idefics3(image, params);
+  }
+  media::Gemma3Params params;
+  params.image_size = v.image_size;
+  params.norm = norm;
+  media::TiledTensors out;
+  out.frames.push_back(media::preprocess_gemma3(image, params));
+  return out;
+}
+
+std::shared_ptr<const ImageEmbeddings> ImageInput::cache_get(const std::string& key) {
   std::lock_guard lock(cache_mutex_);
   auto it = index_.find(key);
   if (it == index_.end()) return nullptr;
@@ -84,7 +126,7 @@ std::shared_ptr<const std::vector<float>> ImageInput::cache_get(const std::strin
   return it->second->second;
 }
 
-void ImageInput::cache_put(const std::string& key, std::shared_ptr<const std::vector<float>> embd) {
+void ImageInput::cache_put(const std::string& key, std::shared_ptr<const ImageEmbeddings> embd) {
   if (opts_.cache_entries == 0) return;
   std::lock_guard lock(cache_mutex_);
   if (index_.count(key) != 0) return;
@@ -128,20 +170,24 @@ Result<EncodedImage> ImageInput::encode_url(std::string_view url) {
   auto image = media::decode_image(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()), limits);
   if (!image.ok()) return make_error("the image cannot be decoded: {}", image.error().message);
-  const vision::VisionConfig& v = encoder_->config();
-  media::Gemma3Params params;
-  params.image_size = v.image_size;
-  params.norm.mean = v.image_mean;
-  params.norm.std = v.image_std;
-  const media::ImageTensor chw = media::preprocess_gemma3(*image, params);
+  const media::TiledTensors tensors = preprocess(*image);
   out.decode_s = watch.seconds();
-  auto embd = std::make_shared<std::vector<float>>(static_cast<size_t>(encoder_->n_output_tokens()) *
-                                                   static_cast<size_t>(encoder_->n_embd_out()));
+  auto embd = std::make_shared<ImageEmbeddings>();
+  embd->rows = tensors.rows;
+  embd->cols = tensors.cols;
+  const auto n_out = static_cast<size_t>(encoder_->n_output_tokens()) * static_cast<size_t>(encoder_->n_embd_out());
   {
     std::lock_guard lock(encode_mutex_);
     Stopwatch enc_watch;
-    const Status st = encoder_->encode(chw.chw.data(), *embd, pool_, scratch_);
-    if (!st.ok()) return make_error("the image cannot be encoded: {}", st.error().message);
+    for (const media::ImageTensor& chw : tensors.frames) {
+      if (chw.width != encoder_->config().image_size || chw.height != encoder_->config().image_size)
+        return make_error("the image's frame is {}x{}, not the encoder's {} px square", chw.width, chw.height,
+                          encoder_->config().image_size);
+      auto frame = std::make_shared<std::vector<float>>(n_out);
+      const Status st = encoder_->encode(chw.chw.data(), *frame, pool_, scratch_);
+      if (!st.ok()) return make_error("the image cannot be encoded: {}", st.error().message);
+      embd->frames.push_back(std::move(frame));
+    }
     out.encode_s = enc_watch.seconds();
   }
   out.embd = embd;
@@ -149,28 +195,25 @@ Result<EncodedImage> ImageInput::encode_url(std::string_view url) {
   return out;
 }
 
-Result<std::string> ImageInput::expand_markers(const std::string& text, size_t n_images) const {
-  std::string form = "\n\n";
-  form += kStartOfImage;
-  for (int i = 0; i < encoder_->n_output_tokens(); ++i) form += kSoftToken;
-  form += kEndOfImage;
-  form += "\n\n";
+Result<std::string> ImageInput::expand_markers(const std::string& text, const std::vector<EncodedImage>& images) const {
+  const vision::ProjectorType p = encoder_->config().projector;
   std::string out;
   size_t n = 0, pos = 0;
   for (;;) {
     const size_t at = text.find(kImageMarker, pos);
     if (at == std::string::npos) break;
     out.append(text, pos, at - pos);
-    out += form;
+    if (n < images.size())
+      out += image_prompt_text(p, encoder_->n_output_tokens(), images[n].embd->rows, images[n].embd->cols);
     pos = at + kImageMarker.size();
     ++n;
   }
   out.append(text, pos);
-  if (n != n_images)
+  if (n != images.size())
     return make_error(
         "the rendered prompt holds {} image markers for {} images (the chat template dropped an image, or a text "
         "part contains '{}')",
-        n, n_images, kImageMarker);
+        n, images.size(), kImageMarker);
   return out;
 }
 
@@ -178,8 +221,14 @@ Result<std::vector<engine::PromptImage>> ImageInput::locate(const std::vector<in
                                                             const tokenizer::Vocab& vocab,
                                                             const std::vector<EncodedImage>& images) const {
   EDGELM_TRY_STATUS(check_vocab(vocab));
-  const int32_t soft = *vocab.find(kSoftToken);
+  const vision::ProjectorType p = encoder_->config().projector;
+  const std::string_view soft_text = image_soft_token(p);
+  const int32_t soft = *vocab.find(soft_text);
   const int32_t n_per = encoder_->n_output_tokens();
+  // Every image's frames, in prompt order: (image, frame).
+  std::vector<std::pair<size_t, size_t>> frames;
+  for (size_t i = 0; i < images.size(); ++i)
+    for (size_t f = 0; f < images[i].embd->frames.size(); ++f) frames.emplace_back(i, f);
   std::vector<engine::PromptImage> out;
   for (size_t i = 0; i < prompt.size();) {
     if (prompt[i] != soft) {
@@ -188,21 +237,24 @@ Result<std::vector<engine::PromptImage>> ImageInput::locate(const std::vector<in
     }
     size_t j = i;
     while (j < prompt.size() && prompt[j] == soft) ++j;
-    if (static_cast<int64_t>(j - i) != n_per || out.size() >= images.size())
+    if (static_cast<int64_t>(j - i) != n_per || out.size() >= frames.size())
       return make_error(
-          "the prompt holds a run of {} '{}' tokens where each of the {} images needs {} (the text may contain the "
-          "token itself)",
-          j - i, kSoftToken, images.size(), n_per);
+          "the prompt holds a run of {} '{}' tokens where each of the {} image frames needs {} (the text may contain "
+          "the token itself)",
+          j - i, soft_text, frames.size(), n_per);
+    const auto [img, f] = frames[out.size()];
     engine::PromptImage im;
     im.pos0 = static_cast<int32_t>(i);
     im.n_tokens = n_per;
-    im.embd = images[out.size()].embd;
-    im.hash = images[out.size()].hash;
+    im.embd = images[img].embd->frames[f];
+    im.hash = frame_hash(images[img].hash, f);
+    im.causal = image_prompt_causal(p);
     out.push_back(std::move(im));
     i = j;
   }
-  if (out.size() != images.size())
-    return make_error("the prompt holds {} images' tokens for {} images", out.size(), images.size());
+  if (out.size() != frames.size())
+    return make_error("the prompt holds {} image frames' tokens for {} frames of {} images", out.size(), frames.size(),
+                      images.size());
   return out;
 }
 

@@ -2,12 +2,14 @@
 //
 // Job: an OpenAI image_url content part's data URL -> bytes (base64) -> an upright RGB image
 // (media/decode.h, capped by --image-max-pixels before any pixel buffer exists) -> the
-// encoder's processor (Gemma 3: square PIL-bilinear resize to clip.vision.image_size, the
-// file's mean/std; media/preprocess.h) -> VisionEncoder (vision/vit.h) -> the text model's soft
-// tokens [n_output_tokens, n_embd]; and the prompt form of an image, as the Hugging Face Gemma 3
-// processor writes it: "\n\n<start_of_image>" + n_output_tokens x "<image_soft_token>" +
-// "<end_of_image>\n\n" (ik_llama.cpp's mtmd brackets the embeddings with the same two markers;
-// the soft-token id only holds the positions, its row is never read).
+// encoder's processor (media/preprocess.h, the file's sizes, mean and std) -> VisionEncoder
+// (vision/vit.h), once per frame -> the text model's soft tokens; and the prompt form of the
+// image (image_prompt.h). Per projector:
+//  - gemma3: a square PIL-bilinear resize to clip.vision.image_size; one frame;
+//  - idefics3 (SmolVLM): Idefics3ImageProcessor with splitting (longest edge
+//    clip.vision.preproc_image_size, default 4 x image_size; tiles of image_size, lanczos): rows x
+//    cols tiles (row-major) then the global view, or the image alone when it fits one tile; one
+//    encode per frame, one causal span of n_output_tokens per frame in the prompt.
 //
 // Invariants:
 //  - Encodes are cached by the SHA-256 of the image bytes (an LRU of --image-cache entries; 0:
@@ -32,6 +34,7 @@
 #include "core/result.h"
 #include "core/thread_pool.h"
 #include "engine/request.h"
+#include "media/preprocess.h"
 #include "model/arch.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/vit.h"
@@ -46,13 +49,21 @@ struct ImageInputOptions {
   int threads = 1;                  // the encoder's pool
 };
 
+// The soft tokens of one image: one frame (gemma3, or an idefics3 image that fits one tile) or
+// rows x cols tiles then the global view (idefics3).
+struct ImageEmbeddings {
+  int rows = 0;  // 0 x 0: not split
+  int cols = 0;
+  std::vector<std::shared_ptr<const std::vector<float>>> frames;  // each [n_tokens_per_frame, n_embd]
+};
+
 // One image of a request, encoded.
 struct EncodedImage {
-  std::string sha256;                              // hex of the image bytes' digest
-  uint64_t hash = 0;                               // its first 8 bytes: the prefix-KV key (engine::PromptImage::hash)
-  std::shared_ptr<const std::vector<float>> embd;  // [n_tokens, n_embd]
-  bool cached = false;                             // from the encoder cache
-  double decode_s = 0, encode_s = 0;               // 0 when cached
+  std::string sha256;  // hex of the image bytes' digest
+  uint64_t hash = 0;   // its first 8 bytes: the prefix-KV key (engine::PromptImage::hash, mixed per frame)
+  std::shared_ptr<const ImageEmbeddings> embd;
+  bool cached = false;                // from the encoder cache
+  double decode_s = 0, encode_s = 0;  // 0 when cached
 };
 
 // Where a rendered chat prompt puts each image before tokenization.
@@ -66,7 +77,8 @@ class ImageInput {
   static Result<std::unique_ptr<ImageInput>> open(const ImageInputOptions& opts);
 
   // The startup check against the text model: its architecture takes images of this projector
-  // (gemma3 text with a gemma3 mmproj) and the projection is as wide as its n_embd.
+  // (gemma3 text with a gemma3 mmproj, llama text with an idefics3 one) and the projection is as
+  // wide as its n_embd.
   Status check_model(const model::ModelConfig& c) const;
 
   // data:image/...;base64,... -> the soft tokens. Errors (messages for a 400): another URL
@@ -74,25 +86,31 @@ class ImageInput {
   // error (media/decode.h's message), an encoder error.
   Result<EncodedImage> encode_url(std::string_view url);
 
-  // The rendered prompt text with every kImageMarker replaced by the image's prompt form;
-  // errors when the count of markers is not n_images.
-  Result<std::string> expand_markers(const std::string& text, size_t n_images) const;
-  // The images' spans in the tokenized prompt: each run of <image_soft_token> ids, in order,
-  // must be one image of n_output_tokens. Errors: a marker token missing from the vocabulary
-  // (named), runs that do not match the images.
+  // The rendered prompt text with the i-th kImageMarker replaced by images[i]'s prompt form
+  // (image_prompt.h); errors when the count of markers is not images.size().
+  Result<std::string> expand_markers(const std::string& text, const std::vector<EncodedImage>& images) const;
+  // The images' spans in the tokenized prompt: each run of soft-token ids, in order, must be one
+  // frame of n_output_tokens (every image's frames in order). Errors: a marker token missing
+  // from the vocabulary (named), runs that do not match the frames.
   Result<std::vector<engine::PromptImage>> locate(const std::vector<int32_t>& prompt, const tokenizer::Vocab& vocab,
                                                   const std::vector<EncodedImage>& images) const;
-  // The three marker tokens are in the vocabulary; else an error naming the missing one.
+  // The projector's marker tokens (image_prompt_tokens, every tile token an image can need) are
+  // in the vocabulary; else an error naming the missing one.
   Status check_vocab(const tokenizer::Vocab& vocab) const;
 
   const ImageInputOptions& options() const { return opts_; }
   const vision::VisionConfig& config() const { return encoder_->config(); }
-  int n_tokens_per_image() const { return encoder_->n_output_tokens(); }
+  int n_tokens_per_frame() const { return encoder_->n_output_tokens(); }
+  // idefics3: the processor's longest edge and the most tiles per side it can cut (0 for gemma3).
+  int longest_edge() const;
+  int max_grid() const;
 
  private:
   explicit ImageInput(ImageInputOptions opts, std::unique_ptr<vision::VisionEncoder> enc);
-  std::shared_ptr<const std::vector<float>> cache_get(const std::string& key);
-  void cache_put(const std::string& key, std::shared_ptr<const std::vector<float>> embd);
+  std::shared_ptr<const ImageEmbeddings> cache_get(const std::string& key);
+  void cache_put(const std::string& key, std::shared_ptr<const ImageEmbeddings> embd);
+  // The decoded image -> its frames' tensors [3, image_size, image_size] each, and the grid.
+  media::TiledTensors preprocess(const media::Image& image) const;
 
   ImageInputOptions opts_;
   std::unique_ptr<vision::VisionEncoder> encoder_;
@@ -100,7 +118,7 @@ class ImageInput {
   std::mutex encode_mutex_;  // one encode at a time (scratch_ and pool_)
   vision::VisionScratch scratch_;
   std::mutex cache_mutex_;
-  std::list<std::pair<std::string, std::shared_ptr<const std::vector<float>>>> lru_;  // most recent first
+  std::list<std::pair<std::string, std::shared_ptr<const ImageEmbeddings>>> lru_;  // most recent first
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
 };
 

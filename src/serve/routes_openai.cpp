@@ -299,7 +299,7 @@ void add_instruction(std::vector<ChatMessage>& messages, const std::string& inst
 }
 
 // Decodes and encodes the request's images (image_input.h) in order; every failure is a 400
-// naming the part (500 when the model's vocabulary lacks Gemma 3's image tokens).
+// naming the part (500 when the model's vocabulary lacks the projector's image tokens).
 std::optional<ApiError> encode_images(ServerContext& ctx, const std::vector<ImagePart>& parts,
                                       std::vector<EncodedImage>& out) {
   ImageInput* in = ctx.images();
@@ -444,7 +444,7 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
     }
     if (kwargs.is_object() && !kwargs.empty()) cq.constraint += "kwargs=" + kwargs.dump() + ";";
     Result<std::string> text = chat_prompt_text(*chat_format, tok, messages, obody, &kwargs);
-    if (text.ok() && !images.empty()) text = ctx.images()->expand_markers(*text, images.size());
+    if (text.ok() && !images.empty()) text = ctx.images()->expand_markers(*text, images);
     if (!text.ok())
       return ctx.send_error(res, endpoint,
                             {400, text.error().message, "invalid_request_error", "messages", "invalid_value"});

@@ -55,7 +55,7 @@ int run(SynthOptions& o) {
   }
   if (auto st = format::write_gguf(o.output, *file); !st.ok()) return report_error(st.error());
   std::fprintf(stderr, "wrote %s: %s, %zu tensors\n", o.output.c_str(), o.spec.arch.c_str(), file->tensors.size());
-  if (auto st = write_mmproj_synth(o.mmproj, o.spec.n_embd, o.spec.weight_type, o.spec.seed); !st.ok())
+  if (auto st = write_mmproj_synth(o.mmproj, o.shape, o.spec.n_embd, o.spec.weight_type, o.spec.seed); !st.ok())
     return report_error(st.error());
   return 0;
 }
@@ -67,11 +67,12 @@ CommandRunner add_synth_command(CLI::App& app) {
   auto& s = o->spec;
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight model with real shapes (tests, benchmarks)");
   cmd->add_option("-o,--output", o->output, "Output GGUF path")->required();
-  cmd->add_option("--shape", o->shape,
-                  "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
-                  "gemma3-1b, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, stories15m, bert-bge-small, bert-tiny, ...); "
-                  "overrides the sizes but "
-                  "--layers, --ctx and --n-vocab given explicitly");
+  cmd->add_option(
+      "--shape", o->shape,
+      "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
+      "gemma3-1b, smolvlm-256m, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, stories15m, bert-bge-small, bert-tiny, ...); "
+      "overrides the sizes but "
+      "--layers, --ctx and --n-vocab given explicitly");
   cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2, qwen3, qwen35, gemma2, gemma3, phi3, bert)")
       ->capture_default_str();
   cmd->add_option("--dim", s.n_embd, "Embedding size")->capture_default_str();

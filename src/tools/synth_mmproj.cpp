@@ -11,24 +11,28 @@ void add_mmproj_synth_options(CLI::App* cmd, MmprojSynthOptions& o) {
   cmd->add_option("--mmproj-output", o.output,
                   "Also write a random-weight vision encoder (mmproj GGUF, llama.cpp's layout) to this path");
   cmd->add_option("--mmproj-shape", o.shape,
-                  "mmproj shape: gemma3 (SigLIP at 896 px, 27 layers, 256 soft tokens) or tiny (112 px, 2 layers, "
-                  "4 tokens, for tests)")
-      ->capture_default_str();
+                  "mmproj shape: gemma3 (SigLIP at 896 px, 27 layers, 256 soft tokens), tiny (112 px, 2 layers, "
+                  "4 tokens, for tests), smolvlm-256m (idefics3: SigLIP-B at 512 px, 12 layers, pixel shuffle to 64 "
+                  "tokens per tile) or tiny-idefics3 (64 px, 2 layers, 4 tokens per tile); default: smolvlm-256m "
+                  "with --shape smolvlm-256m, else gemma3");
   cmd->add_option("--mmproj-dim", o.dim, "mmproj projection width (0: the text model's --dim / shape's width)")
       ->capture_default_str();
 }
 
-Status write_mmproj_synth(const MmprojSynthOptions& o, int32_t text_dim, DType type, uint64_t seed) {
+Status write_mmproj_synth(const MmprojSynthOptions& o, const std::string& text_shape, int32_t text_dim, DType type,
+                          uint64_t seed) {
   if (o.output.empty()) return ok_status();
   vision::SyntheticMmprojSpec spec;
-  EDGELM_TRY_STATUS(vision::apply_mmproj_shape(spec, o.shape));
+  const std::string shape = !o.shape.empty() ? o.shape : text_shape == "smolvlm-256m" ? text_shape : "gemma3";
+  EDGELM_TRY_STATUS(vision::apply_mmproj_shape(spec, shape));
   spec.projection_dim = o.dim > 0 ? o.dim : text_dim;
   spec.weight_type = type;
   spec.seed = seed + 1;  // not the text model's draws
   EDGELM_TRY(format::ModelFile file, vision::make_synthetic_mmproj(spec));
   EDGELM_TRY_STATUS(format::write_gguf(o.output, file));
-  std::fprintf(stderr, "wrote %s: clip (gemma3 projector, %s shape, %d -> %d), %zu tensors\n", o.output.c_str(),
-               o.shape.c_str(), spec.n_embd, spec.projection_dim, file.tensors.size());
+  std::fprintf(stderr, "wrote %s: clip (%s projector, %s shape, %d -> %d), %zu tensors\n", o.output.c_str(),
+               std::string(vision::projector_name(spec.projector)).c_str(), shape.c_str(), spec.n_embd,
+               spec.projection_dim, file.tensors.size());
   return ok_status();
 }
 

@@ -13,16 +13,19 @@
 namespace edgelm::tools {
 
 struct MmprojSynthOptions {
-  std::string output;            // --mmproj-output; empty: no mmproj
-  std::string shape = "gemma3";  // --mmproj-shape: gemma3 | tiny
-  int32_t dim = 0;               // --mmproj-dim: projection width; 0: the text model's n_embd
+  std::string output;  // --mmproj-output; empty: no mmproj
+  std::string shape;   // --mmproj-shape: gemma3 | tiny | smolvlm-256m | tiny-idefics3; empty: the text shape's
+                       // encoder (smolvlm-256m for --shape smolvlm-256m), else gemma3
+  int32_t dim = 0;     // --mmproj-dim: projection width; 0: the text model's n_embd
 };
 
 // Adds --mmproj-output, --mmproj-shape and --mmproj-dim to the synth subcommand.
 void add_mmproj_synth_options(CLI::App* cmd, MmprojSynthOptions& o);
 
 // Writes the mmproj of o (nothing when o.output is empty) with weights of `type` (F32, F16 or
-// BF16, as the text model's) drawn from `seed`; text_dim is the text model's n_embd.
-Status write_mmproj_synth(const MmprojSynthOptions& o, int32_t text_dim, DType type, uint64_t seed);
+// BF16, as the text model's) drawn from `seed`; text_dim is the text model's n_embd, text_shape
+// its --shape (may be empty).
+Status write_mmproj_synth(const MmprojSynthOptions& o, const std::string& text_shape, int32_t text_dim, DType type,
+                          uint64_t seed);
 
 }  // namespace edgelm::tools

@@ -9,7 +9,7 @@ struct ProjectorRow {
   std::string_view name;
   ProjectorType type;
 };
-constexpr ProjectorRow kProjectors[] = {{"gemma3", ProjectorType::gemma3}};
+constexpr ProjectorRow kProjectors[] = {{"gemma3", ProjectorType::gemma3}, {"idefics3", ProjectorType::idefics3}};
 
 // Upper bounds: far above any published encoder, low enough that products of them stay in int64
 // and a corrupt file cannot ask for terabytes of scratch.
@@ -102,14 +102,31 @@ Result<VisionConfig> vision_config_from_metadata(const format::GgufMetadata& md)
         c.n_embd, c.n_head);
 
   // Gemma 3: 4 for every published size; the converter writes the key only when it differs
-  // (tiny test models), as clip.cpp reads it.
+  // (tiny test models), as clip.cpp reads it. Idefics3: always written (SmolVLM-256M/500M: 4).
   const char* merge_key = "clip.vision.projector.scale_factor";
-  EDGELM_TRY(const uint32_t merge, md.get_u32_or(merge_key, 4));
+  uint32_t merge = 0;
+  if (c.projector == ProjectorType::idefics3) {
+    EDGELM_TRY(merge, md.get_u32(merge_key));
+  } else {
+    EDGELM_TRY(merge, md.get_u32_or(merge_key, 4));
+  }
   const int32_t side = c.n_patches_side();
   if (merge == 0 || merge > static_cast<uint32_t>(side) || side % static_cast<int32_t>(merge) != 0)
     return make_error("metadata '{}' = {} does not divide the patch grid side {} (image_size / patch_size)", merge_key,
                       merge, side);
   c.n_merge = static_cast<int32_t>(merge);
+  if (c.projector == ProjectorType::idefics3) {
+    if (int64_t{c.n_embd} * merge * merge > kMaxFf)
+      return make_error("metadata '{}' = {} makes the projector input {} wide (n_embd {} x {}^2), over {}", merge_key,
+                        merge, int64_t{c.n_embd} * merge * merge, c.n_embd, merge, kMaxFf);
+    const char* pre_key = "clip.vision.preproc_image_size";
+    if (md.contains(pre_key)) {
+      EDGELM_TRY(c.preproc_image_size, get_size(md, pre_key, kMaxImageSize * 4));
+      if (c.preproc_image_size < c.image_size)
+        return make_error("metadata '{}' = {} is smaller than 'clip.vision.image_size' = {}", pre_key,
+                          c.preproc_image_size, c.image_size);
+    }
+  }
   return c;
 }
 

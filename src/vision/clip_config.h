@@ -8,7 +8,9 @@
 // Invariants of a returned config: image_size is a multiple of patch_size; n_embd a multiple of
 // n_head; the patch grid (image_size / patch_size per side) a multiple of n_merge; eps > 0;
 // image_std > 0. Only the projector types listed in vision_projector_names() load; the others
-// (idefics3, qwen3vl_merger, gemma4v, ...) are an error naming the type and the supported list.
+// (qwen3vl_merger, gemma4v, ...) are an error naming the type and the supported list.
+// idefics3 (SmolVLM) needs clip.vision.projector.scale_factor (its converter always writes it);
+// gemma3 defaults it to 4 (written only when it differs).
 #pragma once
 
 #include <array>
@@ -21,10 +23,10 @@
 
 namespace edgelm::vision {
 
-// clip.projector_type. Planned, in the vision issue's order: idefics3 (SmolVLM), qwen3vl_merger
-// (Qwen3.5), gemma4v.
+// clip.projector_type. Planned, in the vision issue's order: qwen3vl_merger (Qwen3.5), gemma4v.
 enum class ProjectorType {
-  gemma3,  // SigLIP + 2-D average pool (n_merge x n_merge) + RMSNorm + linear to the text width
+  gemma3,    // SigLIP + 2-D average pool (n_merge x n_merge) + RMSNorm + linear to the text width
+  idefics3,  // SigLIP + pixel shuffle (space-to-depth n_merge x n_merge) + linear without bias (SmolVLM)
 };
 
 // The FFN activation of the ViT (clip.use_gelu / clip.use_silu; neither: gelu_quick, as the reference).
@@ -37,15 +39,18 @@ enum class VisionActivation {
 struct VisionConfig {
   ProjectorType projector = ProjectorType::gemma3;
   VisionActivation activation = VisionActivation::gelu_tanh;
-  int32_t image_size = 0;             // clip.vision.image_size: the square input side in pixels
-  int32_t patch_size = 0;             // clip.vision.patch_size
-  int32_t n_embd = 0;                 // clip.vision.embedding_length (ViT width)
-  int32_t n_ff = 0;                   // clip.vision.feed_forward_length
-  int32_t n_layer = 0;                // clip.vision.block_count
-  int32_t n_head = 0;                 // clip.vision.attention.head_count
-  float eps = 0.0f;                   // clip.vision.attention.layer_norm_epsilon (LayerNorms and the soft-emb RMSNorm)
-  int32_t projection_dim = 0;         // clip.vision.projection_dim: the text model's n_embd (output width)
-  int32_t n_merge = 0;                // clip.vision.projector.scale_factor (gemma3 default 4): pool side
+  int32_t image_size = 0;      // clip.vision.image_size: the square input side in pixels
+  int32_t patch_size = 0;      // clip.vision.patch_size
+  int32_t n_embd = 0;          // clip.vision.embedding_length (ViT width)
+  int32_t n_ff = 0;            // clip.vision.feed_forward_length
+  int32_t n_layer = 0;         // clip.vision.block_count
+  int32_t n_head = 0;          // clip.vision.attention.head_count
+  float eps = 0.0f;            // clip.vision.attention.layer_norm_epsilon (LayerNorms and the soft-emb RMSNorm)
+  int32_t projection_dim = 0;  // clip.vision.projection_dim: the text model's n_embd (output width)
+  int32_t n_merge = 0;         // clip.vision.projector.scale_factor (gemma3 default 4): pool / shuffle side
+  // idefics3: clip.vision.preproc_image_size, the processor's longest_edge (SmolVLM-256M: 2048);
+  // 0 when the file has none (the image input then uses 4 x image_size, the processors' default).
+  int32_t preproc_image_size = 0;
   std::array<float, 3> image_mean{};  // clip.vision.image_mean (RGB), for the preprocessor
   std::array<float, 3> image_std{};   // clip.vision.image_std
 
@@ -54,11 +59,13 @@ struct VisionConfig {
   int32_t n_patches() const { return n_patches_side() * n_patches_side(); }
   int32_t n_output_side() const { return n_patches_side() / n_merge; }
   int32_t n_output_tokens() const { return n_output_side() * n_output_side(); }
+  // Width of one projector input token: n_embd (gemma3's pool), n_embd * n_merge^2 (idefics3's shuffle).
+  int32_t n_embd_merged() const { return projector == ProjectorType::idefics3 ? n_embd * n_merge * n_merge : n_embd; }
 };
 
-// "gemma3" -> ProjectorType::gemma3; and back.
+// "gemma3" -> ProjectorType::gemma3 (and "idefics3"); and back.
 std::string_view projector_name(ProjectorType t);
-// The supported clip.projector_type values, comma separated ("gemma3").
+// The supported clip.projector_type values, comma separated ("gemma3, idefics3").
 std::string vision_projector_names();
 
 // Reads and validates the clip.* keys of an mmproj file.

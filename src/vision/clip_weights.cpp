@@ -101,7 +101,9 @@ WeightMatrix transposed(const format::TensorInfo& t, int64_t rows, int64_t cols,
 // Packs the matrices the active ISA has a packed GEMM form for into one huge-page arena.
 Status pack_matrices(VisionWeights& w) {
   if (const char* env = std::getenv("EDGELM_PACK"); env != nullptr && std::string_view(env) == "0") return ok_status();
-  std::vector<WeightMatrix*> all{&w.patch_embd, &w.input_proj};
+  std::vector<WeightMatrix*> all{&w.patch_embd};
+  for (WeightMatrix* m : {&w.input_proj, &w.mm_fc})  // the projector's, whichever it has
+    if (m->data != nullptr) all.push_back(m);
   for (VisionLayerWeights& L : w.layers)
     for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_up, &L.w_down}) all.push_back(m);
   constexpr size_t kAlign = 64;
@@ -168,6 +170,7 @@ Result<VisionWeights> load_vision_weights(const format::ModelFile& file, const V
       w.input_proj = transposed(*t, P, E, w);
       break;
     }
+    case ProjectorType::idefics3: EDGELM_TRY(w.mm_fc, ld.matrix("mm.model.fc.weight", P, c.n_embd_merged())); break;
   }
   EDGELM_TRY_STATUS(ld.check_all_used(projector_name(c.projector)));
   EDGELM_TRY_STATUS(pack_matrices(w));

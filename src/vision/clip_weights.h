@@ -10,7 +10,9 @@
 // biases; v.post_ln. gemma3: mm.soft_emb_norm.weight [n_embd] (Gemma's 1 + w already added by
 // the converter) and mm.input_projection.weight stored ne = {projection_dim, n_embd}, i.e.
 // transposed relative to a linear weight (HF applies it as x @ W; clip.cpp multiplies by
-// ggml_transpose of it), which is transposed here once at load.
+// ggml_transpose of it), which is transposed here once at load. idefics3: mm.model.fc.weight, a
+// plain linear weight ne = {n_embd * n_merge^2, projection_dim} (HF's
+// connector.modality_projection.proj, no bias), used as stored.
 //
 // Every tensor is shape-checked (an error names the tensor and both shapes), and a tensor the
 // encoder would not use is an error naming it. Older converters (the first Gemma 3 mmproj
@@ -59,7 +61,9 @@ struct VisionWeights {
   // gemma3 projector
   const float* soft_emb_norm = nullptr;  // [n_embd], multiplies the RMS-normalised pooled tokens
   WeightMatrix input_proj;               // [projection_dim, n_embd] (transposed from the file at load)
-  uint64_t n_bytes_file = 0;             // bytes of the tensors as stored in the file
+  // idefics3 projector
+  WeightMatrix mm_fc;         // [projection_dim, n_embd * n_merge^2]
+  uint64_t n_bytes_file = 0;  // bytes of the tensors as stored in the file
 
   // Float copies of vectors not stored as F32, and the transposed projection.
   std::vector<std::unique_ptr<float[]>> owned;

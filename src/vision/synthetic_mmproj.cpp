@@ -40,6 +40,8 @@ GgufValue rgb(float v) {
 }  // namespace
 
 Status apply_mmproj_shape(SyntheticMmprojSpec& s, std::string_view name) {
+  s.projector = ProjectorType::gemma3;
+  s.preproc_image_size = 0;
   if (name == "gemma3") {
     s.image_size = 896, s.patch_size = 14, s.n_embd = 1152, s.n_ff = 4304, s.n_layer = 27, s.n_head = 16;
     s.projection_dim = 2560, s.n_merge = 4, s.eps = 1e-6f;
@@ -52,7 +54,19 @@ Status apply_mmproj_shape(SyntheticMmprojSpec& s, std::string_view name) {
     s.eps = d.eps;
     return ok_status();
   }
-  return make_error("unknown mmproj shape '{}' (known: gemma3, tiny)", name);
+  if (name == "smolvlm-256m") {
+    s.projector = ProjectorType::idefics3;
+    s.image_size = 512, s.patch_size = 16, s.n_embd = 768, s.n_ff = 3072, s.n_layer = 12, s.n_head = 12;
+    s.projection_dim = 576, s.n_merge = 4, s.eps = 1e-6f, s.preproc_image_size = 2048;
+    return ok_status();
+  }
+  if (name == "tiny-idefics3") {
+    s.projector = ProjectorType::idefics3;
+    s.image_size = 64, s.patch_size = 8, s.n_embd = 32, s.n_ff = 48, s.n_layer = 2, s.n_head = 2;
+    s.projection_dim = 24, s.n_merge = 4, s.eps = 1e-6f, s.preproc_image_size = 128;
+    return ok_status();
+  }
+  return make_error("unknown mmproj shape '{}' (known: gemma3, tiny, smolvlm-256m, tiny-idefics3)", name);
 }
 
 Result<format::ModelFile> make_synthetic_mmproj(const SyntheticMmprojSpec& s) {
@@ -72,12 +86,13 @@ Result<format::ModelFile> make_synthetic_mmproj(const SyntheticMmprojSpec& s) {
   auto u32 = [](int32_t v) { return GgufValue::from_u32(static_cast<uint32_t>(v)); };
   md.set("general.architecture", GgufValue::from_string("clip"));
   md.set("general.type", GgufValue::from_string("mmproj"));
-  md.set("general.name", GgufValue::from_string("synthetic-gemma3-mmproj"));
+  const bool idefics3 = s.projector == ProjectorType::idefics3;
+  md.set("general.name", GgufValue::from_string("synthetic-" + std::string(projector_name(s.projector)) + "-mmproj"));
   md.set("general.file_type", GgufValue::from_u32(s.weight_type == DType::f32   ? 0
                                                   : s.weight_type == DType::f16 ? 1
                                                                                 : 32));
   md.set("clip.has_vision_encoder", GgufValue::from_bool(true));
-  md.set("clip.projector_type", GgufValue::from_string("gemma3"));
+  md.set("clip.projector_type", GgufValue::from_string(std::string(projector_name(s.projector))));
   md.set("clip.use_gelu", GgufValue::from_bool(true));
   md.set("clip.vision.projection_dim", u32(s.projection_dim));
   md.set("clip.vision.image_size", u32(s.image_size));
@@ -89,7 +104,8 @@ Result<format::ModelFile> make_synthetic_mmproj(const SyntheticMmprojSpec& s) {
   md.set("clip.vision.image_mean", rgb(0.5f));
   md.set("clip.vision.image_std", rgb(0.5f));
   md.set("clip.vision.attention.layer_norm_epsilon", GgufValue::from_f32(s.eps));
-  if (s.n_merge != 4) md.set("clip.vision.projector.scale_factor", u32(s.n_merge));
+  if (s.n_merge != 4 || idefics3) md.set("clip.vision.projector.scale_factor", u32(s.n_merge));
+  if (idefics3 && s.preproc_image_size > 0) md.set("clip.vision.preproc_image_size", u32(s.preproc_image_size));
 
   Writer w(file, s.seed);
   const int64_t E = s.n_embd, F = s.n_ff, ps = s.patch_size, P = s.projection_dim;
@@ -119,6 +135,11 @@ Result<format::ModelFile> make_synthetic_mmproj(const SyntheticMmprojSpec& s) {
   }
   w.vector("v.post_ln.weight", E, 0.1f, 1.0f);
   w.vector("v.post_ln.bias", E, 0.1f);
+  if (idefics3) {
+    const int64_t M = E * s.n_merge * s.n_merge;  // a linear weight [P, M]: ne = {M, P}
+    w.add("mm.model.fc.weight", {M, P, 1, 1}, T, 1.0f / std::sqrt(static_cast<float>(M)));
+    return file;
+  }
   w.vector("mm.soft_emb_norm.weight", E, 0.1f, 1.0f);
   // Stored as HF's parameter [n_embd, projection_dim] (applied as x @ W): ne = {P, E}.
   w.add("mm.input_projection.weight", {P, E, 1, 1}, T, sE);

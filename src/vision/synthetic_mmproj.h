@@ -1,11 +1,14 @@
 // Random-weight vision encoder files (mmproj GGUF) with real or small shapes, for tests and
 // benchmarks, written with the metadata keys, tensor names, layouts and type rules of llama.cpp's
-// converter (convert_hf_to_gguf.py, MmprojModel and Gemma3VisionModel), so the reference
-// engine's clip.cpp loads the same file:
+// converter (convert_hf_to_gguf.py, MmprojModel, Gemma3VisionModel and SmolVLMModel), so the
+// reference engine's clip.cpp loads the same file:
 //   general.architecture = clip, general.type = mmproj, clip.has_vision_encoder, clip.projector_type,
 //   clip.use_gelu, clip.vision.{image_size, patch_size, embedding_length, feed_forward_length,
 //   block_count, attention.head_count, attention.layer_norm_epsilon, projection_dim, image_mean,
 //   image_std}, and clip.vision.projector.scale_factor only when it is not gemma3's 4.
+// idefics3 (SmolVLM): clip.projector_type = idefics3, clip.vision.projector.scale_factor always,
+// clip.vision.preproc_image_size (the processor's longest edge) when set, and mm.model.fc.weight
+// ne = {n_embd * n_merge^2, projection_dim} instead of gemma3's soft_emb_norm + input_projection.
 // The patch and position embeddings are F32 (the converter forces ".embeddings." to F32),
 // vectors are F32, the other matrices (mm.input_projection included) are of the chosen type.
 // Weights are drawn from a seeded generator (reproducible) and scaled so that activations stay
@@ -17,10 +20,12 @@
 
 #include "core/dtype.h"
 #include "format/model_file.h"
+#include "vision/clip_config.h"
 
 namespace edgelm::vision {
 
 struct SyntheticMmprojSpec {
+  ProjectorType projector = ProjectorType::gemma3;
   int32_t image_size = 112;
   int32_t patch_size = 14;
   int32_t n_embd = 32;
@@ -30,6 +35,7 @@ struct SyntheticMmprojSpec {
   int32_t projection_dim = 24;  // the text model's n_embd
   int32_t n_merge = 4;          // the pool side (written as projector.scale_factor unless 4)
   float eps = 1e-6f;
+  int32_t preproc_image_size = 0;  // idefics3: > 0 writes clip.vision.preproc_image_size
   DType weight_type = DType::f32;  // F32, F16 or BF16
   uint64_t seed = 1;
   // Write the first converters' swapped ffn_up / ffn_down names (tests the loader's fallback).
@@ -38,7 +44,11 @@ struct SyntheticMmprojSpec {
 
 // Named shapes: "gemma3" (SigLIP-So400m at 896 px as in Gemma 3 4B/12B/27B: 27 layers, width 1152,
 // FFN 4304, 16 heads, patch 14, 4x4 pool to 256 tokens, projection 2560) and "tiny" (the
-// defaults above: 112 px, 8x8 patches pooled 4x4 to 4 tokens). Error lists the names.
+// defaults above: 112 px, 8x8 patches pooled 4x4 to 4 tokens); "smolvlm-256m" (idefics3: SigLIP-B
+// at 512 px as in SmolVLM-256M/500M: 12 layers, width 768, FFN 3072, 12 heads, patch 16, pixel
+// shuffle 4 to 64 tokens of 12288, projection 576, longest edge 2048) and "tiny-idefics3" (64 px,
+// patch 8: 8x8 patches shuffled 4x4 to 4 tokens of 512, projection 24, longest edge 128, so a
+// square image is 2 x 2 tiles plus the global view). Error lists the names.
 Status apply_mmproj_shape(SyntheticMmprojSpec& spec, std::string_view name);
 
 Result<format::ModelFile> make_synthetic_mmproj(const SyntheticMmprojSpec& spec);

@@ -57,7 +57,7 @@ size_t VisionEncoder::scratch_bytes(int n_threads) const {
   const VisionConfig& c = config_;
   const int64_t n = c.n_patches(), E = c.n_embd;
   const int64_t big = std::max({n * 3 * c.patch_size * c.patch_size, 4 * n * E, n * int64_t{c.n_ff}});
-  const int64_t floats = 2 * n * E + big + int64_t{c.n_output_tokens()} * E;
+  const int64_t floats = 2 * n * E + big + int64_t{c.n_output_tokens()} * c.n_embd_merged();
   return static_cast<size_t>(floats) * sizeof(float) +
          static_cast<size_t>(n_threads) * attention_scratch_bytes(n, c.head_dim());
 }
@@ -92,7 +92,7 @@ Status VisionEncoder::encode(const float* chw, std::span<float> out, ThreadPool&
   grow(s.x, static_cast<size_t>(n * E));
   grow(s.h, static_cast<size_t>(n * E));
   grow(s.big, static_cast<size_t>(std::max({n * 3 * c.patch_size * c.patch_size, 4 * n * E, n * int64_t{c.n_ff}})));
-  grow(s.pooled, static_cast<size_t>(int64_t{c.n_output_tokens()} * E));
+  grow(s.pooled, static_cast<size_t>(int64_t{c.n_output_tokens()} * c.n_embd_merged()));
 
   embed_patches(chw, s, pool);
   for (const VisionLayerWeights& L : weights_.layers) run_layer(L, s, pool);
@@ -101,6 +101,7 @@ Status VisionEncoder::encode(const float* chw, std::span<float> out, ThreadPool&
            [&](int64_t t) { layer_norm(s.h.data() + t * E, s.x.data() + t * E, w.post_ln_w, w.post_ln_b, E, c.eps); });
   switch (c.projector) {
     case ProjectorType::gemma3: project_gemma3(out.data(), s, pool); break;
+    case ProjectorType::idefics3: project_idefics3(out.data(), s, pool); break;
   }
   return ok_status();
 }
@@ -192,6 +193,24 @@ void VisionEncoder::project_gemma3(float* out, VisionScratch& s, ThreadPool& poo
     model::rms_norm(dst, dst, weights_.soft_emb_norm, E, c.eps);
   });
   matmul_chunked(weights_.input_proj, pooled, G * G, out, pool, s.mm);
+}
+
+// s.h (the post-LN patches [side * side, E]) -> pixel shuffle into s.pooled [G * G, m * m * E]
+// -> out [G * G, projection_dim] = pooled mm_fc^T.
+void VisionEncoder::project_idefics3(float* out, VisionScratch& s, ThreadPool& pool) const {
+  const VisionConfig& c = config_;
+  const int64_t side = c.n_patches_side(), m = c.n_merge, G = c.n_output_side(), E = c.n_embd;
+  const int64_t W = c.n_embd_merged();
+  const float* h = s.h.data();
+  float* shuffled = s.pooled.data();
+  for_rows(pool, G * G, [&](int64_t o) {
+    const int64_t by = o / G, bx = o % G;
+    for (int64_t dy = 0; dy < m; ++dy)
+      for (int64_t dx = 0; dx < m; ++dx)
+        std::memcpy(shuffled + o * W + (dy * m + dx) * E, h + ((by * m + dy) * side + bx * m + dx) * E,
+                    static_cast<size_t>(E) * sizeof(float));
+  });
+  matmul_chunked(weights_.mm_fc, shuffled, G * G, out, pool, s.mm);
 }
 
 }  // namespace edgelm::vision

@@ -11,6 +11,12 @@
 // to (side / n_merge)^2 tokens (row-major), RMSNorm (eps = the LayerNorm eps) times
 // mm.soft_emb_norm, then times mm.input_projection to projection_dim (the text width). These are
 // the operations of ik_llama.cpp's clip.cpp (build_siglip, build_vit) in the same order.
+// idefics3's projector (SmolVLM): pixel shuffle, the space-to-depth of HF's
+// Idefics3Connector.pixel_shuffle: output token o = by * G + bx (G = side / n_merge, row-major)
+// is the n_merge x n_merge block of patches (by * n_merge + dy, bx * n_merge + dx) concatenated
+// in (dy, dx) order, dy slowest: element (dy * n_merge + dx) * n_embd + i; then times
+// mm.model.fc (no bias) to projection_dim. SmolVLM-256M: 32 x 32 patches of 768 -> 8 x 8 tokens of
+// 12288 -> 64 x 576.
 //
 // Every matrix product with many rows goes through kernels::matmul (the packed multi-token GEMM
 // of the weight's type); attention is vit_attention.h; the element-wise parts run over the pool.
@@ -43,7 +49,7 @@ struct VisionScratch {
   std::vector<float> x;       // [n_patches, n_embd] the residual stream
   std::vector<float> h;       // [n_patches, n_embd] normed input / per-head queries / matmul outputs
   std::vector<float> big;     // max([n_patches, 3 ps ps], 4 x [n_patches, n_embd], [n_patches, n_ff])
-  std::vector<float> pooled;  // [n_output_tokens, n_embd]
+  std::vector<float> pooled;  // [n_output_tokens, n_embd_merged]: pooled (gemma3) or shuffled (idefics3)
   kernels::MatmulScratch mm;
   std::vector<AttentionThreadScratch> attention;  // per pool thread
 
@@ -79,6 +85,7 @@ class VisionEncoder {
   void embed_patches(const float* chw, VisionScratch& s, ThreadPool& pool) const;
   void run_layer(const VisionLayerWeights& L, VisionScratch& s, ThreadPool& pool) const;
   void project_gemma3(float* out, VisionScratch& s, ThreadPool& pool) const;
+  void project_idefics3(float* out, VisionScratch& s, ThreadPool& pool) const;
 
   format::ModelFile file_;
   VisionConfig config_;

@@ -3,7 +3,8 @@
 //  (a) span rows replace the token embeddings (unscaled) and change the output; forward_batch
 //      equals the reference Model::forward with the same spans;
 //  (b) attention is bidirectional inside a span (the first image token's output depends on the
-//      last image row) and causal elsewhere (positions before the image do not);
+//      last image row) and causal elsewhere (positions before the image do not); a causal span
+//      (SmolVLM's) attends like text, in forward_batch and the reference alike;
 //  (c) the scheduler never splits a span across steps, even with a tiny max_batch_tokens, and
 //      the output equals the reference; an image longer than the step budget is refused;
 //  (d) prefix reuse: the same image shares the blocks past it, a different image with the same
@@ -192,6 +193,32 @@ TEST(EngineImages, BidirectionalInsideTheSpanCausalElsewhere) {
   const auto ref = reference_last(*m, std::vector<int32_t>(prompt.begin(), prompt.begin() + pos0 + n_img),
                                   {{pos0, n_img, a->data()}});
   EXPECT_LT(max_diff(row(la, pos0 + n_img - 1), ref), 1e-4f * max_abs(ref));
+}
+
+// A causal span (SmolVLM's tiles): no image position sees a later row; each equals the reference
+// run that ends at it with the causal span; the last token still sees every row.
+TEST(EngineImages, CausalSpansAttendLikeText) {
+  auto m = gemma3_model();
+  const int32_t E = m->config().n_embd, n = 24, pos0 = 5, n_img = 9;
+  const auto prompt = prompt_with_image(n, pos0, n_img);
+  const auto a = image_rows(n_img, E, 1);
+  auto b = std::make_shared<std::vector<float>>(*a);
+  for (int32_t j = 0; j < E; ++j) (*b)[static_cast<size_t>((n_img - 1) * E + j)] += 1.0f;  // the last row only
+  model::EmbdSpan sa{pos0, n_img, a->data(), true}, sb{pos0, n_img, b->data(), true};
+  const auto la = batch_logits(*m, prompt, {sa});
+  const auto lb = batch_logits(*m, prompt, {sb});
+  for (int32_t p = 0; p < pos0 + n_img - 1; ++p)
+    EXPECT_EQ(max_diff(row(la, p), row(lb, p)), 0.0f) << "position " << p << " must not see the last image row";
+  EXPECT_GT(max_diff(row(la, n - 1), row(lb, n - 1)), 1e-3f * max_abs(row(la, n - 1)));
+  const auto bidi = batch_logits(*m, prompt, {{pos0, n_img, a->data()}});
+  EXPECT_GT(max_diff(row(la, pos0), row(bidi, pos0)), 1e-3f * max_abs(row(la, pos0))) << "causal differs";
+  for (int32_t end : {pos0 + 3, pos0 + n_img, n}) {
+    const std::vector<int32_t> head(prompt.begin(), prompt.begin() + end);
+    model::EmbdSpan cut = sa;
+    cut.n_tokens = std::min(n_img, end - pos0);  // the reference runs up to `end` (a causal span may be cut)
+    const auto ref = reference_last(*m, head, {cut});
+    EXPECT_LT(max_diff(row(la, end - 1), ref), 1e-4f * max_abs(ref)) << "end " << end;
+  }
 }
 
 TEST(EngineImages, SplitSpansAreRefused) {

@@ -45,6 +45,48 @@ TEST(ModelLoad, ReferenceStoriesGguf) {
   }
 }
 
+// The smolvlm-256m text shape: SmolLM2-135M's sizes, a --vocab padded to 49280 whose first added
+// tokens are SmolVLM's image tokens (control tokens), loaded as a llama.
+TEST(ModelLoad, SmolVlmShapePadsTheVocabularyWithImageTokens) {
+  SyntheticSpec s;
+  ASSERT_TRUE(apply_synthetic_shape(s, "smolvlm-256m").ok());
+  EXPECT_EQ(s.arch, "llama");
+  EXPECT_EQ(s.n_embd, 576);
+  EXPECT_EQ(s.n_layer, 30);
+  EXPECT_EQ(s.n_head, 9);
+  EXPECT_EQ(s.n_head_kv, 3);
+  EXPECT_EQ(s.n_ff, 1536);
+  EXPECT_EQ(s.n_vocab, 49280);
+  EXPECT_EQ(s.pad_tokens, smolvlm_image_tokens());
+  ASSERT_EQ(smolvlm_image_tokens().size(), size_t{40});
+  EXPECT_EQ(smolvlm_image_tokens()[3], "<row_1_col_1>");
+  EXPECT_EQ(smolvlm_image_tokens()[4], "<row_1_col_2>");
+  EXPECT_EQ(smolvlm_image_tokens()[38], "<row_6_col_6>");
+  s.n_layer = 1;
+  s.n_vocab = 600;  // tok512 + 88 padding
+  s.vocab_from = test::shared_path("models/tok512.bin");
+  auto f = make_synthetic_model(s);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  const auto* tokens = f->metadata.get_array("tokenizer.ggml.tokens").value();
+  const auto* types = f->metadata.get_array("tokenizer.ggml.token_type").value();
+  ASSERT_EQ(tokens->size(), size_t{600});
+  EXPECT_EQ(*(*tokens)[512].as_string(), "<fake_token_around_image>");
+  EXPECT_EQ(*(*tokens)[513].as_string(), "<image>");
+  EXPECT_EQ(*(*tokens)[514].as_string(), "<global-img>");
+  EXPECT_EQ(*(*tokens)[551].as_string(), "<end_of_utterance>");
+  EXPECT_EQ(*(*tokens)[552].as_string(), "<|reserved_40|>");
+  EXPECT_EQ((*types)[513].as_int(), 3);  // control
+  auto m = Model::load(std::move(f).value());
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ((*m)->config().arch->name, "llama");
+  EXPECT_EQ((*m)->config().n_vocab, 600);
+  // Too small a padding for the added tokens is an error, not a silent cut.
+  s.n_vocab = 520;
+  auto small = make_synthetic_model(s);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.error().message.find("no room"), std::string::npos) << small.error().message;
+}
+
 TEST(ModelLoad, MissingTensorIsNamed) {
   auto f = synthetic();
   f.tensors.erase(f.tensors.begin() + 5);

@@ -81,7 +81,108 @@ TEST(ClipLoad, Gemma3ShapeHasTheRealSizes) {
   EXPECT_EQ((spec.image_size / spec.patch_size / spec.n_merge), 16);  // 256 soft tokens
   auto st = apply_mmproj_shape(spec, "nope");
   ASSERT_FALSE(st.ok());
-  expect_contains(st.error().message, "gemma3, tiny");
+  expect_contains(st.error().message, "gemma3, tiny, smolvlm-256m, tiny-idefics3");
+}
+
+SyntheticMmprojSpec idefics3_spec() {
+  SyntheticMmprojSpec spec;
+  EXPECT_TRUE(apply_mmproj_shape(spec, "tiny-idefics3").ok());
+  return spec;
+}
+
+TEST(ClipLoad, Idefics3TinyConfig) {
+  auto e = VisionEncoder::load(tiny_file(idefics3_spec()));
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const VisionConfig& c = (*e)->config();
+  EXPECT_EQ(c.projector, ProjectorType::idefics3);
+  EXPECT_EQ(c.activation, VisionActivation::gelu_tanh);
+  EXPECT_EQ(c.image_size, 64);
+  EXPECT_EQ(c.n_patches(), 64);
+  EXPECT_EQ(c.n_merge, 4);
+  EXPECT_EQ(c.n_embd_merged(), 32 * 16);
+  EXPECT_EQ(c.preproc_image_size, 128);
+  EXPECT_EQ((*e)->n_output_tokens(), 4);
+  EXPECT_EQ((*e)->n_embd_out(), 24);
+  EXPECT_EQ((*e)->weights().mm_fc.rows, 24);
+  EXPECT_EQ((*e)->weights().mm_fc.cols, 512);
+  EXPECT_EQ((*e)->weights().input_proj.data, nullptr);
+  EXPECT_EQ((*e)->weights().soft_emb_norm, nullptr);
+  // Without clip.vision.preproc_image_size the config says 0 (the image input's default applies).
+  format::ModelFile f = tiny_file(idefics3_spec());
+  f.metadata = without_key(f.metadata, "clip.vision.preproc_image_size");
+  auto e2 = VisionEncoder::load(std::move(f));
+  ASSERT_TRUE(e2.ok()) << e2.error().message;
+  EXPECT_EQ((*e2)->config().preproc_image_size, 0);
+}
+
+TEST(ClipLoad, SmolVlmShapeHasTheRealSizes) {
+  SyntheticMmprojSpec spec;
+  ASSERT_TRUE(apply_mmproj_shape(spec, "smolvlm-256m").ok());
+  EXPECT_EQ(spec.projector, ProjectorType::idefics3);
+  EXPECT_EQ(spec.image_size, 512);
+  EXPECT_EQ(spec.patch_size, 16);
+  EXPECT_EQ(spec.n_embd, 768);
+  EXPECT_EQ(spec.n_ff, 3072);
+  EXPECT_EQ(spec.n_layer, 12);
+  EXPECT_EQ(spec.n_head, 12);
+  EXPECT_EQ(spec.projection_dim, 576);
+  EXPECT_EQ(spec.preproc_image_size, 2048);
+  spec.n_layer = 1;  // the real geometry, one layer: loads, 64 tokens of 12288 -> 576
+  auto e = VisionEncoder::load(tiny_file(spec));
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_EQ((*e)->n_output_tokens(), 64);
+  EXPECT_EQ((*e)->config().n_embd_merged(), 12288);
+  EXPECT_EQ((*e)->weights().mm_fc.cols, 12288);
+  EXPECT_EQ((*e)->n_embd_out(), 576);
+  // Switching back to a gemma3 shape resets the projector.
+  ASSERT_TRUE(apply_mmproj_shape(spec, "tiny").ok());
+  EXPECT_EQ(spec.projector, ProjectorType::gemma3);
+}
+
+TEST(ClipLoad, Idefics3ErrorsAreNamed) {
+  {  // the scale factor is required (the converter always writes it)
+    format::ModelFile f = tiny_file(idefics3_spec());
+    f.metadata = without_key(f.metadata, "clip.vision.projector.scale_factor");
+    expect_contains(load_error(std::move(f)), "clip.vision.projector.scale_factor");
+  }
+  {  // a scale factor that does not divide the 8 x 8 grid
+    format::ModelFile f = tiny_file(idefics3_spec());
+    f.metadata.set("clip.vision.projector.scale_factor", format::GgufValue::from_u32(3));
+    expect_contains(load_error(std::move(f)), "clip.vision.projector.scale_factor' = 3");
+  }
+  {  // a longest edge below the tile
+    format::ModelFile f = tiny_file(idefics3_spec());
+    f.metadata.set("clip.vision.preproc_image_size", format::GgufValue::from_u32(32));
+    expect_contains(load_error(std::move(f)), "clip.vision.preproc_image_size' = 32");
+  }
+  {  // the projection missing
+    format::ModelFile f = tiny_file(idefics3_spec());
+    std::erase_if(f.tensors, [](const format::TensorInfo& t) { return t.name == "mm.model.fc.weight"; });
+    expect_contains(load_error(std::move(f)), "'mm.model.fc.weight' is missing");
+  }
+  {  // the projection of another scale factor (shuffle 2: 128 wide)
+    format::ModelFile f = tiny_file(idefics3_spec());
+    for (auto& t : f.tensors)
+      if (t.name == "mm.model.fc.weight") t.ne[0] = 128;
+    const std::string err = load_error(std::move(f));
+    expect_contains(err, "mm.model.fc.weight");
+    expect_contains(err, "expected [512, 24]");
+  }
+  {  // gemma3's projector tensors in an idefics3 file
+    format::ModelFile f = tiny_file(idefics3_spec());
+    format::TensorInfo extra = f.tensors.front();
+    for (const auto& t : f.tensors)
+      if (t.name == "v.post_ln.weight") extra = t;
+    extra.name = "mm.soft_emb_norm.weight";
+    f.tensors.push_back(extra);
+    expect_contains(load_error(std::move(f)), "'mm.soft_emb_norm.weight' is not used by projector 'idefics3'");
+  }
+  {  // and an idefics3 projection in a gemma3 file
+    format::ModelFile f = tiny_file();
+    f.metadata.set("clip.projector_type", format::GgufValue::from_string("idefics3"));
+    f.metadata.set("clip.vision.projector.scale_factor", format::GgufValue::from_u32(4));
+    expect_contains(load_error(std::move(f)), "'mm.model.fc.weight' is missing");
+  }
 }
 
 TEST(ClipLoad, RoundTripThroughGguf) {
@@ -137,9 +238,9 @@ TEST(ClipLoad, BadValuesAreNamed) {
     return load_error(std::move(f));
   };
   using format::GgufValue;
-  std::string err = with("clip.projector_type", GgufValue::from_string("idefics3"));
-  expect_contains(err, "'idefics3'");
-  expect_contains(err, "supported: gemma3");
+  std::string err = with("clip.projector_type", GgufValue::from_string("qwen3vl_merger"));
+  expect_contains(err, "'qwen3vl_merger'");
+  expect_contains(err, "supported: gemma3, idefics3");
   expect_contains(with("general.architecture", GgufValue::from_string("llama")), "not 'clip'");
   expect_contains(with("clip.vision.block_count", GgufValue::from_u32(0)), "clip.vision.block_count' = 0");
   expect_contains(with("clip.vision.attention.head_count", GgufValue::from_u32(3)), "head_count' = 3");

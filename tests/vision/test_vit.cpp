@@ -143,6 +143,94 @@ TEST(VisionEncoder, Q8_0Weights) {
   EXPECT_LT(relative_error(e), 1.5e-2);  // measured 4.3e-3
 }
 
+SyntheticMmprojSpec idefics3_spec() {
+  SyntheticMmprojSpec spec;
+  EXPECT_TRUE(apply_mmproj_shape(spec, "tiny-idefics3").ok());  // 64 px, 8x8 patches -> 2x2 tokens of 512
+  return spec;
+}
+
+TEST(VisionEncoder, Idefics3F32MatchesDoubleReference) {
+  const SyntheticMmprojSpec spec = idefics3_spec();
+  const Encoded e = encode_both(spec, random_image(spec.image_size, 21));
+  ASSERT_EQ(e.out.size(), size_t{4 * 24});
+  EXPECT_LT(relative_error(e), 1e-4);
+}
+
+TEST(VisionEncoder, Idefics3ShuffleOfTwoOverSeveralChunks) {
+  SyntheticMmprojSpec spec = idefics3_spec();
+  spec.image_size = 8 * 34;  // 34 x 34 = 1156 patches: two matmul row chunks
+  spec.preproc_image_size = 0;
+  spec.n_merge = 2;  // 17 x 17 tokens of 128
+  spec.n_layer = 1;
+  spec.seed = 5;
+  const Encoded e = encode_both(spec, random_image(spec.image_size, 22), 3);
+  ASSERT_EQ(e.out.size(), size_t{289 * 24});
+  EXPECT_LT(relative_error(e), 1e-4);
+}
+
+TEST(VisionEncoder, Idefics3F16AndBf16Weights) {
+  for (DType type : {DType::f16, DType::bf16}) {
+    SyntheticMmprojSpec spec = idefics3_spec();
+    spec.weight_type = type;
+    const Encoded e = encode_both(spec, random_image(spec.image_size, 23));
+    EXPECT_LT(relative_error(e), type == DType::f16 ? 2e-3 : 1.5e-2) << dtype_name(type);
+  }
+}
+
+TEST(VisionEncoder, Idefics3Q8_0Weights) {
+  SyntheticMmprojSpec spec = idefics3_spec();
+  spec.n_embd = 64, spec.n_ff = 128;  // rows that fill 32-blocks; the projection 1024 wide
+  auto f32 = make_synthetic_mmproj(spec);
+  ASSERT_TRUE(f32.ok());
+  ThreadPool pool(2);
+  auto q8 = model::quantize_model(*f32, model::QuantPreset::q8_0, pool);
+  ASSERT_TRUE(q8.ok()) << q8.error().message;
+  const auto img = random_image(spec.image_size, 24);
+  Encoded e;
+  e.ref = test::reference_encode(*q8, img.data());
+  auto enc = VisionEncoder::load(std::move(*q8));
+  ASSERT_TRUE(enc.ok()) << enc.error().message;
+  EXPECT_EQ((*enc)->weights().mm_fc.type, DType::q8_0);
+  EXPECT_EQ((*enc)->weights().layers[0].wq.type, DType::q8_0);
+  e.out.resize(static_cast<size_t>((*enc)->n_output_tokens() * (*enc)->n_embd_out()));
+  ASSERT_TRUE((*enc)->encode(img.data(), e.out, pool).ok());
+  EXPECT_LT(relative_error(e), 1.5e-2);
+}
+
+// The comparison is sensitive to the order of the patches that go into the shuffle: the
+// transposed image (every block's patches, and the blocks, transposed) gives another result.
+TEST(VisionEncoder, Idefics3ReferenceDetectsTransposedPatches) {
+  const SyntheticMmprojSpec spec = idefics3_spec();
+  const auto img = random_image(spec.image_size, 25);
+  Encoded e = encode_both(spec, img);
+  ASSERT_LT(relative_error(e), 1e-4);
+  const int64_t S = spec.image_size;
+  std::vector<float> transposed(img.size());
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < S; ++y)
+      for (int64_t x = 0; x < S; ++x) transposed[(c * S + x) * S + y] = img[(c * S + y) * S + x];
+  auto file = make_synthetic_mmproj(spec);
+  ASSERT_TRUE(file.ok());
+  e.ref = test::reference_encode(*file, transposed.data());
+  EXPECT_GT(relative_error(e), 1e-2);
+}
+
+TEST(VisionReference, PixelShuffleFollowsTheConnector) {
+  // 4 x 4 grid of width 2, scale 2: token (by, bx) holds patches (2by + dy, 2bx + dx), dy slowest.
+  const int64_t side = 4, E = 2, m = 2;
+  std::vector<double> x(static_cast<size_t>(side * side * E));
+  for (int64_t p = 0; p < side * side; ++p)
+    for (int64_t i = 0; i < E; ++i) x[p * E + i] = static_cast<double>(p * 10 + i);
+  const auto y = test::ref_pixel_shuffle(x, side, E, m);
+  ASSERT_EQ(y.size(), x.size());
+  // token 1 = (by 0, bx 1): patches 2, 3, 6, 7
+  const std::vector<double> t1(y.begin() + 8, y.begin() + 16);
+  EXPECT_EQ(t1, (std::vector<double>{20, 21, 30, 31, 60, 61, 70, 71}));
+  // token 2 = (by 1, bx 0): patches 8, 9, 12, 13
+  const std::vector<double> t2(y.begin() + 16, y.begin() + 24);
+  EXPECT_EQ(t2, (std::vector<double>{80, 81, 90, 91, 120, 121, 130, 131}));
+}
+
 // The comparison is sensitive to the patch order: the transposed image gives another result.
 TEST(VisionEncoder, ReferenceDetectsTransposedPatches) {
   SyntheticMmprojSpec spec;

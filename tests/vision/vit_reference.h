@@ -1,7 +1,9 @@
-// A plain double-precision vision encoder (gemma3 projector) for the tests: straightforward loops
-// over the tensors of an mmproj file, read by name and converted with kernels::to_float, written
-// from the definitions (Conv2d, LayerNorm, softmax attention, tanh GELU, average pool, RMSNorm,
-// x @ W) rather than from the encoder's code, so that a layout or order slip in either shows.
+// A plain double-precision vision encoder (gemma3 and idefics3 projectors) for the tests:
+// straightforward loops over the tensors of an mmproj file, read by name and converted with
+// kernels::to_float, written from the definitions (Conv2d, LayerNorm, softmax attention, tanh
+// GELU, average pool, RMSNorm, x @ W; idefics3: HF's Idefics3Connector.pixel_shuffle as its
+// sequence of views and permutes, materialised one by one, then the bias-free linear) rather
+// than from the encoder's code, so that a layout or order slip in either shows.
 #pragma once
 
 #include <cmath>
@@ -51,6 +53,24 @@ inline std::vector<double> ref_linear(const std::vector<double>& x, int64_t n, i
       y[t * rows + r] = s;
     }
   return y;
+}
+
+// HF's pixel_shuffle on one image's hidden states x [seq, E] (seq = side^2), scale s, step by
+// step: view [side, side, E] -> view [side, side / s, E s] -> permute (1, 0, 2) -> reshape
+// [side / s, side / s, E s^2] -> permute (1, 0, 2) -> reshape [seq / s^2, E s^2].
+inline std::vector<double> ref_pixel_shuffle(const std::vector<double>& x, int64_t side, int64_t E, int64_t s) {
+  const int64_t a = side, b = side / s, c = E * s;  // view [a, b, c] of the contiguous x
+  std::vector<double> p1(x.size());                 // permute -> [b, a, c], made contiguous
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < b; ++j)
+      for (int64_t k = 0; k < c; ++k) p1[(j * a + i) * c + k] = x[(i * b + j) * c + k];
+  // reshape [b, a / s, c s] (a view of p1), permute -> [a / s, b, c s], made contiguous
+  const int64_t a2 = a / s, c2 = c * s;
+  std::vector<double> p2(x.size());
+  for (int64_t j = 0; j < b; ++j)
+    for (int64_t i = 0; i < a2; ++i)
+      for (int64_t k = 0; k < c2; ++k) p2[(i * b + j) * c2 + k] = p1[(j * a2 + i) * c2 + k];
+  return p2;  // reshape [a2 * b, c2]: already that layout
 }
 
 // The soft tokens [n_out, projection_dim] of image chw [3, S, S].
@@ -112,6 +132,13 @@ inline std::vector<double> reference_encode(const format::ModelFile& f, const fl
     for (size_t i = 0; i < x.size(); ++i) x[i] += dn[i];
   }
   ref_layer_norm(x, n, E, tensor_f64(f, "v.post_ln.weight"), tensor_f64(f, "v.post_ln.bias"), eps);
+
+  if (*f.metadata.get_string("clip.projector_type") == "idefics3") {  // pixel shuffle, then x W_fc^T
+    const auto shuffled = ref_pixel_shuffle(x, G, E, m);
+    const int64_t M = E * m * m;
+    return ref_linear(shuffled, n / (m * m), M, tensor_f64(f, "mm.model.fc.weight"),
+                      std::vector<double>(static_cast<size_t>(P), 0.0), P);
+  }
 
   // 2-D average pool m x m over the G x G grid, RMSNorm * soft_emb_norm, then x @ W [E][P].
   const int64_t Go = G / m, n_out = Go * Go;

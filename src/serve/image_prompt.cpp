@@ -1,0 +1,75 @@
+// The prompt form of an image per projector (see image_prompt.h).
+#include "serve/image_prompt.h"
+
+#include <fmt/format.h>
+
+namespace edgelm::serve {
+namespace {
+
+constexpr std::string_view kStartOfImage = "<start_of_image>";
+constexpr std::string_view kEndOfImage = "<end_of_image>";
+constexpr std::string_view kGemmaSoftToken = "<image_soft_token>";
+
+constexpr std::string_view kFakeAround = "<fake_token_around_image>";
+constexpr std::string_view kGlobalImage = "<global-img>";
+constexpr std::string_view kIdeficsImage = "<image>";
+
+std::string tile_token(int row, int col) { return fmt::format("<row_{}_col_{}>", row, col); }
+
+void append_run(std::string& out, std::string_view token, int n) {
+  for (int i = 0; i < n; ++i) out += token;
+}
+
+}  // namespace
+
+std::string_view image_soft_token(vision::ProjectorType p) {
+  return p == vision::ProjectorType::idefics3 ? kIdeficsImage : kGemmaSoftToken;
+}
+
+std::string image_prompt_text(vision::ProjectorType p, int n, int rows, int cols) {
+  std::string out;
+  switch (p) {
+    case vision::ProjectorType::gemma3:
+      out = "\n\n";
+      out += kStartOfImage;
+      append_run(out, kGemmaSoftToken, n);
+      out += kEndOfImage;
+      out += "\n\n";
+      break;
+    case vision::ProjectorType::idefics3:
+      for (int r = 1; r <= rows; ++r) {
+        for (int c = 1; c <= cols; ++c) {
+          out += kFakeAround;
+          out += tile_token(r, c);
+          append_run(out, kIdeficsImage, n);
+        }
+        out += "\n";
+      }
+      if (rows > 0) out += "\n";
+      out += kFakeAround;
+      out += kGlobalImage;
+      append_run(out, kIdeficsImage, n);
+      out += kFakeAround;
+      break;
+  }
+  return out;
+}
+
+std::vector<std::string> image_prompt_tokens(vision::ProjectorType p, int max_grid) {
+  std::vector<std::string> out;
+  switch (p) {
+    case vision::ProjectorType::gemma3:
+      out = {std::string(kStartOfImage), std::string(kEndOfImage), std::string(kGemmaSoftToken)};
+      break;
+    case vision::ProjectorType::idefics3:
+      out = {std::string(kFakeAround), std::string(kGlobalImage), std::string(kIdeficsImage)};
+      for (int r = 1; r <= max_grid; ++r)
+        for (int c = 1; c <= max_grid; ++c) out.push_back(tile_token(r, c));
+      break;
+  }
+  return out;
+}
+
+bool image_prompt_causal(vision::ProjectorType p) { return p == vision::ProjectorType::idefics3; }
+
+}  // namespace edgelm::serve
