@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/timer.h"
+#include "engine/memory_split.h"
 #include "kv/prefix_hash.h"
 
 namespace edgelm::engine {
@@ -25,6 +26,9 @@ Status validate(const EngineOptions& o) {
   if (o.block_size < 1 || o.block_size > 1024)
     return make_error("block size must be in [1, 1024], got {}", o.block_size);
   if (o.n_ctx < 0) return make_error("context size must be >= 0, got {}", o.n_ctx);
+  if (o.state_snapshot_interval < 0 || o.state_snapshot_interval > (1 << 20))
+    return make_error("--state-snapshot-interval must be in [0, {}] blocks, got {}", 1 << 20,
+                      o.state_snapshot_interval);
   if (s.max_batch_size < 1) return make_error("--max-batch-size must be >= 1, got {}", s.max_batch_size);
   if (s.max_batch_tokens < s.max_batch_size)
     return make_error("--max-batch-tokens ({}) must be >= --max-batch-size ({}): every running sequence needs a token",
@@ -38,17 +42,17 @@ Status validate(const EngineOptions& o) {
 Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts) {
   EDGELM_TRY_STATUS(validate(opts));
   const model::ModelConfig& c = model.config();
-  if (c.n_recurrent_layers() > 0 && c.deltanet.interval > 0 && opts.spec.mode != SpecMode::off)
-    return make_error(
-        "speculative decoding is not supported for hybrid recurrent models ({}): verifying a draft would need the "
-        "recurrent state rolled back to the accepted token, which is not implemented yet",
-        c.arch->name);
-  const int32_t n_blocks = kv::KvStore::blocks_for_budget(c, opts.block_size, opts.kv_type, opts.kv_memory_bytes);
+  EDGELM_TRY(const MemorySplit split, split_memory(c, opts));
+  opts.scheduler.max_batch_size = split.max_batch_size;
+  const int32_t n_blocks = kv::KvStore::blocks_for_budget(c, opts.block_size, opts.kv_type, split.kv_bytes);
   if (n_blocks < 2) {
     return make_error(
-        "--kv-memory of {} bytes holds {} KV blocks of {} tokens ({} bytes per token with {} KV); need at least 2",
+        "--kv-memory of {} bytes holds {} KV blocks of {} tokens ({} bytes per token with {} KV{}); need at least 2",
         opts.kv_memory_bytes, n_blocks, opts.block_size, kv::kv_bytes_per_token(c, opts.kv_type),
-        kv::kv_type_name(opts.kv_type));
+        kv::kv_type_name(opts.kv_type),
+        split.state_slot_bytes > 0 ? fmt::format(", after {} recurrent states and {} snapshots of {} bytes",
+                                                 split.n_state_slots, split.n_snapshots, split.state_slot_bytes)
+                                   : std::string());
   }
   EDGELM_TRY(kv::KvStore store, kv::KvStore::create(c, n_blocks, opts.block_size, opts.kv_type));
   if (opts.prefault_kv) store.prefault();
@@ -61,21 +65,120 @@ Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer
                         d.config().n_vocab, c.n_vocab);
     EDGELM_TRY(drafter, ModelDrafter::create(d, opts.block_size, opts.kv_type, opts.kv_memory_bytes));
   }
-  return std::unique_ptr<Engine>(new Engine(model, tok, opts, std::move(store), std::move(drafter)));
+  return std::unique_ptr<Engine>(
+      new Engine(model, tok, opts, std::move(store), std::move(drafter), split.n_snapshots));
 }
 
 Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store,
-               std::unique_ptr<Drafter> drafter)
+               std::unique_ptr<Drafter> drafter, int32_t n_snapshots)
     : model_(model),
       tok_(tok),
       opts_(opts),
       n_ctx_(opts.n_ctx > 0 ? opts.n_ctx : model.config().n_ctx_train),
       store_(std::move(store)),
       states_(model.config()),
+      rollback_(model.config()),
+      snapshots_(states_.slot_floats(), states_.enabled() ? n_snapshots : 0),
       pool_(store_.n_blocks(), opts.block_size),
       kv_(pool_, store_),
       scheduler_(kv_, pool_, opts.scheduler),
-      drafter_(std::move(drafter)) {}
+      drafter_(std::move(drafter)) {
+  if (snapshots_.enabled()) {
+    pool_.set_evict_listener(&snapshots_);
+    scheduler_.set_prefix_hook([this](Sequence& s, int32_t matched) { return match_snapshot(s, matched); });
+  }
+}
+
+int32_t Engine::match_snapshot(Sequence& s, int32_t matched) {
+  const int32_t bs = opts_.block_size, every = opts_.state_snapshot_interval;
+  s.restore_tokens = 0;
+  hashes_.resize(static_cast<size_t>(matched / bs));
+  kv_.block_hashes(s.kv, s.tokens, hashes_);
+  for (auto i = static_cast<int32_t>(hashes_.size()) - 1; i >= 0; --i) {
+    if ((i + 1) % every != 0) continue;
+    int32_t n = 0;
+    const uint64_t h = hashes_[static_cast<size_t>(i)];
+    if (snapshots_.find(h, &n) == nullptr) continue;
+    EDGELM_CHECK(n == (i + 1) * bs, "state snapshot of block ", i, " holds ", n, " tokens");
+    kv_.shrink_prefix(s.kv, n);
+    s.restore_hash = h;
+    s.restore_tokens = n;
+    return n;
+  }
+  kv_.shrink_prefix(s.kv, 0);  // no state to continue from: the whole prompt is computed
+  return 0;
+}
+
+void Engine::prepare_hybrid(const std::vector<ScheduledSlice>& plan) {
+  // Waiting sequences (preempted, or refused at admission after a match) hold no slot: a
+  // slot's memory is budgeted per running sequence, and a resumed one restarts from position 0
+  // or from a snapshot anyway.
+  for (const auto& w : scheduler_.waiting())
+    if (w->state_slot >= 0) {
+      states_.release(w->state_slot);
+      w->state_slot = -1;
+    }
+  // Snapshots are loaded before any capture is reserved (a reservation may reuse an entry).
+  for (const ScheduledSlice& sl : plan) {
+    Sequence& s = *sl.seq;
+    if (s.state_slot < 0) s.state_slot = states_.acquire();
+    if (s.restore_tokens == 0) continue;
+    int32_t n = 0;
+    const float* snap = snapshots_.find(s.restore_hash, &n);
+    EDGELM_CHECK(snap != nullptr && n == s.restore_tokens && n == s.kv.n_tokens, "state snapshot for request ", s.id,
+                 " at ", s.restore_tokens, " tokens is gone");
+    states_.load(s.state_slot, snap, n);
+    s.restore_tokens = 0;
+  }
+  captures_.clear();
+  slice_caps_.resize(plan.size());
+  const int32_t bs = opts_.block_size;
+  const int32_t every = snapshots_.enabled() ? opts_.state_snapshot_interval * bs : 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const ScheduledSlice& sl = plan[i];
+    Sequence& s = *sl.seq;
+    SliceCaptures& sc = slice_caps_[i];
+    sc.begin = captures_.size();
+    sc.rollback = -1;
+    sc.snapshots.clear();
+    const int32_t pos0 = s.kv.n_tokens, end = pos0 + sl.n_tokens;
+    if (sl.n_draft > 0) {  // the state after the pending token, to fall back to on a rejection
+      sc.rollback = rollback_.acquire();
+      captures_.push_back({pos0 + 1, rollback_.data(sc.rollback)});
+    }
+    if (every > 0 && s.kv.cache_prefix) {
+      std::span<const int32_t> toks = s.tokens;
+      if (sl.n_draft > 0) {
+        hash_tokens_.assign(s.tokens.begin(), s.tokens.end());
+        hash_tokens_.insert(hash_tokens_.end(), s.draft.begin(), s.draft.begin() + sl.n_draft);
+        toks = hash_tokens_;
+      }
+      for (int32_t p = (pos0 / every + 1) * every; p <= end; p += every) {
+        const int32_t e = snapshots_.reserve(kv_.block_hash(s.kv, toks, p / bs - 1));
+        if (e < 0) continue;  // already there (or the store is busy with this step's)
+        captures_.push_back({p, snapshots_.data(e)});
+        sc.snapshots.emplace_back(e, p);
+      }
+    }
+    sc.end = captures_.size();
+  }
+  for (size_t i = 0; i < plan.size(); ++i)
+    batch_.seqs[i].captures = std::span<const StateCapture>(captures_.data() + slice_caps_[i].begin,
+                                                            slice_caps_[i].end - slice_caps_[i].begin);
+}
+
+void Engine::finish_captures(size_t i, const Sequence& s, bool ok) {
+  SliceCaptures& sc = slice_caps_[i];
+  for (const auto& [entry, n] : sc.snapshots) {
+    if (ok && n <= s.kv.n_tokens)
+      snapshots_.publish(entry, n);
+    else
+      snapshots_.discard(entry);
+  }
+  sc.snapshots.clear();
+  if (sc.rollback >= 0) rollback_.release(sc.rollback);
+  sc.rollback = -1;
+}
 
 Result<RequestId> Engine::add_request(Request req) {
   const int32_t n_vocab = model_.config().n_vocab;
@@ -116,9 +219,9 @@ Result<RequestId> Engine::add_request(Request req) {
     pending_.push_back({ev, std::move(req.on_event)});
     return id;
   }
-  // A hybrid model's recurrent state exists only for the sequence's own full history: no KV
-  // prefix of another request can stand in for it (that needs state snapshots, not built yet).
-  if (states_.enabled()) req.cache_prefix = false;
+  // A hybrid model's recurrent state exists only for the sequence's own history: without state
+  // snapshots no KV prefix of another request can stand in for it.
+  if (states_.enabled() && !snapshots_.enabled()) req.cache_prefix = false;
   auto seq = std::make_unique<Sequence>(id, std::move(req), next_arrival_++);
   seq->tokens = seq->req.prompt;
   // Room for everything the request can hold, so that steps do not grow these vectors.
@@ -402,19 +505,20 @@ const std::vector<TokenEvent>& Engine::step() {
   int32_t n_logits = 0;
   for (const ScheduledSlice& sl : plan) {
     Sequence& s = *sl.seq;
-    if (states_.enabled() && s.state_slot < 0) s.state_slot = states_.acquire();
     const int32_t n_own = sl.n_tokens - sl.n_draft;
     const auto begin = s.tokens.begin() + s.kv.n_tokens;
     batch_.tokens.insert(batch_.tokens.end(), begin, begin + n_own);
     batch_.tokens.insert(batch_.tokens.end(), s.draft.begin(), s.draft.begin() + sl.n_draft);
     const int32_t rows = sl.logits ? 1 + sl.n_draft : 0;
-    batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, rows, s.state_slot});
+    batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, rows, s.state_slot, {}});
     for (const PromptImage& im : s.req.images)  // the images this slice computes (whole, by the scheduler)
       if (im.pos0 < s.kv.n_tokens + n_own && im.pos0 + im.n_tokens > s.kv.n_tokens)
         batch_.spans.push_back({static_cast<int32_t>(batch_.seqs.size() - 1),
                                 model::EmbdSpan{im.pos0, im.n_tokens, im.embd->data()}});
     n_logits += rows;
   }
+  if (states_.enabled()) prepare_hybrid(plan);  // sets the slices' state slots and captures
+  for (size_t i = 0; i < plan.size(); ++i) batch_.seqs[i].state_slot = plan[i].seq->state_slot;
   const auto n_vocab = static_cast<size_t>(model_.config().n_vocab);
   logits_.resize(static_cast<size_t>(n_logits) * n_vocab);
   const Status st = model_.forward(batch_, store_, logits_);
@@ -422,20 +526,24 @@ const std::vector<TokenEvent>& Engine::step() {
   std::vector<std::pair<RequestId, Finish>>& done = done_;
   done.clear();
   size_t row = 0;
-  for (const ScheduledSlice& sl : plan) {
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const ScheduledSlice& sl = plan[i];
     Sequence& s = *sl.seq;
     if (!st) {
       kv_.cancel(s.kv);
+      if (states_.enabled()) finish_captures(i, s, false);
       continue;
     }
     if (sl.n_draft > 0) {
       const std::span<float> lg(logits_.data() + row * n_vocab, (1 + static_cast<size_t>(sl.n_draft)) * n_vocab);
       row += 1 + static_cast<size_t>(sl.n_draft);
-      const Finish f = verify_slice(sl, lg, out);
+      const Finish f = verify_slice(sl, lg, out, states_.enabled() ? slice_caps_[i].rollback : -1);
+      if (states_.enabled()) finish_captures(i, s, true);
       if (f != Finish::none) done.emplace_back(s.id, f);
       continue;
     }
     kv_.commit(s.kv, std::span(s.tokens).subspan(static_cast<size_t>(s.kv.n_tokens), static_cast<size_t>(sl.n_tokens)));
+    if (states_.enabled()) finish_captures(i, s, true);
     if (!sl.logits) continue;
     const std::span<float> lg(logits_.data() + row++ * n_vocab, n_vocab);
     const int32_t token = sample_token(s, lg);
@@ -472,6 +580,7 @@ const std::vector<TokenEvent>& Engine::step() {
   scheduler_.observe_step(last_step_ms_);
   if (opts_.check_invariants) {
     kv_.check_invariants(scheduler_.live_kv());
+    snapshots_.check_invariants();
     if (drafter_) drafter_->check_invariants();
   }
   return out;
@@ -504,7 +613,8 @@ std::vector<RequestId> Engine::propose_drafts() {
   return ids;
 }
 
-Finish Engine::verify_slice(const ScheduledSlice& sl, std::span<float> logits, std::vector<TokenEvent>& out) {
+Finish Engine::verify_slice(const ScheduledSlice& sl, std::span<float> logits, std::vector<TokenEvent>& out,
+                            int32_t rollback) {
   Sequence& s = *sl.seq;
   const auto draft = std::span<const int32_t>(s.draft).first(static_cast<size_t>(sl.n_draft));
   mask_draft_rows(s, logits, draft);
@@ -512,7 +622,14 @@ Finish Engine::verify_slice(const ScheduledSlice& sl, std::span<float> logits, s
   close_in_budget(s, logits, v);
   // KV: the pending token and the accepted drafts stay; the rejected drafts' positions go.
   commit_buf_.assign(s.tokens.begin() + s.kv.n_tokens, s.tokens.end());
-  commit_buf_.insert(commit_buf_.end(), draft.begin(), draft.begin() + v.n_accepted);
+  if (states_.enabled() && v.n_accepted < sl.n_draft) {
+    // The recurrent state has absorbed every draft, rejected ones too, and cannot be rewound:
+    // back to the state captured after the pending token; the accepted drafts (now tokens of
+    // s) are computed again by the next step, exactly as plain decoding would have.
+    states_.load(s.state_slot, rollback_.data(rollback), s.kv.n_tokens + 1);
+  } else {
+    commit_buf_.insert(commit_buf_.end(), draft.begin(), draft.begin() + v.n_accepted);
+  }
   kv_.commit(s.kv, commit_buf_);
   spec_draft_tokens_ += sl.n_draft;
   spec_accepted_tokens_ += v.n_accepted;
@@ -536,7 +653,12 @@ EngineStats Engine::stats() const {
   s.kv_blocks = pool_.n_blocks();
   s.kv_blocks_used = pool_.n_used();
   s.state_slots_live = states_.n_live();
-  s.state_bytes = static_cast<int64_t>(states_.n_bytes());
+  s.state_bytes = static_cast<int64_t>(states_.n_bytes() + rollback_.n_bytes());
+  s.state_snapshots = snapshots_.n_snapshots();
+  s.state_snapshot_bytes = static_cast<int64_t>(snapshots_.n_bytes());
+  s.state_snapshot_capacity = snapshots_.capacity();
+  s.state_snapshot_evictions = snapshots_.n_evictions();
+  s.prefix_tokens_hit = kv_.n_prompt_tokens_hit();
   s.kv_blocks_cached = pool_.n_cached();
   s.prefix_queries = pool_.prefix_queries();
   s.prefix_hits = pool_.prefix_hits();
