@@ -65,8 +65,7 @@ Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer
                         d.config().n_vocab, c.n_vocab);
     EDGELM_TRY(drafter, ModelDrafter::create(d, opts.block_size, opts.kv_type, opts.kv_memory_bytes));
   }
-  return std::unique_ptr<Engine>(
-      new Engine(model, tok, opts, std::move(store), std::move(drafter), split.n_snapshots));
+  return std::unique_ptr<Engine>(new Engine(model, tok, opts, std::move(store), std::move(drafter), split.n_snapshots));
 }
 
 Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store,
@@ -113,11 +112,13 @@ void Engine::prepare_hybrid(const std::vector<ScheduledSlice>& plan) {
   // Waiting sequences (preempted, or refused at admission after a match) hold no slot: a
   // slot's memory is budgeted per running sequence, and a resumed one restarts from position 0
   // or from a snapshot anyway.
-  for (const auto& w : scheduler_.waiting())
+  for (const auto& w : scheduler_.waiting()) {
+    w->restore_tokens = 0;  // a refused admission's match is gone; the next one matches again
     if (w->state_slot >= 0) {
       states_.release(w->state_slot);
       w->state_slot = -1;
     }
+  }
   // Snapshots are loaded before any capture is reserved (a reservation may reuse an entry).
   for (const ScheduledSlice& sl : plan) {
     Sequence& s = *sl.seq;
@@ -513,8 +514,8 @@ const std::vector<TokenEvent>& Engine::step() {
     batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, rows, s.state_slot, {}});
     for (const PromptImage& im : s.req.images)  // the images this slice computes (whole, by the scheduler)
       if (im.pos0 < s.kv.n_tokens + n_own && im.pos0 + im.n_tokens > s.kv.n_tokens)
-        batch_.spans.push_back({static_cast<int32_t>(batch_.seqs.size() - 1),
-                                model::EmbdSpan{im.pos0, im.n_tokens, im.embd->data()}});
+        batch_.spans.push_back(
+            {static_cast<int32_t>(batch_.seqs.size() - 1), model::EmbdSpan{im.pos0, im.n_tokens, im.embd->data()}});
     n_logits += rows;
   }
   if (states_.enabled()) prepare_hybrid(plan);  // sets the slices' state slots and captures

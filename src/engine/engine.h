@@ -108,7 +108,7 @@ struct EngineStats {
   int32_t state_snapshot_capacity = 0;
   int64_t state_snapshot_evictions = 0;
   int64_t prefix_tokens_hit = 0;
-  int64_t prefix_queries = 0;    // prompt blocks looked up in the prefix cache
+  int64_t prefix_queries = 0;  // prompt blocks looked up in the prefix cache
   int64_t prefix_hits = 0;
   int64_t n_preemptions = 0;
   int32_t last_step_tokens = 0;
@@ -200,9 +200,9 @@ class Engine {
   EngineOptions opts_;
   int32_t n_ctx_;
   kv::KvStore store_;
-  kv::StateStore states_;  // hybrid models' recurrent state slots (empty otherwise)
-  kv::StateStore rollback_;          // hybrid models with speculation: states after a verified pending token
-  kv::StateSnapshots snapshots_;     // hybrid models: prefix snapshots at block boundaries
+  kv::StateStore states_;         // hybrid models' recurrent state slots (empty otherwise)
+  kv::StateStore rollback_;       // hybrid models with speculation: states after a verified pending token
+  kv::StateSnapshots snapshots_;  // hybrid models: prefix snapshots at block boundaries
   std::vector<StateCapture> captures_;
   struct SliceCaptures {
     size_t begin = 0, end = 0;  // its captures in captures_

@@ -36,9 +36,10 @@ Result<MemorySplit> split_memory(const model::ModelConfig& c, const EngineOption
   const auto fit = static_cast<int32_t>(
       std::min<size_t>(std::max<size_t>(1, half / per_seq), static_cast<size_t>(m.max_batch_size)));
   if (fit < m.max_batch_size) {
-    EDGELM_LOG_WARN("--max-batch-size lowered from {} to {}: a {} sequence's recurrent state takes {} bytes and the "
-                    "states may use at most half of --kv-memory ({} bytes)",
-                    m.max_batch_size, fit, c.arch->name, per_seq, o.kv_memory_bytes);
+    EDGELM_LOG_WARN(
+        "--max-batch-size lowered from {} to {}: a {} sequence's recurrent state takes {} bytes and the "
+        "states may use at most half of --kv-memory ({} bytes)",
+        m.max_batch_size, fit, c.arch->name, per_seq, o.kv_memory_bytes);
     m.max_batch_size = fit;
   }
   m.n_state_slots = fit * states_per_seq(o);

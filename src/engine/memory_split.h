@@ -25,11 +25,11 @@ namespace edgelm::engine {
 struct EngineOptions;
 
 struct MemorySplit {
-  size_t kv_bytes = 0;            // for the KV blocks
-  int32_t max_batch_size = 0;     // running sequences at most (options' value, or lowered to fit)
-  int32_t n_state_slots = 0;      // live slots budgeted (max_batch_size, doubled with speculation)
-  int32_t n_snapshots = 0;        // snapshot capacity
-  size_t state_slot_bytes = 0;    // one state (0: not hybrid)
+  size_t kv_bytes = 0;          // for the KV blocks
+  int32_t max_batch_size = 0;   // running sequences at most (options' value, or lowered to fit)
+  int32_t n_state_slots = 0;    // live slots budgeted (max_batch_size, doubled with speculation)
+  int32_t n_snapshots = 0;      // snapshot capacity
+  size_t state_slot_bytes = 0;  // one state (0: not hybrid)
 };
 
 // Errors: the budget cannot hold one sequence's state(s) and some KV.

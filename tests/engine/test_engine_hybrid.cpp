@@ -98,8 +98,9 @@ TEST(EngineHybrid, StatesComeOutOfTheKvBudget) {
   const EngineStats st = e->stats();
   EXPECT_GT(st.state_snapshot_capacity, 0);
   EXPECT_LE(static_cast<size_t>(st.state_snapshot_capacity) * slot, 500 * block);
-  EXPECT_LE(4 * slot + static_cast<size_t>(st.state_snapshot_capacity) * slot + static_cast<size_t>(st.kv_blocks) * block,
-            o.kv_memory_bytes);
+  EXPECT_LE(
+      4 * slot + static_cast<size_t>(st.state_snapshot_capacity) * slot + static_cast<size_t>(st.kv_blocks) * block,
+      o.kv_memory_bytes);
   EXPECT_GE(static_cast<size_t>(st.kv_blocks) * block, 500 * block - block);
   // Too little for one state and its KV: refused, naming the states.
   o.kv_memory_bytes = slot;

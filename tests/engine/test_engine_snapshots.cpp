@@ -87,8 +87,9 @@ TEST(StateCapture, EqualsARunThatStopsThereAndContinuesBitIdentically) {
   // Captures outside the slice, descending or without a destination are refused.
   const StateCapture outside[] = {{14, at5.data()}}, descending[] = {{8, at8.data()}, {5, at5.data()}},
                      no_dst[] = {{5, nullptr}}, at_start[] = {{0, at5.data()}};
-  for (std::span<const StateCapture> bad : {std::span<const StateCapture>(outside), std::span<const StateCapture>(descending),
-                                            std::span<const StateCapture>(no_dst), std::span<const StateCapture>(at_start)}) {
+  for (std::span<const StateCapture> bad :
+       {std::span<const StateCapture>(outside), std::span<const StateCapture>(descending),
+        std::span<const StateCapture>(no_dst), std::span<const StateCapture>(at_start)}) {
     StepBatch x{toks, {{0, 13, ta, 1, a, bad}}, 0, &states, {}};
     const Status st = forward_batch(*m, x, store, whole, pool, scratch);
     ASSERT_FALSE(st.ok());
