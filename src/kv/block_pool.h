@@ -48,6 +48,8 @@ class BlockPool {
   void release(BlockId b);
   int32_t ref_count(BlockId b) const;
   bool is_published(BlockId b) const;
+  // Whether some block is published under `hash` (no side effect: not a prefix query).
+  bool has_hash(uint64_t hash) const { return map_find(hash) >= 0; }
 
   // The block published under `hash` if its stored parent hash and tokens equal `parent` and
   // `tokens` (so a 64-bit collision never yields a wrong block); it is retained (a cached block

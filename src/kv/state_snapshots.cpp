@@ -84,7 +84,7 @@ void StateSnapshots::on_evict(uint64_t hash) {
   ++n_evictions_;
 }
 
-void StateSnapshots::check_invariants() const {
+void StateSnapshots::check_invariants(const BlockPool* pool) const {
   int32_t n_pub = 0, n_pending = 0, n_free = 0;
   size_t n_alloc = 0;
   for (int32_t e = 0; e < capacity_; ++e) {
@@ -98,6 +98,8 @@ void StateSnapshots::check_invariants() const {
     const auto it = by_hash_.find(x.hash);
     EDGELM_CHECK(it != by_hash_.end() && it->second == e, "snapshot entry ", e, " is not in the map under its hash");
     (x.state == State::published ? n_pub : n_pending) += 1;
+    EDGELM_CHECK(pool == nullptr || x.state != State::published || pool->has_hash(x.hash), "snapshot entry ", e,
+                 " outlives its KV block (hash ", x.hash, ")");
   }
   EDGELM_CHECK(n_pub == n_published_, "snapshot count ", n_published_, " but ", n_pub, " published entries");
   EDGELM_CHECK(static_cast<size_t>(n_pub + n_pending) == by_hash_.size(), "snapshot map has ", by_hash_.size(),

@@ -63,8 +63,9 @@ class StateSnapshots final : public EvictListener {
   size_t n_bytes() const { return n_allocated_ * static_cast<size_t>(slot_floats_) * sizeof(float); }
   int64_t n_evictions() const { return n_evictions_; }
 
-  // EDGELM_CHECKs that the map and the entries agree and the counts add up.
-  void check_invariants() const;
+  // EDGELM_CHECKs that the map and the entries agree and the counts add up, and with `pool`
+  // that every published snapshot's block is still published there.
+  void check_invariants(const BlockPool* pool = nullptr) const;
 
  private:
   enum class State : uint8_t { free, pending, published };

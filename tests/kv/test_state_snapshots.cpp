@@ -83,8 +83,11 @@ TEST(StateSnapshots, GoWithTheirEvictedBlocks) {
   EXPECT_FALSE(s.contains(22));
   EXPECT_EQ(s.n_snapshots(), 0);
   s.discard(pending);
-  s.check_invariants();
+  s.check_invariants(&pool);
   pool.check_invariants();
+  // A snapshot whose hash no block is published under breaks the invariant check.
+  s.publish(s.reserve(44), 4);
+  EXPECT_DEATH(s.check_invariants(&pool), "outlives its KV block");
 }
 
 TEST(KvManagerShrinkPrefix, KeepsTheFirstTokensAndTheirChain) {
