@@ -56,7 +56,7 @@ void Engine::prepare_hybrid(const std::vector<ScheduledSlice>& plan) {
     s.restore_tokens = 0;
   }
   captures_.clear();
-  slice_caps_.resize(plan.size());
+  if (slice_caps_.size() < plan.size()) slice_caps_.resize(plan.size());  // never shrunk: entries keep their memory
   const int32_t bs = opts_.block_size;
   const int32_t every = snapshots_.enabled() ? opts_.state_snapshot_interval * bs : 0;
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -71,18 +71,20 @@ void Engine::prepare_hybrid(const std::vector<ScheduledSlice>& plan) {
       sc.rollback = rollback_.acquire();
       captures_.push_back({pos0 + 1, rollback_.data(sc.rollback)});
     }
-    if (every > 0 && s.kv.cache_prefix) {
+    const int64_t first = every > 0 ? (int64_t{pos0} / every + 1) * every : 0;  // the first boundary after pos0
+    if (every > 0 && s.kv.cache_prefix && first <= end) {
       std::span<const int32_t> toks = s.tokens;
       if (sl.n_draft > 0) {
         hash_tokens_.assign(s.tokens.begin(), s.tokens.end());
         hash_tokens_.insert(hash_tokens_.end(), s.draft.begin(), s.draft.begin() + sl.n_draft);
         toks = hash_tokens_;
       }
-      for (int32_t p = (pos0 / every + 1) * every; p <= end; p += every) {
-        const int32_t e = snapshots_.reserve(kv_.block_hash(s.kv, toks, p / bs - 1));
+      for (int64_t p = first; p <= end; p += every) {
+        const auto n = static_cast<int32_t>(p);  // <= end
+        const int32_t e = snapshots_.reserve(kv_.block_hash(s.kv, toks, n / bs - 1));
         if (e < 0) continue;  // already there (or the store is busy with this step's)
-        captures_.push_back({p, snapshots_.data(e)});
-        sc.snapshots.emplace_back(e, p);
+        captures_.push_back({n, snapshots_.data(e)});
+        sc.snapshots.emplace_back(e, n);
       }
     }
     sc.end = captures_.size();
