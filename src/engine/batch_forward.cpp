@@ -134,6 +134,20 @@ void gated_act(Step& st) {
 
 // A hybrid model's slices against their recurrent state slots (see forward_batch).
 Status validate_states(const model::ModelConfig& c, const StepBatch& batch) {
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const BatchSeq& q = batch.seqs[i];
+    int32_t prev = q.pos0 + 1;
+    for (const StateCapture& cap : q.captures) {
+      if (cap.n_tokens < prev || cap.n_tokens > q.pos0 + q.n_tokens || cap.dst == nullptr)
+        return make_error(
+            "forward_batch: slice {} [{}, {}) asks for a state capture after {} tokens (captures must be inside the "
+            "slice, ascending, with a destination)",
+            i, q.pos0, q.pos0 + q.n_tokens, cap.n_tokens);
+      prev = cap.n_tokens;
+    }
+    if (!q.captures.empty() && (c.n_recurrent_layers() == 0 || c.deltanet.interval == 0))
+      return make_error("forward_batch: slice {} asks for state captures on a model without recurrent layers", i);
+  }
   if (c.n_recurrent_layers() == 0 || c.deltanet.interval == 0) return ok_status();
   if (batch.states == nullptr || !batch.states->enabled())
     return make_error("forward_batch: a hybrid model ({}) needs a recurrent state store", c.arch->name);
@@ -305,12 +319,23 @@ void deltanet_layer(Step& st, const model::LayerWeights& L) {
   const auto n_seqs = static_cast<int64_t>(st.batch.seqs.size());
   const int64_t n_chunks = (C + kConvChunk - 1) / kConvChunk;
   kv::StateStore& states = *st.batch.states;
+  const int64_t layer_off = r * states.layer_floats(), conv_floats = states.conv_floats();
   run(st, static_cast<size_t>(n_seqs * n_chunks), kConvChunk * d.d_conv * 4, [&](size_t b, size_t e) {
     for (size_t item = b; item < e; ++item) {
       const auto i = static_cast<int64_t>(item) / n_chunks, c0 = static_cast<int64_t>(item) % n_chunks * kConvChunk;
+      const int64_t c1 = std::min(C, c0 + kConvChunk);
       const BatchSeq& q = st.batch.seqs[static_cast<size_t>(i)];
-      model::deltanet_conv(d, &s.mixed[static_cast<size_t>(s.seq_tok[i] * C)], q.n_tokens, C,
-                           states.conv(q.state_slot, r), L.ssm_conv, c0, std::min(C, c0 + kConvChunk));
+      float* conv = states.conv(q.state_slot, r);
+      float* x = &s.mixed[static_cast<size_t>(s.seq_tok[i] * C)];
+      int64_t t0 = 0;  // segments end at the captured positions (deltanet_conv runs token by token)
+      for (const StateCapture& cap : q.captures) {
+        const int64_t t1 = cap.n_tokens - q.pos0;
+        model::deltanet_conv(d, x + t0 * C, t1 - t0, C, conv, L.ssm_conv, c0, c1);
+        for (int64_t j = 0; j + 1 < d.d_conv; ++j)
+          std::copy(conv + j * C + c0, conv + j * C + c1, cap.dst + layer_off + j * C + c0);
+        t0 = t1;
+      }
+      if (t0 < q.n_tokens) model::deltanet_conv(d, x + t0 * C, q.n_tokens - t0, C, conv, L.ssm_conv, c0, c1);
     }
   });
   run(st, static_cast<size_t>(n), 4 * 2 * d.key_dim(), [&](size_t b, size_t e) {
@@ -322,9 +347,21 @@ void deltanet_layer(Step& st, const model::LayerWeights& L) {
       const auto i = static_cast<int64_t>(item) / H;
       const auto h = static_cast<int32_t>(static_cast<int64_t>(item) % H);
       const BatchSeq& q = st.batch.seqs[static_cast<size_t>(i)];
-      const int64_t t0 = s.seq_tok[i];
-      model::deltanet_recur(d, L, &s.mixed[static_cast<size_t>(t0 * C)], q.n_tokens, C, &s.beta[t0 * H],
-                            &s.alpha[t0 * H], H, states.ssm(q.state_slot, r), &s.rec_out[t0 * V], V, h, h + 1);
+      float* ssm = states.ssm(q.state_slot, r);
+      const int64_t head = int64_t{h} * d.head_v_dim * d.head_k_dim, head_floats = int64_t{d.head_v_dim} * d.head_k_dim;
+      int64_t a = 0;  // segments end at the captured positions, as in the convolution
+      auto segment = [&](int64_t b0, int64_t b1) {
+        const int64_t t0 = s.seq_tok[i] + b0;
+        model::deltanet_recur(d, L, &s.mixed[static_cast<size_t>(t0 * C)], b1 - b0, C, &s.beta[t0 * H],
+                              &s.alpha[t0 * H], H, ssm, &s.rec_out[t0 * V], V, h, h + 1);
+      };
+      for (const StateCapture& cap : q.captures) {
+        const int64_t t1 = cap.n_tokens - q.pos0;
+        segment(a, t1);
+        std::copy_n(ssm + head, head_floats, cap.dst + layer_off + conv_floats + head);
+        a = t1;
+      }
+      if (a < q.n_tokens) segment(a, q.n_tokens);
     }
   });
   run(st, static_cast<size_t>(n), 8 * V, [&](size_t b, size_t e) {

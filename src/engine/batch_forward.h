@@ -20,7 +20,10 @@
 //    as Model::forward does with the same spans;
 //  - hybrid models' Gated DeltaNet layers run model/deltanet.h per slice over the slice's
 //    recurrent state slot (StepBatch::states): the convolution over channel ranges and the
-//    delta rule over value heads of every slice in one parallel loop each.
+//    delta rule over value heads of every slice in one parallel loop each; a slice with
+//    captures (StateCapture) runs its recurrence in segments split at the captured positions
+//    and copies each work item's part of the state (its channels, its head) after a segment,
+//    so the copies cost no extra pass and the states are those of a run that stopped there.
 //
 // Invariants:
 //  - Every architecture of model/arch.h runs through the same ops as Model::forward; with F32
@@ -57,6 +60,16 @@
 
 namespace edgelm::engine {
 
+// A copy of a hybrid model's recurrent state taken inside a step: once the slice's state has
+// absorbed n_tokens tokens (pos0 < n_tokens <= pos0 + the slice's n_tokens), the whole state
+// (kv::StateStore::data layout: per recurrent layer the conv tail, then the delta-rule matrices;
+// StateStore::slot_floats() floats) is copied to dst. Used for prefix snapshots at block
+// boundaries and for rolling back a speculative verification to an accepted token.
+struct StateCapture {
+  int32_t n_tokens = 0;
+  float* dst = nullptr;
+};
+
 // One sequence's part of a step.
 struct BatchSeq {
   int32_t pos0 = 0;                     // position of the slice's first token (tokens [0, pos0) are already in the KV)
@@ -65,6 +78,7 @@ struct BatchSeq {
   int32_t n_logits = 0;                 // compute the logits of the slice's last n_logits tokens, in [0, n_tokens]
                                         // (1: the next token after the slice; more: speculative verification)
   int32_t state_slot = -1;              // hybrid models: the sequence's slot in StepBatch::states
+  std::span<const StateCapture> captures;  // hybrid models: states to copy out, n_tokens ascending (ties allowed)
 };
 
 // An embedding span of one slice's sequence (positions absolute, as the slice's pos0).
@@ -127,8 +141,9 @@ struct BatchScratch {
 // pos0 < 0, n_logits outside [0, n_tokens], a token outside the vocabulary, a span that does not
 // end inside a slice it overlaps or overlaps another of its sequence, a block table too short or naming a block
 // outside the store, a store of another model's shape, logits span of the wrong size; for hybrid
-// models no state store, a slice without a live slot, two slices of one slot, or a slot whose
-// state is at another position than the slice's pos0 (> 0).
+// models no state store, a slice without a live slot, two slices of one slot, a slot whose
+// state is at another position than the slice's pos0 (> 0), captures outside the slice, out of
+// order or without a destination (or on a model without recurrent layers).
 Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore& store, std::span<float> logits,
                      ThreadPool& pool, BatchScratch& scratch);
 

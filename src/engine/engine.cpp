@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/timer.h"
+#include "engine/memory_split.h"
 #include "kv/prefix_hash.h"
 
 namespace edgelm::engine {
@@ -25,6 +26,9 @@ Status validate(const EngineOptions& o) {
   if (o.block_size < 1 || o.block_size > 1024)
     return make_error("block size must be in [1, 1024], got {}", o.block_size);
   if (o.n_ctx < 0) return make_error("context size must be >= 0, got {}", o.n_ctx);
+  if (o.state_snapshot_interval < 0 || o.state_snapshot_interval > (1 << 20))
+    return make_error("--state-snapshot-interval must be in [0, {}] blocks, got {}", 1 << 20,
+                      o.state_snapshot_interval);
   if (s.max_batch_size < 1) return make_error("--max-batch-size must be >= 1, got {}", s.max_batch_size);
   if (s.max_batch_tokens < s.max_batch_size)
     return make_error("--max-batch-tokens ({}) must be >= --max-batch-size ({}): every running sequence needs a token",
@@ -38,17 +42,17 @@ Status validate(const EngineOptions& o) {
 Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts) {
   EDGELM_TRY_STATUS(validate(opts));
   const model::ModelConfig& c = model.config();
-  if (c.n_recurrent_layers() > 0 && c.deltanet.interval > 0 && opts.spec.mode != SpecMode::off)
-    return make_error(
-        "speculative decoding is not supported for hybrid recurrent models ({}): verifying a draft would need the "
-        "recurrent state rolled back to the accepted token, which is not implemented yet",
-        c.arch->name);
-  const int32_t n_blocks = kv::KvStore::blocks_for_budget(c, opts.block_size, opts.kv_type, opts.kv_memory_bytes);
+  EDGELM_TRY(const MemorySplit split, split_memory(c, opts));
+  opts.scheduler.max_batch_size = split.max_batch_size;
+  const int32_t n_blocks = kv::KvStore::blocks_for_budget(c, opts.block_size, opts.kv_type, split.kv_bytes);
   if (n_blocks < 2) {
     return make_error(
-        "--kv-memory of {} bytes holds {} KV blocks of {} tokens ({} bytes per token with {} KV); need at least 2",
+        "--kv-memory of {} bytes holds {} KV blocks of {} tokens ({} bytes per token with {} KV{}); need at least 2",
         opts.kv_memory_bytes, n_blocks, opts.block_size, kv::kv_bytes_per_token(c, opts.kv_type),
-        kv::kv_type_name(opts.kv_type));
+        kv::kv_type_name(opts.kv_type),
+        split.state_slot_bytes > 0 ? fmt::format(", after {} recurrent states and {} snapshots of {} bytes",
+                                                 split.n_state_slots, split.n_snapshots, split.state_slot_bytes)
+                                   : std::string());
   }
   EDGELM_TRY(kv::KvStore store, kv::KvStore::create(c, n_blocks, opts.block_size, opts.kv_type));
   if (opts.prefault_kv) store.prefault();
@@ -61,21 +65,28 @@ Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer
                         d.config().n_vocab, c.n_vocab);
     EDGELM_TRY(drafter, ModelDrafter::create(d, opts.block_size, opts.kv_type, opts.kv_memory_bytes));
   }
-  return std::unique_ptr<Engine>(new Engine(model, tok, opts, std::move(store), std::move(drafter)));
+  return std::unique_ptr<Engine>(new Engine(model, tok, opts, std::move(store), std::move(drafter), split.n_snapshots));
 }
 
 Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store,
-               std::unique_ptr<Drafter> drafter)
+               std::unique_ptr<Drafter> drafter, int32_t n_snapshots)
     : model_(model),
       tok_(tok),
       opts_(opts),
       n_ctx_(opts.n_ctx > 0 ? opts.n_ctx : model.config().n_ctx_train),
       store_(std::move(store)),
       states_(model.config()),
+      rollback_(model.config()),
+      snapshots_(states_.slot_floats(), states_.enabled() ? n_snapshots : 0),
       pool_(store_.n_blocks(), opts.block_size),
       kv_(pool_, store_),
       scheduler_(kv_, pool_, opts.scheduler),
-      drafter_(std::move(drafter)) {}
+      drafter_(std::move(drafter)) {
+  if (snapshots_.enabled()) {
+    pool_.set_evict_listener(&snapshots_);
+    scheduler_.set_prefix_hook([this](Sequence& s, int32_t matched) { return match_snapshot(s, matched); });
+  }
+}
 
 Result<RequestId> Engine::add_request(Request req) {
   const int32_t n_vocab = model_.config().n_vocab;
@@ -116,9 +127,9 @@ Result<RequestId> Engine::add_request(Request req) {
     pending_.push_back({ev, std::move(req.on_event)});
     return id;
   }
-  // A hybrid model's recurrent state exists only for the sequence's own full history: no KV
-  // prefix of another request can stand in for it (that needs state snapshots, not built yet).
-  if (states_.enabled()) req.cache_prefix = false;
+  // A hybrid model's recurrent state exists only for the sequence's own history: without state
+  // snapshots no KV prefix of another request can stand in for it.
+  if (states_.enabled() && !snapshots_.enabled()) req.cache_prefix = false;
   auto seq = std::make_unique<Sequence>(id, std::move(req), next_arrival_++);
   seq->tokens = seq->req.prompt;
   // Room for everything the request can hold, so that steps do not grow these vectors.
@@ -402,19 +413,20 @@ const std::vector<TokenEvent>& Engine::step() {
   int32_t n_logits = 0;
   for (const ScheduledSlice& sl : plan) {
     Sequence& s = *sl.seq;
-    if (states_.enabled() && s.state_slot < 0) s.state_slot = states_.acquire();
     const int32_t n_own = sl.n_tokens - sl.n_draft;
     const auto begin = s.tokens.begin() + s.kv.n_tokens;
     batch_.tokens.insert(batch_.tokens.end(), begin, begin + n_own);
     batch_.tokens.insert(batch_.tokens.end(), s.draft.begin(), s.draft.begin() + sl.n_draft);
     const int32_t rows = sl.logits ? 1 + sl.n_draft : 0;
-    batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, rows, s.state_slot});
+    batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, rows, s.state_slot, {}});
     for (const PromptImage& im : s.req.images)  // the images this slice computes (whole, by the scheduler)
       if (im.pos0 < s.kv.n_tokens + n_own && im.pos0 + im.n_tokens > s.kv.n_tokens)
         batch_.spans.push_back({static_cast<int32_t>(batch_.seqs.size() - 1),
                                 model::EmbdSpan{im.pos0, im.n_tokens, im.embd->data(), im.causal}});
     n_logits += rows;
   }
+  if (states_.enabled()) prepare_hybrid(plan);  // sets the slices' state slots and captures
+  for (size_t i = 0; i < plan.size(); ++i) batch_.seqs[i].state_slot = plan[i].seq->state_slot;
   const auto n_vocab = static_cast<size_t>(model_.config().n_vocab);
   logits_.resize(static_cast<size_t>(n_logits) * n_vocab);
   const Status st = model_.forward(batch_, store_, logits_);
@@ -422,20 +434,24 @@ const std::vector<TokenEvent>& Engine::step() {
   std::vector<std::pair<RequestId, Finish>>& done = done_;
   done.clear();
   size_t row = 0;
-  for (const ScheduledSlice& sl : plan) {
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const ScheduledSlice& sl = plan[i];
     Sequence& s = *sl.seq;
     if (!st) {
       kv_.cancel(s.kv);
+      if (states_.enabled()) finish_captures(i, s, false);
       continue;
     }
     if (sl.n_draft > 0) {
       const std::span<float> lg(logits_.data() + row * n_vocab, (1 + static_cast<size_t>(sl.n_draft)) * n_vocab);
       row += 1 + static_cast<size_t>(sl.n_draft);
-      const Finish f = verify_slice(sl, lg, out);
+      const Finish f = verify_slice(sl, lg, out, states_.enabled() ? slice_caps_[i].rollback : -1);
+      if (states_.enabled()) finish_captures(i, s, true);
       if (f != Finish::none) done.emplace_back(s.id, f);
       continue;
     }
     kv_.commit(s.kv, std::span(s.tokens).subspan(static_cast<size_t>(s.kv.n_tokens), static_cast<size_t>(sl.n_tokens)));
+    if (states_.enabled()) finish_captures(i, s, true);
     if (!sl.logits) continue;
     const std::span<float> lg(logits_.data() + row++ * n_vocab, n_vocab);
     const int32_t token = sample_token(s, lg);
@@ -472,6 +488,7 @@ const std::vector<TokenEvent>& Engine::step() {
   scheduler_.observe_step(last_step_ms_);
   if (opts_.check_invariants) {
     kv_.check_invariants(scheduler_.live_kv());
+    snapshots_.check_invariants(&pool_);
     if (drafter_) drafter_->check_invariants();
   }
   return out;
@@ -504,7 +521,8 @@ std::vector<RequestId> Engine::propose_drafts() {
   return ids;
 }
 
-Finish Engine::verify_slice(const ScheduledSlice& sl, std::span<float> logits, std::vector<TokenEvent>& out) {
+Finish Engine::verify_slice(const ScheduledSlice& sl, std::span<float> logits, std::vector<TokenEvent>& out,
+                            int32_t rollback) {
   Sequence& s = *sl.seq;
   const auto draft = std::span<const int32_t>(s.draft).first(static_cast<size_t>(sl.n_draft));
   mask_draft_rows(s, logits, draft);
@@ -512,7 +530,14 @@ Finish Engine::verify_slice(const ScheduledSlice& sl, std::span<float> logits, s
   close_in_budget(s, logits, v);
   // KV: the pending token and the accepted drafts stay; the rejected drafts' positions go.
   commit_buf_.assign(s.tokens.begin() + s.kv.n_tokens, s.tokens.end());
-  commit_buf_.insert(commit_buf_.end(), draft.begin(), draft.begin() + v.n_accepted);
+  if (states_.enabled() && v.n_accepted < sl.n_draft) {
+    // The recurrent state has absorbed every draft, rejected ones too, and cannot be rewound:
+    // back to the state captured after the pending token; the accepted drafts (now tokens of
+    // s) are computed again by the next step, exactly as plain decoding would have.
+    states_.load(s.state_slot, rollback_.data(rollback), s.kv.n_tokens + 1);
+  } else {
+    commit_buf_.insert(commit_buf_.end(), draft.begin(), draft.begin() + v.n_accepted);
+  }
   kv_.commit(s.kv, commit_buf_);
   spec_draft_tokens_ += sl.n_draft;
   spec_accepted_tokens_ += v.n_accepted;
@@ -536,7 +561,12 @@ EngineStats Engine::stats() const {
   s.kv_blocks = pool_.n_blocks();
   s.kv_blocks_used = pool_.n_used();
   s.state_slots_live = states_.n_live();
-  s.state_bytes = static_cast<int64_t>(states_.n_bytes());
+  s.state_bytes = static_cast<int64_t>(states_.n_bytes() + rollback_.n_bytes());
+  s.state_snapshots = snapshots_.n_snapshots();
+  s.state_snapshot_bytes = static_cast<int64_t>(snapshots_.n_bytes());
+  s.state_snapshot_capacity = snapshots_.capacity();
+  s.state_snapshot_evictions = snapshots_.n_evictions();
+  s.prefix_tokens_hit = kv_.n_prompt_tokens_hit();
   s.kv_blocks_cached = pool_.n_cached();
   s.prefix_queries = pool_.prefix_queries();
   s.prefix_hits = pool_.prefix_hits();

@@ -14,6 +14,11 @@
 //    preemption: every token's K/V and logits are computed by the same per-token operations.
 //    (With tile GEMM kernels, gemm.h, quantized matmuls of large batches may differ from small
 //    ones by float reassociation.)
+//  - Hybrid recurrent models (qwen35): each running sequence has a recurrent state slot; with
+//    state_snapshot_interval, states are copied at block boundaries and a prefix hit continues
+//    from the longest snapshot inside it (the same tokens as a cold run); a verification that
+//    rejects a draft restores the state after its pending token and recomputes the accepted
+//    tokens in the next step, so speculation stays exact.
 //  - Speculative decoding (opts.spec, speculative.h) keeps all of the above: drafts are bounded
 //    by max_new_tokens and the context, accepted tokens pass through the same stop checks one by
 //    one, greedy output equals plain greedy decoding, and rejected tokens leave no KV behind.
@@ -35,6 +40,7 @@
 #include "kv/block_pool.h"
 #include "kv/kv_manager.h"
 #include "kv/kv_store.h"
+#include "kv/state_snapshots.h"
 #include "kv/state_store.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,6 +53,14 @@ struct EngineOptions {
   int32_t n_ctx = 0;                           // positions per sequence; 0: the model's trained context
   SchedulerOptions scheduler;
   SpecOptions spec;  // speculative decoding; off by default
+  // Hybrid recurrent models (qwen35): copy a sequence's recurrent state at the end of every
+  // this-many-th KV block (--state-snapshot-interval), so that a later request sharing the prefix
+  // continues from the longest snapshot inside its KV prefix hit and computes only the rest; 0:
+  // no snapshots and no prefix reuse. 16 blocks (256 tokens at the default block size): a real
+  // model's state weighs about 100 KV blocks, so snapshotting every block would spend the budget
+  // on states; a hit then recomputes at most 255 tokens, less than one prefill step. The
+  // snapshots' memory comes out of kv_memory_bytes (engine/memory_split.h).
+  int32_t state_snapshot_interval = 16;
   // Commit the KV pool's memory at create() instead of page by page as blocks are first written.
   // Off by default: a server's pool costs memory only as far as it has been used. bench
   // --concurrency turns it on because it builds a fresh engine per repetition and times what a
@@ -85,7 +99,16 @@ struct EngineStats {
   // for reuse after a sequence ends); 0 for models without recurrent layers.
   int32_t state_slots_live = 0;
   int64_t state_bytes = 0;
-  int64_t prefix_queries = 0;    // prompt blocks looked up in the prefix cache
+  // Hybrid models: recurrent-state snapshots at block boundaries (prefix reuse), their memory
+  // (entries allocated so far) and the most the budget holds; snapshots dropped (evicted with
+  // their KV block or by their own LRU); prompt tokens served from the prefix cache (KV + a
+  // snapshot on hybrid models).
+  int32_t state_snapshots = 0;
+  int64_t state_snapshot_bytes = 0;
+  int32_t state_snapshot_capacity = 0;
+  int64_t state_snapshot_evictions = 0;
+  int64_t prefix_tokens_hit = 0;
+  int64_t prefix_queries = 0;  // prompt blocks looked up in the prefix cache
   int64_t prefix_hits = 0;
   int64_t n_preemptions = 0;
   int32_t last_step_tokens = 0;
@@ -129,7 +152,17 @@ class Engine {
 
  private:
   Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store,
-         std::unique_ptr<Drafter> drafter);
+         std::unique_ptr<Drafter> drafter, int32_t n_snapshots);
+  // Scheduler prefix hook (hybrid models): keeps the longest matched prefix that ends at a state
+  // snapshot and marks the snapshot for loading into the sequence's slot.
+  int32_t match_snapshot(Sequence& s, int32_t matched);
+  // Hybrid models, before the forward: slots for the plan's sequences (snapshots loaded), then
+  // the state captures of each slice (rollback states of verifications, prefix snapshots at
+  // block boundaries) into captures_, referenced by batch_.seqs.
+  void prepare_hybrid(const std::vector<ScheduledSlice>& plan);
+  // After slice i's KV commit: publishes its snapshots inside the committed tokens (all of them
+  // when the step failed: discards) and frees its rollback state.
+  void finish_captures(size_t i, const Sequence& s, bool ok);
   void emit(Sequence& s, TokenEvent ev, std::vector<TokenEvent>& out);
   // Request::images against the prompt, the model and the step budget.
   Status validate_images(const Request& req) const;
@@ -140,7 +173,9 @@ class Engine {
   // remaining tokens and context); returns the ids asked.
   std::vector<RequestId> propose_drafts();
   // Verifies sl's drafts with its logits rows, commits the accepted KV and emits the tokens.
-  Finish verify_slice(const ScheduledSlice& sl, std::span<float> logits, std::vector<TokenEvent>& out);
+  // rollback: hybrid models, the rollback_ slot holding the state after the pending token.
+  Finish verify_slice(const ScheduledSlice& sl, std::span<float> logits, std::vector<TokenEvent>& out,
+                      int32_t rollback);
   // The next token of s from its logits row, inside its grammar when it has one; -1 when the
   // grammar lets no token continue.
   int32_t sample_token(Sequence& s, std::span<float> logits);
@@ -165,7 +200,19 @@ class Engine {
   EngineOptions opts_;
   int32_t n_ctx_;
   kv::KvStore store_;
-  kv::StateStore states_;  // hybrid models' recurrent state slots (empty otherwise)
+  kv::StateStore states_;         // hybrid models' recurrent state slots (empty otherwise)
+  kv::StateStore rollback_;       // hybrid models with speculation: states after a verified pending token
+  kv::StateSnapshots snapshots_;  // hybrid models: prefix snapshots at block boundaries
+  std::vector<StateCapture> captures_;
+  struct SliceCaptures {
+    size_t begin = 0, end = 0;  // its captures in captures_
+    int32_t rollback = -1;      // rollback_ slot, or -1
+    // Its snapshot entries (parallel to the captures that are snapshots), by tokens absorbed.
+    std::vector<std::pair<int32_t, int32_t>> snapshots;  // (entry, n_tokens)
+  };
+  std::vector<SliceCaptures> slice_caps_;  // [plan size] of the current step
+  std::vector<int32_t> hash_tokens_;       // a verification's tokens with its drafts, for hashing
+  std::vector<uint64_t> hashes_;           // block hashes of a prefix match
   kv::BlockPool pool_;
   kv::KvManager kv_;
   Scheduler scheduler_;

@@ -5,6 +5,7 @@
 
 #include "core/timer.h"
 #include "engine/engine.h"
+#include "engine/memory_split.h"
 
 namespace edgelm::engine {
 
@@ -51,8 +52,10 @@ Result<GenerateStats> generate(const LoadedModel& lm, std::string_view prompt, c
   const size_t per_block = kv::kv_bytes_per_token(cfg, eo.kv_type) * static_cast<size_t>(eo.block_size);
   const auto fit =
       static_cast<size_t>((std::min<int64_t>(needed, stats.n_ctx) + eo.block_size - 1) / eo.block_size + 2);
-  eo.kv_memory_bytes = opts.kv_memory_bytes > 0 ? opts.kv_memory_bytes : fit * per_block;
   eo.spec = opts.spec;
+  eo.state_snapshot_interval = 0;  // one request: no later one could reuse a snapshot
+  // A hybrid model's recurrent state comes out of the same budget (memory_split.h).
+  eo.kv_memory_bytes = opts.kv_memory_bytes > 0 ? opts.kv_memory_bytes : fit * per_block + live_state_bytes(cfg, eo);
   ModelRunner runner(model, pool);
   EDGELM_TRY(std::unique_ptr<Engine> engine, Engine::create(runner, lm.tokenizer.get(), eo));
 

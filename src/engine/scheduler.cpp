@@ -121,7 +121,8 @@ const std::vector<ScheduledSlice>& Scheduler::schedule() {
     if (s.kv.blocks.empty()) {
       s.kv.cache_prefix = s.req.cache_prefix;
       s.kv.root = kv::prefix_root(s.req.cache_salt);
-      const int32_t cached = kv_.match_prefix(s.kv, s.tokens);
+      int32_t cached = kv_.match_prefix(s.kv, s.tokens);
+      if (prefix_hook_ && cached > 0) cached = prefix_hook_(s, cached);
       if (!s.admitted_once) s.n_cached = cached;
     }
     const int32_t n = fit_images(s, std::min(s.n_pending(), budget));

@@ -19,6 +19,8 @@
 //  - Speculation: a decoding sequence with a draft (Sequence::draft) gets 1 + draft tokens when
 //    the budget still leaves one token for every running sequence after it and its blocks fit
 //    without preempting anyone; otherwise its draft is dropped and it decodes one token.
+//  - Hybrid recurrent models: a prefix hit keeps only the blocks up to the longest recurrent
+//    state snapshot inside it (the prefix hook); the rest of the prompt is computed.
 //  - Images (Request::images): a slice never ends inside an image; it stops before it, or waits
 //    for a step with budget for the whole image (a prefix hit may resume inside one: only the
 //    rest is computed then, with the earlier part's K/V from the cache).
@@ -29,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -71,6 +74,11 @@ struct Sequence {
   // Hybrid models: the sequence's recurrent state slot (kv::StateStore), from its first step
   // until it finishes; a preempted sequence keeps it and restarts it from position 0.
   int32_t state_slot = -1;
+  // Hybrid models: a prefix hit continues from a state snapshot (kv/state_snapshots.h), loaded
+  // into the slot before the sequence's next slice: the snapshot's block hash and the tokens it
+  // absorbed (0: none to load).
+  uint64_t restore_hash = 0;
+  int32_t restore_tokens = 0;
 
   // Tokens whose K/V still have to be computed (>= 1 for every live sequence).
   int32_t n_pending() const { return static_cast<int32_t>(tokens.size()) - kv.n_tokens; }
@@ -103,6 +111,9 @@ class Scheduler {
   // forward). Empty when nothing can run. The plan lives in the scheduler (reused, so a warm
   // step allocates nothing) and is valid until the next schedule().
   const std::vector<ScheduledSlice>& schedule();
+  // Called at admission after a prefix match of `matched` > 0 tokens; returns the tokens kept
+  // (it may shrink the match, KvManager::shrink_prefix). Hybrid models stop at a state snapshot.
+  void set_prefix_hook(std::function<int32_t(Sequence&, int32_t)> hook) { prefix_hook_ = std::move(hook); }
   // Feeds the adaptive batch cap with the duration of the step just run.
   void observe_step(double step_ms);
 
@@ -126,6 +137,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;  // in priority, arrival order
   std::vector<std::unique_ptr<Sequence>> waiting_;  // in priority, arrival order
   std::vector<ScheduledSlice> plan_;                // the last schedule()
+  std::function<int32_t(Sequence&, int32_t)> prefix_hook_;
 };
 
 }  // namespace edgelm::engine

@@ -204,6 +204,11 @@ void NgramDrafter::propose(std::span<Sequence* const> seqs, std::span<const int3
 
 Result<std::unique_ptr<ModelDrafter>> ModelDrafter::create(StepModel& draft, int32_t block_size, kv::KvType kv_type,
                                                            size_t kv_memory_bytes) {
+  if (draft.config().n_recurrent_layers() > 0 && draft.config().deltanet.interval > 0)
+    return make_error(
+        "a hybrid recurrent draft model ({}) is not supported: its drafts would need recurrent state "
+        "slots of their own",
+        draft.config().arch->name);
   const int32_t n_blocks = kv::KvStore::blocks_for_budget(draft.config(), block_size, kv_type, kv_memory_bytes);
   if (n_blocks < 2)
     return make_error("the draft model's KV budget of {} bytes holds fewer than 2 blocks", kv_memory_bytes);
@@ -273,7 +278,7 @@ void ModelDrafter::propose(std::span<Sequence* const> seqs, std::span<const int3
         batch_.tokens.push_back(s.draft.back());
       const auto n = static_cast<int32_t>(batch_.tokens.size() - n0);
       a.st->fed.insert(a.st->fed.end(), batch_.tokens.begin() + static_cast<std::ptrdiff_t>(n0), batch_.tokens.end());
-      batch_.seqs.push_back(BatchSeq{a.pos, n, a.st->kv.blocks, 1});
+      batch_.seqs.push_back(BatchSeq{a.pos, n, a.st->kv.blocks, 1, -1, {}});
       a.pos += n;
       rows.push_back(&a);
     }

@@ -111,6 +111,7 @@ std::optional<BlockId> BlockPool::allocate() {
     map_erase(hash_[b]);
     hashed_[b] = 0;
     ++n_evictions_;
+    if (evict_listener_ != nullptr) evict_listener_->on_evict(hash_[b]);
   } else {
     return std::nullopt;
   }

@@ -27,6 +27,14 @@ namespace edgelm::kv {
 
 using BlockId = int32_t;
 
+// Told when a cached block is evicted (allocate() takes it and drops its hash), e.g. so that
+// what is keyed by the block's hash (kv/state_snapshots.h) goes with it.
+class EvictListener {
+ public:
+  virtual ~EvictListener() = default;
+  virtual void on_evict(uint64_t hash) = 0;
+};
+
 class BlockPool {
  public:
   BlockPool(int32_t n_blocks, int32_t block_size);  // both >= 1 (EDGELM_CHECK)
@@ -40,6 +48,8 @@ class BlockPool {
   void release(BlockId b);
   int32_t ref_count(BlockId b) const;
   bool is_published(BlockId b) const;
+  // Whether some block is published under `hash` (no side effect: not a prefix query).
+  bool has_hash(uint64_t hash) const { return map_find(hash) >= 0; }
 
   // The block published under `hash` if its stored parent hash and tokens equal `parent` and
   // `tokens` (so a 64-bit collision never yields a wrong block); it is retained (a cached block
@@ -59,6 +69,8 @@ class BlockPool {
   int64_t prefix_queries() const { return prefix_queries_; }
   int64_t prefix_hits() const { return prefix_hits_; }
   int64_t n_evictions() const { return n_evictions_; }
+  // Called on every eviction from now on (null: none); must outlive the pool or be reset.
+  void set_evict_listener(EvictListener* l) { evict_listener_ = l; }
 
   // EDGELM_CHECKs that the states partition the blocks, that the lists, the hash map and the
   // per-block fields agree, and that the counts add up. O(n_blocks).
@@ -100,6 +112,7 @@ class BlockPool {
   int64_t prefix_queries_ = 0;
   int64_t prefix_hits_ = 0;
   int64_t n_evictions_ = 0;
+  EvictListener* evict_listener_ = nullptr;
 };
 
 }  // namespace edgelm::kv

@@ -54,6 +54,46 @@ int32_t KvManager::match_prefix(SeqKv& seq, std::span<const int32_t> prompt) {
   return n;
 }
 
+void KvManager::shrink_prefix(SeqKv& seq, int32_t n) {
+  EDGELM_CHECK(n >= 0 && n <= seq.n_tokens && seq.n_reserved == 0, "shrink_prefix to ", n, " of ", seq.n_tokens,
+               " tokens (", seq.n_reserved, " reserved)");
+  n_prompt_tokens_hit_ -= seq.n_tokens - n;
+  seq.n_tokens = n;
+  seq.tokens.resize(static_cast<size_t>(n));
+  release_tail(seq, static_cast<size_t>(blocks_for(n)));
+  seq.n_published = std::min(seq.n_published, n / block_size_);
+  uint64_t h = seq.root;
+  const size_t bs = static_cast<size_t>(block_size_);
+  for (int32_t i = 0; i < seq.n_published; ++i)
+    h = prefix_block_hash(h, std::span<const int32_t>(seq.tokens.data() + static_cast<size_t>(i) * bs, bs), seq.media,
+                          i, block_size_);
+  seq.last_hash = seq.n_published > 0 ? h : 0;
+}
+
+void KvManager::block_hashes(const SeqKv& seq, std::span<const int32_t> tokens, std::span<uint64_t> out) const {
+  const size_t bs = static_cast<size_t>(block_size_);
+  EDGELM_CHECK(tokens.size() >= out.size() * bs, "block_hashes of ", out.size(), " blocks over ", tokens.size(),
+               " tokens");
+  uint64_t h = seq.root;
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = h = prefix_block_hash(h, tokens.subspan(i * bs, bs), seq.media, static_cast<int64_t>(i), block_size_);
+}
+
+uint64_t KvManager::block_hash(const SeqKv& seq, std::span<const int32_t> tokens, int32_t index) const {
+  const size_t bs = static_cast<size_t>(block_size_);
+  EDGELM_CHECK(index >= 0 && tokens.size() >= (static_cast<size_t>(index) + 1) * bs, "block_hash of block ", index,
+               " over ", tokens.size(), " tokens");
+  int32_t i = 0;
+  uint64_t h = seq.root;
+  if (seq.n_published > 0 && index >= seq.n_published) {
+    i = seq.n_published;
+    h = seq.last_hash;
+  }
+  for (; i <= index; ++i)
+    h = prefix_block_hash(h, tokens.subspan(static_cast<size_t>(i) * bs, bs), seq.media, i, block_size_);
+  return h;
+}
+
 bool KvManager::needs_copy(const SeqKv& seq, int32_t n) const {
   if (n <= 0) return false;
   const auto idx = static_cast<size_t>(seq.n_tokens / block_size_);

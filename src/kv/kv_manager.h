@@ -58,6 +58,18 @@ class KvManager {
   // token is recomputed so that its logits exist). seq.tokens = the first n_tokens of prompt.
   int32_t match_prefix(SeqKv& seq, std::span<const int32_t> prompt);
 
+  // Right after match_prefix (no reservation): keeps only the first n (<= n_tokens) of the
+  // matched tokens and releases the blocks past them, as if the match had stopped there (the
+  // hit count drops to match). Hybrid models use it to stop at the longest prefix whose
+  // recurrent state has a snapshot (kv/state_snapshots.h).
+  void shrink_prefix(SeqKv& seq, int32_t n);
+  // The prefix hashes (the chain match_prefix and commit use: seq.root, seq.media) of blocks
+  // [0, out.size()) of a sequence whose tokens start with `tokens` (at least out.size() full
+  // blocks of them, committed or not).
+  void block_hashes(const SeqKv& seq, std::span<const int32_t> tokens, std::span<uint64_t> out) const;
+  // The hash of block `index` alone, continuing seq's published chain when index >= n_published.
+  uint64_t block_hash(const SeqKv& seq, std::span<const int32_t> tokens, int32_t index) const;
+
   // Blocks reserve(seq, n) would take from the pool, counting a copy-on-write copy.
   int32_t blocks_needed(const SeqKv& seq, int32_t n) const;
   // Room to write positions [n_tokens, n_tokens + n): copy-on-write of the block holding

@@ -45,6 +45,13 @@ void StateStore::reset(int32_t slot) {
   s.n_tokens = 0;
 }
 
+void StateStore::load(int32_t slot, const float* src, int32_t n_tokens) {
+  EDGELM_CHECK(valid(slot), "StateStore::load into slot ", slot, ", which is not live");
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  std::copy_n(src, slot_floats(), s.data.get());
+  s.n_tokens = n_tokens;
+}
+
 size_t StateStore::n_bytes() const { return slots_.size() * slot_bytes(); }
 
 }  // namespace edgelm::kv

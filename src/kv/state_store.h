@@ -44,6 +44,14 @@ class StateStore {
     return slots_[static_cast<size_t>(slot)].data.get() + static_cast<size_t>(rec) * static_cast<size_t>(layer_floats_);
   }
   float* ssm(int32_t slot, int32_t rec) { return conv(slot, rec) + conv_floats_; }
+  // The whole slot: [n_layers, layer_floats], each layer's conv tail then its delta-rule matrices
+  // (the layout StateCapture and StateSnapshots copy).
+  float* data(int32_t slot) { return slots_[static_cast<size_t>(slot)].data.get(); }
+  int64_t slot_floats() const { return int64_t{n_layers_} * layer_floats_; }
+  int64_t layer_floats() const { return layer_floats_; }
+  int64_t conv_floats() const { return conv_floats_; }
+  // Slot `slot` takes the state `src` ([slot_floats]) after n_tokens tokens.
+  void load(int32_t slot, const float* src, int32_t n_tokens);
 
   size_t slot_bytes() const {
     return static_cast<size_t>(n_layers_) * static_cast<size_t>(layer_floats_) * sizeof(float);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/timer.h"
+#include "engine/memory_split.h"
 #include "kv/kv_store.h"
 
 namespace edgelm::router {
@@ -96,9 +97,11 @@ Result<std::unique_ptr<engine::Engine>> make_engine(engine::StepModel& model, co
     return make_error("profile: {} tokens (longest input + output) exceed the context of {}", longest, n_ctx);
   const size_t per_block = kv::kv_bytes_per_token(cfg, eo.kv_type) * static_cast<size_t>(eo.block_size);
   const auto blocks = static_cast<size_t>((std::max(longest, kv_tokens) + eo.block_size - 1) / eo.block_size + 2);
-  eo.kv_memory_bytes = std::max(eo.kv_memory_bytes, blocks * per_block);
   eo.scheduler.max_batch_size = std::max(eo.scheduler.max_batch_size, 64);  // the profiler submits what it times
   eo.scheduler.target_step_ms = 0;  // no adaptive cap: batches run at the size asked for
+  eo.state_snapshot_interval = 0;   // hybrid models: random inputs share no prefix
+  // Hybrid models' recurrent states come out of the same budget (engine/memory_split.h).
+  eo.kv_memory_bytes = std::max(eo.kv_memory_bytes, blocks * per_block + engine::live_state_bytes(cfg, eo));
   return engine::Engine::create(model, nullptr, eo);
 }
 

@@ -50,6 +50,7 @@ const std::vector<Field>& fields() {
       {"max_batch_tokens", &ServeConfig::max_batch_tokens},
       {"max_batch_size", &ServeConfig::max_batch_size},
       {"target_step_ms", &ServeConfig::target_step_ms},
+      {"state_snapshot_interval", &ServeConfig::state_snapshot_interval},
       {"max_queue", &ServeConfig::max_queue},
       {"max_connections", &ServeConfig::max_connections},
       {"header_timeout_s", &ServeConfig::header_timeout_s},
@@ -349,6 +350,8 @@ Status validate(const ServeConfig& c) {
   if (c.max_batch_tokens < 1) return make_error("max_batch_tokens must be >= 1, got {}", c.max_batch_tokens);
   if (c.max_batch_size < 1) return make_error("max_batch_size must be >= 1, got {}", c.max_batch_size);
   if (!(c.target_step_ms >= 0)) return make_error("target_step_ms must be >= 0, got {}", c.target_step_ms);
+  if (c.state_snapshot_interval < 0 || c.state_snapshot_interval > (1 << 20))
+    return make_error("state_snapshot_interval must be in [0, {}] blocks, got {}", 1 << 20, c.state_snapshot_interval);
   if (c.max_queue < 1) return make_error("max_queue must be >= 1, got {}", c.max_queue);
   if (c.max_connections < 1) return make_error("max_connections must be >= 1, got {}", c.max_connections);
   for (const auto& [name, v] : {std::pair{"header_timeout_s", c.header_timeout_s},

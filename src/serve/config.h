@@ -33,6 +33,7 @@ struct ServeConfig {
   std::string kv_memory = "512M";
   int max_batch_tokens = 512, max_batch_size = 32;
   double target_step_ms = 250;
+  int state_snapshot_interval = 16;  // hybrid models: recurrent-state snapshot every N KV blocks (0: off)
   int max_queue = 64;
   int max_connections = 4096;  // open HTTP connections; beyond: 503 at once (idle ones cost no thread)
   // Transport timeouts (seconds): the whole request header, each body read, an idle

@@ -83,10 +83,12 @@ struct ServiceStats {
   int32_t last_step_tokens = 0;
   int32_t kv_blocks = 0;
   int32_t kv_blocks_used = 0;
-  double kv_usage_ratio = 0.0;    // kv_blocks_used / kv_blocks
-  int32_t state_slots_live = 0;   // hybrid models' recurrent-state slots held by sequences
-  int64_t state_bytes = 0;        // and the memory of all their slots
-  double prefix_hit_ratio = 0.0;  // prefix hits / prefix queries since start
+  double kv_usage_ratio = 0.0;       // kv_blocks_used / kv_blocks
+  int32_t state_slots_live = 0;      // hybrid models' recurrent-state slots held by sequences
+  int64_t state_bytes = 0;           // and the memory of all their slots
+  int32_t state_snapshots = 0;       // hybrid models' recurrent-state snapshots (prefix reuse)
+  int64_t state_snapshot_bytes = 0;  // and their memory
+  double prefix_hit_ratio = 0.0;     // prefix hits / prefix queries since start
   // Speculative decoding totals of the current slot's engine (0 with speculation off).
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;

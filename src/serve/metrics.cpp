@@ -210,7 +210,10 @@ ServerMetrics::ServerMetrics(std::string device_id, std::unique_ptr<EnergyMeter>
   registry_.add_gauge("edge_kv_usage_ratio", "Fraction of KV blocks held by sequences");
   registry_.add_gauge("edge_recurrent_state_bytes",
                       "Memory of hybrid models' recurrent-state slots (Gated DeltaNet layers), live or kept for reuse");
-  registry_.add_gauge("edge_recurrent_state_slots", "Recurrent-state slots held by running or preempted sequences");
+  registry_.add_gauge("edge_recurrent_state_slots", "Recurrent-state slots held by running sequences");
+  registry_.add_gauge("edge_recurrent_snapshot_bytes",
+                      "Memory of hybrid models' recurrent-state snapshots at KV block boundaries (prefix reuse)");
+  registry_.add_gauge("edge_recurrent_snapshot_count", "Recurrent-state snapshots held for prefix reuse");
   registry_.add_gauge("edge_prefix_cache_hit_ratio", "Prompt blocks served from the prefix cache / looked up");
   registry_.add_counter("edge_spec_draft_tokens_total", "Tokens drafted by speculative decoding (current model)");
   registry_.add_counter("edge_spec_accepted_tokens_total", "Drafted tokens the target model accepted (current model)");
@@ -378,6 +381,8 @@ void ServerMetrics::set_model_gauges(const ModelGauges& m) {
   registry_.set("edge_kv_usage_ratio", base, s.kv_usage_ratio);
   registry_.set("edge_recurrent_state_bytes", base, static_cast<double>(s.state_bytes));
   registry_.set("edge_recurrent_state_slots", base, s.state_slots_live);
+  registry_.set("edge_recurrent_snapshot_bytes", base, static_cast<double>(s.state_snapshot_bytes));
+  registry_.set("edge_recurrent_snapshot_count", base, s.state_snapshots);
   registry_.set("edge_prefix_cache_hit_ratio", base, s.prefix_hit_ratio);
   registry_.set_counter("edge_spec_draft_tokens_total", base, static_cast<double>(s.spec_draft_tokens));
   registry_.set_counter("edge_spec_accepted_tokens_total", base, static_cast<double>(s.spec_accepted_tokens));

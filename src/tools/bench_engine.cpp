@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/timer.h"
+#include "engine/memory_split.h"
 
 namespace edgelm::tools {
 namespace {
@@ -105,7 +106,10 @@ Result<std::vector<EngineBenchResult>> run_engine_bench(const EngineBenchOptions
     // and block rounding.
     const size_t need = kv::kv_bytes_per_token(m.config(), eo.kv_type) *
                         (2 * static_cast<size_t>(eo.n_ctx) + 4 * static_cast<size_t>(eo.block_size));
-    eo.kv_memory_bytes = std::max(eo.kv_memory_bytes, need);
+    // Hybrid models: their live recurrent states come out of the budget, and state snapshots
+    // may take up to half of the rest (engine/memory_split.h): twice the KV keeps `need` for it.
+    const size_t states = engine::live_state_bytes(m.config(), eo);
+    eo.kv_memory_bytes = std::max(eo.kv_memory_bytes, states > 0 ? 2 * need + states : need);
     Depth x;
     x.d = d;
     EDGELM_TRY(x.eng, engine::Engine::create(runner, nullptr, eo));

@@ -65,8 +65,10 @@ struct EngineFlags {
   int max_batch_tokens = 512;
   int max_batch_size = 32;
   double target_step_ms = 250.0;
+  int state_snapshot_interval = 16;  // hybrid models: recurrent-state snapshot every N KV blocks (0: off)
 };
-// Adds --kv-type, --kv-memory, --max-batch-tokens, --max-batch-size, --target-step-ms.
+// Adds --kv-type, --kv-memory, --max-batch-tokens, --max-batch-size, --target-step-ms,
+// --state-snapshot-interval.
 void add_engine_options(CLI::App* cmd, EngineFlags& flags);
 Result<engine::EngineOptions> engine_options(const EngineFlags& flags);
 

@@ -49,6 +49,11 @@ void add_engine_options(CLI::App* cmd, EngineFlags& f) {
                   "Step latency the adaptive batch size aims under (0: fixed at --max-batch-size)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--state-snapshot-interval", f.state_snapshot_interval,
+                  "Hybrid recurrent models (qwen35): snapshot the recurrent state every N KV blocks so that prompts "
+                  "sharing a prefix reuse it (0: off, no prefix reuse); the snapshots share --kv-memory")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
 }
 
 Result<engine::EngineOptions> engine_options(const EngineFlags& f) {
@@ -58,6 +63,7 @@ Result<engine::EngineOptions> engine_options(const EngineFlags& f) {
   o.scheduler.max_batch_tokens = f.max_batch_tokens;
   o.scheduler.max_batch_size = f.max_batch_size;
   o.scheduler.target_step_ms = f.target_step_ms;
+  o.state_snapshot_interval = f.state_snapshot_interval;
   EDGELM_TRY_STATUS(engine::validate(o));
   return o;
 }

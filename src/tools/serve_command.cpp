@@ -127,8 +127,8 @@ int run_serve(ServeOptions& o) {
   auto cfg_or = effective_config(o);
   if (!cfg_or.ok()) return report_error(cfg_or.error());
   serve::ServeConfig& cfg = *cfg_or;
-  auto eo = engine_options(
-      EngineFlags{cfg.kv_type, cfg.kv_memory, cfg.max_batch_tokens, cfg.max_batch_size, cfg.target_step_ms});
+  auto eo = engine_options(EngineFlags{cfg.kv_type, cfg.kv_memory, cfg.max_batch_tokens, cfg.max_batch_size,
+                                       cfg.target_step_ms, cfg.state_snapshot_interval});
   if (!eo.ok()) return report_error(eo.error());
   eo->n_ctx = cfg.n_ctx;
   std::fprintf(stderr, "edgelm serve settings:\n%s\n", serve::describe(cfg).c_str());
@@ -325,6 +325,9 @@ CommandRunner add_serve_command(CLI::App& app) {
                            [p = o.get()](serve::ServeConfig& cfg) { cfg.max_batch_size = p->engine.max_batch_size; });
   o->bindings.emplace_back(cmd->get_option("--target-step-ms"),
                            [p = o.get()](serve::ServeConfig& cfg) { cfg.target_step_ms = p->engine.target_step_ms; });
+  o->bindings.emplace_back(cmd->get_option("--state-snapshot-interval"), [p = o.get()](serve::ServeConfig& cfg) {
+    cfg.state_snapshot_interval = p->engine.state_snapshot_interval;
+  });
   add_spec_options(cmd, o->spec);
   o->bindings.emplace_back(cmd->get_option("--spec"),
                            [p = o.get()](serve::ServeConfig& cfg) { cfg.spec = p->spec.spec; });

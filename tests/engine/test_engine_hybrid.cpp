@@ -1,9 +1,10 @@
 // A hybrid recurrent model (qwen35: Gated DeltaNet + gated attention) through the whole engine:
 // concurrent, chunked and preempted greedy requests equal each request alone through the
-// reference forward; a repeated prompt is recomputed (no prefix reuse: the recurrent state
-// exists only for a sequence's own history); speculative decoding is refused at startup; and
-// forward_batch refuses state slots that are missing, shared or at another position, without
-// touching them.
+// reference forward (without and with state snapshots, prompts sharing prefixes); without
+// snapshots a repeated prompt is recomputed (the recurrent state exists only for a sequence's
+// own history); the recurrent states come out of --kv-memory; and forward_batch refuses state
+// slots that are missing, shared or at another position, and bad captures, without touching
+// them. Prefix reuse through snapshots and speculation: test_engine_snapshots.cpp.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -12,91 +13,107 @@
 #include "engine/engine.h"
 #include "engine/step_model.h"
 #include "engine_runs.h"
+#include "hybrid_model.h"
 #include "model/synthetic.h"
 
 namespace edgelm::engine {
 namespace {
 
 using test::greedy;
+using test::hybrid_model;
+using test::hybrid_options;
+using test::reference_greedy;
 using test::run_all;
-
-std::unique_ptr<model::Model> hybrid_model() {
-  model::SyntheticSpec s;  // 4 layers: DeltaNet 0-2, attention 3
-  s.arch = "qwen35";
-  s.n_layer = 4;
-  s.head_dim = 32;
-  s.n_rot = 16;
-  s.n_vocab = 96;
-  s.seed = 51;
-  auto file = model::make_synthetic_model(s);
-  EXPECT_TRUE(file.ok()) << file.error().message;
-  auto m = model::Model::load(std::move(file).value());
-  EXPECT_TRUE(m.ok()) << m.error().message;
-  return std::move(m).value();
-}
-
-// Greedy continuation of one prompt through the reference forward, from a fresh cache.
-std::vector<int32_t> reference_greedy(const model::Model& m, const std::vector<int32_t>& prompt, int32_t n) {
-  ThreadPool pool(1);
-  model::KvCache cache(m.config(), 256);
-  std::vector<float> logits(static_cast<size_t>(m.config().n_vocab));
-  std::vector<int32_t> out;
-  EXPECT_TRUE(m.forward(prompt, cache, logits, pool).ok());
-  for (int32_t i = 0; i < n; ++i) {
-    const auto t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(t);
-    EXPECT_TRUE(m.forward(std::span(&t, 1), cache, logits, pool).ok());
-  }
-  return out;
-}
-
-EngineOptions options(int32_t n_blocks) {
-  EngineOptions o;
-  o.block_size = 4;
-  o.kv_type = kv::KvType::f32;
-  o.kv_memory_bytes = static_cast<size_t>(n_blocks) * 4 * 2 * 2 * 32 * sizeof(float);  // 1 K/V layer of 64
-  o.check_invariants = true;
-  o.scheduler.target_step_ms = 0;
-  return o;
-}
 
 TEST(EngineHybrid, ConcurrentChunkedAndPreemptedRequestsEqualTheReference) {
   const auto m = hybrid_model();
   ASSERT_EQ(m->config().n_kv_layers(), 1);
   ThreadPool pool(2);
   ModelRunner runner(*m, pool);
-  for (const int32_t n_blocks : {256, 12}) {  // plenty of KV; a pool so small that sequences are preempted
-    SCOPED_TRACE(n_blocks);
-    EngineOptions o = options(n_blocks);
+  // Plenty of KV; a pool so small that sequences are preempted; both with snapshots every block
+  // (the prompts share prefixes, so resumed and later requests continue from snapshots).
+  struct Case {
+    int32_t n_blocks, block_size, interval, n_snapshots;
+  };
+  for (const Case c : {Case{256, 4, 0, 0}, Case{12, 16, 0, 0}, Case{256, 4, 1, 16}, Case{12, 16, 1, 2}}) {
+    const int32_t n_blocks = c.n_blocks, interval = c.interval;
+    SCOPED_TRACE(testing::Message() << n_blocks << " blocks of " << c.block_size << ", snapshot interval " << interval);
+    EngineOptions o = hybrid_options(*m, n_blocks, 4, interval, c.n_snapshots, false, c.block_size);
     o.scheduler.max_batch_tokens = 8;  // prompts arrive in chunks, mixed with decodes
-    o.scheduler.max_batch_size = 4;
     o.scheduler.watermark = 1.0;
     auto e = Engine::create(runner, nullptr, o);
     ASSERT_TRUE(e.ok()) << e.error().message;
+    ASSERT_EQ((*e)->options().scheduler.max_batch_size, 4);
+    ASSERT_LE((*e)->stats().kv_blocks, n_blocks);
+    ASSERT_EQ((*e)->stats().state_snapshot_capacity > 0, interval > 0);
     std::mt19937 rng(7);
     std::map<RequestId, std::vector<int32_t>> want;
+    const std::vector<int32_t> shared = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4};
     for (int i = 0; i < 6; ++i) {
       std::vector<int32_t> p(static_cast<size_t>(3 + rng() % 14));
       for (int32_t& t : p) t = static_cast<int32_t>(rng() % 96);
-      want[(*e)->add_request(greedy(p, 10)).value()] = reference_greedy(*m, p, 10);
+      if (i % 2 == 1) p.insert(p.begin(), shared.begin(), shared.end());
+      want[(*e)->add_request(greedy(p, 40)).value()] = reference_greedy(*m, p, 40);
     }
     const auto got = run_all(**e);
     for (const auto& [id, w] : want) EXPECT_EQ(got.at(id).tokens, w) << "request " << id;
-    if (n_blocks == 12) EXPECT_GT((*e)->stats().n_preemptions, 0);
-    EXPECT_EQ((*e)->stats().kv_blocks_used, 0);
-    EXPECT_EQ((*e)->stats().state_slots_live, 0) << "every finished sequence returned its state slot";
-    const auto& c = m->config();
-    const int64_t slot_bytes = int64_t{c.n_recurrent_layers()} * c.deltanet.state_floats() * 4;
-    EXPECT_GE((*e)->stats().state_bytes, slot_bytes);          // slots are kept for reuse
-    EXPECT_LE((*e)->stats().state_bytes, 4 * 2 * slot_bytes);  // at most batch cap + preempted ones
+    const EngineStats st = (*e)->stats();
+    if (n_blocks == 12) {
+      EXPECT_GT(st.n_preemptions, 0);
+    }
+    if (interval > 0) {
+      EXPECT_GT(st.prefix_tokens_hit, 0) << "later requests continue the shared prefix from a snapshot";
+      EXPECT_GT(st.state_snapshots, 0);
+    } else {
+      EXPECT_EQ(st.state_snapshots, 0);
+      EXPECT_EQ(st.prefix_tokens_hit, 0);
+    }
+    EXPECT_EQ(st.kv_blocks_used, 0);
+    EXPECT_EQ(st.state_slots_live, 0) << "every finished sequence returned its state slot";
+    const auto slot_bytes = static_cast<int64_t>(test::state_bytes(*m));
+    EXPECT_GE(st.state_bytes, slot_bytes);      // slots are kept for reuse
+    EXPECT_LE(st.state_bytes, 4 * slot_bytes);  // at most the batch cap: waiting sequences hold none
   }
 }
 
-TEST(EngineHybrid, RepeatedPromptIsRecomputedNotReused) {
+TEST(EngineHybrid, StatesComeOutOfTheKvBudget) {
+  const auto m = hybrid_model();
+  ThreadPool pool(1);
+  ModelRunner runner(*m, pool);
+  const size_t slot = test::state_bytes(*m), block = 4 * 2 * 64 * sizeof(float);
+  EngineOptions o = hybrid_options(*m, 40, 4);
+  o.kv_memory_bytes = 4 * slot + 40 * block;
+  auto e = Engine::create(runner, nullptr, o).value();
+  EXPECT_EQ(e->stats().kv_blocks, 40) << "four live states first, the rest is KV";
+  EXPECT_EQ(e->stats().state_snapshot_capacity, 0);
+  // States beyond half the budget lower the batch size instead.
+  o.kv_memory_bytes = 4 * slot;
+  e = Engine::create(runner, nullptr, o).value();
+  EXPECT_EQ(e->options().scheduler.max_batch_size, 2);
+  EXPECT_EQ(e->stats().kv_blocks, static_cast<int32_t>(2 * slot / block));
+  // Snapshots share the rest in proportion (one per interval blocks), at most half of it.
+  o.kv_memory_bytes = 4 * slot + 1000 * block;
+  o.state_snapshot_interval = 1;
+  e = Engine::create(runner, nullptr, o).value();
+  const EngineStats st = e->stats();
+  EXPECT_GT(st.state_snapshot_capacity, 0);
+  EXPECT_LE(static_cast<size_t>(st.state_snapshot_capacity) * slot, 500 * block);
+  EXPECT_LE(
+      4 * slot + static_cast<size_t>(st.state_snapshot_capacity) * slot + static_cast<size_t>(st.kv_blocks) * block,
+      o.kv_memory_bytes);
+  EXPECT_GE(static_cast<size_t>(st.kv_blocks) * block, 500 * block - block);
+  // Too little for one state and its KV: refused, naming the states.
+  o.kv_memory_bytes = slot;
+  auto bad = Engine::create(runner, nullptr, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("recurrent state"), std::string::npos) << bad.error().message;
+}
+
+TEST(EngineHybrid, WithoutSnapshotsARepeatedPromptIsRecomputed) {
   const auto m = hybrid_model();
   ThreadPool pool(2);
   ModelRunner runner(*m, pool);
-  auto e = Engine::create(runner, nullptr, options(64)).value();
+  auto e = Engine::create(runner, nullptr, hybrid_options(*m, 64, 4, /*interval=*/0)).value();
   const std::vector<int32_t> p = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   std::vector<int32_t> cached;
   std::vector<std::vector<int32_t>> outs;
@@ -115,18 +132,7 @@ TEST(EngineHybrid, RepeatedPromptIsRecomputedNotReused) {
   }
   EXPECT_EQ(outs[0], reference_greedy(*m, p, 6));
   EXPECT_EQ(outs[1], outs[0]);
-  EXPECT_EQ(cached[1], 0) << "a hybrid model cannot reuse another request's KV prefix";
-}
-
-TEST(EngineHybrid, SpeculativeDecodingIsRefused) {
-  const auto m = hybrid_model();
-  ThreadPool pool(1);
-  ModelRunner runner(*m, pool);
-  EngineOptions o = options(64);
-  o.spec.mode = SpecMode::ngram;
-  auto e = Engine::create(runner, nullptr, o);
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.error().message.find("hybrid recurrent"), std::string::npos) << e.error().message;
+  EXPECT_EQ(cached[1], 0) << "without snapshots a hybrid model cannot reuse another request's KV prefix";
 }
 
 TEST(EngineHybrid, ForwardBatchChecksStateSlots) {

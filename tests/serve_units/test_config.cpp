@@ -44,6 +44,7 @@ TEST(ServeConfig, LoadsEveryKindOfField) {
              "kv_type: q8_0\n"
              "kv_memory: 1G\n"
              "target_step_ms: 120.5\n"
+             "state_snapshot_interval: 4\n"
              "max_body_bytes: 2M\n"
              "api_keys: [alpha, beta]\n"
              "admin_token: s3cret\n"
@@ -61,6 +62,7 @@ TEST(ServeConfig, LoadsEveryKindOfField) {
   EXPECT_EQ(c->kv_type, "q8_0");
   EXPECT_EQ(c->kv_memory, "1G");
   EXPECT_DOUBLE_EQ(c->target_step_ms, 120.5);
+  EXPECT_EQ(c->state_snapshot_interval, 4);
   EXPECT_EQ(c->max_body_bytes, size_t{2} << 20);
   EXPECT_EQ(c->api_keys, (std::vector<std::string>{"alpha", "beta"}));
   EXPECT_EQ(c->admin_token, "s3cret");
@@ -109,6 +111,7 @@ TEST(ServeConfig, WrongTypeIsAnErrorNamingTheKey) {
       {"port: eighty\n", "'port'"},
       {"threads: 2.5\n", "'threads'"},
       {"target_step_ms: fast\n", "'target_step_ms'"},
+      {"state_snapshot_interval: 2.5\n", "'state_snapshot_interval'"},
       {"auth_health: maybe\n", "'auth_health'"},
       {"max_body_bytes: lots\n", "'max_body_bytes'"},
       {"host: [a, b]\n", "'host'"},
@@ -406,7 +409,8 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 64);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 65);
+  EXPECT_NE(d.find("state_snapshot_interval: 16\n"), std::string::npos) << d;
   EXPECT_NE(d.find("mmproj: (none)\nimage_max_pixels: 50000000\nmax_images_per_request: 8\nimage_cache: 16\n"),
             std::string::npos)
       << d;

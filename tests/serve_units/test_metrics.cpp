@@ -1,5 +1,6 @@
 // ServerMetrics series fed from elsewhere at scrape time: edge_cache_store_errors_total,
-// edge_energy_joules_total (a fixture RAPL tree), process_cpu_seconds_total.
+// edge_energy_joules_total (a fixture RAPL tree), process_cpu_seconds_total; the recurrent
+// state and snapshot gauges from the service stats.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -26,6 +27,21 @@ TEST(ServerMetrics, CacheStoreErrorsAreReadAtEachScrape) {
   const std::string after = m.scrape(ServiceStats{}, "tiny");
   EXPECT_NE(after.find("edge_cache_store_errors_total{model_name=\"tiny\",device_id=\"dev-1\"} 7\n"), std::string::npos)
       << after;
+}
+
+TEST(ServerMetrics, RecurrentStatesAndSnapshots) {
+  ServerMetrics m("dev-1");
+  ServiceStats st;
+  st.state_bytes = 4096;
+  st.state_slots_live = 2;
+  st.state_snapshot_bytes = 12288;
+  st.state_snapshots = 3;
+  const std::string text = m.scrape(st, "q");
+  for (const char* line : {"edge_recurrent_state_bytes{model_name=\"q\",device_id=\"dev-1\"} 4096\n",
+                           "edge_recurrent_state_slots{model_name=\"q\",device_id=\"dev-1\"} 2\n",
+                           "edge_recurrent_snapshot_bytes{model_name=\"q\",device_id=\"dev-1\"} 12288\n",
+                           "edge_recurrent_snapshot_count{model_name=\"q\",device_id=\"dev-1\"} 3\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
 }
 
 TEST(ServerMetrics, EnergyFromRaplFixtureAndAbsentWithoutSource) {
