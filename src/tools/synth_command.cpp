@@ -69,10 +69,12 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "Output GGUF path")->required();
   cmd->add_option("--shape", o->shape,
                   "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
-                  "gemma3-1b, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, stories15m, bert-bge-small, bert-tiny, ...); "
+                  "gemma3-1b, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, gemma4-e2b, gemma4-e4b, gemma4-tiny, stories15m, "
+                  "bert-bge-small, bert-tiny, ...); "
                   "overrides the sizes but "
                   "--layers, --ctx and --n-vocab given explicitly");
-  cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2, qwen3, qwen35, gemma2, gemma3, phi3, bert)")
+  cmd->add_option("--arch", s.arch,
+                  "Architecture (llama, qwen2, qwen3, qwen35, gemma2, gemma3, phi3, bert; gemma4 only through --shape)")
       ->capture_default_str();
   cmd->add_option("--dim", s.n_embd, "Embedding size")->capture_default_str();
   o->layers_opt = cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
