@@ -525,8 +525,11 @@ TEST(BatchForwardErrors, RejectsBadInput) {
 // Once the scratch has seen a step at least as large, a step allocates nothing. The model is
 // small enough that every matmul stays on the calling thread: kernels::matmul's own parallel
 // path builds a std::function of a lambda too large to be stored inline, which allocates.
-TEST(BatchForwardAllocations, WarmStepAllocatesNothing) {
-  const auto m = load_model("llama_gqa");
+// llama, and gemma4 (per-layer embeddings and head sizes, shared-KV layers).
+class BatchForwardAllocations : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BatchForwardAllocations, WarmStepAllocatesNothing) {
+  const auto m = load_model(GetParam());
   const auto V = static_cast<size_t>(m->config().n_vocab);
   auto store = kv::KvStore::create(m->config(), 32, 8, KvType::q8_0);
   ASSERT_TRUE(store.ok());
@@ -547,6 +550,8 @@ TEST(BatchForwardAllocations, WarmStepAllocatesNothing) {
     EXPECT_EQ(n_allocs, 0) << "position " << pos;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchForwardAllocations, ::testing::Values("llama_gqa", "gemma4_tiny"));
 
 }  // namespace
 }  // namespace edgelm::engine
