@@ -94,6 +94,11 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
 // with n_vocab rows, into `file` (synthetic_gemma4.cpp; called by make_synthetic_model).
 Status add_synthetic_gemma4(format::ModelFile& file, const SyntheticSpec& spec, int64_t n_vocab);
 
+// A gemma4 shape cut to n_layer layers (synth --layers): the shape's share of shared-KV layers
+// (shape_shared of shape_layers), fewer where a shared layer would find no earlier layer of its
+// kind with K/V (spec's swa_period) -- 0 at worst.
+int32_t gemma4_shared_kv_for(const SyntheticSpec& spec, int32_t n_layer, int32_t shape_layers, int32_t shape_shared);
+
 // Appends tensor `name` of GGUF shape ne (ne[0] fastest, n_dims of them) to `file`, its
 // elements drawn in order from N(mean, scale^2) with `rng` and stored as `type` (F32, F16 or
 // BF16); the data is owned by the file. Every synthetic writer (text models, mmproj) uses it, so

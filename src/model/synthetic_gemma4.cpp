@@ -33,6 +33,20 @@ void add_proportional_rope_freqs(format::ModelFile& file, int64_t head_dim, floa
 
 }  // namespace
 
+int32_t gemma4_shared_kv_for(const SyntheticSpec& s, int32_t n_layer, int32_t shape_layers, int32_t shape_shared) {
+  auto local = [&s](int32_t l) { return l % s.swa_period != s.swa_period - 1; };
+  for (int32_t n = shape_layers > 0 ? n_layer * shape_shared / shape_layers : 0; n > 0; --n) {
+    bool ok = true;
+    for (int32_t l = n_layer - n; l < n_layer && ok; ++l) {
+      bool found = false;
+      for (int32_t j = 0; j < n_layer - n && !found; ++j) found = local(j) == local(l);
+      ok = found;
+    }
+    if (ok) return n;
+  }
+  return 0;
+}
+
 Status add_synthetic_gemma4(format::ModelFile& file, const SyntheticSpec& s, int64_t n_vocab) {
   const int32_t L = s.n_layer, P = s.n_embd_ple, Dg = s.head_dim, Dl = s.head_dim_swa;
   if (Dg <= 0 || Dl <= 0 || Dg % 2 != 0 || Dl % 2 != 0 || P < 0 || s.n_shared_kv < 0 || s.n_shared_kv >= L ||

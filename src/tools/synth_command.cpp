@@ -34,7 +34,12 @@ int run(SynthOptions& o) {
   if (!o.shape.empty()) {
     const model::SyntheticSpec given = o.spec;
     if (auto st = model::apply_synthetic_shape(o.spec, o.shape); !st.ok()) return report_error(st.error());
-    if (o.layers_opt->count() > 0) o.spec.n_layer = given.n_layer;
+    if (o.layers_opt->count() > 0) {
+      // gemma4: keep the shape's share of shared-KV layers, as far as the fewer layers allow.
+      if (o.spec.arch == "gemma4")
+        o.spec.n_shared_kv = model::gemma4_shared_kv_for(o.spec, given.n_layer, o.spec.n_layer, o.spec.n_shared_kv);
+      o.spec.n_layer = given.n_layer;
+    }
     if (o.ctx_opt->count() > 0) o.spec.n_ctx = given.n_ctx;
     if (o.vocab_opt->count() > 0) o.spec.n_vocab = given.n_vocab;
   }
