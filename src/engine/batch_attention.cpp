@@ -60,8 +60,8 @@ struct Pass {
     kv.type = kv_elem(a.store.type());
     kv.k_base = a.store.k_rows(a.layer, 0);
     kv.v_base = a.store.v_rows(a.layer, 0);
-    kv.block_stride = a.store.block_bytes();
-    kv.row_bytes = a.store.row_bytes();
+    kv.block_stride = a.store.block_bytes(a.layer);
+    kv.row_bytes = a.store.row_bytes(a.layer);
     kv.block_size = a.store.block_size();
     kv.blocks = seq.blocks.data();
     kv.head_dim = a.head_dim;

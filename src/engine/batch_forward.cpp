@@ -14,6 +14,7 @@
 #include "kernels/ops_vector.h"
 #include "model/deltanet.h"
 #include "model/ops.h"
+#include "model/ple.h"
 
 namespace edgelm::engine {
 namespace {
@@ -38,13 +39,15 @@ struct Step {
   ThreadPool& pool;
   const kernels::VectorOps& ops;
   int64_t n = 0;  // tokens of the step
-  int64_t E = 0, D = 0, H = 0, Q = 0, KV = 0, F = 0;
+  int64_t E = 0, H = 0;
+  int64_t D = 0, Q = 0, KV = 0, F = 0;  // the current layer's head size, Q and K/V widths, FFN size
   int32_t block_size = 0;
   int32_t n_ctx = 0;
   float att_scale = 0.0f;
   // Set per layer:
   int32_t layer = 0;
   int32_t kv_layer = 0;              // the layer's K/V index in the store (ModelConfig::kv_layer)
+  bool own_kv = true;                // the layer computes and stores K/V (false: Gemma 4 shared-KV layer)
   const float* post_norm = nullptr;  // [n_embd] norm of the sub-layer output before the add; null: none
   const float* next_norm = nullptr;  // [n_embd] norm applied after a residual add; null: none
 };
@@ -87,8 +90,10 @@ void rope_and_store(Step& st) {
     BatchScratch& s = st.s;
     for (size_t t = b; t < e; ++t) {
       const int32_t pos = s.tok_pos[t];
-      float* k = &s.k[t * st.KV];
+      float* k = st.own_kv ? &s.k[t * st.KV] : nullptr;
       st.m.prepare_qk(st.layer, &s.q[t * st.Q], k, pos, st.n_ctx);  // Q/K norms (if any) and RoPE
+      if (!st.own_kv) continue;                                     // a shared-KV layer reads its source layer's K/V
+      st.m.prepare_v(st.layer, &s.v[t * st.KV]);
       const kv::BlockId block = slice_blocks(st, s.tok_seq[t])[pos / st.block_size];
       st.store.write(st.kv_layer, block, pos % st.block_size, k, &s.v[t * st.KV]);
     }
@@ -98,9 +103,10 @@ void rope_and_store(Step& st) {
 // Causal attention of every token over its own sequence (a local layer: its window), straight
 // from the store.
 void attention(Step& st) {
-  const AttnLayer a{st.store,      st.kv_layer,     st.batch.seqs.data(), st.s.tok_seq.data(), st.s.tok_pos.data(),
-                    st.s.q.data(), st.s.att.data(), st.c.n_head,          st.c.n_head_kv,      st.c.head_dim,
-                    st.att_scale,  nullptr,         st.c.attn_softcap};
+  const AttnLayer a{
+      st.store,      st.kv_layer,     st.batch.seqs.data(), st.s.tok_seq.data(), st.s.tok_pos.data(),
+      st.s.q.data(), st.s.att.data(), st.c.n_head,          st.c.n_head_kv,      static_cast<int32_t>(st.D),
+      st.att_scale,  nullptr,         st.c.attn_softcap};
   attention_run(a, st.c.layer_is_local(st.layer) ? st.s.attn_local : st.s.attn, st.pool);
 }
 
@@ -115,6 +121,15 @@ void residual(Step& st) {
       st.ops.add(&s.x[t * st.E], &s.proj[t * st.E], st.E);
       if (st.next_norm != nullptr) st.ops.rms_norm(&s.xn[t * st.E], &s.x[t * st.E], st.next_norm, st.E, st.c.rms_eps);
     }
+  });
+}
+
+// xn = rms_norm(x, next_norm) per token (when next_norm is set).
+void next_layer_norm(Step& st) {
+  if (st.next_norm == nullptr) return;
+  run(st, static_cast<size_t>(st.n), 2 * st.E, [&st](size_t b, size_t e) {
+    for (size_t t = b; t < e; ++t)
+      st.ops.rms_norm(&st.s.xn[t * st.E], &st.s.x[t * st.E], st.next_norm, st.E, st.c.rms_eps);
   });
 }
 
@@ -171,9 +186,15 @@ Status validate_states(const model::ModelConfig& c, const StepBatch& batch) {
 Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, const kv::KvStore& store,
                          std::span<const float> logits) {
   if (batch.seqs.empty() || batch.tokens.empty()) return make_error("forward_batch: empty batch");
-  if (store.n_layer() != c.n_kv_layers() || store.n_embd_kv() != c.n_embd_kv())
-    return make_error("forward_batch: KV store of {} layers x {} is not this model's {} x {}", store.n_layer(),
-                      store.n_embd_kv(), c.n_kv_layers(), c.n_embd_kv());
+  if (store.n_layer() != c.n_kv_layers())
+    return make_error("forward_batch: KV store of {} layers is not this model's {}", store.n_layer(), c.n_kv_layers());
+  for (int32_t l = 0; l < c.n_kv_layers(); ++l)
+    if (store.n_embd_kv(l) != c.kv_n_embd(l))
+      return make_error("forward_batch: KV store layer {} of width {} is not this model's {}", l, store.n_embd_kv(l),
+                        c.kv_n_embd(l));
+  if (!batch.spans.empty() && c.n_embd_ple > 0)
+    return make_error("forward_batch: embedding spans are not supported for {} (per-layer embeddings need token ids)",
+                      c.arch->name);
   const int64_t bs = store.block_size();
   int64_t n_total = 0, n_logits = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -263,22 +284,28 @@ void plan_step(Step& st) {
     }
     tok_end = end;
   }
-  attention_plan(s.attn, st.n, tok_pos, st.c.n_head, st.c.head_dim, st.pool.n_threads(), 0, tok_end);
+  const int32_t max_d = st.c.max_head_dim();  // the plan's partial states fit every layer's heads
+  attention_plan(s.attn, st.n, tok_pos, st.c.n_head, max_d, st.pool.n_threads(), 0, tok_end);
   if (st.c.n_swa > 0) {
     s.attn_local.split_positions = s.attn.split_positions;
     s.attn_local.state_budget_bytes = s.attn.state_budget_bytes;
-    attention_plan(s.attn_local, st.n, tok_pos, st.c.n_head, st.c.head_dim, st.pool.n_threads(), st.c.n_swa,
-                   tok_end);
+    attention_plan(s.attn_local, st.n, tok_pos, st.c.n_head, max_d, st.pool.n_threads(), st.c.n_swa, tok_end);
   }
 
   for (auto* buf : {&s.x, &s.xn, &s.proj}) grow(*buf, st.n * st.E);
-  for (auto* buf : {&s.q, &s.att}) grow(*buf, st.n * st.Q);
-  for (auto* buf : {&s.k, &s.v}) grow(*buf, st.n * st.KV);
-  for (auto* buf : {&s.gate, &s.up}) grow(*buf, st.n * st.F);
+  for (auto* buf : {&s.q, &s.att}) grow(*buf, st.n * st.H * max_d);
+  for (auto* buf : {&s.k, &s.v}) grow(*buf, st.n * st.c.n_head_kv * max_d);
+  for (auto* buf : {&s.gate, &s.up}) grow(*buf, st.n * st.c.n_ff);
+  if (st.c.n_embd_ple > 0) {
+    const int64_t LP = int64_t{st.c.n_layer} * st.c.n_embd_ple;
+    grow(s.ple, st.n * LP);
+    grow(s.ple_row, LP);
+    grow(s.ple_gate, st.n * st.c.n_embd_ple);
+  }
   if (st.c.arch->gated_deltanet) {
     const model::DeltaNetConfig& d = st.c.deltanet;
-    grow(s.q_gate, st.n * 2 * st.Q);
-    grow(s.attn_gate, st.n * st.Q);
+    grow(s.q_gate, st.n * 2 * st.H * max_d);
+    grow(s.attn_gate, st.n * st.H * max_d);
     grow(s.mixed, st.n * d.conv_dim());
     for (auto* buf : {&s.z, &s.rec_out}) grow(*buf, st.n * d.value_dim());
     for (auto* buf : {&s.beta, &s.alpha}) grow(*buf, st.n * d.n_v_heads);
@@ -396,11 +423,7 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
   Step st{m, c, w, batch, store, scratch, pool, kernels::active_vector_ops()};
   st.n = static_cast<int64_t>(batch.tokens.size());
   st.E = c.n_embd;
-  st.D = c.head_dim;
   st.H = c.n_head;
-  st.Q = st.H * st.D;
-  st.KV = c.n_embd_kv();
-  st.F = c.n_ff;
   st.block_size = store.block_size();
   st.att_scale = m.attn_scale();
   st.n_ctx = batch.n_ctx > 0 ? batch.n_ctx : c.n_ctx_train;
@@ -412,17 +435,27 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
   const bool hybrid = c.deltanet.interval > 0;
   if (hybrid) prepare_states(batch);
   embed_tokens(st);  // also the first layer's attention norm
+  if (c.n_embd_ple > 0)
+    model::ple_inputs(c, w, batch.tokens.data(), s.x.data(), n, s.ple.data(), s.ple_row.data(), pool, mm);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const model::LayerWeights& L = w.layers[static_cast<size_t>(l)];
     st.layer = l;
     st.kv_layer = c.kv_layer(l);
+    st.own_kv = c.layer_has_kv(l);
+    st.D = c.layer_head_dim(l);
+    st.Q = st.H * st.D;
+    st.KV = c.layer_n_embd_kv(l);
+    st.F = c.layer_n_ff(l);
     if (c.layer_is_recurrent(l)) {
       deltanet_layer(st, L);
     } else {
       const model::LinearPart qkv[] = {{&L.wq, L.bq, L.attn_gated ? s.q_gate.data() : s.q.data()},
                                        {&L.wk, L.bk, s.k.data()},
                                        {&L.wv, L.bv, s.v.data()}};
-      model::linear_many(qkv, s.xn.data(), n, pool, mm);
+      // Q, K and V; a shared-KV layer only Q; without V weights V is K's projection (Gemma 4).
+      const size_t n_parts = !st.own_kv ? 1 : L.wv ? 3 : 2;
+      model::linear_many(std::span(qkv, n_parts), s.xn.data(), n, pool, mm);
+      if (st.own_kv && !L.wv) std::copy_n(s.k.data(), n * st.KV, s.v.data());
       if (L.attn_gated) split_q_gate(st);
       rope_and_store(st);
       attention(st);
@@ -439,8 +472,14 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
     gated_act(st);
     model::linear(s.proj.data(), s.gate.data(), n, L.w_down, nullptr, pool, mm);
     st.post_norm = L.ffn_post_norm;
-    st.next_norm = l + 1 < c.n_layer ? w.layers[static_cast<size_t>(l) + 1].attn_norm : nullptr;
+    const float* next_norm = l + 1 < c.n_layer ? w.layers[static_cast<size_t>(l) + 1].attn_norm : nullptr;
+    st.next_norm = c.arch->gemma4 ? nullptr : next_norm;
     residual(st);
+    if (c.arch->gemma4) {  // the per-layer embedding and output scale, then the next layer's norm
+      model::ple_layer(c, L, l, s.x.data(), s.ple.data(), n, s.ple_gate.data(), s.proj.data(), pool, mm);
+      st.next_norm = next_norm;
+      next_layer_norm(st);
+    }
   }
 
   if (hybrid) advance_states(batch);

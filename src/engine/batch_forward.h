@@ -18,6 +18,8 @@
 //  - embedding spans (StepBatch::spans, model/embd_span.h: an image's soft tokens) replace the
 //    token_embd rows of their positions, unscaled, and attend bidirectionally within the span
 //    as Model::forward does with the same spans;
+//  - Gemma 4: per-layer head sizes and FFN sizes, shared-KV layers that compute only Q and
+//    attend over their source layer's K/V in the store, the per-layer embeddings (model/ple.h);
 //  - hybrid models' Gated DeltaNet layers run model/deltanet.h per slice over the slice's
 //    recurrent state slot (StepBatch::states): the convolution over channel ranges and the
 //    delta rule over value heads of every slice in one parallel loop each; a slice with
@@ -107,30 +109,33 @@ struct StepBatch {
 // and only grow, so a warmed-up scratch makes a step allocation-free; attn's split_positions and
 // state_budget_bytes are the settings.
 struct BatchScratch {
-  std::vector<float> x;          // [n_total, n_embd] residual stream
-  std::vector<float> xn;         // [n_total, n_embd] normalized input of a sub-layer
-  std::vector<float> q;          // [n_total, n_head * head_dim]
-  std::vector<float> k;          // [n_total, n_embd_kv] the step's new keys (after RoPE)
-  std::vector<float> v;          // [n_total, n_embd_kv]
-  std::vector<float> att;        // [n_total, n_head * head_dim] attention output
-  std::vector<float> proj;       // [n_total, n_embd] sub-layer output
-  std::vector<float> gate;       // [n_total, n_ff]
-  std::vector<float> up;         // [n_total, n_ff]
-  std::vector<float> x_out;      // [sum of n_logits, n_embd] final-normed tokens with logits
-  std::vector<float> q_gate;     // [n_total, 2 * n_head * head_dim] gated attention's Q projection
-  std::vector<float> attn_gate;  // [n_total, n_head * head_dim] its output gate
-  std::vector<float> mixed;      // [n_total, conv_dim] DeltaNet Q, K, V channels (deltanet.h)
-  std::vector<float> z;          // [n_total, value_dim] DeltaNet output gate
-  std::vector<float> beta;       // [n_total, n_v_heads]
-  std::vector<float> alpha;      // [n_total, n_v_heads]
-  std::vector<float> rec_out;    // [n_total, value_dim] DeltaNet output
-  std::vector<int32_t> tok_seq;  // [n_total] slice of each token
-  std::vector<int32_t> tok_pos;  // [n_total] position of each token
-  std::vector<int32_t> tok_end;  // [n_total] exclusive end of each token's attended positions (with spans)
+  std::vector<float> x;                // [n_total, n_embd] residual stream
+  std::vector<float> xn;               // [n_total, n_embd] normalized input of a sub-layer
+  std::vector<float> q;                // [n_total, n_head * head_dim] (the layer's head size; sized for the largest)
+  std::vector<float> k;                // [n_total, n_embd_kv] the step's new keys (after RoPE)
+  std::vector<float> v;                // [n_total, n_embd_kv]
+  std::vector<float> att;              // [n_total, n_head * head_dim] attention output
+  std::vector<float> proj;             // [n_total, n_embd] sub-layer output
+  std::vector<float> gate;             // [n_total, n_ff]
+  std::vector<float> up;               // [n_total, n_ff]
+  std::vector<float> x_out;            // [sum of n_logits, n_embd] final-normed tokens with logits
+  std::vector<float> q_gate;           // [n_total, 2 * n_head * head_dim] gated attention's Q projection
+  std::vector<float> attn_gate;        // [n_total, n_head * head_dim] its output gate
+  std::vector<float> mixed;            // [n_total, conv_dim] DeltaNet Q, K, V channels (deltanet.h)
+  std::vector<float> z;                // [n_total, value_dim] DeltaNet output gate
+  std::vector<float> beta;             // [n_total, n_v_heads]
+  std::vector<float> alpha;            // [n_total, n_v_heads]
+  std::vector<float> rec_out;          // [n_total, value_dim] DeltaNet output
+  std::vector<float> ple;              // [n_total, n_layer * n_embd_ple] Gemma 4's per-layer inputs (model/ple.h)
+  std::vector<float> ple_row;          // [n_layer * n_embd_ple] one token's per_layer_token_embd row
+  std::vector<float> ple_gate;         // [n_total, n_embd_ple]
+  std::vector<int32_t> tok_seq;        // [n_total] slice of each token
+  std::vector<int32_t> tok_pos;        // [n_total] position of each token
+  std::vector<int32_t> tok_end;        // [n_total] exclusive end of each token's attended positions (with spans)
   std::vector<const float*> tok_embd;  // [n_total] a span token's embedding row, else null (with spans)
-  std::vector<int64_t> seq_tok;  // [n_seqs + 1] first token of each slice (and n_total)
-  AttnScratch attn;              // attention work items and partial states (global layers)
-  AttnScratch attn_local;        // the same for sliding-window layers (its settings copied from attn)
+  std::vector<int64_t> seq_tok;        // [n_seqs + 1] first token of each slice (and n_total)
+  AttnScratch attn;                    // attention work items and partial states (global layers)
+  AttnScratch attn_local;              // the same for sliding-window layers (its settings copied from attn)
   kernels::MatmulScratch matmul;
 };
 

@@ -6,7 +6,6 @@
 #include <optional>
 #include <utility>
 
-
 #include "kernels/attention_kernels.h"
 #include "kernels/fp16.h"
 #include "kernels/quants_legacy.h"
@@ -51,29 +50,31 @@ std::string_view kv_type_name(KvType type) {
 }
 
 size_t kv_bytes_per_token(const model::ModelConfig& config, KvType type) {
-  return static_cast<size_t>(std::max(config.n_kv_layers(), 0)) * 2 * row_bytes_for(config.n_embd_kv(), type);
+  size_t total = 0;
+  for (int32_t l = 0; l < config.n_kv_layers(); ++l) total += 2 * row_bytes_for(config.kv_n_embd(l), type);
+  return total;
 }
 
-
 Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_blocks, int32_t block_size, KvType type) {
-  const int32_t n_embd_kv = config.n_embd_kv();
-  if (config.n_kv_layers() < 1 || n_embd_kv < 1)
-    return make_error("KV cache: model has {} layers with K/V and n_embd_kv {}; both must be >= 1", config.n_kv_layers(), n_embd_kv);
+  int32_t min_embd_kv = config.n_kv_layers() < 1 ? 0 : config.kv_n_embd(0);
+  for (int32_t l = 1; l < config.n_kv_layers(); ++l) min_embd_kv = std::min(min_embd_kv, config.kv_n_embd(l));
+  if (config.n_kv_layers() < 1 || min_embd_kv < 1)
+    return make_error("KV cache: model has {} layers with K/V and n_embd_kv {}; both must be >= 1",
+                      config.n_kv_layers(), min_embd_kv);
   if (block_size < 1) return make_error("KV cache: block size {} must be >= 1", block_size);
   if (n_blocks < 1) return make_error("KV cache: {} blocks requested; at least 1 is needed", n_blocks);
-  if (type == KvType::q8_0 && n_embd_kv % kernels::kQK != 0)
-    return make_error(
-        "KV cache type q8_0 needs n_embd_kv (n_head_kv * head_dim = {}) to be a multiple of {}; "
-        "use f16 or f32",
-        n_embd_kv, kernels::kQK);
+  for (int32_t l = 0; l < config.n_kv_layers(); ++l)
+    if (type == KvType::q8_0 && config.kv_n_embd(l) % kernels::kQK != 0)
+      return make_error(
+          "KV cache type q8_0 needs n_embd_kv (n_head_kv * head_dim = {}) to be a multiple of {}; "
+          "use f16 or f32",
+          config.kv_n_embd(l), kernels::kQK);
 
   KvStore s;
   s.type_ = type;
   s.n_layer_ = config.n_kv_layers();
-  s.n_embd_kv_ = n_embd_kv;
   s.n_blocks_ = n_blocks;
   s.block_size_ = block_size;
-  s.row_bytes_ = row_bytes_for(n_embd_kv, type);
   s.k_transposed_ = type != KvType::q8_0 && block_size % kernels::kAttnKtBlock == 0;
   const auto block_bytes = mul(kv_bytes_per_token(config, type), static_cast<size_t>(block_size));
   const auto total = block_bytes ? mul(*block_bytes, static_cast<size_t>(n_blocks)) : std::nullopt;
@@ -81,6 +82,12 @@ Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_bloc
     return make_error("KV cache of {} blocks x {} tokens x {} bytes per token does not fit in memory", n_blocks,
                       block_size, kv_bytes_per_token(config, type));
   s.n_bytes_ = *total;
+  size_t offset = 0;
+  for (int32_t l = 0; l < s.n_layer_; ++l) {
+    const int32_t w = config.kv_n_embd(l);
+    s.layers_.push_back({w, row_bytes_for(w, type), offset});
+    offset += 2 * static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size) * s.layers_.back().row_bytes;
+  }
   auto mem = HugePageBuffer::allocate(s.n_bytes_);
   if (!mem.ok()) return make_error("KV cache of {} blocks: {}", n_blocks, mem.error().message);
   s.data_ = std::move(*mem);
@@ -97,59 +104,59 @@ int32_t KvStore::blocks_for_budget(const model::ModelConfig& config, int32_t blo
 const std::byte* KvStore::rows(int32_t layer, BlockId block, int kv) const {
   EDGELM_CHECK(layer >= 0 && layer < n_layer_, "layer ", layer, " out of range [0, ", n_layer_, ")");
   EDGELM_CHECK(block >= 0 && block < n_blocks_, "block ", block, " out of range [0, ", n_blocks_, ")");
-  const size_t piece = static_cast<size_t>(block_size_) * row_bytes_;  // one layer's K or V of a block
-  const size_t offset = ((static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * static_cast<size_t>(n_blocks_) +
-                         static_cast<size_t>(block)) *
-                        piece;
-  return data_.data() + offset;
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  const size_t piece = static_cast<size_t>(block_size_) * L.row_bytes;  // one layer's K or V of a block
+  const size_t offset = (static_cast<size_t>(kv) * static_cast<size_t>(n_blocks_) + static_cast<size_t>(block)) * piece;
+  return data_.data() + L.offset + offset;
 }
 
 const std::byte* KvStore::row(int32_t layer, BlockId block, int kv, int32_t slot) const {
   EDGELM_CHECK(slot >= 0 && slot < block_size_, "slot ", slot, " out of range [0, ", block_size_, ")");
-  return rows(layer, block, kv) + static_cast<size_t>(slot) * row_bytes_;
+  return rows(layer, block, kv) + static_cast<size_t>(slot) * row_bytes(layer);
 }
 
 std::byte* KvStore::row(int32_t layer, BlockId block, int kv, int32_t slot) {
   return const_cast<std::byte*>(std::as_const(*this).row(layer, block, kv, slot));
 }
 
-void KvStore::encode(const float* x, std::byte* dst) const {
+void KvStore::encode(const float* x, std::byte* dst, int32_t n) const {
   switch (type_) {
-    case KvType::f32: std::memcpy(dst, x, row_bytes_); return;
+    case KvType::f32: std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float)); return;
     case KvType::f16:
-      for (int32_t i = 0; i < n_embd_kv_; ++i) {
+      for (int32_t i = 0; i < n; ++i) {
         const uint16_t h = kernels::fp32_to_fp16(x[i]);
         std::memcpy(dst + 2 * static_cast<size_t>(i), &h, sizeof h);
       }
       return;
-    case KvType::q8_0: kernels::q8_0_from_float(x, dst, n_embd_kv_); return;
+    case KvType::q8_0: kernels::q8_0_from_float(x, dst, n); return;
   }
 }
 
-void KvStore::decode(const std::byte* src, float* out) const {
+void KvStore::decode(const std::byte* src, float* out, int32_t n) const {
   switch (type_) {
-    case KvType::f32: std::memcpy(out, src, row_bytes_); return;
+    case KvType::f32: std::memcpy(out, src, static_cast<size_t>(n) * sizeof(float)); return;
     case KvType::f16:
-      for (int32_t i = 0; i < n_embd_kv_; ++i) {
+      for (int32_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, src + 2 * static_cast<size_t>(i), sizeof h);
         out[i] = kernels::fp16_to_fp32(h);
       }
       return;
-    case KvType::q8_0: kernels::q8_0_to_float(src, out, n_embd_kv_); return;
+    case KvType::q8_0: kernels::q8_0_to_float(src, out, n); return;
   }
 }
 
 void KvStore::write(int32_t layer, BlockId block, int32_t slot, const float* k, const float* v) {
-  encode(v, row(layer, block, 1, slot));
+  const int32_t n = n_embd_kv(layer);
+  encode(v, row(layer, block, 1, slot), n);
   if (!k_transposed_) {
-    encode(k, row(layer, block, 0, slot));
+    encode(k, row(layer, block, 0, slot), n);
     return;
   }
   // Element i of the row goes to [i, slot] of the block's [n_embd_kv, block_size] keys.
   std::byte* keys = row(layer, block, 0, 0) + static_cast<size_t>(slot) * elem_bytes();
   const size_t stride = static_cast<size_t>(block_size_) * elem_bytes();
-  for (int32_t i = 0; i < n_embd_kv_; ++i, keys += stride) {
+  for (int32_t i = 0; i < n; ++i, keys += stride) {
     if (type_ == KvType::f32) {
       std::memcpy(keys, &k[i], sizeof(float));
     } else {
@@ -160,13 +167,14 @@ void KvStore::write(int32_t layer, BlockId block, int32_t slot, const float* k, 
 }
 
 void KvStore::read_k(int32_t layer, BlockId block, int32_t slot, float* out) const {
+  const int32_t n = n_embd_kv(layer);
   if (!k_transposed_) {
-    decode(row(layer, block, 0, slot), out);
+    decode(row(layer, block, 0, slot), out, n);
     return;
   }
   const std::byte* keys = row(layer, block, 0, 0) + static_cast<size_t>(slot) * elem_bytes();
   const size_t stride = static_cast<size_t>(block_size_) * elem_bytes();
-  for (int32_t i = 0; i < n_embd_kv_; ++i, keys += stride) {
+  for (int32_t i = 0; i < n; ++i, keys += stride) {
     if (type_ == KvType::f32) {
       std::memcpy(&out[i], keys, sizeof(float));
     } else {
@@ -178,14 +186,14 @@ void KvStore::read_k(int32_t layer, BlockId block, int32_t slot, float* out) con
 }
 
 void KvStore::read_v(int32_t layer, BlockId block, int32_t slot, float* out) const {
-  decode(row(layer, block, 1, slot), out);
+  decode(row(layer, block, 1, slot), out, n_embd_kv(layer));
 }
 
 void KvStore::copy_block(BlockId dst, BlockId src) {
   EDGELM_CHECK(dst != src, "copy_block onto itself (block ", dst, ")");
-  const size_t piece = static_cast<size_t>(block_size_) * row_bytes_;
   for (int32_t l = 0; l < n_layer_; ++l)
-    for (int kv = 0; kv < 2; ++kv) std::memcpy(const_cast<std::byte*>(rows(l, dst, kv)), rows(l, src, kv), piece);
+    for (int kv = 0; kv < 2; ++kv)
+      std::memcpy(const_cast<std::byte*>(rows(l, dst, kv)), rows(l, src, kv), block_bytes(l));
 }
 
 }  // namespace edgelm::kv

@@ -5,7 +5,7 @@
 // BlockPool's business; KvStore only does bounds-checked (EDGELM_CHECK) data movement.
 //
 // Layout (layer-major):
-//   data_ [n_layer, 2 (K then V), n_blocks, block_size, row_bytes]
+//   data_ [n_layer, 2 (K then V), n_blocks, block_size, row_bytes(layer)]
 //   row_bytes = n_embd_kv * 4 (f32), * 2 (f16), / 32 * 34 (q8_0: n_embd_kv / 32 BlockQ8_0)
 // so for one layer the V rows of a block are a [block_size, n_embd_kv] matrix, and so are its K
 // rows for q8_0 (and for block sizes that are not a multiple of kernels::kAttnKtBlock); f32 and
@@ -18,7 +18,10 @@
 // n_layer * 2 pieces.
 //
 // Layers are the model's layers with K/V (ModelConfig::kv_layer: all of them, but for hybrid
-// models only the attention layers; their recurrent layers' state lives in kv/state_store.h).
+// models only the attention layers, their recurrent layers' state living in kv/state_store.h;
+// for Gemma 4 not the shared-KV layers, which take no memory here). A layer's rows are
+// ModelConfig::kv_n_embd(layer) wide: Gemma 4's global layers are wider than its local ones,
+// so n_embd_kv, row_bytes and block_bytes are per layer (the no-argument forms: layer 0's).
 //
 // Invariants: q8_0 requires n_embd_kv % 32 == 0 (create() refuses otherwise), so every row is
 // whole quant blocks and rows never share bytes. write/read of distinct (layer, block, slot)
@@ -30,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "core/huge_pages.h"
 #include "core/result.h"
@@ -73,32 +77,36 @@ class KvStore {
   size_t n_bytes() const { return n_bytes_; }
   KvType type() const { return type_; }
   int32_t n_layer() const { return n_layer_; }
-  int32_t n_embd_kv() const { return n_embd_kv_; }
+  int32_t n_embd_kv(int32_t layer = 0) const { return layers_[static_cast<size_t>(layer)].n_embd_kv; }
   int32_t n_blocks() const { return n_blocks_; }
   int32_t block_size() const { return block_size_; }
-  size_t row_bytes() const { return row_bytes_; }
+  size_t row_bytes(int32_t layer = 0) const { return layers_[static_cast<size_t>(layer)].row_bytes; }
   bool k_transposed() const { return k_transposed_; }
   // Bytes from a block's rows to the next block's (k_rows(l, b + 1) - k_rows(l, b)).
-  size_t block_bytes() const { return static_cast<size_t>(block_size_) * row_bytes_; }
+  size_t block_bytes(int32_t layer = 0) const { return static_cast<size_t>(block_size_) * row_bytes(layer); }
 
  private:
   KvStore() = default;
   const std::byte* rows(int32_t layer, BlockId block, int kv) const;
   std::byte* row(int32_t layer, BlockId block, int kv, int32_t slot);
   const std::byte* row(int32_t layer, BlockId block, int kv, int32_t slot) const;
-  void encode(const float* x, std::byte* dst) const;
-  void decode(const std::byte* src, float* out) const;
+  void encode(const float* x, std::byte* dst, int32_t n) const;
+  void decode(const std::byte* src, float* out, int32_t n) const;
   size_t elem_bytes() const { return type_ == KvType::f32 ? sizeof(float) : sizeof(uint16_t); }  // f32, f16
 
   KvType type_ = KvType::f32;
+  struct Layer {
+    int32_t n_embd_kv = 0;  // floats per row
+    size_t row_bytes = 0;   // bytes per row in the stored type
+    size_t offset = 0;      // bytes from data_ to the layer's K pieces (then its V pieces)
+  };
   int32_t n_layer_ = 0;
-  int32_t n_embd_kv_ = 0;
+  std::vector<Layer> layers_;  // [n_layer]
   int32_t n_blocks_ = 0;
   int32_t block_size_ = 0;
-  size_t row_bytes_ = 0;
   bool k_transposed_ = false;
-  size_t n_bytes_ = 0;                              // n_blocks * block_bytes
-  HugePageBuffer data_;  // [n_blocks, n_layer, 2, block_size, row_bytes]; huge pages: attention walks
+  size_t n_bytes_ = 0;   // n_blocks * block_bytes
+  HugePageBuffer data_;  // [n_layer, 2, n_blocks, block_size, row_bytes(layer)]; huge pages: attention walks
                          // a sequence's blocks layer by layer, with 4 KiB pages each a TLB miss
 };
 

@@ -1,5 +1,6 @@
 #include "model/arch.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <utility>
@@ -23,12 +24,15 @@ constexpr std::array kArchs = {
     //                                                                                                  gated DeltaNet
     ArchSpec{"qwen35", RopeStyle::neox, false, true, 1e-6f, 10000000.0f, FfnAct::silu, false, false, false,
              SwaLayers::none, 0.0f, false, true},
+    //                                                                                                         gemma4
+    ArchSpec{"gemma4", RopeStyle::neox, false, true, 1e-6f, 1000000.0f, FfnAct::gelu_tanh, true, true, false,
+             SwaLayers::per_layer, 10000.0f, false, false, true},
 };
 
 // Far above any real model: anything larger is a corrupt or hostile file, and we refuse it
 // before sizing buffers from it.
 constexpr uint32_t kMaxEmbd = 1 << 16;
-constexpr uint32_t kMaxLayers = 1024;
+constexpr uint32_t kMaxLayers = kMaxLayerCount;
 constexpr uint32_t kMaxHeads = 1024;
 constexpr uint32_t kMaxCtx = 1 << 22;
 constexpr uint32_t kMaxHeadDim = 4096;
@@ -98,7 +102,17 @@ Status read_arch_extras(const format::GgufMetadata& md, const std::string& p, co
     c.n_swa = static_cast<int32_t>(w);
     // A file stating another period of local and global layers than the row's is refused.
     const std::string pattern_key = p + "attention.sliding_window_pattern";
-    if (md.contains(pattern_key)) {
+    if (arch.swa == SwaLayers::per_layer) {
+      // One bool per layer, true = local (the reference converter's layer_types).
+      EDGELM_TRY(const auto* arr, md.get_array(pattern_key));
+      if (static_cast<int64_t>(arr->size()) != c.n_layer)
+        return make_error("metadata '{}' has {} entries for block_count {}", pattern_key, arr->size(), c.n_layer);
+      for (size_t l = 0; l < arr->size(); ++l) {
+        const auto b = (*arr)[l].as_bool();
+        if (!b) return make_error("metadata '{}' entry {} is not a bool", pattern_key, l);
+        c.swa_pattern.set(l, *b);
+      }
+    } else if (md.contains(pattern_key)) {
       const uint32_t period = arch.swa == SwaLayers::all ? 1 : arch.swa == SwaLayers::even ? 2 : 6;
       EDGELM_TRY(const uint32_t got, md.get_u32(pattern_key));
       if (got != period)
@@ -110,6 +124,8 @@ Status read_arch_extras(const format::GgufMetadata& md, const std::string& p, co
   for (auto [key, out] : {std::pair{p + "attn_logit_softcapping", &c.attn_softcap},
                           std::pair{p + "final_logit_softcapping", &c.final_softcap}}) {
     if (arch.softcap && !md.contains(key)) return make_error("metadata '{}' is missing", key);
+    if (arch.gemma4 && out == &c.attn_softcap && md.contains(key))
+      return make_error("metadata '{}' is not supported for {} (its attention scores are not capped)", key, arch.name);
     EDGELM_TRY(*out, md.get_f32_or(key, 0.0f));
     if (!(*out >= 0.0f && *out < 1e6f) || (arch.softcap && *out == 0.0f))
       return make_error("metadata '{}' = {} is out of range ({} to 1e6)", key, *out, arch.softcap ? "> 0" : "0");
@@ -181,7 +197,73 @@ Status read_deltanet(const format::GgufMetadata& md, const std::string& p, Model
   return ok_status();
 }
 
+// Gemma 4's keys (ArchSpec::gemma4): local layers' head size and rotary width, per-layer
+// embeddings, shared-KV layers (each must find an earlier layer of its kind with K/V).
+Status read_gemma4(const format::GgufMetadata& md, const std::string& p, ModelConfig& c) {
+  auto get = [&](const std::string& key, uint32_t lo, uint32_t hi, bool required,
+                 uint32_t fallback) -> Result<int32_t> {
+    const std::string full = p + key;
+    auto v = required ? md.get_u32(full) : md.get_u32_or(full, fallback);
+    if (!v.ok()) return v.error();
+    if (*v < lo || *v > hi) return make_error("metadata '{}' = {} is out of range ({} to {})", full, *v, lo, hi);
+    return static_cast<int32_t>(*v);
+  };
+  if (!md.contains(p + "attention.key_length")) return make_error("metadata '{}attention.key_length' is missing", p);
+  EDGELM_TRY(c.head_dim_swa, get("attention.key_length_swa", 2, kMaxHeadDim, true, 0));
+  EDGELM_TRY(const int32_t v_swa, get("attention.value_length_swa", 1, kMaxHeadDim, false, c.head_dim_swa));
+  if (v_swa != c.head_dim_swa)
+    return make_error("{}attention.value_length_swa {} differs from key_length_swa {}, which is not supported", p,
+                      v_swa, c.head_dim_swa);
+  EDGELM_TRY(c.n_rot_swa, get("rope.dimension_count_swa", 2, c.head_dim_swa, false, c.head_dim_swa));
+  if (c.n_rot_swa % 2 != 0 || c.head_dim_swa % 2 != 0)
+    return make_error("{}rope.dimension_count_swa {} / key_length_swa {} must be even", p, c.n_rot_swa, c.head_dim_swa);
+  EDGELM_TRY(c.n_embd_ple, get("embedding_length_per_layer_input", 0, kMaxEmbd, true, 0));
+  EDGELM_TRY(c.n_shared_kv, get("attention.shared_kv_layers", 0, static_cast<uint32_t>(c.n_layer - 1), false, 0));
+  EDGELM_TRY(const int32_t n_expert, get("expert_count", 0, 1u << 16, false, 0));
+  if (n_expert > 0) return make_error("metadata '{}expert_count' = {}: Gemma 4 MoE is not supported", p, n_expert);
+  for (int32_t l = c.n_layer - c.n_shared_kv; l < c.n_layer; ++l)
+    if (c.shared_kv_source(l) < 0)
+      return make_error("{}attention.shared_kv_layers {}: shared layer {} has no earlier {} layer with K/V", p,
+                        c.n_shared_kv, l, c.layer_is_local(l) ? "sliding-window" : "global");
+  c.v_norm = true;
+  return ok_status();
+}
+
+// feed_forward_length: one value, or (Gemma 4) one per layer; n_ff is then their maximum.
+Status read_ffn_length(const format::GgufMetadata& md, const std::string& p, const ArchSpec& arch, ModelConfig& c) {
+  const std::string key = p + "feed_forward_length";
+  const format::GgufValue* v = md.find(key);
+  if (v == nullptr) return make_error("metadata '{}' is missing", key);
+  if (!v->is_array()) {
+    EDGELM_TRY(const uint32_t n, md.get_u32(key));
+    if (n == 0 || n > 16 * kMaxEmbd)
+      return make_error("metadata '{}' = {} is out of range (1 to {})", key, n, 16 * kMaxEmbd);
+    c.n_ff = static_cast<int32_t>(n);
+    return ok_status();
+  }
+  if (!arch.gemma4) return make_error("metadata '{}' is an array, which {} does not support", key, arch.name);
+  const auto& arr = *v->as_array();
+  if (static_cast<int64_t>(arr.size()) != c.n_layer)
+    return make_error("metadata '{}' has {} entries for block_count {}", key, arr.size(), c.n_layer);
+  c.n_ff_layers.resize(arr.size());
+  for (size_t l = 0; l < arr.size(); ++l) {
+    const auto n = arr[l].as_int();
+    if (!n || *n <= 0 || *n > 16 * int64_t{kMaxEmbd})
+      return make_error("metadata '{}' entry {} is out of range (1 to {})", key, l, 16 * kMaxEmbd);
+    c.n_ff_layers[l] = static_cast<int32_t>(*n);
+    c.n_ff = std::max(c.n_ff, c.n_ff_layers[l]);
+  }
+  return ok_status();
+}
+
 }  // namespace
+
+int32_t ModelConfig::shared_kv_source(int32_t layer) const {
+  const int32_t first_shared = n_layer - n_shared_kv;
+  for (int32_t j = std::min(layer, first_shared) - 1; j >= 0; --j)
+    if (layer_is_local(j) == layer_is_local(layer)) return j;
+  return -1;
+}
 
 bool ModelConfig::layer_is_local(int32_t layer) const {
   if (n_swa <= 0 || arch == nullptr) return false;
@@ -190,6 +272,8 @@ bool ModelConfig::layer_is_local(int32_t layer) const {
     case SwaLayers::all: return true;
     case SwaLayers::even: return layer % 2 == 0;
     case SwaLayers::five_to_one: return layer % 6 != 5;
+    case SwaLayers::per_layer:
+      return layer >= 0 && layer < kMaxLayerCount && swa_pattern.test(static_cast<size_t>(layer));
   }
   return false;
 }
@@ -240,7 +324,7 @@ Result<ModelConfig> config_from_metadata(const format::GgufMetadata& md) {
   };
   EDGELM_TRY(c.n_embd, get("embedding_length", kMaxEmbd, 0, true));
   EDGELM_TRY(c.n_layer, get("block_count", kMaxLayers, 0, true));
-  EDGELM_TRY(c.n_ff, get("feed_forward_length", 16 * kMaxEmbd, 0, true));
+  EDGELM_TRY_STATUS(read_ffn_length(md, p, *arch, c));
   EDGELM_TRY(c.n_head, get("attention.head_count", kMaxHeads, 0, true));
   EDGELM_TRY(c.n_head_kv, get("attention.head_count_kv", kMaxHeads, static_cast<uint32_t>(c.n_head), false));
   EDGELM_TRY(c.n_ctx_train, get("context_length", kMaxCtx, 2048, false));
@@ -272,8 +356,10 @@ Result<ModelConfig> config_from_metadata(const format::GgufMetadata& md) {
   EDGELM_TRY(c.rope_scaling, read_rope_scaling(md, p, c.n_ctx_train));
   EDGELM_TRY_STATUS(read_arch_extras(md, p, *arch, c));
   if (arch->gated_deltanet) EDGELM_TRY_STATUS(read_deltanet(md, p, c));
+  if (arch->gemma4) EDGELM_TRY_STATUS(read_gemma4(md, p, c));
   const bool gemma_27b = (arch->name == "gemma2" && c.n_layer == 46) || (arch->name == "gemma3" && c.n_layer == 62);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(gemma_27b ? c.n_embd / c.n_head : c.head_dim));
+  if (arch->gemma4) c.attn_scale = 1.0f;  // Q and K are RMS-normed per head; scores are not scaled
   return c;
 }
 

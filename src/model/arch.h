@@ -11,9 +11,11 @@
 // a config that would run a different model.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/result.h"
 #include "format/gguf_value.h"
@@ -37,7 +39,12 @@ enum class SwaLayers {
   all,          // every layer is local when the file gives a window > 0 (phi3; 0 or absent: none)
   even,         // layers 0, 2, 4, ... local, odd ones global (gemma2); the window is required
   five_to_one,  // layer l local unless l % 6 == 5 (gemma3); the window is required
+  per_layer,    // the file's {arch}.attention.sliding_window_pattern: one bool per layer, true = local
+                // (gemma4); the window and the pattern are required
 };
+
+// The most layers a file may have (larger counts are refused as corrupt).
+inline constexpr int32_t kMaxLayerCount = 1024;
 
 struct ArchSpec {
   std::string_view name;
@@ -63,6 +70,16 @@ struct ArchSpec {
   // blk.N.post_attention_norm; rope.dimension_sections is read (M-RoPE: for text every section
   // has the token's position, so the rotation is plain NeoX over n_rot dimensions).
   bool gated_deltanet = false;
+  // Gemma 4 (E2B / E4B, text): local layers have their own head size (attention.key_length_swa)
+  // and rotary width (rope.dimension_count_swa); global layers rotate with rope_freqs.weight
+  // (proportional RoPE: factors of 1e30 stop the pairs past partial_rotary_factor); V gets an
+  // unweighted per-head RMSNorm; attention scores are not scaled (Q and K are normed); the
+  // last attention.shared_kv_layers layers compute only Q and attend over the K/V of the last
+  // earlier layer of their kind; per-layer embeddings (PLE, embedding_length_per_layer_input)
+  // feed every layer a [ple] input gated into the residual after the FFN; an optional per-layer
+  // scalar blk.N.layer_output_scale multiplies the layer's output; feed_forward_length may be
+  // one value per layer.
+  bool gemma4 = false;
 };
 
 // The Gated DeltaNet linear-attention layers of a hybrid model (qwen35 "ssm.*" keys). Per layer
@@ -151,6 +168,34 @@ struct ModelConfig {
   // M-RoPE sections of rotary pairs (rope.dimension_sections), all 0 when the file has none.
   int32_t rope_sections[4] = {0, 0, 0, 0};
 
+  // Gemma 4 (ArchSpec::gemma4). head_dim and n_rot above are the global layers'.
+  int32_t head_dim_swa = 0;                 // local layers' head size; 0: head_dim
+  int32_t n_rot_swa = 0;                    // local layers' rotary dimensions; 0: n_rot
+  int32_t n_embd_ple = 0;                   // per-layer embedding width (0: no PLE)
+  int32_t n_shared_kv = 0;                  // the last n_shared_kv layers reuse earlier layers' K/V
+  bool v_norm = false;                      // unweighted per-head RMSNorm of V
+  std::bitset<kMaxLayerCount> swa_pattern;  // SwaLayers::per_layer: bit l set = layer l is local
+  std::vector<int32_t> n_ff_layers;         // per-layer FFN sizes when the file gives an array; empty: n_ff
+                                            // (then n_ff is their maximum)
+
+  // The head size, rotary dims, K/V width and FFN size of `layer` (the global values but for
+  // Gemma 4's local layers and per-layer FFN sizes).
+  int32_t layer_head_dim(int32_t layer) const {
+    return head_dim_swa > 0 && layer_is_local(layer) ? head_dim_swa : head_dim;
+  }
+  int32_t layer_n_rot(int32_t layer) const { return n_rot_swa > 0 && layer_is_local(layer) ? n_rot_swa : n_rot; }
+  int32_t layer_n_embd_kv(int32_t layer) const { return n_head_kv * layer_head_dim(layer); }
+  int32_t layer_n_ff(int32_t layer) const {
+    return n_ff_layers.empty() ? n_ff : n_ff_layers[static_cast<size_t>(layer)];
+  }
+  int32_t max_head_dim() const { return head_dim_swa > head_dim ? head_dim_swa : head_dim; }
+  // Whether `layer` computes and stores its own K/V (false: a Gemma 4 shared-KV layer, and the
+  // recurrent layers of hybrid models).
+  bool layer_has_kv(int32_t layer) const { return !layer_is_recurrent(layer) && layer < n_layer - n_shared_kv; }
+  // The layer a K/V index belongs to, and the width of its rows.
+  int32_t kv_index_layer(int32_t kv) const { return deltanet.interval > 0 ? (kv + 1) * deltanet.interval - 1 : kv; }
+  int32_t kv_n_embd(int32_t kv) const { return layer_n_embd_kv(kv_index_layer(kv)); }
+
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
   // Whether `layer` is a Gated DeltaNet layer (no K/V; a recurrent state instead).
   bool layer_is_recurrent(int32_t layer) const { return deltanet.interval > 0 && (layer + 1) % deltanet.interval != 0; }
@@ -162,8 +207,15 @@ struct ModelConfig {
   // (11, 11, 10 of 32 pairs) turn every pair.
   bool text_rotates_pair(int32_t i) const;
   // Layers with K/V, and the K/V index of an attention layer (identity unless hybrid).
-  int32_t n_kv_layers() const { return deltanet.interval > 0 ? n_layer / deltanet.interval : n_layer; }
-  int32_t kv_layer(int32_t layer) const { return deltanet.interval > 0 ? layer / deltanet.interval : layer; }
+  // Gemma 4's shared-KV layers have none of their own: kv_layer() is that of the last earlier
+  // layer of their kind (local or global) with K/V.
+  int32_t n_kv_layers() const { return deltanet.interval > 0 ? n_layer / deltanet.interval : n_layer - n_shared_kv; }
+  int32_t kv_layer(int32_t layer) const {
+    if (deltanet.interval > 0) return layer / deltanet.interval;
+    return layer < n_layer - n_shared_kv ? layer : shared_kv_source(layer);
+  }
+  // The layer whose K/V shared-KV layer `layer` attends over; -1 when there is none.
+  int32_t shared_kv_source(int32_t layer) const;
   // Recurrent layers, and the state index of a recurrent layer.
   int32_t n_recurrent_layers() const { return n_layer - n_kv_layers(); }
   int32_t recurrent_index(int32_t layer) const { return layer - kv_layer(layer); }

@@ -13,32 +13,42 @@
 #include "model/deltanet.h"
 #include "model/model.h"
 #include "model/ops.h"
+#include "model/ple.h"
 
 namespace edgelm::model {
 
 void Model::prepare_qk(int32_t layer, float* q, float* k, int32_t pos, int32_t n_ctx) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
-  const int64_t D = c.head_dim;
+  const int32_t D = c.layer_head_dim(layer);
   if (L.attn_q_norm != nullptr)
     for (int32_t h = 0; h < c.n_head; ++h) rms_norm(q + h * D, q + h * D, L.attn_q_norm, D, c.rms_eps);
-  if (L.attn_k_norm != nullptr)
+  if (k != nullptr && L.attn_k_norm != nullptr)
     for (int32_t h = 0; h < c.n_head_kv; ++h) rms_norm(k + h * D, k + h * D, L.attn_k_norm, D, c.rms_eps);
   const RopeTable& rope = rope_for(layer, n_ctx);
-  rope.apply(q, c.n_head, c.head_dim, pos);
-  rope.apply(k, c.n_head_kv, c.head_dim, pos);
+  rope.apply(q, c.n_head, D, pos);
+  if (k != nullptr) rope.apply(k, c.n_head_kv, D, pos);
+}
+
+void Model::prepare_v(int32_t layer, float* v) const {
+  const ModelConfig& c = config_;
+  if (!c.v_norm) return;
+  const int32_t D = c.layer_head_dim(layer);
+  for (int32_t h = 0; h < c.n_head_kv; ++h) rms_norm(v + h * D, v + h * D, nullptr, D, c.rms_eps);
 }
 
 // Softmax attention of one layer: Q/K/V projections (Q with its output gate when the layer has
-// one), Q/K norms and RoPE, the new K/V appended to the cache, causal attention over the cache
-// (a local layer: its window), the gate, the output projection into proj.
+// one; V is K's projection when the layer has no V weights), Q/K (and V) norms and RoPE, the new
+// K/V appended to the cache (a shared-KV layer computes only Q and reads its source layer's),
+// causal attention over the cache (a local layer: its window), the gate, the output projection
+// into proj.
 void Model::attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0, KvCache& cache, float* proj,
-                            ThreadPool& pool, kernels::MatmulScratch& scratch,
-                            std::span<const EmbdSpan> spans) const {
+                            ThreadPool& pool, kernels::MatmulScratch& scratch, std::span<const EmbdSpan> spans) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
-  const int64_t D = c.head_dim, Q = static_cast<int64_t>(c.n_head) * D, KV = c.n_embd_kv();
+  const int64_t D = c.layer_head_dim(l), Q = static_cast<int64_t>(c.n_head) * D, KV = c.layer_n_embd_kv(l);
   const int32_t kl = c.kv_layer(l);
+  const bool own_kv = c.layer_has_kv(l);
   std::vector<float> q(n * Q), k(n * KV), v(n * KV), att(n * Q), gate;
   std::vector<float> scores(static_cast<size_t>(pos0 + n));  // [n_past + n] attention weights of one head
   if (L.attn_gated) {
@@ -49,11 +59,19 @@ void Model::attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0,
   } else {
     linear(q.data(), xn, n, L.wq, L.bq, pool, scratch);
   }
-  linear(k.data(), xn, n, L.wk, L.bk, pool, scratch);
-  linear(v.data(), xn, n, L.wv, L.bv, pool, scratch);
+  if (own_kv) {
+    linear(k.data(), xn, n, L.wk, L.bk, pool, scratch);
+    if (L.wv) {
+      linear(v.data(), xn, n, L.wv, L.bv, pool, scratch);
+    } else {
+      v = k;  // Gemma 4 without V weights: V is K's projection
+    }
+  }
   for (int64_t t = 0; t < n; ++t) {
     const auto pos = static_cast<int32_t>(pos0 + t);
-    prepare_qk(l, &q[t * Q], &k[t * KV], pos, cache.n_ctx());
+    prepare_qk(l, &q[t * Q], own_kv ? &k[t * KV] : nullptr, pos, cache.n_ctx());
+    if (!own_kv) continue;
+    prepare_v(l, &v[t * KV]);
     std::copy(&k[t * KV], &k[t * KV] + KV, cache.k(kl, pos));
     std::copy(&v[t * KV], &v[t * KV] + KV, cache.v(kl, pos));
   }
@@ -69,8 +87,8 @@ void Model::attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0,
     const int32_t hi = embd_span_attention_end(span, pos);  // exclusive
     for (int32_t h = 0; h < c.n_head; ++h) {
       const int64_t kv_off = static_cast<int64_t>(h / c.n_gqa()) * D;
-      attention_head(&q[t * Q + h * D], cache.k(kl, lo) + kv_off, cache.v(kl, lo) + kv_off, KV, hi - lo, D,
-                     att_scale, scores.data(), &att[t * Q + h * D], c.attn_softcap);
+      attention_head(&q[t * Q + h * D], cache.k(kl, lo) + kv_off, cache.v(kl, lo) + kv_off, KV, hi - lo, D, att_scale,
+                     scores.data(), &att[t * Q + h * D], c.attn_softcap);
     }
   }
   if (L.attn_gated) sigmoid_gate(att.data(), gate.data(), n * Q);
@@ -113,6 +131,9 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
   if (!hidden.empty() && static_cast<int64_t>(hidden.size()) != n * c.n_embd)
     return make_error("hidden-state buffer has {} entries, {} tokens x {} need {}", hidden.size(), n, c.n_embd,
                       n * c.n_embd);
+  if (!spans.empty() && c.n_embd_ple > 0)
+    return make_error("forward: embedding spans are not supported for {} (per-layer embeddings need token ids)",
+                      c.arch->name);
   for (size_t i = 0; i < spans.size(); ++i) {
     const EmbdSpan& sp = spans[i];
     if (sp.n_tokens <= 0 || sp.pos0 < 0 || sp.embd == nullptr)
@@ -131,6 +152,10 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
   std::vector<float> proj(n * E);  // [n, n_embd] sub-layer output
   std::vector<float> gate(n * F);  // [n, n_ff]
   std::vector<float> up(n * F);    // [n, n_ff]
+  const int64_t LP = int64_t{c.n_layer} * c.n_embd_ple;
+  std::vector<float> ple(n * LP);                 // [n, n_layer * n_embd_ple] Gemma 4's per-layer inputs
+  std::vector<float> ple_row(LP);                 // [n_layer * n_embd_ple] one token's table row
+  std::vector<float> ple_gate(n * c.n_embd_ple);  // [n, n_embd_ple]
 
   // Token rows scaled (Gemma), supplied embedding rows as they are.
   const float embd_scale = c.arch->scale_embd ? std::sqrt(static_cast<float>(E)) : 1.0f;
@@ -145,6 +170,7 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
       for (int64_t i = 0; i < E; ++i) x[t * E + i] *= embd_scale;
   }
   kernels::MatmulScratch scratch;
+  if (LP > 0) ple_inputs(c, weights_, tokens.data(), x.data(), n, ple.data(), ple_row.data(), pool, scratch);
 
   if (pos0 == 0) cache.clear();  // a sequence starts from the zero recurrent state
   for (int32_t l = 0; l < c.n_layer; ++l) {
@@ -160,18 +186,21 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     add_inplace(x.data(), proj.data(), n * E);
 
     // Gated feed-forward: down(act(gate(x)) * up(x)), act SiLU (SwiGLU) or GELU-tanh (GeGLU).
+    // The layer's FFN size Fl (Gemma 4's may differ per layer): gate and up are [n, Fl].
+    const int64_t Fl = c.layer_n_ff(l);
     for (int64_t t = 0; t < n; ++t) rms_norm(&xn[t * E], &x[t * E], L.ffn_norm, E, c.rms_eps);
     linear(gate.data(), xn.data(), n, L.w_gate, nullptr, pool, scratch);
     linear(up.data(), xn.data(), n, L.w_up, nullptr, pool, scratch);
     if (c.arch->ffn_act == FfnAct::gelu_tanh) {
-      geglu(gate.data(), up.data(), n * F);
+      geglu(gate.data(), up.data(), n * Fl);
     } else {
-      swiglu(gate.data(), up.data(), n * F);
+      swiglu(gate.data(), up.data(), n * Fl);
     }
     linear(proj.data(), gate.data(), n, L.w_down, nullptr, pool, scratch);
     if (L.ffn_post_norm != nullptr)
       for (int64_t t = 0; t < n; ++t) rms_norm(&proj[t * E], &proj[t * E], L.ffn_post_norm, E, c.rms_eps);
     add_inplace(x.data(), proj.data(), n * E);
+    if (c.arch->gemma4) ple_layer(c, L, l, x.data(), ple.data(), n, ple_gate.data(), proj.data(), pool, scratch);
   }
   cache.set_n_past(static_cast<int32_t>(pos0 + n));
 

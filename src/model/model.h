@@ -52,7 +52,11 @@ class Model {
   // at `pos` (with the file's scaling; the table of rope_for(layer, n_ctx)). q: [n_head,
   // head_dim], k: [n_head_kv, head_dim], in place. The reference forward and the engine's
   // batched forward both call this.
+  // k may be null (Gemma 4's shared-KV layers compute only Q); the head size is the layer's.
   void prepare_qk(int32_t layer, float* q, float* k, int32_t pos, int32_t n_ctx) const;
+  // V's per-head RMSNorm without weights (configs with v_norm: Gemma 4), in place; v: [n_head_kv,
+  // layer head size]. A no-op for other architectures.
+  void prepare_v(int32_t layer, float* v) const;
 
   // The scale of attention scores: config().attn_scale (1 / sqrt(head_dim) but for the Gemma
   // 27B models), or 1 / sqrt(head_dim) for a config built by hand.

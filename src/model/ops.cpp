@@ -38,6 +38,10 @@ void rms_norm(float* out, const float* x, const float* weight, int64_t n, float 
   double ss = 0.0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float scale = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+  if (weight == nullptr) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale;
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 

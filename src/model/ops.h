@@ -38,7 +38,7 @@ void linear_many(std::span<const LinearPart> parts, const float* x, int64_t n_to
                  kernels::MatmulScratch& scratch);
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for one row of n (sum of squares in double).
-// out may alias x.
+// out may alias x. weight null: no weights (Gemma 4's norm of V).
 void rms_norm(float* out, const float* x, const float* weight, int64_t n, float eps);
 
 // RoPE: model/rope_table.h (tables computed once per model).

@@ -16,19 +16,19 @@ double yarn_dim(double n_turns, int32_t n_rot, double base, int32_t ctx) {
 }  // namespace
 
 RopeTable::RopeTable(const ModelConfig& c, const float* freq_factors)
-    : RopeTable(c, c.rope_base, c.rope_scaling, freq_factors, 1.0f) {}
+    : RopeTable(c, c.rope_base, c.rope_scaling, freq_factors, 1.0f, c.n_rot) {}
 
 RopeTable RopeTable::local(const ModelConfig& c) {
-  return RopeTable(c, c.local_rope_base, RopeScaling{}, nullptr, 1.0f);
+  return RopeTable(c, c.local_rope_base, RopeScaling{}, nullptr, 1.0f, c.n_rot_swa > 0 ? c.n_rot_swa : c.n_rot);
 }
 
 RopeTable RopeTable::longrope(const ModelConfig& c, const float* factors) {
-  return RopeTable(c, c.rope_base, RopeScaling{}, factors, c.longrope_attn_factor);
+  return RopeTable(c, c.rope_base, RopeScaling{}, factors, c.longrope_attn_factor, c.n_rot);
 }
 
 RopeTable::RopeTable(const ModelConfig& c, float base, const RopeScaling& rs, const float* freq_factors,
-                     float extra_mscale)
-    : style_(c.arch != nullptr ? c.arch->rope_style : RopeStyle::norm), n_rot_(c.n_rot) {
+                     float extra_mscale, int32_t n_rot)
+    : style_(c.arch != nullptr ? c.arch->rope_style : RopeStyle::norm), n_rot_(n_rot) {
   const int32_t half = n_rot_ / 2;
   if (half <= 0) return;
   // YaRN's ramp over pair indices: 0 (keep the frequency) below `low`, 1 (frequency / factor)

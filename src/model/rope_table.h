@@ -41,7 +41,7 @@ class RopeTable {
   RopeTable() = default;
   // freq_factors: [n_rot / 2] (rope_freqs.weight) or null.
   explicit RopeTable(const ModelConfig& c, const float* freq_factors = nullptr);
-  // Base c.local_rope_base, no scaling, no factors.
+  // Base c.local_rope_base, no scaling, no factors; c.n_rot_swa rotary dims when set (Gemma 4).
   static RopeTable local(const ModelConfig& c);
   // Base c.rope_base, each frequency divided by factors[i] ([n_rot / 2]), cos and sin times
   // c.longrope_attn_factor; the config's rope_scaling is not applied.
@@ -56,10 +56,10 @@ class RopeTable {
   const std::vector<float>& inv_freq() const { return inv_freq_; }
 
  private:
-  // The table of base `base` with `scaling`, frequencies divided by freq_factors (if any), cos
-  // and sin times `extra_mscale` (on top of YaRN's).
-  RopeTable(const ModelConfig& c, float base, const RopeScaling& scaling, const float* freq_factors,
-            float extra_mscale);
+  // The table of base `base` with `scaling` over n_rot dims, frequencies divided by
+  // freq_factors (if any), cos and sin times `extra_mscale` (on top of YaRN's).
+  RopeTable(const ModelConfig& c, float base, const RopeScaling& scaling, const float* freq_factors, float extra_mscale,
+            int32_t n_rot);
 
   RopeStyle style_ = RopeStyle::norm;
   int32_t n_rot_ = 0;

@@ -350,6 +350,19 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
        10000000.0f,    true,     0.0f, 0,  64,   0, 16, 16,     128},
       {"qwen3.5-4b", "qwen35",    2560, 32,   9216, 16, 4, 248320, 262144, 0,
        256,          10000000.0f, true, 0.0f, 0,    64, 0, 16,     32,     128},
+      // Gemma 4 E2B / E4B (text): global layers of head 512 rotating a quarter of it (base 1e6,
+      // proportional), local layers of head 256 (window 512, base 1e4); E2B: 4 local to 1
+      // global, 1 KV head, the last 20 of 35 layers share K/V and have a double-wide FFN
+      // (12288); E4B: 5 to 1, 2 KV heads, the last 18 of 42 layers share; per-layer embeddings
+      // of 256 per layer; tied; 262144 vocabulary; 131072 context.
+      {"gemma4-e2b", "gemma4", 1536, 35, 6144, 8, 1, 262144, 131072, 0,  512, 1000000.0f, true,
+       0.0f,         512,      0,    0,  0,    0, 0, 256,    256,    20, 5,   true},
+      {"gemma4-e4b", "gemma4", 2560, 42, 10240, 8, 2, 262144, 131072, 0,  512, 1000000.0f, true,
+       0.0f,         512,      0,    0,  0,     0, 0, 256,    256,    18, 6,   false},
+      // A tiny Gemma 4 for tests: window 8, local heads of 16 and global of 32, 2 local to 1
+      // global, the last 3 of 7 layers shared (one global), double-wide FFN, PLE of 8.
+      {"gemma4-tiny", "gemma4", 64, 7, 96, 4, 2, 512, 256, 0, 32, 1000000.0f, true,
+       0.0f,          8,        0,  0, 0,  0, 0, 16,  8,   3, 3,  true},
       // BERT encoders (embedding models): bge pools [CLS], MiniLM averages.
       {"bert-tiny", "bert", 64, 2, 256, 4, 4, 512, 128, 1},
       {"bert-minilm-l6", "bert", 384, 6, 1536, 12, 12, 30522, 512, 1},
@@ -394,6 +407,13 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
       spec.ssm_k_heads = s.ssm_k_heads;
       spec.ssm_v_heads = s.ssm_v_heads;
       spec.ssm_head_dim = s.ssm_head_dim;
+    }
+    if (s.arch == "gemma4") {
+      spec.head_dim_swa = s.head_dim_swa;
+      spec.n_embd_ple = s.n_embd_ple;
+      spec.n_shared_kv = s.n_shared_kv;
+      spec.swa_period = s.swa_period;
+      spec.double_wide_ffn = s.double_wide_ffn;
     }
     spec.pad_vocab = true;
     spec.pad_tokens.clear();
@@ -479,6 +499,11 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
     if (s.rope_orig_ctx > 0)
       md.set(a + ".rope.scaling.original_context_length", GgufValue::from_u32(static_cast<uint32_t>(s.rope_orig_ctx)));
     if (s.rope_attn_factor != 1.0f) md.set(a + ".rope.scaling.attn_factor", GgufValue::from_f32(s.rope_attn_factor));
+  }
+
+  if (arch->gemma4) {
+    EDGELM_TRY_STATUS(add_synthetic_gemma4(file, s, n_vocab));
+    return file;
   }
 
   // Scales like an initialized transformer: 1/sqrt(fan_in) keeps activations O(1).

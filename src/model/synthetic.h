@@ -74,9 +74,33 @@ struct SyntheticSpec {
   int32_t ssm_head_dim = 16;
   int32_t ssm_d_conv = 4;
   int32_t full_attn_interval = 4;
+  // arch "gemma4" only (synthetic_gemma4.cpp): head_dim is the global layers' (required), these
+  // the local layers' head size, the per-layer embedding width, the shared-KV layers at the end,
+  // the period of local/global layers (layer l global iff l % swa_period == swa_period - 1), the
+  // shared layers' FFN twice n_ff (use_double_wide_mlp, written as a per-layer
+  // feed_forward_length), the global layers' rotated fraction (proportional RoPE:
+  // rope_freqs.weight of 1, then 1e30), attn_v tensors (false: V is K's projection) and
+  // blk.N.layer_output_scale. The window: sliding_window (0: 512), softcap: final_softcap (0: 30).
+  int32_t head_dim_swa = 16;
+  int32_t n_embd_ple = 8;
+  int32_t n_shared_kv = 0;
+  int32_t swa_period = 5;
+  bool double_wide_ffn = false;
+  float partial_rotary = 0.25f;
+  bool v_weights = true;
+  bool layer_output_scale = true;
 };
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
+
+// The gemma4 metadata (past the common keys make_synthetic_model writes) and tensors of `spec`
+// with n_vocab rows, into `file` (synthetic_gemma4.cpp; called by make_synthetic_model).
+Status add_synthetic_gemma4(format::ModelFile& file, const SyntheticSpec& spec, int64_t n_vocab);
+
+// A gemma4 shape cut to n_layer layers (synth --layers): the shape's share of shared-KV layers
+// (shape_shared of shape_layers), fewer where a shared layer would find no earlier layer of its
+// kind with K/V (spec's swa_period) -- 0 at worst.
+int32_t gemma4_shared_kv_for(const SyntheticSpec& spec, int32_t n_layer, int32_t shape_layers, int32_t shape_shared);
 
 // Appends tensor `name` of GGUF shape ne (ne[0] fastest, n_dims of them) to `file`, its
 // elements drawn in order from N(mean, scale^2) with `rng` and stored as `type` (F32, F16 or
@@ -104,6 +128,9 @@ struct SyntheticShape {
   int32_t n_rot = 0;              // partial rotary dimensions; 0: all of head_dim
   int32_t longrope_orig_ctx = 0;  // > 0: LongRoPE factors (phi3)
   int32_t ssm_k_heads = 0, ssm_v_heads = 0, ssm_head_dim = 0;  // qwen35: SyntheticSpec's
+  // gemma4: SyntheticSpec's head_dim_swa, n_embd_ple, n_shared_kv, swa_period, double_wide_ffn.
+  int32_t head_dim_swa = 0, n_embd_ple = 0, n_shared_kv = 0, swa_period = 0;
+  bool double_wide_ffn = false;
 };
 const std::vector<SyntheticShape>& synthetic_shapes();
 // Sets the sizes (and arch) of `spec` from a named shape; error lists the known names. The

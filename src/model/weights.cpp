@@ -64,8 +64,8 @@ class Loader {
     if (!kernels::can_matmul(t->type)) {
       return make_error("tensor '{}' has type {}, which this build cannot compute with", name, dtype_name(t->type));
     }
-    // A decode step reads every matrix whole except the embedding table (one row per token).
-    if (name != "token_embd.weight") w_.n_bytes_per_token += t->n_bytes;
+    // A decode step reads every matrix whole except the embedding tables (one row per token).
+    if (name != "token_embd.weight" && name != "per_layer_token_embd.weight") w_.n_bytes_per_token += t->n_bytes;
     return WeightMatrix{t->type, ne1, ne0, t->data, dtype_row_bytes(t->type, ne0)};
   }
 
@@ -75,6 +75,13 @@ class Loader {
     if (t == nullptr) return static_cast<const float*>(nullptr);
     w_.n_bytes_per_token += t->n_bytes;
     return vector_as_f32(*t, n * ne1, w_.owned);
+  }
+
+  // Marks tensor `name` as known but unused, if the file has it (Gemma 4's shared-KV layers may
+  // carry K/V projections that the reference forward never reads either).
+  void skip(const std::string& name) {
+    if (const format::TensorInfo* t = file_.find_tensor(name); t != nullptr && used_.insert(t->name).second)
+      w_.n_bytes_file += t->n_bytes;
   }
 
   // Marks every tensor whose name starts with `prefix` as known (tensors a forward does not run,
@@ -138,6 +145,10 @@ Status pack_matrices(Weights& w) {
     for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.w_qkv_mixed, &L.w_z,
                             &L.w_beta, &L.w_alpha, &L.w_ssm_out})
       if (*m) all.push_back(m);
+  for (LayerWeights& L : w.layers)
+    for (WeightMatrix* m : {&L.ple_gate, &L.ple_proj})
+      if (*m) all.push_back(m);
+  if (w.ple_model_proj) all.push_back(&w.ple_model_proj);
   all.push_back(&w.output);
   constexpr size_t kAlign = 64;
   std::vector<size_t> bytes, offsets;
@@ -160,9 +171,23 @@ Status pack_matrices(Weights& w) {
 }
 
 // Q, K, V, output projections, biases and Q/K norms of an attention layer.
-Status load_attention(Loader& ld, const std::string& p, const ModelConfig& c, LayerWeights& L) {
-  const int64_t E = c.n_embd, Q = static_cast<int64_t>(c.n_head) * c.head_dim, KV = c.n_embd_kv();
+Status load_attention(Loader& ld, const std::string& p, const ModelConfig& c, int32_t l, LayerWeights& L) {
+  const int64_t D = c.layer_head_dim(l), E = c.n_embd, Q = static_cast<int64_t>(c.n_head) * D,
+                KV = c.layer_n_embd_kv(l);
   L.attn_gated = c.arch->gated_deltanet;
+  if (c.arch->gemma4) {
+    EDGELM_TRY(L.wq, ld.matrix(p + "attn_q.weight", E, Q));
+    EDGELM_TRY(L.wo, ld.matrix(p + "attn_output.weight", Q, E));
+    EDGELM_TRY(L.attn_q_norm, ld.vector(p + "attn_q_norm.weight", D));
+    if (!c.layer_has_kv(l)) {
+      for (const char* n : {"attn_k.weight", "attn_v.weight", "attn_k_norm.weight"}) ld.skip(p + n);
+      return ok_status();
+    }
+    EDGELM_TRY(L.wk, ld.matrix(p + "attn_k.weight", E, KV));
+    EDGELM_TRY(L.wv, ld.matrix(p + "attn_v.weight", E, KV, /*required=*/false));
+    EDGELM_TRY(L.attn_k_norm, ld.vector(p + "attn_k_norm.weight", D));
+    return ok_status();
+  }
   if (c.arch->fused) {
     EDGELM_TRY(const WeightMatrix qkv, ld.matrix(p + "attn_qkv.weight", E, Q + 2 * KV));
     L.wq = row_range(qkv, 0, Q);
@@ -179,8 +204,8 @@ Status load_attention(Loader& ld, const std::string& p, const ModelConfig& c, La
   EDGELM_TRY(L.bk, ld.vector(p + "attn_k.bias", KV, c.arch->qkv_bias || L.bq != nullptr));
   EDGELM_TRY(L.bv, ld.vector(p + "attn_v.bias", KV, c.arch->qkv_bias || L.bq != nullptr));
   if (c.arch->qk_norm) {
-    EDGELM_TRY(L.attn_q_norm, ld.vector(p + "attn_q_norm.weight", c.head_dim));
-    EDGELM_TRY(L.attn_k_norm, ld.vector(p + "attn_k_norm.weight", c.head_dim));
+    EDGELM_TRY(L.attn_q_norm, ld.vector(p + "attn_q_norm.weight", D));
+    EDGELM_TRY(L.attn_k_norm, ld.vector(p + "attn_k_norm.weight", D));
   }
   return ok_status();
 }
@@ -201,6 +226,27 @@ Status load_deltanet(Loader& ld, const std::string& p, const ModelConfig& c, Lay
   return ok_status();
 }
 
+// Gemma 4's model-level per-layer-embedding tensors (Weights::ple_*), when n_embd_ple > 0.
+Status load_ple(Loader& ld, const ModelConfig& c, Weights& w) {
+  if (c.n_embd_ple == 0) return ok_status();
+  const int64_t LP = int64_t{c.n_layer} * c.n_embd_ple;
+  EDGELM_TRY(w.ple_token_embd, ld.matrix("per_layer_token_embd.weight", LP, c.n_vocab));
+  EDGELM_TRY(w.ple_model_proj, ld.matrix("per_layer_model_proj.weight", c.n_embd, LP));
+  EDGELM_TRY(w.ple_proj_norm, ld.vector("per_layer_proj_norm.weight", c.n_embd_ple));
+  return ok_status();
+}
+
+// Gemma 4's per-layer tensors past the common ones: PLE gate, projection and norm, output scale.
+Status load_gemma4_layer(Loader& ld, const std::string& p, const ModelConfig& c, LayerWeights& L) {
+  if (c.n_embd_ple > 0) {
+    EDGELM_TRY(L.ple_gate, ld.matrix(p + "inp_gate.weight", c.n_embd, c.n_embd_ple));
+    EDGELM_TRY(L.ple_proj, ld.matrix(p + "proj.weight", c.n_embd_ple, c.n_embd));
+    EDGELM_TRY(L.ple_post_norm, ld.vector(p + "post_norm.weight", c.n_embd));
+  }
+  EDGELM_TRY(L.out_scale, ld.vector(p + "layer_output_scale.weight", 1, /*required=*/false));
+  return ok_status();
+}
+
 }  // namespace
 
 Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
@@ -213,7 +259,7 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
                       c.n_embd);
   c.n_vocab = static_cast<int32_t>(embd->ne[1]);
 
-  const int64_t E = c.n_embd, F = c.n_ff;
+  const int64_t E = c.n_embd;
   EDGELM_TRY(w.token_embd, ld.matrix("token_embd.weight", E, c.n_vocab));
   EDGELM_TRY(w.output_norm, ld.vector("output_norm.weight", E));
   EDGELM_TRY(w.output, ld.matrix("output.weight", E, c.n_vocab, /*required=*/false));
@@ -222,7 +268,11 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
     w.tied_output = true;
     w.n_bytes_per_token += w.output.n_bytes();
   }
-  EDGELM_TRY(w.rope_freqs, ld.vector("rope_freqs.weight", c.n_rot / 2, /*required=*/false));
+  // Gemma 4's global layers rotate proportionally: rope_freqs.weight stops the pairs past the
+  // partial rotary factor (factor 1e30), so it is required where there is a global layer.
+  bool needs_freqs = false;
+  for (int32_t l = 0; c.arch->gemma4 && l < c.n_layer; ++l) needs_freqs |= !c.layer_is_local(l);
+  EDGELM_TRY(w.rope_freqs, ld.vector("rope_freqs.weight", c.n_rot / 2, needs_freqs));
   if (w.rope_freqs != nullptr)
     for (int32_t i = 0; i < c.n_rot / 2; ++i)
       if (!(w.rope_freqs[i] > 0.0f && std::isfinite(w.rope_freqs[i])))
@@ -242,15 +292,17 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
                           c.arch->name);
     }
   }
+  if (c.arch->gemma4) EDGELM_TRY_STATUS(load_ple(ld, c, w));
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int32_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const std::string p = "blk." + std::to_string(l) + ".";
+    const int64_t F = c.layer_n_ff(l);
     EDGELM_TRY(L.attn_norm, ld.vector(p + "attn_norm.weight", E));
     if (c.layer_is_recurrent(l)) {
       EDGELM_TRY_STATUS(load_deltanet(ld, p, c, L));
     } else {
-      EDGELM_TRY_STATUS(load_attention(ld, p, c, L));
+      EDGELM_TRY_STATUS(load_attention(ld, p, c, l, L));
     }
     EDGELM_TRY(L.ffn_norm,
                ld.vector(p + (c.arch->gated_deltanet ? "post_attention_norm.weight" : "ffn_norm.weight"), E));
@@ -267,6 +319,7 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
       EDGELM_TRY(L.attn_post_norm, ld.vector(p + "post_attention_norm.weight", E));
       EDGELM_TRY(L.ffn_post_norm, ld.vector(p + "post_ffw_norm.weight", E));
     }
+    if (c.arch->gemma4) EDGELM_TRY_STATUS(load_gemma4_layer(ld, p, c, L));
   }
   // The MTP ("nextn") layers after the main ones: known, not run (no MTP drafting yet).
   for (int32_t l = c.n_layer; l < c.n_layer + c.n_nextn; ++l) ld.skip_prefix("blk." + std::to_string(l) + ".");

@@ -57,6 +57,13 @@ struct LayerWeights {
   const float* ssm_dt_bias = nullptr;  // [n_v_heads] blk.N.ssm_dt.bias
   const float* ssm_a = nullptr;        // [n_v_heads] blk.N.ssm_a (-exp(A_log): the decay rate)
   const float* ssm_norm = nullptr;     // [head_v_dim] blk.N.ssm_norm
+
+  // Gemma 4 (per-layer head size: ModelConfig::layer_head_dim). Shared-KV layers have no wk/wv
+  // (empty) and no attn_k_norm; wv empty in a layer with K/V: V is K's projection (before the norms).
+  WeightMatrix ple_gate;                 // [n_embd_ple, n_embd] blk.N.inp_gate
+  WeightMatrix ple_proj;                 // [n_embd, n_embd_ple] blk.N.proj
+  const float* ple_post_norm = nullptr;  // [n_embd] blk.N.post_norm
+  const float* out_scale = nullptr;      // [1] blk.N.layer_output_scale; null: 1
 };
 
 struct Weights {
@@ -67,6 +74,12 @@ struct Weights {
   const float* rope_freqs = nullptr;  // [n_rot / 2] rope_freqs.weight (divides each frequency) or null
   const float* rope_short = nullptr;  // [n_rot / 2] rope_factors_short.weight (LongRoPE) or null
   const float* rope_long = nullptr;   // [n_rot / 2] rope_factors_long.weight; both or neither
+  // Gemma 4's per-layer embeddings (null/empty without PLE). The table stays in the file
+  // mapping in its stored type and is read one row per token (kernels::get_row), never packed
+  // or converted whole; it counts in neither n_bytes_per_token nor the packed arena.
+  WeightMatrix ple_token_embd;           // [n_vocab, n_layer * n_embd_ple] per_layer_token_embd
+  WeightMatrix ple_model_proj;           // [n_layer * n_embd_ple, n_embd] per_layer_model_proj
+  const float* ple_proj_norm = nullptr;  // [n_embd_ple] per_layer_proj_norm
   std::vector<LayerWeights> layers;
   uint64_t n_bytes_file = 0;       // bytes of the tensors as stored in the file
   uint64_t n_bytes_per_token = 0;  // bytes of weights one decode step reads (all but the embedding table)

@@ -71,6 +71,11 @@ int run(const InfoOptions& o) {
   if (c.arch->ffn_act == model::FfnAct::gelu_tanh) traits += ", GELU-tanh FFN";
   if (!traits.empty()) std::printf("%s\n", traits.c_str() + 2);
   if (c.arch->fused) std::printf("fused attn_qkv and gate/up ffn_up\n");
+  if (c.arch->gemma4)
+    std::printf(
+        "gemma4: local head_dim %d (n_rot %d), %d shared-KV layers (%d with K/V), per-layer embeddings %d, "
+        "V norm, unscaled scores\n",
+        c.head_dim_swa, c.n_rot_swa, c.n_shared_kv, c.n_kv_layers(), c.n_embd_ple);
   if (file->find_tensor("rope_factors_long.weight") != nullptr)
     std::printf("LongRoPE: short/long factors, original ctx %d, attn_factor %g\n", c.longrope_orig_ctx,
                 static_cast<double>(c.longrope_attn_factor));

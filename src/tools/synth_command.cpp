@@ -34,7 +34,12 @@ int run(SynthOptions& o) {
   if (!o.shape.empty()) {
     const model::SyntheticSpec given = o.spec;
     if (auto st = model::apply_synthetic_shape(o.spec, o.shape); !st.ok()) return report_error(st.error());
-    if (o.layers_opt->count() > 0) o.spec.n_layer = given.n_layer;
+    if (o.layers_opt->count() > 0) {
+      // gemma4: keep the shape's share of shared-KV layers, as far as the fewer layers allow.
+      if (o.spec.arch == "gemma4")
+        o.spec.n_shared_kv = model::gemma4_shared_kv_for(o.spec, given.n_layer, o.spec.n_layer, o.spec.n_shared_kv);
+      o.spec.n_layer = given.n_layer;
+    }
     if (o.ctx_opt->count() > 0) o.spec.n_ctx = given.n_ctx;
     if (o.vocab_opt->count() > 0) o.spec.n_vocab = given.n_vocab;
   }
@@ -67,13 +72,14 @@ CommandRunner add_synth_command(CLI::App& app) {
   auto& s = o->spec;
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight model with real shapes (tests, benchmarks)");
   cmd->add_option("-o,--output", o->output, "Output GGUF path")->required();
-  cmd->add_option(
-      "--shape", o->shape,
-      "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
-      "gemma3-1b, smolvlm-256m, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, stories15m, bert-bge-small, bert-tiny, ...); "
-      "overrides the sizes but "
-      "--layers, --ctx and --n-vocab given explicitly");
-  cmd->add_option("--arch", s.arch, "Architecture (llama, qwen2, qwen3, qwen35, gemma2, gemma3, phi3, bert)")
+  cmd->add_option("--shape", o->shape,
+                  "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
+                  "gemma3-1b, smolvlm-256m, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, gemma4-e2b, gemma4-e4b, gemma4-tiny, "
+                  "stories15m, bert-bge-small, bert-tiny, ...); "
+                  "overrides the sizes but "
+                  "--layers, --ctx and --n-vocab given explicitly");
+  cmd->add_option("--arch", s.arch,
+                  "Architecture (llama, qwen2, qwen3, qwen35, gemma2, gemma3, phi3, bert; gemma4 only through --shape)")
       ->capture_default_str();
   cmd->add_option("--dim", s.n_embd, "Embedding size")->capture_default_str();
   o->layers_opt = cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();

@@ -5,11 +5,12 @@
 // scaling), qwen2 (Q/K/V biases, NEOX rotary), qwen3 (Q/K norms, head_dim != n_embd / n_head),
 // gemma2 / gemma3 / phi3 with sliding windows shorter than the sequences (the paged attention
 // must see only each local layer's window; split-K chunks cross the window's start), soft-capping,
-// LongRoPE, and the real stories260K. Since attention reads the store with an online softmax and
-// the element-wise ops are SIMD, "the same" means within 1e-4 of the largest logit (the sums
-// are reassociated), not bit-identical. Batched runs among themselves stay bit-identical: the
-// thread count, the grouping of partial states, block layout and chunking do not matter.
-// Quantized stores stay close; bad input is an error; a warm step allocates nothing.
+// LongRoPE, gemma4 (per-layer head sizes, shared-KV layers reading earlier layers' K/V, per-layer
+// embeddings, window 8 or 5 shorter than the sequences), and the real stories260K. Since attention reads the store with
+// an online softmax and the element-wise ops are SIMD, "the same" means within 1e-4 of the largest logit (the sums are
+// reassociated), not bit-identical. Batched runs among themselves stay bit-identical: the thread count, the grouping of
+// partial states, block layout and chunking do not matter. Quantized stores stay close; bad input is an error; a warm
+// step allocates nothing.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -98,6 +99,17 @@ std::unique_ptr<model::Model> load_model(const std::string& kind) {
       s.ssm_v_heads = 4;
       s.ssm_head_dim = 16;
       s.seed = 33;
+    } else if (kind == "gemma4_tiny") {  // Gemma 4: window 8, local heads 16 / global 32, 3 shared-KV layers, PLE
+      EXPECT_TRUE(model::apply_synthetic_shape(s, "gemma4-tiny").ok());
+      s.seed = 35;
+    } else if (kind == "gemma4_k_is_v") {  // no attn_v (V from K), no output scale, 2 shared layers, plain FFN
+      EXPECT_TRUE(model::apply_synthetic_shape(s, "gemma4-tiny").ok());
+      s.v_weights = false;
+      s.layer_output_scale = false;
+      s.double_wide_ffn = false;
+      s.n_shared_kv = 2;
+      s.sliding_window = 5;
+      s.seed = 37;
     } else if (kind == "llama_rope_freqs_linear") {  // llama3 rope_freqs, then linear scaling
       s.llama3_factor = 8.0f;
       s.llama3_orig_ctx = 32;
@@ -419,7 +431,8 @@ TEST_P(BatchForward, QuantizedStoresStayClose) {
 INSTANTIATE_TEST_SUITE_P(Models, BatchForward,
                          ::testing::Values("llama_gqa", "qwen2_bias", "llama_mha_tied", "qwen2_wide", "qwen3_head_dim",
                                            "llama_yarn", "llama_rope_freqs_linear", "gemma2_window", "gemma3_window",
-                                           "phi3_longrope_window", "qwen35_hybrid", "stories260K"));
+                                           "phi3_longrope_window", "qwen35_hybrid", "gemma4_tiny", "gemma4_k_is_v",
+                                           "stories260K"));
 
 // LongRoPE: the context the batch's sequences are sized for (StepBatch::n_ctx, the engine's)
 // picks the factor set as the reference's cache size does: short factors for 16 positions
@@ -512,8 +525,11 @@ TEST(BatchForwardErrors, RejectsBadInput) {
 // Once the scratch has seen a step at least as large, a step allocates nothing. The model is
 // small enough that every matmul stays on the calling thread: kernels::matmul's own parallel
 // path builds a std::function of a lambda too large to be stored inline, which allocates.
-TEST(BatchForwardAllocations, WarmStepAllocatesNothing) {
-  const auto m = load_model("llama_gqa");
+// llama, and gemma4 (per-layer embeddings and head sizes, shared-KV layers).
+class BatchForwardAllocations : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BatchForwardAllocations, WarmStepAllocatesNothing) {
+  const auto m = load_model(GetParam());
   const auto V = static_cast<size_t>(m->config().n_vocab);
   auto store = kv::KvStore::create(m->config(), 32, 8, KvType::q8_0);
   ASSERT_TRUE(store.ok());
@@ -534,6 +550,8 @@ TEST(BatchForwardAllocations, WarmStepAllocatesNothing) {
     EXPECT_EQ(n_allocs, 0) << "position " << pos;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchForwardAllocations, ::testing::Values("llama_gqa", "gemma4_tiny"));
 
 }  // namespace
 }  // namespace edgelm::engine

@@ -180,10 +180,10 @@ TEST(Cli, SynthQwen3AndScaledLlama) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
-// The gemma3-1b and phi4-mini shapes at their real widths (one layer, a 600-token vocabulary
+// The gemma3-1b, gemma4-e2b and phi4-mini shapes at their real widths (one layer, a 600-token vocabulary
 // padded from tok512, phi4-mini's context cut to 8192 so the long LongRoPE factors still apply):
 // written by synth, described by info, run, benchmarked, quantized to Q4_0 and run again.
-TEST(Cli, SynthGemma3AndPhi4MiniShapes) {
+TEST(Cli, SynthGemmaAndPhi4MiniShapes) {
   TempDir dir;
   struct ShapeCase {
     const char* shape;
@@ -196,6 +196,11 @@ TEST(Cli, SynthGemma3AndPhi4MiniShapes) {
        {"arch gemma3, n_embd 1152, n_layer 1, n_head 4, n_head_kv 1, head_dim 256, n_rot 256, n_ff 6912",
         "sliding window 512: 1 local layers of 1 (rope_base 10000)", "post-norms, GELU-tanh FFN",
         "blk.0.post_ffw_norm.weight", "blk.0.attn_q_norm.weight", "[1152, 600]"}},
+      {"gemma4-e2b",
+       {},
+       {"arch gemma4, n_embd 1536, n_layer 1, n_head 8, n_head_kv 1, head_dim 512, n_rot 512, n_ff 6144",
+        "gemma4: local head_dim 256 (n_rot 256), 0 shared-KV layers (1 with K/V), per-layer embeddings 256",
+        "per_layer_token_embd.weight", "[256, 600]", "blk.0.inp_gate.weight", "rope_freqs.weight"}},
       {"phi4-mini",
        {"--ctx", "8192"},
        {"arch phi3, n_embd 3072, n_layer 1, n_head 24, n_head_kv 8, head_dim 128, n_rot 96, n_ff 8192",
