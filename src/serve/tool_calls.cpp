@@ -5,6 +5,7 @@
 #include <cctype>
 #include <random>
 
+#include "schema/gbnf_text.h"
 #include "schema/json_schema_grammar.h"
 #include "serve/tool_syntax_native.h"
 
@@ -30,27 +31,7 @@ bool valid_name(const std::string& name) {
   return true;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-// A GBNF string literal of `s`.
-std::string literal(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+using native_tools::trim;
 
 // The end (one past the closing brace) of the JSON object that starts at text[pos] == '{', or
 // npos while it is incomplete. Strings and escapes are honoured.
@@ -413,7 +394,7 @@ std::optional<ApiError> native_grammar(ToolSyntax syntax, const ToolSpec& spec, 
   }
   const std::string call = b.add_rule("tool-call", alts);
   const bool many = spec.parallel && spec.choice != ToolChoice::named;
-  const std::string sep = syntax == ToolSyntax::qwen_xml ? literal("\n") + " " : "";
+  const std::string sep = syntax == ToolSyntax::qwen_xml ? schema::gbnf_literal("\n") + " " : "";
   const std::string calls = b.add_rule(
       "tool-calls", many ? fmt::format("{} ( {}{} ){{0,{}}}", call, sep, call, kMaxParallelCalls - 1) : call);
   gbnf = b.gbnf(calls);
@@ -444,16 +425,19 @@ std::optional<ApiError> tool_call_grammar(ToolSyntax syntax, const ToolSpec& spe
     const std::string param = fmt::format("tools[{}].function.parameters", i);
     if (!args.ok()) return bad(param, fmt::format("'{}': {}", param, args.error().message), "unsupported_schema");
     const std::string key = llama3 ? "parameters" : "arguments";
-    const std::string alt = b.add_rule("call-" + t.name, literal(t.name + "\", \"" + key + "\": ") + " " + *args);
+    const std::string alt =
+        b.add_rule("call-" + t.name, schema::gbnf_literal(t.name + "\", \"" + key + "\": ") + " " + *args);
     alts += (alts.empty() ? "" : " | ") + alt;
   }
   const std::string open = llama3 ? "{\"name\": \"" : "<tool_call>\n{\"name\": \"";
   const std::string close = llama3 ? "}" : "}\n</tool_call>";
-  const std::string call = b.add_rule("tool-call", literal(open) + " ( " + alts + " ) " + literal(close));
+  const std::string call =
+      b.add_rule("tool-call", schema::gbnf_literal(open) + " ( " + alts + " ) " + schema::gbnf_literal(close));
   const bool many = spec.parallel && spec.choice != ToolChoice::named;
   const std::string sep = llama3 ? "; " : "\n";
   const std::string calls = b.add_rule(
-      "tool-calls", many ? fmt::format("{} ( {} {} ){{0,{}}}", call, literal(sep), call, kMaxParallelCalls - 1) : call);
+      "tool-calls",
+      many ? fmt::format("{} ( {} {} ){{0,{}}}", call, schema::gbnf_literal(sep), call, kMaxParallelCalls - 1) : call);
   gbnf = b.gbnf(calls);
   trigger = spec.choice == ToolChoice::automatic ? std::string(trigger_of(syntax)) : std::string();
   return std::nullopt;

@@ -6,15 +6,9 @@
 #include <optional>
 
 #include "jinja/value.h"
+#include "schema/gbnf_text.h"
 
 namespace edgelm::serve::native_tools {
-namespace {
-
-using json = nlohmann::ordered_json;
-
-constexpr std::string_view kQwenClose = "</tool_call>";
-constexpr std::string_view kGemmaClose = "<tool_call|>";
-constexpr std::string_view kGemmaQuote = "<|\"|>";
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -22,21 +16,13 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// A GBNF string literal of `s`.
-std::string literal(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr std::string_view kQwenClose = "</tool_call>";
+constexpr std::string_view kGemmaClose = "<tool_call|>";
+constexpr std::string_view kGemmaQuote = "<|\"|>";
 
 // A GBNF character-class item for `c` (escaped where the class syntax needs it).
 std::string class_char(char c) {
@@ -53,11 +39,12 @@ std::string text_until_rule(schema::GbnfBuilder& b, std::string_view name, std::
   std::string cut, tail;
   for (size_t k = 1; k < stop.size(); ++k) {
     const std::string_view prefix = stop.substr(1, k - 1);
-    cut += fmt::format(" | {}[^{}{}]", prefix.empty() ? "" : literal(prefix) + " ", class_char(stop[k]), first);
-    if (!prefix.empty()) tail += " | " + literal(prefix);
+    cut += fmt::format(" | {}[^{}{}]", prefix.empty() ? "" : schema::gbnf_literal(prefix) + " ", class_char(stop[k]),
+                       first);
+    if (!prefix.empty()) tail += " | " + schema::gbnf_literal(prefix);
   }
   // ( [^first] | lead ( cut ) )* ( lead ( tail )? )?   where lead is one or more first characters
-  const std::string lead = literal(stop.substr(0, 1)) + "+";
+  const std::string lead = schema::gbnf_literal(stop.substr(0, 1)) + "+";
   return b.add_rule(
       name, fmt::format("( [^{}] | {} ( {} ) )* ( {} ( {} )? )?", first, lead, cut.substr(3), lead, tail.substr(3)));
 }
@@ -155,7 +142,7 @@ std::string qwen_render_call(const ChatToolCall& c) {
 }
 
 Result<std::string> qwen_call_rule(schema::GbnfBuilder& b, const ToolDef& t) {
-  std::string body = literal("<tool_call>\n<function=" + t.name + ">\n");
+  std::string body = schema::gbnf_literal("<tool_call>\n<function=" + t.name + ">\n");
   const json* props = properties_of(t);
   if (props != nullptr) {
     for (const auto& [key, prop] : props->items()) {
@@ -163,7 +150,8 @@ Result<std::string> qwen_call_rule(schema::GbnfBuilder& b, const ToolDef& t) {
       const std::vector<std::string> types = types_of(prop);
       if (types.size() == 1 && types[0] == "string") {
         if (all_strings(prop.value("enum", json()))) {
-          for (const json& e : prop["enum"]) value += (value.empty() ? "" : " | ") + literal(e.get<std::string>());
+          for (const json& e : prop["enum"])
+            value += (value.empty() ? "" : " | ") + schema::gbnf_literal(e.get<std::string>());
           value = "( " + value + " )";
         } else {
           value = text_until_rule(b, "xml-text", "</parameter>");
@@ -173,17 +161,17 @@ Result<std::string> qwen_call_rule(schema::GbnfBuilder& b, const ToolDef& t) {
         if (!r.ok()) return make_error("property '{}': {}", key, r.error().message);
         value = *r;
       }
-      const std::string param =
-          fmt::format("{} {} {}", literal("<parameter=" + key + ">\n"), value, literal("\n</parameter>\n"));
+      const std::string param = fmt::format("{} {} {}", schema::gbnf_literal("<parameter=" + key + ">\n"), value,
+                                            schema::gbnf_literal("\n</parameter>\n"));
       body += is_required(t, key) ? " " + param : " ( " + param + " )?";
     }
   } else if (!t.parameters.is_null() && t.parameters.value("additionalProperties", json(true)) != json(false)) {
     // Free-form arguments: any names, text values.
     const std::string text = text_until_rule(b, "xml-text", "</parameter>");
-    body += fmt::format(" ( {} [a-zA-Z0-9_.-]+ {} {} {} )*", literal("<parameter="), literal(">\n"), text,
-                        literal("\n</parameter>\n"));
+    body += fmt::format(" ( {} [a-zA-Z0-9_.-]+ {} {} {} )*", schema::gbnf_literal("<parameter="),
+                        schema::gbnf_literal(">\n"), text, schema::gbnf_literal("\n</parameter>\n"));
   }
-  body += " " + literal("</function>\n</tool_call>");
+  body += " " + schema::gbnf_literal("</function>\n</tool_call>");
   return b.add_rule("call-" + t.name, body);
 }
 
@@ -430,7 +418,8 @@ struct DslReader {
 // The rules of any argument value (a string, number, boolean, null, object or array).
 std::string gemma_value_rule(schema::GbnfBuilder& b) {
   const std::string text = text_until_rule(b, "g-text", kGemmaQuote);
-  const std::string str = b.add_rule("g-string", literal(kGemmaQuote) + " " + text + " " + literal(kGemmaQuote));
+  const std::string str =
+      b.add_rule("g-string", schema::gbnf_literal(kGemmaQuote) + " " + text + " " + schema::gbnf_literal(kGemmaQuote));
   const std::string value = b.reserve_rule("g-value");
   const std::string key = b.add_rule("g-key", "[a-zA-Z_] [a-zA-Z0-9_.-]* | " + str);
   const std::string member = b.add_rule("g-member", key + " \":\" " + value);
@@ -509,11 +498,12 @@ Result<std::string> gemma4_call_rule(schema::GbnfBuilder& b, const ToolDef& t) {
       if (type == "string" && all_strings(prop.value("enum", json()))) {
         value.clear();
         for (const json& e : prop["enum"])
-          value += (value.empty() ? "" : " | ") + literal(gquote(e.get<std::string>()));
+          value += (value.empty() ? "" : " | ") + schema::gbnf_literal(gquote(e.get<std::string>()));
         value = "( " + value + " )";
       } else if (type == "string") {
-        value = b.add_rule("g-string", literal(kGemmaQuote) + " " + text_until_rule(b, "g-text", kGemmaQuote) + " " +
-                                           literal(kGemmaQuote));
+        value =
+            b.add_rule("g-string", schema::gbnf_literal(kGemmaQuote) + " " + text_until_rule(b, "g-text", kGemmaQuote) +
+                                       " " + schema::gbnf_literal(kGemmaQuote));
       } else if (type == "integer") {
         value = b.integer_rule();
       } else if (type == "number") {
@@ -521,7 +511,7 @@ Result<std::string> gemma4_call_rule(schema::GbnfBuilder& b, const ToolDef& t) {
       } else if (type == "boolean") {
         value = b.boolean_rule();
       }
-      member[j] = literal(keys[j] + ":") + " " + value;
+      member[j] = schema::gbnf_literal(keys[j] + ":") + " " + value;
       required[j] = is_required(t, keys[j]);
     }
     for (size_t j = n; j-- > 0;) {
@@ -541,11 +531,11 @@ Result<std::string> gemma4_call_rule(schema::GbnfBuilder& b, const ToolDef& t) {
     const std::string m = b.add_rule("g-member-any", "[a-zA-Z_] [a-zA-Z0-9_.-]* \":\" " + any);
     members = fmt::format("{0} ( \",\" {0} )*", m);
   }
-  std::string body = literal("<|tool_call>call:" + t.name + "{");
+  std::string body = schema::gbnf_literal("<|tool_call>call:" + t.name + "{");
   if (!members.empty())
     body += " " + (optional ? "( " + b.add_rule("members-" + t.name, members) + " )?"
                             : b.add_rule("members-" + t.name, members));
-  body += " " + literal("}<tool_call|>");
+  body += " " + schema::gbnf_literal("}<tool_call|>");
   return b.add_rule("call-" + t.name, body);
 }
 

@@ -31,6 +31,9 @@ namespace edgelm::serve::native_tools {
 
 enum class Scan { complete, incomplete, invalid };
 
+// s without leading and trailing ASCII whitespace (shared with tool_calls.cpp).
+std::string_view trim(std::string_view s);
+
 // Qwen3.5 XML.
 inline constexpr std::string_view kQwenOpen = "<tool_call>";
 std::string qwen_tools_block(const std::vector<ToolDef>& tools);
