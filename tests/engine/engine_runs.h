@@ -1,13 +1,19 @@
-// Driving an Engine to idle in tests, collecting what each request produced.
+// Driving an Engine to idle in tests, collecting what each request produced, and the reference
+// forward's greedy continuation that engine runs are compared with.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
 
 namespace edgelm::engine::test {
 
@@ -39,6 +45,21 @@ inline std::map<RequestId, Outcome> run_all(Engine& e, int max_steps = 1000000) 
       }
     }
   EXPECT_FALSE(e.has_work());
+  return out;
+}
+
+// Greedy continuation of one prompt through the reference forward, from a fresh cache.
+inline std::vector<int32_t> reference_greedy(const model::Model& m, const std::vector<int32_t>& prompt, int32_t n) {
+  ThreadPool pool(1);
+  model::KvCache cache(m.config(), 256);
+  std::vector<float> logits(static_cast<size_t>(m.config().n_vocab));
+  std::vector<int32_t> out;
+  EXPECT_TRUE(m.forward(prompt, cache, logits, pool).ok());
+  for (int32_t i = 0; i < n; ++i) {
+    const auto t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(t);
+    EXPECT_TRUE(m.forward(std::span(&t, 1), cache, logits, pool).ok());
+  }
   return out;
 }
 

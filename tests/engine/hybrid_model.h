@@ -1,5 +1,5 @@
 // The synthetic hybrid recurrent model (qwen35: Gated DeltaNet layers 0-2, gated attention
-// layer 3) of the engine's hybrid tests, its reference greedy continuation, and engine options
+// layer 3) of the engine's hybrid tests and engine options
 // whose --kv-memory holds a given number of KV blocks besides the recurrent states.
 #pragma once
 
@@ -11,6 +11,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "engine_runs.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/synthetic.h"
@@ -30,21 +31,6 @@ inline std::unique_ptr<model::Model> hybrid_model() {
   auto m = model::Model::load(std::move(file).value());
   EXPECT_TRUE(m.ok()) << m.error().message;
   return std::move(m).value();
-}
-
-// Greedy continuation of one prompt through the reference forward, from a fresh cache.
-inline std::vector<int32_t> reference_greedy(const model::Model& m, const std::vector<int32_t>& prompt, int32_t n) {
-  ThreadPool pool(1);
-  model::KvCache cache(m.config(), 256);
-  std::vector<float> logits(static_cast<size_t>(m.config().n_vocab));
-  std::vector<int32_t> out;
-  EXPECT_TRUE(m.forward(prompt, cache, logits, pool).ok());
-  for (int32_t i = 0; i < n; ++i) {
-    const auto t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(t);
-    EXPECT_TRUE(m.forward(std::span(&t, 1), cache, logits, pool).ok());
-  }
-  return out;
 }
 
 // One recurrent state of the model (every recurrent layer).

@@ -17,6 +17,7 @@ namespace edgelm::engine {
 namespace {
 
 using test::greedy;
+using test::reference_greedy;
 using test::run_all;
 
 std::unique_ptr<model::Model> gemma4_model() {
@@ -29,21 +30,6 @@ std::unique_ptr<model::Model> gemma4_model() {
   auto m = model::Model::load(std::move(file).value());
   EXPECT_TRUE(m.ok()) << m.error().message;
   return std::move(m).value();
-}
-
-// Greedy continuation of one prompt through the reference forward, from a fresh cache.
-std::vector<int32_t> reference_greedy(const model::Model& m, const std::vector<int32_t>& prompt, int32_t n) {
-  ThreadPool pool(1);
-  model::KvCache cache(m.config(), 256);
-  std::vector<float> logits(static_cast<size_t>(m.config().n_vocab));
-  std::vector<int32_t> out;
-  EXPECT_TRUE(m.forward(prompt, cache, logits, pool).ok());
-  for (int32_t i = 0; i < n; ++i) {
-    const auto t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(t);
-    EXPECT_TRUE(m.forward(std::span(&t, 1), cache, logits, pool).ok());
-  }
-  return out;
 }
 
 EngineOptions options(const model::ModelConfig& c, int32_t n_blocks) {
