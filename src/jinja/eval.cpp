@@ -89,8 +89,16 @@ Value Interp::eval(const Expr& e, const ScopePtr& scope) {
   return Value();
 }
 
+Interp::~Interp() {
+  // Break the macro <-> scope cycles: every variable of a captured scope and of its ancestors
+  // (where `set` may have stored the macro) goes; the scopes themselves then free normally.
+  for (const ScopePtr& s : macro_scopes_)
+    for (Scope* p = s.get(); p != nullptr; p = p->parent.get()) p->vars.clear();
+}
+
 Value Interp::make_macro(const Stmt& s, const ScopePtr& scope, const Body* body, const std::vector<MacroParam>* params,
                          std::string name) {
+  macro_scopes_.push_back(scope);
   return Value::callable(name, [body, params, scope, name](Interp& in, const Args& args) -> Value {
     if (++in.depth > 200) throw RenderException("maximum macro recursion depth exceeded");
     auto local = std::make_shared<Scope>();

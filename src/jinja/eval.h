@@ -4,7 +4,9 @@
 // loop iteration, macro call and call-block body gets a child scope, so `set` inside them does
 // not leak out (namespace() objects are the way out, as in jinja2).
 //
-// Invariants: an Interp renders one template once; errors are RenderException.
+// Invariants: an Interp renders one template once; errors are RenderException. A macro holds the
+// scope it was defined in, and that scope (or an ancestor, through `set`) holds the macro: the
+// Interp remembers those scopes and empties them when the render ends, so no cycle outlives it.
 #pragma once
 
 #include <memory>
@@ -33,6 +35,11 @@ struct Scope {
 using ScopePtr = std::shared_ptr<Scope>;
 
 struct Interp {
+  Interp() = default;
+  Interp(const Interp&) = delete;
+  Interp& operator=(const Interp&) = delete;
+  ~Interp();
+
   const RenderOptions* opts = nullptr;
   int depth = 0;  // macro recursion guard
 
@@ -47,6 +54,7 @@ struct Interp {
                    std::string name);
   Args eval_args(const Expr& e, size_t first, const ScopePtr& scope);
   std::optional<Value> filter_input_;
+  std::vector<ScopePtr> macro_scopes_;  // scopes captured by macros (emptied by ~Interp)
 };
 
 // Builtins (builtins.cpp).

@@ -101,8 +101,15 @@ int32_t KvStore::blocks_for_budget(const model::ModelConfig& config, int32_t blo
   return static_cast<int32_t>(std::min<size_t>(bytes / *per_block, std::numeric_limits<int32_t>::max()));
 }
 
+namespace {
+// Before anything reads the layer's entry (n_embd_kv(layer), row_bytes(layer)).
+void check_layer(const KvStore& s, int32_t layer) {
+  EDGELM_CHECK(layer >= 0 && layer < s.n_layer(), "layer ", layer, " out of range [0, ", s.n_layer(), ")");
+}
+}  // namespace
+
 const std::byte* KvStore::rows(int32_t layer, BlockId block, int kv) const {
-  EDGELM_CHECK(layer >= 0 && layer < n_layer_, "layer ", layer, " out of range [0, ", n_layer_, ")");
+  check_layer(*this, layer);
   EDGELM_CHECK(block >= 0 && block < n_blocks_, "block ", block, " out of range [0, ", n_blocks_, ")");
   const Layer& L = layers_[static_cast<size_t>(layer)];
   const size_t piece = static_cast<size_t>(block_size_) * L.row_bytes;  // one layer's K or V of a block
@@ -112,7 +119,8 @@ const std::byte* KvStore::rows(int32_t layer, BlockId block, int kv) const {
 
 const std::byte* KvStore::row(int32_t layer, BlockId block, int kv, int32_t slot) const {
   EDGELM_CHECK(slot >= 0 && slot < block_size_, "slot ", slot, " out of range [0, ", block_size_, ")");
-  return rows(layer, block, kv) + static_cast<size_t>(slot) * row_bytes(layer);
+  const std::byte* r = rows(layer, block, kv);  // checks layer before row_bytes reads its entry
+  return r + static_cast<size_t>(slot) * row_bytes(layer);
 }
 
 std::byte* KvStore::row(int32_t layer, BlockId block, int kv, int32_t slot) {
@@ -147,6 +155,7 @@ void KvStore::decode(const std::byte* src, float* out, int32_t n) const {
 }
 
 void KvStore::write(int32_t layer, BlockId block, int32_t slot, const float* k, const float* v) {
+  check_layer(*this, layer);
   const int32_t n = n_embd_kv(layer);
   encode(v, row(layer, block, 1, slot), n);
   if (!k_transposed_) {
@@ -167,6 +176,7 @@ void KvStore::write(int32_t layer, BlockId block, int32_t slot, const float* k, 
 }
 
 void KvStore::read_k(int32_t layer, BlockId block, int32_t slot, float* out) const {
+  check_layer(*this, layer);
   const int32_t n = n_embd_kv(layer);
   if (!k_transposed_) {
     decode(row(layer, block, 0, slot), out, n);
@@ -186,6 +196,7 @@ void KvStore::read_k(int32_t layer, BlockId block, int32_t slot, float* out) con
 }
 
 void KvStore::read_v(int32_t layer, BlockId block, int32_t slot, float* out) const {
+  check_layer(*this, layer);
   decode(row(layer, block, 1, slot), out, n_embd_kv(layer));
 }
 
