@@ -48,6 +48,22 @@ inline std::map<RequestId, Outcome> run_all(Engine& e, int max_steps = 1000000) 
   return out;
 }
 
+// One request to the end: its tokens and the prompt tokens it took from the prefix cache.
+struct OneRun {
+  std::vector<int32_t> tokens;
+  int32_t n_cached = -1;
+};
+inline OneRun run_one(Engine& e, Request r) {
+  OneRun out;
+  r.on_event = [&out](const TokenEvent& ev) {
+    if (ev.token >= 0) out.tokens.push_back(ev.token);
+    if (ev.finish != Finish::none) out.n_cached = ev.n_prompt_cached;
+  };
+  EXPECT_TRUE(e.add_request(std::move(r)).ok());
+  run_all(e);
+  return out;
+}
+
 // Greedy continuation of one prompt through the reference forward, from a fresh cache.
 inline std::vector<int32_t> reference_greedy(const model::Model& m, const std::vector<int32_t>& prompt, int32_t n) {
   ThreadPool pool(1);

@@ -76,17 +76,9 @@ TEST(EngineGemma4, RepeatedPromptReusesItsPrefix) {
   const std::vector<int32_t> p = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
   const std::vector<int32_t> want = reference_greedy(*m, p, 6);
   for (int round = 0; round < 2; ++round) {
-    Request r = greedy(p, 6);
-    std::vector<int32_t> toks;
-    int32_t n_cached = -1;
-    r.on_event = [&](const TokenEvent& ev) {
-      if (ev.token >= 0) toks.push_back(ev.token);
-      if (ev.finish != Finish::none) n_cached = ev.n_prompt_cached;
-    };
-    ASSERT_TRUE(e->add_request(std::move(r)).ok());
-    run_all(*e);
-    EXPECT_EQ(toks, want) << "round " << round;
-    if (round == 1) EXPECT_GT(n_cached, 0) << "the second run reuses the cached prefix";
+    const test::OneRun run = test::run_one(*e, greedy(p, 6));
+    EXPECT_EQ(run.tokens, want) << "round " << round;
+    if (round == 1) EXPECT_GT(run.n_cached, 0) << "the second run reuses the cached prefix";
   }
 }
 

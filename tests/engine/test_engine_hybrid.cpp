@@ -118,17 +118,9 @@ TEST(EngineHybrid, WithoutSnapshotsARepeatedPromptIsRecomputed) {
   std::vector<int32_t> cached;
   std::vector<std::vector<int32_t>> outs;
   for (int round = 0; round < 2; ++round) {
-    Request r = greedy(p, 6);
-    std::vector<int32_t> toks;
-    int32_t n_cached = -1;
-    r.on_event = [&](const TokenEvent& ev) {
-      if (ev.token >= 0) toks.push_back(ev.token);
-      if (ev.finish != Finish::none) n_cached = ev.n_prompt_cached;
-    };
-    ASSERT_TRUE(e->add_request(std::move(r)).ok());
-    run_all(*e);
-    outs.push_back(toks);
-    cached.push_back(n_cached);
+    const test::OneRun run = test::run_one(*e, greedy(p, 6));
+    outs.push_back(run.tokens);
+    cached.push_back(run.n_cached);
   }
   EXPECT_EQ(outs[0], reference_greedy(*m, p, 6));
   EXPECT_EQ(outs[1], outs[0]);

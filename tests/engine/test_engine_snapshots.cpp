@@ -26,29 +26,15 @@ namespace {
 using test::greedy;
 using test::hybrid_model;
 using test::hybrid_options;
+using test::OneRun;
 using test::reference_greedy;
 using test::run_all;
+using test::run_one;
 
 std::vector<int32_t> random_tokens(std::mt19937& rng, size_t n) {
   std::vector<int32_t> p(n);
   for (int32_t& t : p) t = static_cast<int32_t>(rng() % 96);
   return p;
-}
-
-// One request to the end: its tokens and the prompt tokens it took from the prefix cache.
-struct OneRun {
-  std::vector<int32_t> tokens;
-  int32_t n_cached = -1;
-};
-OneRun run_one(Engine& e, Request r) {
-  OneRun out;
-  r.on_event = [&out](const TokenEvent& ev) {
-    if (ev.token >= 0) out.tokens.push_back(ev.token);
-    if (ev.finish != Finish::none) out.n_cached = ev.n_prompt_cached;
-  };
-  EXPECT_TRUE(e.add_request(std::move(r)).ok());
-  run_all(e);
-  return out;
 }
 
 TEST(StateCapture, EqualsARunThatStopsThereAndContinuesBitIdentically) {
