@@ -359,10 +359,12 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
        0.0f,         512,      0,    0,  0,    0, 0, 256,    256,    20, 5,   true},
       {"gemma4-e4b", "gemma4", 2560, 42, 10240, 8, 2, 262144, 131072, 0,  512, 1000000.0f, true,
        0.0f,         512,      0,    0,  0,     0, 0, 256,    256,    18, 6,   false},
-      // A tiny Gemma 4 for tests: window 8, local heads of 16 and global of 32, 2 local to 1
-      // global, the last 3 of 7 layers shared (one global), double-wide FFN, PLE of 8.
-      {"gemma4-tiny", "gemma4", 64, 7, 96, 4, 2, 512, 256, 0, 32, 1000000.0f, true,
-       0.0f,          8,        0,  0, 0,  0, 0, 16,  8,   3, 3,  true},
+      // A tiny Gemma 4 for tests: window 8, local heads of 16 and global of 32, 3 local to 1
+      // global, the last 4 of 8 layers shared (one global), double-wide FFN, PLE of 8. As in
+      // E2B/E4B, the last layer before the shared ones is global and the one before it local:
+      // the reference engine takes those two as the shared layers' K/V sources.
+      {"gemma4-tiny", "gemma4", 64, 8, 96, 4, 2, 512, 256, 0, 32, 1000000.0f, true,
+       0.0f,          8,        0,  0, 0,  0, 0, 16,  8,   4, 4,  true},
       // BERT encoders (embedding models): bge pools [CLS], MiniLM averages.
       {"bert-tiny", "bert", 64, 2, 256, 4, 4, 512, 128, 1},
       {"bert-minilm-l6", "bert", 384, 6, 1536, 12, 12, 30522, 512, 1},

@@ -99,7 +99,8 @@ Status add_synthetic_gemma4(format::ModelFile& file, const SyntheticSpec& spec, 
 
 // A gemma4 shape cut to n_layer layers (synth --layers): the shape's share of shared-KV layers
 // (shape_shared of shape_layers), fewer where a shared layer would find no earlier layer of its
-// kind with K/V (spec's swa_period) -- 0 at worst.
+// kind with K/V (spec's swa_period) or where the last layer with K/V is not global and the one
+// before it local (the published layout, which the reference engine assumes) -- 0 at worst.
 int32_t gemma4_shared_kv_for(const SyntheticSpec& spec, int32_t n_layer, int32_t shape_layers, int32_t shape_shared);
 
 // Appends tensor `name` of GGUF shape ne (ne[0] fastest, n_dims of them) to `file`, its

@@ -36,7 +36,9 @@ void add_proportional_rope_freqs(format::ModelFile& file, int64_t head_dim, floa
 int32_t gemma4_shared_kv_for(const SyntheticSpec& s, int32_t n_layer, int32_t shape_layers, int32_t shape_shared) {
   auto local = [&s](int32_t l) { return l % s.swa_period != s.swa_period - 1; };
   for (int32_t n = shape_layers > 0 ? n_layer * shape_shared / shape_layers : 0; n > 0; --n) {
-    bool ok = true;
+    // As in the published models, the last layer with K/V is global and the one before it local.
+    const int32_t first = n_layer - n;
+    bool ok = first >= 2 && !local(first - 1) && local(first - 2);
     for (int32_t l = n_layer - n; l < n_layer && ok; ++l) {
       bool found = false;
       for (int32_t j = 0; j < n_layer - n && !found; ++j) found = local(j) == local(l);

@@ -15,28 +15,18 @@
 // may flip a near tie late in a continuation).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
-#include "engine/step_model.h"
 #include "model/synthetic.h"
+#include "reference_goldens.h"
 #include "support/requested_isa.h"
 #include "support/test_data.h"
 
 namespace edgelm {
 namespace {
 
-struct Golden {
-  std::string model;
-  std::vector<int32_t> prompt;
-  std::vector<int32_t> tokens;  // 16 greedy tokens
-  std::vector<float> logits;    // the first 64 logits after the prompt
-};
+using Golden = test::ReferenceGolden;  // 16 greedy tokens, the first 64 logits
 
 const std::vector<Golden> kGoldens = {
     {"tiny",
@@ -235,77 +225,14 @@ std::unique_ptr<model::Model> load(const std::string& name) {
 
 constexpr double kLogitTol = 2e-3;  // of the largest |logit| among the 64 recorded
 
-int32_t argmax(const std::vector<float>& v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-double logit_error(const std::vector<float>& got, const Golden& g) {
-  double worst = 0, top = 0;
-  for (size_t i = 0; i < g.logits.size(); ++i) {
-    worst = std::max(worst, static_cast<double>(std::abs(got[i] - g.logits[i])));
-    top = std::max(top, static_cast<double>(std::abs(g.logits[i])));
-  }
-  return worst / top;
-}
-
 class Qwen35Reference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Qwen35Reference, ReferenceForwardReproducesTheReferenceEngine) {
-  const auto m = load(GetParam());
-  ThreadPool pool(2);
-  int exact = 0, n = 0;
-  for (const Golden& g : kGoldens) {
-    if (g.model != GetParam()) continue;
-    ++n;
-    model::KvCache cache(m->config(), 64);
-    std::vector<float> logits(static_cast<size_t>(m->config().n_vocab));
-    ASSERT_TRUE(m->forward(g.prompt, cache, logits, pool).ok());
-    const double err = logit_error(logits, g);
-    EXPECT_LT(err, kLogitTol) << "prompt " << n;
-    std::vector<int32_t> toks;
-    for (size_t i = 0; i < g.tokens.size(); ++i) {
-      const int32_t t = argmax(logits);
-      toks.push_back(t);
-      ASSERT_TRUE(m->forward(std::span(&t, 1), cache, logits, pool).ok());
-    }
-    exact += toks == g.tokens;
-    std::printf("[ %s ] prompt %d: logits within %.2g, greedy %s\n", GetParam().c_str(), n, err,
-                toks == g.tokens ? "identical" : "differs");
-  }
-  EXPECT_EQ(n, 5);
-  EXPECT_GE(exact, 4) << "greedy continuations equal to the reference engine's";
+  test::expect_reference_forward(*load(GetParam()), kGoldens, GetParam(), kLogitTol, 5, 4);
 }
 
 TEST_P(Qwen35Reference, EngineReproducesTheReferenceEngine) {
-  const auto m = load(GetParam());
-  ThreadPool pool(2);
-  engine::ModelRunner runner(*m, pool);
-  engine::EngineOptions o;
-  o.kv_type = kv::KvType::f32;
-  o.kv_memory_bytes = size_t{8} << 20;
-  o.scheduler.max_batch_tokens = 8;  // prompts in chunks, batched with the others' decodes
-  o.scheduler.max_batch_size = 4;
-  auto e = engine::Engine::create(runner, nullptr, o);
-  ASSERT_TRUE(e.ok()) << e.error().message;
-  std::vector<std::pair<engine::RequestId, const Golden*>> ids;
-  std::map<engine::RequestId, std::vector<int32_t>> got;
-  for (const Golden& g : kGoldens) {
-    if (g.model != GetParam()) continue;
-    engine::Request r;
-    r.prompt = g.prompt;
-    r.sampling.temperature = 0.0f;
-    r.max_new_tokens = static_cast<int32_t>(g.tokens.size());
-    auto id = (*e)->add_request(std::move(r));
-    ASSERT_TRUE(id.ok()) << id.error().message;
-    ids.emplace_back(*id, &g);
-  }
-  while ((*e)->has_work())
-    for (const engine::TokenEvent& ev : (*e)->step())
-      if (ev.token >= 0) got[ev.id].push_back(ev.token);
-  int exact = 0;
-  for (const auto& [id, g] : ids) exact += got[id] == g->tokens;
-  std::printf("[ %s ] engine: %d of %zu greedy continuations identical\n", GetParam().c_str(), exact, ids.size());
-  EXPECT_GE(exact, 4) << "greedy continuations equal to the reference engine's";
+  test::expect_engine(*load(GetParam()), kGoldens, GetParam(), 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Qwen35Reference, ::testing::Values("tiny", "mid", "sections"));
