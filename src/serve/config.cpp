@@ -1,5 +1,6 @@
 // Server configuration: YAML file, environment, validation and a secret-free description.
 #include "serve/config.h"
+#include "serve/url_guard.h"
 
 #include "cache/guards.h"
 #include "core/byte_size.h"
@@ -378,6 +379,8 @@ Status validate(const ServeConfig& c) {
   if (!(c.image_url_timeout_s > 0))
     return make_error("image_url_timeout_s must be > 0 seconds, got {}", c.image_url_timeout_s);
   if (c.image_max_bytes < 1) return make_error("image_max_bytes must be >= 1");
+  for (const std::string& r : c.image_url_allow_cidr)
+    if (auto cidr = Cidr::parse(r); !cidr.ok()) return make_error("image_url_allow_cidr: {}", cidr.error().message);
   for (const auto& [key, v] : {std::pair{"reasoning_effort_low", c.reasoning_effort_low},
                                std::pair{"reasoning_effort_medium", c.reasoning_effort_medium},
                                std::pair{"reasoning_effort_high", c.reasoning_effort_high}})

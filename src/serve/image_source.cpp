@@ -312,7 +312,11 @@ Result<FetchedImage> ImageSource::fetch_url(std::string_view url) const {
 
     std::unique_ptr<httplib::ClientImpl> cli;
 #ifdef CPPHTTPLIB_OPENSSL_SUPPORT
-    if (u.https) cli = std::make_unique<httplib::SSLClient>(u.host, u.port);
+    if (u.https) {
+      auto ssl = std::make_unique<httplib::SSLClient>(u.host, u.port);
+      ssl->enable_server_certificate_verification(true);  // the host name, against the system's CAs
+      cli = std::move(ssl);
+    }
 #endif
     if (!cli) cli = std::make_unique<httplib::ClientImpl>(u.host, u.port);
     cli->set_hostname_addr_map({{u.host, use->str()}});
