@@ -15,7 +15,7 @@ ApiError bad_field(const std::string& param, std::string message, const char* co
 // Decodes and encodes the request's images (image_input.h) in order; every failure is a 400
 // naming the part (500 when the model's vocabulary lacks the projector's image tokens).
 std::optional<ApiError> encode_image_parts(ServerContext& ctx, const std::vector<ImagePart>& parts,
-                                           std::vector<EncodedImage>& out) {
+                                           std::vector<EncodedImage>& out, http::Response& res) {
   ImageInput* in = ctx.images();
   const std::string model = ctx.model_name();
   if (in == nullptr) {
@@ -49,6 +49,14 @@ std::optional<ApiError> encode_image_parts(ServerContext& ctx, const std::vector
     }
     out.push_back(std::move(im).value());
   }
+  double ms = 0;
+  int cached = 0;
+  for (const EncodedImage& im : out) {
+    ms += (im.decode_s + im.encode_s) * 1e3;
+    cached += im.cached ? 1 : 0;
+  }
+  res.set_header("x-edgelm-image-ms", fmt::format("{:.1f}", ms));
+  res.set_header("x-edgelm-images-cached", std::to_string(cached));
   return std::nullopt;
 }
 

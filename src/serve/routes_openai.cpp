@@ -376,7 +376,7 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   const tokenizer::Tokenizer& tok = ctx.service().tokenizer();
   std::vector<EncodedImage> images;
   if (!image_parts.empty())
-    if (auto e = encode_image_parts(ctx, image_parts, images)) return ctx.send_error(res, endpoint, *e);
+    if (auto e = encode_image_parts(ctx, image_parts, images, res)) return ctx.send_error(res, endpoint, *e);
   CacheQuery cq;  // what the response cache keys on (routes_cache.h)
   ToolSyntax syntax = ToolSyntax::generic;
   bool starts_open = false;  // the output starts inside a reasoning span

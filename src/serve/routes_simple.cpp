@@ -78,7 +78,7 @@ void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Res
   if (image_parts.empty()) {
     req.prompt = ctx.service().tokenizer().encode(input, /*add_special=*/true, /*parse_special=*/false);
   } else {
-    if (auto e = encode_image_parts(ctx, image_parts, images)) return ctx.send_error(res, endpoint, *e);
+    if (auto e = encode_image_parts(ctx, image_parts, images, res)) return ctx.send_error(res, endpoint, *e);
     // As the chat path places them: where the input marks them, else before the text.
     std::string text = input;
     if (text.find(kImageMarker) == std::string::npos) {

@@ -218,6 +218,15 @@ TEST_F(ServerImageSources, PredictTakesImages) {
   const Reply b = post(s, "/predict", url);
   ASSERT_EQ(b.status, 200) << b.body;
   EXPECT_EQ(b.js()["output"], a.js()["output"]) << "a data: URL of the same bytes is the same image";
+  const auto header = [](const Reply& r, const std::string& name) {
+    for (const auto& h : r.headers)
+      if (h.first == name) return h.second;
+    return std::string("(none)");
+  };
+  EXPECT_GT(std::stod(header(a, "x-edgelm-image-ms")), 0.0) << "the first encode took time";
+  EXPECT_EQ(header(a, "x-edgelm-images-cached"), "0");
+  EXPECT_EQ(header(b, "x-edgelm-images-cached"), "1") << "the same bytes again come from the encoder cache";
+  EXPECT_EQ(header(text, "x-edgelm-image-ms"), "(none)");
   json two = plain;
   two["input"] = "<__media__> and <__media__>: which is red?";
   two["image"] = json::array({kRedPng, kBluePng});
