@@ -27,7 +27,9 @@ Result<GenerateStats> generate(const LoadedModel& lm, std::string_view prompt, c
   if (opts.n_ctx < 0) return make_error("the context size must be >= 0, got {}", opts.n_ctx);
   EDGELM_TRY_STATUS(sample::validate(opts.sampling));
 
-  std::vector<tokenizer::TokenId> tokens = lm.tokenizer->encode(prompt, /*add_special=*/true, /*parse_special=*/false);
+  std::vector<tokenizer::TokenId> tokens =
+      opts.prompt_tokens.empty() ? lm.tokenizer->encode(prompt, /*add_special=*/true, /*parse_special=*/false)
+                                 : opts.prompt_tokens;
   if (tokens.empty()) return make_error("the prompt is empty and the vocabulary adds no BOS token");
 
   GenerateStats stats;
@@ -61,6 +63,7 @@ Result<GenerateStats> generate(const LoadedModel& lm, std::string_view prompt, c
 
   Request req;
   req.prompt = tokens;
+  req.images = opts.images;
   req.sampling = opts.sampling;
   req.max_new_tokens = opts.n_predict;
   req.stop_at_eog = opts.stop_at_eos;

@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
+#include "engine/request.h"
 #include "engine/speculative.h"
 #include "grammar/grammar.h"
 #include "kv/kv_store.h"
@@ -26,6 +27,10 @@ struct GenerateOptions {
   size_t kv_memory_bytes = 0;   // 0: exactly what the context needs
   SpecOptions spec;             // speculative decoding (the draft KV gets the same budget)
   grammar::GrammarPtr grammar;  // constrained decoding (constraint.h); null: free text
+  // Non-empty: the prompt as token ids (the text argument is then not used), with its images
+  // (request.h: spans of placeholder tokens inside it), e.g. `edgelm run --image`.
+  std::vector<int32_t> prompt_tokens;
+  std::vector<PromptImage> images;
 };
 
 enum class FinishReason { length, eos, context };

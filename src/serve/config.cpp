@@ -1,5 +1,6 @@
 // Server configuration: YAML file, environment, validation and a secret-free description.
 #include "serve/config.h"
+#include "serve/url_guard.h"
 
 #include "cache/guards.h"
 #include "core/byte_size.h"
@@ -101,6 +102,11 @@ const std::vector<Field>& fields() {
       {"image_max_pixels", &ServeConfig::image_max_pixels},
       {"max_images_per_request", &ServeConfig::max_images_per_request},
       {"image_cache", &ServeConfig::image_cache},
+      {"media_path", &ServeConfig::media_path},
+      {"allow_image_urls", &ServeConfig::allow_image_urls},
+      {"image_url_timeout_s", &ServeConfig::image_url_timeout_s},
+      {"image_url_allow_cidr", &ServeConfig::image_url_allow_cidr},
+      {"image_max_bytes", &ServeConfig::image_max_bytes, true},
   };
   return table;
 }
@@ -370,6 +376,11 @@ Status validate(const ServeConfig& c) {
   if (c.max_images_per_request < 1)
     return make_error("max_images_per_request must be >= 1, got {}", c.max_images_per_request);
   if (c.image_cache < 0) return make_error("image_cache must be >= 0 (0: no encoder cache), got {}", c.image_cache);
+  if (!(c.image_url_timeout_s > 0))
+    return make_error("image_url_timeout_s must be > 0 seconds, got {}", c.image_url_timeout_s);
+  if (c.image_max_bytes < 1) return make_error("image_max_bytes must be >= 1");
+  for (const std::string& r : c.image_url_allow_cidr)
+    if (auto cidr = Cidr::parse(r); !cidr.ok()) return make_error("image_url_allow_cidr: {}", cidr.error().message);
   for (const auto& [key, v] : {std::pair{"reasoning_effort_low", c.reasoning_effort_low},
                                std::pair{"reasoning_effort_medium", c.reasoning_effort_medium},
                                std::pair{"reasoning_effort_high", c.reasoning_effort_high}})

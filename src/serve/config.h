@@ -94,6 +94,14 @@ struct ServeConfig {
   int image_max_pixels = 50'000'000;
   int max_images_per_request = 8;
   int image_cache = 16;
+  // Image sources besides data: URLs (serve/image_source.h): file:// under media_path (off when
+  // empty); http(s):// when allow_image_urls, within image_url_timeout_s, to public addresses
+  // and the image_url_allow_cidr ranges (serve/url_guard.h); every image at most image_max_bytes.
+  std::string media_path;
+  bool allow_image_urls = false;
+  double image_url_timeout_s = 10;
+  std::vector<std::string> image_url_allow_cidr;
+  size_t image_max_bytes = size_t{20} << 20;
 };
 
 // Reads a YAML mapping whose keys are the field names above (snake_case) over `base`.

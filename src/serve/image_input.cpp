@@ -53,16 +53,20 @@ std::optional<std::string> base64_decode(std::string_view in) {
   return out;
 }
 
-ImageInput::ImageInput(ImageInputOptions opts, std::unique_ptr<vision::VisionEncoder> enc)
-    : opts_(std::move(opts)), encoder_(std::move(enc)), pool_(std::max(1, opts_.threads)) {}
+ImageInput::ImageInput(ImageInputOptions opts, std::unique_ptr<vision::VisionEncoder> enc, ImageSource source)
+    : opts_(std::move(opts)),
+      encoder_(std::move(enc)),
+      source_(std::move(source)),
+      pool_(std::max(1, opts_.threads)) {}
 
 Result<std::unique_ptr<ImageInput>> ImageInput::open(const ImageInputOptions& opts) {
   if (opts.max_pixels < 1) return make_error("--image-max-pixels must be >= 1, got {}", opts.max_pixels);
   if (opts.max_images < 1) return make_error("--max-images-per-request must be >= 1, got {}", opts.max_images);
   if (opts.cache_entries < 0) return make_error("--image-cache must be >= 0, got {}", opts.cache_entries);
+  EDGELM_TRY(ImageSource source, ImageSource::open(opts.source));
   auto enc = vision::VisionEncoder::open(opts.mmproj_path);
   if (!enc.ok()) return make_error("--mmproj '{}': {}", opts.mmproj_path, enc.error().message);
-  return std::unique_ptr<ImageInput>(new ImageInput(opts, std::move(enc).value()));
+  return std::unique_ptr<ImageInput>(new ImageInput(opts, std::move(enc).value(), std::move(source)));
 }
 
 int ImageInput::longest_edge() const {
@@ -139,9 +143,25 @@ void ImageInput::cache_put(const std::string& key, std::shared_ptr<const ImageEm
 }
 
 Result<EncodedImage> ImageInput::encode_url(std::string_view url) {
-  if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0)
-    return make_error("only data: URLs are supported (edgelm serves offline and does not fetch remote images)");
-  if (url.rfind("data:", 0) != 0) return make_error("the image URL must be a data: URL (data:image/png;base64,...)");
+  if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
+    EDGELM_TRY(FetchedImage got, source_.fetch_url(url));
+    if (got.bytes.empty()) return make_error("the image URL's body is empty");
+    auto im = encode_bytes(got.bytes);
+    const std::string_view type = std::string_view(got.content_type).substr(0, got.content_type.find(';'));
+    if (!im.ok() && type.rfind("image/", 0) != 0)
+      return make_error("the image URL answered Content-Type '{}', not an image/* type, and its body {}", type,
+                        im.error().message.substr(std::string_view("the image ").size()));
+    return im;
+  }
+  if (url.rfind("file:", 0) == 0) {
+    EDGELM_TRY(FetchedImage got, source_.read_file_url(url));
+    if (got.bytes.empty()) return make_error("the image file is empty");
+    return encode_bytes(got.bytes);
+  }
+  if (url.rfind("data:", 0) != 0)
+    return make_error(
+        "the image URL must be a data: URL (data:image/png;base64,...), or file:///PATH with --media-path, or "
+        "http(s):// with --allow-image-urls");
   const size_t comma = url.find(',');
   if (comma == std::string_view::npos) return make_error("the data: URL has no ',' before its data");
   const std::string_view header = url.substr(5, comma - 5);
@@ -153,7 +173,22 @@ Result<EncodedImage> ImageInput::encode_url(std::string_view url) {
   auto bytes = base64_decode(url.substr(comma + 1));
   if (!bytes) return make_error("the data: URL's data is not valid base64");
   if (bytes->empty()) return make_error("the image is empty");
+  return encode_bytes(*bytes);
+}
 
+Result<EncodedImage> ImageInput::encode_base64_or_url(std::string_view text) {
+  if (text.rfind("data:", 0) == 0) return encode_url(text);
+  auto bytes = base64_decode(text);
+  if (!bytes) return make_error("the image is neither base64 nor a data: URL");
+  if (bytes->empty()) return make_error("the image is empty");
+  return encode_bytes(*bytes);
+}
+
+Result<EncodedImage> ImageInput::encode_bytes(const std::string& in) {
+  const std::string* bytes = &in;
+  if (bytes->size() > opts_.source.max_bytes)
+    return make_error("the image has {} bytes, more than the {} an image may have (--image-max-bytes)", bytes->size(),
+                      opts_.source.max_bytes);
   EncodedImage out;
   Sha256 sha;
   sha.update(bytes->data(), bytes->size());
@@ -167,6 +202,7 @@ Result<EncodedImage> ImageInput::encode_url(std::string_view url) {
   Stopwatch watch;
   media::DecodeLimits limits;
   limits.max_pixels = opts_.max_pixels;
+  limits.max_bytes = opts_.source.max_bytes;
   auto image = media::decode_image(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()), limits);
   if (!image.ok()) return make_error("the image cannot be decoded: {}", image.error().message);
@@ -214,6 +250,28 @@ Result<std::string> ImageInput::expand_markers(const std::string& text, const st
         "the rendered prompt holds {} image markers for {} images (the chat template dropped an image, or a text "
         "part contains '{}')",
         n, images.size(), kImageMarker);
+  return out;
+}
+
+Result<std::vector<int32_t>> ImageInput::tokenize(const tokenizer::Tokenizer& tok, const std::string& text,
+                                                  const std::vector<EncodedImage>& images, bool add_special) const {
+  const vision::ProjectorType p = encoder_->config().projector;
+  std::vector<int32_t> out;
+  size_t n = 0, pos = 0;
+  const auto append = [&out](const std::vector<tokenizer::TokenId>& ids) { out.insert(out.end(), ids.begin(), ids.end()); };
+  for (;;) {
+    const size_t at = text.find(kImageMarker, pos);
+    const std::string_view piece = std::string_view(text).substr(pos, at == std::string::npos ? std::string::npos : at - pos);
+    if (!piece.empty() || (pos == 0 && add_special)) append(tok.encode(piece, pos == 0 && add_special, false));
+    if (at == std::string::npos) break;
+    if (n < images.size())
+      append(tok.encode(image_prompt_text(p, encoder_->n_output_tokens(), images[n].embd->rows, images[n].embd->cols),
+                        false, true));
+    pos = at + kImageMarker.size();
+    ++n;
+  }
+  if (n != images.size())
+    return make_error("the prompt holds {} image markers ('{}') for {} images", n, kImageMarker, images.size());
   return out;
 }
 

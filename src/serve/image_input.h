@@ -1,6 +1,7 @@
 // Images of chat requests for a vision-language model (`serve --mmproj FILE`).
 //
-// Job: an OpenAI image_url content part's data URL -> bytes (base64) -> an upright RGB image
+// Job: an OpenAI image_url content part's URL -> bytes (a data: URL's base64; file:// under
+// --media-path and http(s):// with --allow-image-urls through image_source.h) -> an upright RGB image
 // (media/decode.h, capped by --image-max-pixels before any pixel buffer exists) -> the
 // encoder's processor (media/preprocess.h, the file's sizes, mean and std) -> VisionEncoder
 // (vision/vit.h), once per frame -> the text model's soft tokens; and the prompt form of the
@@ -36,6 +37,7 @@
 #include "engine/request.h"
 #include "media/preprocess.h"
 #include "model/arch.h"
+#include "serve/image_source.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/vit.h"
 
@@ -47,6 +49,7 @@ struct ImageInputOptions {
   int max_images = 8;               // --max-images-per-request
   int cache_entries = 16;           // --image-cache: encoder outputs kept (LRU)
   int threads = 1;                  // the encoder's pool
+  ImageSourceOptions source;        // file:// and http(s):// URLs; source.max_bytes caps every image
 };
 
 // The soft tokens of one image: one frame (gemma3, or an idefics3 image that fits one tile) or
@@ -81,14 +84,26 @@ class ImageInput {
   // wide as its n_embd.
   Status check_model(const model::ModelConfig& c) const;
 
-  // data:image/...;base64,... -> the soft tokens. Errors (messages for a 400): another URL
-  // scheme (http(s) names the offline rule), not base64, not an image/* media type, a decode
-  // error (media/decode.h's message), an encoder error.
+  // data:image/...;base64,..., file:///PATH or http(s)://... -> the soft tokens. Errors
+  // (messages for a 400): another URL scheme, a file or URL image_source.h refuses (file:// and
+  // http(s):// say how to enable them when off), not base64, not an image/* media type, over
+  // source.max_bytes, a decode error (media/decode.h's message; for a URL whose Content-Type is
+  // not image/*, that type too), an encoder error.
   Result<EncodedImage> encode_url(std::string_view url);
+  // The encoded bytes of an image file (PNG, JPEG, WebP) -> the soft tokens (the cache as above).
+  Result<EncodedImage> encode_bytes(const std::string& bytes);
+  // The bytes of a base64 string or a data: URL (the /predict "image" field); errors as above.
+  Result<EncodedImage> encode_base64_or_url(std::string_view text);
 
   // The rendered prompt text with the i-th kImageMarker replaced by images[i]'s prompt form
   // (image_prompt.h); errors when the count of markers is not images.size().
   Result<std::string> expand_markers(const std::string& text, const std::vector<EncodedImage>& images) const;
+  // Tokenizes prompt text holding one kImageMarker per image: the text between markers as plain
+  // text (special-token text is not parsed: a user cannot forge image tokens), each marker as
+  // its image's prompt form; BOS first when add_special. Errors: the marker count is not
+  // images.size().
+  Result<std::vector<int32_t>> tokenize(const tokenizer::Tokenizer& tok, const std::string& text,
+                                        const std::vector<EncodedImage>& images, bool add_special) const;
   // The images' spans in the tokenized prompt: each run of soft-token ids, in order, must be one
   // frame of n_output_tokens (every image's frames in order). Errors: a marker token missing
   // from the vocabulary (named), runs that do not match the frames.
@@ -99,6 +114,7 @@ class ImageInput {
   Status check_vocab(const tokenizer::Vocab& vocab) const;
 
   const ImageInputOptions& options() const { return opts_; }
+  const ImageSource& source() const { return source_; }
   const vision::VisionConfig& config() const { return encoder_->config(); }
   int n_tokens_per_frame() const { return encoder_->n_output_tokens(); }
   // idefics3: the processor's longest edge and the most tiles per side it can cut (0 for gemma3).
@@ -106,7 +122,7 @@ class ImageInput {
   int max_grid() const;
 
  private:
-  explicit ImageInput(ImageInputOptions opts, std::unique_ptr<vision::VisionEncoder> enc);
+  ImageInput(ImageInputOptions opts, std::unique_ptr<vision::VisionEncoder> enc, ImageSource source);
   std::shared_ptr<const ImageEmbeddings> cache_get(const std::string& key);
   void cache_put(const std::string& key, std::shared_ptr<const ImageEmbeddings> embd);
   // The decoded image -> its frames' tensors [3, image_size, image_size] each, and the grid.
@@ -114,6 +130,7 @@ class ImageInput {
 
   ImageInputOptions opts_;
   std::unique_ptr<vision::VisionEncoder> encoder_;
+  ImageSource source_;
   ThreadPool pool_;
   std::mutex encode_mutex_;  // one encode at a time (scratch_ and pool_)
   vision::VisionScratch scratch_;

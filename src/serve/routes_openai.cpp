@@ -10,8 +10,8 @@
 // Structured output: response_format and grammar (structured_output.h) on both endpoints; on
 // chat also tools, tool_choice, parallel_tool_calls, assistant tool_calls and tool messages
 // (tool_calls.h), answered as message.tool_calls / delta.tool_calls with finish_reason
-// "tool_calls". Images (chat, with --mmproj): image_url content parts with data: URLs
-// (image_input.h), each a 400 naming the part when it cannot be used.
+// "tool_calls". Images (chat, with --mmproj): image_url content parts with data:, file:// or
+// http(s):// URLs (image_input.h, image_parts.h), each a 400 naming the part when it cannot be used.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -19,6 +19,7 @@
 #include "serve/chat_template.h"
 #include "serve/http_server.h"
 #include "serve/image_input.h"
+#include "serve/image_parts.h"
 #include "serve/reasoning.h"
 #include "serve/response_id.h"
 #include "serve/routes_cache.h"
@@ -127,12 +128,6 @@ ApiError bad_field(const std::string& param, std::string message, const char* co
   return ApiError{400, std::move(message), "invalid_request_error", param, code};
 }
 
-// An image_url content part of a chat message (image_input.h), by its parameter path.
-struct ImagePart {
-  std::string param;  // "messages[i].content[j]"
-  std::string url;
-};
-
 // An image_url part: {"type": "image_url", "image_url": {"url": "...", "detail": "auto"|"low"|"high"}}
 // (or "image_url": "..."); "detail" is OpenAI's resolution hint, accepted but without effect
 // (the encoder has one resolution); any other key or value is an error.
@@ -179,7 +174,7 @@ std::optional<ApiError> message_content(const json& c, const std::string& param,
       std::string url;
       if (auto e = image_part(part, p, url)) return e;
       out += kImageMarker;
-      images.push_back({p, std::move(url)});
+      images.push_back({p, std::move(url), false});
       continue;
     }
     if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
@@ -298,46 +293,6 @@ void add_instruction(std::vector<ChatMessage>& messages, const std::string& inst
   messages.insert(messages.begin(), ChatMessage{"system", instruction});
 }
 
-// Decodes and encodes the request's images (image_input.h) in order; every failure is a 400
-// naming the part (500 when the model's vocabulary lacks the projector's image tokens).
-std::optional<ApiError> encode_images(ServerContext& ctx, const std::vector<ImagePart>& parts,
-                                      std::vector<EncodedImage>& out) {
-  ImageInput* in = ctx.images();
-  const std::string model = ctx.model_name();
-  if (in == nullptr) {
-    ctx.metrics().record_image(model, "rejected");
-    return bad_field(parts[0].param,
-                     fmt::format("'{}' is an image, but model '{}' has no vision encoder: start the server with "
-                                 "--mmproj FILE (the model's mmproj GGUF)",
-                                 parts[0].param, model),
-                     "unsupported_value");
-  }
-  if (static_cast<int>(parts.size()) > in->options().max_images) {
-    ctx.metrics().record_image(model, "rejected");
-    const std::string& p = parts[static_cast<size_t>(in->options().max_images)].param;
-    return bad_field(p,
-                     fmt::format("'{}': too many images ({}); at most {} per request (--max-images-per-request)", p,
-                                 parts.size(), in->options().max_images),
-                     "invalid_value");
-  }
-  if (Status st = in->check_vocab(ctx.service().tokenizer().vocab()); !st.ok())
-    return ApiError{500, st.error().message, "server_error", parts[0].param, "model_unsupported"};
-  for (const ImagePart& p : parts) {
-    auto im = in->encode_url(p.url);
-    if (!im.ok()) {
-      ctx.metrics().record_image(model, "rejected");
-      return bad_field(p.param, fmt::format("'{}': {}", p.param, im.error().message), "invalid_value");
-    }
-    if (im->cached) {
-      ctx.metrics().record_image(model, "cached");
-    } else {
-      ctx.metrics().record_image(model, "encoded", im->decode_s, im->encode_s);
-    }
-    out.push_back(std::move(im).value());
-  }
-  return std::nullopt;
-}
-
 void handle_generation(ServerContext& ctx, const http::Request& http_req, http::Response& res, bool chat) {
   const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   ApiError err;
@@ -421,7 +376,7 @@ void handle_generation(ServerContext& ctx, const http::Request& http_req, http::
   const tokenizer::Tokenizer& tok = ctx.service().tokenizer();
   std::vector<EncodedImage> images;
   if (!image_parts.empty())
-    if (auto e = encode_images(ctx, image_parts, images)) return ctx.send_error(res, endpoint, *e);
+    if (auto e = encode_image_parts(ctx, image_parts, images, res)) return ctx.send_error(res, endpoint, *e);
   CacheQuery cq;  // what the response cache keys on (routes_cache.h)
   ToolSyntax syntax = ToolSyntax::generic;
   bool starts_open = false;  // the output starts inside a reasoning span

@@ -1,10 +1,12 @@
 // The small routes: POST /predict (text in, text out, greedy by default; with "schema", JSON
 // valid against it, also returned parsed as "json"; "id" is the response id, serve/response_id.h), POST /tokenize,
-// POST /detokenize, GET /health (200 when ready, 503 while loading or draining), GET /metrics
+// POST /detokenize; /predict's "image" (a base64 string or data: URL, or an array of them) needs
+// --mmproj and goes where the input holds the image marker, else before the input text; GET /health (200 when ready, 503 while loading or draining), GET /metrics
 // (Prometheus text format).
 #include "serve/drain.h"
 #include "serve/health.h"
 #include "serve/http_server.h"
+#include "serve/image_parts.h"
 #include "serve/response_id.h"
 #include "serve/routes_cache.h"
 #include "serve/structured_output.h"
@@ -13,6 +15,29 @@ namespace edgelm::serve {
 namespace {
 
 using nlohmann::json;
+
+// /predict's "image": one string or an array of them (each base64 or a data: URL).
+std::optional<ApiError> predict_images(const json& body, std::vector<ImagePart>& out) {
+  auto it = body.find("image");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  const auto bad = [](const std::string& param) {
+    return ApiError{400,
+                    fmt::format("'{}' must be a base64 string or a data:image/...;base64,... URL, or an array of them",
+                                param),
+                    "invalid_request_error", param, "invalid_type"};
+  };
+  if (it->is_string()) {
+    out.push_back({"image", it->get<std::string>(), true});
+    return std::nullopt;
+  }
+  if (!it->is_array() || it->empty()) return bad("image");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const std::string param = fmt::format("image[{}]", i);
+    if (!(*it)[i].is_string()) return bad(param);
+    out.push_back({param, (*it)[i].get<std::string>(), true});
+  }
+  return std::nullopt;
+}
 
 void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Response& res) {
   const std::string endpoint = "/predict";
@@ -35,6 +60,8 @@ void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Res
   if (req.max_new_tokens < 0)
     return ctx.send_error(res, endpoint,
                           {400, "'max_tokens' must be >= 0", "invalid_request_error", "max_tokens", "invalid_value"});
+  std::vector<ImagePart> image_parts;
+  if (auto e = predict_images(*body, image_parts)) return ctx.send_error(res, endpoint, *e);
   std::optional<OutputConstraint> constraint;
   if (auto e = parse_predict_schema(ordered_body(http_req), constraint)) return ctx.send_error(res, endpoint, *e);
   RouteRequest rr;  // the router (routing.h) picks the model and the token budget
@@ -47,7 +74,29 @@ void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Res
   req.sampling.temperature = static_cast<float>(temperature);
   if (routed.model->spec.dyn_temp) req.sampling.dyn_temp = *routed.model->spec.dyn_temp;
   if (deadline_ms >= 0) req.deadline = engine::Clock::now() + std::chrono::milliseconds(deadline_ms);
-  req.prompt = ctx.service().tokenizer().encode(input, /*add_special=*/true, /*parse_special=*/false);
+  std::vector<EncodedImage> images;
+  if (image_parts.empty()) {
+    req.prompt = ctx.service().tokenizer().encode(input, /*add_special=*/true, /*parse_special=*/false);
+  } else {
+    if (auto e = encode_image_parts(ctx, image_parts, images, res)) return ctx.send_error(res, endpoint, *e);
+    // As the chat path places them: where the input marks them, else before the text.
+    std::string text = input;
+    if (text.find(kImageMarker) == std::string::npos) {
+      std::string markers;
+      for (size_t i = 0; i < images.size(); ++i) markers += kImageMarker;
+      text = markers + text;
+    }
+    const tokenizer::Tokenizer& tok = ctx.service().tokenizer();
+    auto tokens = ctx.images()->tokenize(tok, text, images, /*add_special=*/true);
+    Result<std::vector<engine::PromptImage>> located =
+        tokens.ok() ? ctx.images()->locate(*tokens, tok.vocab(), images)
+                    : Result<std::vector<engine::PromptImage>>(tokens.error());
+    if (!located.ok())
+      return ctx.send_error(res, endpoint,
+                            {400, located.error().message, "invalid_request_error", "input", "invalid_value"});
+    req.prompt = std::move(tokens).value();
+    req.images = std::move(located).value();
+  }
   if (auto e = check_context_fit(req.prompt.size(), rr.max_tokens, ctx.service().n_ctx(), "input"))
     return ctx.send_error(res, endpoint, *e);
   if (auto e = ctx.cache_scope(http_req, *body, req.cache_salt)) return ctx.send_error(res, endpoint, *e);
@@ -55,6 +104,10 @@ void handle_predict(ServerContext& ctx, const http::Request& http_req, http::Res
   cq.endpoint = endpoint;
   cq.prompt = input;
   cq.query = input;
+  for (const EncodedImage& im : images) {  // another image with the same text is another key
+    cq.prompt += "\x1fimage:" + im.sha256;
+    cq.query += "\x1fimage:" + im.sha256;
+  }
   cq.request = &req;
   cq.response_id = new_response_id("pred");
   if (constraint) {

@@ -2,7 +2,10 @@
 // batching engine that serve runs (paged KV of --kv-type, default f16; bench_engine.h), at
 // context depths -d, with the effective weight bandwidth of each test and its fraction of the
 // machine's measured read bandwidth. `--membw` only measures the bandwidth; `--concurrency`
-// benchmarks the engine under N simultaneous requests instead (bench_concurrency.h).
+// benchmarks the engine under N simultaneous requests instead (bench_concurrency.h); `--image
+// PATH --mmproj FILE` measures image input instead: each image's decode and encode time, cold
+// (the first encode) and warm (the median of the later ones, the encoder cache off), and the
+// time to first token of one image plus a ~20-token question (encode + prefill).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -13,11 +16,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/timer.h"
+#include "engine/generator.h"
 #include "format/model_file.h"
 #include "kernels/isa.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/bench_concurrency.h"
+#include "tools/cli_images.h"
 #include "tools/bench_engine.h"
 #include "tools/command.h"
 #include "tools/eval_inputs.h"
@@ -44,6 +49,8 @@ struct BenchOptions {
   SpecFlags spec;
   std::string prompt_file;  // --concurrency: every request's prompt (else random tokens)
   format::LoadOptions load;
+  std::vector<std::string> images;  // --image: the image input benchmark (needs --mmproj)
+  std::string mmproj;
 };
 
 struct TestResult {
@@ -78,6 +85,92 @@ TestResult summarize(std::string name, std::vector<double> rates, double bytes_p
   return r;
 }
 
+// The question of the image TTFT test: about 20 tokens of plain English.
+constexpr const char* kImageQuestion =
+    "What is shown in this picture? Describe the main object, its colour and where it is, in one short sentence.";
+
+double median_ms(std::vector<double> s) {
+  if (s.empty()) return 0;
+  std::sort(s.begin(), s.end());
+  return median_of(s) * 1e3;
+}
+
+// `bench --image`: per image, decode and encode cold then warm (the encoder cache off), and the
+// TTFT of the image plus kImageQuestion, each -r times.
+int run_image_bench(const BenchOptions& o, ThreadPool& pool) {
+  if (o.mmproj.empty())
+    return report_error(make_error("--image needs --mmproj FILE (the model's vision encoder, an mmproj GGUF)"));
+  std::vector<std::string> bytes;
+  for (const std::string& p : o.images) {
+    auto b = read_image_file(p);
+    if (!b.ok()) return report_error(b.error());
+    bytes.push_back(std::move(b).value());
+  }
+  auto lm = engine::load_model(o.model_path, o.tokenizer_path, o.load);
+  if (!lm.ok()) return report_error(lm.error());
+  auto in_or = open_cli_images(o.mmproj, *lm, pool.n_threads(), /*cache_entries=*/0);
+  if (!in_or.ok()) return report_error(in_or.error());
+  serve::ImageInput& in = **in_or;
+  const int reps = std::max(2, o.reps);  // the first is cold, the others warm
+  nlohmann::json out = nlohmann::json::array();
+  if (o.output != "json") {
+    std::printf("model: %s, mmproj: %s (%s, %d px, %d tokens per frame), %d threads, %d reps\n\n",
+                o.model_path.c_str(), o.mmproj.c_str(),
+                std::string(vision::projector_name(in.config().projector)).c_str(), in.config().image_size,
+                in.n_tokens_per_frame(), pool.n_threads(), reps);
+    std::printf("| image | frames | decode ms | encode ms (cold) | encode ms (warm) | prompt tokens | prefill ms | "
+                "TTFT ms |\n|---|---|---|---|---|---|---|---|\n");
+  }
+  for (size_t i = 0; i < o.images.size(); ++i) {
+    double cold_ms = 0;
+    std::vector<double> decode_s, warm_s, prefill_s, ttft_s;
+    size_t frames = 0;
+    int32_t n_prompt = 0;
+    for (int r = 0; r < reps; ++r) {
+      Stopwatch ttft;
+      auto im = in.encode_bytes(bytes[i]);
+      if (!im.ok()) return report_error(make_error("--image '{}': {}", o.images[i], im.error().message));
+      frames = im->embd->frames.size();
+      decode_s.push_back(im->decode_s);
+      if (r == 0) {
+        cold_ms = im->encode_s * 1e3;
+      } else {
+        warm_s.push_back(im->encode_s);
+      }
+      engine::GenerateOptions gen;
+      gen.n_predict = 1;
+      gen.sampling.temperature = 0;
+      if (auto st = set_image_prompt(in, *lm, kImageQuestion, {*im}, gen); !st.ok()) return report_error(st.error());
+      auto stats = engine::generate(*lm, "", gen, pool, [](std::string_view) { return true; });
+      if (!stats.ok()) return report_error(stats.error());
+      ttft_s.push_back(ttft.seconds());
+      prefill_s.push_back(stats->prefill_seconds);
+      n_prompt = stats->n_prompt;
+    }
+    const double warm_ms = median_ms(warm_s);
+    if (o.output == "json") {
+      out.push_back({{"model", o.model_path},
+                     {"mmproj", o.mmproj},
+                     {"image", o.images[i]},
+                     {"frames", frames},
+                     {"decode_ms", median_ms(decode_s)},
+                     {"encode_ms_cold", cold_ms},
+                     {"encode_ms_warm", warm_ms},
+                     {"encode_ms_per_frame_warm", frames > 0 ? warm_ms / static_cast<double>(frames) : 0.0},
+                     {"prompt_tokens", n_prompt},
+                     {"prefill_ms", median_ms(prefill_s)},
+                     {"ttft_ms", median_ms(ttft_s)},
+                     {"threads", pool.n_threads()},
+                     {"reps", reps}});
+    } else {
+      std::printf("| %s | %zu | %.2f | %.2f | %.2f | %d | %.2f | %.2f |\n", o.images[i].c_str(), frames,
+                  median_ms(decode_s), cold_ms, warm_ms, n_prompt, median_ms(prefill_s), median_ms(ttft_s));
+    }
+  }
+  if (o.output == "json") std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
 int run(const BenchOptions& o) {
   auto pool_or = make_thread_pool(o.threads, o.cpu_affinity);
   if (!pool_or.ok()) return report_error(pool_or.error());
@@ -89,6 +182,8 @@ int run(const BenchOptions& o) {
     return 0;
   }
   if (o.reps < 1) return report_error(make_error("--reps must be at least 1"));
+  if (!o.images.empty()) return run_image_bench(o, pool);
+  if (!o.mmproj.empty()) return report_error(make_error("--mmproj is for the image benchmark: add --image PATH"));
   auto n_prompts = parse_test_sizes(o.n_prompt, "-p");
   if (!n_prompts.ok()) return report_error(n_prompts.error());
   auto n_gens = parse_test_sizes(o.n_gen, "-n");
@@ -226,6 +321,11 @@ CommandRunner add_bench_command(CLI::App& app) {
   add_model_load_options(cmd, o->load);
   cmd->add_option("--prompt-file", o->prompt_file,
                   "--concurrency: every request's prompt is this file's text (default: -p random tokens)");
+  cmd->add_option("--image", o->images,
+                  "Benchmark image input instead: encode time (cold, warm) and TTFT of this image plus a ~20-token "
+                  "question; repeatable; needs --mmproj")
+      ->allow_extra_args(false);
+  cmd->add_option("--mmproj", o->mmproj, "Vision encoder of the model (mmproj GGUF), for --image");
   cmd->callback([cmd, o] {
     if (!o->membw_only && o->model_path.empty()) throw CLI::RequiredError("--model");
   });

@@ -10,6 +10,7 @@
 #include "engine/generator.h"
 #include "kernels/isa.h"
 #include "schema/json_schema_grammar.h"
+#include "tools/cli_images.h"
 #include "tools/command.h"
 
 namespace edgelm::tools {
@@ -29,6 +30,8 @@ struct RunOptions {
   std::string grammar, grammar_file, json_schema, json_schema_file;  // constrained output
   SpecFlags spec;
   format::LoadOptions load;
+  std::vector<std::string> images;  // --image: before the prompt text (needs --mmproj)
+  std::string mmproj;
 };
 
 Result<std::string> read_file(const std::string& path, const char* what) {
@@ -71,6 +74,10 @@ int run(RunOptions& o) {
     o.prompt = std::move(*text);
   }
   if (auto st = load_grammar(o); !st.ok()) return report_error(st.error());
+  if (!o.images.empty() && o.mmproj.empty())
+    return report_error(make_error("--image needs --mmproj FILE (the model's vision encoder, an mmproj GGUF)"));
+  for (const std::string& path : o.images)  // a missing file fails before the model loads
+    if (auto bytes = read_image_file(path); !bytes.ok()) return report_error(bytes.error());
   auto kv_type = kv::kv_type_from_name(o.kv_type);
   if (!kv_type.ok()) return report_error(kv_type.error());
   o.gen.kv_type = *kv_type;
@@ -88,6 +95,19 @@ int run(RunOptions& o) {
   if (auto st = engine::configure_speculation(o.spec, *lm->model, o.tokenizer_path, pool, o.gen.spec, draft, o.load);
       !st.ok())
     return report_error(st.error());
+
+  if (!o.mmproj.empty()) {
+    auto in = open_cli_images(o.mmproj, *lm, pool.n_threads());
+    if (!in.ok()) return report_error(in.error());
+    auto images = encode_image_files(**in, o.images);
+    if (!images.ok()) return report_error(images.error());
+    if (auto st = set_image_prompt(**in, *lm, o.prompt, *images, o.gen); !st.ok()) return report_error(st.error());
+    if (!o.quiet)
+      for (size_t i = 0; i < images->size(); ++i)
+        std::fprintf(stderr, "image %zu: %s | decode: %.1f ms | encode: %.1f ms | %zu frame(s)\n", i,
+                     o.images[i].c_str(), (*images)[i].decode_s * 1e3, (*images)[i].encode_s * 1e3,
+                     (*images)[i].embd->frames.size());
+  }
 
   bool wrote = false;
   auto on_text = [&wrote](std::string_view text) {
@@ -172,6 +192,9 @@ CommandRunner add_run_command(CLI::App& app) {
       ->excludes(g1)
       ->excludes(g2)
       ->excludes(g3);
+  cmd->add_option("--image", o->images, "Image file (PNG, JPEG, WebP) placed before the prompt text; repeatable")
+      ->allow_extra_args(false);
+  cmd->add_option("--mmproj", o->mmproj, "Vision encoder of the model (mmproj GGUF), for --image");
   cmd->add_flag("-q,--quiet", o->quiet, "Do not print statistics on stderr");
   return [o] { return run(*o); };
 }

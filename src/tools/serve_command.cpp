@@ -206,6 +206,11 @@ int run_serve(ServeOptions& o) {
     io.max_pixels = cfg.image_max_pixels;
     io.max_images = cfg.max_images_per_request;
     io.cache_entries = cfg.image_cache;
+    io.source.media_path = cfg.media_path;
+    io.source.allow_urls = cfg.allow_image_urls;
+    io.source.url_timeout_s = cfg.image_url_timeout_s;
+    io.source.allow_cidrs = cfg.image_url_allow_cidr;
+    io.source.max_bytes = cfg.image_max_bytes;
     io.threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     auto in = serve::ImageInput::open(io);
     if (!in.ok()) return report_error(in.error());
@@ -356,6 +361,21 @@ CommandRunner add_serve_command(CLI::App& app) {
   bind_flag(*o, cmd, "--image-cache", &serve::ServeConfig::image_cache,
             "Encoded images kept by SHA-256 of their bytes (LRU; 0: none)")
       ->capture_default_str();
+  bind_flag(*o, cmd, "--image-max-bytes", &serve::ServeConfig::image_max_bytes,
+            "Largest image file, URL body or decoded data: URL, in bytes")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--media-path", &serve::ServeConfig::media_path,
+            "Folder whose files image parts may name as file:///PATH (off when unset)");
+  o->bindings.emplace_back(
+      cmd->add_flag("--allow-image-urls", c.allow_image_urls,
+                    "Fetch http(s):// image URLs (public addresses only, unless --image-url-allow-cidr)"),
+      [p = o.get()](serve::ServeConfig& cfg) { cfg.allow_image_urls = p->flags.allow_image_urls; });
+  bind_flag(*o, cmd, "--image-url-timeout", &serve::ServeConfig::image_url_timeout_s,
+            "Seconds one image URL fetch may take, redirects included")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--image-url-allow-cidr", &serve::ServeConfig::image_url_allow_cidr,
+            "Address range (CIDR) image URLs may reach although private or loopback, e.g. a LAN camera; repeatable")
+      ->allow_extra_args(false);
   bind_flag(*o, cmd, "--max-connections", &serve::ServeConfig::max_connections,
             "Open HTTP connections; beyond them a new one gets 503 at once")
       ->capture_default_str();

@@ -1,5 +1,8 @@
 // The dashboard in headless Debian chromium (playwright-core), against a running `edgelm serve`:
 //   node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR KEYED_URL API_KEY
+//        [VISION_URL IMAGE_PNG]
+// (VISION_URL: a server with --mmproj: an image attached by the file picker and one pasted into
+// the prompt go with the chat, and the reply shows the image encode time, then "cached".)
 // (KEYED_URL: a second server that wants API_KEY on inference: the playground shows its 401 until
 // the key is typed, then chats.)
 // Checks: the page loads with no console error and no failed request; requests sent from here
@@ -14,7 +17,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
-const [base, adminToken, modelPath, tokenizerPath, uploadPath, shots, keyedBase, apiKey] = process.argv.slice(2);
+const [base, adminToken, modelPath, tokenizerPath, uploadPath, shots, keyedBase, apiKey, visionBase, imagePng] = process.argv.slice(2);
 if (!apiKey) {
   console.error('usage: node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR KEYED_URL API_KEY');
   process.exit(2);
@@ -241,9 +244,48 @@ try {
   step(`with the key: ${keyedReply.length} chars`);
   await keyed.close();
 
+  // 6. Images (a server with --mmproj): attach by the file picker, then by pasting.
+  if (visionBase) {
+    const vision = await context.newPage();
+    vision.on('console', (m) => m.type() === 'error' && consoleErrors.push(`vision: ${m.text()}`));
+    vision.on('pageerror', (e) => consoleErrors.push(`vision page error: ${e.message}`));
+    await vision.goto(`${visionBase}/#playground`, { waitUntil: 'load' });
+    await vision.getByTestId('prompt').waitFor();
+    await vision.locator('input[type=number]').nth(2).fill('4'); // max_tokens
+    await vision.getByTestId('image-picker').setInputFiles(imagePng);
+    await vision.locator('[data-testid="attachments"] img').waitFor({ timeout: 5000 });
+    await vision.getByTestId('prompt').fill('What is in this picture?');
+    await vision.getByTestId('prompt').press('Enter');
+    await vision.getByTestId('reply-info').waitFor({ timeout: 20000 });
+    const first = await vision.getByTestId('image-encode').textContent();
+    step(`picked image: ${first}`);
+    check(/image encode[\d.,]+ ms/.test(first), `the reply shows the encode time: ${first}`);
+    check((await vision.locator('.msg.user .thumbs img').count()) === 1, 'the sent message shows its image');
+    check((await vision.locator('[data-testid="attachments"]').count()) === 0, 'the attachments cleared on send');
+    // Paste the same PNG into the prompt: attached again; the server's encoder cache answers.
+    const b64 = (await import('node:fs')).readFileSync(imagePng).toString('base64');
+    await vision.evaluate((data) => {
+      const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+      const dt = new DataTransfer();
+      dt.items.add(new File([bytes], 'pasted.png', { type: 'image/png' }));
+      const box = document.querySelector('[data-testid="prompt"]');
+      box.dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
+    }, b64);
+    await vision.locator('[data-testid="attachments"] img').waitFor({ timeout: 5000 });
+    await vision.getByTestId('prompt').fill('And now?');
+    await vision.getByTestId('prompt').press('Enter');
+    await vision.waitForFunction(() => document.querySelectorAll('[data-testid="reply-info"]').length === 2, null, { timeout: 20000 });
+    const second = await vision.getByTestId('image-encode').last().textContent();
+    step(`pasted image: ${second}`);
+    check(/cached/.test(second), `the same image again comes from the encoder cache: ${second}`);
+    check((await vision.locator('.msg.user .thumbs img').count()) === 2, 'both sent messages show their image');
+    await vision.screenshot({ path: join(shots, 'playground-image.png'), fullPage: true });
+    await vision.close();
+  }
+
   check(consoleErrors.length === 0, `no console errors: ${consoleErrors.join(' | ')}`);
   check(failed.length === 0, `no failed requests: ${failed.join(' | ')}`);
-  for (const f of ['live.png', 'live-dark.png', 'playground.png', 'operations-wrong-token.png', 'operations.png'])
+  for (const f of ['live.png', 'live-dark.png', 'playground.png', 'operations-wrong-token.png', 'operations.png', ...(visionBase ? ['playground-image.png'] : [])])
     console.log(`screenshot: ${join(shots, f)}`);
   step('all checks passed');
 } finally {

@@ -4,13 +4,18 @@
 // console error while loading, counters and tokens/s that follow requests sent from the test,
 // a streamed playground chat, the 403 of a wrong admin token and the new model name after a
 // reload with the right one, an upload; and against a second server with an API key, the
-// playground's 401 until the key is typed. Screenshots of each view land in EDGELM_ARTIFACT_DIR
+// playground's 401 until the key is typed; and against a third server with --mmproj (the image
+// tests' synthetic Gemma 3), an image attached by the file picker and one pasted into the prompt,
+// with the encode time, then "cached", under the reply. Screenshots of each view land in EDGELM_ARTIFACT_DIR
 // (printed).
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "server/serve_process.h"
+#include "server/vision_model.h"
+#include "serve/image_input.h"
 #include "support/subprocess.h"
 #include "support/test_data.h"
 
@@ -38,11 +43,19 @@ TEST(DashboardBrowser, LiveViewPlaygroundAndOperationsInChromium) {
   ServeProcess keyed;
   const int keyed_port = keyed.wait_ready();
   ASSERT_GT(keyed_port, 0) << keyed.log();
+  // The third serves images (a synthetic Gemma 3 and its tiny mmproj).
+  test::TempDir vdir;
+  const std::string png = vdir.file("red.png");
+  std::ofstream(png, std::ios::binary) << *base64_decode(test::kRedPng);
+  ServeProcess vision({"-m", test::write_model(vdir, true), "--mmproj", test::write_mmproj(vdir, test::kEmbd), "--host",
+                       "127.0.0.1", "--port", "0", "-t", "1", "--kv-memory", "16M"});
+  const int vision_port = vision.wait_ready();
+  ASSERT_GT(vision_port, 0) << vision.log();
   const test::ProcessResult r = test::run_process(
       {"/usr/bin/env", "node", dir + "/dashboard.mjs", "http://127.0.0.1:" + std::to_string(port), admin, model,
        tokenizer, test::shared_path("models/stories260K-f16.gguf"), EDGELM_ARTIFACT_DIR,
-       "http://127.0.0.1:" + std::to_string(keyed_port), kKey},
-      120);
+       "http://127.0.0.1:" + std::to_string(keyed_port), kKey, "http://127.0.0.1:" + std::to_string(vision_port), png},
+      150);
   std::cout << r.out;  // the steps and the screenshots' paths
   EXPECT_FALSE(r.signaled) << "node was killed (signal " << r.signal << ")\n" << r.out << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "\nserver log:\n" << server.log();

@@ -409,9 +409,12 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 65);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 70);
   EXPECT_NE(d.find("state_snapshot_interval: 16\n"), std::string::npos) << d;
   EXPECT_NE(d.find("mmproj: (none)\nimage_max_pixels: 50000000\nmax_images_per_request: 8\nimage_cache: 16\n"),
+            std::string::npos)
+      << d;
+  EXPECT_NE(d.find("media_path: (none)\nallow_image_urls: false\nimage_url_timeout_s: 10\nimage_url_allow_cidr: "),
             std::string::npos)
       << d;
   EXPECT_NE(d.find("cache_guards: all\ncache_max_error_rate: 0.01\ncache_wordnet_dir: /usr/share/wordnet\n"),
@@ -464,6 +467,31 @@ TEST(ServeConfig, ImageSettings) {
   ServeConfig b = c;
   b.image_cache = -1;
   EXPECT_NE(validate(b).error().message.find("image_cache"), std::string::npos);
+  b = c;
+  b.image_url_timeout_s = 0;
+  EXPECT_NE(validate(b).error().message.find("image_url_timeout_s"), std::string::npos);
+}
+
+TEST(ServeConfig, ImageSourceKeys) {
+  TempDir dir;
+  write_file(dir.file("c.yaml"),
+             "model_path: /m/gemma3.gguf\n"
+             "media_path: /srv/media\n"
+             "allow_image_urls: true\n"
+             "image_url_timeout_s: 2.5\n"
+             "image_url_allow_cidr: [192.168.1.0/24, 10.0.0.7/32]\n"
+             "image_max_bytes: 4M\n");
+  auto c = load_config_file(dir.file("c.yaml"), ServeConfig{});
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->media_path, "/srv/media");
+  EXPECT_TRUE(c->allow_image_urls);
+  EXPECT_DOUBLE_EQ(c->image_url_timeout_s, 2.5);
+  EXPECT_EQ(c->image_url_allow_cidr, (std::vector<std::string>{"192.168.1.0/24", "10.0.0.7/32"}));
+  EXPECT_EQ(c->image_max_bytes, size_t{4} << 20);
+  const ServeConfig defaults;
+  EXPECT_FALSE(defaults.allow_image_urls);
+  EXPECT_TRUE(defaults.media_path.empty());
+  EXPECT_DOUBLE_EQ(defaults.image_url_timeout_s, 10);
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ struct ImageServer {
   int port = 0;
 
   ImageServer(const std::string& model, const std::string& mmproj, int max_images = 3, int64_t max_pixels = 1000,
-              const std::string& cache = "off", const std::string& name = "gemma3-vision") {
+              const std::string& cache = "off", const std::string& name = "gemma3-vision",
+              const serve::ImageSourceOptions& source = {}) {
     signal(SIGPIPE, SIG_IGN);
     cfg.cache = cache;
     cfg.model_path = model;
@@ -47,6 +48,7 @@ struct ImageServer {
       io.mmproj_path = mmproj;
       io.max_images = max_images;
       io.max_pixels = max_pixels;
+      io.source = source;
       auto in = serve::ImageInput::open(io);
       EXPECT_TRUE(in.ok()) << (in.ok() ? "" : in.error().message);
       if (in.ok()) server->context().set_images(std::move(in).value());

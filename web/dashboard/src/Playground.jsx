@@ -1,6 +1,8 @@
 // The playground: a streamed chat with the served model(s) through /v1/chat/completions, with
 // the sampling parameters, a latency budget, an optional JSON schema and the API key; under
-// each reply the route the server chose, the cache result, TTFT and tokens/s.
+// each reply the route the server chose, the cache result, TTFT and tokens/s. Images (for a
+// model served with --mmproj) attach by the file picker or by pasting into the prompt; they go
+// as image_url data: URLs after the text, and the reply shows the server's image encode time.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { apiKey, getJSON, streamChat } from './api.js';
 import { num } from './format.js';
@@ -20,6 +22,8 @@ export function Playground({ stats }) {
   const [model, setModel] = useState('');
   const [messages, setMessages] = useState([]);
   const [input, setInput] = useState('');
+  const [images, setImages] = useState([]); // attached: { name, url } (data: URLs)
+  const picker = useRef(null);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
   const [key, setKey] = useState(apiKey.get());
@@ -45,6 +49,32 @@ export function Playground({ stats }) {
 
   const set = (k) => (e) => setP({ ...p, [k]: e.currentTarget.value });
 
+  // Image files -> data: URLs appended to the attachments; anything else is refused here.
+  function attach(files) {
+    for (const f of files) {
+      if (!f.type.startsWith('image/')) {
+        setError(new Error(`'${f.name || 'the pasted item'}' is not an image`));
+        continue;
+      }
+      const reader = new FileReader();
+      reader.onload = () => setImages((im) => [...im, { name: f.name || 'pasted image', url: reader.result }]);
+      reader.onerror = () => setError(new Error(`'${f.name}' cannot be read`));
+      reader.readAsDataURL(f);
+    }
+  }
+  const onPaste = (e) => {
+    const files = [...(e.clipboardData ? e.clipboardData.files : [])].filter((f) => f.type.startsWith('image/'));
+    if (files.length) {
+      e.preventDefault();
+      attach(files);
+    }
+  };
+  // The OpenAI content of a message: plain text, or text then its images.
+  const contentOf = (m) =>
+    m.images && m.images.length
+      ? [{ type: 'text', text: m.content }, ...m.images.map((im) => ({ type: 'image_url', image_url: { url: im.url } }))]
+      : m.content;
+
   async function send() {
     const text = input.trim();
     if (!text || busy) return;
@@ -57,7 +87,8 @@ export function Playground({ stats }) {
         return;
       }
     }
-    const history = [...messages.filter((m) => !m.error).map((m) => ({ role: m.role, content: m.content })), { role: 'user', content: text }];
+    const user = { role: 'user', content: text, images };
+    const history = [...messages.filter((m) => !m.error), user].map((m) => ({ role: m.role, content: contentOf(m) }));
     const body = {
       messages: history,
       stream: true,
@@ -71,9 +102,10 @@ export function Playground({ stats }) {
     if (schema) body.response_format = { type: 'json_schema', json_schema: { name: 'playground', schema, strict: true } };
     setError(null);
     setInput('');
+    setImages([]);
     setBusy(true);
     const reply = { role: 'assistant', content: '', info: null };
-    setMessages([...messages, { role: 'user', content: text }, reply]);
+    setMessages([...messages, user, reply]);
     abort.current = new AbortController();
     try {
       const info = await streamChat(body, {
@@ -114,15 +146,32 @@ export function Playground({ stats }) {
             <div key={i} class={`msg ${m.role}`}>
               <div class="who">{m.role === 'user' ? 'you' : m.info?.model || 'model'}</div>
               <div class="text" data-testid={m.role === 'assistant' ? 'reply' : undefined}>{m.content || (m.role === 'assistant' && busy && i === messages.length - 1 ? '…' : '')}</div>
+              {m.images && m.images.length > 0 && (
+                <div class="thumbs">{m.images.map((im, k) => <img key={k} src={im.url} alt={im.name} title={im.name} />)}</div>
+              )}
               {m.info && <ReplyInfo info={m.info} />}
             </div>
           ))}
         </div>
         {error && <p class="error" role="alert" data-testid="chat-error">{error.message}</p>}
         <div class="composer">
-          <textarea aria-label="prompt" placeholder="Once upon a time" rows={3} value={input} onInput={(e) => setInput(e.currentTarget.value)} onKeyDown={onKey} data-testid="prompt" />
+          <div class="composer-input">
+            <textarea aria-label="prompt" placeholder="Once upon a time (paste an image to attach it)" rows={3} value={input} onInput={(e) => setInput(e.currentTarget.value)} onKeyDown={onKey} onPaste={onPaste} data-testid="prompt" />
+            {images.length > 0 && (
+              <div class="thumbs attached" data-testid="attachments">
+                {images.map((im, k) => (
+                  <span key={k} class="thumb">
+                    <img src={im.url} alt={im.name} title={im.name} />
+                    <button aria-label={`remove ${im.name}`} onClick={() => setImages((all) => all.filter((_, j) => j !== k))}>×</button>
+                  </span>
+                ))}
+              </div>
+            )}
+          </div>
           <div class="composer-buttons">
             <button class="primary" onClick={send} disabled={busy || !input.trim()}>Send</button>
+            <button onClick={() => picker.current && picker.current.click()} disabled={busy} title="attach images (the model needs --mmproj)">Image…</button>
+            <input ref={picker} type="file" accept="image/png,image/jpeg,image/webp" multiple hidden data-testid="image-picker" onChange={(e) => { attach([...e.currentTarget.files]); e.currentTarget.value = ''; }} />
             {busy && <button onClick={() => abort.current && abort.current.abort()}>Stop</button>}
             <button onClick={() => setMessages([])} disabled={busy || !messages.length}>Clear</button>
           </div>
@@ -160,6 +209,9 @@ function ReplyInfo({ info }) {
       <div><dt>route</dt><dd>{info.route || 'default model'}</dd></div>
       <div><dt>cache</dt><dd>{info.cache || 'off'}</dd></div>
       <div><dt>TTFT</dt><dd>{info.ttftMs == null ? '–' : `${Math.round(info.ttftMs)} ms`}</dd></div>
+      {info.imageMs != null && (
+        <div data-testid="image-encode"><dt>image encode</dt><dd>{info.imagesCached > 0 && info.imageMs === 0 ? 'cached' : `${num(info.imageMs)} ms`}</dd></div>
+      )}
       <div><dt>tokens/s</dt><dd>{tokS == null ? '–' : num(tokS)}</dd></div>
       <div><dt>tokens</dt><dd>{info.usage ? `${info.usage.prompt_tokens} in, ${info.usage.completion_tokens} out` : `${info.chunks} chunks`}</dd></div>
       {info.finish && <div><dt>finish</dt><dd>{info.finish}</dd></div>}

@@ -93,6 +93,9 @@ export async function streamChat(body, { onDelta, signal, budgetMs }) {
   const info = {
     route: res.headers.get('x-edgelm-route') || '',
     cache: res.headers.get('x-edgelm-cache') || '',
+    // The request's image decode + encode time (x-edgelm-image-ms; absent without images).
+    imageMs: res.headers.get('x-edgelm-image-ms') === null ? null : Number(res.headers.get('x-edgelm-image-ms')),
+    imagesCached: Number(res.headers.get('x-edgelm-images-cached') || 0),
     model: '',
     ttftMs: null,
     totalMs: null,
