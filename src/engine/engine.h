@@ -97,8 +97,10 @@ struct EngineStats {
   int32_t kv_blocks_cached = 0;  // free but still holding a reusable prefix
   // Hybrid models: recurrent-state slots held by sequences, and the memory of all slots (kept
   // for reuse after a sequence ends); 0 for models without recurrent layers.
+  // state_bytes_live: the slots held by sequences (with speculation, their rollback copies too).
   int32_t state_slots_live = 0;
   int64_t state_bytes = 0;
+  int64_t state_bytes_live = 0;
   // Hybrid models: recurrent-state snapshots at block boundaries (prefix reuse), their memory
   // (entries allocated so far) and the most the budget holds; snapshots dropped (evicted with
   // their KV block or by their own LRU); prompt tokens served from the prefix cache (KV + a

@@ -115,6 +115,21 @@ Gemm pick_gemm() {
   return gemm_portable;
 }
 
+// The lower-triangular part (with the diagonal) of out = A B for square m x m outputs, or (k_lower)
+// out = A B with A lower triangular (A(i, k) = 0 for k > i): in blocks of 4 rows, each
+// computing the columns (or summing the k) up to the block's last row only, the columns rounded
+// up to 8. Entries above the computed ones are left as they were.
+void gemm_rows_lower(Gemm gemm, int64_t m, int64_t n, int64_t K, const float* a, int64_t ars, const float* b,
+                     int64_t ldb, float* o, int64_t ldo, bool acc, bool k_lower) {
+  for (int64_t i = 0; i < m; i += 4) {
+    const int64_t rows = std::min<int64_t>(4, m - i), last = i + rows;
+    if (k_lower)
+      gemm(rows, n, std::min(K, last), a + i * ars, ars, 1, b, ldb, o + i * ldo, ldo, acc);
+    else
+      gemm(rows, std::min(n, (last + 7) / 8 * 8), K, a + i * ars, ars, 1, b, ldb, o + i * ldo, ldo, acc);
+  }
+}
+
 // Per-thread working memory of one chunk, grown on first use (a later call of the same shape
 // allocates nothing).
 struct ChunkScratch {
@@ -174,8 +189,8 @@ void deltanet_chunked(const DeltaNetConfig& d, const LayerWeights& L, const floa
         }
         for (int64_t r = 0; r < Dv; ++r) xi[r] = beta * v[r];
       }
-      gemm(Lc, Lc, Dk, Kc, Dk, 1, KT, Lc, KK, Lc, false);  // k_i . k_j
-      gemm(Lc, Lc, Dk, Qc, Dk, 1, KT, Lc, QK, Lc, false);  // q_i . k_j
+      gemm_rows_lower(gemm, Lc, Lc, Dk, Kc, Dk, KT, Lc, KK, Lc, false, false);  // k_i . k_j, j <= i
+      gemm_rows_lower(gemm, Lc, Lc, Dk, Qc, Dk, KT, Lc, QK, Lc, false, false);  // q_i . k_j, j <= i
       // KK <- -A (strictly lower), QK <- the causal decayed scores times scale.
       for (int64_t i = 0; i < Lc; ++i) {
         const float beta = sigmoid(beta_raw[(t0 + i) * ba_stride + h]);
@@ -196,7 +211,7 @@ void deltanet_chunked(const DeltaNetConfig& d, const LayerWeights& L, const floa
       }
       float* o = out + t0 * out_stride + static_cast<int64_t>(h) * Dv;
       gemm(Lc, Dv, Dk, Qc, Dk, 1, ST, Dv, o, out_stride, false);
-      gemm(Lc, Dv, Lc, QK, Lc, 1, X, XW, o, out_stride, true);
+      gemm_rows_lower(gemm, Lc, Dv, Lc, QK, Lc, X, XW, o, out_stride, true, true);
       // State: ST = gamma_L ST + (decayed K)^T U, clamped.
       const float gl = std::exp(G[Lc - 1]);
       for (int64_t e = 0; e < Dk * Dv; ++e) ST[e] *= gl;
