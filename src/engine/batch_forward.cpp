@@ -379,8 +379,8 @@ void deltanet_layer(Step& st, const model::LayerWeights& L) {
       int64_t a = 0;  // segments end at the captured positions, as in the convolution
       auto segment = [&](int64_t b0, int64_t b1) {
         const int64_t t0 = s.seq_tok[i] + b0;
-        model::deltanet_rule(d, L, &s.mixed[static_cast<size_t>(t0 * C)], b1 - b0, C, &s.beta[t0 * H],
-                             &s.alpha[t0 * H], H, ssm, &s.rec_out[t0 * V], V, h, h + 1, q.pos0 + b0);
+        model::deltanet_rule(d, L, &s.mixed[static_cast<size_t>(t0 * C)], b1 - b0, C, &s.beta[t0 * H], &s.alpha[t0 * H],
+                             H, ssm, &s.rec_out[t0 * V], V, h, h + 1, q.pos0 + b0);
       };
       for (const StateCapture& cap : q.captures) {
         const int64_t t1 = cap.n_tokens - q.pos0;

@@ -5,8 +5,8 @@
 #include "core/check.h"
 #include "core/timer.h"
 #include "engine/memory_split.h"
-#include "model/deltanet.h"
 #include "kv/prefix_hash.h"
+#include "model/deltanet.h"
 
 namespace edgelm::engine {
 

@@ -25,7 +25,9 @@
 // so deltanet_rule() decides by absolute token position alone: the chunked form exactly for the
 // whole chunks [k C, (k + 1) C) of positions that a run covers, the recurrent form for the
 // partial head and tail. Two runs over the same positions split at the same multiples of C
-// therefore compute the same floats; decode (n < C) is always recurrent.
+// therefore compute the same floats; decode (n < C) is always recurrent. The engine keeps its
+// runs on those multiples: prompt pieces end at one when the step budget reaches it
+// (SchedulerOptions::prompt_align) and every snapshot boundary splits a run, taken or not.
 //
 // Invariants: float loops in one fixed order for a given ISA (the delta rule runs an AVX2 + FMA
 // variant when kernels::active_isa() is an x86 SIMD one, whose fused multiply-adds round

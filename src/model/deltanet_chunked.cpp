@@ -49,7 +49,7 @@ void gemm_portable(int64_t m, int64_t n, int64_t K, const float* a, int64_t ars,
 // single-row blocks, the last columns (n % 8) with scalar fused multiply-adds.
 template <int R>
 __attribute__((target("avx2,fma"))) inline void block16(int64_t K, const float* a, int64_t ars, int64_t acs,
-                                                       const float* b, int64_t ldb, float* o, int64_t ldo, bool acc) {
+                                                        const float* b, int64_t ldb, float* o, int64_t ldo, bool acc) {
   __m256 c0[R], c1[R];
   for (int r = 0; r < R; ++r) {
     c0[r] = acc ? _mm256_loadu_ps(o + r * ldo) : _mm256_setzero_ps();
@@ -71,7 +71,7 @@ __attribute__((target("avx2,fma"))) inline void block16(int64_t K, const float* 
 
 template <int R>
 __attribute__((target("avx2,fma"))) inline void block8(int64_t K, const float* a, int64_t ars, int64_t acs,
-                                                      const float* b, int64_t ldb, float* o, int64_t ldo, bool acc) {
+                                                       const float* b, int64_t ldb, float* o, int64_t ldo, bool acc) {
   __m256 c0[R];
   for (int r = 0; r < R; ++r) c0[r] = acc ? _mm256_loadu_ps(o + r * ldo) : _mm256_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
@@ -83,7 +83,7 @@ __attribute__((target("avx2,fma"))) inline void block8(int64_t K, const float* a
 
 template <int R>
 __attribute__((target("avx2,fma"))) void rows_avx2(int64_t n, int64_t K, const float* a, int64_t ars, int64_t acs,
-                                                  const float* b, int64_t ldb, float* o, int64_t ldo, bool acc) {
+                                                   const float* b, int64_t ldb, float* o, int64_t ldo, bool acc) {
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) block16<R>(K, a, ars, acs, b + j, ldb, o + j, ldo, acc);
   for (; j + 8 <= n; j += 8) block8<R>(K, a, ars, acs, b + j, ldb, o + j, ldo, acc);
@@ -96,16 +96,16 @@ __attribute__((target("avx2,fma"))) void rows_avx2(int64_t n, int64_t K, const f
 }
 
 __attribute__((target("avx2,fma"))) void gemm_avx2(int64_t m, int64_t n, int64_t K, const float* a, int64_t ars,
-                                                  int64_t acs, const float* b, int64_t ldb, float* o, int64_t ldo,
-                                                  bool acc) {
+                                                   int64_t acs, const float* b, int64_t ldb, float* o, int64_t ldo,
+                                                   bool acc) {
   int64_t i = 0;
   for (; i + 4 <= m; i += 4) rows_avx2<4>(n, K, a + i * ars, ars, acs, b, ldb, o + i * ldo, ldo, acc);
   for (; i < m; ++i) rows_avx2<1>(n, K, a + i * ars, ars, acs, b, ldb, o + i * ldo, ldo, acc);
 }
 #endif
 
-using Gemm = void (*)(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*,
-                      int64_t, bool);
+using Gemm = void (*)(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
+                      bool);
 
 Gemm pick_gemm() {
 #if defined(__x86_64__)

@@ -5,8 +5,8 @@
 // a streamed playground chat, the 403 of a wrong admin token and the new model name after a
 // reload with the right one, an upload; and against a second server with an API key, the
 // playground's 401 until the key is typed; and against a third server with a hybrid recurrent
-// model (qwen35, written by `edgelm synth`), its recurrent-state memory tile. Screenshots of each view land in EDGELM_ARTIFACT_DIR
-// (printed).
+// model (qwen35, written by `edgelm synth`), its recurrent-state memory tile. Screenshots of
+// each view land in EDGELM_ARTIFACT_DIR (printed).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -41,10 +41,9 @@ TEST(DashboardBrowser, LiveViewPlaygroundAndOperationsInChromium) {
   ASSERT_GT(keyed_port, 0) << keyed.log();
   // The third server: a tiny qwen35 (Gated DeltaNet) model with a snapshot at every KV block.
   const std::string hybrid_model = uploads + "/../qwen35-tiny.gguf";
-  const test::ProcessResult synth =
-      test::run_process({EDGELM_BIN, "synth", "--arch", "qwen35", "--layers", "4", "--vocab", tokenizer, "--ctx",
-                         "1024", "-o", hybrid_model},
-                        60);
+  const test::ProcessResult synth = test::run_process({EDGELM_BIN, "synth", "--arch", "qwen35", "--layers", "4",
+                                                       "--vocab", tokenizer, "--ctx", "1024", "-o", hybrid_model},
+                                                      60);
   ASSERT_EQ(synth.exit_code, 0) << synth.out << synth.err;
   ServeProcess hybrid({"-m", hybrid_model, "--host", "127.0.0.1", "--port", "0", "-t", "1", "--kv-memory", "16M",
                        "--state-snapshot-interval", "1", "--model-name", "hybrid-qwen35"});

@@ -234,7 +234,8 @@ TEST(ServerChatFormats, Qwen35HealthShowsRecurrentStateMemory) {
   hybrid.wait_ready();
   json body = ask({{"max_tokens", 4}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
   body.erase("cache");
-  body["messages"][0]["content"] = "Once upon a time there was a little girl who liked to play in the park with her dog.";
+  body["messages"][0]["content"] =
+      "Once upon a time there was a little girl who liked to play in the park with her dog.";
   const Reply r = post(hybrid, "/v1/chat/completions", body);
   ASSERT_EQ(r.status, 200) << r.body;
   // The service's stats follow the engine's steps: poll until the request has left it.
