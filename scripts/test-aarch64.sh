@@ -37,7 +37,7 @@ golden_sources=(
   src/format/gguf_value.cpp src/format/gguf_reader.cpp src/format/llama2c.cpp src/format/model_file.cpp
   src/kernels/dequantize.cpp
   src/model/arch.cpp src/model/weights.cpp src/model/model.cpp src/model/ops.cpp src/model/rope_table.cpp
-  src/model/forward.cpp src/model/deltanet.cpp src/model/ple.cpp
+  src/model/forward.cpp src/model/deltanet.cpp src/model/deltanet_chunked.cpp src/model/ple.cpp
   src/tokenizer/vocab.cpp src/tokenizer/special_split.cpp src/tokenizer/spm.cpp src/tokenizer/utf8.cpp
   tests/kernels/neon_golden.cpp
 )

@@ -153,10 +153,10 @@ Status validate_states(const model::ModelConfig& c, const StepBatch& batch) {
     const BatchSeq& q = batch.seqs[i];
     int32_t prev = q.pos0 + 1;
     for (const StateCapture& cap : q.captures) {
-      if (cap.n_tokens < prev || cap.n_tokens > q.pos0 + q.n_tokens || cap.dst == nullptr)
+      if (cap.n_tokens < prev || cap.n_tokens > q.pos0 + q.n_tokens)
         return make_error(
             "forward_batch: slice {} [{}, {}) asks for a state capture after {} tokens (captures must be inside the "
-            "slice, ascending, with a destination)",
+            "slice, ascending)",
             i, q.pos0, q.pos0 + q.n_tokens, cap.n_tokens);
       prev = cap.n_tokens;
     }
@@ -358,7 +358,7 @@ void deltanet_layer(Step& st, const model::LayerWeights& L) {
       for (const StateCapture& cap : q.captures) {
         const int64_t t1 = cap.n_tokens - q.pos0;
         model::deltanet_conv(d, x + t0 * C, t1 - t0, C, conv, L.ssm_conv, c0, c1);
-        for (int64_t j = 0; j + 1 < d.d_conv; ++j)
+        for (int64_t j = 0; cap.dst != nullptr && j + 1 < d.d_conv; ++j)
           std::copy(conv + j * C + c0, conv + j * C + c1, cap.dst + layer_off + j * C + c0);
         t0 = t1;
       }
@@ -379,13 +379,13 @@ void deltanet_layer(Step& st, const model::LayerWeights& L) {
       int64_t a = 0;  // segments end at the captured positions, as in the convolution
       auto segment = [&](int64_t b0, int64_t b1) {
         const int64_t t0 = s.seq_tok[i] + b0;
-        model::deltanet_recur(d, L, &s.mixed[static_cast<size_t>(t0 * C)], b1 - b0, C, &s.beta[t0 * H],
-                              &s.alpha[t0 * H], H, ssm, &s.rec_out[t0 * V], V, h, h + 1);
+        model::deltanet_rule(d, L, &s.mixed[static_cast<size_t>(t0 * C)], b1 - b0, C, &s.beta[t0 * H], &s.alpha[t0 * H],
+                             H, ssm, &s.rec_out[t0 * V], V, h, h + 1, q.pos0 + b0);
       };
       for (const StateCapture& cap : q.captures) {
         const int64_t t1 = cap.n_tokens - q.pos0;
         segment(a, t1);
-        std::copy_n(ssm + head, head_floats, cap.dst + layer_off + conv_floats + head);
+        if (cap.dst != nullptr) std::copy_n(ssm + head, head_floats, cap.dst + layer_off + conv_floats + head);
         a = t1;
       }
       if (a < q.n_tokens) segment(a, q.n_tokens);

@@ -66,7 +66,9 @@ namespace edgelm::engine {
 // absorbed n_tokens tokens (pos0 < n_tokens <= pos0 + the slice's n_tokens), the whole state
 // (kv::StateStore::data layout: per recurrent layer the conv tail, then the delta-rule matrices;
 // StateStore::slot_floats() floats) is copied to dst. Used for prefix snapshots at block
-// boundaries and for rolling back a speculative verification to an accepted token.
+// boundaries and for rolling back a speculative verification to an accepted token. dst nullptr:
+// only split the recurrence there (the engine splits at every snapshot boundary, taken or not,
+// so that the delta rule's runs, model/deltanet.h, depend on positions alone).
 struct StateCapture {
   int32_t n_tokens = 0;
   float* dst = nullptr;

@@ -6,6 +6,7 @@
 #include "core/timer.h"
 #include "engine/memory_split.h"
 #include "kv/prefix_hash.h"
+#include "model/deltanet.h"
 
 namespace edgelm::engine {
 
@@ -68,6 +69,16 @@ Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer
   return std::unique_ptr<Engine>(new Engine(model, tok, opts, std::move(store), std::move(drafter), split.n_snapshots));
 }
 
+namespace {
+
+// The scheduler's options; hybrid models' prompt chunks end at multiples of the delta rule's chunk.
+SchedulerOptions scheduler_options(SchedulerOptions o, const model::ModelConfig& c) {
+  o.prompt_align = c.n_recurrent_layers() > 0 ? static_cast<int32_t>(model::kDeltaChunk) : 0;
+  return o;
+}
+
+}  // namespace
+
 Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store,
                std::unique_ptr<Drafter> drafter, int32_t n_snapshots)
     : model_(model),
@@ -80,7 +91,7 @@ Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions 
       snapshots_(states_.slot_floats(), states_.enabled() ? n_snapshots : 0),
       pool_(store_.n_blocks(), opts.block_size),
       kv_(pool_, store_),
-      scheduler_(kv_, pool_, opts.scheduler),
+      scheduler_(kv_, pool_, scheduler_options(opts.scheduler, model.config())),
       drafter_(std::move(drafter)) {
   if (snapshots_.enabled()) {
     pool_.set_evict_listener(&snapshots_);
@@ -562,6 +573,8 @@ EngineStats Engine::stats() const {
   s.kv_blocks_used = pool_.n_used();
   s.state_slots_live = states_.n_live();
   s.state_bytes = static_cast<int64_t>(states_.n_bytes() + rollback_.n_bytes());
+  s.state_bytes_live = static_cast<int64_t>(static_cast<size_t>(states_.n_live()) * states_.slot_bytes() +
+                                            static_cast<size_t>(rollback_.n_live()) * rollback_.slot_bytes());
   s.state_snapshots = snapshots_.n_snapshots();
   s.state_snapshot_bytes = static_cast<int64_t>(snapshots_.n_bytes());
   s.state_snapshot_capacity = snapshots_.capacity();

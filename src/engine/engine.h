@@ -13,7 +13,11 @@
 //  - Greedy output does not depend on what else is in the batch, on prefix-cache hits or on
 //    preemption: every token's K/V and logits are computed by the same per-token operations.
 //    (With tile GEMM kernels, gemm.h, quantized matmuls of large batches may differ from small
-//    ones by float reassociation.)
+//    ones by float reassociation. Likewise hybrid models' delta rule runs whole position-aligned
+//    chunks of 64 tokens in its chunked form, model/deltanet.h: the scheduler ends prompt
+//    pieces at multiples of 64 when the step budget reaches one and every snapshot boundary
+//    splits the run, but a piece cut mid-chunk by a nearly spent budget runs that chunk token by
+//    token, which may differ in the last float bits.)
 //  - Hybrid recurrent models (qwen35): each running sequence has a recurrent state slot; with
 //    state_snapshot_interval, states are copied at block boundaries and a prefix hit continues
 //    from the longest snapshot inside it (the same tokens as a cold run); a verification that
@@ -97,8 +101,10 @@ struct EngineStats {
   int32_t kv_blocks_cached = 0;  // free but still holding a reusable prefix
   // Hybrid models: recurrent-state slots held by sequences, and the memory of all slots (kept
   // for reuse after a sequence ends); 0 for models without recurrent layers.
+  // state_bytes_live: the slots held by sequences (with speculation, their rollback copies too).
   int32_t state_slots_live = 0;
   int64_t state_bytes = 0;
+  int64_t state_bytes_live = 0;
   // Hybrid models: recurrent-state snapshots at block boundaries (prefix reuse), their memory
   // (entries allocated so far) and the most the budget holds; snapshots dropped (evicted with
   // their KV block or by their own LRU); prompt tokens served from the prefix cache (KV + a

@@ -71,8 +71,12 @@ void Engine::prepare_hybrid(const std::vector<ScheduledSlice>& plan) {
       sc.rollback = rollback_.acquire();
       captures_.push_back({pos0 + 1, rollback_.data(sc.rollback)});
     }
+    // Every snapshot boundary in the slice splits the recurrence, taken or not (a snapshot that
+    // exists already, a request that does not cache): the delta rule's chunked form runs over
+    // whole aligned chunks of each run (model/deltanet.h), so runs over the same positions must
+    // split at the same places for a hit to continue exactly as a cold run.
     const int64_t first = every > 0 ? (int64_t{pos0} / every + 1) * every : 0;  // the first boundary after pos0
-    if (every > 0 && s.kv.cache_prefix && first <= end) {
+    if (every > 0 && first <= end) {
       std::span<const int32_t> toks = s.tokens;
       if (sl.n_draft > 0) {
         hash_tokens_.assign(s.tokens.begin(), s.tokens.end());
@@ -81,8 +85,11 @@ void Engine::prepare_hybrid(const std::vector<ScheduledSlice>& plan) {
       }
       for (int64_t p = first; p <= end; p += every) {
         const auto n = static_cast<int32_t>(p);  // <= end
-        const int32_t e = snapshots_.reserve(kv_.block_hash(s.kv, toks, n / bs - 1));
-        if (e < 0) continue;  // already there (or the store is busy with this step's)
+        const int32_t e = s.kv.cache_prefix ? snapshots_.reserve(kv_.block_hash(s.kv, toks, n / bs - 1)) : -1;
+        if (e < 0) {  // already there (or the store is busy with this step's): a split only
+          captures_.push_back({n, nullptr});
+          continue;
+        }
         captures_.push_back({n, snapshots_.data(e)});
         sc.snapshots.emplace_back(e, n);
       }

@@ -30,6 +30,14 @@ int32_t fit_images(const Sequence& s, int32_t n) {
   return n;
 }
 
+// n pending tokens of s cut to end at a multiple of `align` when n does not finish the prompt and
+// such a multiple lies after the chunk's start (else n).
+int32_t align_chunk(const Sequence& s, int32_t n, int32_t align) {
+  if (align <= 0 || n >= s.n_pending()) return n;
+  const int32_t start = s.kv.n_tokens, end = (start + n) / align * align;
+  return end > start ? end - start : n;
+}
+
 }  // namespace
 
 Scheduler::Scheduler(kv::KvManager& kv, kv::BlockPool& pool, SchedulerOptions opts)
@@ -78,7 +86,7 @@ const std::vector<ScheduledSlice>& Scheduler::schedule() {
   // Running sequences first: a decode token each, or the next chunk of their prompt.
   for (size_t i = 0; i < running_.size();) {
     Sequence& s = *running_[i];
-    const int32_t n = fit_images(s, std::min(s.n_pending(), budget));
+    const int32_t n = fit_images(s, align_chunk(s, std::min(s.n_pending(), budget), opts_.prompt_align));
     if (n <= 0) {
       ++i;
       continue;
@@ -125,7 +133,7 @@ const std::vector<ScheduledSlice>& Scheduler::schedule() {
       if (prefix_hook_ && cached > 0) cached = prefix_hook_(s, cached);
       if (!s.admitted_once) s.n_cached = cached;
     }
-    const int32_t n = fit_images(s, std::min(s.n_pending(), budget));
+    const int32_t n = fit_images(s, align_chunk(s, std::min(s.n_pending(), budget), opts_.prompt_align));
     if (n == 0) {  // an image that needs more of this step's budget than is left: next step
       kv_.free(s.kv);
       break;

@@ -89,6 +89,11 @@ struct SchedulerOptions {
   int32_t max_batch_size = 32;     // running sequences at most
   double watermark = 0.8;          // admissions pause above this used fraction of the pool
   double target_step_ms = 250.0;   // adaptive batch cap target; <= 0 keeps the cap at the max
+  // > 0: a prompt chunk that does not finish its prompt ends at a multiple of this position when
+  // it reaches one (set by the engine for hybrid models to the delta rule's chunk, so that each
+  // whole chunk of a prompt is computed in one run in the chunked form, model/deltanet.h,
+  // whatever else shares the step's budget).
+  int32_t prompt_align = 0;
 };
 
 struct ScheduledSlice {

@@ -18,6 +18,17 @@
 //   then out is RMS-normed per head with ssm_norm and multiplied by silu(z), z = attn_gate(x),
 //   and projected by ssm_out (caller).
 //
+// Prefill runs the same rule in its chunked (WY / UT-transform) form (deltanet_chunked.cpp):
+// within a chunk of kDeltaChunk tokens, cumulative log decays, a lower-triangular solve for the
+// new values, and the chunk's outputs and state update as small matmuls. Its floats differ from
+// the recurrent form's by reassociation (and the clamp applies once per chunk, not per token),
+// so deltanet_rule() decides by absolute token position alone: the chunked form exactly for the
+// whole chunks [k C, (k + 1) C) of positions that a run covers, the recurrent form for the
+// partial head and tail. Two runs over the same positions split at the same multiples of C
+// therefore compute the same floats; decode (n < C) is always recurrent. The engine keeps its
+// runs on those multiples: prompt pieces end at one when the step budget reaches it
+// (SchedulerOptions::prompt_align) and every snapshot boundary splits a run, taken or not.
+//
 // Invariants: float loops in one fixed order for a given ISA (the delta rule runs an AVX2 + FMA
 // variant when kernels::active_isa() is an x86 SIMD one, whose fused multiply-adds round
 // differently from the portable loops: both forwards dispatch alike, so they still agree
@@ -48,6 +59,23 @@ void deltanet_l2norm_qk(const DeltaNetConfig& d, float* mixed, int64_t n, int64_
 void deltanet_recur(const DeltaNetConfig& d, const LayerWeights& L, const float* mixed, int64_t n, int64_t stride,
                     const float* beta_raw, const float* alpha, int64_t ba_stride, float* ssm_state, float* out,
                     int64_t out_stride, int32_t h0, int32_t h1);
+
+// The tokens of one chunk of the chunked form; runs are chunked at multiples of it from position 0.
+constexpr int64_t kDeltaChunk = 64;
+
+// deltanet_recur over the same arguments in the chunked form: n tokens (any n) in chunks of
+// kDeltaChunk from the first, the last one possibly partial. Keeps a per-thread scratch that
+// grows on first use.
+void deltanet_chunked(const DeltaNetConfig& d, const LayerWeights& L, const float* mixed, int64_t n, int64_t stride,
+                      const float* beta_raw, const float* alpha, int64_t ba_stride, float* ssm_state, float* out,
+                      int64_t out_stride, int32_t h0, int32_t h1);
+
+// The delta rule of a run whose first token is at absolute position pos0, as both forwards call
+// it: deltanet_chunked over the whole aligned chunks of positions it covers, deltanet_recur over
+// the tokens before the first and after the last.
+void deltanet_rule(const DeltaNetConfig& d, const LayerWeights& L, const float* mixed, int64_t n, int64_t stride,
+                   const float* beta_raw, const float* alpha, int64_t ba_stride, float* ssm_state, float* out,
+                   int64_t out_stride, int32_t h0, int32_t h1, int64_t pos0);
 
 // The gated RMSNorm of value heads [h0, h1) of n tokens, in place: out_h = rms_norm(out_h,
 // ssm_norm) * silu(z_h). out, z: [n, value_dim] rows at out_stride / z_stride.

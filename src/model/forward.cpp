@@ -110,8 +110,8 @@ void Model::deltanet_layer(int32_t l, const float* xn, int64_t n, KvCache& cache
   const int32_t r = c.recurrent_index(l);
   deltanet_conv(d, mixed.data(), n, C, cache.conv_state(r), L.ssm_conv, 0, C);
   deltanet_l2norm_qk(d, mixed.data(), n, C, c.rms_eps);
-  deltanet_recur(d, L, mixed.data(), n, C, beta.data(), alpha.data(), H, cache.ssm_state(r), out.data(), V, 0,
-                 d.n_v_heads);
+  deltanet_rule(d, L, mixed.data(), n, C, beta.data(), alpha.data(), H, cache.ssm_state(r), out.data(), V, 0,
+                d.n_v_heads, cache.n_past());
   deltanet_gate(d, L, out.data(), V, z.data(), V, n, c.rms_eps, 0, d.n_v_heads);
   linear(proj, out.data(), n, L.w_ssm_out, nullptr, pool, scratch);
 }

@@ -372,6 +372,7 @@ void EngineService::refresh_stats_locked() {
     stats_.kv_usage_ratio = es.kv_blocks > 0 ? static_cast<double>(es.kv_blocks_used) / es.kv_blocks : 0.0;
     stats_.state_slots_live = es.state_slots_live;
     stats_.state_bytes = es.state_bytes;
+    stats_.state_bytes_live = es.state_bytes_live;
     stats_.state_snapshots = es.state_snapshots;
     stats_.state_snapshot_bytes = es.state_snapshot_bytes;
     stats_.prefix_hit_ratio =

@@ -85,7 +85,8 @@ struct ServiceStats {
   int32_t kv_blocks_used = 0;
   double kv_usage_ratio = 0.0;       // kv_blocks_used / kv_blocks
   int32_t state_slots_live = 0;      // hybrid models' recurrent-state slots held by sequences
-  int64_t state_bytes = 0;           // and the memory of all their slots
+  int64_t state_bytes = 0;           // and the memory of all their slots (reserved: live or kept for reuse)
+  int64_t state_bytes_live = 0;      // the memory of the slots held by sequences (in use)
   int32_t state_snapshots = 0;       // hybrid models' recurrent-state snapshots (prefix reuse)
   int64_t state_snapshot_bytes = 0;  // and their memory
   double prefix_hit_ratio = 0.0;     // prefix hits / prefix queries since start

@@ -210,6 +210,8 @@ ServerMetrics::ServerMetrics(std::string device_id, std::unique_ptr<EnergyMeter>
   registry_.add_gauge("edge_kv_usage_ratio", "Fraction of KV blocks held by sequences");
   registry_.add_gauge("edge_recurrent_state_bytes",
                       "Memory of hybrid models' recurrent-state slots (Gated DeltaNet layers), live or kept for reuse");
+  registry_.add_gauge("edge_recurrent_state_bytes_in_use",
+                      "Memory of the recurrent-state slots held by running sequences (of edge_recurrent_state_bytes)");
   registry_.add_gauge("edge_recurrent_state_slots", "Recurrent-state slots held by running sequences");
   registry_.add_gauge("edge_recurrent_snapshot_bytes",
                       "Memory of hybrid models' recurrent-state snapshots at KV block boundaries (prefix reuse)");
@@ -380,6 +382,7 @@ void ServerMetrics::set_model_gauges(const ModelGauges& m) {
   registry_.set("edge_batch_size", base, s.batch_cap);
   registry_.set("edge_kv_usage_ratio", base, s.kv_usage_ratio);
   registry_.set("edge_recurrent_state_bytes", base, static_cast<double>(s.state_bytes));
+  registry_.set("edge_recurrent_state_bytes_in_use", base, static_cast<double>(s.state_bytes_live));
   registry_.set("edge_recurrent_state_slots", base, s.state_slots_live);
   registry_.set("edge_recurrent_snapshot_bytes", base, static_cast<double>(s.state_snapshot_bytes));
   registry_.set("edge_recurrent_snapshot_count", base, s.state_snapshots);

@@ -201,6 +201,15 @@ void handle_health(ServerContext& ctx, const http::Request&, http::Response& res
   body["model"] = ctx.model_name();
   body["queue_depth"] = s.n_waiting;
   body["running"] = s.n_running;
+  // Memory of the KV pool and, for hybrid models (0 otherwise), of the recurrent states: the
+  // slots held by sequences, all slots (kept for reuse), and the snapshots for prefix reuse.
+  body["kv_blocks"] = s.kv_blocks;
+  body["kv_blocks_used"] = s.kv_blocks_used;
+  body["kv_usage_ratio"] = s.kv_usage_ratio;
+  body["recurrent_state_bytes_in_use"] = s.state_bytes_live;
+  body["recurrent_state_bytes_reserved"] = s.state_bytes;
+  body["recurrent_snapshot_bytes"] = s.state_snapshot_bytes;
+  body["recurrent_snapshot_count"] = s.state_snapshots;
   add_drain_fields(ctx, body);  // serve/drain.h: drained, in_flight, model_state, upstream
   ctx.send_json(res, h.http_status, body);
 }

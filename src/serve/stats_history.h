@@ -35,6 +35,8 @@ struct ModelSample {
   // The engine now (ServiceStats) and its limits.
   int32_t running = 0, waiting = 0, batch_cap = 0, max_batch_size = 0, max_queue = 0;
   double kv_usage = 0, prefix_hit = 0;
+  // Hybrid models' recurrent-state memory (0 otherwise): slots in use, all slots, snapshots.
+  int64_t state_bytes_in_use = 0, state_bytes_reserved = 0, snapshot_bytes = 0;
   int64_t spec_draft = 0, spec_accepted = 0;
   // Per-bucket totals (not cumulative over buckets) of the fine histograms.
   std::vector<uint64_t> duration, ttft;

@@ -64,6 +64,9 @@ Sample collect_sample(ServerContext& ctx, CpuMeter& cpu) {
     m.max_queue = cfg.max_queue;
     m.kv_usage = st.kv_usage_ratio;
     m.prefix_hit = st.prefix_hit_ratio;
+    m.state_bytes_in_use = st.state_bytes_live;
+    m.state_bytes_reserved = st.state_bytes;
+    m.snapshot_bytes = st.state_snapshot_bytes;
     m.spec_draft = st.spec_draft_tokens;
     m.spec_accepted = st.spec_accepted_tokens;
     m.duration.assign(kFineLatencyBuckets.size() + 1, 0);

@@ -1,10 +1,12 @@
 // The dashboard in headless Debian chromium (playwright-core), against a running `edgelm serve`:
-//   node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR KEYED_URL API_KEY
+//   node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR KEYED_URL API_KEY HYBRID_URL
 //        [VISION_URL IMAGE_PNG]
 // (VISION_URL: a server with --mmproj: an image attached by the file picker and one pasted into
 // the prompt go with the chat, and the reply shows the image encode time, then "cached".)
 // (KEYED_URL: a second server that wants API_KEY on inference: the playground shows its 401 until
-// the key is typed, then chats.)
+// the key is typed, then chats. HYBRID_URL: a third server with a hybrid recurrent model (qwen35):
+// after a completion, the live view shows its recurrent-state memory in use / reserved and the
+// snapshots; the plain model's view has no such tile.)
 // Checks: the page loads with no console error and no failed request; requests sent from here
 // move the page's tokens/s and request counters; a playground chat streams text into the page
 // (several DOM updates, then the reply's route/cache/TTFT/tokens line), under a JSON schema as
@@ -17,9 +19,9 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
-const [base, adminToken, modelPath, tokenizerPath, uploadPath, shots, keyedBase, apiKey, visionBase, imagePng] = process.argv.slice(2);
-if (!apiKey) {
-  console.error('usage: node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR KEYED_URL API_KEY');
+const [base, adminToken, modelPath, tokenizerPath, uploadPath, shots, keyedBase, apiKey, hybridBase, visionBase, imagePng] = process.argv.slice(2);
+if (!hybridBase) {
+  console.error('usage: node dashboard.mjs BASE_URL ADMIN_TOKEN MODEL_PATH TOKENIZER_PATH UPLOAD_GGUF SCREENSHOT_DIR KEYED_URL API_KEY HYBRID_URL [VISION_URL IMAGE_PNG]');
   process.exit(2);
 }
 mkdirSync(shots, { recursive: true });
@@ -99,6 +101,7 @@ try {
     { timeout: 5000 },
   );
   const requestsAfter = await page.getByTestId(`requests-${model}`).textContent();
+  check((await page.getByTestId(`state-mem-${model}`).count()) === 0, 'no recurrent-state tile for a model without one');
   step(`sent ${sent} completions: tokens/s showed ${tokS}, requests ${requestsBefore} -> ${requestsAfter}`);
   check(Number(requestsAfter.replace(/,/g, '')) >= Number(requestsBefore.replace(/,/g, '')) + 2, 'the request counter grew');
 
@@ -244,7 +247,37 @@ try {
   step(`with the key: ${keyedReply.length} chars`);
   await keyed.close();
 
-  // 6. Images (a server with --mmproj): attach by the file picker, then by pasting.
+  // 6. The hybrid model's live view: its recurrent-state memory once a request ran.
+  const hybrid = await context.newPage();
+  hybrid.on('console', (m) => m.type() === 'error' && consoleErrors.push(`hybrid: ${m.text()}`));
+  hybrid.on('pageerror', (e) => consoleErrors.push(`hybrid page error: ${e.message}`));
+  const hr = await fetch(`${hybridBase}/v1/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ prompt: 'Once upon a time there was a little girl who liked to play in the park', max_tokens: 8 }),
+  });
+  check(hr.ok, `hybrid completion answered ${hr.status}`);
+  await hr.text();
+  await hybrid.goto(`${hybridBase}/`, { waitUntil: 'load' });
+  await hybrid.getByTestId('model-name').first().waitFor({ timeout: 15000 });
+  const hybridModel = (await hybrid.getByTestId('model-name').first().textContent()).trim();
+  const tile = hybrid.getByTestId(`state-mem-${hybridModel}`).locator('xpath=..');
+  await tile.waitFor({ timeout: 15000 });
+  // Once a sample after the request is shown: none in use.
+  await hybrid.waitForFunction(
+    (id) => /^0 B \//.test(document.querySelector(`[data-testid="state-mem-${id}"]`).textContent.trim()),
+    hybridModel,
+    { timeout: 10000 },
+  );
+  const tileText = (await tile.textContent()).trim();
+  step(`hybrid model ${hybridModel}: ${tileText}`);
+  check(/recurrent state in use \/ reserved/.test(tileText), `the tile's label: ${tileText}`);
+  check(/0 B \/ [0-9.]+ (B|KiB|MiB)/.test(tileText) && !/\/ 0 B/.test(tileText), `idle: none in use, some reserved: ${tileText}`);
+  check(/snapshots [0-9.]+ (KiB|MiB)/.test(tileText), `snapshot bytes shown: ${tileText}`);
+  await hybrid.screenshot({ path: join(shots, 'live-hybrid.png'), fullPage: true });
+  await hybrid.close();
+
+  // 7. Images (a server with --mmproj): attach by the file picker, then by pasting.
   if (visionBase) {
     const vision = await context.newPage();
     vision.on('console', (m) => m.type() === 'error' && consoleErrors.push(`vision: ${m.text()}`));
@@ -285,7 +318,7 @@ try {
 
   check(consoleErrors.length === 0, `no console errors: ${consoleErrors.join(' | ')}`);
   check(failed.length === 0, `no failed requests: ${failed.join(' | ')}`);
-  for (const f of ['live.png', 'live-dark.png', 'playground.png', 'operations-wrong-token.png', 'operations.png', ...(visionBase ? ['playground-image.png'] : [])])
+  for (const f of ['live.png', 'live-dark.png', 'playground.png', 'operations-wrong-token.png', 'operations.png', 'live-hybrid.png', ...(visionBase ? ['playground-image.png'] : [])])
     console.log(`screenshot: ${join(shots, f)}`);
   step('all checks passed');
 } finally {

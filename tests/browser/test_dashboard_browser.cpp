@@ -4,10 +4,11 @@
 // console error while loading, counters and tokens/s that follow requests sent from the test,
 // a streamed playground chat, the 403 of a wrong admin token and the new model name after a
 // reload with the right one, an upload; and against a second server with an API key, the
-// playground's 401 until the key is typed; and against a third server with --mmproj (the image
-// tests' synthetic Gemma 3), an image attached by the file picker and one pasted into the prompt,
-// with the encode time, then "cached", under the reply. Screenshots of each view land in EDGELM_ARTIFACT_DIR
-// (printed).
+// playground's 401 until the key is typed; against a third server with a hybrid recurrent
+// model (qwen35, written by `edgelm synth`), its recurrent-state memory tile; and against a fourth
+// with --mmproj (the image tests' synthetic Gemma 3), an image attached by the file picker and one
+// pasted into the prompt, with the encode time, then "cached", under the reply. Screenshots of
+// each view land in EDGELM_ARTIFACT_DIR (printed).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -43,7 +44,17 @@ TEST(DashboardBrowser, LiveViewPlaygroundAndOperationsInChromium) {
   ServeProcess keyed;
   const int keyed_port = keyed.wait_ready();
   ASSERT_GT(keyed_port, 0) << keyed.log();
-  // The third serves images (a synthetic Gemma 3 and its tiny mmproj).
+  // The third server: a tiny qwen35 (Gated DeltaNet) model with a snapshot at every KV block.
+  const std::string hybrid_model = uploads + "/../qwen35-tiny.gguf";
+  const test::ProcessResult synth = test::run_process({EDGELM_BIN, "synth", "--arch", "qwen35", "--layers", "4",
+                                                       "--vocab", tokenizer, "--ctx", "1024", "-o", hybrid_model},
+                                                      60);
+  ASSERT_EQ(synth.exit_code, 0) << synth.out << synth.err;
+  ServeProcess hybrid({"-m", hybrid_model, "--host", "127.0.0.1", "--port", "0", "-t", "1", "--kv-memory", "16M",
+                       "--state-snapshot-interval", "1", "--model-name", "hybrid-qwen35"});
+  const int hybrid_port = hybrid.wait_ready();
+  ASSERT_GT(hybrid_port, 0) << hybrid.log();
+  // The fourth serves images (a synthetic Gemma 3 and its tiny mmproj).
   test::TempDir vdir;
   const std::string png = vdir.file("red.png");
   std::ofstream(png, std::ios::binary) << *base64_decode(test::kRedPng);
@@ -54,8 +65,9 @@ TEST(DashboardBrowser, LiveViewPlaygroundAndOperationsInChromium) {
   const test::ProcessResult r = test::run_process(
       {"/usr/bin/env", "node", dir + "/dashboard.mjs", "http://127.0.0.1:" + std::to_string(port), admin, model,
        tokenizer, test::shared_path("models/stories260K-f16.gguf"), EDGELM_ARTIFACT_DIR,
-       "http://127.0.0.1:" + std::to_string(keyed_port), kKey, "http://127.0.0.1:" + std::to_string(vision_port), png},
-      150);
+       "http://127.0.0.1:" + std::to_string(keyed_port), kKey, "http://127.0.0.1:" + std::to_string(hybrid_port),
+       "http://127.0.0.1:" + std::to_string(vision_port), png},
+      180);
   std::cout << r.out;  // the steps and the screenshots' paths
   EXPECT_FALSE(r.signaled) << "node was killed (signal " << r.signal << ")\n" << r.out << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "\nserver log:\n" << server.log();

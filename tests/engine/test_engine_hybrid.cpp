@@ -7,6 +7,7 @@
 // them. Prefix reuse through snapshots and speculation: test_engine_snapshots.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -14,6 +15,7 @@
 #include "engine/step_model.h"
 #include "engine_runs.h"
 #include "hybrid_model.h"
+#include "model/deltanet.h"
 #include "model/synthetic.h"
 
 namespace edgelm::engine {
@@ -125,6 +127,77 @@ TEST(EngineHybrid, WithoutSnapshotsARepeatedPromptIsRecomputed) {
   EXPECT_EQ(outs[0], reference_greedy(*m, p, 6));
   EXPECT_EQ(outs[1], outs[0]);
   EXPECT_EQ(cached[1], 0) << "without snapshots a hybrid model cannot reuse another request's KV prefix";
+}
+
+// A ModelRunner that records every slice of every step: its positions, whether it ends its
+// sequence's pending tokens (n_logits > 0), and its state captures (snapshots and splits).
+struct RecordingRunner final : StepModel {
+  struct Slice {
+    int32_t pos0, n_tokens, n_logits;
+    std::vector<int32_t> captures;
+  };
+  ModelRunner inner;
+  std::vector<Slice> slices;
+  RecordingRunner(const model::Model& m, ThreadPool& pool) : inner(m, pool) {}
+  const model::ModelConfig& config() const override { return inner.config(); }
+  Status forward(const StepBatch& batch, kv::KvStore& store, std::span<float> logits) override {
+    for (const BatchSeq& q : batch.seqs) {
+      Slice sl{q.pos0, q.n_tokens, q.n_logits, {}};
+      for (const StateCapture& c : q.captures) sl.captures.push_back(c.n_tokens);
+      slices.push_back(std::move(sl));
+    }
+    return inner.forward(batch, store, logits);
+  }
+};
+
+// Prompts longer than the delta rule's chunk (model/deltanet.h: whole aligned chunks run in the
+// chunked form), arriving together under a step budget that is not a multiple of the chunk,
+// with snapshots every 64 tokens, then a repeat that continues from a snapshot: the tokens equal
+// the reference forward's (one run over each whole prompt); a prompt piece that does not finish
+// its prompt ends at a multiple of the chunk whenever it reaches one (the scheduler's
+// prompt_align), and every snapshot boundary splits the recurrence, taken or not, so the runs
+// depend on positions alone.
+TEST(EngineHybrid, LongPromptsRunWholeAlignedChunksAndEqualTheReference) {
+  const auto m = hybrid_model();
+  const int32_t C = static_cast<int32_t>(model::kDeltaChunk);
+  ThreadPool pool(2);
+  RecordingRunner runner(*m, pool);
+  EngineOptions o = hybrid_options(*m, 96, 4, /*interval=*/4, /*n_snapshots=*/8, false, /*block_size=*/16);
+  o.scheduler.max_batch_tokens = 100;
+  auto e = Engine::create(runner, nullptr, o).value();
+  std::mt19937 rng(3);
+  auto prompt = [&](size_t n) {
+    std::vector<int32_t> p(n);
+    for (int32_t& t : p) t = static_cast<int32_t>(rng() % 96);
+    return p;
+  };
+  const std::vector<int32_t> a = prompt(150), c = prompt(90);
+  std::vector<int32_t> b(a.begin(), a.begin() + 130);
+  const std::vector<int32_t> b_tail = prompt(70);
+  b.insert(b.end(), b_tail.begin(), b_tail.end());  // 200 tokens, the first 130 shared with a
+  std::map<RequestId, std::vector<int32_t>> want;
+  for (const std::vector<int32_t>* p : {&a, static_cast<const std::vector<int32_t>*>(&b), &c})
+    want[e->add_request(greedy(*p, 10)).value()] = reference_greedy(*m, *p, 10);
+  const auto got = run_all(*e);
+  for (const auto& [id, w] : want) EXPECT_EQ(got.at(id).tokens, w) << "request " << id;
+  const test::OneRun again = test::run_one(*e, greedy(b, 10));
+  EXPECT_EQ(again.tokens, reference_greedy(*m, b, 10));
+  EXPECT_EQ(again.n_cached, 192) << "the repeat continues from the snapshot after 192 tokens";
+
+  const int32_t every = 4 * 16;
+  int32_t aligned = 0;
+  for (const RecordingRunner::Slice& sl : runner.slices) {
+    const int32_t end = sl.pos0 + sl.n_tokens;
+    SCOPED_TRACE(testing::Message() << "slice [" << sl.pos0 << ", " << end << ")");
+    if (sl.n_logits == 0) {  // a prompt piece that does not finish the prompt
+      EXPECT_TRUE(end % C == 0 || sl.pos0 / C == (end - 1) / C) << "it reached a multiple of " << C;
+      aligned += end % C == 0 ? 1 : 0;
+    }
+    for (int32_t p = (sl.pos0 / every + 1) * every; p <= end; p += every)
+      EXPECT_NE(std::find(sl.captures.begin(), sl.captures.end(), p), sl.captures.end())
+          << "the snapshot boundary " << p << " splits the recurrence";
+  }
+  EXPECT_GT(aligned, 0) << "the budget cut some prompt pieces";
 }
 
 TEST(EngineHybrid, ForwardBatchChecksStateSlots) {

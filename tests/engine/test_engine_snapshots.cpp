@@ -70,12 +70,20 @@ TEST(StateCapture, EqualsARunThatStopsThereAndContinuesBitIdentically) {
   std::vector<float> cont(V);
   ASSERT_TRUE(forward_batch(*m, rest, store, cont, pool, scratch).ok());
   EXPECT_EQ(cont, whole) << "a snapshot continues exactly as the uninterrupted run";
-  // Captures outside the slice, descending or without a destination are refused.
+  // A capture without a destination only splits the run (the engine's untaken snapshot
+  // boundaries): same logits as the split with copies.
+  const StateCapture split_only[] = {{5, nullptr}, {8, nullptr}};
+  StepBatch split{toks, {{0, 13, tb, 1, b, split_only}}, 0, &states, {}};
+  states.reset(b);
+  std::vector<float> split_logits(V);
+  ASSERT_TRUE(forward_batch(*m, split, store, split_logits, pool, scratch).ok());
+  EXPECT_EQ(split_logits, whole);
+  // Captures outside the slice or descending are refused.
   const StateCapture outside[] = {{14, at5.data()}}, descending[] = {{8, at8.data()}, {5, at5.data()}},
-                     no_dst[] = {{5, nullptr}}, at_start[] = {{0, at5.data()}};
+                     at_start[] = {{0, at5.data()}};
   for (std::span<const StateCapture> bad :
        {std::span<const StateCapture>(outside), std::span<const StateCapture>(descending),
-        std::span<const StateCapture>(no_dst), std::span<const StateCapture>(at_start)}) {
+        std::span<const StateCapture>(at_start)}) {
     StepBatch x{toks, {{0, 13, ta, 1, a, bad}}, 0, &states, {}};
     const Status st = forward_batch(*m, x, store, whole, pool, scratch);
     ASSERT_FALSE(st.ok());

@@ -4,8 +4,12 @@
 // message.tool_calls (whole and streamed) with arguments typed by the schema;
 // chat_template_kwargs.enable_thinking false gives no reasoning, the default thinks; bad
 // chat_template_kwargs are 400s naming the field. The published Gemma 4 and Qwen3.5 templates in a
-// model file (the Jinja path) get the same syntaxes and reasoning spans.
+// model file (the Jinja path) get the same syntaxes and reasoning spans. /health and /metrics
+// show the hybrid model's recurrent-state memory (slots in use, reserved, snapshots).
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
 
 #include "format/gguf_writer.h"
 #include "model/synthetic.h"
@@ -216,6 +220,47 @@ TEST(ServerChatFormats, BadTemplateKwargsAre400s) {
   const Reply r = post(s, "/v1/completions", json{{"prompt", "Hi"}, {"chat_template_kwargs", json::object()}});
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(r.js()["error"]["param"], "chat_template_kwargs") << r.body;
+}
+
+// /health shows the recurrent-state memory: after a request, the slot is kept (reserved) but
+// none is in use, and a prompt longer than a KV block left a snapshot; /metrics has the in-use
+// gauge. A model without recurrent layers reports zeros.
+TEST(ServerChatFormats, Qwen35HealthShowsRecurrentStateMemory) {
+  TestServer hybrid([](serve::ServeConfig& cfg, serve::EngineServiceOptions& so) {
+    cfg.model_path = so.model_path = qwen35_model();
+    cfg.tokenizer_path = so.tokenizer_path = "";
+    so.engine.state_snapshot_interval = 1;  // a snapshot at every full KV block
+  });
+  hybrid.wait_ready();
+  json body = ask({{"max_tokens", 4}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  body.erase("cache");
+  body["messages"][0]["content"] =
+      "Once upon a time there was a little girl who liked to play in the park with her dog.";
+  const Reply r = post(hybrid, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  // The service's stats follow the engine's steps: poll until the request has left it.
+  Reply h = get(hybrid, "/health");
+  for (int i = 0; i < 200 && h.status == 200 && h.js()["running"].get<int>() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    h = get(hybrid, "/health");
+  }
+  ASSERT_EQ(h.status, 200) << h.body;
+  const json j = h.js();
+  ASSERT_EQ(j["running"].get<int>(), 0) << h.body;
+  EXPECT_GT(j["kv_blocks"].get<int64_t>(), 0) << h.body;
+  EXPECT_EQ(j["kv_blocks_used"].get<int64_t>(), 0) << h.body;
+  EXPECT_EQ(j["recurrent_state_bytes_in_use"].get<int64_t>(), 0) << h.body;
+  EXPECT_GT(j["recurrent_state_bytes_reserved"].get<int64_t>(), 0) << h.body;
+  EXPECT_GT(j["recurrent_snapshot_bytes"].get<int64_t>(), 0) << h.body;
+  EXPECT_GE(j["recurrent_snapshot_count"].get<int64_t>(), 1) << h.body;
+  const Reply m = get(hybrid, "/metrics");
+  EXPECT_NE(m.body.find("edge_recurrent_state_bytes_in_use{"), std::string::npos) << m.body;
+
+  TestServer plain;  // stories260K: no recurrent layers
+  plain.wait_ready();
+  const json p = get(plain, "/health").js();
+  EXPECT_EQ(p["recurrent_state_bytes_reserved"].get<int64_t>(), 0) << p.dump();
+  EXPECT_EQ(p["recurrent_snapshot_bytes"].get<int64_t>(), 0) << p.dump();
 }
 
 }  // namespace

@@ -62,6 +62,11 @@ function ModelView({ m, h, x, theme }) {
         <Tile label="running / batch cap" value={`${m.running} / ${m.batch_cap}`} sub={`max ${m.max_batch_size}`} />
         <Tile label="KV pool in use" value={pct(m.kv_usage_ratio)} tone={m.kv_usage_ratio > 0.9 ? 'warn' : ''} />
         <Tile label="prefix-cache hits" value={pct(m.prefix_hit_ratio)} />
+        {m.recurrent_state_bytes_reserved > 0 && (
+          <Tile label="recurrent state in use / reserved" testid={`state-mem-${id}`}
+            value={`${bytes(m.recurrent_state_bytes_in_use)} / ${bytes(m.recurrent_state_bytes_reserved)}`}
+            sub={`snapshots ${bytes(m.recurrent_snapshot_bytes)}`} />
+        )}
         <Tile label="speculative acceptance" value={acc == null ? 'off / none' : pct(acc)} sub={m.spec.draft_tokens ? `${int(m.spec.accepted_tokens)} of ${int(m.spec.draft_tokens)} drafted` : ''} />
         <Tile label="requests" value={int(m.requests_total)} testid={`requests-${id}`} sub={`${int(m.generated_tokens_total)} tokens out`} />
         <Tile label="429 / 5xx" value={`${int(m.rejected_total)} / ${int(m.server_errors_total)}`} tone={m.server_errors_total > 0 ? 'bad' : m.rejected_total > 0 ? 'warn' : ''} />
