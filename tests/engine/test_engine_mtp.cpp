@@ -4,7 +4,9 @@
 // decoding for one and for several concurrent sequences, with rejections; and on a model whose
 // weights make the head predict what the main model will (every layer's output projections
 // zero, eh_proj passing the token embedding through), the drafts are accepted and the engine
-// runs fewer main-model steps than it emits tokens.
+// runs fewer main-model steps than it emits tokens. The drafter's first two drafts equal the
+// head computed here from the reference forward's hidden states (entry i: the embedding of token
+// i + 1 first, then h_i; the chained entry from the head's own final-normed output).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -14,7 +16,11 @@
 
 #include "engine/draft_model.h"
 #include "engine/engine.h"
+#include "engine/mtp_drafter.h"
+#include "engine/scheduler.h"
 #include "engine/step_model.h"
+#include "kernels/ops_vector.h"
+#include "model/ops.h"
 #include "engine_runs.h"
 #include "hybrid_model.h"
 #include "model/synthetic.h"
@@ -110,6 +116,84 @@ TEST(EngineMtp, DraftMtpNeedsTheBlock) {
   auto e = Engine::create(runner, nullptr, o);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message.find("no MTP layer"), std::string::npos) << e.error().message;
+}
+
+// The head's input rows, written out here: eh_proj(concat(enorm(embd(token)), hnorm(h))).
+std::vector<float> head_rows(const model::Model& m, std::span<const int32_t> tokens, const float* h, ThreadPool& pool) {
+  const auto E = static_cast<size_t>(m.config().n_embd);
+  const model::MtpWeights& w = m.weights().mtp;
+  const kernels::VectorOps& ops = kernels::active_vector_ops();
+  std::vector<float> cat(tokens.size() * 2 * E), out(tokens.size() * E);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    kernels::get_row(m.weights().token_embd, tokens[t], &cat[t * 2 * E]);
+    ops.rms_norm(&cat[t * 2 * E], &cat[t * 2 * E], w.enorm, static_cast<int64_t>(E), m.config().rms_eps);
+    ops.rms_norm(&cat[t * 2 * E + E], h + t * E, w.hnorm, static_cast<int64_t>(E), m.config().rms_eps);
+  }
+  kernels::MatmulScratch mm;
+  model::linear(out.data(), cat.data(), static_cast<int64_t>(tokens.size()), w.eh_proj, nullptr, pool, mm);
+  return out;
+}
+
+int32_t argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+TEST(EngineMtp, DraftsAreTheHeadOverTheMainHiddenStates) {
+  auto file = model::make_synthetic_model(mtp_spec());
+  ASSERT_TRUE(file.ok());
+  const auto m = load(std::move(file).value());
+  ASSERT_NE(m, nullptr);
+  auto head = m->mtp_head();
+  ASSERT_TRUE(head.ok()) << head.error().message;
+  const auto E = static_cast<size_t>(m->config().n_embd), V = static_cast<size_t>(m->config().n_vocab);
+  ThreadPool pool(1);
+  std::mt19937 rng(5);
+  int differs = 0;  // drafts that differ from the main model's own next token (the check bites)
+  for (int trial = 0; trial < 6; ++trial) {
+    std::vector<int32_t> prompt(static_cast<size_t>(4 + trial));
+    for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % V);
+    const auto L = prompt.size();
+    model::KvCache cache(m->config(), 64);
+    std::vector<float> logits(V), hidden(L * E);
+    ASSERT_TRUE(m->forward(prompt, cache, logits, pool, hidden).ok());
+    const int32_t next = argmax(logits);  // pending token L
+    // Head entries i = 0 .. L-1: token i + 1 with h_i; then the chained entry.
+    std::vector<int32_t> ent(prompt.begin() + 1, prompt.end());
+    ent.push_back(next);
+    std::vector<float> rows = head_rows(*m, ent, hidden.data(), pool);
+    model::KvCache hc((*head)->config(), 64);
+    std::vector<float> hl(V), hh(L * E);
+    model::EmbdSpan span{0, static_cast<int32_t>(L), rows.data(), true};
+    ASSERT_TRUE((*head)->forward(ent, hc, hl, pool, hh, std::span(&span, 1)).ok());
+    const int32_t d1 = argmax(hl);
+    const std::vector<float> chained = head_rows(*m, std::span(&d1, 1), &hh[(L - 1) * E], pool);
+    model::EmbdSpan span2{static_cast<int32_t>(L), 1, chained.data(), true};
+    ASSERT_TRUE((*head)->forward(std::span(&d1, 1), hc, hl, pool, {}, std::span(&span2, 1)).ok());
+    const int32_t d2 = argmax(hl);
+
+    auto drafter = MtpDrafter::create(*m, pool, 4, kv::KvType::f32, 64);
+    ASSERT_TRUE(drafter.ok()) << drafter.error().message;
+    Sequence s(1, greedy(prompt, 8), 0);
+    s.tokens = prompt;
+    s.tokens.push_back(next);
+    s.n_prompt = static_cast<int32_t>(L);
+    s.kv.n_tokens = static_cast<int32_t>(L);  // the main K/V holds the prompt; `next` is pending
+    (*drafter)->observe(s, 0, std::span(hidden).first(3 * E));  // in two steps, as prefill chunks
+    (*drafter)->observe(s, 3, std::span(hidden).subspan(3 * E));
+    Sequence* seqs[] = {&s};
+    const int32_t k[] = {2};
+    (*drafter)->propose(seqs, k);
+    ASSERT_EQ(s.draft.size(), 2u);
+    EXPECT_EQ(s.draft[0], d1) << "trial " << trial;
+    EXPECT_EQ(s.draft[1], d2) << "trial " << trial;
+    differs += d1 != next ? 1 : 0;
+    (*drafter)->sync(s);
+    (*drafter)->check_invariants();
+    EXPECT_GT((*drafter)->kv_blocks_used(), 0) << "the catch-up entries stay";
+    (*drafter)->release(s.id);
+    EXPECT_EQ((*drafter)->kv_blocks_used(), 0);
+  }
+  EXPECT_GT(differs, 0);
 }
 
 TEST(EngineMtp, EqualsPlainGreedyAloneAndConcurrentWithRejections) {
