@@ -1,7 +1,8 @@
 // The MTP ("nextn") head of a qwen35 file as a built-in draft (--draft mtp, engine/mtp_drafter.h):
 // the loader reads the MTP block under the reference's names (and names a missing tensor); a
 // file without one is refused by --draft mtp; MTP speculation is token-identical to plain greedy
-// decoding for one and for several concurrent sequences, with rejections; and on a model whose
+// decoding for one and for several concurrent sequences, with rejections, with preemption and
+// with prefix hits through state snapshots (gaps in the head's input); and on a model whose
 // weights make the head predict what the main model will (every layer's output projections
 // zero, eh_proj passing the token embedding through), the drafts are accepted and the engine
 // runs fewer main-model steps than it emits tokens. The drafter's first two drafts equal the
@@ -223,6 +224,52 @@ TEST(EngineMtp, EqualsPlainGreedyAloneAndConcurrentWithRejections) {
     EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens) << "random weights: some drafts are rejected";
     EXPECT_EQ(st.kv_blocks_used, 0);
     EXPECT_EQ(st.spec_draft_kv_blocks_used, 0) << "finished sequences returned their MTP K/V";
+  }
+}
+
+// Preemption (a small pool: sequences are recomputed) and prefix reuse through state snapshots
+// (a shared prefix is not recomputed, so its hidden states never reach the head): the head's K/V
+// restarts after the gap and the output stays plain greedy's.
+TEST(EngineMtp, EqualsPlainGreedyWithPreemptionAndPrefixHits) {
+  auto file = model::make_synthetic_model(mtp_spec());
+  ASSERT_TRUE(file.ok());
+  const auto m = load(std::move(file).value());
+  ASSERT_NE(m, nullptr);
+  ThreadPool pool(2);
+  ModelRunner runner(*m, pool);
+  struct Case {
+    int32_t n_blocks, interval, n_snapshots;
+  };
+  for (const Case c : {Case{8, 0, 0}, Case{256, 1, 16}}) {
+    SCOPED_TRACE(testing::Message() << c.n_blocks << " blocks, snapshot interval " << c.interval);
+    EngineOptions o = hybrid_options(*m, c.n_blocks, 4, c.interval, c.n_snapshots, /*spec=*/true, 16);
+    o.spec.mode = SpecMode::mtp;
+    o.spec.mtp_model = m.get();
+    o.spec.mtp_pool = &pool;
+    o.spec.cost_gate = false;
+    o.spec.draft_min = 1;
+    o.spec.draft_max = 4;
+    o.scheduler.max_batch_tokens = 8;
+    o.scheduler.watermark = 1.0;
+    auto e = Engine::create(runner, nullptr, o);
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    std::mt19937 rng(3);
+    const std::vector<int32_t> shared = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4};
+    std::map<RequestId, std::vector<int32_t>> want;
+    for (int i = 0; i < 6; ++i) {
+      std::vector<int32_t> p(static_cast<size_t>(3 + rng() % 14));
+      for (int32_t& t : p) t = static_cast<int32_t>(rng() % 96);
+      p.insert(p.begin(), shared.begin(), shared.end());
+      const int32_t n_new = c.interval == 0 ? 120 : 40;  // long enough to overflow the small pool
+      want[(*e)->add_request(greedy(p, n_new)).value()] = reference_greedy(*m, p, n_new);
+    }
+    const auto got = run_all(**e);
+    for (const auto& [id, w] : want) EXPECT_EQ(got.at(id).tokens, w) << "request " << id;
+    const EngineStats st = (*e)->stats();
+    EXPECT_GT(st.spec_draft_tokens, 0);
+    if (c.interval == 0) EXPECT_GT(st.n_preemptions, 0) << st.kv_blocks << " blocks, batch cap " << st.batch_cap;
+    if (c.interval > 0) EXPECT_GT(st.prefix_tokens_hit, 0);
+    EXPECT_EQ(st.spec_draft_kv_blocks_used, 0);
   }
 }
 
