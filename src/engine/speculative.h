@@ -6,7 +6,9 @@
 //    the continuation of the latest earlier occurrence of the sequence's last n tokens (longest n
 //    first); ModelDrafter runs a smaller model of the same vocabulary through its own StepModel,
 //    KvStore, BlockPool and KvManager, batched over all speculating sequences, k sequential draft
-//    steps per engine step.
+//    steps per engine step. MtpDrafter (engine/mtp_drafter.h) drafts with a qwen35 file's own
+//    MTP head over the target's hidden states, which the engine hands it after each step
+//    (Drafter::observe, StepBatch::want_hidden).
 //  - verify(): the acceptance rule. Greedy: a draft token is accepted iff it is the target's
 //    argmax (after penalties), so the output equals plain greedy decoding token for token.
 //    Sampling: draft token x, proposed with probability q(x), is accepted with probability
