@@ -70,8 +70,11 @@ void embed_tokens(Step& st) {
     BatchScratch& s = st.s;
     for (size_t t = b; t < e; ++t) {
       float* x = &s.x[t * st.E];
-      if (!st.batch.spans.empty() && s.tok_embd[t] != nullptr) {  // a supplied row, unscaled (embd_span.h)
-        std::copy_n(s.tok_embd[t], st.E, x);
+      const float* row = st.batch.embd_in != nullptr ? st.batch.embd_in + t * st.E
+                         : !st.batch.spans.empty()    ? s.tok_embd[t]
+                                                      : nullptr;
+      if (row != nullptr) {  // a supplied row, unscaled (embd_span.h, StepBatch::embd_in)
+        std::copy_n(row, st.E, x);
         st.ops.rms_norm(&s.xn[t * st.E], x, st.w.layers[0].attn_norm, st.E, st.c.rms_eps);
         continue;
       }
@@ -192,6 +195,8 @@ Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, co
     if (store.n_embd_kv(l) != c.kv_n_embd(l))
       return make_error("forward_batch: KV store layer {} of width {} is not this model's {}", l, store.n_embd_kv(l),
                         c.kv_n_embd(l));
+  if (batch.embd_in != nullptr && (!batch.spans.empty() || c.n_embd_ple > 0))
+    return make_error("forward_batch: input rows (embd_in) combine with neither spans nor per-layer embeddings");
   if (!batch.spans.empty() && c.n_embd_ple > 0)
     return make_error("forward_batch: embedding spans are not supported for {} (per-layer embeddings need token ids)",
                       c.arch->name);
@@ -466,6 +471,7 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
     st.next_norm = L.ffn_norm;
     residual(st);
 
+    if (!L.w_down) continue;  // a layer without FFN (the MTP block of some files): the last one
     // Gated feed-forward: down(act(gate(x)) * up(x)).
     const model::LinearPart gate_up[] = {{&L.w_gate, nullptr, s.gate.data()}, {&L.w_up, nullptr, s.up.data()}};
     model::linear_many(gate_up, s.xn.data(), n, pool, mm);
@@ -483,6 +489,12 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
   }
 
   if (hybrid) advance_states(batch);
+  if (batch.want_hidden) {
+    float* hidden = grow(s.hidden, n * st.E);
+    run(st, static_cast<size_t>(n), 2 * st.E, [&](size_t b, size_t e) {
+      for (size_t t = b; t < e; ++t) st.ops.rms_norm(&hidden[t * st.E], &s.x[t * st.E], w.output_norm, st.E, c.rms_eps);
+    });
+  }
   if (*n_logits == 0) return ok_status();
   float* x_out = grow(s.x_out, *n_logits * st.E);  // [n_logits, n_embd]
   int64_t j = 0;

@@ -105,6 +105,13 @@ struct StepBatch {
   // ignored). A span overlapping a slice must end inside it (a span is never split across steps;
   // it may start before pos0, its earlier positions already in the KV).
   std::vector<BatchSpan> spans;
+  // Input rows [n_total, n_embd] that replace every token's embedding (unscaled; the tokens are
+  // still checked against the vocabulary): the MTP head's eh_proj rows (engine/mtp_drafter.h).
+  // Null: the tokens' embeddings. Not combined with spans.
+  const float* embd_in = nullptr;
+  // Also write every token's final hidden state after the output norm into BatchScratch::hidden
+  // ([n_total, n_embd], batch order): what the MTP head drafts from.
+  bool want_hidden = false;
 };
 
 // Reusable buffers of forward_batch (one per caller; not thread-safe). The buffers are internal
@@ -121,6 +128,7 @@ struct BatchScratch {
   std::vector<float> gate;             // [n_total, n_ff]
   std::vector<float> up;               // [n_total, n_ff]
   std::vector<float> x_out;            // [sum of n_logits, n_embd] final-normed tokens with logits
+  std::vector<float> hidden;           // [n_total, n_embd] every token final-normed (StepBatch::want_hidden)
   std::vector<float> q_gate;           // [n_total, 2 * n_head * head_dim] gated attention's Q projection
   std::vector<float> attn_gate;        // [n_total, n_head * head_dim] its output gate
   std::vector<float> mixed;            // [n_total, conv_dim] DeltaNet Q, K, V channels (deltanet.h)

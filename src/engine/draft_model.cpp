@@ -12,6 +12,20 @@ Status configure_speculation(const DraftSpec& ds, const model::Model& target, co
   spec.draft_max = ds.draft_max;
   spec.draft_min = ds.draft_min;
   EDGELM_TRY_STATUS(parse_spec_mode(ds.spec, spec));
+  if (!ds.draft.empty() && ds.draft != "mtp")
+    return make_error("--draft: '{}' is not a built-in draft source (mtp; a draft model file is --draft-model PATH)",
+                      ds.draft);
+  if (ds.draft == "mtp") {
+    if (spec.mode == SpecMode::ngram) return make_error("--spec ngram and --draft mtp exclude each other");
+    spec.mode = SpecMode::mtp;
+  }
+  if (spec.mode == SpecMode::mtp) {
+    if (!ds.draft_model.empty() || !ds.draft_quant.empty())
+      return make_error("--draft mtp and --draft-model / --draft-quant exclude each other");
+    spec.mtp_model = &target;
+    spec.mtp_pool = &pool;
+    return validate(spec);
+  }
   if (!ds.draft_model.empty() && !ds.draft_quant.empty())
     return make_error("--draft-model and --draft-quant exclude each other");
   if ((!ds.draft_model.empty() || !ds.draft_quant.empty()) && spec.mode == SpecMode::ngram)

@@ -1,6 +1,6 @@
 // Draft-model setup for speculative decoding, shared by the CLI tools and `edgelm serve`.
 //
-// Job: turn the user's speculation settings (DraftSpec: --spec, --draft-model, --draft-quant,
+// Job: turn the user's speculation settings (DraftSpec: --spec, --draft, --draft-model, --draft-quant,
 // --draft-max, --draft-min, or the serve config keys of the same names) into SpecOptions,
 // loading a draft model from a file or quantizing the target in memory as the draft.
 //
@@ -25,11 +25,12 @@ namespace edgelm::engine {
 
 // Speculative decoding settings, as typed.
 struct DraftSpec {
-  std::string spec = "off";  // --spec off|ngram[:N]
+  std::string spec = "off";  // --spec off|ngram[:N]|mtp
   std::string draft_model;   // --draft-model PATH
   std::string draft_quant;   // --draft-quant TYPE: the target quantized in memory as the draft
   int draft_max = 8;
   int draft_min = 0;
+  std::string draft;  // --draft mtp: the target's own MTP head (engine/mtp_drafter.h); same as --spec mtp
 };
 
 // A draft model and its runner; must outlive the engine that uses it.

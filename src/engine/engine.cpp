@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/timer.h"
 #include "engine/memory_split.h"
+#include "engine/mtp_drafter.h"
 #include "kv/prefix_hash.h"
 #include "model/deltanet.h"
 
@@ -65,6 +66,16 @@ Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer
       return make_error("the draft model's vocabulary has {} tokens, the target's {}: they must be the same",
                         d.config().n_vocab, c.n_vocab);
     EDGELM_TRY(drafter, ModelDrafter::create(d, opts.block_size, opts.kv_type, opts.kv_memory_bytes));
+  }
+  if (opts.spec.mode == SpecMode::mtp) {
+    if (opts.spec.mtp_model == nullptr || opts.spec.mtp_pool == nullptr)
+      return make_error("--draft mtp needs the target model and a thread pool for its MTP head");
+    if (opts.spec.mtp_model->config().n_vocab != c.n_vocab)
+      return make_error("--draft mtp: the MTP head's model is not the engine's (vocabulary {} vs {})",
+                        opts.spec.mtp_model->config().n_vocab, c.n_vocab);
+    // As many positions as the target's K/V: one layer's worth of memory.
+    EDGELM_TRY(drafter, MtpDrafter::create(*opts.spec.mtp_model, *opts.spec.mtp_pool, opts.block_size, opts.kv_type,
+                                           n_blocks));
   }
   return std::unique_ptr<Engine>(new Engine(model, tok, opts, std::move(store), std::move(drafter), split.n_snapshots));
 }
@@ -440,7 +451,11 @@ const std::vector<TokenEvent>& Engine::step() {
   for (size_t i = 0; i < plan.size(); ++i) batch_.seqs[i].state_slot = plan[i].seq->state_slot;
   const auto n_vocab = static_cast<size_t>(model_.config().n_vocab);
   logits_.resize(static_cast<size_t>(n_logits) * n_vocab);
+  batch_.want_hidden = drafter_ && drafter_->wants_hidden();
   const Status st = model_.forward(batch_, store_, logits_);
+  const std::span<const float> hidden = st && batch_.want_hidden ? model_.hidden() : std::span<const float>();
+  const auto n_embd = static_cast<size_t>(model_.config().n_embd);
+  size_t tok0 = 0;  // the slice's first token in the batch
 
   std::vector<std::pair<RequestId, Finish>>& done = done_;
   done.clear();
@@ -448,6 +463,13 @@ const std::vector<TokenEvent>& Engine::step() {
   for (size_t i = 0; i < plan.size(); ++i) {
     const ScheduledSlice& sl = plan[i];
     Sequence& s = *sl.seq;
+    const int32_t pos0 = s.kv.n_tokens;
+    // The hidden states of the slice's positions that the step commits, to the drafter.
+    auto observe = [&, pos0, tok0]() {
+      if (hidden.empty() || s.kv.n_tokens <= pos0) return;
+      drafter_->observe(s, pos0, hidden.subspan(tok0 * n_embd, static_cast<size_t>(s.kv.n_tokens - pos0) * n_embd));
+    };
+    tok0 += static_cast<size_t>(sl.n_tokens);
     if (!st) {
       kv_.cancel(s.kv);
       if (states_.enabled()) finish_captures(i, s, false);
@@ -457,11 +479,13 @@ const std::vector<TokenEvent>& Engine::step() {
       const std::span<float> lg(logits_.data() + row * n_vocab, (1 + static_cast<size_t>(sl.n_draft)) * n_vocab);
       row += 1 + static_cast<size_t>(sl.n_draft);
       const Finish f = verify_slice(sl, lg, out, states_.enabled() ? slice_caps_[i].rollback : -1);
+      observe();
       if (states_.enabled()) finish_captures(i, s, true);
       if (f != Finish::none) done.emplace_back(s.id, f);
       continue;
     }
     kv_.commit(s.kv, std::span(s.tokens).subspan(static_cast<size_t>(s.kv.n_tokens), static_cast<size_t>(sl.n_tokens)));
+    observe();
     if (states_.enabled()) finish_captures(i, s, true);
     if (!sl.logits) continue;
     const std::span<float> lg(logits_.data() + row++ * n_vocab, n_vocab);

@@ -15,6 +15,11 @@ Status validate(const SpecOptions& o) {
   if (o.ngram_n < 1 || o.ngram_n > 32) return make_error("--spec ngram:N needs N in [1, 32], got {}", o.ngram_n);
   if (o.mode == SpecMode::draft && o.draft_model == nullptr)
     return make_error("draft speculation needs a draft model (--draft-model or --draft-quant)");
+  if (o.mode == SpecMode::mtp && o.mtp_model != nullptr && !o.mtp_model->weights().mtp.present)
+    return make_error(
+        "--draft mtp: the model file has no MTP layer ({}.nextn_predict_layers is 0 or absent; a qwen35 file "
+        "converted with its MTP weights has one)",
+        o.mtp_model->config().arch->name);
   return ok_status();
 }
 
@@ -23,10 +28,14 @@ Status parse_spec_mode(std::string_view text, SpecOptions& o) {
     o.mode = SpecMode::off;
     return ok_status();
   }
-  if (text.substr(0, 5) != "ngram") return make_error("--spec: '{}' is not off, ngram or ngram:N", text);
+  if (text == "mtp") {
+    o.mode = SpecMode::mtp;
+    return ok_status();
+  }
+  if (text.substr(0, 5) != "ngram") return make_error("--spec: '{}' is not off, ngram, ngram:N or mtp", text);
   o.mode = SpecMode::ngram;
   if (text.size() == 5) return ok_status();
-  if (text[5] != ':') return make_error("--spec: '{}' is not off, ngram or ngram:N", text);
+  if (text[5] != ':') return make_error("--spec: '{}' is not off, ngram, ngram:N or mtp", text);
   const std::string_view num = text.substr(6);
   int32_t n = 0;
   const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), n);

@@ -6,7 +6,9 @@
 //    the continuation of the latest earlier occurrence of the sequence's last n tokens (longest n
 //    first); ModelDrafter runs a smaller model of the same vocabulary through its own StepModel,
 //    KvStore, BlockPool and KvManager, batched over all speculating sequences, k sequential draft
-//    steps per engine step.
+//    steps per engine step. MtpDrafter (engine/mtp_drafter.h) drafts with a qwen35 file's own
+//    MTP head over the target's hidden states, which the engine hands it after each step
+//    (Drafter::observe, StepBatch::want_hidden).
 //  - verify(): the acceptance rule. Greedy: a draft token is accepted iff it is the target's
 //    argmax (after penalties), so the output equals plain greedy decoding token for token.
 //    Sampling: draft token x, proposed with probability q(x), is accepted with probability
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/thread_pool.h"
 #include "engine/step_model.h"
 #include "kv/block_pool.h"
 #include "kv/kv_manager.h"
@@ -49,7 +52,7 @@ namespace edgelm::engine {
 struct Sequence;
 using RequestId = uint64_t;
 
-enum class SpecMode { off, ngram, draft };
+enum class SpecMode { off, ngram, draft, mtp };
 
 struct SpecOptions {
   SpecMode mode = SpecMode::off;
@@ -57,6 +60,10 @@ struct SpecOptions {
   int32_t draft_max = 8;             // k at most
   int32_t draft_min = 0;             // k at least while speculating; 0 lets k fall to plain decoding
   StepModel* draft_model = nullptr;  // draft: same vocabulary as the target; outlives the engine
+  // mtp: the target model (its MTP head drafts, engine/mtp_drafter.h) and a pool to run the head on;
+  // both outlive the engine.
+  const model::Model* mtp_model = nullptr;
+  ThreadPool* mtp_pool = nullptr;
   // Pause speculation while it measures slower than plain decoding (SpecGate). Tests that need
   // every step to speculate, whatever the timing, turn it off; so does draft_min > 0.
   bool cost_gate = true;
@@ -64,7 +71,7 @@ struct SpecOptions {
 
 // Ranges, and a draft model in draft mode. The message names the flag.
 Status validate(const SpecOptions& o);
-// "off", "ngram", "ngram:N" (--spec) into o.mode / o.ngram_n.
+// "off", "ngram", "ngram:N", "mtp" (--spec) into o.mode / o.ngram_n.
 Status parse_spec_mode(std::string_view text, SpecOptions& o);
 
 class SpecController {
@@ -136,6 +143,13 @@ class Drafter {
   virtual void sync(Sequence& s) { (void)s; }
   // The request is gone: drop its state.
   virtual void release(RequestId id) { (void)id; }
+  // Whether the engine should hand over the target's hidden states (StepBatch::want_hidden).
+  virtual bool wants_hidden() const { return false; }
+  // After a step: the target's final-normed hidden states [n, n_embd] of s's committed positions
+  // [pos0, pos0 + n) that the step computed (every slice, drafted or not).
+  virtual void observe(const Sequence& s, int32_t pos0, std::span<const float> rows) {
+    (void)s, (void)pos0, (void)rows;
+  }
   virtual void check_invariants() const {}
   virtual int32_t kv_blocks_used() const { return 0; }
 };

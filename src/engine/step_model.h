@@ -23,6 +23,9 @@ class StepModel {
   virtual const model::ModelConfig& config() const = 0;
   // logits: [sum of the slices' n_logits, n_vocab], in batch order.
   virtual Status forward(const StepBatch& batch, kv::KvStore& store, std::span<float> logits) = 0;
+  // After a forward with StepBatch::want_hidden: every token's final-normed hidden state
+  // [n_total, n_embd], batch order (empty: this model cannot say; the MTP drafter then has no input).
+  virtual std::span<const float> hidden() const { return {}; }
 };
 
 class ModelRunner final : public StepModel {
@@ -31,13 +34,16 @@ class ModelRunner final : public StepModel {
   ModelRunner(const model::Model& model, ThreadPool& pool) : model_(model), pool_(pool) {}
   const model::ModelConfig& config() const override { return model_.config(); }
   Status forward(const StepBatch& batch, kv::KvStore& store, std::span<float> logits) override {
+    n_hidden_ = batch.want_hidden ? batch.tokens.size() * static_cast<size_t>(model_.config().n_embd) : 0;
     return forward_batch(model_, batch, store, logits, pool_, scratch_);
   }
+  std::span<const float> hidden() const override { return std::span(scratch_.hidden).first(n_hidden_); }
 
  private:
   const model::Model& model_;
   ThreadPool& pool_;
   BatchScratch scratch_;
+  size_t n_hidden_ = 0;
 };
 
 }  // namespace edgelm::engine

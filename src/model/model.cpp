@@ -31,6 +31,23 @@ void Model::cap_logits(float* logits, int64_t n) const {
   for (int64_t i = 0; i < n; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
 }
 
+Result<std::unique_ptr<Model>> Model::mtp_head() const {
+  const MtpWeights& m = weights_.mtp;
+  if (!m.present)
+    return make_error("the model file has no MTP layer ({}.nextn_predict_layers is 0 or absent)", config_.arch->name);
+  ModelConfig c = config_;
+  c.n_layer = 1;
+  c.n_nextn = 0;
+  c.deltanet.interval = 1;  // layer 0 attends: no recurrent layer, one K/V layer
+  Weights w;
+  w.token_embd = weights_.token_embd;
+  w.output_norm = m.shared_head_norm;
+  w.output = m.output;
+  w.rope_freqs = weights_.rope_freqs;
+  w.layers.push_back(m.layer);
+  return std::unique_ptr<Model>(new Model(format::ModelFile{}, c, std::move(w)));
+}
+
 Result<std::unique_ptr<Model>> Model::load(format::ModelFile file) {
   EDGELM_TRY(ModelConfig config, config_from_metadata(file.metadata));
   EDGELM_TRY(Weights weights, load_weights(file, config));

@@ -29,6 +29,12 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const Weights& weights() const { return weights_; }
+  // The MTP ("nextn") head of a qwen35 file (weights().mtp.present) as a model of its own: one
+  // gated full-attention layer (the MTP block, K/V store layer 0), final norm shared_head_norm,
+  // lm head MtpWeights::output, the main model's embedding and RoPE. Its input is not a token's
+  // embedding but the row eh_proj(concat(enorm(embd), hnorm(h))) (engine/mtp_drafter.h supplies it
+  // through StepBatch::embd_in). A view: *this must outlive it. Error: no MTP block.
+  Result<std::unique_ptr<Model>> mtp_head() const;
   const RopeTable& rope() const { return rope_; }  // cos/sin tables of the config's RoPE and scaling
   // The table `layer` rotates with in sequences sized for n_ctx positions: a local layer's own
   // (Gemma 3), LongRoPE's long factors when n_ctx exceeds the original context (Phi-3), else rope().

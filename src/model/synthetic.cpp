@@ -406,6 +406,7 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
     spec.n_rot = s.n_rot;
     spec.longrope_orig_ctx = s.longrope_orig_ctx;
     if (s.ssm_k_heads > 0) {
+      spec.n_nextn = 1;  // Qwen3.5 ships one MTP block (mtp_num_hidden_layers)
       spec.ssm_k_heads = s.ssm_k_heads;
       spec.ssm_v_heads = s.ssm_v_heads;
       spec.ssm_head_dim = s.ssm_head_dim;
@@ -462,7 +463,10 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
   md.set(a + ".context_length", GgufValue::from_u32(static_cast<uint32_t>(s.n_ctx)));
   md.set(a + ".embedding_length", GgufValue::from_u32(static_cast<uint32_t>(s.n_embd)));
   md.set(a + ".feed_forward_length", GgufValue::from_u32(static_cast<uint32_t>(s.n_ff)));
-  md.set(a + ".block_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_layer)));
+  const int32_t n_nextn = arch->gated_deltanet ? s.n_nextn : 0;
+  if (n_nextn < 0) return make_error("MTP blocks (--nextn) must be >= 0, got {}", n_nextn);
+  md.set(a + ".block_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_layer + n_nextn)));
+  if (n_nextn > 0) md.set(a + ".nextn_predict_layers", GgufValue::from_u32(static_cast<uint32_t>(n_nextn)));
   md.set(a + ".attention.head_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_head)));
   md.set(a + ".attention.head_count_kv", GgufValue::from_u32(static_cast<uint32_t>(s.n_head_kv)));
   md.set(a + ".attention.layer_norm_rms_epsilon", GgufValue::from_f32(arch->default_rms_eps));
@@ -553,6 +557,24 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
     }
     b.add(p + "ffn_down.weight", F, E, sf);
     if (arch->post_norms) b.add(p + "post_ffw_norm.weight", E, 0, 0.1f, 1.0f);
+  }
+  for (int32_t l = s.n_layer; l < s.n_layer + n_nextn; ++l) {  // the MTP blocks (SyntheticSpec::n_nextn)
+    const std::string p = "blk." + std::to_string(l) + ".";
+    b.add(p + "attn_norm.weight", E, 0, 0.1f, 1.0f);
+    b.add(p + "attn_q.weight", E, 2 * Q, se);
+    b.add(p + "attn_k.weight", E, KV, se);
+    b.add(p + "attn_v.weight", E, KV, se);
+    b.add(p + "attn_q_norm.weight", D, 0, 0.1f, 1.0f);
+    b.add(p + "attn_k_norm.weight", D, 0, 0.1f, 1.0f);
+    b.add(p + "attn_output.weight", Q, E, sq);
+    b.add(p + "post_attention_norm.weight", E, 0, 0.1f, 1.0f);
+    b.add(p + "ffn_gate.weight", E, F, se);
+    b.add(p + "ffn_up.weight", E, F, se);
+    b.add(p + "ffn_down.weight", F, E, sf);
+    b.add(p + "nextn.eh_proj.weight", 2 * E, E, 1.0f / std::sqrt(static_cast<float>(2 * E)));
+    b.add(p + "nextn.enorm.weight", E, 0, 0.1f, 1.0f);
+    b.add(p + "nextn.hnorm.weight", E, 0, 0.1f, 1.0f);
+    b.add(p + "nextn.shared_head_norm.weight", E, 0, 0.1f, 1.0f);
   }
   return file;
 }

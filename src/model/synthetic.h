@@ -74,6 +74,12 @@ struct SyntheticSpec {
   int32_t ssm_head_dim = 16;
   int32_t ssm_d_conv = 4;
   int32_t full_attn_interval = 4;
+  // qwen35: MTP ("nextn") blocks after the n_layer main ones (nextn_predict_layers; block_count
+  // counts them), each as the reference converter writes Qwen3.5's mtp.* weights: a gated
+  // full-attention block (attn_q of 2 * Q rows, attn_k/v/output, Q/K norms, attn_norm,
+  // post_attention_norm, ffn_gate/up/down) plus nextn.eh_proj [2 * n_embd -> n_embd],
+  // nextn.enorm, nextn.hnorm and nextn.shared_head_norm. The qwen3.5 shapes write one.
+  int32_t n_nextn = 0;
   // arch "gemma4" only (synthetic_gemma4.cpp): head_dim is the global layers' (required), these
   // the local layers' head size, the per-layer embedding width, the shared-KV layers at the end,
   // the period of local/global layers (layer l global iff l % swa_period == swa_period - 1), the

@@ -149,6 +149,9 @@ Status pack_matrices(Weights& w) {
     for (WeightMatrix* m : {&L.ple_gate, &L.ple_proj})
       if (*m) all.push_back(m);
   if (w.ple_model_proj) all.push_back(&w.ple_model_proj);
+  for (WeightMatrix* m : {&w.mtp.layer.wq, &w.mtp.layer.wk, &w.mtp.layer.wv, &w.mtp.layer.wo, &w.mtp.layer.w_gate,
+                          &w.mtp.layer.w_up, &w.mtp.layer.w_down, &w.mtp.eh_proj, &w.mtp.output})
+    if (*m) all.push_back(m);
   all.push_back(&w.output);
   constexpr size_t kAlign = 64;
   std::vector<size_t> bytes, offsets;
@@ -247,6 +250,40 @@ Status load_gemma4_layer(Loader& ld, const std::string& p, const ModelConfig& c,
   return ok_status();
 }
 
+// The MTP block of a qwen35 file (MtpWeights): the last of the n_nextn blocks after the main
+// layers (the one the reference drafts with); the others are known but unused.
+Status load_mtp(Loader& ld, const ModelConfig& c, Weights& w) {
+  const int32_t l = c.n_layer + c.n_nextn - 1;
+  for (int32_t k = c.n_layer; k < l; ++k) ld.skip_prefix("blk." + std::to_string(k) + ".");
+  const std::string p = "blk." + std::to_string(l) + ".";
+  const int64_t E = c.n_embd, D = c.head_dim, Q = int64_t{c.n_head} * D, KV = int64_t{c.n_head_kv} * D, F = c.n_ff;
+  MtpWeights& m = w.mtp;
+  LayerWeights& L = m.layer;
+  L.attn_gated = true;
+  EDGELM_TRY(L.attn_norm, ld.vector(p + "attn_norm.weight", E));
+  EDGELM_TRY(L.wq, ld.matrix(p + "attn_q.weight", E, 2 * Q, /*required=*/false));
+  EDGELM_TRY(L.wk, ld.matrix(p + "attn_k.weight", E, KV));
+  EDGELM_TRY(L.wv, ld.matrix(p + "attn_v.weight", E, KV));
+  EDGELM_TRY(L.wo, ld.matrix(p + "attn_output.weight", Q, E));
+  EDGELM_TRY(L.attn_q_norm, ld.vector(p + "attn_q_norm.weight", D));
+  EDGELM_TRY(L.attn_k_norm, ld.vector(p + "attn_k_norm.weight", D));
+  EDGELM_TRY(L.ffn_norm, ld.vector(p + "post_attention_norm.weight", E));
+  EDGELM_TRY(L.w_gate, ld.matrix(p + "ffn_gate.weight", E, F, /*required=*/false));
+  // An FFN is all three matrices or none.
+  EDGELM_TRY(L.w_up, ld.matrix(p + "ffn_up.weight", E, F, /*required=*/static_cast<bool>(L.w_gate)));
+  EDGELM_TRY(L.w_down, ld.matrix(p + "ffn_down.weight", F, E, /*required=*/static_cast<bool>(L.w_gate)));
+  if (!L.w_gate && (L.w_up || L.w_down))
+    return make_error("tensor '{}ffn_gate.weight' is missing from the model file (the MTP block has ffn_up/ffn_down)",
+                      p);
+  EDGELM_TRY(m.eh_proj, ld.matrix(p + "nextn.eh_proj.weight", 2 * E, E, /*required=*/false));
+  EDGELM_TRY(m.enorm, ld.vector(p + "nextn.enorm.weight", E));
+  EDGELM_TRY(m.hnorm, ld.vector(p + "nextn.hnorm.weight", E));
+  EDGELM_TRY(m.shared_head_norm, ld.vector(p + "nextn.shared_head_norm.weight", E));
+  EDGELM_TRY(m.output, ld.matrix("output_extra.weight", E, c.n_vocab, /*required=*/false));
+  m.present = true;
+  return ok_status();
+}
+
 }  // namespace
 
 Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
@@ -321,10 +358,21 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
     }
     if (c.arch->gemma4) EDGELM_TRY_STATUS(load_gemma4_layer(ld, p, c, L));
   }
-  // The MTP ("nextn") layers after the main ones: known, not run (no MTP drafting yet).
-  for (int32_t l = c.n_layer; l < c.n_layer + c.n_nextn; ++l) ld.skip_prefix("blk." + std::to_string(l) + ".");
+  // The MTP ("nextn") layers after the main ones: the drafting head of qwen35 (never run by the
+  // main forward); known but unused in other architectures.
+  if (c.n_nextn > 0 && c.arch->gated_deltanet) {
+    EDGELM_TRY_STATUS(load_mtp(ld, c, w));
+  } else {
+    for (int32_t l = c.n_layer; l < c.n_layer + c.n_nextn; ++l) ld.skip_prefix("blk." + std::to_string(l) + ".");
+  }
   EDGELM_TRY_STATUS(ld.check_all_used(c.arch->name));
   EDGELM_TRY_STATUS(pack_matrices(w));
+  if (w.mtp.present) {  // shared with the main model (after packing: the same packed data)
+    if (!w.mtp.output) w.mtp.output = w.output;
+    if (!w.mtp.layer.wq)
+      for (int32_t l = c.n_layer - 1; l >= 0 && !w.mtp.layer.wq; --l)
+        if (!c.layer_is_recurrent(l)) w.mtp.layer.wq = w.layers[static_cast<size_t>(l)].wq;
+  }
   return w;
 }
 

@@ -66,6 +66,23 @@ struct LayerWeights {
   const float* out_scale = nullptr;      // [1] blk.N.layer_output_scale; null: 1
 };
 
+// The MTP ("nextn") block of a qwen35 file (ModelConfig::n_nextn > 0): blk.N for the last N of
+// the file's block_count, the names of the reference converter. It predicts the token after
+// next from the final-normed hidden state h of the main model at position i and the embedding of
+// token i + 1: x = eh_proj(concat(enorm(embd), hnorm(h))) (no eh_proj: their sum), one gated
+// full-attention block (its own K/V; `layer`, FFN optional), then shared_head_norm and `output`.
+// layer.wq empty in the file: the last main attention layer's (shared). output:
+// output_extra.weight when the file has it, else the main model's output.
+struct MtpWeights {
+  bool present = false;
+  LayerWeights layer;
+  WeightMatrix eh_proj;                     // [n_embd, 2 * n_embd] blk.N.nextn.eh_proj; may be empty
+  const float* enorm = nullptr;             // [n_embd] blk.N.nextn.enorm (the token embedding's norm)
+  const float* hnorm = nullptr;             // [n_embd] blk.N.nextn.hnorm (the hidden state's norm)
+  const float* shared_head_norm = nullptr;  // [n_embd] blk.N.nextn.shared_head_norm
+  WeightMatrix output;                      // [n_vocab, n_embd]
+};
+
 struct Weights {
   WeightMatrix token_embd;             // [n_vocab, n_embd]
   const float* output_norm = nullptr;  // [n_embd]
@@ -81,6 +98,7 @@ struct Weights {
   WeightMatrix ple_model_proj;           // [n_layer * n_embd_ple, n_embd] per_layer_model_proj
   const float* ple_proj_norm = nullptr;  // [n_embd_ple] per_layer_proj_norm
   std::vector<LayerWeights> layers;
+  MtpWeights mtp;  // present only for qwen35 files with nextn_predict_layers > 0
   uint64_t n_bytes_file = 0;       // bytes of the tensors as stored in the file
   uint64_t n_bytes_per_token = 0;  // bytes of weights one decode step reads (all but the embedding table)
 

@@ -87,6 +87,7 @@ const std::vector<Field>& fields() {
       {"reasoning_effort_medium", &ServeConfig::reasoning_effort_medium},
       {"reasoning_effort_high", &ServeConfig::reasoning_effort_high},
       {"spec", &ServeConfig::spec},
+      {"draft", &ServeConfig::draft},
       {"draft_model", &ServeConfig::draft_model},
       {"draft_quant", &ServeConfig::draft_quant},
       {"draft_max", &ServeConfig::draft_max},
@@ -414,6 +415,11 @@ Status validate(const ServeConfig& c) {
   EDGELM_TRY_STATUS(engine::validate(spec));  // ranges; the draft itself loads with the model
   if (!c.draft_model.empty() && !c.draft_quant.empty())
     return make_error("draft_model and draft_quant exclude each other");
+  if (!c.draft.empty() && c.draft != "mtp")
+    return make_error("draft: '{}' is not a built-in draft source (mtp; a draft model file is draft_model)", c.draft);
+  const bool mtp = c.draft == "mtp" || spec.mode == engine::SpecMode::mtp;
+  if (mtp && (!c.draft_model.empty() || !c.draft_quant.empty() || spec.mode == engine::SpecMode::ngram))
+    return make_error("draft mtp excludes spec ngram, draft_model and draft_quant");
   if ((!c.draft_model.empty() || !c.draft_quant.empty()) && spec.mode == engine::SpecMode::ngram)
     return make_error("spec ngram and a draft model exclude each other");
   return ok_status();

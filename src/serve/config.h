@@ -75,6 +75,7 @@ struct ServeConfig {
   // (draft_model; a llama2.c checkpoint uses tokenizer_path) or the target quantized in memory
   // (draft_quant, e.g. q4_0). Every slot, hot-reloaded ones too, gets its own draft.
   std::string spec = "off";
+  std::string draft;  // "mtp": the model's own MTP head (same as spec mtp); empty: none
   std::string draft_model;
   std::string draft_quant;
   int draft_max = 8, draft_min = 0;  // drafted tokens per step, at most / at least

@@ -202,7 +202,8 @@ int run(const BenchOptions& o) {
     if (!tok.ok()) return report_error(tok.error());
     prompt_tokens = (*tok)->encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
   }
-  const bool speculative = o.spec.spec != "off" || !o.spec.draft_model.empty() || !o.spec.draft_quant.empty();
+  const bool speculative =
+      o.spec.spec != "off" || !o.spec.draft.empty() || !o.spec.draft_model.empty() || !o.spec.draft_quant.empty();
   if (speculative && o.concurrency.empty())
     return report_error(make_error("speculative decoding (--spec, --draft-model, --draft-quant) needs --concurrency"));
   auto loaded = model::Model::load(std::move(file).value());

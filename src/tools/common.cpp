@@ -69,8 +69,10 @@ Result<engine::EngineOptions> engine_options(const EngineFlags& f) {
 }
 
 void add_spec_options(CLI::App* cmd, SpecFlags& f) {
-  cmd->add_option("--spec", f.spec, "Speculative decoding without a draft model: off, or ngram[:N] (prompt lookup)")
+  cmd->add_option("--spec", f.spec, "Speculative decoding without a draft model: off, ngram[:N] (prompt lookup) or mtp (as --draft mtp)")
       ->capture_default_str();
+  cmd->add_option("--draft", f.draft,
+                  "Built-in draft source: mtp (the model file's own MTP head; qwen35 with nextn_predict_layers)");
   cmd->add_option("--draft-model", f.draft_model, "Speculative decoding with this draft model (same vocabulary)");
   cmd->add_option("--draft-quant", f.draft_quant,
                   "Speculative decoding with the target quantized in memory to TYPE (e.g. q4_0) as the draft");

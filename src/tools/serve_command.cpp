@@ -178,7 +178,7 @@ int run_serve(ServeOptions& o) {
     so.threads = cfg.threads;
     so.cpu_affinity = cfg.cpu_affinity;
     so.engine = *eo;
-    so.spec = engine::DraftSpec{cfg.spec, cfg.draft_model, cfg.draft_quant, cfg.draft_max, cfg.draft_min};
+    so.spec = engine::DraftSpec{cfg.spec, cfg.draft_model, cfg.draft_quant, cfg.draft_max, cfg.draft_min, cfg.draft};
     so.max_queue = cfg.max_queue;
     so.no_mmap = cfg.no_mmap;
     services.push_back(std::make_unique<serve::EngineService>(so));
@@ -336,6 +336,8 @@ CommandRunner add_serve_command(CLI::App& app) {
   add_spec_options(cmd, o->spec);
   o->bindings.emplace_back(cmd->get_option("--spec"),
                            [p = o.get()](serve::ServeConfig& cfg) { cfg.spec = p->spec.spec; });
+  o->bindings.emplace_back(cmd->get_option("--draft"),
+                           [p = o.get()](serve::ServeConfig& cfg) { cfg.draft = p->spec.draft; });
   o->bindings.emplace_back(cmd->get_option("--draft-model"),
                            [p = o.get()](serve::ServeConfig& cfg) { cfg.draft_model = p->spec.draft_model; });
   o->bindings.emplace_back(cmd->get_option("--draft-quant"),

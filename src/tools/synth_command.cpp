@@ -19,6 +19,7 @@ struct SynthOptions {
   CLI::Option* layers_opt = nullptr;
   CLI::Option* ctx_opt = nullptr;
   CLI::Option* vocab_opt = nullptr;
+  CLI::Option* nextn_opt = nullptr;
   std::string type = "f32";
   std::string output;
   std::string shape;
@@ -42,6 +43,7 @@ int run(SynthOptions& o) {
     }
     if (o.ctx_opt->count() > 0) o.spec.n_ctx = given.n_ctx;
     if (o.vocab_opt->count() > 0) o.spec.n_vocab = given.n_vocab;
+    if (o.nextn_opt->count() > 0) o.spec.n_nextn = given.n_nextn;
   }
   if (o.pooling == "mean")
     o.spec.pooling_type = 1;
@@ -120,6 +122,9 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--ssm-head-dim", s.ssm_head_dim, "qwen35: DeltaNet head size (ssm.state_size)")
       ->capture_default_str();
   cmd->add_option("--ssm-conv", s.ssm_d_conv, "qwen35: convolution taps (ssm.conv_kernel)")->capture_default_str();
+  o->nextn_opt = cmd->add_option("--nextn", s.n_nextn,
+                  "qwen35: MTP (nextn) blocks after the main layers, for --draft mtp (the qwen3.5 shapes: 1)")
+      ->capture_default_str();
   cmd->add_option("--attn-interval", s.full_attn_interval,
                   "qwen35: every N-th layer is full attention (full_attention_interval)")
       ->capture_default_str();

@@ -265,7 +265,7 @@ TEST(ServeConfig, SpeculativeDecodingKeys) {
   TempDir dir;
   write_file(dir.file("c.yaml"),
              "model_path: /m/big.gguf\nspec: ngram:4\ndraft_model: /m/small.gguf\ndraft_quant: q4_0\n"
-             "draft_max: 6\ndraft_min: 2\n");
+             "draft_max: 6\ndraft_min: 2\ndraft: mtp\n");
   auto f = load_config_file(dir.file("c.yaml"), ServeConfig{});
   ASSERT_TRUE(f.ok()) << f.error().message;
   EXPECT_EQ(f->spec, "ngram:4");
@@ -273,6 +273,7 @@ TEST(ServeConfig, SpeculativeDecodingKeys) {
   EXPECT_EQ(f->draft_quant, "q4_0");
   EXPECT_EQ(f->draft_max, 6);
   EXPECT_EQ(f->draft_min, 2);
+  EXPECT_EQ(f->draft, "mtp");
   // The environment overrides the file.
   ASSERT_TRUE(apply_env(*f, env_of({{"EDGELM_SPEC", "off"},
                                     {"EDGELM_DRAFT_MODEL", "/m/other.gguf"},
@@ -304,6 +305,18 @@ TEST(ServeConfig, ValidateSpeculativeDecoding) {
   bad([](ServeConfig& x) { x.draft_model = "d.gguf"; }, "exclude");
   bad([](ServeConfig& x) { x.draft_max = 0; }, "draft-max");
   bad([](ServeConfig& x) { x.draft_min = 9; }, "draft-min");
+  // The MTP head: draft mtp or spec mtp, alone.
+  ServeConfig mtp;
+  mtp.model_path = "m.gguf";
+  mtp.draft = "mtp";
+  EXPECT_TRUE(validate(mtp).ok());
+  mtp.draft.clear();
+  mtp.spec = "mtp";
+  EXPECT_TRUE(validate(mtp).ok());
+  auto bad_mtp = [&](auto mutate, const char* needle) { expect_invalid(mtp, mutate, needle); };
+  bad_mtp([](ServeConfig& x) { x.draft = "eagle"; }, "draft");
+  bad_mtp([](ServeConfig& x) { x.draft_quant = "q4_0"; }, "excludes");
+  bad_mtp([](ServeConfig& x) { x.draft = "mtp", x.spec = "ngram"; }, "excludes");
 }
 
 TEST(ServeConfig, ModelSpecs) {
@@ -409,7 +422,7 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 70);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 71);
   EXPECT_NE(d.find("state_snapshot_interval: 16\n"), std::string::npos) << d;
   EXPECT_NE(d.find("mmproj: (none)\nimage_max_pixels: 50000000\nmax_images_per_request: 8\nimage_cache: 16\n"),
             std::string::npos)
@@ -422,7 +435,7 @@ TEST(ServeConfig, DescribeMasksSecrets) {
       << d;
   EXPECT_NE(d.find("startup_profile: quick\nstartup_profile_budget_s: 20\n"), std::string::npos) << d;
   EXPECT_NE(d.find("no_mmap: false\n"), std::string::npos) << d;
-  EXPECT_NE(d.find("spec: off\ndraft_model: (none)\ndraft_quant: (none)\ndraft_max: 8\ndraft_min: 0\n"),
+  EXPECT_NE(d.find("spec: off\ndraft: (none)\ndraft_model: (none)\ndraft_quant: (none)\ndraft_max: 8\ndraft_min: 0\n"),
             std::string::npos)
       << d;
   ServeConfig none;
