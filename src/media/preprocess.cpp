@@ -1,6 +1,8 @@
 #include "media/preprocess.h"
 
 #include <algorithm>
+#include <cfenv>
+#include <cmath>
 
 #include "core/check.h"
 
@@ -102,6 +104,43 @@ TiledTensors preprocess_idefics3(const Image& image, const Idefics3Params& param
   out.frames.reserve(frames.frames.size());
   for (const Image& f : frames.frames) out.frames.push_back(image_to_tensor(f, params.norm));
   return out;
+}
+
+Result<std::array<int, 2>> qwen_vl_smart_resize(int height, int width, int factor, int64_t min_pixels,
+                                                int64_t max_pixels) {
+  if (height < 1 || width < 1 || factor < 1) return make_error("image of {} x {} px has no pixels", width, height);
+  if (min_pixels > max_pixels)
+    return make_error("min_pixels {} is larger than max_pixels {}", min_pixels, max_pixels);
+  const double h = height, w = width, f = factor;
+  if (std::max(h, w) / std::min(h, w) > 200)
+    return make_error("image of {} x {} px has an aspect ratio over 200", width, height);
+  // Python's round(): half to even, which nearbyint gives in the default rounding mode.
+  auto round_even = [](double v) {
+    const int saved = std::fegetround();
+    std::fesetround(FE_TONEAREST);
+    const double r = std::nearbyint(v);
+    std::fesetround(saved);
+    return r;
+  };
+  double hb = round_even(h / f) * f, wb = round_even(w / f) * f;
+  if (hb * wb > static_cast<double>(max_pixels)) {
+    const double beta = std::sqrt(h * w / static_cast<double>(max_pixels));
+    hb = std::max(f, std::floor(h / beta / f) * f);
+    wb = std::max(f, std::floor(w / beta / f) * f);
+  } else if (hb * wb < static_cast<double>(min_pixels)) {
+    const double beta = std::sqrt(static_cast<double>(min_pixels) / (h * w));
+    hb = std::ceil(h * beta / f) * f;
+    wb = std::ceil(w * beta / f) * f;
+  }
+  if (hb > 1 << 30 || wb > 1 << 30) return make_error("image of {} x {} px resizes too large", width, height);
+  return std::array<int, 2>{static_cast<int>(hb), static_cast<int>(wb)};
+}
+
+Result<ImageTensor> preprocess_qwen_vl(const Image& image, const QwenVlParams& params) {
+  EDGELM_TRY(const auto hw, qwen_vl_smart_resize(image.height, image.width, params.patch_size * params.merge_size,
+                                                 params.min_pixels, params.max_pixels));
+  if (hw[0] == image.height && hw[1] == image.width) return image_to_tensor(image, params.norm);
+  return image_to_tensor(resize(image, hw[1], hw[0], params.filter), params.norm);
 }
 
 }  // namespace edgelm::media

@@ -12,6 +12,7 @@
 #include <array>
 #include <vector>
 
+#include "core/result.h"
 #include "media/image.h"
 #include "media/resize.h"
 
@@ -71,5 +72,30 @@ TiledTensors preprocess_idefics3(const Image& image, const Idefics3Params& param
 // Sizes are {height, width}.
 std::array<int, 2> idefics3_longest_edge_size(int height, int width, int longest_edge, int max_image_size);
 std::array<int, 2> idefics3_tile_multiple_size(int height, int width, int tile_size);
+
+// Qwen2-VL / Qwen3-VL / Qwen3.5, Qwen2VLImageProcessor (the slow processor Qwen3-VL's fast one
+// mirrors): smart_resize to multiples of factor = patch_size * merge_size, then one PIL bicubic
+// resize, rescale and normalise (the temporal duplication to 2 frames is the encoder's, see
+// vision/vit.h). smart_resize(height, width): an aspect ratio over 200 is an error; h = round(height
+// / factor) * factor (Python's round: half to even), likewise w; if h * w > max_pixels, beta =
+// sqrt(height * width / max_pixels), h = max(factor, floor(height / beta / factor) * factor),
+// likewise w; else if h * w < min_pixels, beta = sqrt(min_pixels / (height * width)),
+// h = ceil(height * beta / factor) * factor, likewise w. Qwen3.5 / Qwen3-VL's
+// preprocessor_config.json: patch 16, merge 2, shortest_edge (min_pixels) 65536, longest_edge
+// (max_pixels) 16777216, mean = std = 0.5. The encoder takes at most 4096 merged tokens, so a
+// server passes max_pixels = 4096 * factor^2 (as ik_llama.cpp's clip.cpp caps Qwen-VL images).
+struct QwenVlParams {
+  int patch_size = 16;
+  int merge_size = 2;
+  int64_t min_pixels = 65536;
+  int64_t max_pixels = 16777216;
+  ResizeFilter filter = ResizeFilter::bicubic;
+  NormalizeParams norm;
+};
+// {height, width}; error: a side < 1, an aspect ratio over 200, or min_pixels > max_pixels.
+Result<std::array<int, 2>> qwen_vl_smart_resize(int height, int width, int factor, int64_t min_pixels,
+                                                int64_t max_pixels);
+// The resized, normalised image [3, h, w] (h, w from qwen_vl_smart_resize).
+Result<ImageTensor> preprocess_qwen_vl(const Image& image, const QwenVlParams& params);
 
 }  // namespace edgelm::media

@@ -66,6 +66,11 @@ Result<std::unique_ptr<ImageInput>> ImageInput::open(const ImageInputOptions& op
   EDGELM_TRY(ImageSource source, ImageSource::open(opts.source));
   auto enc = vision::VisionEncoder::open(opts.mmproj_path);
   if (!enc.ok()) return make_error("--mmproj '{}': {}", opts.mmproj_path, enc.error().message);
+  if ((*enc)->config().dynamic_resolution())
+    return make_error(
+        "--mmproj '{}': projector '{}' (Qwen3-VL / Qwen3.5) loads and encodes, but serving it is not implemented yet "
+        "(its image tokens need M-RoPE positions in the qwen35 model); serve the model without --mmproj",
+        opts.mmproj_path, vision::projector_name((*enc)->config().projector));
   return std::unique_ptr<ImageInput>(new ImageInput(opts, std::move(enc).value(), std::move(source)));
 }
 

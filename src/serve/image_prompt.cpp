@@ -14,6 +14,10 @@ constexpr std::string_view kFakeAround = "<fake_token_around_image>";
 constexpr std::string_view kGlobalImage = "<global-img>";
 constexpr std::string_view kIdeficsImage = "<image>";
 
+constexpr std::string_view kVisionStart = "<|vision_start|>";
+constexpr std::string_view kVisionEnd = "<|vision_end|>";
+constexpr std::string_view kImagePad = "<|image_pad|>";
+
 std::string tile_token(int row, int col) { return fmt::format("<row_{}_col_{}>", row, col); }
 
 void append_run(std::string& out, std::string_view token, int n) {
@@ -23,7 +27,12 @@ void append_run(std::string& out, std::string_view token, int n) {
 }  // namespace
 
 std::string_view image_soft_token(vision::ProjectorType p) {
-  return p == vision::ProjectorType::idefics3 ? kIdeficsImage : kGemmaSoftToken;
+  switch (p) {
+    case vision::ProjectorType::gemma3: return kGemmaSoftToken;
+    case vision::ProjectorType::idefics3: return kIdeficsImage;
+    case vision::ProjectorType::qwen3vl: return kImagePad;
+  }
+  return kGemmaSoftToken;
 }
 
 std::string image_prompt_text(vision::ProjectorType p, int n, int rows, int cols) {
@@ -51,6 +60,11 @@ std::string image_prompt_text(vision::ProjectorType p, int n, int rows, int cols
       append_run(out, kIdeficsImage, n);
       out += kFakeAround;
       break;
+    case vision::ProjectorType::qwen3vl:
+      out += kVisionStart;
+      append_run(out, kImagePad, n);
+      out += kVisionEnd;
+      break;
   }
   return out;
 }
@@ -65,6 +79,9 @@ std::vector<std::string> image_prompt_tokens(vision::ProjectorType p, int max_gr
       out = {std::string(kFakeAround), std::string(kGlobalImage), std::string(kIdeficsImage)};
       for (int r = 1; r <= max_grid; ++r)
         for (int c = 1; c <= max_grid; ++c) out.push_back(tile_token(r, c));
+      break;
+    case vision::ProjectorType::qwen3vl:
+      out = {std::string(kVisionStart), std::string(kVisionEnd), std::string(kImagePad)};
       break;
   }
   return out;

@@ -12,6 +12,9 @@
 //    "<fake_token_around_image><global-img>" + n x "<image>" + "<fake_token_around_image>".
 //    One run of n "<image>" per frame (tiles row-major, then the global view), attended causally
 //    like text (mtmd turns causal attention off only for the Gemma projectors).
+//  - qwen3vl (Qwen3-VL / Qwen3.5, as mtmd wraps it): "<|vision_start|>" + n x "<|image_pad|>" +
+//    "<|vision_end|>" (n = the image's merged tokens; the server does not serve it yet, see
+//    image_input.h).
 //
 // Invariants: the runs of the soft token in image_prompt_text are exactly the frames, in order,
 // each n long, and separated by other tokens (so the runs in a tokenized prompt can be matched
@@ -26,7 +29,8 @@
 
 namespace edgelm::serve {
 
-// The placeholder token whose runs hold the image embeddings: "<image_soft_token>", "<image>".
+// The placeholder token whose runs hold the image embeddings: "<image_soft_token>", "<image>",
+// "<|image_pad|>".
 std::string_view image_soft_token(vision::ProjectorType p);
 
 // The prompt text of one image of rows x cols tiles (0 x 0: un-split) with n tokens per frame.

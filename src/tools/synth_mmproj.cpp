@@ -13,7 +13,9 @@ void add_mmproj_synth_options(CLI::App* cmd, MmprojSynthOptions& o) {
   cmd->add_option("--mmproj-shape", o.shape,
                   "mmproj shape: gemma3 (SigLIP at 896 px, 27 layers, 256 soft tokens), tiny (112 px, 2 layers, "
                   "4 tokens, for tests), smolvlm-256m (idefics3: SigLIP-B at 512 px, 12 layers, pixel shuffle to 64 "
-                  "tokens per tile) or tiny-idefics3 (64 px, 2 layers, 4 tokens per tile); default: smolvlm-256m "
+                  "tokens per tile), tiny-idefics3 (64 px, 2 layers, 4 tokens per tile), qwen3.5-0.8b (qwen3vl_merger: "
+                  "Qwen3.5-0.8B's vision tower, dynamic resolution) or tiny-qwen3vl (patch 4, 16 x 16 positions, 2 "
+                  "layers); default: smolvlm-256m "
                   "with --shape smolvlm-256m, else gemma3");
   cmd->add_option("--mmproj-dim", o.dim, "mmproj projection width (0: the text model's --dim / shape's width)")
       ->capture_default_str();

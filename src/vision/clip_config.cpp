@@ -9,7 +9,9 @@ struct ProjectorRow {
   std::string_view name;
   ProjectorType type;
 };
-constexpr ProjectorRow kProjectors[] = {{"gemma3", ProjectorType::gemma3}, {"idefics3", ProjectorType::idefics3}};
+constexpr ProjectorRow kProjectors[] = {{"gemma3", ProjectorType::gemma3},
+                                       {"idefics3", ProjectorType::idefics3},
+                                       {"qwen3vl_merger", ProjectorType::qwen3vl}};
 
 // Upper bounds: far above any published encoder, low enough that products of them stay in int64
 // and a corrupt file cannot ask for terabytes of scratch.
@@ -103,9 +105,28 @@ Result<VisionConfig> vision_config_from_metadata(const format::GgufMetadata& md)
 
   // Gemma 3: 4 for every published size; the converter writes the key only when it differs
   // (tiny test models), as clip.cpp reads it. Idefics3: always written (SmolVLM-256M/500M: 4).
-  const char* merge_key = "clip.vision.projector.scale_factor";
+  const bool qwen = c.projector == ProjectorType::qwen3vl;
+  const char* merge_key = qwen ? "clip.vision.spatial_merge_size" : "clip.vision.projector.scale_factor";
   uint32_t merge = 0;
-  if (c.projector == ProjectorType::idefics3) {
+  if (qwen) {
+    if (c.head_dim() % 4 != 0)
+      return make_error(
+          "metadata 'clip.vision.embedding_length' / 'clip.vision.attention.head_count' = {} is not a multiple of 4 "
+          "(the 2-D RoPE rotates head_dim / 4 pairs by row and by column)",
+          c.head_dim());
+    EDGELM_TRY(merge, md.get_u32_or(merge_key, 2));
+    if (merge != 2) return make_error("metadata '{}' = {} is not supported (qwen3vl_merger merges 2 x 2)", merge_key, merge);
+    const char* ds_key = "clip.vision.is_deepstack_layers";
+    if (md.contains(ds_key)) {
+      EDGELM_TRY(const format::GgufValue::Array* a, md.get_array(ds_key));
+      for (size_t i = 0; i < a->size(); ++i) {
+        const auto b = (*a)[i].as_bool();
+        if (!b) return make_error("metadata '{}' value {} is not a boolean", ds_key, i);
+        if (*b)
+          return make_error("metadata '{}' marks layer {} as a deepstack layer, which is not supported", ds_key, i);
+      }
+    }
+  } else if (c.projector == ProjectorType::idefics3) {
     EDGELM_TRY(merge, md.get_u32(merge_key));
   } else {
     EDGELM_TRY(merge, md.get_u32_or(merge_key, 4));
@@ -115,10 +136,12 @@ Result<VisionConfig> vision_config_from_metadata(const format::GgufMetadata& md)
     return make_error("metadata '{}' = {} does not divide the patch grid side {} (image_size / patch_size)", merge_key,
                       merge, side);
   c.n_merge = static_cast<int32_t>(merge);
-  if (c.projector == ProjectorType::idefics3) {
+  if (c.projector != ProjectorType::gemma3) {
     if (int64_t{c.n_embd} * merge * merge > kMaxFf)
       return make_error("metadata '{}' = {} makes the projector input {} wide (n_embd {} x {}^2), over {}", merge_key,
                         merge, int64_t{c.n_embd} * merge * merge, c.n_embd, merge, kMaxFf);
+  }
+  if (c.projector == ProjectorType::idefics3) {
     const char* pre_key = "clip.vision.preproc_image_size";
     if (md.contains(pre_key)) {
       EDGELM_TRY(c.preproc_image_size, get_size(md, pre_key, kMaxImageSize * 4));

@@ -8,9 +8,14 @@
 // Invariants of a returned config: image_size is a multiple of patch_size; n_embd a multiple of
 // n_head; the patch grid (image_size / patch_size per side) a multiple of n_merge; eps > 0;
 // image_std > 0. Only the projector types listed in vision_projector_names() load; the others
-// (qwen3vl_merger, gemma4v, ...) are an error naming the type and the supported list.
+// (gemma4v, ...) are an error naming the type and the supported list.
 // idefics3 (SmolVLM) needs clip.vision.projector.scale_factor (its converter always writes it);
 // gemma3 defaults it to 4 (written only when it differs).
+// qwen3vl_merger (Qwen3-VL / Qwen3.5, Qwen3VLVisionModel in the converter): dynamic resolution
+// (any grid of patches whose sides are multiples of the merge 2; image_size only names the
+// learned position grid, sqrt(num_position_embeddings) * patch_size), merge from
+// clip.vision.spatial_merge_size (default 2; the reference computes only 2), and a file whose
+// clip.vision.is_deepstack_layers marks any layer is an error (Qwen3.5 has none).
 #pragma once
 
 #include <array>
@@ -23,10 +28,11 @@
 
 namespace edgelm::vision {
 
-// clip.projector_type. Planned, in the vision issue's order: qwen3vl_merger (Qwen3.5), gemma4v.
+// clip.projector_type. Planned, in the vision issue's order: gemma4v.
 enum class ProjectorType {
   gemma3,    // SigLIP + 2-D average pool (n_merge x n_merge) + RMSNorm + linear to the text width
   idefics3,  // SigLIP + pixel shuffle (space-to-depth n_merge x n_merge) + linear without bias (SmolVLM)
+  qwen3vl,   // "qwen3vl_merger": 2-frame patch conv, 2-D RoPE ViT, 2x2 merge + GELU MLP (Qwen3-VL, Qwen3.5)
 };
 
 // The FFN activation of the ViT (clip.use_gelu / clip.use_silu; neither: gelu_quick, as the reference).
@@ -60,7 +66,10 @@ struct VisionConfig {
   int32_t n_output_side() const { return n_patches_side() / n_merge; }
   int32_t n_output_tokens() const { return n_output_side() * n_output_side(); }
   // Width of one projector input token: n_embd (gemma3's pool), n_embd * n_merge^2 (idefics3's shuffle).
-  int32_t n_embd_merged() const { return projector == ProjectorType::idefics3 ? n_embd * n_merge * n_merge : n_embd; }
+  // qwen3vl: n_embd * n_merge^2 (the merger's 2x2 concatenation).
+  int32_t n_embd_merged() const { return projector == ProjectorType::gemma3 ? n_embd : n_embd * n_merge * n_merge; }
+  // qwen3vl: the image is any grid of patches with sides multiples of n_merge (the caller picks it).
+  bool dynamic_resolution() const { return projector == ProjectorType::qwen3vl; }
 };
 
 // "gemma3" -> ProjectorType::gemma3 (and "idefics3"); and back.

@@ -102,7 +102,7 @@ WeightMatrix transposed(const format::TensorInfo& t, int64_t rows, int64_t cols,
 Status pack_matrices(VisionWeights& w) {
   if (const char* env = std::getenv("EDGELM_PACK"); env != nullptr && std::string_view(env) == "0") return ok_status();
   std::vector<WeightMatrix*> all{&w.patch_embd};
-  for (WeightMatrix* m : {&w.input_proj, &w.mm_fc})  // the projector's, whichever it has
+  for (WeightMatrix* m : {&w.input_proj, &w.mm_fc, &w.mm0, &w.mm2})  // the projector's, whichever it has
     if (m->data != nullptr) all.push_back(m);
   for (VisionLayerWeights& L : w.layers)
     for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_up, &L.w_down}) all.push_back(m);
@@ -123,13 +123,42 @@ Status pack_matrices(VisionWeights& w) {
   return ok_status();
 }
 
+// qwen3vl: the two temporal frames' kernels (each [E, 3 ps ps]) summed into one F32 matrix.
+Result<WeightMatrix> summed_frames(Loader& ld, int64_t E, int64_t ps, VisionWeights& w) {
+  const int64_t K = 3 * ps * ps;
+  auto buf = std::make_unique<float[]>(static_cast<size_t>(E * K));
+  std::vector<float> tmp(static_cast<size_t>(E * K));
+  bool first = true;
+  for (const char* name : {"v.patch_embd.weight", "v.patch_embd.weight.1"}) {
+    EDGELM_TRY(const format::TensorInfo* t, ld.find(name, {ps, ps, 3, E}));
+    if (!kernels::can_dequantize(t->type))
+      return make_error("tensor '{}' has type {}, which this build cannot convert", t->name, dtype_name(t->type));
+    kernels::to_float(t->type, t->data, tmp.data(), E * K);
+    for (int64_t i = 0; i < E * K; ++i) buf[static_cast<size_t>(i)] = (first ? 0.0f : buf[static_cast<size_t>(i)]) + tmp[static_cast<size_t>(i)];
+    first = false;
+  }
+  WeightMatrix m{DType::f32, E, K, reinterpret_cast<const uint8_t*>(buf.get()), static_cast<size_t>(K) * sizeof(float)};
+  w.owned.push_back(std::move(buf));
+  return m;
+}
+
+// Rows [r0, r0 + rows) of m, as a matrix of their own.
+WeightMatrix row_view(const WeightMatrix& m, int64_t r0, int64_t rows) {
+  return WeightMatrix{m.type, rows, m.cols, m.data + static_cast<size_t>(r0) * m.row_bytes, m.row_bytes};
+}
+
 }  // namespace
 
 Result<VisionWeights> load_vision_weights(const format::ModelFile& file, const VisionConfig& c) {
   VisionWeights w;
   Loader ld(file, w);
   const int64_t E = c.n_embd, F = c.n_ff, ps = c.patch_size, P = c.projection_dim;
-  EDGELM_TRY(w.patch_embd, ld.matrix("v.patch_embd.weight", {ps, ps, 3, E}, E, 3 * ps * ps));
+  const bool qwen = c.projector == ProjectorType::qwen3vl;
+  if (qwen) {
+    EDGELM_TRY(w.patch_embd, summed_frames(ld, E, ps, w));
+  } else {
+    EDGELM_TRY(w.patch_embd, ld.matrix("v.patch_embd.weight", {ps, ps, 3, E}, E, 3 * ps * ps));
+  }
   EDGELM_TRY(w.patch_bias, ld.vector("v.patch_embd.bias", E));
   EDGELM_TRY(w.pos_embd, ld.floats("v.position_embd.weight", {E, c.n_patches(), 1, 1}));
   w.layers.resize(static_cast<size_t>(c.n_layer));
@@ -138,12 +167,19 @@ Result<VisionWeights> load_vision_weights(const format::ModelFile& file, const V
     const std::string p = "v.blk." + std::to_string(l) + ".";
     EDGELM_TRY(L.ln1_w, ld.vector(p + "ln1.weight", E));
     EDGELM_TRY(L.ln1_b, ld.vector(p + "ln1.bias", E));
-    EDGELM_TRY(L.wq, ld.matrix(p + "attn_q.weight", E, E));
-    EDGELM_TRY(L.bq, ld.vector(p + "attn_q.bias", E));
-    EDGELM_TRY(L.wk, ld.matrix(p + "attn_k.weight", E, E));
-    EDGELM_TRY(L.bk, ld.vector(p + "attn_k.bias", E));
-    EDGELM_TRY(L.wv, ld.matrix(p + "attn_v.weight", E, E));
-    EDGELM_TRY(L.bv, ld.vector(p + "attn_v.bias", E));
+    if (qwen) {
+      EDGELM_TRY(const WeightMatrix qkv, ld.matrix(p + "attn_qkv.weight", 3 * E, E));
+      EDGELM_TRY(const float* b, ld.vector(p + "attn_qkv.bias", 3 * E));
+      L.wq = row_view(qkv, 0, E), L.wk = row_view(qkv, E, E), L.wv = row_view(qkv, 2 * E, E);
+      L.bq = b, L.bk = b + E, L.bv = b + 2 * E;
+    } else {
+      EDGELM_TRY(L.wq, ld.matrix(p + "attn_q.weight", E, E));
+      EDGELM_TRY(L.bq, ld.vector(p + "attn_q.bias", E));
+      EDGELM_TRY(L.wk, ld.matrix(p + "attn_k.weight", E, E));
+      EDGELM_TRY(L.bk, ld.vector(p + "attn_k.bias", E));
+      EDGELM_TRY(L.wv, ld.matrix(p + "attn_v.weight", E, E));
+      EDGELM_TRY(L.bv, ld.vector(p + "attn_v.bias", E));
+    }
     EDGELM_TRY(L.wo, ld.matrix(p + "attn_out.weight", E, E));
     EDGELM_TRY(L.bo, ld.vector(p + "attn_out.bias", E));
     EDGELM_TRY(L.ln2_w, ld.vector(p + "ln2.weight", E));
@@ -170,7 +206,18 @@ Result<VisionWeights> load_vision_weights(const format::ModelFile& file, const V
       w.input_proj = transposed(*t, P, E, w);
       break;
     }
-    case ProjectorType::idefics3: EDGELM_TRY(w.mm_fc, ld.matrix("mm.model.fc.weight", P, c.n_embd_merged())); break;
+    case ProjectorType::idefics3: {
+      EDGELM_TRY(w.mm_fc, ld.matrix("mm.model.fc.weight", P, c.n_embd_merged()));
+      break;
+    }
+    case ProjectorType::qwen3vl: {
+      const int64_t M = c.n_embd_merged();
+      EDGELM_TRY(w.mm0, ld.matrix("mm.0.weight", M, M));
+      EDGELM_TRY(w.mm0_b, ld.vector("mm.0.bias", M));
+      EDGELM_TRY(w.mm2, ld.matrix("mm.2.weight", P, M));
+      EDGELM_TRY(w.mm2_b, ld.vector("mm.2.bias", P));
+      break;
+    }
   }
   EDGELM_TRY_STATUS(ld.check_all_used(projector_name(c.projector)));
   EDGELM_TRY_STATUS(pack_matrices(w));

@@ -13,6 +13,13 @@
 // ggml_transpose of it), which is transposed here once at load. idefics3: mm.model.fc.weight, a
 // plain linear weight ne = {n_embd * n_merge^2, projection_dim} (HF's
 // connector.modality_projection.proj, no bias), used as stored.
+// qwen3vl_merger (Qwen3VLVisionModel in the converter): the Conv3d patch kernel (temporal 2) is
+// split into v.patch_embd.weight (frame 0) and v.patch_embd.weight.1 (frame 1); an image is both
+// frames, so the two are summed at load into one F32 [n_embd, 3 ps ps] matrix (+ v.patch_embd.bias).
+// v.position_embd.weight [side^2, n_embd] is the learned grid (interpolated by the encoder).
+// Attention is fused: v.blk.N.attn_qkv.weight ne = {n_embd, 3 n_embd} (rows q, k, v) + bias, read
+// here as three row views wq, wk, wv. v.post_ln is HF's merger.norm; mm.0 (linear_fc1, [4E, 4E])
+// and mm.2 (linear_fc2, [projection_dim, 4E]) with biases.
 //
 // Every tensor is shape-checked (an error names the tensor and both shapes), and a tensor the
 // encoder would not use is an error naming it. Older converters (the first Gemma 3 mmproj
@@ -63,6 +70,11 @@ struct VisionWeights {
   WeightMatrix input_proj;               // [projection_dim, n_embd] (transposed from the file at load)
   // idefics3 projector
   WeightMatrix mm_fc;         // [projection_dim, n_embd * n_merge^2]
+  // qwen3vl merger
+  WeightMatrix mm0;              // [4 n_embd, 4 n_embd]
+  const float* mm0_b = nullptr;  // [4 n_embd]
+  WeightMatrix mm2;              // [projection_dim, 4 n_embd]
+  const float* mm2_b = nullptr;  // [projection_dim]
   uint64_t n_bytes_file = 0;  // bytes of the tensors as stored in the file
 
   // Float copies of vectors not stored as F32, and the transposed projection.

@@ -66,7 +66,20 @@ Status apply_mmproj_shape(SyntheticMmprojSpec& s, std::string_view name) {
     s.projection_dim = 24, s.n_merge = 4, s.eps = 1e-6f, s.preproc_image_size = 128;
     return ok_status();
   }
-  return make_error("unknown mmproj shape '{}' (known: gemma3, tiny, smolvlm-256m, tiny-idefics3)", name);
+  if (name == "qwen3.5-0.8b") {
+    s.projector = ProjectorType::qwen3vl;
+    s.image_size = 768, s.patch_size = 16, s.n_embd = 768, s.n_ff = 3072, s.n_layer = 12, s.n_head = 12;
+    s.projection_dim = 1024, s.n_merge = 2, s.eps = 1e-6f;
+    return ok_status();
+  }
+  if (name == "tiny-qwen3vl") {
+    s.projector = ProjectorType::qwen3vl;
+    s.image_size = 64, s.patch_size = 4, s.n_embd = 32, s.n_ff = 48, s.n_layer = 2, s.n_head = 4;
+    s.projection_dim = 24, s.n_merge = 2, s.eps = 1e-6f;
+    return ok_status();
+  }
+  return make_error(
+      "unknown mmproj shape '{}' (known: gemma3, tiny, smolvlm-256m, tiny-idefics3, qwen3.5-0.8b, tiny-qwen3vl)", name);
 }
 
 Result<format::ModelFile> make_synthetic_mmproj(const SyntheticMmprojSpec& s) {
@@ -104,21 +117,35 @@ Result<format::ModelFile> make_synthetic_mmproj(const SyntheticMmprojSpec& s) {
   md.set("clip.vision.image_mean", rgb(0.5f));
   md.set("clip.vision.image_std", rgb(0.5f));
   md.set("clip.vision.attention.layer_norm_epsilon", GgufValue::from_f32(s.eps));
-  if (s.n_merge != 4 || idefics3) md.set("clip.vision.projector.scale_factor", u32(s.n_merge));
+  const bool qwen = s.projector == ProjectorType::qwen3vl;
+  if (qwen) {
+    md.set("clip.vision.spatial_merge_size", u32(s.n_merge));
+    std::vector<GgufValue> ds(static_cast<size_t>(s.n_layer), GgufValue::from_bool(false));
+    md.set("clip.vision.is_deepstack_layers", GgufValue::from_array(format::GgufType::boolean, std::move(ds)));
+  } else if (s.n_merge != 4 || idefics3) {
+    md.set("clip.vision.projector.scale_factor", u32(s.n_merge));
+  }
   if (idefics3 && s.preproc_image_size > 0) md.set("clip.vision.preproc_image_size", u32(s.preproc_image_size));
 
   Writer w(file, s.seed);
   const int64_t E = s.n_embd, F = s.n_ff, ps = s.patch_size, P = s.projection_dim;
   const DType T = s.weight_type;
   const float sE = 1.0f / std::sqrt(static_cast<float>(E)), sF = 1.0f / std::sqrt(static_cast<float>(F));
-  w.add("v.patch_embd.weight", {ps, ps, 3, E}, DType::f32, 1.0f / std::sqrt(static_cast<float>(3 * ps * ps)));
+  const float s_patch = 1.0f / std::sqrt(static_cast<float>(3 * ps * ps * (qwen ? 2 : 1)));
+  w.add("v.patch_embd.weight", {ps, ps, 3, E}, DType::f32, s_patch);
+  if (qwen) w.add("v.patch_embd.weight.1", {ps, ps, 3, E}, DType::f32, s_patch);
   w.vector("v.patch_embd.bias", E, 0.1f);
   w.add("v.position_embd.weight", {E, int64_t{side} * side, 1, 1}, DType::f32, 0.5f);
   for (int32_t l = 0; l < s.n_layer; ++l) {
     const std::string p = "v.blk." + std::to_string(l) + ".";
-    for (const char* m : {"attn_q", "attn_k", "attn_v"}) {
-      w.add(p + m + ".weight", {E, E, 1, 1}, T, sE);
-      w.vector(p + m + ".bias", E, 0.1f);
+    if (qwen) {
+      w.add(p + "attn_qkv.weight", {E, 3 * E, 1, 1}, T, sE);
+      w.vector(p + "attn_qkv.bias", 3 * E, 0.1f);
+    } else {
+      for (const char* m : {"attn_q", "attn_k", "attn_v"}) {
+        w.add(p + m + ".weight", {E, E, 1, 1}, T, sE);
+        w.vector(p + m + ".bias", E, 0.1f);
+      }
     }
     w.add(p + "attn_out.weight", {E, E, 1, 1}, T, sE);
     w.vector(p + "attn_out.bias", E, 0.1f);
@@ -135,6 +162,15 @@ Result<format::ModelFile> make_synthetic_mmproj(const SyntheticMmprojSpec& s) {
   }
   w.vector("v.post_ln.weight", E, 0.1f, 1.0f);
   w.vector("v.post_ln.bias", E, 0.1f);
+  if (qwen) {
+    const int64_t M = E * s.n_merge * s.n_merge;
+    const float sM = 1.0f / std::sqrt(static_cast<float>(M));
+    w.add("mm.0.weight", {M, M, 1, 1}, T, sM);
+    w.vector("mm.0.bias", M, 0.1f);
+    w.add("mm.2.weight", {M, P, 1, 1}, T, sM);
+    w.vector("mm.2.bias", P, 0.1f);
+    return file;
+  }
   if (idefics3) {
     const int64_t M = E * s.n_merge * s.n_merge;  // a linear weight [P, M]: ne = {M, P}
     w.add("mm.model.fc.weight", {M, P, 1, 1}, T, 1.0f / std::sqrt(static_cast<float>(M)));

@@ -9,6 +9,10 @@
 // idefics3 (SmolVLM): clip.projector_type = idefics3, clip.vision.projector.scale_factor always,
 // clip.vision.preproc_image_size (the processor's longest edge) when set, and mm.model.fc.weight
 // ne = {n_embd * n_merge^2, projection_dim} instead of gemma3's soft_emb_norm + input_projection.
+// qwen3vl_merger (Qwen3VLVisionModel): clip.vision.spatial_merge_size, clip.vision.
+// is_deepstack_layers (all false), the two temporal frames v.patch_embd.weight and
+// v.patch_embd.weight.1, fused v.blk.N.attn_qkv, mm.0 and mm.2 (weights and biases); no
+// projector.scale_factor. image_size names the learned position grid (sqrt(positions) * patch).
 // The patch and position embeddings are F32 (the converter forces ".embeddings." to F32),
 // vectors are F32, the other matrices (mm.input_projection included) are of the chosen type.
 // Weights are drawn from a seeded generator (reproducible) and scaled so that activations stay
@@ -48,7 +52,10 @@ struct SyntheticMmprojSpec {
 // at 512 px as in SmolVLM-256M/500M: 12 layers, width 768, FFN 3072, 12 heads, patch 16, pixel
 // shuffle 4 to 64 tokens of 12288, projection 576, longest edge 2048) and "tiny-idefics3" (64 px,
 // patch 8: 8x8 patches shuffled 4x4 to 4 tokens of 512, projection 24, longest edge 128, so a
-// square image is 2 x 2 tiles plus the global view). Error lists the names.
+// square image is 2 x 2 tiles plus the global view); "qwen3.5-0.8b" (qwen3vl_merger: the vision
+// tower of Qwen3.5-0.8B: 12 layers, width 768, FFN 3072, 12 heads, patch 16, 48 x 48 learned
+// positions (768 px), 2 x 2 merge, projection 1024, eps 1e-6) and "tiny-qwen3vl" (patch 4, 16 x 16
+// positions (64 px), width 32, 4 heads of 8, FFN 48, 2 layers, projection 24). Error lists the names.
 Status apply_mmproj_shape(SyntheticMmprojSpec& spec, std::string_view name);
 
 Result<format::ModelFile> make_synthetic_mmproj(const SyntheticMmprojSpec& spec);

@@ -18,6 +18,22 @@
 // mm.model.fc (no bias) to projection_dim. SmolVLM-256M: 32 x 32 patches of 768 -> 8 x 8 tokens of
 // 12288 -> 64 x 576.
 //
+// qwen3vl (Qwen3-VL / Qwen3.5, "qwen3vl_merger"): dynamic resolution, a width x height image
+// (multiples of 2 patch_size) is a gx x gy patch grid whose tokens are ordered by 2 x 2 merge
+// block, as ik_llama.cpp's build_qwen3vl permutes them: token t = ((by * gx/2 + bx) * 2 + dy) * 2
+// + dx is patch (y, x) = (2 by + dy, 2 bx + dx). Patch embedding with the two temporal frames'
+// kernels summed (both frames are the image); the learned side x side position grid resampled to
+// gy x gx by bilinear interpolation with aligned corners (HF's fast_pos_embed_interpolate:
+// linspace(0, side - 1, g)); in attention, 2-D RoPE on q and k after their biases (theta 10000):
+// pair i < head_dim / 2 rotates elements (i, i + head_dim / 2), by angle y * 10000^(-4 i / head_dim)
+// for i < head_dim / 4 and x * 10000^(-4 (i - head_dim / 4) / head_dim) after; FFN GELU (tanh);
+// post LN (HF's merger.norm), then every 4 consecutive tokens (one merge block) concatenated
+// to 4 n_embd -> mm.0 + bias -> GELU (tanh, as the reference's ggml_gelu; HF's merger uses the
+// exact erf GELU, within 5e-4 of it) -> mm.2 + bias: (gx / 2) (gy / 2) tokens, row-major by block.
+// Note: the reference's CPU upscale computes its bilinear mode as nearest (i / scale, truncated),
+// so it agrees with this encoder (and HF) exactly only where no interpolation is needed or the
+// source positions land on whole cells ((side - 1) / (g - 1) an integer); the goldens use such grids.
+//
 // Every matrix product with many rows goes through kernels::matmul (the packed multi-token GEMM
 // of the weight's type); attention is vit_attention.h; the element-wise parts run over the pool.
 //
@@ -50,6 +66,7 @@ struct VisionScratch {
   std::vector<float> h;       // [n_patches, n_embd] normed input / per-head queries / matmul outputs
   std::vector<float> big;     // max([n_patches, 3 ps ps], 4 x [n_patches, n_embd], [n_patches, n_ff])
   std::vector<float> pooled;  // [n_output_tokens, n_embd_merged]: pooled (gemma3) or shuffled (idefics3)
+  std::vector<float> rope;    // qwen3vl: [n_patches, head_dim / 2] cos then [n_patches, head_dim / 2] sin
   kernels::MatmulScratch mm;
   std::vector<AttentionThreadScratch> attention;  // per pool thread
 
@@ -59,6 +76,7 @@ struct VisionScratch {
 
 class VisionEncoder {
  public:
+  static constexpr int32_t kMaxDynamicTokens = 4096;
   // Takes the file (its mapping stays alive with the encoder) and checks its config and weights.
   static Result<std::unique_ptr<VisionEncoder>> load(format::ModelFile file);
   // open_model_file + load.
@@ -66,7 +84,14 @@ class VisionEncoder {
 
   const VisionConfig& config() const { return config_; }
   const VisionWeights& weights() const { return weights_; }
+  // At the file's image_size (the only size for gemma3 and idefics3).
   int n_output_tokens() const { return config_.n_output_tokens(); }
+  // For a width x height image (qwen3vl: (width / 2 ps) (height / 2 ps); others: the fixed count).
+  int n_output_tokens(int32_t width, int32_t height) const;
+  // Error unless encode accepts a width x height image: image_size square, or for qwen3vl any
+  // size whose sides are positive multiples of patch_size * n_merge, up to kMaxDynamicTokens output
+  // tokens (the reference's image_max_pixels for Qwen-VL: 4096 merged tokens).
+  Status check_size(int32_t width, int32_t height) const;
   int n_embd_out() const { return config_.projection_dim; }
   // Elements of one image tensor: 3 * image_size^2.
   int64_t n_input_floats() const;
@@ -78,14 +103,28 @@ class VisionEncoder {
   // wrong size, or a non-finite input value.
   Status encode(const float* chw, std::span<float> out, ThreadPool& pool) const;
   Status encode(const float* chw, std::span<float> out, ThreadPool& pool, VisionScratch& scratch) const;
+  // chw: [3, height, width]; out: [n_output_tokens(width, height), n_embd_out]. Errors as above,
+  // and check_size's.
+  Status encode(const float* chw, int32_t width, int32_t height, std::span<float> out, ThreadPool& pool,
+                VisionScratch& scratch) const;
 
  private:
   VisionEncoder() = default;
 
-  void embed_patches(const float* chw, VisionScratch& s, ThreadPool& pool) const;
-  void run_layer(const VisionLayerWeights& L, VisionScratch& s, ThreadPool& pool) const;
+  // The patch grid of one encode: gx x gy patches.
+  struct Grid {
+    int64_t gx = 0, gy = 0;
+    int64_t n() const { return gx * gy; }
+  };
+  // (y, x) of token t in the encoder's token order (row-major; qwen3vl: by merge block).
+  void patch_yx(const Grid& g, int64_t t, int64_t& y, int64_t& x) const;
+  void embed_patches(const float* chw, const Grid& g, VisionScratch& s, ThreadPool& pool) const;
+  void add_positions(const Grid& g, VisionScratch& s, ThreadPool& pool) const;
+  void rope_table(const Grid& g, VisionScratch& s) const;
+  void run_layer(const VisionLayerWeights& L, const Grid& g, VisionScratch& s, ThreadPool& pool) const;
   void project_gemma3(float* out, VisionScratch& s, ThreadPool& pool) const;
   void project_idefics3(float* out, VisionScratch& s, ThreadPool& pool) const;
+  void project_qwen3vl(float* out, const Grid& g, VisionScratch& s, ThreadPool& pool) const;
 
   format::ModelFile file_;
   VisionConfig config_;

@@ -175,6 +175,22 @@ TEST_F(ServerImages, TheStartupCheckMatchesTheModel) {
   EXPECT_NE(missing.error().message.find("--mmproj"), std::string::npos);
 }
 
+TEST_F(ServerImages, AQwen3vlMmprojIsRefusedAtStartupNamingWhatIsMissing) {
+  vision::SyntheticMmprojSpec m;
+  ASSERT_TRUE(vision::apply_mmproj_shape(m, "tiny-qwen3vl").ok());
+  auto file = vision::make_synthetic_mmproj(m);
+  ASSERT_TRUE(file.ok());
+  serve::ImageInputOptions io;
+  io.mmproj_path = dir_->file("qwen3vl.gguf");
+  ASSERT_TRUE(format::write_gguf(io.mmproj_path, *file).ok());
+  auto in = serve::ImageInput::open(io);
+  ASSERT_FALSE(in.ok());
+  const std::string& msg = in.error().message;
+  EXPECT_NE(msg.find("--mmproj"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("qwen3vl_merger"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not implemented"), std::string::npos) << msg;
+}
+
 TEST(ImageBase64, DecodesStrictly) {
   EXPECT_EQ(serve::base64_decode("aGVsbG8="), "hello");
   EXPECT_EQ(serve::base64_decode("aGVsbG8"), "hello");

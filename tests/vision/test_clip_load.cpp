@@ -238,9 +238,11 @@ TEST(ClipLoad, BadValuesAreNamed) {
     return load_error(std::move(f));
   };
   using format::GgufValue;
-  std::string err = with("clip.projector_type", GgufValue::from_string("qwen3vl_merger"));
-  expect_contains(err, "'qwen3vl_merger'");
-  expect_contains(err, "supported: gemma3, idefics3");
+  std::string err = with("clip.projector_type", GgufValue::from_string("gemma4v"));
+  expect_contains(err, "'gemma4v'");
+  expect_contains(err, "supported: gemma3, idefics3, qwen3vl_merger");
+  // a gemma3 file relabelled qwen3vl_merger lacks the second temporal patch kernel
+  expect_contains(with("clip.projector_type", GgufValue::from_string("qwen3vl_merger")), "v.patch_embd.weight.1");
   expect_contains(with("general.architecture", GgufValue::from_string("llama")), "not 'clip'");
   expect_contains(with("clip.vision.block_count", GgufValue::from_u32(0)), "clip.vision.block_count' = 0");
   expect_contains(with("clip.vision.attention.head_count", GgufValue::from_u32(3)), "head_count' = 3");

@@ -24,19 +24,20 @@
 namespace edgelm::vision {
 namespace {
 
-// The recording harness's image: an LCG in interleaved RGB, as planar CHW.
-std::vector<float> harness_image(int64_t S) {
-  std::vector<float> hwc(static_cast<size_t>(3 * S * S)), chw(hwc.size());
+// The recording harness's image: an LCG in interleaved RGB (W x H, row-major), as planar CHW.
+std::vector<float> harness_image(int64_t W, int64_t H) {
+  std::vector<float> hwc(static_cast<size_t>(3 * W * H)), chw(hwc.size());
   uint32_t st = 12345;
   for (float& v : hwc) {
     st = st * 1664525u + 1013904223u;
     v = static_cast<float>(st >> 8) / 16777216.0f * 2.0f - 1.0f;
   }
-  for (int64_t y = 0; y < S; ++y)
-    for (int64_t x = 0; x < S; ++x)
-      for (int64_t c = 0; c < 3; ++c) chw[(c * S + y) * S + x] = hwc[3 * (y * S + x) + c];
+  for (int64_t y = 0; y < H; ++y)
+    for (int64_t x = 0; x < W; ++x)
+      for (int64_t c = 0; c < 3; ++c) chw[(c * H + y) * W + x] = hwc[3 * (y * W + x) + c];
   return chw;
 }
+std::vector<float> harness_image(int64_t S) { return harness_image(S, S); }
 
 // cosine and max |difference| / max |golden| of got[idx[i]] against want[i].
 std::pair<double, double> agreement(const std::vector<float>& got, const std::vector<size_t>& idx,
@@ -159,6 +160,77 @@ TEST(VisionGolden, Idefics3SmolVlmF32MatchesTheReferenceEngine) {
   std::printf("idefics3 smolvlm-256m: cosine %.7f, max diff %.2g of scale\n", cosine, diff);
   EXPECT_GE(cosine, 0.9999);
   EXPECT_LE(diff, 1e-3);
+}
+
+
+// qwen3vl_merger (Qwen3.5): the harness image (W x H given to clip_image_encode as is, so the
+// reference's own preprocessing is not involved) through ik_llama.cpp's clip_image_encode (commit
+// 8337e4cd3, CPU, F32 kq), unchanged, on the mmproj files that
+//   edgelm synth ... --mmproj-shape tiny-qwen3vl --mmproj-dim 24 --seed 1   (16 x 16 learned positions)
+//   edgelm synth ... --mmproj-shape qwen3.5-0.8b --mmproj-dim 1024 --seed 1 (Qwen3.5-0.8B's tower)
+// write: 64 x 64 px (the stored 16 x 16 grid; the first 96 values and token 63's first 8 of
+// 64 x 24), 24 x 16 px (a 6 x 4 grid, positions resampled from 16 x 16 at whole cells: all
+// 6 x 24 values) and, for Qwen3.5-0.8B, 768 x 32 px (48 x 2 patches, rows resampled from 48 to 2;
+// the first 96 values and token 23's first 8 of 24 x 1024). Grids whose resampled positions fall
+// between cells are not recorded: that build's CPU upscale computes its bilinear mode as nearest
+// (see vit.h), so there it differs from HF's interpolation that the encoder follows (measured on
+// 40 x 56 px, a 10 x 14 grid: cosine 0.933 over the first 96 values).
+constexpr float kQwenTinySquareHead[96] = {0.1282148f, 0.1078991f, 1.484626f, -0.8218331f, 0.3619305f, 0.2693366f, 0.4790819f, 0.009872256f, 0.2826021f, 0.1146088f, 0.2229972f, 0.3394073f, 0.8113249f, 0.05698708f, -2.10517f, -0.7917556f, 0.9946277f, 1.005064f, -1.574447f, -0.1501145f, -0.9576676f, 0.06827018f, 0.4816183f, -0.09736487f, 0.2938207f, -0.1328678f, 0.1291275f, 0.3584319f, 0.3233871f, -0.3104206f, 0.08601542f, 0.5039859f, 0.1040092f, -0.5655661f, 0.1579142f, -0.2055358f, 0.6688761f, -0.4108354f, -0.8116087f, 0.3377932f, -0.4230377f, -0.02227978f, -1.093843f, -0.007708136f, 0.8077127f, -0.1749882f, 0.4767798f, -0.3506039f, 0.2713781f, 0.1161873f, -0.2248542f, 0.1797663f, -0.2073076f, 0.7010047f, -0.4200827f, -0.2492039f, 0.2164994f, 0.7884719f, 0.1262194f, 0.2188864f, 0.1550034f, -0.2039882f, -0.6042802f, -0.7659126f, -0.9778091f, -0.2615709f, -1.012204f, 0.3627237f, 0.03971148f, 0.5501098f, -0.3477032f, -0.4451157f, -0.2683754f, -0.0305666f, 0.08211048f, -0.7126903f, 0.31955f, -0.005968149f, 0.9516472f, 0.6845268f, -0.6280711f, -0.2935848f, -0.2022216f, 0.1200583f, -0.5209329f, 0.256584f, -1.535602f, -0.1619099f, -1.064968f, -0.3381599f, -0.6675715f, 0.2857561f, 0.2675412f, 0.002252021f, -0.2414739f, -0.487308f};
+constexpr float kQwenTinySquareLast[8] = {0.09106123f, 0.008077044f, 1.388842f, 0.7985362f, 0.4686335f, -0.03853622f, 1.905541f, -0.3504964f};
+constexpr float kQwenTinyWide[144] = {0.5669992f, 0.178425f, 0.6449293f, 0.2279489f, 1.075859f, -0.3477067f, 0.7891991f, -0.1296814f, 1.511973f, -0.2077913f, 0.1345843f, -0.08007394f, 0.4270348f, 0.1931698f, -1.760469f, -0.8368346f, -0.3325427f, -0.1390414f, -0.7305286f, -0.05686489f, 0.2305065f, -0.1991329f, 0.2849874f, -0.741549f, 0.3003491f, -0.1395932f, -0.0561203f, 0.9774174f, 1.192638f, 0.0554332f, 0.05795203f, 0.1774925f, 0.04836136f, -0.07239804f, 0.0828905f, -1.091394f, 0.3613347f, -0.1854579f, -0.9851888f, -0.2713022f, -1.13029f, -0.1958827f, -0.9703517f, -0.4885532f, 0.8127061f, 0.7150072f, 0.1128175f, -0.1354968f, 0.2409105f, -0.4585811f, -1.275895f, 0.2868605f, 0.00518848f, 0.7581241f, 0.4993554f, 0.5574964f, 0.1715754f, 0.5596181f, -0.5435349f, -0.6180601f, 0.1732673f, 0.03623705f, -1.574915f, -1.480275f, -0.749108f, -0.1931084f, -2.060364f, -0.5612962f, 0.09771542f, 0.4067225f, 0.08924985f, -0.04052024f, -0.490137f, -0.4825091f, 0.4000084f, 0.6892164f, 0.7018149f, -0.3548331f, 1.243433f, 0.7893576f, 0.8186131f, -0.2223541f, 0.2626523f, -0.6922019f, 0.388253f, -1.716368f, -1.982705f, -0.9716945f, 0.218807f, 0.2518421f, -0.5697706f, 0.04254908f, -0.5243539f, -0.5036384f, 0.3802395f, 0.36444f, -0.3641404f, -0.2584502f, 0.7912987f, 0.1423739f, 0.3948461f, -0.4414933f, 1.562838f, 0.5224458f, -0.1378718f, 0.2237438f, -0.308751f, -0.7490758f, 0.5015021f, -0.5516841f, -2.45885f, -0.09847014f, 0.06741673f, 0.1470991f, -0.689097f, -1.264503f, -0.570487f, -0.7026811f, -0.1459448f, -0.5403823f, -0.08202928f, 0.8149166f, 0.04795161f, 0.4385958f, 0.7774509f, 0.8693126f, 0.5414642f, -0.006732868f, -0.5450513f, 0.1325392f, -0.3942593f, 0.2440138f, 0.7524049f, -0.1076414f, -1.988405f, -0.9596636f, -0.6850301f, 0.4290084f, -0.7800603f, -1.125663f, -0.4346241f, -0.04699358f, 0.4194886f, -0.2732002f};
+constexpr float kQwen35Head[96] = {0.08606939f, 0.143025f, 0.8951424f, -1.093137f, -0.2795891f, 1.310992f, -0.1872692f, -0.4062025f, 0.03893289f, -0.5185209f, -1.42571f, -0.2076597f, -0.8549628f, 0.6263002f, -0.2736251f, -0.7831357f, -0.9026964f, -0.8586581f, 0.5408196f, 0.5974791f, -0.08350365f, 0.5807932f, 0.1564139f, -0.2754267f, 0.4166156f, 0.3760087f, 0.08465534f, -0.2760451f, 0.1366803f, -0.8654591f, -0.1659304f, 0.3622079f, -0.006698817f, -0.6276527f, 0.7627473f, -0.2932018f, -0.1465645f, -0.2583211f, 0.07229176f, -1.279217f, -0.263294f, -0.4558301f, 0.4562019f, -0.4549412f, 0.1567182f, -0.5872276f, 1.136156f, 0.1552873f, 0.05015683f, -0.6517096f, 0.05382245f, -0.608181f, 0.8371536f, -0.112166f, -0.3973088f, 0.1382785f, 0.6542336f, -0.4852025f, -0.7419435f, 0.7549918f, -1.177433f, 0.8867626f, 0.08990138f, 0.5236637f, -0.5929924f, 0.3080349f, -0.6675845f, 0.2461057f, -0.3637046f, 0.9539908f, 0.4539591f, 0.497011f, -0.4155032f, -0.550923f, 0.127421f, 0.6922047f, -0.3346751f, 1.147321f, -0.5361882f, 0.3805618f, -0.2669943f, -0.316314f, -0.2106854f, -0.08204448f, -0.2266901f, 0.5289308f, 0.4599378f, -1.150217f, 1.132337f, 0.6747337f, 0.5359043f, -0.1338001f, 0.06068884f, 0.06837187f, -0.9620541f, -0.4572123f};
+constexpr float kQwen35Last[8] = {0.3077958f, 0.09594601f, 0.9850825f, -1.233813f, -0.425387f, 1.138664f, -0.01242808f, -0.4830325f};
+
+std::vector<float> encode_qwen(const char* shape, int32_t projection_dim, int32_t W, int32_t H) {
+  SyntheticMmprojSpec s;
+  EXPECT_TRUE(apply_mmproj_shape(s, shape).ok());
+  s.projection_dim = projection_dim;
+  s.seed = 2;
+  auto file = make_synthetic_mmproj(s);
+  EXPECT_TRUE(file.ok()) << file.error().message;
+  auto enc = VisionEncoder::load(std::move(*file));
+  EXPECT_TRUE(enc.ok()) << enc.error().message;
+  std::vector<float> out(static_cast<size_t>((*enc)->n_output_tokens(W, H)) * projection_dim);
+  const std::vector<float> img = harness_image(W, H);
+  ThreadPool pool(2);
+  VisionScratch scratch;
+  const Status st = (*enc)->encode(img.data(), W, H, out, pool, scratch);
+  EXPECT_TRUE(st.ok()) << st.error().message;
+  return out;
+}
+
+// Checks the first n_head values and the first 8 of token `last` against the golden.
+void expect_golden(const std::vector<float>& out, const char* what, const float* head, size_t n_head,
+                   const float* last8, size_t last, size_t width) {
+  std::vector<size_t> idx;
+  std::vector<float> want(head, head + n_head);
+  for (size_t i = 0; i < n_head; ++i) idx.push_back(i);
+  for (size_t i = 0; last8 != nullptr && i < 8; ++i) {
+    idx.push_back(last * width + i);
+    want.push_back(last8[i]);
+  }
+  const auto [cosine, diff] = agreement(out, idx, want);
+  std::printf("%s: cosine %.7f, max diff %.2g of scale\n", what, cosine, diff);
+  EXPECT_GE(cosine, 0.9999);
+  EXPECT_LE(diff, 1e-3);
+}
+
+TEST(VisionGolden, Qwen3vlTinySquareMatchesTheReferenceEngine) {
+  const std::vector<float> out = encode_qwen("tiny-qwen3vl", 24, 64, 64);
+  ASSERT_EQ(out.size(), 64u * 24u);
+  expect_golden(out, "qwen3vl tiny 64 x 64", kQwenTinySquareHead, 96, kQwenTinySquareLast, 63, 24);
+}
+
+TEST(VisionGolden, Qwen3vlTinyNonSquareMatchesTheReferenceEngine) {
+  const std::vector<float> out = encode_qwen("tiny-qwen3vl", 24, 24, 16);
+  ASSERT_EQ(out.size(), 6u * 24u);
+  expect_golden(out, "qwen3vl tiny 24 x 16", kQwenTinyWide, 144, nullptr, 0, 24);
+}
+
+TEST(VisionGolden, Qwen35EncoderMatchesTheReferenceEngine) {
+  const std::vector<float> out = encode_qwen("qwen3.5-0.8b", 1024, 768, 32);
+  ASSERT_EQ(out.size(), 24u * 1024u);
+  expect_golden(out, "qwen3.5-0.8b 768 x 32", kQwen35Head, 96, kQwen35Last, 23, 1024);
 }
 
 }  // namespace
