@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "engine/draft_sampling.h"
 #include "engine/scheduler.h"
 #include "kernels/ops_vector.h"
 #include "model/ops.h"
@@ -161,17 +162,7 @@ void MtpDrafter::propose(std::span<Sequence* const> seqs, std::span<const int32_
       Sequence& s = *a.s;
       a.g.assign(scratch_.x_out.begin() + static_cast<std::ptrdiff_t>(r * E),
                  scratch_.x_out.begin() + static_cast<std::ptrdiff_t>((r + 1) * E));
-      sample::Sampler& smp = a.st->sampler;
-      hist_.assign(s.tokens.begin(), s.tokens.end());
-      hist_.insert(hist_.end(), s.draft.begin(), s.draft.end());
-      const std::span<float> row(logits_.data() + r * V, V);
-      if (smp.is_greedy(s.n_prompt)) {
-        s.draft.push_back(smp.sample(row, hist_, s.n_prompt));  // proposed with certainty
-        continue;
-      }
-      smp.distribution(row, hist_, s.n_prompt, probs_);
-      s.draft.push_back(smp.draw(probs_));
-      s.draft_probs.insert(s.draft_probs.end(), probs_.begin(), probs_.end());
+      append_draft_token(s, a.st->sampler, std::span<float>(logits_.data() + r * V, V), hist_, probs_);
     }
   }
 }

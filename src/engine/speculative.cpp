@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "core/check.h"
+#include "engine/draft_sampling.h"
 #include "engine/scheduler.h"
 
 namespace edgelm::engine {
@@ -303,17 +304,7 @@ void ModelDrafter::propose(std::span<Sequence* const> seqs, std::span<const int3
     }
     for (size_t r = 0; r < rows.size(); ++r) {
       Sequence& s = *rows[r]->s;
-      sample::Sampler& smp = rows[r]->st->sampler;
-      hist_.assign(s.tokens.begin(), s.tokens.end());
-      hist_.insert(hist_.end(), s.draft.begin(), s.draft.end());
-      const std::span<float> row(logits_.data() + r * V, V);
-      if (smp.is_greedy(s.n_prompt)) {
-        s.draft.push_back(smp.sample(row, hist_, s.n_prompt));  // proposed with certainty
-        continue;
-      }
-      smp.distribution(row, hist_, s.n_prompt, probs_);
-      s.draft.push_back(smp.draw(probs_));
-      s.draft_probs.insert(s.draft_probs.end(), probs_.begin(), probs_.end());
+      append_draft_token(s, rows[r]->st->sampler, std::span<float>(logits_.data() + r * V, V), hist_, probs_);
     }
   }
 }
