@@ -82,4 +82,21 @@ inline json chat(std::vector<json> parts, int max_tokens = 4) {
           {"temperature", 0}};
 }
 
+// A test suite over one synthetic Gemma 3 model and its tiny mmproj (vision_model.h), written
+// once per suite into a temporary folder.
+class VisionModelSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    model_ = write_model(*dir_, true);
+    mmproj_ = write_mmproj(*dir_, kEmbd);
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  inline static TempDir* dir_ = nullptr;
+  inline static std::string model_, mmproj_;
+};
+
 }  // namespace edgelm::test

@@ -45,22 +45,7 @@ Reply chat_url(const ImageServer& s, const std::string& url) {
   return post(s, "/v1/chat/completions", chat({image_part(url)}));
 }
 
-class ServerImageSources : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    model_ = write_model(*dir_, true);
-    mmproj_ = write_mmproj(*dir_, kEmbd);
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  static TempDir* dir_;
-  static std::string model_, mmproj_;
-};
-TempDir* ServerImageSources::dir_ = nullptr;
-std::string ServerImageSources::model_, ServerImageSources::mmproj_;
+class ServerImageSources : public VisionModelSuite {};
 
 TEST_F(ServerImageSources, FileUrlsOnlyInsideTheMediaPath) {
   TempDir root;

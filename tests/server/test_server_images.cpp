@@ -27,22 +27,7 @@ void expect_part_error(const Reply& r, const std::string& param, const std::stri
   }
 }
 
-class ServerImages : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    model_ = write_model(*dir_, true);
-    mmproj_ = write_mmproj(*dir_, kEmbd);
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  static TempDir* dir_;
-  static std::string model_, mmproj_;
-};
-TempDir* ServerImages::dir_ = nullptr;
-std::string ServerImages::model_, ServerImages::mmproj_;
+class ServerImages : public VisionModelSuite {};
 
 TEST_F(ServerImages, AnImageGetsTokensAndIsCachedByContent) {
   ImageServer s(model_, mmproj_);
