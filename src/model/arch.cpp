@@ -178,6 +178,11 @@ Status read_deltanet(const format::GgufMetadata& md, const std::string& p, Model
   if (c.n_nextn >= c.n_layer)
     return make_error("{}nextn_predict_layers {} leaves no main layers of block_count {}", p, c.n_nextn, c.n_layer);
   c.n_layer -= c.n_nextn;
+  if (d.interval > c.n_layer)
+    return make_error(
+        "{}full_attention_interval {} leaves no full-attention layer among the {} main layers; edgelm needs at least "
+        "one (every published hybrid model has them)",
+        p, d.interval, c.n_layer);
   const std::string sec_key = p + "rope.dimension_sections";
   if (md.contains(sec_key)) {
     EDGELM_TRY(const auto* arr, md.get_array(sec_key));

@@ -252,6 +252,9 @@ Status add_deltanet_metadata(format::GgufMetadata& md, const SyntheticSpec& s, i
         "qwen35: DeltaNet key heads {}, value heads {} (a multiple of them), head size {}, conv {} and "
         "attention interval {} must be positive",
         s.ssm_k_heads, s.ssm_v_heads, s.ssm_head_dim, s.ssm_d_conv, s.full_attn_interval);
+  if (s.full_attn_interval > s.n_layer)
+    return make_error("qwen35: attention interval {} leaves no full-attention layer among {} layers", s.full_attn_interval,
+                      s.n_layer);
   const std::string a = s.arch + ".";
   md.set(a + "ssm.conv_kernel", GgufValue::from_u32(static_cast<uint32_t>(s.ssm_d_conv)));
   md.set(a + "ssm.inner_size", GgufValue::from_u32(static_cast<uint32_t>(s.ssm_v_heads * s.ssm_head_dim)));

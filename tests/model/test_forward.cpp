@@ -322,6 +322,7 @@ TEST(Forward, Qwen35HybridMatchesIndependentComputation) {
 TEST(Forward, Qwen35TextRopeSkipsTheFourthSection) {
   SyntheticSpec spec;
   spec.arch = "qwen35";
+  spec.n_layer = 4;
   spec.head_dim = 32;
   spec.n_rot = 16;
   auto file = make_synthetic_model(spec);

@@ -125,6 +125,21 @@ TEST(ModelLoad, AbsurdOrInconsistentSizes) {
   EXPECT_NE(load_error(std::move(f)).find("llama.block_count"), std::string::npos);
 }
 
+// A hybrid file whose full_attention_interval exceeds its layers has no attention layer (no KV):
+// refused at load, by name, not left to fail later as an unexplained KV-memory error.
+TEST(ModelLoad, HybridWithoutAttentionLayerIsNamed) {
+  SyntheticSpec s;
+  s.arch = "qwen35";
+  s.n_layer = 4;
+  auto f = make_synthetic_model(s);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  f->metadata.set("qwen35.full_attention_interval", format::GgufValue::from_u32(5));
+  const std::string e = load_error(std::move(f).value());
+  EXPECT_NE(e.find("full_attention_interval 5 leaves no full-attention layer"), std::string::npos) << e;
+  s.full_attn_interval = 5;
+  EXPECT_FALSE(make_synthetic_model(s).ok()) << "synth must not write such a file either";
+}
+
 TEST(ModelLoad, QuantizedFilesOfTheReferenceLoadInPlace) {
   for (const char* name : {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K_M", "Q5_K_M", "Q6_K", "F16", "BF16"}) {
     auto f = format::read_gguf(test::shared_path(std::string("models/interop/rand-small-") + name + ".gguf"));
