@@ -31,6 +31,7 @@ CommandRunner add_quantize_command(CLI::App& app);
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_detokenize_command(CLI::App& app);
 CommandRunner add_eval_command(CLI::App& app);
+CommandRunner add_perplexity_command(CLI::App& app);
 CommandRunner add_serve_command(CLI::App& app);
 CommandRunner add_loadtest_command(CLI::App& app);
 CommandRunner add_soak_command(CLI::App& app);

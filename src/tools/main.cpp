@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add(edgelm::tools::add_tokenize_command);
   add(edgelm::tools::add_detokenize_command);
   add(edgelm::tools::add_eval_command);
+  add(edgelm::tools::add_perplexity_command);
   add(edgelm::tools::add_serve_command);
   add(edgelm::tools::add_loadtest_command);
   add(edgelm::tools::add_soak_command);
