@@ -254,10 +254,24 @@ size_t packed_matrix_bytes(const WeightMatrix& w) {
   return gemm == nullptr ? 0 : gemm->packed_weight_bytes(w.rows, w.cols);
 }
 
-void pack_matrix_into(WeightMatrix& w, uint8_t* dst, ThreadPool& pool) {
+void pack_matrix_into(WeightMatrix& w, uint8_t* dst, ThreadPool& pool,
+                      const std::function<void(int64_t r0, int64_t r1)>& on_slab) {
   const GemmKernel* gemm = packing_kernel(active_kernels(), w);
   EDGELM_CHECK(gemm != nullptr, "pack_matrix_into: no packed form for ", dtype_name(w.type));
-  pack_rows(*gemm, w, dst, pool);
+  // Whole row tiles per slab; pack_weights places rows [r0, r1) of any tile range at their own
+  // offsets in dst, so slabs fill the same bytes as one call would.
+  const int64_t slab_rows = std::max<int64_t>(
+      kGemmRowTile, static_cast<int64_t>(kPackSlabBytes / std::max<size_t>(w.row_bytes, 1)) / kGemmRowTile * kGemmRowTile);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += slab_rows) {
+    const int64_t r1 = std::min(w.rows, r0 + slab_rows);
+    const GemmWeights gw{w.data, w.row_bytes, w.rows, w.cols};
+    const auto n_tiles = static_cast<size_t>((r1 - r0 + kGemmRowTile - 1) / kGemmRowTile);
+    pool.parallel_for(n_tiles, [&](size_t t0, size_t t1) {
+      gemm->pack_weights(gw, r0 + static_cast<int64_t>(t0) * kGemmRowTile,
+                         std::min(r0 + static_cast<int64_t>(t1) * kGemmRowTile, r1), dst);
+    });
+    if (on_slab) on_slab(r0, r1);
+  }
   w.packed = dst;
   w.packed_kernel = gemm;
 }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -94,9 +95,13 @@ struct PackedMatrix {
 // Packing for the active ISA's GEMM of w.type into memory the caller owns (the model packs all
 // its matrices into one huge-page arena; rows split over `pool`): packed_matrix_bytes is 0 where
 // the active ISA has no packed form for w.type; pack_matrix_into writes that many bytes at dst
-// (64-byte aligned) and points w.packed and w.packed_kernel at them.
+// (64-byte aligned) and points w.packed and w.packed_kernel at them. It packs in slabs of rows
+// (about kPackSlabBytes of the stored matrix each) and calls on_slab(r0, r1) after each, so that
+// the caller can hand a slab's source pages back before the next is read.
+constexpr size_t kPackSlabBytes = size_t{8} << 20;
 size_t packed_matrix_bytes(const WeightMatrix& w);
-void pack_matrix_into(WeightMatrix& w, uint8_t* dst, ThreadPool& pool);
+void pack_matrix_into(WeightMatrix& w, uint8_t* dst, ThreadPool& pool,
+                      const std::function<void(int64_t r0, int64_t r1)>& on_slab = {});
 // w packed for the GEMM of `k`, in memory of its own (tests pack for each ISA); set w.packed and
 // w.packed_kernel from the result to have matmul use it.
 PackedMatrix pack_matrix_with(const IsaKernels& k, const WeightMatrix& w, ThreadPool& pool);

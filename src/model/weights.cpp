@@ -167,10 +167,14 @@ Status pack_matrices(Weights& w) {
   for (size_t i = 0; i < all.size(); ++i) {
     WeightMatrix& m = *all[i];
     if (bytes[i] == 0) continue;
-    kernels::pack_matrix_into(m, reinterpret_cast<uint8_t*>(w.packed.data()) + offsets[i], pool);
-    // A tied output's pages go too: the embedding lookup reads one row per token, so only the
-    // rows of tokens in use fault back in (a 262k-row Gemma table is ~230 MB at Q4_K otherwise).
-    release_pages(m);
+    // Each slab's file pages go as soon as it is packed, so the load's peak holds the packed
+    // copies plus one slab, not a whole matrix twice (a tied 262k-row Gemma table is ~230 MB at
+    // Q4_K). A tied output's pages go too: the embedding lookup reads one row per token, so only
+    // the rows of tokens in use fault back in.
+    const WeightMatrix source = m;
+    kernels::pack_matrix_into(m, reinterpret_cast<uint8_t*>(w.packed.data()) + offsets[i], pool,
+                              [&source](int64_t r0, int64_t r1) { release_pages(row_range(source, r0, r1 - r0)); });
+    release_pages(m);  // the pages that straddle slab boundaries
   }
   return ok_status();
 }
