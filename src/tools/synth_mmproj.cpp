@@ -11,7 +11,7 @@ void add_mmproj_synth_options(CLI::App* cmd, MmprojSynthOptions& o) {
   cmd->add_option("--mmproj-output", o.output,
                   "Also write a random-weight vision encoder (mmproj GGUF, llama.cpp's layout) to this path");
   cmd->add_option("--mmproj-shape", o.shape,
-                  "mmproj shape: gemma3 (SigLIP at 896 px, 27 layers, 256 soft tokens), tiny (112 px, 2 layers, "
+                  "mmproj shape: gemma4-e2b (gemma4v: Gemma 4 E2B's vision tower, dynamic resolution), tiny-gemma4v (patch 4, 2 layers), gemma3 (SigLIP at 896 px, 27 layers, 256 soft tokens), tiny (112 px, 2 layers, "
                   "4 tokens, for tests), smolvlm-256m (idefics3: SigLIP-B at 512 px, 12 layers, pixel shuffle to 64 "
                   "tokens per tile), tiny-idefics3 (64 px, 2 layers, 4 tokens per tile), qwen3.5-0.8b (qwen3vl_merger: "
                   "Qwen3.5-0.8B's vision tower, dynamic resolution) or tiny-qwen3vl (patch 4, 16 x 16 positions, 2 "

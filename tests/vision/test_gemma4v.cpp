@@ -1,0 +1,156 @@
+// gemma4v (Gemma 4's vision tower): its config and shapes, the dynamic-resolution geometry, the
+// named load errors, and the Gemma4ClippableLinear clamps (the reference goldens are in
+// test_golden.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "vision/synthetic_mmproj.h"
+#include "vision/vit.h"
+
+namespace edgelm::vision {
+namespace {
+
+const float kHuge = 1e30f;  // an input_min above every input_max
+
+SyntheticMmprojSpec tiny_spec() {
+  SyntheticMmprojSpec s;
+  EXPECT_TRUE(apply_mmproj_shape(s, "tiny-gemma4v").ok());
+  return s;
+}
+
+format::ModelFile tiny_file() {
+  auto f = make_synthetic_mmproj(tiny_spec());
+  EXPECT_TRUE(f.ok()) << f.error().message;
+  return std::move(*f);
+}
+
+std::string load_error(format::ModelFile file) {
+  auto e = VisionEncoder::load(std::move(file));
+  return e.ok() ? std::string() : e.error().message;
+}
+
+void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << text << "' lacks '" << part << "'";
+}
+
+std::vector<float> test_image(int W, int H) {
+  std::vector<float> img(static_cast<size_t>(3 * W * H));
+  for (size_t i = 0; i < img.size(); ++i) img[i] = std::sin(0.37f * static_cast<float>(i));
+  return img;
+}
+
+TEST(Gemma4v, TinyConfigAndGeometry) {
+  auto e = VisionEncoder::load(tiny_file());
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const VisionConfig& c = (*e)->config();
+  EXPECT_EQ(c.projector, ProjectorType::gemma4v);
+  EXPECT_TRUE(c.dynamic_resolution());
+  EXPECT_EQ(c.n_merge, 3);
+  EXPECT_EQ(c.n_embd_merged(), 32);
+  EXPECT_EQ((*e)->weights().pos_size, 64);
+  EXPECT_EQ((*e)->n_output_tokens(48, 36), 12);  // 12 x 9 patches pooled 3 x 3
+  EXPECT_TRUE((*e)->check_size(48, 36).ok());
+  expect_contains((*e)->check_size(50, 36).error().message, "multiples of 12");
+  expect_contains((*e)->check_size(264, 12).error().message, "64 positions per side");  // 66 patches wide
+}
+
+TEST(Gemma4v, E2bShapeHasTheRealSizes) {
+  SyntheticMmprojSpec s;
+  ASSERT_TRUE(apply_mmproj_shape(s, "gemma4-e2b").ok());
+  EXPECT_EQ(s.projector, ProjectorType::gemma4v);
+  EXPECT_EQ(s.n_embd, 768);
+  EXPECT_EQ(s.n_ff, 3072);
+  EXPECT_EQ(s.n_layer, 16);
+  EXPECT_EQ(s.n_head, 12);
+  EXPECT_EQ(s.patch_size, 16);
+  EXPECT_EQ(s.n_merge, 3);
+  EXPECT_EQ(s.n_positions, 10240);
+  EXPECT_EQ(s.projection_dim, 1536);
+}
+
+TEST(Gemma4v, LoadErrorsAreNamed) {
+  for (const char* name : {"v.blk.1.attn_post_norm.weight", "v.blk.0.attn_k_norm.weight", "v.blk.0.ffn_gate.weight",
+                           "mm.input_projection.weight", "v.std_scale"}) {
+    format::ModelFile f = tiny_file();
+    std::erase_if(f.tensors, [&](const format::TensorInfo& t) { return t.name == name; });
+    expect_contains(load_error(std::move(f)), std::string("'") + name + "' is missing");
+  }
+  {  // a bias the encoder would not add is an unused tensor, named
+    format::ModelFile f = tiny_file();
+    format::TensorInfo extra = *std::find_if(f.tensors.begin(), f.tensors.end(),
+                                             [](const format::TensorInfo& t) { return t.name == "v.blk.0.ln1.weight"; });
+    extra.name = "v.blk.0.attn_q.bias";
+    f.tensors.push_back(extra);
+    expect_contains(load_error(std::move(f)), "'v.blk.0.attn_q.bias' is not used by projector 'gemma4v'");
+  }
+  {  // a position table of one axis only
+    format::ModelFile f = tiny_file();
+    for (auto& t : f.tensors)
+      if (t.name == "v.position_embd.weight") t.ne[2] = 1;
+    expect_contains(load_error(std::move(f)), "expected [32, 64, 2]");
+  }
+  {  // an empty clamp range
+    format::ModelFile f = tiny_file();
+    for (auto& t : f.tensors)
+      if (t.name == "mm.input_projection.input_min") t.data = reinterpret_cast<const uint8_t*>(&kHuge);
+    expect_contains(load_error(std::move(f)), "mm.input_projection");
+  }
+  {  // the head width must split into the 2-D RoPE's quarters
+    format::ModelFile f = tiny_file();
+    f.metadata.set("clip.vision.attention.head_count", format::GgufValue::from_u32(16));  // head_dim 2
+    std::erase_if(f.tensors, [](const format::TensorInfo& t) { return t.name.find("norm") != std::string::npos; });
+    expect_contains(load_error(std::move(f)), "not a multiple of 4");
+  }
+}
+
+// The projection's clamps bind in the synthetic file (outputs within [-2, 2]); without them the
+// soft tokens change and leave that range.
+TEST(Gemma4v, ProjectionClampsApply) {
+  ThreadPool pool(2);
+  const std::vector<float> img = test_image(48, 36);
+  auto encode = [&](format::ModelFile f) {
+    auto e = VisionEncoder::load(std::move(f));
+    EXPECT_TRUE(e.ok()) << e.error().message;
+    std::vector<float> out(12 * 24);
+    VisionScratch s;
+    EXPECT_TRUE((*e)->encode(img.data(), 48, 36, out, pool, s).ok());
+    return out;
+  };
+  const std::vector<float> clamped = encode(tiny_file());
+  format::ModelFile f = tiny_file();
+  std::erase_if(f.tensors, [](const format::TensorInfo& t) {
+    return t.name.rfind("mm.input_projection.", 0) == 0 && t.name != "mm.input_projection.weight";
+  });
+  const std::vector<float> free = encode(std::move(f));
+  float max_clamped = 0, max_free = 0, max_diff = 0;
+  for (size_t i = 0; i < clamped.size(); ++i) {
+    max_clamped = std::max(max_clamped, std::fabs(clamped[i]));
+    max_free = std::max(max_free, std::fabs(free[i]));
+    max_diff = std::max(max_diff, std::fabs(clamped[i] - free[i]));
+  }
+  EXPECT_LE(max_clamped, 2.0f);
+  EXPECT_GT(max_free, 2.0f);
+  EXPECT_GT(max_diff, 0.1f);
+}
+
+// A warm encode of the same size gives the same result (the scratch is reused), and a
+// different size encodes with the same scratch.
+TEST(Gemma4v, ScratchReuseAcrossSizes) {
+  auto e = VisionEncoder::load(tiny_file());
+  ASSERT_TRUE(e.ok());
+  ThreadPool pool(2);
+  VisionScratch s;
+  const std::vector<float> a = test_image(48, 36), b = test_image(24, 48);
+  std::vector<float> out1(12 * 24), out2(8 * 24), out3(12 * 24);
+  ASSERT_TRUE((*e)->encode(a.data(), 48, 36, out1, pool, s).ok());
+  ASSERT_TRUE((*e)->encode(b.data(), 24, 48, out2, pool, s).ok());
+  ASSERT_TRUE((*e)->encode(a.data(), 48, 36, out3, pool, s).ok());
+  EXPECT_EQ(out1, out3);
+}
+
+}  // namespace
+}  // namespace edgelm::vision
