@@ -144,7 +144,7 @@ Status apply_mmproj_shape(SyntheticMmprojSpec& s, std::string_view name) {
   if (name == "tiny-gemma4v") {
     s.projector = ProjectorType::gemma4v;
     s.image_size = 48, s.patch_size = 4, s.n_embd = 32, s.n_ff = 48, s.n_layer = 2, s.n_head = 4;
-    s.projection_dim = 24, s.n_merge = 3, s.eps = 1e-6f, s.n_positions = 64, s.standardize = true;
+    s.projection_dim = 24, s.n_merge = 3, s.eps = 1e-6f, s.n_positions = 128, s.standardize = true;
     return ok_status();
   }
   if (name == "gemma3") {

@@ -68,7 +68,7 @@ struct SyntheticMmprojSpec {
 // positions (64 px), width 32, 4 heads of 8, FFN 48, 2 layers, projection 24); "gemma4-e2b" (gemma4v:
 // Gemma 4 E2B's vision tower: 16 layers, width 768, FFN 3072, 12 heads of 64, patch 16, 3 x 3 pool,
 // 10240 positions, projection 1536, eps 1e-6, no standardize) and "tiny-gemma4v" (patch 4, width
-// 32, 4 heads of 8, FFN 48, 2 layers, 3 x 3 pool, 64 positions, standardize, projection 24).
+// 32, 4 heads of 8, FFN 48, 2 layers, 3 x 3 pool, 128 positions, standardize, projection 24).
 // Error lists the names.
 Status apply_mmproj_shape(SyntheticMmprojSpec& spec, std::string_view name);
 

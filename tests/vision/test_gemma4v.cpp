@@ -51,11 +51,11 @@ TEST(Gemma4v, TinyConfigAndGeometry) {
   EXPECT_TRUE(c.dynamic_resolution());
   EXPECT_EQ(c.n_merge, 3);
   EXPECT_EQ(c.n_embd_merged(), 32);
-  EXPECT_EQ((*e)->weights().pos_size, 64);
+  EXPECT_EQ((*e)->weights().pos_size, 128);
   EXPECT_EQ((*e)->n_output_tokens(48, 36), 12);  // 12 x 9 patches pooled 3 x 3
   EXPECT_TRUE((*e)->check_size(48, 36).ok());
   expect_contains((*e)->check_size(50, 36).error().message, "multiples of 12");
-  expect_contains((*e)->check_size(264, 12).error().message, "64 positions per side");  // 66 patches wide
+  expect_contains((*e)->check_size(516, 12).error().message, "128 positions per side");  // 129 patches wide
 }
 
 TEST(Gemma4v, E2bShapeHasTheRealSizes) {
@@ -91,7 +91,7 @@ TEST(Gemma4v, LoadErrorsAreNamed) {
     format::ModelFile f = tiny_file();
     for (auto& t : f.tensors)
       if (t.name == "v.position_embd.weight") t.ne[2] = 1;
-    expect_contains(load_error(std::move(f)), "expected [32, 64, 2]");
+    expect_contains(load_error(std::move(f)), "expected [32, 128, 2]");
   }
   {  // an empty clamp range
     format::ModelFile f = tiny_file();
