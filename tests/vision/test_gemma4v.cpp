@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gemma4v_reference.h"
 #include "vision/synthetic_mmproj.h"
 #include "vision/vit.h"
 
@@ -150,6 +151,58 @@ TEST(Gemma4v, ScratchReuseAcrossSizes) {
   ASSERT_TRUE((*e)->encode(b.data(), 24, 48, out2, pool, s).ok());
   ASSERT_TRUE((*e)->encode(a.data(), 48, 36, out3, pool, s).ok());
   EXPECT_EQ(out1, out3);
+}
+
+// Against the double-precision oracle (gemma4v_reference.h), with clamps that bind inside the ViT
+// too (the reference engine clamps only the projection, so its goldens cannot check these), on a
+// tall and a wide grid.
+TEST(Gemma4v, MatchesTheDoubleOracleWithBindingClamps) {
+  static const float kTight[] = {-0.6f, 0.6f, -0.3f, 0.3f};  // input min/max, output min/max
+  auto tighten = [](format::ModelFile& f) {
+    for (auto& t : f.tensors)
+      for (const char* lin : {"v.blk.0.attn_q.", "v.blk.1.attn_v.", "v.blk.0.ffn_down.", "v.blk.1.ffn_gate."}) {
+        const std::string base = lin;
+        if (t.name == base + "input_min") t.data = reinterpret_cast<const uint8_t*>(&kTight[0]);
+        if (t.name == base + "input_max") t.data = reinterpret_cast<const uint8_t*>(&kTight[1]);
+        if (t.name == base + "output_min") t.data = reinterpret_cast<const uint8_t*>(&kTight[2]);
+        if (t.name == base + "output_max") t.data = reinterpret_cast<const uint8_t*>(&kTight[3]);
+      }
+  };
+  for (const auto& wh : {std::pair{36, 48}, std::pair{60, 24}}) {
+    const int W = wh.first, H = wh.second;
+    format::ModelFile oracle_file = tiny_file();
+    tighten(oracle_file);
+    format::ModelFile enc_file = tiny_file();
+    tighten(enc_file);
+    const std::vector<float> img = test_image(W, H);
+    const std::vector<double> want = test::reference_encode_gemma4v(oracle_file, img.data(), W, H);
+    auto e = VisionEncoder::load(std::move(enc_file));
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    std::vector<float> got(static_cast<size_t>((*e)->n_output_tokens(W, H)) * 24);
+    ASSERT_EQ(got.size(), want.size());
+    ThreadPool pool(2);
+    VisionScratch s;
+    ASSERT_TRUE((*e)->encode(img.data(), W, H, got, pool, s).ok());
+    double dot = 0, a = 0, b = 0, diff = 0, scale = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      dot += got[i] * want[i], a += static_cast<double>(got[i]) * got[i], b += want[i] * want[i];
+      diff = std::max(diff, std::fabs(got[i] - want[i]));
+      scale = std::max(scale, std::fabs(want[i]));
+    }
+    std::printf("gemma4v tiny %d x %d vs double oracle: cosine %.9f, max diff %.2g of scale\n", W, H,
+                dot / std::sqrt(a * b), diff / scale);
+    EXPECT_GE(dot / std::sqrt(a * b), 0.999999);
+    EXPECT_LE(diff / scale, 1e-5);  // measured: 3e-7
+  }
+  // The tightened clamps change the result (they bind).
+  format::ModelFile loose = tiny_file(), tight = tiny_file();
+  tighten(tight);
+  const std::vector<float> img = test_image(36, 48);
+  const std::vector<double> a = test::reference_encode_gemma4v(loose, img.data(), 36, 48);
+  const std::vector<double> b = test::reference_encode_gemma4v(tight, img.data(), 36, 48);
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  EXPECT_GT(d, 0.05);
 }
 
 }  // namespace
