@@ -178,11 +178,9 @@ WeightMatrix row_view(const WeightMatrix& m, int64_t r0, int64_t rows) {
 Status load_gemma4v(Loader& ld, const VisionConfig& c, VisionWeights& w) {
   const int64_t E = c.n_embd, F = c.n_ff, ps = c.patch_size, P = c.projection_dim, D = c.head_dim();
   EDGELM_TRY(w.patch_embd, ld.matrix("v.patch_embd.weight", {ps, ps, 3, E}, E, 3 * ps * ps));
-  if (!ld.has("v.position_embd.weight")) return make_error("tensor 'v.position_embd.weight' is missing from the mmproj file");
   {
     // The table size comes from the file (HF's position_embedding_size).
-    const format::TensorInfo* t = nullptr;
-    EDGELM_TRY(t, ld.peek("v.position_embd.weight"));
+    EDGELM_TRY(const format::TensorInfo* t, ld.peek("v.position_embd.weight"));
     w.pos_size = t->ne[1];
     if (w.pos_size < 1 || w.pos_size > 1 << 20)
       return make_error("tensor 'v.position_embd.weight' has shape {}, expected [{}, positions, 2]",

@@ -79,9 +79,11 @@ namespace edgelm::vision {
 struct VisionScratch {
   std::vector<float> x;       // [n_patches, n_embd] the residual stream
   std::vector<float> h;       // [n_patches, n_embd] normed input / per-head queries / matmul outputs
-  std::vector<float> big;     // max([n_patches, 3 ps ps], 4 x [n_patches, n_embd], [n_patches, n_ff])
+  std::vector<float> big;     // max([n_patches, 3 ps ps], 4 x [n_patches, n_embd], [n_patches, n_ff]); gemma4v's
+                              // FFN: [n_patches, 2 n_ff + n_embd] (gate, up, a clamped input copy)
   std::vector<float> pooled;  // [n_output_tokens, n_embd_merged]: pooled (gemma3) or shuffled (idefics3)
-  std::vector<float> rope;    // qwen3vl: [n_patches, head_dim / 2] cos then [n_patches, head_dim / 2] sin
+  std::vector<float> rope;    // qwen3vl: [n_patches, head_dim / 2] cos then [n_patches, head_dim / 2] sin;
+                              // gemma4v: [n_patches, head_dim / 4] x cos, x sin, y cos, y sin
   kernels::MatmulScratch mm;
   std::vector<AttentionThreadScratch> attention;  // per pool thread
 
