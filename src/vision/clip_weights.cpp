@@ -84,13 +84,19 @@ class Loader {
   }
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
-  // Error naming the first tensor of the file that no find() asked for.
+  // Error naming the first tensor of the file that no find() asked for. A file that also holds
+  // an audio encoder (clip.has_audio_encoder: Gemma 4's) keeps that encoder's tensors ("a.*" and
+  // its projector's "mm.a.*"), which the vision encoder does not use.
   Status check_all_used(std::string_view projector) const {
-    for (const format::TensorInfo& t : file_.tensors)
-      if (used_.count(t.name) == 0)
+    auto has_audio = file_.metadata.get_bool_or("clip.has_audio_encoder", false);
+    const bool audio = has_audio.ok() && *has_audio;
+    for (const format::TensorInfo& t : file_.tensors) {
+      const bool audio_tensor = audio && (t.name.rfind("a.", 0) == 0 || t.name.rfind("mm.a.", 0) == 0);
+      if (!audio_tensor && used_.count(t.name) == 0)
         return make_error(
             "tensor '{}' is not used by projector '{}' (an encoder without it would compute another model)", t.name,
             projector);
+    }
     return ok_status();
   }
 

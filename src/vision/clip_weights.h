@@ -29,7 +29,9 @@
 // v.std_bias / v.std_scale [n_embd]; mm.input_projection.weight a plain linear weight ne =
 // {n_embd, projection_dim} (HF's embedding_projection). Gemma4ClippableLinear: any linear X.weight
 // may come with X.input_min / X.input_max / X.output_min / X.output_max ([1] each), the ranges
-// its input and output are clamped to (absent: unbounded).
+// its input and output are clamped to (absent: unbounded). A file with clip.has_audio_encoder
+// (Gemma 4's converter writes both encoders into one mmproj) may also hold the audio encoder's
+// "a.*" and "mm.a.*" tensors, which are left alone.
 //
 // Every tensor is shape-checked (an error names the tensor and both shapes), and a tensor the
 // encoder would not use is an error naming it. Older converters (the first Gemma 3 mmproj

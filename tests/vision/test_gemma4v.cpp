@@ -108,6 +108,25 @@ TEST(Gemma4v, LoadErrorsAreNamed) {
   }
 }
 
+// Gemma 4's converter writes the vision and the audio encoder into one mmproj
+// (clip.has_audio_encoder, the audio tensors "a.*" and "mm.a.*"): the vision encoder loads from
+// it; without that key the same tensors are unused ones, named.
+TEST(Gemma4v, LoadsFromAFileWithAnAudioEncoder) {
+  auto with_audio_tensors = [] {
+    format::ModelFile f = tiny_file();
+    format::TensorInfo a = f.tensors.front();
+    a.name = "a.blk.0.attn_q.weight";
+    f.tensors.push_back(a);
+    a.name = "mm.a.input_projection.weight";
+    f.tensors.push_back(a);
+    return f;
+  };
+  format::ModelFile f = with_audio_tensors();
+  f.metadata.set("clip.has_audio_encoder", format::GgufValue::from_bool(true));
+  EXPECT_EQ(load_error(std::move(f)), "");
+  expect_contains(load_error(with_audio_tensors()), "'a.blk.0.attn_q.weight' is not used by projector 'gemma4v'");
+}
+
 // The projection's clamps bind in the synthetic file (outputs within [-2, 2]); without them the
 // soft tokens change and leave that range.
 TEST(Gemma4v, ProjectionClampsApply) {
