@@ -197,9 +197,6 @@ Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, co
                         c.kv_n_embd(l));
   if (batch.embd_in != nullptr && (!batch.spans.empty() || c.n_embd_ple > 0))
     return make_error("forward_batch: input rows (embd_in) combine with neither spans nor per-layer embeddings");
-  if (!batch.spans.empty() && c.n_embd_ple > 0)
-    return make_error("forward_batch: embedding spans are not supported for {} (per-layer embeddings need token ids)",
-                      c.arch->name);
   const int64_t bs = store.block_size();
   int64_t n_total = 0, n_logits = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -441,7 +438,8 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
   if (hybrid) prepare_states(batch);
   embed_tokens(st);  // also the first layer's attention norm
   if (c.n_embd_ple > 0)
-    model::ple_inputs(c, w, batch.tokens.data(), s.x.data(), n, s.ple.data(), s.ple_row.data(), pool, mm);
+    model::ple_inputs(c, w, batch.tokens.data(), s.x.data(), n, s.ple.data(), s.ple_row.data(), pool, mm,
+                      batch.spans.empty() ? nullptr : s.tok_embd.data());
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const model::LayerWeights& L = w.layers[static_cast<size_t>(l)];
     st.layer = l;

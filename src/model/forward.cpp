@@ -131,9 +131,6 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
   if (!hidden.empty() && static_cast<int64_t>(hidden.size()) != n * c.n_embd)
     return make_error("hidden-state buffer has {} entries, {} tokens x {} need {}", hidden.size(), n, c.n_embd,
                       n * c.n_embd);
-  if (!spans.empty() && c.n_embd_ple > 0)
-    return make_error("forward: embedding spans are not supported for {} (per-layer embeddings need token ids)",
-                      c.arch->name);
   for (size_t i = 0; i < spans.size(); ++i) {
     const EmbdSpan& sp = spans[i];
     if (sp.n_tokens <= 0 || sp.pos0 < 0 || sp.embd == nullptr)
@@ -159,10 +156,12 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
 
   // Token rows scaled (Gemma), supplied embedding rows as they are.
   const float embd_scale = c.arch->scale_embd ? std::sqrt(static_cast<float>(E)) : 1.0f;
+  std::vector<const float*> supplied(spans.empty() ? 0 : static_cast<size_t>(n), nullptr);
   for (int64_t t = 0; t < n; ++t) {
     const auto pos = static_cast<int32_t>(pos0 + t);
     if (const EmbdSpan* sp = embd_span_at(spans, pos); sp != nullptr) {
-      std::copy_n(sp->embd + static_cast<int64_t>(pos - sp->pos0) * E, E, &x[t * E]);
+      supplied[static_cast<size_t>(t)] = sp->embd + static_cast<int64_t>(pos - sp->pos0) * E;
+      std::copy_n(supplied[static_cast<size_t>(t)], E, &x[t * E]);
       continue;
     }
     kernels::get_row(weights_.token_embd, tokens[static_cast<size_t>(t)], &x[t * E]);
@@ -170,7 +169,9 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
       for (int64_t i = 0; i < E; ++i) x[t * E + i] *= embd_scale;
   }
   kernels::MatmulScratch scratch;
-  if (LP > 0) ple_inputs(c, weights_, tokens.data(), x.data(), n, ple.data(), ple_row.data(), pool, scratch);
+  if (LP > 0)
+    ple_inputs(c, weights_, tokens.data(), x.data(), n, ple.data(), ple_row.data(), pool, scratch,
+               supplied.empty() ? nullptr : supplied.data());
 
   if (pos0 == 0) cache.clear();  // a sequence starts from the zero recurrent state
   for (int32_t l = 0; l < c.n_layer; ++l) {

@@ -7,7 +7,7 @@
 namespace edgelm::model {
 
 void ple_inputs(const ModelConfig& c, const Weights& w, const int32_t* tokens, const float* x0, int64_t n, float* out,
-                float* row, ThreadPool& pool, kernels::MatmulScratch& scratch) {
+                float* row, ThreadPool& pool, kernels::MatmulScratch& scratch, const float* const* supplied) {
   const int64_t P = c.n_embd_ple, LP = int64_t{c.n_layer} * P;
   if (P == 0) return;
   linear(out, x0, n, w.ple_model_proj, nullptr, pool, scratch);  // [n, n_layer * P]
@@ -16,10 +16,12 @@ void ple_inputs(const ModelConfig& c, const Weights& w, const int32_t* tokens, c
   const float mix_scale = 1.0f / std::sqrt(2.0f);
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * LP;
-    kernels::get_row(w.ple_token_embd, tokens[t], row);
+    const bool raw = supplied != nullptr && supplied[t] != nullptr;
+    kernels::get_row(w.ple_token_embd, raw ? 0 : tokens[t], row);
+    const float row_scale = raw ? 1.0f : tok_scale;
     for (int64_t i = 0; i < LP; ++i) o[i] *= proj_scale;
     for (int32_t l = 0; l < c.n_layer; ++l) rms_norm(o + l * P, o + l * P, w.ple_proj_norm, P, c.rms_eps);
-    for (int64_t i = 0; i < LP; ++i) o[i] = (o[i] + row[i] * tok_scale) * mix_scale;
+    for (int64_t i = 0; i < LP; ++i) o[i] = (o[i] + row[i] * row_scale) * mix_scale;
   }
 }
 

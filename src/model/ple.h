@@ -6,6 +6,11 @@
 //   inputs:  ple[t, l] = (rms_norm(per_layer_model_proj x0[t] / sqrt(n_embd))[l], per_layer_proj_norm)
 //                         + per_layer_token_embd[token t][l] * sqrt(n_embd_ple)) / sqrt(2)
 //            x0 = the token's embedding already scaled by sqrt(n_embd); [l] the layer's slice.
+//   A position whose input is a supplied row (an image's soft token, embd_span.h) has no token:
+//            its x0 is the row as supplied and its table part is per_layer_token_embd[0][l]
+//            unscaled (the padding token's row, as the reference, llama.cpp's gemma4 graph, feeds
+//            raw embedding input; HF's Gemma 4 also uses the padding token's row there but scaled
+//            by sqrt(n_embd_ple): see README).
 //   layer l: x += rms_norm(proj(gelu_tanh(inp_gate(x)) * ple[t, l]), post_norm)
 //            then x *= layer_output_scale (when the file has it; it scales the whole layer output).
 //
@@ -25,8 +30,10 @@ namespace edgelm::model {
 
 // out [n, n_layer * n_embd_ple] = the per-layer inputs of n tokens (token ids `tokens`, their
 // scaled embeddings x0 [n, n_embd]); row: [n_layer * n_embd_ple] scratch (one table row).
+// supplied: null, or per token non-null where its input is a supplied row (see above).
 void ple_inputs(const ModelConfig& c, const Weights& w, const int32_t* tokens, const float* x0, int64_t n, float* out,
-                float* row, ThreadPool& pool, kernels::MatmulScratch& scratch);
+                float* row, ThreadPool& pool, kernels::MatmulScratch& scratch,
+                const float* const* supplied = nullptr);
 
 // Layer l's PLE residual and output scale on x [n, n_embd] in place. ple: ple_inputs' [n,
 // n_layer * n_embd_ple]; gate: [n, n_embd_ple] and proj: [n, n_embd] scratch. Without PLE only

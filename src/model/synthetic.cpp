@@ -424,6 +424,7 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
     spec.pad_vocab = true;
     spec.pad_tokens.clear();
     if (s.name == "smolvlm-256m") spec.pad_tokens = smolvlm_image_tokens();
+    if (s.arch == "gemma4") spec.pad_tokens = {"<|image>", "<image|>", "<|image|>"};  // Gemma 4's image markers
     return ok_status();
   }
   std::string names;

@@ -142,7 +142,8 @@ struct SyntheticShape {
 const std::vector<SyntheticShape>& synthetic_shapes();
 // Sets the sizes (and arch) of `spec` from a named shape; error lists the known names. The
 // vocabulary: with vocab_from, padded to the shape's size (pad_vocab), smolvlm-256m's padding
-// starting with smolvlm_image_tokens().
+// starting with smolvlm_image_tokens(), the gemma4 shapes' with Gemma 4's image markers
+// "<|image>", "<image|>", "<|image|>".
 Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name);
 
 }  // namespace edgelm::model

@@ -15,6 +15,11 @@ namespace {
 // SmolVLM's Idefics3ImageProcessor: size.longest_edge = 4 x max_image_size.longest_edge (the tile).
 constexpr int kIdefics3DefaultEdgeTiles = 4;
 
+// gemma4v: ik_llama.cpp's clip.cpp limits an image to between 252 and 280 soft tokens' worth of
+// pixels (set_limit_image_tokens(252, 280)).
+constexpr int64_t kGemma4vMinTokens = 252;
+constexpr int64_t kGemma4vMaxTokens = 280;
+
 // The prefix-KV key of frame f of an image whose key is h: distinct per frame, never 0 (0 asks
 // the engine to hash the rows).
 uint64_t frame_hash(uint64_t h, size_t f) {
@@ -66,7 +71,7 @@ Result<std::unique_ptr<ImageInput>> ImageInput::open(const ImageInputOptions& op
   EDGELM_TRY(ImageSource source, ImageSource::open(opts.source));
   auto enc = vision::VisionEncoder::open(opts.mmproj_path);
   if (!enc.ok()) return make_error("--mmproj '{}': {}", opts.mmproj_path, enc.error().message);
-  if ((*enc)->config().dynamic_resolution())
+  if ((*enc)->config().projector == vision::ProjectorType::qwen3vl)
     return make_error(
         "--mmproj '{}': projector '{}' (Qwen3-VL / Qwen3.5) loads and encodes, but serving it is not implemented yet "
         "(its image tokens need M-RoPE positions in the qwen35 model); serve the model without --mmproj",
@@ -88,7 +93,9 @@ int ImageInput::max_grid() const {
 Status ImageInput::check_model(const model::ModelConfig& c) const {
   const vision::VisionConfig& v = encoder_->config();
   // The text architecture each projector feeds: Gemma 3's own, SmolVLM's SmolLM2 (llama).
-  const std::string_view text_arch = v.projector == vision::ProjectorType::idefics3 ? "llama" : "gemma3";
+  const std::string_view text_arch = v.projector == vision::ProjectorType::idefics3  ? "llama"
+                                     : v.projector == vision::ProjectorType::gemma4v ? "gemma4"
+                                                                                      : "gemma3";
   if (c.arch->name != text_arch)
     return make_error("--mmproj: the model's architecture '{}' takes no images (a {} projector feeds {})", c.arch->name,
                       vision::projector_name(v.projector), text_arch);
@@ -118,6 +125,19 @@ media::TiledTensors ImageInput::preprocess(const media::Image& image) const {
     params.tile_size = v.image_size;
     params.norm = norm;
     return media::preprocess_idefics3(image, params);
+  }
+  if (v.projector == vision::ProjectorType::gemma4v) {
+    media::QwenVlParams params;
+    params.patch_size = v.patch_size;
+    params.merge_size = v.n_merge;
+    const int64_t cell = int64_t{v.patch_size} * v.n_merge;
+    params.min_pixels = kGemma4vMinTokens * cell * cell;
+    params.max_pixels = kGemma4vMaxTokens * cell * cell;
+    params.norm = norm;
+    media::TiledTensors out;
+    auto t = media::preprocess_qwen_vl(image, params);
+    if (t.ok()) out.frames.push_back(std::move(*t));
+    return out;  // no frame: the image's aspect ratio is out of range (encode_bytes says so)
   }
   media::Gemma3Params params;
   params.image_size = v.image_size;
@@ -212,20 +232,23 @@ Result<EncodedImage> ImageInput::encode_bytes(const std::string& in) {
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()), limits);
   if (!image.ok()) return make_error("the image cannot be decoded: {}", image.error().message);
   const media::TiledTensors tensors = preprocess(*image);
+  if (tensors.frames.empty())
+    return make_error("the image of {} x {} px cannot be resized for the encoder (an aspect ratio over 200)",
+                      image->width, image->height);
   out.decode_s = watch.seconds();
   auto embd = std::make_shared<ImageEmbeddings>();
   embd->rows = tensors.rows;
   embd->cols = tensors.cols;
-  const auto n_out = static_cast<size_t>(encoder_->n_output_tokens()) * static_cast<size_t>(encoder_->n_embd_out());
   {
     std::lock_guard lock(encode_mutex_);
     Stopwatch enc_watch;
     for (const media::ImageTensor& chw : tensors.frames) {
-      if (chw.width != encoder_->config().image_size || chw.height != encoder_->config().image_size)
-        return make_error("the image's frame is {}x{}, not the encoder's {} px square", chw.width, chw.height,
-                          encoder_->config().image_size);
-      auto frame = std::make_shared<std::vector<float>>(n_out);
-      const Status st = encoder_->encode(chw.chw.data(), *frame, pool_, scratch_);
+      if (const Status st = encoder_->check_size(chw.width, chw.height); !st.ok())
+        return make_error("the image cannot be encoded: {}", st.error().message);
+      embd->tokens_per_frame = encoder_->n_output_tokens(chw.width, chw.height);
+      auto frame = std::make_shared<std::vector<float>>(static_cast<size_t>(embd->tokens_per_frame) *
+                                                        static_cast<size_t>(encoder_->n_embd_out()));
+      const Status st = encoder_->encode(chw.chw.data(), chw.width, chw.height, *frame, pool_, scratch_);
       if (!st.ok()) return make_error("the image cannot be encoded: {}", st.error().message);
       embd->frames.push_back(std::move(frame));
     }
@@ -245,7 +268,7 @@ Result<std::string> ImageInput::expand_markers(const std::string& text, const st
     if (at == std::string::npos) break;
     out.append(text, pos, at - pos);
     if (n < images.size())
-      out += image_prompt_text(p, encoder_->n_output_tokens(), images[n].embd->rows, images[n].embd->cols);
+      out += image_prompt_text(p, images[n].embd->tokens_per_frame, images[n].embd->rows, images[n].embd->cols);
     pos = at + kImageMarker.size();
     ++n;
   }
@@ -270,8 +293,9 @@ Result<std::vector<int32_t>> ImageInput::tokenize(const tokenizer::Tokenizer& to
     if (!piece.empty() || (pos == 0 && add_special)) append(tok.encode(piece, pos == 0 && add_special, false));
     if (at == std::string::npos) break;
     if (n < images.size())
-      append(tok.encode(image_prompt_text(p, encoder_->n_output_tokens(), images[n].embd->rows, images[n].embd->cols),
-                        false, true));
+      append(tok.encode(
+          image_prompt_text(p, images[n].embd->tokens_per_frame, images[n].embd->rows, images[n].embd->cols), false,
+          true));
     pos = at + kImageMarker.size();
     ++n;
   }
@@ -287,7 +311,6 @@ Result<std::vector<engine::PromptImage>> ImageInput::locate(const std::vector<in
   const vision::ProjectorType p = encoder_->config().projector;
   const std::string_view soft_text = image_soft_token(p);
   const int32_t soft = *vocab.find(soft_text);
-  const int32_t n_per = encoder_->n_output_tokens();
   // Every image's frames, in prompt order: (image, frame).
   std::vector<std::pair<size_t, size_t>> frames;
   for (size_t i = 0; i < images.size(); ++i)
@@ -300,12 +323,17 @@ Result<std::vector<engine::PromptImage>> ImageInput::locate(const std::vector<in
     }
     size_t j = i;
     while (j < prompt.size() && prompt[j] == soft) ++j;
-    if (static_cast<int64_t>(j - i) != n_per || out.size() >= frames.size())
-      return make_error(
-          "the prompt holds a run of {} '{}' tokens where each of the {} image frames needs {} (the text may contain "
-          "the token itself)",
-          j - i, soft_text, frames.size(), n_per);
+    if (out.size() >= frames.size())
+      return make_error("the prompt holds more runs of '{}' tokens than the {} image frames (the text may contain the "
+                        "token itself)",
+                        soft_text, frames.size());
     const auto [img, f] = frames[out.size()];
+    const int32_t n_per = images[img].embd->tokens_per_frame;
+    if (static_cast<int64_t>(j - i) != n_per)
+      return make_error(
+          "the prompt holds a run of {} '{}' tokens where image frame {} needs {} (the text may contain the token "
+          "itself)",
+          j - i, soft_text, out.size(), n_per);
     engine::PromptImage im;
     im.pos0 = static_cast<int32_t>(i);
     im.n_tokens = n_per;

@@ -11,6 +11,10 @@
 //    clip.vision.preproc_image_size, default 4 x image_size; tiles of image_size, lanczos): rows x
 //    cols tiles (row-major) then the global view, or the image alone when it fits one tile; one
 //    encode per frame, one causal span of n_output_tokens per frame in the prompt.
+//  - gemma4v (Gemma 4): dynamic resolution as ik_llama.cpp's clip.cpp sizes it (Qwen-VL's
+//    smart_resize with factor patch_size * n_merge = 48 between 252 and 280 soft tokens' worth of
+//    pixels, PIL bicubic), the file's mean and std; one frame of (w / 48) (h / 48) tokens, so the
+//    token count differs per image (ImageEmbeddings::tokens_per_frame).
 //
 // Invariants:
 //  - Encodes are cached by the SHA-256 of the image bytes (an LRU of --image-cache entries; 0:
@@ -57,6 +61,7 @@ struct ImageInputOptions {
 struct ImageEmbeddings {
   int rows = 0;  // 0 x 0: not split
   int cols = 0;
+  int tokens_per_frame = 0;  // soft tokens of each frame (gemma4v: this image's; else the encoder's fixed count)
   std::vector<std::shared_ptr<const std::vector<float>>> frames;  // each [n_tokens_per_frame, n_embd]
 };
 
@@ -116,6 +121,8 @@ class ImageInput {
   const ImageInputOptions& options() const { return opts_; }
   const ImageSource& source() const { return source_; }
   const vision::VisionConfig& config() const { return encoder_->config(); }
+  // The fixed soft tokens per frame (gemma4v: the count at clip.vision.image_size; each image's
+  // own is ImageEmbeddings::tokens_per_frame).
   int n_tokens_per_frame() const { return encoder_->n_output_tokens(); }
   // idefics3: the processor's longest edge and the most tiles per side it can cut (0 for gemma3).
   int longest_edge() const;

@@ -14,6 +14,10 @@ constexpr std::string_view kFakeAround = "<fake_token_around_image>";
 constexpr std::string_view kGlobalImage = "<global-img>";
 constexpr std::string_view kIdeficsImage = "<image>";
 
+constexpr std::string_view kGemma4Begin = "<|image>";
+constexpr std::string_view kGemma4End = "<image|>";
+constexpr std::string_view kGemma4Soft = "<|image|>";
+
 constexpr std::string_view kVisionStart = "<|vision_start|>";
 constexpr std::string_view kVisionEnd = "<|vision_end|>";
 constexpr std::string_view kImagePad = "<|image_pad|>";
@@ -31,6 +35,7 @@ std::string_view image_soft_token(vision::ProjectorType p) {
     case vision::ProjectorType::gemma3: return kGemmaSoftToken;
     case vision::ProjectorType::idefics3: return kIdeficsImage;
     case vision::ProjectorType::qwen3vl: return kImagePad;
+    case vision::ProjectorType::gemma4v: return kGemma4Soft;
   }
   return kGemmaSoftToken;
 }
@@ -65,6 +70,13 @@ std::string image_prompt_text(vision::ProjectorType p, int n, int rows, int cols
       append_run(out, kImagePad, n);
       out += kVisionEnd;
       break;
+    case vision::ProjectorType::gemma4v:
+      out = "\n\n";
+      out += kGemma4Begin;
+      append_run(out, kGemma4Soft, n);
+      out += kGemma4End;
+      out += "\n\n";
+      break;
   }
   return out;
 }
@@ -82,6 +94,9 @@ std::vector<std::string> image_prompt_tokens(vision::ProjectorType p, int max_gr
       break;
     case vision::ProjectorType::qwen3vl:
       out = {std::string(kVisionStart), std::string(kVisionEnd), std::string(kImagePad)};
+      break;
+    case vision::ProjectorType::gemma4v:
+      out = {std::string(kGemma4Begin), std::string(kGemma4End), std::string(kGemma4Soft)};
       break;
   }
   return out;

@@ -15,6 +15,9 @@
 //  - qwen3vl (Qwen3-VL / Qwen3.5, as mtmd wraps it): "<|vision_start|>" + n x "<|image_pad|>" +
 //    "<|vision_end|>" (n = the image's merged tokens; the server does not serve it yet, see
 //    image_input.h).
+//  - gemma4v (Gemma4Processor with its per-image soft-token count n): "\n\n<|image>" + n x
+//    "<|image|>" + "<image|>\n\n"; one run, attended bidirectionally (mtmd turns causal attention
+//    off for Gemma 4's projector too).
 //
 // Invariants: the runs of the soft token in image_prompt_text are exactly the frames, in order,
 // each n long, and separated by other tokens (so the runs in a tokenized prompt can be matched

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/timer.h"
@@ -114,10 +115,13 @@ int run_image_bench(const BenchOptions& o, ThreadPool& pool) {
   const int reps = std::max(2, o.reps);  // the first is cold, the others warm
   nlohmann::json out = nlohmann::json::array();
   if (o.output != "json") {
-    std::printf("model: %s, mmproj: %s (%s, %d px, %d tokens per frame), %d threads, %d reps\n\n",
-                o.model_path.c_str(), o.mmproj.c_str(),
-                std::string(vision::projector_name(in.config().projector)).c_str(), in.config().image_size,
-                in.n_tokens_per_frame(), pool.n_threads(), reps);
+    const std::string geometry = in.config().dynamic_resolution()
+                                     ? std::string("dynamic resolution")
+                                     : fmt::format("{} px, {} tokens per frame", in.config().image_size,
+                                                   in.n_tokens_per_frame());
+    std::printf("model: %s, mmproj: %s (%s, %s), %d threads, %d reps\n\n", o.model_path.c_str(), o.mmproj.c_str(),
+                std::string(vision::projector_name(in.config().projector)).c_str(), geometry.c_str(), pool.n_threads(),
+                reps);
     std::printf("| image | frames | decode ms | encode ms (cold) | encode ms (warm) | prompt tokens | prefill ms | "
                 "TTFT ms |\n|---|---|---|---|---|---|---|---|\n");
   }

@@ -14,8 +14,9 @@ namespace edgelm::tools {
 
 struct MmprojSynthOptions {
   std::string output;  // --mmproj-output; empty: no mmproj
-  std::string shape;   // --mmproj-shape: gemma3 | tiny | smolvlm-256m | tiny-idefics3; empty: the text shape's
-                       // encoder (smolvlm-256m for --shape smolvlm-256m), else gemma3
+  std::string shape;   // --mmproj-shape (vision::apply_mmproj_shape names); empty: the text shape's
+                       // encoder (smolvlm-256m, tiny-gemma4v for gemma4-tiny, gemma4-e2b for the other
+                       // gemma4 shapes), else gemma3
   int32_t dim = 0;     // --mmproj-dim: projection width; 0: the text model's n_embd
 };
 

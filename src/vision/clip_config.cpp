@@ -11,7 +11,8 @@ struct ProjectorRow {
 };
 constexpr ProjectorRow kProjectors[] = {{"gemma3", ProjectorType::gemma3},
                                        {"idefics3", ProjectorType::idefics3},
-                                       {"qwen3vl_merger", ProjectorType::qwen3vl}};
+                                       {"qwen3vl_merger", ProjectorType::qwen3vl},
+                                       {"gemma4v", ProjectorType::gemma4v}};
 
 // Upper bounds: far above any published encoder, low enough that products of them stay in int64
 // and a corrupt file cannot ask for terabytes of scratch.
@@ -128,6 +129,16 @@ Result<VisionConfig> vision_config_from_metadata(const format::GgufMetadata& md)
     }
   } else if (c.projector == ProjectorType::idefics3) {
     EDGELM_TRY(merge, md.get_u32(merge_key));
+  } else if (c.projector == ProjectorType::gemma4v) {
+    if (c.head_dim() % 4 != 0)
+      return make_error(
+          "metadata 'clip.vision.embedding_length' / 'clip.vision.attention.head_count' = {} is not a multiple of 4 "
+          "(the 2-D RoPE rotates half of each head by column and half by row)",
+          c.head_dim());
+    EDGELM_TRY(merge, md.get_u32_or(merge_key, 3));
+    if (merge == 0 || merge > 16) return make_error("metadata '{}' = {} is out of range (1 to 16)", merge_key, merge);
+    c.n_merge = static_cast<int32_t>(merge);
+    return c;  // image_size is unused (dynamic resolution); the grid is checked per image
   } else {
     EDGELM_TRY(merge, md.get_u32_or(merge_key, 4));
   }
@@ -136,7 +147,7 @@ Result<VisionConfig> vision_config_from_metadata(const format::GgufMetadata& md)
     return make_error("metadata '{}' = {} does not divide the patch grid side {} (image_size / patch_size)", merge_key,
                       merge, side);
   c.n_merge = static_cast<int32_t>(merge);
-  if (c.projector != ProjectorType::gemma3) {
+  if (c.projector != ProjectorType::gemma3 && c.projector != ProjectorType::gemma4v) {
     if (int64_t{c.n_embd} * merge * merge > kMaxFf)
       return make_error("metadata '{}' = {} makes the projector input {} wide (n_embd {} x {}^2), over {}", merge_key,
                         merge, int64_t{c.n_embd} * merge * merge, c.n_embd, merge, kMaxFf);

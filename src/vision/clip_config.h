@@ -8,7 +8,7 @@
 // Invariants of a returned config: image_size is a multiple of patch_size; n_embd a multiple of
 // n_head; the patch grid (image_size / patch_size per side) a multiple of n_merge; eps > 0;
 // image_std > 0. Only the projector types listed in vision_projector_names() load; the others
-// (gemma4v, ...) are an error naming the type and the supported list.
+// are an error naming the type and the supported list.
 // idefics3 (SmolVLM) needs clip.vision.projector.scale_factor (its converter always writes it);
 // gemma3 defaults it to 4 (written only when it differs).
 // qwen3vl_merger (Qwen3-VL / Qwen3.5, Qwen3VLVisionModel in the converter): dynamic resolution
@@ -16,6 +16,11 @@
 // learned position grid, sqrt(num_position_embeddings) * patch_size), merge from
 // clip.vision.spatial_merge_size (default 2; the reference computes only 2), and a file whose
 // clip.vision.is_deepstack_layers marks any layer is an error (Qwen3.5 has none).
+// gemma4v (Gemma 4's vision tower, Gemma4VisionAudioModel in the converter): dynamic resolution
+// (sides multiples of patch_size * n_merge), image_size is unused (the converter writes 224), the
+// pool side n_merge from clip.vision.projector.scale_factor (default 3, HF's pooling_kernel_size),
+// RMS norms with eps clip.vision.attention.layer_norm_epsilon, 2-D RoPE with theta 100 (the
+// reference's constant); head_dim must be a multiple of 4.
 #pragma once
 
 #include <array>
@@ -28,11 +33,12 @@
 
 namespace edgelm::vision {
 
-// clip.projector_type. Planned, in the vision issue's order: gemma4v.
+// clip.projector_type, in the vision issue's order.
 enum class ProjectorType {
   gemma3,    // SigLIP + 2-D average pool (n_merge x n_merge) + RMSNorm + linear to the text width
   idefics3,  // SigLIP + pixel shuffle (space-to-depth n_merge x n_merge) + linear without bias (SmolVLM)
   qwen3vl,   // "qwen3vl_merger": 2-frame patch conv, 2-D RoPE ViT, 2x2 merge + GELU MLP (Qwen3-VL, Qwen3.5)
+  gemma4v,   // Gemma 4: x/y position tables, 2-D RoPE RMS-norm ViT, n_merge^2 average pool, clipped projection
 };
 
 // The FFN activation of the ViT (clip.use_gelu / clip.use_silu; neither: gelu_quick, as the reference).
@@ -67,9 +73,15 @@ struct VisionConfig {
   int32_t n_output_tokens() const { return n_output_side() * n_output_side(); }
   // Width of one projector input token: n_embd (gemma3's pool), n_embd * n_merge^2 (idefics3's shuffle).
   // qwen3vl: n_embd * n_merge^2 (the merger's 2x2 concatenation).
-  int32_t n_embd_merged() const { return projector == ProjectorType::gemma3 ? n_embd : n_embd * n_merge * n_merge; }
-  // qwen3vl: the image is any grid of patches with sides multiples of n_merge (the caller picks it).
-  bool dynamic_resolution() const { return projector == ProjectorType::qwen3vl; }
+  // gemma4v: n_embd (its pool).
+  int32_t n_embd_merged() const {
+    return projector == ProjectorType::gemma3 || projector == ProjectorType::gemma4v ? n_embd
+                                                                                     : n_embd * n_merge * n_merge;
+  }
+  // qwen3vl, gemma4v: the image is any grid of patches with sides multiples of n_merge (the caller picks it).
+  bool dynamic_resolution() const {
+    return projector == ProjectorType::qwen3vl || projector == ProjectorType::gemma4v;
+  }
 };
 
 // "gemma3" -> ProjectorType::gemma3 (and "idefics3"); and back.

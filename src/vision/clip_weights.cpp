@@ -1,5 +1,6 @@
 #include "vision/clip_weights.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -36,6 +37,13 @@ class Loader {
     return t;
   }
 
+  // The tensor `name` without a shape check (its shape decides the expected one).
+  Result<const format::TensorInfo*> peek(const std::string& name) const {
+    const format::TensorInfo* t = file_.find_tensor(name);
+    if (t == nullptr) return make_error("tensor '{}' is missing from the mmproj file", name);
+    return t;
+  }
+
   // A [rows, cols] matrix (ne = {cols, rows} or, for a conv kernel, ne with the product of the
   // leading dims = cols) in its stored type.
   Result<WeightMatrix> matrix(const std::string& name, const Shape& ne, int64_t rows, int64_t cols) {
@@ -57,14 +65,38 @@ class Loader {
     return model::vector_as_f32(*t, t->n_elements(), w_.owned);
   }
   Result<const float*> vector(const std::string& name, int64_t n) { return floats(name, {n, 1, 1, 1}); }
+  // The scalar `name` ([1], any float type) or fallback when the file has no such tensor.
+  Result<float> scalar_or(const std::string& name, float fallback) {
+    if (file_.find_tensor(name) == nullptr) return fallback;
+    EDGELM_TRY(const float* v, vector(name, 1));
+    if (std::isnan(*v)) return make_error("tensor '{}' is NaN", name);
+    return *v;
+  }
+  // The Gemma4ClippableLinear ranges of the linear `base`.weight (base.input_min, ...).
+  Result<LinearClamp> clamp(const std::string& base) {
+    LinearClamp c;
+    EDGELM_TRY(c.in_min, scalar_or(base + ".input_min", c.in_min));
+    EDGELM_TRY(c.in_max, scalar_or(base + ".input_max", c.in_max));
+    EDGELM_TRY(c.out_min, scalar_or(base + ".output_min", c.out_min));
+    EDGELM_TRY(c.out_max, scalar_or(base + ".output_max", c.out_max));
+    if (c.in_min > c.in_max || c.out_min > c.out_max) return make_error("tensor '{}' has an empty clamp range", base);
+    return c;
+  }
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
-  // Error naming the first tensor of the file that no find() asked for.
+  // Error naming the first tensor of the file that no find() asked for. A file that also holds
+  // an audio encoder (clip.has_audio_encoder: Gemma 4's) keeps that encoder's tensors ("a.*" and
+  // its projector's "mm.a.*"), which the vision encoder does not use.
   Status check_all_used(std::string_view projector) const {
-    for (const format::TensorInfo& t : file_.tensors)
-      if (used_.count(t.name) == 0)
+    auto has_audio = file_.metadata.get_bool_or("clip.has_audio_encoder", false);
+    const bool audio = has_audio.ok() && *has_audio;
+    for (const format::TensorInfo& t : file_.tensors) {
+      const bool audio_tensor = audio && (t.name.rfind("a.", 0) == 0 || t.name.rfind("mm.a.", 0) == 0);
+      if (!audio_tensor && used_.count(t.name) == 0)
         return make_error(
             "tensor '{}' is not used by projector '{}' (an encoder without it would compute another model)", t.name,
             projector);
+    }
     return ok_status();
   }
 
@@ -105,7 +137,8 @@ Status pack_matrices(VisionWeights& w) {
   for (WeightMatrix* m : {&w.input_proj, &w.mm_fc, &w.mm0, &w.mm2})  // the projector's, whichever it has
     if (m->data != nullptr) all.push_back(m);
   for (VisionLayerWeights& L : w.layers)
-    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_up, &L.w_down}) all.push_back(m);
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_up, &L.w_down, &L.w_gate})
+      if (m->data != nullptr) all.push_back(m);
   constexpr size_t kAlign = 64;
   std::vector<size_t> bytes, offsets;
   size_t total = 0;
@@ -147,6 +180,58 @@ WeightMatrix row_view(const WeightMatrix& m, int64_t r0, int64_t rows) {
   return WeightMatrix{m.type, rows, m.cols, m.data + static_cast<size_t>(r0) * m.row_bytes, m.row_bytes};
 }
 
+// gemma4v's tensors (see clip_weights.h).
+Status load_gemma4v(Loader& ld, const VisionConfig& c, VisionWeights& w) {
+  const int64_t E = c.n_embd, F = c.n_ff, ps = c.patch_size, P = c.projection_dim, D = c.head_dim();
+  EDGELM_TRY(w.patch_embd, ld.matrix("v.patch_embd.weight", {ps, ps, 3, E}, E, 3 * ps * ps));
+  {
+    // The table size comes from the file (HF's position_embedding_size).
+    EDGELM_TRY(const format::TensorInfo* t, ld.peek("v.position_embd.weight"));
+    w.pos_size = t->ne[1];
+    if (w.pos_size < 1 || w.pos_size > 1 << 20)
+      return make_error("tensor 'v.position_embd.weight' has shape {}, expected [{}, positions, 2]",
+                        t->shape_string(), E);
+    EDGELM_TRY(w.pos_embd, ld.floats("v.position_embd.weight", {E, w.pos_size, 2, 1}));
+  }
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    VisionLayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const std::string p = "v.blk." + std::to_string(l) + ".";
+    EDGELM_TRY(L.ln1_w, ld.vector(p + "ln1.weight", E));
+    EDGELM_TRY(L.ln2_w, ld.vector(p + "ln2.weight", E));
+    EDGELM_TRY(L.attn_post_norm, ld.vector(p + "attn_post_norm.weight", E));
+    EDGELM_TRY(L.ffn_post_norm, ld.vector(p + "ffn_post_norm.weight", E));
+    EDGELM_TRY(L.q_norm, ld.vector(p + "attn_q_norm.weight", D));
+    EDGELM_TRY(L.k_norm, ld.vector(p + "attn_k_norm.weight", D));
+    struct Lin {
+      const char* name;
+      WeightMatrix* m;
+      LinearClamp* cl;
+      int64_t rows, cols;
+    };
+    const Lin lins[] = {{"attn_q", &L.wq, &L.cq, E, E},         {"attn_k", &L.wk, &L.ck, E, E},
+                        {"attn_v", &L.wv, &L.cv, E, E},         {"attn_out", &L.wo, &L.co, E, E},
+                        {"ffn_gate", &L.w_gate, &L.cgate, F, E}, {"ffn_up", &L.w_up, &L.cup, F, E},
+                        {"ffn_down", &L.w_down, &L.cdown, E, F}};
+    for (const Lin& x : lins) {
+      EDGELM_TRY(*x.m, ld.matrix(p + x.name + ".weight", x.rows, x.cols));
+      EDGELM_TRY(*x.cl, ld.clamp(p + x.name));
+    }
+    L.out_scale = 1.0f;
+    if (ld.has(p + "out_scale.weight")) {
+      EDGELM_TRY(const float* s, ld.vector(p + "out_scale.weight", 1));
+      L.out_scale = *s;
+    }
+  }
+  if (ld.has("v.std_bias") || ld.has("v.std_scale")) {
+    EDGELM_TRY(w.std_bias, ld.vector("v.std_bias", E));
+    EDGELM_TRY(w.std_scale, ld.vector("v.std_scale", E));
+  }
+  EDGELM_TRY(w.input_proj, ld.matrix("mm.input_projection.weight", P, E));
+  EDGELM_TRY(w.c_proj, ld.clamp("mm.input_projection"));
+  return ok_status();
+}
+
 }  // namespace
 
 Result<VisionWeights> load_vision_weights(const format::ModelFile& file, const VisionConfig& c) {
@@ -154,6 +239,12 @@ Result<VisionWeights> load_vision_weights(const format::ModelFile& file, const V
   Loader ld(file, w);
   const int64_t E = c.n_embd, F = c.n_ff, ps = c.patch_size, P = c.projection_dim;
   const bool qwen = c.projector == ProjectorType::qwen3vl;
+  if (c.projector == ProjectorType::gemma4v) {
+    EDGELM_TRY_STATUS(load_gemma4v(ld, c, w));
+    EDGELM_TRY_STATUS(ld.check_all_used(projector_name(c.projector)));
+    EDGELM_TRY_STATUS(pack_matrices(w));
+    return w;
+  }
   if (qwen) {
     EDGELM_TRY(w.patch_embd, summed_frames(ld, E, ps, w));
   } else {
@@ -210,6 +301,7 @@ Result<VisionWeights> load_vision_weights(const format::ModelFile& file, const V
       EDGELM_TRY(w.mm_fc, ld.matrix("mm.model.fc.weight", P, c.n_embd_merged()));
       break;
     }
+    case ProjectorType::gemma4v: break;  // loaded above
     case ProjectorType::qwen3vl: {
       const int64_t M = c.n_embd_merged();
       EDGELM_TRY(w.mm0, ld.matrix("mm.0.weight", M, M));

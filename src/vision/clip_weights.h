@@ -21,6 +21,18 @@
 // here as three row views wq, wk, wv. v.post_ln is HF's merger.norm; mm.0 (linear_fc1, [4E, 4E])
 // and mm.2 (linear_fc2, [projection_dim, 4E]) with biases.
 //
+// gemma4v (Gemma4VisionAudioModel in the converter): no patch bias; v.position_embd.weight
+// ne = {n_embd, pos_size, 2}: the x table then the y table (HF's position_embedding_table
+// [2, pos_size, n_embd]); per layer RMS norms without bias (ln1, ln2, attn_post_norm,
+// ffn_post_norm, and per-head attn_q_norm / attn_k_norm [head_dim]), attn_q/k/v/out and
+// ffn_gate/up/down without biases, v.blk.N.out_scale.weight [1] (HF's layer_scalar); optional
+// v.std_bias / v.std_scale [n_embd]; mm.input_projection.weight a plain linear weight ne =
+// {n_embd, projection_dim} (HF's embedding_projection). Gemma4ClippableLinear: any linear X.weight
+// may come with X.input_min / X.input_max / X.output_min / X.output_max ([1] each), the ranges
+// its input and output are clamped to (absent: unbounded). A file with clip.has_audio_encoder
+// (Gemma 4's converter writes both encoders into one mmproj) may also hold the audio encoder's
+// "a.*" and "mm.a.*" tensors, which are left alone.
+//
 // Every tensor is shape-checked (an error names the tensor and both shapes), and a tensor the
 // encoder would not use is an error naming it. Older converters (the first Gemma 3 mmproj
 // files) swapped the names of ffn_up and ffn_down; like clip.cpp, a layer whose ffn_up has the
@@ -29,6 +41,8 @@
 // float32 (model::vector_as_f32).
 #pragma once
 
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -40,6 +54,14 @@
 namespace edgelm::vision {
 
 using kernels::WeightMatrix;
+
+// The clamps of a Gemma4ClippableLinear (unbounded when the file has none).
+struct LinearClamp {
+  float in_min = -std::numeric_limits<float>::infinity(), in_max = std::numeric_limits<float>::infinity();
+  float out_min = -std::numeric_limits<float>::infinity(), out_max = std::numeric_limits<float>::infinity();
+  bool clamps_input() const { return std::isfinite(in_min) || std::isfinite(in_max); }
+  bool clamps_output() const { return std::isfinite(out_min) || std::isfinite(out_max); }
+};
 
 struct VisionLayerWeights {
   const float* ln1_w = nullptr;   // [n_embd]
@@ -56,6 +78,14 @@ struct VisionLayerWeights {
   const float* b_up = nullptr;    // [n_ff]
   WeightMatrix w_down;            // [n_embd, n_ff]
   const float* b_down = nullptr;  // [n_embd]
+  // gemma4v (its linears have no biases; ln1_w / ln2_w are RMS-norm weights)
+  WeightMatrix w_gate;                    // [n_ff, n_embd]
+  const float* q_norm = nullptr;          // [head_dim]
+  const float* k_norm = nullptr;          // [head_dim]
+  const float* attn_post_norm = nullptr;  // [n_embd]
+  const float* ffn_post_norm = nullptr;   // [n_embd]
+  float out_scale = 1.0f;                 // multiplies the layer's output (residual included)
+  LinearClamp cq, ck, cv, co, cgate, cup, cdown;
 };
 
 struct VisionWeights {
@@ -75,6 +105,12 @@ struct VisionWeights {
   const float* mm0_b = nullptr;  // [4 n_embd]
   WeightMatrix mm2;              // [projection_dim, 4 n_embd]
   const float* mm2_b = nullptr;  // [projection_dim]
+  // gemma4v: pos_embd holds the x table [pos_size, n_embd] then the y table; input_proj is
+  // [projection_dim, n_embd] as stored.
+  int64_t pos_size = 0;
+  const float* std_bias = nullptr;   // [n_embd] or null
+  const float* std_scale = nullptr;  // [n_embd] or null
+  LinearClamp c_proj;
   uint64_t n_bytes_file = 0;  // bytes of the tensors as stored in the file
 
   // Float copies of vectors not stored as F32, and the transposed projection.

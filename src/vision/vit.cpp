@@ -6,33 +6,15 @@
 
 #include "model/ops.h"
 #include "vision/vit_math.h"
+#include "vision/vit_steps.h"
 
 namespace edgelm::vision {
 namespace {
 
-// Calls fn(t) for every t < n over the pool (rows of an element-wise step).
-template <typename Fn>
-void for_rows(ThreadPool& pool, int64_t n, Fn&& fn) {
-  pool.parallel_for(static_cast<size_t>(n), [&](size_t begin, size_t end) {
-    for (size_t t = begin; t < end; ++t) fn(static_cast<int64_t>(t));
-  });
-}
-
-// matmul over row chunks of kTokenChunk: the kernels' copies of the activations (converted to
-// the weight's type, then packed into tiles) stay those of one chunk, not of all 4096 patches
-// (Gemma 3's FFN: 35 + 70 MB at once), at the cost of reading each weight n / kTokenChunk times.
-constexpr int64_t kTokenChunk = 1024;
-
-void matmul_chunked(const kernels::WeightMatrix& w, const float* x, int64_t n, float* out, ThreadPool& pool,
-                    kernels::MatmulScratch& mm) {
-  for (int64_t t0 = 0; t0 < n; t0 += kTokenChunk)
-    kernels::matmul(w, x + t0 * w.cols, std::min(kTokenChunk, n - t0), out + t0 * w.rows, pool, mm);
-}
-
-template <typename T>
-void grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
+using detail::for_rows;
+using detail::grow;
+using detail::kTokenChunk;
+using detail::matmul_chunked;
 
 }  // namespace
 
@@ -100,6 +82,10 @@ Status VisionEncoder::check_size(int32_t width, int32_t height) const {
   if (width <= 0 || height <= 0 || width % cell != 0 || height % cell != 0)
     return make_error("image tensor is {} x {}, sides must be positive multiples of {} (patch {} x merge {})", width,
                       height, cell, c.patch_size, c.n_merge);
+  if (c.projector == ProjectorType::gemma4v &&
+      (width / c.patch_size > weights_.pos_size || height / c.patch_size > weights_.pos_size))
+    return make_error("image tensor is {} x {}: over the {} positions per side of the encoder's position tables", width,
+                      height, weights_.pos_size);
   const int64_t max_patches = int64_t{kMaxDynamicTokens} * c.n_merge * c.n_merge;
   if (int64_t{width / c.patch_size} * (height / c.patch_size) > max_patches)
     return make_error("image tensor is {} x {}: {} patches, over the encoder's limit of {}", width, height,
@@ -124,10 +110,19 @@ Status VisionEncoder::encode(const float* chw, int32_t width, int32_t height, st
   const int64_t n = g.n(), E = c.n_embd;
   grow(s.x, static_cast<size_t>(n * E));
   grow(s.h, static_cast<size_t>(n * E));
-  grow(s.big, static_cast<size_t>(std::max({n * 3 * c.patch_size * c.patch_size, 4 * n * E, n * int64_t{c.n_ff}})));
+  const bool g4 = c.projector == ProjectorType::gemma4v;
+  const int64_t ffn_floats = g4 ? 2 * n * int64_t{c.n_ff} + n * E : n * int64_t{c.n_ff};  // gemma4v: gate, up, clamp copy
+  grow(s.big, static_cast<size_t>(std::max({n * 3 * c.patch_size * c.patch_size, 4 * n * E, ffn_floats})));
   grow(s.pooled, static_cast<size_t>(n_tok * c.n_embd_merged()));
 
   embed_patches(chw, g, s, pool);
+  if (g4) {
+    add_positions_gemma4v(g, s, pool);
+    rope_table_gemma4v(g, s);
+    for (const VisionLayerWeights& L : weights_.layers) run_layer_gemma4v(L, g, s, pool);
+    project_gemma4v(out.data(), g, s, pool);
+    return ok_status();
+  }
   add_positions(g, s, pool);
   if (c.projector == ProjectorType::qwen3vl) rope_table(g, s);
   for (const VisionLayerWeights& L : weights_.layers) run_layer(L, g, s, pool);
@@ -138,6 +133,7 @@ Status VisionEncoder::encode(const float* chw, int32_t width, int32_t height, st
     case ProjectorType::gemma3: project_gemma3(out.data(), s, pool); break;
     case ProjectorType::idefics3: project_idefics3(out.data(), s, pool); break;
     case ProjectorType::qwen3vl: project_qwen3vl(out.data(), g, s, pool); break;
+    case ProjectorType::gemma4v: break;  // above
   }
   return ok_status();
 }
@@ -152,7 +148,7 @@ void VisionEncoder::patch_yx(const Grid& g, int64_t t, int64_t& y, int64_t& x) c
   x = blk % bw * 2 + t % 2;
 }
 
-// x = unfold(chw) W_patch^T + b_patch. Token t's patch (py, px) (patch_yx) holds the
+// x = unfold(chw) W_patch^T + b_patch (gemma4v: unfold(2 chw - 1) W_patch^T, no bias). Token t's patch (py, px) (patch_yx) holds the
 // (channel, ky, kx) pixels of its ps x ps square, kx fastest: the order of the conv kernel's rows.
 void VisionEncoder::embed_patches(const float* chw, const Grid& g, VisionScratch& s, ThreadPool& pool) const {
   const VisionConfig& c = config_;
@@ -167,8 +163,11 @@ void VisionEncoder::embed_patches(const float* chw, const Grid& g, VisionScratch
       for (int64_t ky = 0; ky < ps; ++ky)
         std::memcpy(dst + (ch * ps + ky) * ps, chw + (ch * H + py * ps + ky) * W + px * ps,
                     static_cast<size_t>(ps) * sizeof(float));
+    if (c.projector == ProjectorType::gemma4v)
+      for (int64_t i = 0; i < K; ++i) dst[i] = 2.0f * dst[i] - 1.0f;
   });
   matmul_chunked(weights_.patch_embd, patches, n, s.x.data(), pool, s.mm);  // [n, E]
+  if (weights_.patch_bias == nullptr) return;
   for_rows(pool, n, [&](int64_t p) {
     float* x = s.x.data() + p * E;
     for (int64_t i = 0; i < E; ++i) x[i] += weights_.patch_bias[i];

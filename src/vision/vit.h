@@ -34,6 +34,21 @@
 // so it agrees with this encoder (and HF) exactly only where no interpolation is needed or the
 // source positions land on whole cells ((side - 1) / (g - 1) an integer); the goldens use such grids.
 //
+// gemma4v (Gemma 4, Gemma4VisionModel + Gemma4MultimodalEmbedder, as ik_llama.cpp's build_gemma4
+// computes it): dynamic resolution like qwen3vl (sides multiples of patch_size * n_merge), tokens
+// row-major. Patches of 2 x - 1 (HF's 2 (x - 0.5)) times the patch kernel (no bias), plus
+// table_x[x] + table_y[y] (the file's two learned position tables). Each layer:
+//   h = RMSNorm(x) ln1; q, k, v = h W (clamped linears); q, k RMS-normed per head (q_norm,
+//   k_norm), v RMS-normed per head without weight; 2-D RoPE (theta 100): each head's first half
+//   rotated NeoX-style by the column x (pair i < head_dim / 4 rotates (i, i + head_dim / 4),
+//   angle x * 100^(-4 i / head_dim)), its second half likewise by the row y; attention with
+//   scale 1 (the norms replace 1 / sqrt(head_dim)); out proj; x += RMSNorm(.) attn_post_norm;
+//   h = RMSNorm(x) ln2; x += RMSNorm(down(act(gate h) * up h)) ffn_post_norm; x *= out_scale.
+// No post LN. Projector: average pool n_merge x n_merge (row-major output), times sqrt(n_embd),
+// (p - std_bias) * std_scale when the file has them, RMSNorm without weight, then the clamped
+// mm.input_projection. Every linear clamps its input and output to the file's ranges
+// (Gemma4ClippableLinear; the reference applies only the projection's, see README).
+//
 // Every matrix product with many rows goes through kernels::matmul (the packed multi-token GEMM
 // of the weight's type); attention is vit_attention.h; the element-wise parts run over the pool.
 //
@@ -64,9 +79,11 @@ namespace edgelm::vision {
 struct VisionScratch {
   std::vector<float> x;       // [n_patches, n_embd] the residual stream
   std::vector<float> h;       // [n_patches, n_embd] normed input / per-head queries / matmul outputs
-  std::vector<float> big;     // max([n_patches, 3 ps ps], 4 x [n_patches, n_embd], [n_patches, n_ff])
+  std::vector<float> big;     // max([n_patches, 3 ps ps], 4 x [n_patches, n_embd], [n_patches, n_ff]); gemma4v's
+                              // FFN: [n_patches, 2 n_ff + n_embd] (gate, up, a clamped input copy)
   std::vector<float> pooled;  // [n_output_tokens, n_embd_merged]: pooled (gemma3) or shuffled (idefics3)
-  std::vector<float> rope;    // qwen3vl: [n_patches, head_dim / 2] cos then [n_patches, head_dim / 2] sin
+  std::vector<float> rope;    // qwen3vl: [n_patches, head_dim / 2] cos then [n_patches, head_dim / 2] sin;
+                              // gemma4v: [n_patches, head_dim / 4] x cos, x sin, y cos, y sin
   kernels::MatmulScratch mm;
   std::vector<AttentionThreadScratch> attention;  // per pool thread
 
@@ -125,6 +142,11 @@ class VisionEncoder {
   void project_gemma3(float* out, VisionScratch& s, ThreadPool& pool) const;
   void project_idefics3(float* out, VisionScratch& s, ThreadPool& pool) const;
   void project_qwen3vl(float* out, const Grid& g, VisionScratch& s, ThreadPool& pool) const;
+  // gemma4v (gemma4v.cpp).
+  void add_positions_gemma4v(const Grid& g, VisionScratch& s, ThreadPool& pool) const;
+  void rope_table_gemma4v(const Grid& g, VisionScratch& s) const;
+  void run_layer_gemma4v(const VisionLayerWeights& L, const Grid& g, VisionScratch& s, ThreadPool& pool) const;
+  void project_gemma4v(float* out, const Grid& g, VisionScratch& s, ThreadPool& pool) const;
 
   format::ModelFile file_;
   VisionConfig config_;

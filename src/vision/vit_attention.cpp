@@ -13,7 +13,8 @@ size_t attention_scratch_bytes(int64_t n_tok, int64_t head_dim) {
 }
 
 void vit_attention(const float* qh, const float* k, const float* vt, float* out, int64_t n_tok, int64_t n_head,
-                   int64_t head_dim, ThreadPool& pool, std::vector<AttentionThreadScratch>& scratch) {
+                   int64_t head_dim, ThreadPool& pool, std::vector<AttentionThreadScratch>& scratch,
+                   float scale_arg) {
   const int64_t E = n_head * head_dim;
   const size_t n_threads = static_cast<size_t>(pool.n_threads());
   if (scratch.size() < n_threads) scratch.resize(n_threads);
@@ -25,7 +26,7 @@ void vit_attention(const float* qh, const float* k, const float* vt, float* out,
     if (s.scores.size() < n_scores) s.scores.resize(n_scores);
     if (s.out.size() < n_out) s.out.resize(n_out);
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float scale = scale_arg > 0.0f ? scale_arg : 1.0f / std::sqrt(static_cast<float>(head_dim));
   const int64_t n_blocks = (n_tok + kQueryBlock - 1) / kQueryBlock;
   pool.parallel_for(static_cast<size_t>(n_head * n_blocks), [&](size_t begin, size_t end) {
     AttentionThreadScratch& s = scratch[static_cast<size_t>(ThreadPool::thread_index())];

@@ -37,8 +37,10 @@ size_t attention_scratch_bytes(int64_t n_tok, int64_t head_dim);
 
 // qh: [n_head, n_tok, head_dim] (queries per head, contiguous); k: [n_tok, n_head * head_dim]
 // (row t holds every head's key); vt: [n_head, head_dim, n_tok] (values transposed per head);
-// out: [n_tok, n_head * head_dim]. scratch: grown to pool.n_threads() entries.
+// out: [n_tok, n_head * head_dim]. scratch: grown to pool.n_threads() entries. scale: the score
+// scale (0: 1 / sqrt(head_dim); gemma4v: 1).
 void vit_attention(const float* qh, const float* k, const float* vt, float* out, int64_t n_tok, int64_t n_head,
-                   int64_t head_dim, ThreadPool& pool, std::vector<AttentionThreadScratch>& scratch);
+                   int64_t head_dim, ThreadPool& pool, std::vector<AttentionThreadScratch>& scratch,
+                   float scale = 0.0f);
 
 }  // namespace edgelm::vision

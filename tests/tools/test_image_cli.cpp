@@ -118,5 +118,30 @@ TEST_F(ImageCli, BenchReportsEncodeTimesAndTtft) {
                      "none.png");
 }
 
+// Gemma 4 from the command line alone: synth writes the gemma4-tiny text model (its --vocab padded
+// with Gemma 4's image markers) and, by default for that shape, the tiny-gemma4v encoder; run
+// --image puts the image's 256 soft tokens (an 8 x 8 PNG resized to 192 x 192 px) and its
+// markers before the prompt; bench --image reports the encoder as dynamic-resolution.
+TEST_F(ImageCli, Gemma4SynthRunAndBench) {
+  const std::string lm = dir_->file("g4.gguf"), mm = dir_->file("g4-mmproj.gguf");
+  auto s = edgelm({"synth", "--shape", "gemma4-tiny", "--ctx", "1024", "--n-vocab", "515", "--vocab",
+                   shared_path("models/tok512.bin"), "-o", lm, "--mmproj-output", mm});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.err.find("gemma4v projector, tiny-gemma4v shape"), std::string::npos) << s.err;
+  const std::vector<std::string> base = {"run", "-m", lm, "-p", "What is this?", "-n", "4", "--temp", "0",
+                                         "--ignore-eos", "-t", "1"};
+  auto text = edgelm(base);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  std::vector<std::string> args = base;
+  for (const std::string& a : {std::string("--mmproj"), mm, std::string("--image"), red_}) args.push_back(a);
+  auto img = edgelm(args);
+  ASSERT_EQ(img.exit_code, 0) << img.err;
+  EXPECT_NE(img.err.find("1 frame(s)"), std::string::npos) << img.err;
+  EXPECT_GE(prompt_tokens(img.err) - prompt_tokens(text.err), 256 + 2) << img.err;
+  auto b = edgelm({"bench", "-m", lm, "--mmproj", mm, "--image", red_, "-r", "2", "-t", "1"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.out.find("gemma4v, dynamic resolution"), std::string::npos) << b.out;
+}
+
 }  // namespace
 }  // namespace edgelm::test

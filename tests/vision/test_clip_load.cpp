@@ -238,9 +238,11 @@ TEST(ClipLoad, BadValuesAreNamed) {
     return load_error(std::move(f));
   };
   using format::GgufValue;
-  std::string err = with("clip.projector_type", GgufValue::from_string("gemma4v"));
-  expect_contains(err, "'gemma4v'");
-  expect_contains(err, "supported: gemma3, idefics3, qwen3vl_merger");
+  std::string err = with("clip.projector_type", GgufValue::from_string("gemma4a"));
+  expect_contains(err, "'gemma4a'");
+  expect_contains(err, "supported: gemma3, idefics3, qwen3vl_merger, gemma4v");
+  // a gemma3 file relabelled gemma4v has a single position table, not the x and y tables
+  expect_contains(with("clip.projector_type", GgufValue::from_string("gemma4v")), "v.position_embd.weight");
   // a gemma3 file relabelled qwen3vl_merger lacks the second temporal patch kernel
   expect_contains(with("clip.projector_type", GgufValue::from_string("qwen3vl_merger")), "v.patch_embd.weight.1");
   expect_contains(with("general.architecture", GgufValue::from_string("llama")), "not 'clip'");

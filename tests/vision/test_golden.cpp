@@ -233,5 +233,70 @@ TEST(VisionGolden, Qwen35EncoderMatchesTheReferenceEngine) {
   expect_golden(out, "qwen3.5-0.8b 768 x 32", kQwen35Head, 96, kQwen35Last, 23, 1024);
 }
 
+// gemma4v (Gemma 4): the harness image rounded to multiples of 1/1024 (exact in F16, so the
+// reference's F16 im2col sees the same pixels), W x H given to clip_image_encode as is, through
+// ik_llama.cpp's clip_image_encode (commit 8337e4cd3, CPU, F32 kq, ONE thread) on the files that
+//   edgelm synth --shape gemma4-tiny ... --mmproj-shape tiny-gemma4v --seed 1   (48 x 36 px: 12 x 9
+//     patches pooled 3 x 3 to 4 x 3 tokens of 64; the first 96 values and token 11's first 8)
+//   edgelm synth ... --mmproj-shape gemma4-e2b --mmproj-dim 1536 --seed 1 (Gemma 4 E2B's tower,
+//     240 x 192 px: 15 x 12 patches to 5 x 4 tokens of 1536; the first 96 and token 19's first 8)
+// write. Two changes to the reference, for measurement only: gemma4's pool input is built with
+// ggml_cont + ggml_reshape_4d instead of ggml_cont_4d of the transposed view (the same wrong copy
+// as gemma3's, see above), and one thread: that build's CPU ggml_clamp returns early on every
+// thread but the first, which then clamps only rows 0, nth, 2 nth, ..., so with 2 threads every
+// other soft token of the clamped projection is left unwritten. Measured agreement over all
+// values (not just the recorded ones): tiny cosine 1.0000000, max |diff| 1.7e-4 of scale (3.4e-4);
+// E2B cosine 0.99999998, max |diff| 3.3e-4 of scale (6.6e-4); the recorded values must agree to
+// cosine 0.99999.
+constexpr float kGemma4vTinyHead[96] = {0.07366714f, -0.297168f, -0.770382f, -1.90062f, -0.4863213f, -0.7453134f, -1.042455f, 0.9419211f, -0.2974577f, 2.0f, 0.5260985f, -0.3285623f, 1.364742f, -1.725528f, -1.068168f, 0.563045f, 0.4573612f, 0.9018784f, 1.111492f, 0.42471f, 2.0f, -2.0f, -1.385681f, 1.655037f, -0.3744932f, -0.486201f, 0.3748822f, 1.411856f, -0.4454817f, 0.3000422f, -1.452298f, -1.165504f, -0.305309f, 0.1594107f, 0.1659577f, -0.1038556f, -0.7904896f, 0.3477759f, 0.7874946f, -1.024186f, -1.158074f, 0.3665384f, -0.224498f, 0.1936327f, -0.6759782f, 1.374904f, -0.8717803f, 0.1714432f, 0.7771487f, -1.874168f, -0.2523304f, -0.07577857f, 0.4017034f, 0.3764344f, -0.2606502f, 1.059374f, -0.3064902f, 0.2657968f, -1.66441f, 1.430394f, 1.014598f, -0.880115f, 1.994663f, -0.438879f, 0.273056f, 0.4630675f, -0.4730775f, -1.192751f, 0.01125616f, -0.7576171f, -1.678624f, 1.105657f, 0.3998703f, 1.281747f, -0.210189f, -0.4711142f, 0.9819545f, -1.843907f, -0.9438899f, -0.3801473f, 0.4468082f, 0.8326343f, 1.340853f, 0.1172509f, 1.859497f, -2.0f, -1.659193f, 2.0f, -0.1629472f, 0.217493f, 0.3997004f, 1.252662f, -0.230249f, 0.4037971f, -1.344025f, -1.470949f};
+constexpr float kGemma4vTinyLast[8] = {0.2130142f, 0.2192588f, 0.8534911f, -0.8348822f, 0.05427477f, -1.709523f, -2.0f, -0.03064165f};
+constexpr float kGemma4vE2bHead[96] = {-1.173324f, -0.6981827f, -0.1265894f, 0.1565346f, 0.6118701f, 0.3261193f, 0.09595901f, -1.154067f, -0.1400395f, 0.6974219f, 1.036943f, -0.9111035f, 1.130763f, -0.3822839f, 0.4034643f, 0.8099025f, -1.803791f, 0.2273653f, -1.175263f, -0.6241694f, -0.419966f, -0.2365364f, -0.4014409f, -0.7974f, -0.1284209f, 0.003545046f, -1.160943f, -0.8433447f, -1.807075f, 0.1488024f, 0.1645211f, 0.0428915f, -0.5885627f, 0.7372521f, 1.613648f, 0.335758f, -1.091672f, -1.879743f, -0.486697f, -0.1673349f, -0.5934118f, 0.2695069f, -1.455396f, 0.01386994f, 0.3293577f, 0.2587627f, -1.271047f, 0.04720595f, 1.230108f, 0.2384384f, 0.5483394f, 0.528169f, 0.2533003f, -0.7277244f, -1.55718f, 0.3100287f, -0.9586148f, 0.3326426f, 1.440935f, -0.8189788f, 0.2887795f, 0.1824268f, 0.1592505f, 0.9892532f, 1.114807f, -0.2482837f, -0.9209719f, -0.8821718f, 1.844583f, -0.2191681f, 0.4156925f, 1.360857f, 1.656583f, -0.032487f, -0.5872918f, -0.06926256f, -1.059142f, 1.329181f, -1.026046f, 0.7230239f, 0.9204952f, 0.04543665f, 0.4357301f, 1.671015f, -0.7781587f, -0.001555562f, 0.7399969f, 1.04267f, 1.590547f, -1.266595f, 0.8022583f, -0.9202307f, 0.5741194f, 0.2396666f, -0.3064448f, 0.014781f};
+constexpr float kGemma4vE2bLast[8] = {-1.038234f, -0.8017607f, -0.1385298f, 0.2106574f, 0.6433249f, 0.2752373f, -0.01779342f, -0.9557359f};
+std::vector<float> encode_gemma4v(const char* shape, int32_t projection_dim, int32_t W, int32_t H) {
+  SyntheticMmprojSpec s;
+  EXPECT_TRUE(apply_mmproj_shape(s, shape).ok());
+  s.projection_dim = projection_dim;
+  s.seed = 2;
+  auto file = make_synthetic_mmproj(s);
+  EXPECT_TRUE(file.ok()) << file.error().message;
+  auto enc = VisionEncoder::load(std::move(*file));
+  EXPECT_TRUE(enc.ok()) << enc.error().message;
+  std::vector<float> out(static_cast<size_t>((*enc)->n_output_tokens(W, H)) * projection_dim);
+  std::vector<float> img = harness_image(W, H);
+  for (float& v : img) v = std::round(v * 1024.0f) / 1024.0f;  // exact in F16 (the reference's im2col)
+  ThreadPool pool(2);
+  VisionScratch scratch;
+  const Status st = (*enc)->encode(img.data(), W, H, out, pool, scratch);
+  EXPECT_TRUE(st.ok()) << st.error().message;
+  return out;
+}
+
+void expect_gemma4v(const std::vector<float>& out, const char* what, const float* head, const float* last8,
+                    size_t last, size_t width) {
+  std::vector<size_t> idx;
+  std::vector<float> want(head, head + 96);
+  for (size_t i = 0; i < 96; ++i) idx.push_back(i);
+  for (size_t i = 0; i < 8; ++i) {
+    idx.push_back(last * width + i);
+    want.push_back(last8[i]);
+  }
+  const auto [cosine, diff] = agreement(out, idx, want);
+  std::printf("%s: cosine %.8f, max diff %.2g of scale\n", what, cosine, diff);
+  EXPECT_GE(cosine, 0.99999);
+  EXPECT_LE(diff, 1e-3);
+}
+
+TEST(VisionGolden, Gemma4vTinyMatchesTheReferenceEngine) {
+  const std::vector<float> out = encode_gemma4v("tiny-gemma4v", 64, 48, 36);
+  ASSERT_EQ(out.size(), 12u * 64u);
+  expect_gemma4v(out, "gemma4v tiny 48 x 36", kGemma4vTinyHead, kGemma4vTinyLast, 11, 64);
+}
+
+TEST(VisionGolden, Gemma4vE2bMatchesTheReferenceEngine) {
+  const std::vector<float> out = encode_gemma4v("gemma4-e2b", 1536, 240, 192);
+  ASSERT_EQ(out.size(), 20u * 1536u);
+  expect_gemma4v(out, "gemma4v e2b 240 x 192", kGemma4vE2bHead, kGemma4vE2bLast, 19, 1536);
+}
+
 }  // namespace
 }  // namespace edgelm::vision
