@@ -14,6 +14,9 @@ namespace {
 
 // SmolVLM's Idefics3ImageProcessor: size.longest_edge = 4 x max_image_size.longest_edge (the tile).
 constexpr int kIdefics3DefaultEdgeTiles = 4;
+// qwen3vl: the fewest merged tokens of an image (Qwen3.5's preprocessor_config shortest_edge 65536 px at
+// 32 px per merged token), kept for every patch size.
+constexpr int kQwenVlMinTokens = 64;
 
 // The prefix-KV key of frame f of an image whose key is h: distinct per frame, never 0 (0 asks
 // the engine to hash the rows).
@@ -66,11 +69,6 @@ Result<std::unique_ptr<ImageInput>> ImageInput::open(const ImageInputOptions& op
   EDGELM_TRY(ImageSource source, ImageSource::open(opts.source));
   auto enc = vision::VisionEncoder::open(opts.mmproj_path);
   if (!enc.ok()) return make_error("--mmproj '{}': {}", opts.mmproj_path, enc.error().message);
-  if ((*enc)->config().dynamic_resolution())
-    return make_error(
-        "--mmproj '{}': projector '{}' (Qwen3-VL / Qwen3.5) loads and encodes, but serving it is not implemented yet "
-        "(its image tokens need M-RoPE positions in the qwen35 model); serve the model without --mmproj",
-        opts.mmproj_path, vision::projector_name((*enc)->config().projector));
   return std::unique_ptr<ImageInput>(new ImageInput(opts, std::move(enc).value(), std::move(source)));
 }
 
@@ -87,8 +85,11 @@ int ImageInput::max_grid() const {
 
 Status ImageInput::check_model(const model::ModelConfig& c) const {
   const vision::VisionConfig& v = encoder_->config();
-  // The text architecture each projector feeds: Gemma 3's own, SmolVLM's SmolLM2 (llama).
-  const std::string_view text_arch = v.projector == vision::ProjectorType::idefics3 ? "llama" : "gemma3";
+  // The text architecture each projector feeds: Gemma 3's own, SmolVLM's SmolLM2 (llama),
+  // Qwen3-VL's projector feeds Qwen3.5 (qwen35, whose M-RoPE positions the images take).
+  const std::string_view text_arch = v.projector == vision::ProjectorType::idefics3  ? "llama"
+                                     : v.projector == vision::ProjectorType::qwen3vl ? "qwen35"
+                                                                                     : "gemma3";
   if (c.arch->name != text_arch)
     return make_error("--mmproj: the model's architecture '{}' takes no images (a {} projector feeds {})", c.arch->name,
                       vision::projector_name(v.projector), text_arch);
@@ -107,7 +108,7 @@ Status ImageInput::check_vocab(const tokenizer::Vocab& vocab) const {
   return ok_status();
 }
 
-media::TiledTensors ImageInput::preprocess(const media::Image& image) const {
+Result<media::TiledTensors> ImageInput::preprocess(const media::Image& image) const {
   const vision::VisionConfig& v = encoder_->config();
   media::NormalizeParams norm;
   norm.mean = v.image_mean;
@@ -118,6 +119,24 @@ media::TiledTensors ImageInput::preprocess(const media::Image& image) const {
     params.tile_size = v.image_size;
     params.norm = norm;
     return media::preprocess_idefics3(image, params);
+  }
+  if (v.projector == vision::ProjectorType::qwen3vl) {
+    media::QwenVlParams params;
+    params.patch_size = v.patch_size;
+    params.merge_size = v.n_merge;
+    const int64_t per_token = int64_t{v.patch_size} * v.n_merge * v.patch_size * v.n_merge;
+    const int max_tokens = opts_.max_image_tokens > 0
+                               ? std::min(opts_.max_image_tokens, vision::VisionEncoder::kMaxDynamicTokens)
+                               : vision::VisionEncoder::kMaxDynamicTokens;
+    params.max_pixels = int64_t{max_tokens} * per_token;
+    // At most a quarter of the cap, so that smart_resize's upward rounding of a small image stays
+    // under it.
+    params.min_pixels = std::max<int64_t>(1, std::min(kQwenVlMinTokens, max_tokens / 4)) * per_token;
+    params.norm = norm;
+    EDGELM_TRY(media::ImageTensor frame, media::preprocess_qwen_vl(image, params));
+    media::TiledTensors out;
+    out.frames.push_back(std::move(frame));
+    return out;
   }
   media::Gemma3Params params;
   params.image_size = v.image_size;
@@ -211,21 +230,33 @@ Result<EncodedImage> ImageInput::encode_bytes(const std::string& in) {
   auto image = media::decode_image(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()), limits);
   if (!image.ok()) return make_error("the image cannot be decoded: {}", image.error().message);
-  const media::TiledTensors tensors = preprocess(*image);
+  auto tensors_or = preprocess(*image);
+  if (!tensors_or.ok()) return make_error("the image cannot be preprocessed: {}", tensors_or.error().message);
+  const media::TiledTensors& tensors = *tensors_or;
   out.decode_s = watch.seconds();
   auto embd = std::make_shared<ImageEmbeddings>();
   embd->rows = tensors.rows;
   embd->cols = tensors.cols;
-  const auto n_out = static_cast<size_t>(encoder_->n_output_tokens()) * static_cast<size_t>(encoder_->n_embd_out());
+  const vision::VisionConfig& vc = encoder_->config();
   {
     std::lock_guard lock(encode_mutex_);
     Stopwatch enc_watch;
     for (const media::ImageTensor& chw : tensors.frames) {
-      if (chw.width != encoder_->config().image_size || chw.height != encoder_->config().image_size)
+      if (vc.dynamic_resolution()) {  // qwen3vl: any grid the processor picked
+        if (Status st = encoder_->check_size(chw.width, chw.height); !st.ok())
+          return make_error("the image cannot be encoded: {}", st.error().message);
+        embd->grid_w = chw.width / (vc.patch_size * vc.n_merge);
+        embd->grid_h = chw.height / (vc.patch_size * vc.n_merge);
+      } else if (chw.width != vc.image_size || chw.height != vc.image_size) {
         return make_error("the image's frame is {}x{}, not the encoder's {} px square", chw.width, chw.height,
-                          encoder_->config().image_size);
+                          vc.image_size);
+      }
+      const auto n_out = static_cast<size_t>(encoder_->n_output_tokens(chw.width, chw.height)) *
+                         static_cast<size_t>(encoder_->n_embd_out());
       auto frame = std::make_shared<std::vector<float>>(n_out);
-      const Status st = encoder_->encode(chw.chw.data(), *frame, pool_, scratch_);
+      const Status st = vc.dynamic_resolution()
+                            ? encoder_->encode(chw.chw.data(), chw.width, chw.height, *frame, pool_, scratch_)
+                            : encoder_->encode(chw.chw.data(), *frame, pool_, scratch_);
       if (!st.ok()) return make_error("the image cannot be encoded: {}", st.error().message);
       embd->frames.push_back(std::move(frame));
     }
@@ -245,7 +276,7 @@ Result<std::string> ImageInput::expand_markers(const std::string& text, const st
     if (at == std::string::npos) break;
     out.append(text, pos, at - pos);
     if (n < images.size())
-      out += image_prompt_text(p, encoder_->n_output_tokens(), images[n].embd->rows, images[n].embd->cols);
+      out += image_prompt_text(p, frame_tokens(*images[n].embd), images[n].embd->rows, images[n].embd->cols);
     pos = at + kImageMarker.size();
     ++n;
   }
@@ -270,7 +301,7 @@ Result<std::vector<int32_t>> ImageInput::tokenize(const tokenizer::Tokenizer& to
     if (!piece.empty() || (pos == 0 && add_special)) append(tok.encode(piece, pos == 0 && add_special, false));
     if (at == std::string::npos) break;
     if (n < images.size())
-      append(tok.encode(image_prompt_text(p, encoder_->n_output_tokens(), images[n].embd->rows, images[n].embd->cols),
+      append(tok.encode(image_prompt_text(p, frame_tokens(*images[n].embd), images[n].embd->rows, images[n].embd->cols),
                         false, true));
     pos = at + kImageMarker.size();
     ++n;
@@ -287,7 +318,6 @@ Result<std::vector<engine::PromptImage>> ImageInput::locate(const std::vector<in
   const vision::ProjectorType p = encoder_->config().projector;
   const std::string_view soft_text = image_soft_token(p);
   const int32_t soft = *vocab.find(soft_text);
-  const int32_t n_per = encoder_->n_output_tokens();
   // Every image's frames, in prompt order: (image, frame).
   std::vector<std::pair<size_t, size_t>> frames;
   for (size_t i = 0; i < images.size(); ++i)
@@ -300,18 +330,21 @@ Result<std::vector<engine::PromptImage>> ImageInput::locate(const std::vector<in
     }
     size_t j = i;
     while (j < prompt.size() && prompt[j] == soft) ++j;
+    const int64_t n_per = out.size() < frames.size() ? frame_tokens(*images[frames[out.size()].first].embd) : 0;
     if (static_cast<int64_t>(j - i) != n_per || out.size() >= frames.size())
       return make_error(
-          "the prompt holds a run of {} '{}' tokens where each of the {} image frames needs {} (the text may contain "
-          "the token itself)",
-          j - i, soft_text, frames.size(), n_per);
+          "the prompt holds a run of {} '{}' tokens where image frame {} of {} needs {} (the text may contain the "
+          "token itself)",
+          j - i, soft_text, out.size() + 1, frames.size(), n_per);
     const auto [img, f] = frames[out.size()];
     engine::PromptImage im;
     im.pos0 = static_cast<int32_t>(i);
-    im.n_tokens = n_per;
+    im.n_tokens = static_cast<int32_t>(n_per);
     im.embd = images[img].embd->frames[f];
     im.hash = frame_hash(images[img].hash, f);
     im.causal = image_prompt_causal(p);
+    im.grid_w = images[img].embd->grid_w;
+    im.grid_h = images[img].embd->grid_h;
     out.push_back(std::move(im));
     i = j;
   }

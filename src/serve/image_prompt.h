@@ -13,8 +13,8 @@
 //    One run of n "<image>" per frame (tiles row-major, then the global view), attended causally
 //    like text (mtmd turns causal attention off only for the Gemma projectors).
 //  - qwen3vl (Qwen3-VL / Qwen3.5, as mtmd wraps it): "<|vision_start|>" + n x "<|image_pad|>" +
-//    "<|vision_end|>" (n = the image's merged tokens; the server does not serve it yet, see
-//    image_input.h).
+//    "<|vision_end|>" (n = the image's merged tokens, gw x gh, row-major), attended causally like
+//    text; the tokens take M-RoPE positions (model/mrope.h).
 //
 // Invariants: the runs of the soft token in image_prompt_text are exactly the frames, in order,
 // each n long, and separated by other tokens (so the runs in a tokenized prompt can be matched
