@@ -108,16 +108,19 @@ int run_image_bench(const BenchOptions& o, ThreadPool& pool) {
   }
   auto lm = engine::load_model(o.model_path, o.tokenizer_path, o.load);
   if (!lm.ok()) return report_error(lm.error());
-  auto in_or = open_cli_images(o.mmproj, *lm, pool.n_threads(), /*cache_entries=*/0);
+  auto in_or = open_cli_images(o.mmproj, *lm, pool.n_threads(), /*cache_entries=*/0,
+                                /*max_image_tokens=*/engine::GenerateOptions{}.n_batch);
   if (!in_or.ok()) return report_error(in_or.error());
   serve::ImageInput& in = **in_or;
   const int reps = std::max(2, o.reps);  // the first is cold, the others warm
   nlohmann::json out = nlohmann::json::array();
   if (o.output != "json") {
-    std::printf("model: %s, mmproj: %s (%s, %d px, %d tokens per frame), %d threads, %d reps\n\n",
-                o.model_path.c_str(), o.mmproj.c_str(),
-                std::string(vision::projector_name(in.config().projector)).c_str(), in.config().image_size,
-                in.n_tokens_per_frame(), pool.n_threads(), reps);
+    const std::string per_frame = in.config().dynamic_resolution()
+                                      ? std::string("tokens per frame by the image's size")
+                                      : std::to_string(in.n_tokens_per_frame()) + " tokens per frame";
+    std::printf("model: %s, mmproj: %s (%s, %d px, %s), %d threads, %d reps\n\n", o.model_path.c_str(),
+                o.mmproj.c_str(), std::string(vision::projector_name(in.config().projector)).c_str(),
+                in.config().image_size, per_frame.c_str(), pool.n_threads(), reps);
     std::printf("| image | frames | decode ms | encode ms (cold) | encode ms (warm) | prompt tokens | prefill ms | "
                 "TTFT ms |\n|---|---|---|---|---|---|---|---|\n");
   }
