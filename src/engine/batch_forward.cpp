@@ -44,6 +44,7 @@ struct Step {
   int32_t block_size = 0;
   int32_t n_ctx = 0;
   float att_scale = 0.0f;
+  bool mrope = false;  // some slice has M-RoPE images: BatchScratch::tok_rope holds every token's rotation
   // Set per layer:
   int32_t layer = 0;
   int32_t kv_layer = 0;              // the layer's K/V index in the store (ModelConfig::kv_layer)
@@ -94,7 +95,8 @@ void rope_and_store(Step& st) {
     for (size_t t = b; t < e; ++t) {
       const int32_t pos = s.tok_pos[t];
       float* k = st.own_kv ? &s.k[t * st.KV] : nullptr;
-      st.m.prepare_qk(st.layer, &s.q[t * st.Q], k, pos, st.n_ctx);  // Q/K norms (if any) and RoPE
+      const model::RopePos rp = st.mrope ? s.tok_rope[t] : model::RopePos(pos);
+      st.m.prepare_qk(st.layer, &s.q[t * st.Q], k, rp, st.n_ctx);  // Q/K norms (if any) and RoPE
       if (!st.own_kv) continue;                                     // a shared-KV layer reads its source layer's K/V
       st.m.prepare_v(st.layer, &s.v[t * st.KV]);
       const kv::BlockId block = slice_blocks(st, s.tok_seq[t])[pos / st.block_size];
@@ -214,6 +216,12 @@ Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, co
       if (q.blocks[static_cast<size_t>(b)] < 0 || q.blocks[static_cast<size_t>(b)] >= store.n_blocks())
         return make_error("forward_batch: slice {} names block {}, outside the store's [0, {})", i,
                           q.blocks[static_cast<size_t>(b)], store.n_blocks());
+    if (!q.mrope.empty()) {
+      if (!c.has_mrope())
+        return make_error("forward_batch: slice {} has M-RoPE images but {} has no M-RoPE sections", i, c.arch->name);
+      if (const Status st = model::mrope_check(q.mrope); !st)
+        return make_error("forward_batch: slice {}: {}", i, st.error().message);
+    }
     if (q.n_logits < 0 || q.n_logits > q.n_tokens)
       return make_error("forward_batch: slice {} asks for {} logits of {} tokens", i, q.n_logits, q.n_tokens);
     n_total += q.n_tokens;
@@ -266,6 +274,15 @@ void plan_step(Step& st) {
     }
   }
   seq_tok[n_seqs] = t;
+  st.mrope = false;
+  for (const BatchSeq& q : st.batch.seqs) st.mrope = st.mrope || !q.mrope.empty();
+  if (st.mrope) {
+    model::RopePos* rope = grow(s.tok_rope, st.n);
+    for (int64_t u = 0; u < st.n; ++u) {
+      const BatchSeq& q = st.batch.seqs[static_cast<size_t>(tok_seq[u])];
+      rope[u] = q.mrope.empty() ? model::RopePos(tok_pos[u]) : model::mrope_position(q.mrope, tok_pos[u]);
+    }
+  }
   // Embedding spans: each covered token's row and its attention end (a bidirectional span's end).
   const int32_t* tok_end = nullptr;
   if (!st.batch.spans.empty()) {

@@ -18,6 +18,8 @@
 //  - embedding spans (StepBatch::spans, model/embd_span.h: an image's soft tokens) replace the
 //    token_embd rows of their positions, unscaled, and attend bidirectionally within the span
 //    as Model::forward does with the same spans;
+//  - M-RoPE images (BatchSeq::mrope): their tokens and the text after them turn by the
+//    positions of model/mrope.h, the KV slot staying the token's index;
 //  - Gemma 4: per-layer head sizes and FFN sizes, shared-KV layers that compute only Q and
 //    attend over their source layer's K/V in the store, the per-layer embeddings (model/ple.h);
 //  - hybrid models' Gated DeltaNet layers run model/deltanet.h per slice over the slice's
@@ -59,6 +61,7 @@
 #include "kv/state_store.h"
 #include "model/embd_span.h"
 #include "model/model.h"
+#include "model/mrope.h"
 
 namespace edgelm::engine {
 
@@ -83,6 +86,9 @@ struct BatchSeq {
                                         // (1: the next token after the slice; more: speculative verification)
   int32_t state_slot = -1;              // hybrid models: the sequence's slot in StepBatch::states
   std::span<const StateCapture> captures;  // hybrid models: states to copy out, n_tokens ascending (ties allowed)
+  // M-RoPE models (model/mrope.h): every image of the sequence (not only this slice's), from which
+  // each token's rotation position follows; empty: a token turns by its position.
+  std::span<const model::MropeImage> mrope;
 };
 
 // An embedding span of one slice's sequence (positions absolute, as the slice's pos0).
@@ -141,6 +147,7 @@ struct BatchScratch {
   std::vector<float> ple_gate;         // [n_total, n_embd_ple]
   std::vector<int32_t> tok_seq;        // [n_total] slice of each token
   std::vector<int32_t> tok_pos;        // [n_total] position of each token
+  std::vector<model::RopePos> tok_rope;  // [n_total] rotation position of each token (with M-RoPE images)
   std::vector<int32_t> tok_end;        // [n_total] exclusive end of each token's attended positions (with spans)
   std::vector<const float*> tok_embd;  // [n_total] a span token's embedding row, else null (with spans)
   std::vector<int64_t> seq_tok;        // [n_seqs + 1] first token of each slice (and n_total)
@@ -158,7 +165,8 @@ struct BatchScratch {
 // outside the store, a store of another model's shape, logits span of the wrong size; for hybrid
 // models no state store, a slice without a live slot, two slices of one slot, a slot whose
 // state is at another position than the slice's pos0 (> 0), captures outside the slice, out of
-// order or without a destination (or on a model without recurrent layers).
+// order or without a destination (or on a model without recurrent layers); M-RoPE images on a model
+// without M-RoPE, or that mrope_check refuses.
 Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore& store, std::span<float> logits,
                      ThreadPool& pool, BatchScratch& scratch);
 

@@ -164,7 +164,13 @@ Result<RequestId> Engine::add_request(Request req) {
       const auto* words = reinterpret_cast<const int32_t*>(im.embd->data());
       im.hash = kv::prefix_block_hash(kv::prefix_root("image"), std::span<const int32_t>(words, im.embd->size()));
     }
-    seq->kv.media.push_back({im.pos0, im.n_tokens, im.hash});
+    uint64_t media_hash = im.hash;
+    if (model_.config().has_mrope()) {  // the grid decides the K/V's rotation: part of the prefix key
+      const int32_t grid[2] = {im.grid_w, im.grid_h};
+      media_hash = kv::prefix_block_hash(media_hash, std::span<const int32_t>(grid, 2));
+      seq->mrope.push_back({im.pos0, im.n_tokens, im.grid_w, im.grid_h});
+    }
+    seq->kv.media.push_back({im.pos0, im.n_tokens, media_hash});
   }
   if (drafter_) seq->spec = SpecController(opts_.spec.draft_min, opts_.spec.draft_max);
   if (tok_ != nullptr) seq->text.emplace(*tok_, seq->tokens, seq->req.stop_strings);
@@ -181,9 +187,6 @@ Result<RequestId> Engine::add_request(Request req) {
 Status Engine::validate_images(const Request& req) const {
   if (req.images.empty()) return ok_status();
   const model::ModelConfig& c = model_.config();
-  if (states_.enabled())
-    return make_error("images are not supported on hybrid recurrent models ({}): their recurrent layers are causal",
-                      c.arch->name);
   const auto n_prompt = static_cast<int64_t>(req.prompt.size());
   int64_t prev_end = 0;
   for (size_t i = 0; i < req.images.size(); ++i) {
@@ -195,6 +198,12 @@ Status Engine::validate_images(const Request& req) const {
     if (!im.embd || static_cast<int64_t>(im.embd->size()) != int64_t{im.n_tokens} * c.n_embd)
       return make_error("image {} has {} embedding values; {} tokens x {} need {}", i, im.embd ? im.embd->size() : 0,
                         im.n_tokens, c.n_embd, int64_t{im.n_tokens} * c.n_embd);
+    if (states_.enabled() && !im.causal)
+      return make_error("image {} attends bidirectionally, which {}'s causal recurrent layers cannot (a causal image only)",
+                        i, c.arch->name);
+    if (c.has_mrope() && (im.grid_w <= 0 || im.grid_h <= 0 || int64_t{im.grid_w} * im.grid_h != im.n_tokens))
+      return make_error("image {}: {} takes images with M-RoPE positions, and a {} x {} grid does not hold its {} tokens",
+                        i, c.arch->name, im.grid_w, im.grid_h, im.n_tokens);
     if (im.n_tokens > opts_.scheduler.max_batch_tokens)
       return make_error(
           "image {} has {} tokens, more than --max-batch-tokens ({}): an image is computed in one step (raise "
@@ -440,7 +449,7 @@ const std::vector<TokenEvent>& Engine::step() {
     batch_.tokens.insert(batch_.tokens.end(), begin, begin + n_own);
     batch_.tokens.insert(batch_.tokens.end(), s.draft.begin(), s.draft.begin() + sl.n_draft);
     const int32_t rows = sl.logits ? 1 + sl.n_draft : 0;
-    batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, rows, s.state_slot, {}});
+    batch_.seqs.push_back(BatchSeq{s.kv.n_tokens, sl.n_tokens, s.kv.blocks, rows, s.state_slot, {}, s.mrope});
     for (const PromptImage& im : s.req.images)  // the images this slice computes (whole, by the scheduler)
       if (im.pos0 < s.kv.n_tokens + n_own && im.pos0 + im.n_tokens > s.kv.n_tokens)
         batch_.spans.push_back({static_cast<int32_t>(batch_.seqs.size() - 1),

@@ -138,7 +138,8 @@ class Engine {
 
   // Queues a request. Errors: empty prompt, token outside the vocabulary, invalid sampling,
   // images out of order, outside the prompt, of the wrong size or longer than max_batch_tokens,
-  // images on a hybrid recurrent model,
+  // a bidirectional image on a hybrid recurrent model, an image without a grid that holds its
+  // tokens on an M-RoPE model (Qwen3.5),
   // max_new_tokens < 0, prompt + max_new_tokens beyond the context or the whole KV pool, stop
   // strings without a tokenizer.
   Result<RequestId> add_request(Request req);

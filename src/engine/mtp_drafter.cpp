@@ -140,7 +140,7 @@ void MtpDrafter::propose(std::span<Sequence* const> seqs, std::span<const int32_
         hin_.insert(hin_.end(), a.g.begin(), a.g.end());
       }
       const auto n = static_cast<int32_t>(batch_.tokens.size() - n0);
-      batch_.seqs.push_back(BatchSeq{a.pos, n, a.st->kv.blocks, 1, -1, {}});
+      batch_.seqs.push_back(BatchSeq{a.pos, n, a.st->kv.blocks, 1, -1, {}, {}});
       a.pos += n;
       rows.push_back(&a);
     }

@@ -66,8 +66,12 @@ struct PromptImage {
   // Names the content for prefix-cache reuse (kv/prefix_hash.h): the image bytes' SHA-256
   // (first 8 bytes); 0: the engine hashes the embedding rows.
   uint64_t hash = 0;
-  // Attend causally like text (SmolVLM's tiles), not bidirectionally within the span (Gemma 3).
+  // Attend causally like text (SmolVLM's tiles, Qwen3-VL), not bidirectionally within the span (Gemma 3).
   bool causal = false;
+  // M-RoPE models (Qwen3.5): the image's merged grid, grid_w * grid_h == n_tokens, tokens row-major;
+  // its tokens and the text after it turn by model/mrope.h's positions. Ignored by other models.
+  int32_t grid_w = 0;
+  int32_t grid_h = 0;
 };
 
 struct Request {

@@ -38,6 +38,14 @@ int32_t align_chunk(const Sequence& s, int32_t n, int32_t align) {
   return end > start ? end - start : n;
 }
 
+// The next slice of s within n tokens: aligned (align_chunk) and not cutting an image; when the
+// alignment would leave no room for an image that starts the slice (an image across an alignment
+// boundary), the slice is not aligned, so that the image is computed whole rather than never.
+int32_t slice_tokens(const Sequence& s, int32_t n, int32_t align) {
+  const int32_t aligned = fit_images(s, align_chunk(s, n, align));
+  return aligned > 0 ? aligned : fit_images(s, n);
+}
+
 }  // namespace
 
 Scheduler::Scheduler(kv::KvManager& kv, kv::BlockPool& pool, SchedulerOptions opts)
@@ -86,7 +94,7 @@ const std::vector<ScheduledSlice>& Scheduler::schedule() {
   // Running sequences first: a decode token each, or the next chunk of their prompt.
   for (size_t i = 0; i < running_.size();) {
     Sequence& s = *running_[i];
-    const int32_t n = fit_images(s, align_chunk(s, std::min(s.n_pending(), budget), opts_.prompt_align));
+    const int32_t n = slice_tokens(s, std::min(s.n_pending(), budget), opts_.prompt_align);
     if (n <= 0) {
       ++i;
       continue;
@@ -133,7 +141,7 @@ const std::vector<ScheduledSlice>& Scheduler::schedule() {
       if (prefix_hook_ && cached > 0) cached = prefix_hook_(s, cached);
       if (!s.admitted_once) s.n_cached = cached;
     }
-    const int32_t n = fit_images(s, align_chunk(s, std::min(s.n_pending(), budget), opts_.prompt_align));
+    const int32_t n = slice_tokens(s, std::min(s.n_pending(), budget), opts_.prompt_align);
     if (n == 0) {  // an image that needs more of this step's budget than is left: next step
       kv_.free(s.kv);
       break;

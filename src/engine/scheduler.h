@@ -41,6 +41,7 @@
 #include "engine/speculative.h"
 #include "engine/text_stream.h"
 #include "kv/kv_manager.h"
+#include "model/mrope.h"
 #include "sample/sampler.h"
 
 namespace edgelm::engine {
@@ -79,6 +80,10 @@ struct Sequence {
   // absorbed (0: none to load).
   uint64_t restore_hash = 0;
   int32_t restore_tokens = 0;
+  // M-RoPE models: the prompt's images as model/mrope.h's map (from req.images at admission; the
+  // rotation positions of every step of the sequence, prefix hits and restores included, follow
+  // from it); empty for other models and text-only requests.
+  std::vector<model::MropeImage> mrope;
 
   // Tokens whose K/V still have to be computed (>= 1 for every live sequence).
   int32_t n_pending() const { return static_cast<int32_t>(tokens.size()) - kv.n_tokens; }
@@ -92,7 +97,8 @@ struct SchedulerOptions {
   // > 0: a prompt chunk that does not finish its prompt ends at a multiple of this position when
   // it reaches one (set by the engine for hybrid models to the delta rule's chunk, so that each
   // whole chunk of a prompt is computed in one run in the chunked form, model/deltanet.h,
-  // whatever else shares the step's budget).
+  // whatever else shares the step's budget). An image that crosses such a multiple is computed
+  // whole in an unaligned chunk instead (an image is never split across steps).
   int32_t prompt_align = 0;
 };
 

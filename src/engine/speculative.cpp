@@ -288,7 +288,7 @@ void ModelDrafter::propose(std::span<Sequence* const> seqs, std::span<const int3
         batch_.tokens.push_back(s.draft.back());
       const auto n = static_cast<int32_t>(batch_.tokens.size() - n0);
       a.st->fed.insert(a.st->fed.end(), batch_.tokens.begin() + static_cast<std::ptrdiff_t>(n0), batch_.tokens.end());
-      batch_.seqs.push_back(BatchSeq{a.pos, n, a.st->kv.blocks, 1, -1, {}});
+      batch_.seqs.push_back(BatchSeq{a.pos, n, a.st->kv.blocks, 1, -1, {}, {}});
       a.pos += n;
       rows.push_back(&a);
     }

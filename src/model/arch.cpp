@@ -283,13 +283,19 @@ bool ModelConfig::layer_is_local(int32_t layer) const {
   return false;
 }
 
-bool ModelConfig::text_rotates_pair(int32_t i) const {
-  if (arch == nullptr || !arch->gated_deltanet) return true;
+bool ModelConfig::has_mrope() const {
+  return arch != nullptr && arch->gated_deltanet &&
+         rope_sections[0] + rope_sections[1] + rope_sections[2] + rope_sections[3] > 0;
+}
+
+int32_t ModelConfig::rope_pair_section(int32_t i) const {
+  if (!has_mrope()) return 0;
   const int32_t* sec = rope_sections;
-  const int32_t total = sec[0] + sec[1] + sec[2] + sec[3];
-  if (total <= 0) return true;
-  const int32_t s = i % total;
-  return (s % 3 == 1 && s < 3 * sec[1]) || (s % 3 == 2 && s < 3 * sec[2]) || (s % 3 == 0 && s < 3 * sec[0]);
+  const int32_t s = i % (sec[0] + sec[1] + sec[2] + sec[3]);
+  if (s % 3 == 1 && s < 3 * sec[1]) return 1;
+  if (s % 3 == 2 && s < 3 * sec[2]) return 2;
+  if (s % 3 == 0 && s < 3 * sec[0]) return 0;
+  return 3;
 }
 
 Result<const ArchSpec*> find_arch(std::string_view name) {

@@ -205,7 +205,13 @@ struct ModelConfig {
   // h when s % 3 == 1 and s < 3 * sections[1], w when s % 3 == 2 and s < 3 * sections[2], t when
   // s % 3 == 0 and s < 3 * sections[0], else the fourth (not turned). The published sections
   // (11, 11, 10 of 32 pairs) turn every pair.
-  bool text_rotates_pair(int32_t i) const;
+  bool text_rotates_pair(int32_t i) const { return rope_pair_section(i) != 3; }
+  // The section whose position turns rotary pair i by that rule: 0 t, 1 h, 2 w, 3 the fourth (not
+  // turned); 0 for every pair of a model without M-RoPE.
+  int32_t rope_pair_section(int32_t i) const;
+  // Qwen3.5's M-RoPE (rope_sections set): an image token's pairs turn by its (t, h, w) position
+  // (model/mrope.h), a text token's all by one.
+  bool has_mrope() const;
   // Layers with K/V, and the K/V index of an attention layer (identity unless hybrid).
   // Gemma 4's shared-KV layers have none of their own: kv_layer() is that of the last earlier
   // layer of their kind (local or global) with K/V.

@@ -17,7 +17,7 @@
 
 namespace edgelm::model {
 
-void Model::prepare_qk(int32_t layer, float* q, float* k, int32_t pos, int32_t n_ctx) const {
+void Model::prepare_qk(int32_t layer, float* q, float* k, const RopePos& pos, int32_t n_ctx) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
   const int32_t D = c.layer_head_dim(layer);
@@ -43,7 +43,8 @@ void Model::prepare_v(int32_t layer, float* v) const {
 // causal attention over the cache (a local layer: its window), the gate, the output projection
 // into proj.
 void Model::attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0, KvCache& cache, float* proj,
-                            ThreadPool& pool, kernels::MatmulScratch& scratch, std::span<const EmbdSpan> spans) const {
+                            ThreadPool& pool, kernels::MatmulScratch& scratch, std::span<const EmbdSpan> spans,
+                            std::span<const MropeImage> mrope) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
   const int64_t D = c.layer_head_dim(l), Q = static_cast<int64_t>(c.n_head) * D, KV = c.layer_n_embd_kv(l);
@@ -69,7 +70,8 @@ void Model::attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0,
   }
   for (int64_t t = 0; t < n; ++t) {
     const auto pos = static_cast<int32_t>(pos0 + t);
-    prepare_qk(l, &q[t * Q], own_kv ? &k[t * KV] : nullptr, pos, cache.n_ctx());
+    const RopePos rp = mrope.empty() ? RopePos(pos) : mrope_position(mrope, pos);
+    prepare_qk(l, &q[t * Q], own_kv ? &k[t * KV] : nullptr, rp, cache.n_ctx());
     if (!own_kv) continue;
     prepare_v(l, &v[t * KV]);
     std::copy(&k[t * KV], &k[t * KV] + KV, cache.k(kl, pos));
@@ -117,7 +119,8 @@ void Model::deltanet_layer(int32_t l, const float* xn, int64_t n, KvCache& cache
 }
 
 Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
-                      std::span<float> hidden, std::span<const EmbdSpan> spans) const {
+                      std::span<float> hidden, std::span<const EmbdSpan> spans,
+                      std::span<const MropeImage> mrope) const {
   const ModelConfig& c = config_;
   const auto n = static_cast<int64_t>(tokens.size());
   if (n == 0) return make_error("forward: no tokens");
@@ -131,6 +134,9 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
   if (!hidden.empty() && static_cast<int64_t>(hidden.size()) != n * c.n_embd)
     return make_error("hidden-state buffer has {} entries, {} tokens x {} need {}", hidden.size(), n, c.n_embd,
                       n * c.n_embd);
+  if (!mrope.empty() && !c.has_mrope())
+    return make_error("forward: M-RoPE image positions given to {}, which has no M-RoPE sections", c.arch->name);
+  if (const Status st = mrope_check(mrope); !st) return make_error("forward: {}", st.error().message);
   for (size_t i = 0; i < spans.size(); ++i) {
     const EmbdSpan& sp = spans[i];
     if (sp.n_tokens <= 0 || sp.pos0 < 0 || sp.embd == nullptr)
@@ -180,7 +186,7 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
     if (c.layer_is_recurrent(l)) {
       deltanet_layer(l, xn.data(), n, cache, proj.data(), pool, scratch);
     } else {
-      attention_layer(l, xn.data(), n, pos0, cache, proj.data(), pool, scratch, spans);
+      attention_layer(l, xn.data(), n, pos0, cache, proj.data(), pool, scratch, spans, mrope);
     }
     if (L.attn_post_norm != nullptr)
       for (int64_t t = 0; t < n; ++t) rms_norm(&proj[t * E], &proj[t * E], L.attn_post_norm, E, c.rms_eps);

@@ -50,8 +50,11 @@ class Model {
   // spans (embd_span.h): positions whose input is a supplied embedding row (unscaled) and which
   // attend bidirectionally within their span; a span overlapping the run must end inside it
   // (an error otherwise), and must not overlap another.
+  // mrope (M-RoPE models, model/mrope.h): the sequence's images, all of them (those before the run
+  // too), from which every position's rotation is computed; empty: each token turns by its position.
   Status forward(std::span<const TokenId> tokens, KvCache& cache, std::span<float> logits, ThreadPool& pool,
-                 std::span<float> hidden = {}, std::span<const EmbdSpan> spans = {}) const;
+                 std::span<float> hidden = {}, std::span<const EmbdSpan> spans = {},
+                 std::span<const MropeImage> mrope = {}) const;
 
   // What every forward does to one token's projected queries and keys of `layer` before they
   // meet in attention: the per-head RMSNorm of Q and K (architectures with qk_norm), then RoPE
@@ -59,7 +62,8 @@ class Model {
   // head_dim], k: [n_head_kv, head_dim], in place. The reference forward and the engine's
   // batched forward both call this.
   // k may be null (Gemma 4's shared-KV layers compute only Q); the head size is the layer's.
-  void prepare_qk(int32_t layer, float* q, float* k, int32_t pos, int32_t n_ctx) const;
+  // pos: the token's rotation position (its KV index, or model/mrope.h's triple for M-RoPE images).
+  void prepare_qk(int32_t layer, float* q, float* k, const RopePos& pos, int32_t n_ctx) const;
   // V's per-head RMSNorm without weights (configs with v_norm: Gemma 4), in place; v: [n_head_kv,
   // layer head size]. A no-op for other architectures.
   void prepare_v(int32_t layer, float* v) const;
@@ -74,7 +78,8 @@ class Model {
   Model(format::ModelFile file, ModelConfig config, Weights weights);
   // The two kinds of token mixing of forward(): sub-layer output [n, n_embd] into proj.
   void attention_layer(int32_t l, const float* xn, int64_t n, int32_t pos0, KvCache& cache, float* proj,
-                       ThreadPool& pool, kernels::MatmulScratch& scratch, std::span<const EmbdSpan> spans) const;
+                       ThreadPool& pool, kernels::MatmulScratch& scratch, std::span<const EmbdSpan> spans,
+                       std::span<const MropeImage> mrope) const;
   void deltanet_layer(int32_t l, const float* xn, int64_t n, KvCache& cache, float* proj, ThreadPool& pool,
                       kernels::MatmulScratch& scratch) const;
 

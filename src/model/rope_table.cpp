@@ -45,6 +45,7 @@ RopeTable::RopeTable(const ModelConfig& c, float base, const RopeScaling& rs, co
   }
   mscale_ *= extra_mscale;
   inv_freq_.resize(static_cast<size_t>(half));
+  section_.resize(static_cast<size_t>(half));
   for (int32_t i = 0; i < half; ++i) {
     float f = std::pow(base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot_));
     if (freq_factors != nullptr) f /= freq_factors[i];
@@ -57,7 +58,8 @@ RopeTable::RopeTable(const ModelConfig& c, float base, const RopeScaling& rs, co
         break;
       }
     }
-    if (!c.text_rotates_pair(i)) f = 0.0f;  // M-RoPE's fourth section: position 0 for text
+    section_[static_cast<size_t>(i)] = static_cast<uint8_t>(c.rope_pair_section(i));
+    if (!c.text_rotates_pair(i)) f = 0.0f;  // M-RoPE's fourth section: position 0 for every token
     inv_freq_[static_cast<size_t>(i)] = f;
   }
   const int64_t by_bytes = kMaxBytes / (static_cast<int64_t>(half) * 2 * static_cast<int64_t>(sizeof(float)));
@@ -83,6 +85,36 @@ void RopeTable::apply(float* v, int32_t n_heads, int32_t head_dim, int32_t pos) 
       s = row[2 * i + 1];
     } else {
       const float theta = static_cast<float>(pos) * inv_freq_[static_cast<size_t>(i)];
+      c = std::cos(theta) * mscale_;
+      s = std::sin(theta) * mscale_;
+    }
+    const int32_t a = style_ == RopeStyle::norm ? 2 * i : i;
+    const int32_t b = style_ == RopeStyle::norm ? 2 * i + 1 : i + half;
+    for (int32_t h = 0; h < n_heads; ++h) {
+      float* x = v + static_cast<int64_t>(h) * head_dim;
+      const float x0 = x[a], x1 = x[b];
+      x[a] = x0 * c - x1 * s;
+      x[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void RopeTable::apply(float* v, int32_t n_heads, int32_t head_dim, const RopePos& pos) const {
+  if (pos.is_text()) {
+    apply(v, n_heads, head_dim, pos.t);
+    return;
+  }
+  const int32_t half = n_rot_ / 2;
+  const int32_t sec_pos[4] = {pos.t, pos.h, pos.w, 0};
+  for (int32_t i = 0; i < half; ++i) {
+    const int32_t p = sec_pos[section_[static_cast<size_t>(i)]];
+    float c, s;
+    if (p < n_pos_) {
+      const float* row = &cos_sin_[(static_cast<size_t>(p) * static_cast<size_t>(half) + static_cast<size_t>(i)) * 2];
+      c = row[0];
+      s = row[1];
+    } else {
+      const float theta = static_cast<float>(p) * inv_freq_[static_cast<size_t>(i)];
       c = std::cos(theta) * mscale_;
       s = std::sin(theta) * mscale_;
     }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "model/arch.h"
+#include "model/mrope.h"
 
 namespace edgelm::model {
 
@@ -49,6 +50,9 @@ class RopeTable {
 
   // v: [n_heads, head_dim] of one token at position pos (>= 0), rotated in place.
   void apply(float* v, int32_t n_heads, int32_t head_dim, int32_t pos) const;
+  // The same at an M-RoPE position (model/mrope.h): pair i turns by the position of its section
+  // (ModelConfig::rope_pair_section), from the same table rows; a text triple is apply(pos).
+  void apply(float* v, int32_t n_heads, int32_t head_dim, const RopePos& pos) const;
 
   int32_t n_pos() const { return n_pos_; }
   float mscale() const { return mscale_; }
@@ -65,6 +69,7 @@ class RopeTable {
   int32_t n_rot_ = 0;
   int32_t n_pos_ = 0;
   float mscale_ = 1.0f;          // multiplies cos and sin (YaRN); 1 otherwise
+  std::vector<uint8_t> section_;  // [n_rot / 2] the M-RoPE section of pair i (0 t, 1 h, 2 w, 3 none)
   std::vector<float> inv_freq_;  // [n_rot / 2] rotation per position of pair i, scaling applied
   std::vector<float> cos_sin_;   // [n_pos, n_rot / 2, 2] mscale * cos and sin of pos * inv_freq[i]
 };

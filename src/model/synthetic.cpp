@@ -377,6 +377,11 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
   return shapes;
 }
 
+const std::vector<std::string>& qwen_vl_image_tokens() {
+  static const std::vector<std::string> tokens{"<|vision_start|>", "<|vision_end|>", "<|image_pad|>"};
+  return tokens;
+}
+
 const std::vector<std::string>& smolvlm_image_tokens() {
   static const std::vector<std::string> tokens = [] {
     std::vector<std::string> t{"<fake_token_around_image>", "<image>", "<global-img>"};
@@ -425,6 +430,7 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
     spec.pad_tokens.clear();
     if (s.name == "smolvlm-256m") spec.pad_tokens = smolvlm_image_tokens();
     if (s.arch == "gemma4") spec.pad_tokens = {"<|image>", "<image|>", "<|image|>"};  // Gemma 4's image markers
+    if (s.arch == "qwen35") spec.pad_tokens = qwen_vl_image_tokens();
     return ok_status();
   }
   std::string names;

@@ -120,6 +120,9 @@ void add_normal_tensor(format::ModelFile& file, std::mt19937_64& rng, const std:
 // "<image>", "<global-img>", "<row_R_col_C>" for R, C in 1..6 (row-major), "<end_of_utterance>".
 // The smolvlm-256m shape pads a --vocab with them.
 const std::vector<std::string>& smolvlm_image_tokens();
+// Qwen3-VL / Qwen3.5's image tokens: "<|vision_start|>", "<|vision_end|>", "<|image_pad|>". The
+// qwen3.5 shapes pad a --vocab with them (for a tiny-qwen3vl or qwen3.5-0.8b mmproj beside).
+const std::vector<std::string>& qwen_vl_image_tokens();
 
 // Named shapes of real models ("tinyllama-1.1b", "qwen2-0.5b", "qwen3-0.6b", ...).
 struct SyntheticShape {

@@ -14,6 +14,9 @@ namespace {
 
 // SmolVLM's Idefics3ImageProcessor: size.longest_edge = 4 x max_image_size.longest_edge (the tile).
 constexpr int kIdefics3DefaultEdgeTiles = 4;
+// qwen3vl: the fewest merged tokens of an image (Qwen3.5's preprocessor_config shortest_edge 65536 px at
+// 32 px per merged token), kept for every patch size.
+constexpr int kQwenVlMinTokens = 64;
 
 // gemma4v: ik_llama.cpp's clip.cpp limits an image to between 252 and 280 soft tokens' worth of
 // pixels (set_limit_image_tokens(252, 280)).
@@ -71,11 +74,6 @@ Result<std::unique_ptr<ImageInput>> ImageInput::open(const ImageInputOptions& op
   EDGELM_TRY(ImageSource source, ImageSource::open(opts.source));
   auto enc = vision::VisionEncoder::open(opts.mmproj_path);
   if (!enc.ok()) return make_error("--mmproj '{}': {}", opts.mmproj_path, enc.error().message);
-  if ((*enc)->config().projector == vision::ProjectorType::qwen3vl)
-    return make_error(
-        "--mmproj '{}': projector '{}' (Qwen3-VL / Qwen3.5) loads and encodes, but serving it is not implemented yet "
-        "(its image tokens need M-RoPE positions in the qwen35 model); serve the model without --mmproj",
-        opts.mmproj_path, vision::projector_name((*enc)->config().projector));
   return std::unique_ptr<ImageInput>(new ImageInput(opts, std::move(enc).value(), std::move(source)));
 }
 
@@ -92,9 +90,11 @@ int ImageInput::max_grid() const {
 
 Status ImageInput::check_model(const model::ModelConfig& c) const {
   const vision::VisionConfig& v = encoder_->config();
-  // The text architecture each projector feeds: Gemma 3's own, SmolVLM's SmolLM2 (llama).
+  // The text architecture each projector feeds: Gemma 3's own, SmolVLM's SmolLM2 (llama), Gemma 4's
+  // own, and Qwen3-VL's projector Qwen3.5 (qwen35, whose M-RoPE positions the images take).
   const std::string_view text_arch = v.projector == vision::ProjectorType::idefics3  ? "llama"
                                      : v.projector == vision::ProjectorType::gemma4v ? "gemma4"
+                                     : v.projector == vision::ProjectorType::qwen3vl ? "qwen35"
                                                                                       : "gemma3";
   if (c.arch->name != text_arch)
     return make_error("--mmproj: the model's architecture '{}' takes no images (a {} projector feeds {})", c.arch->name,
@@ -114,7 +114,7 @@ Status ImageInput::check_vocab(const tokenizer::Vocab& vocab) const {
   return ok_status();
 }
 
-media::TiledTensors ImageInput::preprocess(const media::Image& image) const {
+Result<media::TiledTensors> ImageInput::preprocess(const media::Image& image) const {
   const vision::VisionConfig& v = encoder_->config();
   media::NormalizeParams norm;
   norm.mean = v.image_mean;
@@ -134,10 +134,28 @@ media::TiledTensors ImageInput::preprocess(const media::Image& image) const {
     params.min_pixels = kGemma4vMinTokens * cell * cell;
     params.max_pixels = kGemma4vMaxTokens * cell * cell;
     params.norm = norm;
+    EDGELM_TRY(media::ImageTensor frame, media::preprocess_qwen_vl(image, params));
     media::TiledTensors out;
-    auto t = media::preprocess_qwen_vl(image, params);
-    if (t.ok()) out.frames.push_back(std::move(*t));
-    return out;  // no frame: the image's aspect ratio is out of range (encode_bytes says so)
+    out.frames.push_back(std::move(frame));
+    return out;
+  }
+  if (v.projector == vision::ProjectorType::qwen3vl) {
+    media::QwenVlParams params;
+    params.patch_size = v.patch_size;
+    params.merge_size = v.n_merge;
+    const int64_t per_token = int64_t{v.patch_size} * v.n_merge * v.patch_size * v.n_merge;
+    const int max_tokens = opts_.max_image_tokens > 0
+                               ? std::min(opts_.max_image_tokens, vision::VisionEncoder::kMaxDynamicTokens)
+                               : vision::VisionEncoder::kMaxDynamicTokens;
+    params.max_pixels = int64_t{max_tokens} * per_token;
+    // At most a quarter of the cap, so that smart_resize's upward rounding of a small image stays
+    // under it.
+    params.min_pixels = std::max<int64_t>(1, std::min(kQwenVlMinTokens, max_tokens / 4)) * per_token;
+    params.norm = norm;
+    EDGELM_TRY(media::ImageTensor frame, media::preprocess_qwen_vl(image, params));
+    media::TiledTensors out;
+    out.frames.push_back(std::move(frame));
+    return out;
   }
   media::Gemma3Params params;
   params.image_size = v.image_size;
@@ -231,10 +249,9 @@ Result<EncodedImage> ImageInput::encode_bytes(const std::string& in) {
   auto image = media::decode_image(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()), limits);
   if (!image.ok()) return make_error("the image cannot be decoded: {}", image.error().message);
-  const media::TiledTensors tensors = preprocess(*image);
-  if (tensors.frames.empty())
-    return make_error("the image of {} x {} px cannot be resized for the encoder (an aspect ratio over 200)",
-                      image->width, image->height);
+  auto tensors_or = preprocess(*image);
+  if (!tensors_or.ok()) return make_error("the image cannot be preprocessed: {}", tensors_or.error().message);
+  const media::TiledTensors& tensors = *tensors_or;
   out.decode_s = watch.seconds();
   auto embd = std::make_shared<ImageEmbeddings>();
   embd->rows = tensors.rows;
@@ -246,6 +263,11 @@ Result<EncodedImage> ImageInput::encode_bytes(const std::string& in) {
       if (const Status st = encoder_->check_size(chw.width, chw.height); !st.ok())
         return make_error("the image cannot be encoded: {}", st.error().message);
       embd->tokens_per_frame = encoder_->n_output_tokens(chw.width, chw.height);
+      if (encoder_->config().projector == vision::ProjectorType::qwen3vl) {  // its merged grid, for M-RoPE
+        const vision::VisionConfig& vc = encoder_->config();
+        embd->grid_w = chw.width / (vc.patch_size * vc.n_merge);
+        embd->grid_h = chw.height / (vc.patch_size * vc.n_merge);
+      }
       auto frame = std::make_shared<std::vector<float>>(static_cast<size_t>(embd->tokens_per_frame) *
                                                         static_cast<size_t>(encoder_->n_embd_out()));
       const Status st = encoder_->encode(chw.chw.data(), chw.width, chw.height, *frame, pool_, scratch_);
@@ -336,10 +358,12 @@ Result<std::vector<engine::PromptImage>> ImageInput::locate(const std::vector<in
           j - i, soft_text, out.size(), n_per);
     engine::PromptImage im;
     im.pos0 = static_cast<int32_t>(i);
-    im.n_tokens = n_per;
+    im.n_tokens = static_cast<int32_t>(n_per);
     im.embd = images[img].embd->frames[f];
     im.hash = frame_hash(images[img].hash, f);
     im.causal = image_prompt_causal(p);
+    im.grid_w = images[img].embd->grid_w;
+    im.grid_h = images[img].embd->grid_h;
     out.push_back(std::move(im));
     i = j;
   }

@@ -10,11 +10,16 @@
 //  - idefics3 (SmolVLM): Idefics3ImageProcessor with splitting (longest edge
 //    clip.vision.preproc_image_size, default 4 x image_size; tiles of image_size, lanczos): rows x
 //    cols tiles (row-major) then the global view, or the image alone when it fits one tile; one
-//    encode per frame, one causal span of n_output_tokens per frame in the prompt.
+//    encode per frame, one causal span of n_output_tokens per frame in the prompt;
 //  - gemma4v (Gemma 4): dynamic resolution as ik_llama.cpp's clip.cpp sizes it (Qwen-VL's
 //    smart_resize with factor patch_size * n_merge = 48 between 252 and 280 soft tokens' worth of
 //    pixels, PIL bicubic), the file's mean and std; one frame of (w / 48) (h / 48) tokens, so the
-//    token count differs per image (ImageEmbeddings::tokens_per_frame).
+//    token count differs per image (ImageEmbeddings::tokens_per_frame);
+//  - qwen3vl (Qwen3.5, Qwen3-VL): Qwen2VLImageProcessor's smart_resize (media/preprocess.h) to
+//    multiples of patch x merge, min_pixels 64 merged tokens (the processor's 65536 px at Qwen3.5's
+//    32 px per token; at most a quarter of max_image_tokens), max_pixels max_image_tokens merged
+//    tokens; one frame of gw x gh tokens, causal, with its grid for the text model's M-RoPE
+//    positions (model/mrope.h).
 //
 // Invariants:
 //  - Encodes are cached by the SHA-256 of the image bytes (an LRU of --image-cache entries; 0:
@@ -52,6 +57,10 @@ struct ImageInputOptions {
   int64_t max_pixels = 50'000'000;  // --image-max-pixels: width * height of a decoded image
   int max_images = 8;               // --max-images-per-request
   int cache_entries = 16;           // --image-cache: encoder outputs kept (LRU)
+  // qwen3vl: the most soft tokens of one image (the processor's max_pixels = this x (patch x
+  // merge)^2; the server passes --max-batch-tokens, since an image is computed in one step);
+  // 0 or above the encoder's VisionEncoder::kMaxDynamicTokens: that.
+  int max_image_tokens = 0;
   int threads = 1;                  // the encoder's pool
   ImageSourceOptions source;        // file:// and http(s):// URLs; source.max_bytes caps every image
 };
@@ -63,6 +72,10 @@ struct ImageEmbeddings {
   int cols = 0;
   int tokens_per_frame = 0;  // soft tokens of each frame (gemma4v: this image's; else the encoder's fixed count)
   std::vector<std::shared_ptr<const std::vector<float>>> frames;  // each [n_tokens_per_frame, n_embd]
+  // qwen3vl: the one frame's merged grid (its tokens row-major: engine::PromptImage::grid_w/h, the
+  // M-RoPE positions); 0 for the fixed-size projectors.
+  int grid_w = 0;
+  int grid_h = 0;
 };
 
 // One image of a request, encoded.
@@ -121,8 +134,8 @@ class ImageInput {
   const ImageInputOptions& options() const { return opts_; }
   const ImageSource& source() const { return source_; }
   const vision::VisionConfig& config() const { return encoder_->config(); }
-  // The fixed soft tokens per frame (gemma4v: the count at clip.vision.image_size; each image's
-  // own is ImageEmbeddings::tokens_per_frame).
+  // The soft tokens per frame at the file's image_size (the only size for gemma3 and idefics3;
+  // gemma4v's and qwen3vl's images vary: ImageEmbeddings::tokens_per_frame).
   int n_tokens_per_frame() const { return encoder_->n_output_tokens(); }
   // idefics3: the processor's longest edge and the most tiles per side it can cut (0 for gemma3).
   int longest_edge() const;
@@ -133,7 +146,8 @@ class ImageInput {
   std::shared_ptr<const ImageEmbeddings> cache_get(const std::string& key);
   void cache_put(const std::string& key, std::shared_ptr<const ImageEmbeddings> embd);
   // The decoded image -> its frames' tensors [3, image_size, image_size] each, and the grid.
-  media::TiledTensors preprocess(const media::Image& image) const;
+  // Errors: qwen3vl's smart_resize refusing the image (an aspect ratio over 200).
+  Result<media::TiledTensors> preprocess(const media::Image& image) const;
 
   ImageInputOptions opts_;
   std::unique_ptr<vision::VisionEncoder> encoder_;

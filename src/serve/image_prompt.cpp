@@ -102,6 +102,6 @@ std::vector<std::string> image_prompt_tokens(vision::ProjectorType p, int max_gr
   return out;
 }
 
-bool image_prompt_causal(vision::ProjectorType p) { return p == vision::ProjectorType::idefics3; }
+bool image_prompt_causal(vision::ProjectorType p) { return p != vision::ProjectorType::gemma3; }
 
 }  // namespace edgelm::serve

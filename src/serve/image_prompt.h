@@ -13,8 +13,8 @@
 //    One run of n "<image>" per frame (tiles row-major, then the global view), attended causally
 //    like text (mtmd turns causal attention off only for the Gemma projectors).
 //  - qwen3vl (Qwen3-VL / Qwen3.5, as mtmd wraps it): "<|vision_start|>" + n x "<|image_pad|>" +
-//    "<|vision_end|>" (n = the image's merged tokens; the server does not serve it yet, see
-//    image_input.h).
+//    "<|vision_end|>" (n = the image's merged tokens, gw x gh, row-major), attended causally like
+//    text; the tokens take M-RoPE positions (model/mrope.h).
 //  - gemma4v (Gemma4Processor with its per-image soft-token count n): "\n\n<|image>" + n x
 //    "<|image|>" + "<image|>\n\n"; one run, attended bidirectionally (mtmd turns causal attention
 //    off for Gemma 4's projector too).

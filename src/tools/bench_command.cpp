@@ -109,7 +109,8 @@ int run_image_bench(const BenchOptions& o, ThreadPool& pool) {
   }
   auto lm = engine::load_model(o.model_path, o.tokenizer_path, o.load);
   if (!lm.ok()) return report_error(lm.error());
-  auto in_or = open_cli_images(o.mmproj, *lm, pool.n_threads(), /*cache_entries=*/0);
+  auto in_or = open_cli_images(o.mmproj, *lm, pool.n_threads(), /*cache_entries=*/0,
+                                /*max_image_tokens=*/engine::GenerateOptions{}.n_batch);
   if (!in_or.ok()) return report_error(in_or.error());
   serve::ImageInput& in = **in_or;
   const int reps = std::max(2, o.reps);  // the first is cold, the others warm

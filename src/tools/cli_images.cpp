@@ -12,12 +12,13 @@
 namespace edgelm::tools {
 
 Result<std::unique_ptr<serve::ImageInput>> open_cli_images(const std::string& mmproj, const engine::LoadedModel& lm,
-                                                           int threads, int cache_entries) {
+                                                           int threads, int cache_entries, int max_image_tokens) {
   serve::ImageInputOptions io;
   io.mmproj_path = mmproj;
   io.cache_entries = cache_entries;
   io.threads = std::max(1, threads);
   io.max_images = 1 << 20;
+  io.max_image_tokens = max_image_tokens;
   EDGELM_TRY(std::unique_ptr<serve::ImageInput> in, serve::ImageInput::open(io));
   EDGELM_TRY_STATUS(in->check_model(lm.model->config()));
   if (Status st = in->check_vocab(lm.tokenizer->vocab()); !st.ok()) return make_error("--mmproj: {}", st.error().message);

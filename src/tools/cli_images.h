@@ -18,9 +18,11 @@
 
 namespace edgelm::tools {
 
-// The encoder of --mmproj, checked against the loaded model (architecture, width, vocabulary).
+// The encoder of --mmproj, checked against the loaded model (architecture, width, vocabulary);
+// max_image_tokens: ImageInputOptions::max_image_tokens (qwen3vl; the prompt batch an image must fit).
 Result<std::unique_ptr<serve::ImageInput>> open_cli_images(const std::string& mmproj, const engine::LoadedModel& lm,
-                                                           int threads, int cache_entries = 0);
+                                                           int threads, int cache_entries = 0,
+                                                           int max_image_tokens = 0);
 
 // The bytes of --image PATH. Errors: missing or unreadable, a folder, empty.
 Result<std::string> read_image_file(const std::string& path);

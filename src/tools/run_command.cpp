@@ -97,7 +97,7 @@ int run(RunOptions& o) {
     return report_error(st.error());
 
   if (!o.mmproj.empty()) {
-    auto in = open_cli_images(o.mmproj, *lm, pool.n_threads());
+    auto in = open_cli_images(o.mmproj, *lm, pool.n_threads(), 0, o.gen.n_batch);
     if (!in.ok()) return report_error(in.error());
     auto images = encode_image_files(**in, o.images);
     if (!images.ok()) return report_error(images.error());

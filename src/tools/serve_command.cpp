@@ -206,6 +206,7 @@ int run_serve(ServeOptions& o) {
     io.max_pixels = cfg.image_max_pixels;
     io.max_images = cfg.max_images_per_request;
     io.cache_entries = cfg.image_cache;
+    io.max_image_tokens = cfg.max_batch_tokens;  // an image is computed in one step
     io.source.media_path = cfg.media_path;
     io.source.allow_urls = cfg.allow_image_urls;
     io.source.url_timeout_s = cfg.image_url_timeout_s;

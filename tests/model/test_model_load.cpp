@@ -47,6 +47,19 @@ TEST(ModelLoad, ReferenceStoriesGguf) {
 
 // The smolvlm-256m text shape: SmolLM2-135M's sizes, a --vocab padded to 49280 whose first added
 // tokens are SmolVLM's image tokens (control tokens), loaded as a llama.
+TEST(ModelLoad, Qwen35ShapesPadTheVocabularyWithImageTokens) {
+  for (const char* shape : {"qwen3.5-0.8b", "qwen3.5-4b"}) {
+    SyntheticSpec s;
+    ASSERT_TRUE(apply_synthetic_shape(s, shape).ok());
+    EXPECT_EQ(s.arch, "qwen35");
+    const std::vector<std::string> want = {"<|vision_start|>", "<|vision_end|>", "<|image_pad|>"};
+    EXPECT_EQ(s.pad_tokens, want) << shape;
+  }
+  SyntheticSpec other;
+  ASSERT_TRUE(apply_synthetic_shape(other, "qwen3-0.6b").ok());
+  EXPECT_TRUE(other.pad_tokens.empty());
+}
+
 TEST(ModelLoad, SmolVlmShapePadsTheVocabularyWithImageTokens) {
   SyntheticSpec s;
   ASSERT_TRUE(apply_synthetic_shape(s, "smolvlm-256m").ok());

@@ -20,7 +20,7 @@ struct ImageServer {
 
   ImageServer(const std::string& model, const std::string& mmproj, int max_images = 3, int64_t max_pixels = 1000,
               const std::string& cache = "off", const std::string& name = "gemma3-vision",
-              const serve::ImageSourceOptions& source = {}) {
+              const serve::ImageSourceOptions& source = {}, int32_t state_snapshot_interval = 16) {
     signal(SIGPIPE, SIG_IGN);
     cfg.cache = cache;
     cfg.model_path = model;
@@ -34,6 +34,7 @@ struct ImageServer {
     so.engine.kv_memory_bytes = size_t{8} << 20;
     so.engine.scheduler.max_batch_size = 4;
     so.engine.scheduler.target_step_ms = 0;
+    so.engine.state_snapshot_interval = state_snapshot_interval;  // hybrid models: snapshots every N blocks
     service = std::make_unique<serve::EngineService>(so);
     metrics = std::make_unique<serve::ServerMetrics>(cfg.device_id);
     server = std::make_unique<serve::HttpServer>(cfg, *service, *metrics);
