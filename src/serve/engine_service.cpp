@@ -1,6 +1,7 @@
 #include "serve/engine_service.h"
 
 #include <malloc.h>
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 
@@ -143,6 +144,10 @@ Result<std::shared_ptr<ModelSlot>> EngineService::make_slot(const std::string& p
     // The disk tier's namespace: the model file's content (hashed once, then remembered by the
     // file's identity: kv/disk_namespace.h), the chat template and the mmproj.
     kv::DiskNamespace ns;
+    {
+      std::error_code ec;  // the tier creates it too (and reports a failure); here for the notes
+      if (std::filesystem::create_directories(eo.kv_disk.dir, ec)) ::chmod(eo.kv_disk.dir.c_str(), 0700);
+    }
     auto model_hash = kv::file_content_hash(path, eo.kv_disk.dir);
     if (!model_hash.ok()) return make_error("--kv-disk: hashing the model: {}", model_hash.error().message);
     ns.add("model", *model_hash).add("chat_template", slot->chat->source).add("chat_origin", slot->chat->origin);
