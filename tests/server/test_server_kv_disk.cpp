@@ -7,7 +7,8 @@
 //  - a flipped byte in a block file: skipped, counted, the answer unchanged;
 //  - another model file under the same path, or another --kv-type: no block reused;
 //  - RLIMIT_FSIZE below one block file, or a tiny --kv-disk-size: serving goes on;
-//  - one tenant's blocks are never hit with another tenant's key.
+//  - one tenant's blocks are never hit with another tenant's key;
+//  - `edgelm fleet prewarm` persists a prompt's prefix on every node.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -354,6 +355,28 @@ TEST(ServerKvDisk, TenantsNeverShareBlocks) {
   const Answer a = predict(port, prompt, "tenant-a-key");
   EXPECT_EQ(a.output, reference);
   EXPECT_GT(disk_blocks(a.health), 3) << a.health.dump();
+}
+
+TEST(ServerKvDisk, FleetPrewarmPersistsOnEveryNode) {
+  TempDir d("fleet");
+  std::vector<std::unique_ptr<ServeProcess>> nodes;
+  std::string urls;
+  for (int i = 0; i < 2; ++i) {
+    nodes.push_back(std::make_unique<ServeProcess>(args(model_f32(), (d.path / ("kv" + std::to_string(i))).string())));
+    const int port = nodes.back()->wait_ready();
+    ASSERT_GT(port, 0) << nodes.back()->log();
+    urls += (i ? "," : "") + std::string("http://127.0.0.1:") + std::to_string(port);
+  }
+  const fs::path body = d.path / "prewarm.json";
+  std::ofstream(body) << json{{"prompts", {long_prompt(7)}}}.dump();
+  const std::string cmd = std::string("EDGELM_ADMIN_TOKEN=") + kAdmin + " " + EDGELM_BIN + " fleet prewarm --nodes " +
+                          urls + " --file " + body.string() + " > " + (d.path / "out.txt").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << std::ifstream(d.path / "out.txt").rdbuf();
+  for (int i = 0; i < 2; ++i)
+    EXPECT_GE(files_of(d.path / ("kv" + std::to_string(i)), ".kvb").size(), 4u) << "node " << i;
+  const std::string bad = std::string("EDGELM_ADMIN_TOKEN=wrong ") + EDGELM_BIN + " fleet prewarm --nodes " + urls +
+                          " --file " + body.string() + " > /dev/null 2>&1";
+  EXPECT_NE(std::system(bad.c_str()), 0);
 }
 
 }  // namespace
