@@ -26,6 +26,10 @@
 //  - Speculative decoding (opts.spec, speculative.h) keeps all of the above: drafts are bounded
 //    by max_new_tokens and the context, accepted tokens pass through the same stop checks one by
 //    one, greedy output equals plain greedy decoding, and rejected tokens leave no KV behind.
+//  - KV disk tier (opts.kv_disk, kv/disk_tier.h, engine_disk.cpp): published blocks are written
+//    through by the tier's own thread (the step only copies their bytes into its bounded queue);
+//    a request whose prefix blocks RAM lacks but the disk holds waits, alone, for them to be
+//    read back, then matches them like RAM hits, so its output is the same as without the tier.
 //  - With check_invariants, the KV block invariants (no leak, no double free, refcounts match
 //    the block tables) are asserted after every step; on by default in debug builds.
 // Not thread-safe: one thread drives add_request / step / cancel.

@@ -27,12 +27,12 @@ DiskNamespace& DiskNamespace::add(std::string_view name, uint64_t value) {
 Result<uint64_t> file_content_hash(const std::string& path, const std::string& note_dir) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return make_error("{}: {}", path, std::strerror(errno));
-  const uint64_t id[5] = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-                          static_cast<uint64_t>(st.st_size),
-                          static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + static_cast<uint64_t>(st.st_mtim.tv_nsec),
-                          static_cast<uint64_t>(st.st_ctim.tv_sec) * 1000000000ull + static_cast<uint64_t>(st.st_ctim.tv_nsec)};
-  const std::string note = note_dir.empty() ? std::string()
-                                            : fmt::format("{}/model-{:016x}.hash", note_dir, xxh64(id, sizeof id));
+  const uint64_t id[5] = {
+      static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+      static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + static_cast<uint64_t>(st.st_mtim.tv_nsec),
+      static_cast<uint64_t>(st.st_ctim.tv_sec) * 1000000000ull + static_cast<uint64_t>(st.st_ctim.tv_nsec)};
+  const std::string note =
+      note_dir.empty() ? std::string() : fmt::format("{}/model-{:016x}.hash", note_dir, xxh64(id, sizeof id));
   if (!note.empty()) {
     const int fd = ::open(note.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {

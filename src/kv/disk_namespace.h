@@ -8,7 +8,8 @@
 // file's identity (device, inode, size, modification and change times in ns), so a restart of an unchanged
 // file reads only a 16-byte note. A file replaced or rewritten in place gets a new mtime (or
 // inode) and is hashed again (a file rewritten to the same size within one tick of the
-// file system's clock and inode would be missed: a replaced model is a new file in practice). DiskNamespace absorbs named fields in order into one XXH64.
+// file system's clock and inode would be missed: a replaced model is a new file in practice). DiskNamespace absorbs
+// named fields in order into one XXH64.
 //
 // Invariants: deterministic across runs and hosts; a field's name is part of the hash, so
 // ("a", "bc") and ("ab", "c") differ. The remembered notes are 0600 files

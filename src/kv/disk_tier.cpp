@@ -115,8 +115,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::open(DiskTierOptions opts) {
     if (ec) return make_error("--kv-disk {}: cannot create the directory: {}", opts.dir, ec.message());
     ::chmod(opts.dir.c_str(), 0700);
   }
-  if (!std::filesystem::is_directory(opts.dir, ec))
-    return make_error("--kv-disk {}: not a directory", opts.dir);
+  if (!std::filesystem::is_directory(opts.dir, ec)) return make_error("--kv-disk {}: not a directory", opts.dir);
   std::unique_ptr<DiskTier> t(new DiskTier(std::move(opts)));
   t->dir_fd_ = ::open(t->opts_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (t->dir_fd_ < 0) return make_error("--kv-disk {}: {}", t->opts_.dir, std::strerror(errno));
@@ -168,7 +167,8 @@ Status DiskTier::scan() {
     if (!parse_block_file_name(name, &k.ns, &k.hash)) continue;
     struct stat st {};
     if (::fstatat(dir_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-    found.push_back({k, static_cast<uint64_t>(st.st_size), int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec});
+    found.push_back(
+        {k, static_cast<uint64_t>(st.st_size), int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec});
   }
   ::closedir(d);
   // Other namespaces first (least recent), then by modification time.
@@ -320,8 +320,10 @@ void DiskTier::writer_main() {
         dirty = true;
       } else {
         ++stats_.write_errors;
-        if (err == ENOSPC || err == EFBIG || err == EDQUOT) disable_locked(st.error().message);
-        else EDGELM_LOG_WARN("KV disk tier: {}", st.error().message);
+        if (err == ENOSPC || err == EFBIG || err == EDQUOT)
+          disable_locked(st.error().message);
+        else
+          EDGELM_LOG_WARN("KV disk tier: {}", st.error().message);
       }
     } else {
       ++stats_.write_drops;

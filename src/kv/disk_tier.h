@@ -53,9 +53,9 @@
 namespace edgelm::kv {
 
 struct DiskTierOptions {
-  std::string dir;            // created (0700) when missing
-  uint64_t max_bytes = 0;     // the directory's block files at most (LRU); >= one block
-  uint64_t name_space = 0;    // disk_namespace.h
+  std::string dir;                        // created (0700) when missing
+  uint64_t max_bytes = 0;                 // the directory's block files at most (LRU); >= one block
+  uint64_t name_space = 0;                // disk_namespace.h
   size_t queue_bytes = size_t{64} << 20;  // blocks waiting to be written at most
 };
 
@@ -156,7 +156,7 @@ class DiskTier {
   mutable std::mutex mu_;
   std::condition_variable write_cv_, drained_cv_, read_cv_, done_cv_;
   std::unordered_map<Key, Entry, KeyHash> index_;
-  std::list<Key> lru_;  // front: least recently used
+  std::list<Key> lru_;                        // front: least recently used
   std::unordered_map<uint64_t, int> queued_;  // hashes queued or being written
   std::deque<DiskBlock> write_queue_;
   size_t queued_bytes_ = 0;

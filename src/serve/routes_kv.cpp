@@ -37,9 +37,9 @@ std::optional<json> kv_admin_body(ServerContext& ctx, const http::Request& req, 
     bool known = false;
     for (const char* a : allowed) known = known || item.key() == a;
     if (!known) {
-      ctx.send_error(res, endpoint,
-                     {400, fmt::format("unknown field '{}'", item.key()), "invalid_request_error", item.key(),
-                      "unknown_field"});
+      ctx.send_error(
+          res, endpoint,
+          {400, fmt::format("unknown field '{}'", item.key()), "invalid_request_error", item.key(), "unknown_field"});
       return std::nullopt;
     }
   }
@@ -77,8 +77,9 @@ void handle_prewarm(ServerContext& ctx, const http::Request& req, http::Response
     if (!it->is_array()) return ctx.send_error(res, endpoint, bad("prompts", "'prompts' must be an array of strings"));
     for (size_t i = 0; i < it->size(); ++i) {
       if (!(*it)[i].is_string() || (*it)[i].get<std::string>().empty())
-        return ctx.send_error(res, endpoint,
-                              bad(fmt::format("prompts[{}]", i), fmt::format("'prompts[{}]' must be a non-empty string", i)));
+        return ctx.send_error(
+            res, endpoint,
+            bad(fmt::format("prompts[{}]", i), fmt::format("'prompts[{}]' must be a non-empty string", i)));
       prompts.push_back((*it)[i].get<std::string>());
     }
   }
@@ -99,9 +100,9 @@ void handle_prewarm(ServerContext& ctx, const http::Request& req, http::Response
     }
   }
   if (prompts.empty() && chats.empty())
-    return ctx.send_error(res, endpoint,
-                          {400, "give 'prompts' or 'messages' to prewarm", "invalid_request_error", "prompts",
-                           "missing_field"});
+    return ctx.send_error(
+        res, endpoint,
+        {400, "give 'prompts' or 'messages' to prewarm", "invalid_request_error", "prompts", "missing_field"});
   std::string api_key;
   if (auto e = json_get(*body, "api_key", api_key)) return ctx.send_error(res, endpoint, *e);
   std::string salt;

@@ -20,8 +20,8 @@ namespace fs = std::filesystem;
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / ("edgelm-kvdisk-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
+    path = fs::temp_directory_path() /
+           ("edgelm-kvdisk-" + std::to_string(::getpid()) + "-" + std::to_string(reinterpret_cast<uintptr_t>(this)));
     fs::remove_all(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -185,7 +185,7 @@ TEST(DiskTier, LruKeepsTheDirectoryUnderItsBudget) {
 TEST(DiskTier, FullDiskTurnsWritesOff) {
   TempDir d;
   auto t = open_tier(d.path);
-  rlimit old {};
+  rlimit old{};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
   rlimit small = old;
   small.rlim_cur = 1000;  // smaller than one block file
@@ -236,7 +236,7 @@ TEST(DiskNamespace, FileHashFollowsContentAndIsRemembered) {
   auto again = file_content_hash(model.string(), d.path.string());
   EXPECT_EQ(*again, *h1);
   fs::remove(model);
-  ::usleep(30000);  // past the file system's timestamp granularity
+  ::usleep(30000);                        // past the file system's timestamp granularity
   std::ofstream(model) << "weights two";  // swapped under the same name
   auto h2 = file_content_hash(model.string(), d.path.string());
   ASSERT_TRUE(h2.ok());

@@ -73,10 +73,21 @@ Reply http(int port, const std::string& method, const std::string& path, const s
 
 std::string model_f32() { return test::shared_path("models/stories260K-f32.gguf"); }
 
-std::vector<std::string> args(const std::string& model, const std::string& disk,
-                              std::vector<std::string> extra = {}) {
-  std::vector<std::string> a = {"-m", model, "--host", "127.0.0.1", "--port", "0", "-t", "1", "--kv-memory", "16M",
-                                "--startup-profile", "off", "--admin-token", kAdmin};
+std::vector<std::string> args(const std::string& model, const std::string& disk, std::vector<std::string> extra = {}) {
+  std::vector<std::string> a = {"-m",
+                                model,
+                                "--host",
+                                "127.0.0.1",
+                                "--port",
+                                "0",
+                                "-t",
+                                "1",
+                                "--kv-memory",
+                                "16M",
+                                "--startup-profile",
+                                "off",
+                                "--admin-token",
+                                kAdmin};
   if (!disk.empty()) {
     a.push_back("--kv-disk");
     a.push_back(disk);
@@ -179,7 +190,9 @@ TEST(ServerKvDisk, WarmRestartIsTokenIdenticalAndHitsDisk) {
   EXPECT_EQ(http(port, "POST", "/admin/kv/prewarm", "{\"prompts\": [3]}", kAdmin).status, 400);
   EXPECT_EQ(http(port, "POST", "/admin/kv/prewarm", "{}", kAdmin).status, 400);
   // A conversation (and a list of them), rendered with the chat template: persisted again.
-  const json chat = json::array({{{"role", "system"}, {"content", "You tell short stories about Lily and Tom in the park."}}, {{"role", "user"}, {"content", "Hi"}}});
+  const json chat =
+      json::array({{{"role", "system"}, {"content", "You tell short stories about Lily and Tom in the park."}},
+                   {{"role", "user"}, {"content", "Hi"}}});
   for (const json& messages : {chat, json::array({chat, chat})}) {
     const Reply r = http(port, "POST", "/admin/kv/prewarm", json{{"messages", messages}}.dump(), kAdmin);
     ASSERT_EQ(r.status, 200) << r.body.dump();
@@ -213,7 +226,9 @@ TEST(ServerKvDisk, KillNineDuringWritesThenRestartServesCorrectTokens) {
       ServeProcess p(args(model_f32(), disk));
       const int port = p.wait_ready();
       ASSERT_GT(port, 0) << p.log();
-      std::thread client([&] { http(port, "POST", "/predict", json{{"input", prompts[run]}, {"max_tokens", 24}}.dump()); });
+      std::thread client([&] {
+        http(port, "POST", "/predict", json{{"input", prompts[run]}, {"max_tokens", 24}}.dump());
+      });
       std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 8000)(rng)));
       p.kill_now();
       client.join();
