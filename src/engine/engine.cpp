@@ -3,9 +3,11 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/log.h"
 #include "core/timer.h"
 #include "engine/memory_split.h"
 #include "engine/mtp_drafter.h"
+#include "kv/disk_namespace.h"
 #include "kv/prefix_hash.h"
 #include "model/deltanet.h"
 
@@ -40,6 +42,25 @@ Status validate(const EngineOptions& o) {
   if (o.spec.mode != SpecMode::off) EDGELM_TRY_STATUS(validate(o.spec));
   return ok_status();
 }
+
+namespace {
+// The disk tier's namespace: the server's content name plus everything of this engine that the
+// bytes of a block depend on.
+uint64_t disk_namespace(const EngineOptions& o, const model::ModelConfig& c, const kv::KvStore& store) {
+  kv::DiskNamespace ns;
+  ns.add("content", o.kv_disk.content_namespace)
+      .add("kv_type", kv::kv_type_name(o.kv_type))
+      .add("block_size", static_cast<uint64_t>(o.block_size))
+      .add("k_transposed", static_cast<uint64_t>(store.k_transposed()))
+      .add("block_bytes", static_cast<uint64_t>(store.saved_block_bytes()))
+      .add("n_ctx", static_cast<uint64_t>(o.n_ctx > 0 ? o.n_ctx : c.n_ctx_train))
+      .add("arch", c.arch->name)
+      .add("rope", fmt::format("{} {} {} {} {} {} {} {} {}", c.rope_base, static_cast<int>(c.rope_scaling.type),
+                               c.rope_scaling.factor, c.rope_scaling.original_ctx, c.local_rope_base, c.longrope_orig_ctx,
+                               c.rope_scaling.attn_factor, c.rope_scaling.beta_fast, c.rope_scaling.beta_slow));
+  return ns.value();
+}
+}  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts) {
   EDGELM_TRY_STATUS(validate(opts));
@@ -77,7 +98,20 @@ Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer
     EDGELM_TRY(drafter, MtpDrafter::create(*opts.spec.mtp_model, *opts.spec.mtp_pool, opts.block_size, opts.kv_type,
                                            n_blocks));
   }
-  return std::unique_ptr<Engine>(new Engine(model, tok, opts, std::move(store), std::move(drafter), split.n_snapshots));
+  std::unique_ptr<kv::DiskTier> disk;
+  if (!opts.kv_disk.dir.empty()) {
+    if (c.n_recurrent_layers() > 0) {
+      // A KV hit on a hybrid model needs the recurrent-state snapshot at its end, which the
+      // disk tier does not persist (yet): its blocks could never be used.
+      EDGELM_LOG_WARN("--kv-disk is off for {}: recurrent-state snapshots are not persisted", c.arch->name);
+    } else {
+      EDGELM_TRY(disk, kv::DiskTier::open(kv::DiskTierOptions{opts.kv_disk.dir, opts.kv_disk.max_bytes,
+                                                              disk_namespace(opts, c, store),
+                                                              opts.kv_disk.queue_bytes}));
+    }
+  }
+  return std::unique_ptr<Engine>(
+      new Engine(model, tok, opts, std::move(store), std::move(drafter), split.n_snapshots, std::move(disk)));
 }
 
 namespace {
@@ -91,7 +125,7 @@ SchedulerOptions scheduler_options(SchedulerOptions o, const model::ModelConfig&
 }  // namespace
 
 Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store,
-               std::unique_ptr<Drafter> drafter, int32_t n_snapshots)
+               std::unique_ptr<Drafter> drafter, int32_t n_snapshots, std::unique_ptr<kv::DiskTier> disk)
     : model_(model),
       tok_(tok),
       opts_(opts),
@@ -103,7 +137,12 @@ Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions 
       pool_(store_.n_blocks(), opts.block_size),
       kv_(pool_, store_),
       scheduler_(kv_, pool_, scheduler_options(opts.scheduler, model.config())),
-      drafter_(std::move(drafter)) {
+      drafter_(std::move(drafter)),
+      disk_(std::move(disk)) {
+  if (disk_) {
+    disk_writer_.engine = this;
+    pool_.set_publish_listener(&disk_writer_);
+  }
   if (snapshots_.enabled()) {
     pool_.set_evict_listener(&snapshots_);
     scheduler_.set_prefix_hook([this](Sequence& s, int32_t matched) { return match_snapshot(s, matched); });
@@ -180,6 +219,7 @@ Result<RequestId> Engine::add_request(Request req) {
     const bool gated = seq->req.reasoning.enabled && seq->req.reasoning.starts_open;
     seq->constraint.emplace(seq->req.grammar, grammar_vocab(), seq->req.grammar_trigger, gated);
   }
+  if (disk_ && seq->req.cache_prefix) ask_disk(*seq);
   scheduler_.add(std::move(seq));
   return id;
 }
@@ -425,6 +465,7 @@ const std::vector<TokenEvent>& Engine::step() {
     for (const auto& s : *list)
       if (s->req.deadline && *s->req.deadline <= now) expired_.push_back(s->id);
   for (const RequestId id : expired_) finish(id, Finish::deadline, {}, out);
+  if (disk_) install_disk_reads();
 
   Stopwatch watch;
   int32_t n_decoding = 0;  // sequences whose next slice is one decode token
@@ -624,6 +665,15 @@ EngineStats Engine::stats() const {
   s.spec_verify_steps = spec_verify_steps_;
   s.spec_draft_kv_blocks_used = drafter_ ? drafter_->kv_blocks_used() : 0;
   s.mask_time = mask_time_;
+  if (disk_) {
+    s.disk_on = true;
+    s.disk = disk_->stats();
+    s.tier_ram_blocks = tier_ram_blocks_;
+    s.tier_disk_blocks = tier_disk_blocks_;
+    s.tier_miss_blocks = tier_miss_blocks_;
+    s.disk_fetches = disk_fetches_;
+    s.disk_fetch_seconds = disk_fetch_seconds_;
+  }
   return s;
 }
 

@@ -26,6 +26,10 @@
 //  - Speculative decoding (opts.spec, speculative.h) keeps all of the above: drafts are bounded
 //    by max_new_tokens and the context, accepted tokens pass through the same stop checks one by
 //    one, greedy output equals plain greedy decoding, and rejected tokens leave no KV behind.
+//  - KV disk tier (opts.kv_disk, kv/disk_tier.h, engine_disk.cpp): published blocks are written
+//    through by the tier's own thread (the step only copies their bytes into its bounded queue);
+//    a request whose prefix blocks RAM lacks but the disk holds waits, alone, for them to be
+//    read back, then matches them like RAM hits, so its output is the same as without the tier.
 //  - With check_invariants, the KV block invariants (no leak, no double free, refcounts match
 //    the block tables) are asserted after every step; on by default in debug builds.
 // Not thread-safe: one thread drives add_request / step / cancel.
@@ -42,6 +46,7 @@
 #include "engine/speculative.h"
 #include "engine/step_model.h"
 #include "kv/block_pool.h"
+#include "kv/disk_tier.h"
 #include "kv/kv_manager.h"
 #include "kv/kv_store.h"
 #include "kv/state_snapshots.h"
@@ -49,6 +54,16 @@
 #include "tokenizer/tokenizer.h"
 
 namespace edgelm::engine {
+
+// The KV disk tier (kv/disk_tier.h; --kv-disk, --kv-disk-size): off when dir is empty.
+struct KvDiskOptions {
+  std::string dir;
+  uint64_t max_bytes = uint64_t{2} << 30;
+  // What names the model's content (model file, chat template, mmproj: kv/disk_namespace.h),
+  // set by the server; the engine mixes in its KV type, block size and layout, RoPE and context.
+  uint64_t content_namespace = 0;
+  size_t queue_bytes = size_t{64} << 20;  // blocks waiting to be written at most
+};
 
 struct EngineOptions {
   size_t kv_memory_bytes = size_t{512} << 20;  // KV pool budget (--kv-memory)
@@ -70,6 +85,7 @@ struct EngineOptions {
   // --concurrency turns it on because it builds a fresh engine per repetition and times what a
   // warm server does, whose pages are already there.
   bool prefault_kv = false;
+  KvDiskOptions kv_disk;
 #ifdef NDEBUG
   bool check_invariants = false;
 #else
@@ -128,6 +144,14 @@ struct EngineStats {
   // Constrained decoding: time to pick each constrained token's allowed set (mask or the
   // greedy shortcut), per token.
   MaskTimeStats mask_time;
+  // The KV disk tier (disk_on false: none). Prompt blocks by the tier that served them at
+  // admission: RAM (already cached), disk (read back), miss (computed); disk reads of whole
+  // prefixes (jobs) and their summed wall time.
+  bool disk_on = false;
+  kv::DiskTierStats disk;
+  int64_t tier_ram_blocks = 0, tier_disk_blocks = 0, tier_miss_blocks = 0;
+  int64_t disk_fetches = 0;
+  double disk_fetch_seconds = 0.0;
 };
 
 class Engine {
@@ -154,12 +178,29 @@ class Engine {
   bool has_work() const;
 
   EngineStats stats() const;
+  // Drops the prefix cache: the cached (unused) RAM blocks when `ram`, every disk-tier file
+  // when `disk` (after the queued writes). Returns the blocks and files dropped.
+  std::pair<int32_t, int64_t> flush_prefix_cache(bool ram, bool disk);
+  // Waits until the disk tier's queued writes are on disk (no-op without a tier).
+  void drain_disk_writes();
+  // The disk tier (null: none); set at create() and thread-safe (kv/disk_tier.h), so other
+  // threads may wait on its writes.
+  kv::DiskTier* disk_tier() const { return disk_.get(); }
   const EngineOptions& options() const { return opts_; }
   int32_t n_ctx() const { return n_ctx_; }
 
  private:
   Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions opts, kv::KvStore store,
-         std::unique_ptr<Drafter> drafter, int32_t n_snapshots);
+         std::unique_ptr<Drafter> drafter, int32_t n_snapshots, std::unique_ptr<kv::DiskTier> disk);
+  // Disk tier (engine_disk.cpp): at add_request, asks the tier for the prompt's blocks that RAM
+  // lacks (the sequence waits, disk_wait); at each step, installs the blocks read so far as
+  // cached blocks (then the sequence's admission finds them like any RAM hit).
+  void ask_disk(Sequence& s);
+  void install_disk_reads();
+  struct DiskWriter final : kv::PublishListener {
+    Engine* engine = nullptr;
+    void on_publish(kv::BlockId b, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens) override;
+  };
   // Scheduler prefix hook (hybrid models): keeps the longest matched prefix that ends at a state
   // snapshot and marks the snapshot for loading into the sequence's slot.
   int32_t match_snapshot(Sequence& s, int32_t matched);
@@ -237,6 +278,11 @@ class Engine {
   int32_t last_step_tokens_ = 0;
   double last_step_ms_ = 0.0;
   std::unique_ptr<Drafter> drafter_;  // null: speculation off
+  std::unique_ptr<kv::DiskTier> disk_;  // null: no disk tier
+  DiskWriter disk_writer_;
+  int64_t tier_ram_blocks_ = 0, tier_disk_blocks_ = 0, tier_miss_blocks_ = 0;
+  int64_t disk_fetches_ = 0;
+  double disk_fetch_seconds_ = 0.0;
   SpecGate gate_;                     // pauses speculation while it is slower than plain decoding
   int64_t spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0, spec_verify_steps_ = 0;
   std::vector<int32_t> commit_buf_;

@@ -128,12 +128,15 @@ const std::vector<ScheduledSlice>& Scheduler::schedule() {
 
   // Then admissions, while the cap, the budget and the watermark allow.
   bool capped = false;
-  while (!waiting_.empty() && budget > 0) {
+  while (budget > 0) {
+    size_t w = 0;  // the first waiting sequence not held by a disk read
+    while (w < waiting_.size() && waiting_[w]->disk_wait) ++w;
+    if (w == waiting_.size()) break;
     if (static_cast<int32_t>(running_.size()) >= cap_) {
       capped = true;
       break;
     }
-    Sequence& s = *waiting_.front();
+    Sequence& s = *waiting_[w];
     if (s.kv.blocks.empty()) {
       s.kv.cache_prefix = s.req.cache_prefix;
       s.kv.root = kv::prefix_root(s.req.cache_salt);
@@ -154,8 +157,8 @@ const std::vector<ScheduledSlice>& Scheduler::schedule() {
       break;
     }
     s.admitted_once = true;
-    std::unique_ptr<Sequence> seq = std::move(waiting_.front());
-    waiting_.erase(waiting_.begin());
+    std::unique_ptr<Sequence> seq = std::move(waiting_[w]);
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     Sequence* p = seq.get();
     insert_ordered(running_, std::move(seq));
     plan.push_back({p, n, n == p->n_pending(), 0});

@@ -24,6 +24,8 @@
 //  - Images (Request::images): a slice never ends inside an image; it stops before it, or waits
 //    for a step with budget for the whole image (a prefix hit may resume inside one: only the
 //    rest is computed then, with the earlier part's K/V from the cache).
+//  - Disk tier: a waiting sequence whose prefix is being read back from disk (disk_wait) is
+//    passed over by admission (others behind it go first) until the engine clears the flag.
 //  - Batch cap: adapts within [1, max_batch_size]: shrinks by a quarter when a step overshoots
 //    target_step_ms, grows by one when steps are under half the target and sequences are
 //    waiting on the cap.
@@ -84,6 +86,10 @@ struct Sequence {
   // rotation positions of every step of the sequence, prefix hits and restores included, follow
   // from it); empty for other models and text-only requests.
   std::vector<model::MropeImage> mrope;
+  // The KV disk tier (kv/disk_tier.h) is reading blocks of this waiting sequence's prompt back:
+  // the scheduler admits others meanwhile and this one once the engine installed them.
+  bool disk_wait = false;
+  int32_t disk_asked = 0;  // blocks asked of the disk tier
 
   // Tokens whose K/V still have to be computed (>= 1 for every live sequence).
   int32_t n_pending() const { return static_cast<int32_t>(tokens.size()) - kv.n_tokens; }

@@ -175,6 +175,20 @@ void BlockPool::publish(BlockId b, uint64_t hash, uint64_t parent, std::span<con
   parent_[b] = parent;
   std::copy(tokens.begin(), tokens.end(), tokens_.begin() + static_cast<ptrdiff_t>(b) * block_size_);
   map_insert(b);
+  if (publish_listener_ != nullptr) publish_listener_->on_publish(b, hash, parent, tokens);
+}
+
+int32_t BlockPool::drop_cached() {
+  int32_t n = 0;
+  while (lru_.size > 0) {
+    const BlockId b = list_pop_front(lru_);
+    map_erase(hash_[b]);
+    hashed_[b] = 0;
+    if (evict_listener_ != nullptr) evict_listener_->on_evict(hash_[b]);
+    list_push_back(free_, b);
+    ++n;
+  }
+  return n;
 }
 
 void BlockPool::check_invariants() const {

@@ -35,6 +35,14 @@ class EvictListener {
   virtual void on_evict(uint64_t hash) = 0;
 };
 
+// Told when a block becomes published (newly hashed: not when an equal block already held the
+// hash), e.g. so that the disk tier (kv/disk_tier.h) can persist it while its content is known.
+class PublishListener {
+ public:
+  virtual ~PublishListener() = default;
+  virtual void on_publish(BlockId b, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens) = 0;
+};
+
 class BlockPool {
  public:
   BlockPool(int32_t n_blocks, int32_t block_size);  // both >= 1 (EDGELM_CHECK)
@@ -71,6 +79,9 @@ class BlockPool {
   int64_t n_evictions() const { return n_evictions_; }
   // Called on every eviction from now on (null: none); must outlive the pool or be reset.
   void set_evict_listener(EvictListener* l) { evict_listener_ = l; }
+  void set_publish_listener(PublishListener* l) { publish_listener_ = l; }
+  // Drops every cached block's hash (they become free); returns how many. Used blocks keep theirs.
+  int32_t drop_cached();
 
   // EDGELM_CHECKs that the states partition the blocks, that the lists, the hash map and the
   // per-block fields agree, and that the counts add up. O(n_blocks).
@@ -113,6 +124,7 @@ class BlockPool {
   int64_t prefix_hits_ = 0;
   int64_t n_evictions_ = 0;
   EvictListener* evict_listener_ = nullptr;
+  PublishListener* publish_listener_ = nullptr;
 };
 
 }  // namespace edgelm::kv

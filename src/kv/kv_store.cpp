@@ -207,4 +207,26 @@ void KvStore::copy_block(BlockId dst, BlockId src) {
       std::memcpy(const_cast<std::byte*>(rows(l, dst, kv)), rows(l, src, kv), block_bytes(l));
 }
 
+size_t KvStore::saved_block_bytes() const {
+  size_t n = 0;
+  for (int32_t l = 0; l < n_layer_; ++l) n += 2 * block_bytes(l);
+  return n;
+}
+
+void KvStore::save_block(BlockId block, std::byte* out) const {
+  for (int32_t l = 0; l < n_layer_; ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      std::memcpy(out, rows(l, block, kv), block_bytes(l));
+      out += block_bytes(l);
+    }
+}
+
+void KvStore::load_block(BlockId block, const std::byte* in) {
+  for (int32_t l = 0; l < n_layer_; ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      std::memcpy(const_cast<std::byte*>(rows(l, block, kv)), in, block_bytes(l));
+      in += block_bytes(l);
+    }
+}
+
 }  // namespace edgelm::kv

@@ -68,6 +68,11 @@ class KvStore {
   void prefault() { data_.prefault(); }
   // All layers, K and V, of src into dst (dst != src).
   void copy_block(BlockId dst, BlockId src);
+  // A block's bytes as stored, every layer's K then V piece: [saved_block_bytes()] (the disk
+  // tier's payload, kv/disk_tier.h); load_block puts such bytes back into a block.
+  size_t saved_block_bytes() const;
+  void save_block(BlockId block, std::byte* out) const;
+  void load_block(BlockId block, const std::byte* in);
 
   // Raw data for kernels that consume the stored type directly: V [block_size, row_bytes]; K
   // the same, or [n_embd_kv, block_size] elements when k_transposed().

@@ -52,6 +52,8 @@ const std::vector<Field>& fields() {
       {"max_batch_size", &ServeConfig::max_batch_size},
       {"target_step_ms", &ServeConfig::target_step_ms},
       {"state_snapshot_interval", &ServeConfig::state_snapshot_interval},
+      {"kv_disk", &ServeConfig::kv_disk},
+      {"kv_disk_size", &ServeConfig::kv_disk_size},
       {"max_queue", &ServeConfig::max_queue},
       {"max_connections", &ServeConfig::max_connections},
       {"header_timeout_s", &ServeConfig::header_timeout_s},
@@ -354,6 +356,11 @@ Status validate(const ServeConfig& c) {
   if (c.kv_type != "f16" && c.kv_type != "f32" && c.kv_type != "q8_0")
     return make_error("kv_type '{}' is not one of f16, f32, q8_0", c.kv_type);
   EDGELM_TRY_STATUS(parse_size(c.kv_memory, "kv_memory"));
+  {
+    EDGELM_TRY(const size_t disk_size, parse_size(c.kv_disk_size, "kv_disk_size"));
+    if (!c.kv_disk.empty() && disk_size < (size_t{1} << 20))
+      return make_error("kv_disk_size must be at least 1M, got {}", c.kv_disk_size);
+  }
   if (c.max_batch_tokens < 1) return make_error("max_batch_tokens must be >= 1, got {}", c.max_batch_tokens);
   if (c.max_batch_size < 1) return make_error("max_batch_size must be >= 1, got {}", c.max_batch_size);
   if (!(c.target_step_ms >= 0)) return make_error("target_step_ms must be >= 0, got {}", c.target_step_ms);

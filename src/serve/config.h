@@ -34,6 +34,10 @@ struct ServeConfig {
   int max_batch_tokens = 512, max_batch_size = 32;
   double target_step_ms = 250;
   int state_snapshot_interval = 16;  // hybrid models: recurrent-state snapshot every N KV blocks (0: off)
+  // The prefix KV cache's disk tier (kv/disk_tier.h): its directory (empty: off) and the most
+  // bytes of block files it holds (LRU).
+  std::string kv_disk;
+  std::string kv_disk_size = "2G";
   int max_queue = 64;
   int max_connections = 4096;  // open HTTP connections; beyond: 503 at once (idle ones cost no thread)
   // Transport timeouts (seconds): the whole request header, each body read, an idle

@@ -1,6 +1,7 @@
 #include "serve/engine_service.h"
 
 #include <malloc.h>
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "core/log.h"
+#include "kv/disk_namespace.h"
 #include "model/kv_cache.h"
 
 namespace edgelm::serve {
@@ -138,6 +140,29 @@ Result<std::shared_ptr<ModelSlot>> EngineService::make_slot(const std::string& p
   }
   slot->runner = std::make_unique<engine::ModelRunner>(*slot->lm.model, *pool_);
   engine::EngineOptions eo = opts_.engine;
+  if (!eo.kv_disk.dir.empty()) {
+    // The disk tier's namespace: the model file's content (hashed once, then remembered by the
+    // file's identity: kv/disk_namespace.h), the chat template and the mmproj.
+    kv::DiskNamespace ns;
+    {
+      std::error_code ec;  // the tier creates it too (and reports a failure); here for the notes
+      if (std::filesystem::create_directories(eo.kv_disk.dir, ec)) ::chmod(eo.kv_disk.dir.c_str(), 0700);
+    }
+    auto model_hash = kv::file_content_hash(path, eo.kv_disk.dir);
+    if (!model_hash.ok()) return make_error("--kv-disk: hashing the model: {}", model_hash.error().message);
+    ns.add("model", *model_hash).add("chat_template", slot->chat->source).add("chat_origin", slot->chat->origin);
+    if (!tok_path.empty()) {
+      auto tok_hash = kv::file_content_hash(tok_path, eo.kv_disk.dir);
+      if (!tok_hash.ok()) return make_error("--kv-disk: hashing the tokenizer: {}", tok_hash.error().message);
+      ns.add("tokenizer", *tok_hash);
+    }
+    if (!opts_.mmproj_path.empty()) {
+      auto mm_hash = kv::file_content_hash(opts_.mmproj_path, eo.kv_disk.dir);
+      if (!mm_hash.ok()) return make_error("--kv-disk: hashing the mmproj: {}", mm_hash.error().message);
+      ns.add("mmproj", *mm_hash);
+    }
+    eo.kv_disk.content_namespace = ns.value();
+  }
   const Status spec =
       engine::configure_speculation(opts_.spec, *slot->lm.model, tok_path, load_pool, eo.spec, slot->draft, load);
   if (!spec.ok()) return make_error("speculative decoding for '{}': {}", slot->name, spec.error().message);
@@ -350,6 +375,10 @@ ServiceStats EngineService::stats() const {
   ServiceStats s = stats_;
   s.state = state();
   s.n_waiting += static_cast<int32_t>(inbox_.size()) + n_in_transit_;
+  // The disk tier's own counters move on its threads (writes land after the step that queued
+  // them): read them live.
+  if (current_ && state() == ServiceState::ready && current_->engine)
+    if (const kv::DiskTier* disk = current_->engine->disk_tier()) s.disk = disk->stats();
   return s;
 }
 
@@ -382,6 +411,13 @@ void EngineService::refresh_stats_locked() {
     stats_.spec_accepted_tokens = es.spec_accepted_tokens;
     stats_.spec_verify_steps = es.spec_verify_steps;
     stats_.mask_time = es.mask_time;
+    stats_.disk_on = es.disk_on;
+    stats_.disk = es.disk;
+    stats_.tier_ram_blocks = es.tier_ram_blocks;
+    stats_.tier_disk_blocks = es.tier_disk_blocks;
+    stats_.tier_miss_blocks = es.tier_miss_blocks;
+    stats_.disk_fetches = es.disk_fetches;
+    stats_.disk_fetch_seconds = es.disk_fetch_seconds;
   }
 }
 
@@ -524,6 +560,33 @@ void EngineService::thread_main() {
     state_.store(ServiceState::stopped, std::memory_order_release);
   }
   state_cv_.notify_all();
+}
+
+Result<std::pair<int32_t, int64_t>> EngineService::flush_kv(bool ram, bool disk) {
+  std::pair<int32_t, int64_t> dropped{0, 0};
+  EDGELM_TRY_STATUS(run_exclusive([&](ThreadPool&) {
+    std::shared_ptr<ModelSlot> slot;
+    {
+      std::lock_guard lock(mutex_);
+      slot = current_;
+    }
+    dropped = slot->engine->flush_prefix_cache(ram, disk);
+    return ok_status();
+  }));
+  return dropped;
+}
+
+bool EngineService::drain_kv_disk() {
+  std::shared_ptr<ModelSlot> slot;
+  {
+    std::lock_guard lock(mutex_);
+    if (state() != ServiceState::ready || !current_) return false;
+    slot = current_;  // kept alive while the writes drain
+  }
+  kv::DiskTier* disk = slot->engine->disk_tier();
+  if (disk == nullptr) return false;
+  disk->drain_writes();
+  return true;
 }
 
 void EngineService::shutdown(std::chrono::duration<double> drain_timeout) {

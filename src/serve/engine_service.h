@@ -69,6 +69,9 @@ struct EngineServiceOptions {
   // submit() says queue_full once max_batch_size (engine.scheduler) + max_queue requests are
   // running or waiting: while the adaptive batch cap runs fewer, more may wait.
   int max_queue = 64;
+  // The vision encoder served beside the model (--mmproj): its content names the disk tier's
+  // namespace too (engine.kv_disk), as image blocks depend on it.
+  std::string mmproj_path;
 };
 
 enum class ServiceState { loading, ready, failed, stopped };
@@ -95,6 +98,13 @@ struct ServiceStats {
   int64_t spec_accepted_tokens = 0;
   int64_t spec_verify_steps = 0;
   engine::MaskTimeStats mask_time;  // constrained decoding, current slot's engine
+  // The KV disk tier of the current slot's engine (engine::EngineStats): on, its stats, prompt
+  // blocks by tier and the prefix reads from disk.
+  bool disk_on = false;
+  kv::DiskTierStats disk;
+  int64_t tier_ram_blocks = 0, tier_disk_blocks = 0, tier_miss_blocks = 0;
+  int64_t disk_fetches = 0;
+  double disk_fetch_seconds = 0.0;
 };
 
 enum class ReloadErrorKind { busy, invalid, unavailable };
@@ -268,6 +278,13 @@ class EngineService {
   int max_queue() const { return opts_.max_queue; }
   // Requests it holds at most, running and waiting (submit() refuses beyond).
   int capacity() const { return std::max(1, opts_.engine.scheduler.max_batch_size) + opts_.max_queue; }
+
+  // The KV prefix cache of the current model (engine::Engine::flush_prefix_cache), on the engine
+  // thread between steps: cached RAM blocks and/or disk-tier files dropped. Errors: not running.
+  Result<std::pair<int32_t, int64_t>> flush_kv(bool ram, bool disk);
+  // Waits, on the caller's thread, until the current model's disk-tier writes queued so far are
+  // on disk; false when it has no disk tier.
+  bool drain_kv_disk();
 
   // Refuses new submits, lets running and waiting requests finish for up to drain_timeout,
   // cancels what is left, delivers the finishing events and joins the engine thread.

@@ -288,6 +288,11 @@ std::optional<ApiError> ServerContext::check_model(const json& body) const {
 }
 
 std::optional<ApiError> ServerContext::cache_scope(const http::Request& req, const json& body, std::string& out) const {
+  return cache_scope_for(req.header("Authorization"), body, out);
+}
+
+std::optional<ApiError> ServerContext::cache_scope_for(const std::string& auth, const json& body,
+                                                       std::string& out) const {
   std::string salt;
   if (auto e = json_get(body, "cache_salt", salt)) return e;
   if (salt.size() > 256)
@@ -297,7 +302,6 @@ std::optional<ApiError> ServerContext::cache_scope(const http::Request& req, con
   const bool per_key = scope == "key" || (scope.empty() && !cfg_.api_keys.empty());
   out.clear();
   if (per_key) {
-    const std::string auth = req.header("Authorization");
     Sha256 h;
     h.update(auth.data(), auth.size());
     out = "key:" + h.hex_digest().substr(0, 32);

@@ -145,6 +145,9 @@ class ServerContext {
   // share only with requests of the same key and salt. Errors: cache_salt not a string or
   // longer than 256 bytes.
   std::optional<ApiError> cache_scope(const http::Request& req, const nlohmann::json& body, std::string& out) const;
+  // The same for a request whose Authorization header is `auth` (POST /admin/kv/prewarm warms
+  // a tenant's prefixes by its API key).
+  std::optional<ApiError> cache_scope_for(const std::string& auth, const nlohmann::json& body, std::string& out) const;
 
   // Submits; maps refusals to `err` (400 invalid, 429 queue full, 503 loading) and returns null.
   std::shared_ptr<RequestHandle> submit(engine::Request req, ApiError& err);
@@ -236,6 +239,7 @@ void register_admin_routes(http::Server& svr, ServerContext& ctx);
 void register_cache_routes(http::Server& svr, ServerContext& ctx);
 // POST /admin/drain, /admin/undrain, /admin/smoke (serve/drain.h).
 void register_drain_routes(http::Server& svr, ServerContext& ctx);
+void register_kv_routes(http::Server& svr, ServerContext& ctx);
 // The admin token check of /reload (routes_admin.cpp) for other admin routes: false after
 // answering 403 (no token configured, wrong token) or 401 (none sent); errors are recorded
 // under `endpoint`.

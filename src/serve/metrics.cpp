@@ -387,6 +387,30 @@ void ServerMetrics::set_model_gauges(const ModelGauges& m) {
   registry_.set("edge_recurrent_snapshot_bytes", base, static_cast<double>(s.state_snapshot_bytes));
   registry_.set("edge_recurrent_snapshot_count", base, s.state_snapshots);
   registry_.set("edge_prefix_cache_hit_ratio", base, s.prefix_hit_ratio);
+  if (s.disk_on) {  // the KV disk tier (kv/disk_tier.h)
+    const auto tier = [&](const char* t) { return labels(m.model, {{"tier", t}}); };
+    registry_.set_counter("edge_kv_prefix_blocks_total", tier("ram"), static_cast<double>(s.tier_ram_blocks));
+    registry_.set_counter("edge_kv_prefix_blocks_total", tier("disk"), static_cast<double>(s.tier_disk_blocks));
+    registry_.set_counter("edge_kv_prefix_blocks_total", tier("miss"), static_cast<double>(s.tier_miss_blocks));
+    const double total = static_cast<double>(s.tier_ram_blocks + s.tier_disk_blocks + s.tier_miss_blocks);
+    registry_.set("edge_kv_prefix_hit_ratio", tier("ram"), total > 0 ? s.tier_ram_blocks / total : 0.0);
+    registry_.set("edge_kv_prefix_hit_ratio", tier("disk"), total > 0 ? s.tier_disk_blocks / total : 0.0);
+    registry_.set("edge_kv_prefix_hit_ratio", tier("miss"), total > 0 ? s.tier_miss_blocks / total : 0.0);
+    const kv::DiskTierStats& d = s.disk;
+    registry_.set("edge_kv_disk_enabled", base, d.enabled ? 1.0 : 0.0);
+    registry_.set("edge_kv_disk_bytes", base, static_cast<double>(d.bytes));
+    registry_.set("edge_kv_disk_files", base, static_cast<double>(d.n_files));
+    registry_.set_counter("edge_kv_disk_writes_total", base, static_cast<double>(d.writes));
+    registry_.set_counter("edge_kv_disk_write_seconds_total", base, d.write_seconds);
+    registry_.set_counter("edge_kv_disk_write_drops_total", base, static_cast<double>(d.write_drops));
+    registry_.set_counter("edge_kv_disk_write_errors_total", base, static_cast<double>(d.write_errors));
+    registry_.set_counter("edge_kv_disk_reads_total", base, static_cast<double>(d.reads));
+    registry_.set_counter("edge_kv_disk_read_seconds_total", base, d.read_seconds);
+    registry_.set_counter("edge_kv_disk_corrupt_total", base, static_cast<double>(d.read_corrupt));
+    registry_.set_counter("edge_kv_disk_evictions_total", base, static_cast<double>(d.evictions));
+    registry_.set_counter("edge_kv_disk_fetches_total", base, static_cast<double>(s.disk_fetches));
+    registry_.set_counter("edge_kv_disk_fetch_seconds_total", base, s.disk_fetch_seconds);
+  }
   registry_.set_counter("edge_spec_draft_tokens_total", base, static_cast<double>(s.spec_draft_tokens));
   registry_.set_counter("edge_spec_accepted_tokens_total", base, static_cast<double>(s.spec_accepted_tokens));
   registry_.set_histogram("edge_grammar_mask_seconds", base, s.mask_time.buckets, s.mask_time.sum_s,

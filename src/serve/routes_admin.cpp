@@ -337,6 +337,7 @@ void register_admin_routes(http::Server& svr, ServerContext& ctx) {
   r.handler = [&ctx](http::Request& req, http::Response& res) { handle_reload(ctx, req, res); };
   svr.add(std::move(r));
   register_drain_routes(svr, ctx);
+  register_kv_routes(svr, ctx);
 }
 
 }  // namespace edgelm::serve

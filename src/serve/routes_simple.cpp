@@ -210,6 +210,23 @@ void handle_health(ServerContext& ctx, const http::Request&, http::Response& res
   body["recurrent_state_bytes_reserved"] = s.state_bytes;
   body["recurrent_snapshot_bytes"] = s.state_snapshot_bytes;
   body["recurrent_snapshot_count"] = s.state_snapshots;
+  if (s.disk_on) {  // the KV disk tier: on (or off after a full disk), its size, hits and latency
+    const kv::DiskTierStats& d = s.disk;
+    json disk = {{"enabled", d.enabled},
+                 {"bytes", d.bytes},
+                 {"files", d.n_files},
+                 {"writes", d.writes},
+                 {"write_drops", d.write_drops},
+                 {"write_errors", d.write_errors},
+                 {"reads", d.reads},
+                 {"corrupt", d.read_corrupt},
+                 {"evictions", d.evictions},
+                 {"write_ms_avg", d.writes > 0 ? d.write_seconds * 1e3 / static_cast<double>(d.writes) : 0.0},
+                 {"read_ms_avg", d.reads > 0 ? d.read_seconds * 1e3 / static_cast<double>(d.reads) : 0.0},
+                 {"prefix_blocks", {{"ram", s.tier_ram_blocks}, {"disk", s.tier_disk_blocks}, {"miss", s.tier_miss_blocks}}}};
+    if (!d.enabled) disk["disabled_reason"] = d.disabled_reason;
+    body["kv_disk"] = std::move(disk);
+  }
   add_drain_fields(ctx, body);  // serve/drain.h: drained, in_flight, model_state, upstream
   ctx.send_json(res, h.http_status, body);
 }

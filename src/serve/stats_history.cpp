@@ -237,6 +237,11 @@ json StatsHistory::to_json(int64_t since_ms, double interval_s) const {
          {"recurrent_state_bytes_in_use", m.state_bytes_in_use},
          {"recurrent_state_bytes_reserved", m.state_bytes_reserved},
          {"recurrent_snapshot_bytes", m.snapshot_bytes},
+         {"kv_disk",
+          m.kv_disk ? json{{"enabled", m.kv_disk_enabled},
+                           {"bytes", m.kv_disk_bytes},
+                           {"prefix_blocks", {{"ram", m.kv_tier_ram}, {"disk", m.kv_tier_disk}, {"miss", m.kv_tier_miss}}}}
+                    : json(nullptr)},
          {"spec",
           {{"draft_tokens", m.spec_draft},
            {"accepted_tokens", m.spec_accepted},

@@ -38,6 +38,10 @@ struct ModelSample {
   // Hybrid models' recurrent-state memory (0 otherwise): slots in use, all slots, snapshots.
   int64_t state_bytes_in_use = 0, state_bytes_reserved = 0, snapshot_bytes = 0;
   int64_t spec_draft = 0, spec_accepted = 0;
+  // The KV disk tier (--kv-disk; kv_disk false: none): on (writes not turned off), its bytes,
+  // and the new requests' prompt blocks by tier.
+  bool kv_disk = false, kv_disk_enabled = false;
+  int64_t kv_disk_bytes = 0, kv_tier_ram = 0, kv_tier_disk = 0, kv_tier_miss = 0;
   // Per-bucket totals (not cumulative over buckets) of the fine histograms.
   std::vector<uint64_t> duration, ttft;
 

@@ -69,6 +69,12 @@ Sample collect_sample(ServerContext& ctx, CpuMeter& cpu) {
     m.snapshot_bytes = st.state_snapshot_bytes;
     m.spec_draft = st.spec_draft_tokens;
     m.spec_accepted = st.spec_accepted_tokens;
+    m.kv_disk = st.disk_on;
+    m.kv_disk_enabled = st.disk.enabled;
+    m.kv_disk_bytes = st.disk.bytes;
+    m.kv_tier_ram = st.tier_ram_blocks;
+    m.kv_tier_disk = st.tier_disk_blocks;
+    m.kv_tier_miss = st.tier_miss_blocks;
     m.duration.assign(kFineLatencyBuckets.size() + 1, 0);
     m.ttft.assign(kFineLatencyBuckets.size() + 1, 0);
     s.models.push_back(std::move(m));

@@ -87,6 +87,10 @@ Result<SmokeResult> FleetNode::smoke() const {
   return s;
 }
 
+Result<json> FleetNode::prewarm(const json& body, double timeout_s) const {
+  return post_json("/admin/kv/prewarm", body, timeout_s);
+}
+
 Result<std::string> FleetNode::reload_path(const std::string& path, const std::string& name,
                                            const std::string& tokenizer) const {
   json body = {{"path", path}};

@@ -48,6 +48,8 @@ class FleetNode {
   Result<DrainInfo> drain() const;
   Status undrain() const;
   Result<SmokeResult> smoke() const;
+  // POST /admin/kv/prewarm with `body` (serve/routes_kv.cpp); the node's answer.
+  Result<nlohmann::json> prewarm(const nlohmann::json& body, double timeout_s) const;
   // POST /reload {"path", "name"?, "tokenizer"?}; returns the node's model name after the reload.
   Result<std::string> reload_path(const std::string& path, const std::string& name,
                                   const std::string& tokenizer = "") const;

@@ -131,6 +131,12 @@ int run_serve(ServeOptions& o) {
                                        cfg.target_step_ms, cfg.state_snapshot_interval});
   if (!eo.ok()) return report_error(eo.error());
   eo->n_ctx = cfg.n_ctx;
+  if (!cfg.kv_disk.empty()) {
+    auto disk_size = parse_byte_size(cfg.kv_disk_size);
+    if (!disk_size.ok()) return report_error(disk_size.error());
+    eo->kv_disk.dir = cfg.kv_disk;
+    eo->kv_disk.max_bytes = *disk_size;
+  }
   std::fprintf(stderr, "edgelm serve settings:\n%s\n", serve::describe(cfg).c_str());
 
   // Block the signals before any thread starts, so they all inherit the mask and only the
@@ -181,6 +187,7 @@ int run_serve(ServeOptions& o) {
     so.spec = engine::DraftSpec{cfg.spec, cfg.draft_model, cfg.draft_quant, cfg.draft_max, cfg.draft_min, cfg.draft};
     so.max_queue = cfg.max_queue;
     so.no_mmap = cfg.no_mmap;
+    so.mmproj_path = cfg.mmproj;
     services.push_back(std::make_unique<serve::EngineService>(so));
     models.push_back(std::make_unique<serve::ServedModel>());
     models.back()->spec = spec;
@@ -460,6 +467,11 @@ CommandRunner add_serve_command(CLI::App& app) {
             "Seconds the startup profile of all models may take (its plan shrinks to fit; 0: none)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  bind_flag(*o, cmd, "--kv-disk", &serve::ServeConfig::kv_disk,
+            "Directory of the prefix KV cache's disk tier (crash-safe block files; warm restarts); empty: off");
+  bind_flag(*o, cmd, "--kv-disk-size", &serve::ServeConfig::kv_disk_size,
+            "Most bytes of KV block files under --kv-disk (LRU), e.g. 2G")
+      ->capture_default_str();
   bind_flag(*o, cmd, "--memory-budget", &serve::ServeConfig::memory_budget,
             "Weights + KV of all models (e.g. 4G); KV per model shrinks to fit; 0: no limit")
       ->capture_default_str();

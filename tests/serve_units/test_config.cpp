@@ -255,6 +255,13 @@ TEST(ServeConfig, Validate) {
   bad([](ServeConfig& x) { x.threads = -1; }, "threads");
   bad([](ServeConfig& x) { x.api_keys = {"has space"}; }, "api_keys");
   bad([](ServeConfig& x) { x.drain_timeout_s = -1; }, "drain_timeout_s");
+  bad([](ServeConfig& x) { x.kv_disk_size = "big"; }, "kv_disk_size");
+  bad(
+      [](ServeConfig& x) {
+        x.kv_disk = "/var/cache/edgelm-kv";
+        x.kv_disk_size = "1000";
+      },
+      "kv_disk_size");
 }
 
 TEST(ServeConfig, SpeculativeDecodingKeys) {
@@ -422,8 +429,8 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 71);
-  EXPECT_NE(d.find("state_snapshot_interval: 16\n"), std::string::npos) << d;
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 73);
+  EXPECT_NE(d.find("state_snapshot_interval: 16\nkv_disk: (none)\nkv_disk_size: 2G\n"), std::string::npos) << d;
   EXPECT_NE(d.find("mmproj: (none)\nimage_max_pixels: 50000000\nmax_images_per_request: 8\nimage_cache: 16\n"),
             std::string::npos)
       << d;

@@ -67,6 +67,16 @@ function ModelView({ m, h, x, theme }) {
             value={`${bytes(m.recurrent_state_bytes_in_use)} / ${bytes(m.recurrent_state_bytes_reserved)}`}
             sub={`snapshots ${bytes(m.recurrent_snapshot_bytes)}`} />
         )}
+        {m.kv_disk && (() => {
+          const t = m.kv_disk.prefix_blocks;
+          const all = t.ram + t.disk + t.miss;
+          return (
+            <Tile label="prefix blocks: RAM / disk / miss" testid={`kv-disk-${id}`}
+              value={all ? `${pct(t.ram / all)} · ${pct(t.disk / all)} · ${pct(t.miss / all)}` : '–'}
+              tone={m.kv_disk.enabled ? '' : 'warn'}
+              sub={`${bytes(m.kv_disk.bytes)} on disk${m.kv_disk.enabled ? '' : ' · writes off'}`} />
+          );
+        })()}
         <Tile label="speculative acceptance" value={acc == null ? 'off / none' : pct(acc)} sub={m.spec.draft_tokens ? `${int(m.spec.accepted_tokens)} of ${int(m.spec.draft_tokens)} drafted` : ''} />
         <Tile label="requests" value={int(m.requests_total)} testid={`requests-${id}`} sub={`${int(m.generated_tokens_total)} tokens out`} />
         <Tile label="429 / 5xx" value={`${int(m.rejected_total)} / ${int(m.server_errors_total)}`} tone={m.server_errors_total > 0 ? 'bad' : m.rejected_total > 0 ? 'warn' : ''} />
