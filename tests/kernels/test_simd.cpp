@@ -130,7 +130,8 @@ TEST(IsaSelection, NamesSupportAndTables) {
   for (Isa isa : {Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
     if (!isa_supported(isa)) continue;
     for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k,
-                    DType::q6_k, DType::f32, DType::f16, DType::bf16})
+                    DType::q6_k, DType::f32, DType::f16, DType::bf16, DType::q2_k, DType::q3_k, DType::iq4_nl,
+                    DType::iq4_xs})
       EXPECT_NE(isa_kernels(isa)->gemm(t), nullptr) << isa_name(isa) << " " << dtype_name(t);
   }
 #if defined(__x86_64__)
