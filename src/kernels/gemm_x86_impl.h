@@ -51,6 +51,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/kernels_x86.h"
+#include "kernels/quants_iq4.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 
@@ -69,6 +70,8 @@ inline VI vi_set1(int32_t v) { return _mm512_set1_epi32(v); }
 inline VI vi_add(VI a, VI b) { return _mm512_add_epi32(a, b); }
 inline VI vi_sub(VI a, VI b) { return _mm512_sub_epi32(a, b); }
 inline VI vi_shl5(VI a) { return _mm512_slli_epi32(a, 5); }
+template <int k>
+inline VI vi_shl(VI a) { return _mm512_slli_epi32(a, k); }
 inline VI vi_shl16(VI a) { return _mm512_slli_epi32(a, 16); }
 inline VI vi_mullo(VI a, VI b) { return _mm512_mullo_epi32(a, b); }
 inline VI vi_madd16(VI a, VI b) { return _mm512_madd_epi16(a, b); }
@@ -104,6 +107,8 @@ inline VI vi_set1(int32_t v) { return _mm256_set1_epi32(v); }
 inline VI vi_add(VI a, VI b) { return _mm256_add_epi32(a, b); }
 inline VI vi_sub(VI a, VI b) { return _mm256_sub_epi32(a, b); }
 inline VI vi_shl5(VI a) { return _mm256_slli_epi32(a, 5); }
+template <int k>
+inline VI vi_shl(VI a) { return _mm256_slli_epi32(a, k); }
 inline VI vi_shl16(VI a) { return _mm256_slli_epi32(a, 16); }
 inline VI vi_madd16(VI a, VI b) { return _mm256_madd_epi16(a, b); }
 inline VI vi_mullo(VI a, VI b) { return _mm256_mullo_epi32(a, b); }
@@ -225,6 +230,15 @@ inline __m256i quants_q4_1(const BlockQ4_1& x) { return nibbles(x.qs); }
 inline __m256i quants_q8_0(const BlockQ8_0& x) { return load256(x.qs); }
 inline __m256i quants_q8_0_biased(const BlockQ8_0& x) {  // w + 128 in [0, 255]
   return _mm256_xor_si256(load256(x.qs), _mm256_set1_epi8(static_cast<char>(0x80)));
+}
+// IQ4_NL: the codebook values of the nibble indices, signed (AVX2: Q8_0's signed path) or
+// biased to v + 128 (VNNI: Q8_0's biased path, offset 128).
+inline __m256i quants_iq4_nl(const BlockIQ4_NL& x) {
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4Values));
+  return _mm256_shuffle_epi8(table, nibbles(x.qs));
+}
+inline __m256i quants_iq4_nl_biased(const BlockIQ4_NL& x) {
+  return _mm256_xor_si256(quants_iq4_nl(x), _mm256_set1_epi8(static_cast<char>(0x80)));
 }
 template <typename B>
 inline __m256i quants_q5(const B& x) {
@@ -381,6 +395,20 @@ inline void sub_dot_u8(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_h
   }
 }
 
+// Signed weights with a per-row sub-block multiplier (IQ4_XS): |w| . sign(y, w) per group
+// (pairs <= 2 * 127 * 127), widened by madd with `mult` at once (|mult| <= 32: < 2^21 a lane).
+template <int T, typename Groups>
+inline void sub_dot_s8_scaled(Groups q, const int8_t* const y[T], VI mult, VI acc[T]) {
+  for (int g = 0; g < 8; ++g) {
+    const VI w = q(g);
+    const VI aw = _mm256_sign_epi8(w, w);
+    for (int t = 0; t < T; ++t) {
+      const VI pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(vi_bcast(y[t] + 4 * g), w));
+      add_in_order(acc[t], vi_madd16(pr, mult));
+    }
+  }
+}
+
 // The same for signed weights (Q8_0), multiplier 1: |w| . sign(y, w), widened every group.
 template <int T, typename Groups>
 inline void sub_dot_s8(Groups q, const int8_t* const y[T], VI acc[T]) {
@@ -474,12 +502,14 @@ struct alignas(64) WK4 {
   uint8_t q[8][kSubBytes];
 };
 
-// One super-block of a group of kRows rows, Q6_K.
+// One super-block of a group of kRows rows of a format with 16-element sub-blocks: Q6_K, Q3_K
+// (scales, unsigned quants with a zero point) and Q2_K (scales and mins).
 struct alignas(64) WK6 {
   float d[kRows];
-  float pad[kRows];
+  float dmin[kRows];          // Q2_K's dmin; 0 for Q6_K and Q3_K
   int16_t sc[16][2 * kRows];  // per 16-element sub-block j: row r's scale as the multiplier of lane r
-  int16_t scp[8][2 * kRows];  // per pair p: row r's scales of sub-blocks 2p, 2p + 1 in lanes 2r, 2r + 1
+  int16_t scp[8][2 * kRows];  // per pair p: row r's scales (Q2_K: mins) of sub-blocks 2p, 2p + 1 in
+                              // lanes 2r, 2r + 1
   uint8_t q[8][kSubBytes];
 };
 
@@ -547,7 +577,7 @@ void repack_q6_k(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch)
       const BlockQ6_K& x = rows[i][b];
       _mm_prefetch(reinterpret_cast<const char*>(&x) + 2 * sizeof(BlockQ6_K), _MM_HINT_T0);
       o.d[i] = half(x.d);
-      o.pad[i] = 0.0f;
+      o.dmin[i] = 0.0f;
       for (int j = 0; j < 16; ++j) set_mult(o.sc[j], i, x.scales[j]);
       for (int p = 0; p < 8; ++p) {
         o.scp[p][2 * i] = x.scales[2 * p];
@@ -567,6 +597,99 @@ void repack_q6_k(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch)
           const __m256i hi =
               _mm256_and_si256(_mm256_srl_epi16(load256(x.qh + 32 * hh), _mm_cvtsi32_si128(2 * k)), three);
           v[i] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+        }
+        store_transposed(o.q[s], h, v);
+      }
+    }
+  }
+}
+
+// Q2_K and Q3_K into WK6: sub-block s of 32 elements (128h + 32k + l, k = s % 4) are bits 2k of
+// qs[32h + l]; Q3_K adds 4 where bit s of hmask[l] is set (q' = q + 4 in [0, 7], zero point 4,
+// scales ls - 32), Q2_K keeps q in [0, 3] with its 4-bit scales and mins.
+template <bool kThree, typename Block>
+void repack_k2(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
+  const Block* rows[kRows];
+  group_rows(w, r0, n_rows, rows);
+  auto* out = reinterpret_cast<WK6*>(scratch);
+  const int64_t nb = w.cols / kQK_K;
+  const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    WK6& o = out[b];
+    for (int i = 0; i < kRows; ++i) {
+      const Block& x = rows[i][b];
+      _mm_prefetch(reinterpret_cast<const char*>(&x) + 2 * sizeof(Block), _MM_HINT_T0);
+      o.d[i] = half(x.d);
+      int sc[16], mn[16] = {};
+      if constexpr (kThree) {
+        o.dmin[i] = 0.0f;
+        for (int j = 0; j < 16; ++j) {
+          const int low = j < 8 ? (x.scales[j] & 0x0f) : (x.scales[j - 8] >> 4);
+          const int high = (x.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+          sc[j] = (low | (high << 4)) - 32;
+        }
+      } else {
+        o.dmin[i] = half(x.dmin);
+        for (int j = 0; j < 16; ++j) {
+          sc[j] = x.scales[j] & 0x0f;
+          mn[j] = x.scales[j] >> 4;
+        }
+      }
+      for (int j = 0; j < 16; ++j) set_mult(o.sc[j], i, sc[j]);
+      for (int p = 0; p < 8; ++p) {
+        o.scp[p][2 * i] = static_cast<int16_t>(kThree ? sc[2 * p] : mn[2 * p]);
+        o.scp[p][2 * i + 1] = static_cast<int16_t>(kThree ? sc[2 * p + 1] : mn[2 * p + 1]);
+      }
+    }
+    for (int s = 0; s < 8; ++s) {
+      const int hh = s / 4, k = s % 4;
+      for (int h = 0; h < kHalves; ++h) {
+        __m256i v[8];
+        for (int i = 0; i < 8; ++i) {
+          const Block& x = rows[8 * h + i][b];
+          v[i] = _mm256_and_si256(_mm256_srl_epi16(load256(x.qs + 32 * hh), _mm_cvtsi32_si128(2 * k)), three);
+          if constexpr (kThree) {
+            const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(load256(x.hmask), _mm_cvtsi32_si128(s)), one);
+            v[i] = _mm256_or_si256(v[i], _mm256_slli_epi16(hb, 2));
+          }
+        }
+        store_transposed(o.q[s], h, v);
+      }
+    }
+  }
+}
+
+// IQ4_XS into WK4: per 32-element sub-block the codebook values (signed; VNNI: biased to
+// v + 128), the scales ls - 32 as multipliers, and (for VNNI's zero point) the scales again as
+// pairs in `mn`; dmin 0.
+void repack_iq4_xs(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
+  const BlockIQ4_XS* rows[kRows];
+  group_rows(w, r0, n_rows, rows);
+  auto* out = reinterpret_cast<WK4*>(scratch);
+  const int64_t nb = w.cols / kQK_K;
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4Values));
+  for (int64_t b = 0; b < nb; ++b) {
+    WK4& o = out[b];
+    for (int i = 0; i < kRows; ++i) {
+      const BlockIQ4_XS& x = rows[i][b];
+      _mm_prefetch(reinterpret_cast<const char*>(&x) + 2 * sizeof(BlockIQ4_XS), _MM_HINT_T0);
+      o.d[i] = half(x.d);
+      o.dmin[i] = 0.0f;
+      int sc[8];
+      for (int j = 0; j < 8; ++j)
+        sc[j] = (((x.scales_l[j / 2] >> (4 * (j % 2))) & 0x0f) | (((x.scales_h >> (2 * j)) & 3) << 4)) - 32;
+      for (int s = 0; s < 8; ++s) set_mult(o.sc[s], i, sc[s]);
+      for (int p = 0; p < 4; ++p) {
+        o.mn[p][2 * i] = static_cast<int16_t>(sc[2 * p]);
+        o.mn[p][2 * i + 1] = static_cast<int16_t>(sc[2 * p + 1]);
+      }
+    }
+    for (int s = 0; s < 8; ++s) {
+      for (int h = 0; h < kHalves; ++h) {
+        __m256i v[8];
+        for (int i = 0; i < 8; ++i) {
+          v[i] = _mm256_shuffle_epi8(table, nibbles(rows[8 * h + i][b].qs + 16 * s));
+          if (EDGELM_GEMM_VNNI) v[i] = _mm256_xor_si256(v[i], _mm256_set1_epi8(static_cast<char>(0x80)));
         }
         store_transposed(o.q[s], h, v);
       }
@@ -602,8 +725,11 @@ void tile_k4(const WK4* wb, int64_t nb, const ActQ8K* const y[T], float* out, in
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
 
-template <int T, int kFlush>
-void tile_q6_k(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+// The formats of WK6. kShift: the zero point as a shift (Q6_K: 32 = 1 << 5, Q3_K: 4 = 1 << 2),
+// subtracted as zero point * sum_j scale_j * bsums_j; kMins (Q2_K, kShift unused): scp holds the
+// mins, subtracted as dmin * sum_j min_j * bsums_j in float, as the scalar kernel does.
+template <int T, int kFlush, int kShift, bool kMins = false>
+void tile_k16(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
@@ -621,9 +747,56 @@ void tile_q6_k(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, 
     }
     const VF d = vf_load(w.d);
     for (int t = 0; t < T; ++t) {
-      const VI is = vi_sub(acc[t], vi_shl5(offs[t]));  // q' = q + 32
-      facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(is), facc[t]);
+      const VF yd = vf_set1(y[t][b].d);
+      if constexpr (kMins) {
+        facc[t] = vf_fmadd(vf_mul(d, yd), vf_cvt(acc[t]), facc[t]);
+        facc[t] = vf_fnmadd(vf_mul(vf_load(w.dmin), yd), vf_cvt(offs[t]), facc[t]);
+      } else {
+        const VI is = vi_sub(acc[t], vi_shl<kShift>(offs[t]));  // q' = q + (1 << kShift)
+        facc[t] = vf_fmadd(vf_mul(d, yd), vf_cvt(is), facc[t]);
+      }
     }
+  }
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
+}
+
+template <int T, int kFlush>
+void tile_q6_k(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  tile_k16<T, kFlush, 5>(wb, nb, y, out, ldo, n_rows);
+}
+
+// IQ4_XS (WK4 of repack_iq4_xs): signed values times the signed sub-block scales. AVX2: the sign
+// trick, widened per group; VNNI: dpbusd of v + 128, then 128 * sum_s scale_s * sum_s(y)
+// subtracted (|.| < 2^28).
+template <int T>
+void tile_iq4_xs(const WK4* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
+  for (int64_t b = 0; b < nb; ++b) {
+    const WK4& w = wb[b];
+    VI acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = vi_zero();
+    for (int s = 0; s < 8; ++s) {
+      const int8_t* yq[T];
+      for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
+      const VI sc = vi_load(w.sc[s]);
+#if EDGELM_GEMM_VNNI
+      sub_dot_u8<T, 8>(from_scratch(w.q[s]), yq, sc, sc, acc);
+#else
+      sub_dot_s8_scaled<T>(from_scratch(w.q[s]), yq, sc, acc);
+#endif
+    }
+#if EDGELM_GEMM_VNNI
+    VI offs[T];
+    for (int t = 0; t < T; ++t) offs[t] = vi_zero();
+    for (int p = 0; p < 4; ++p) {
+      const VI sc = vi_load(w.mn[p]);
+      for (int t = 0; t < T; ++t) add_in_order(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b32 + 2 * p)));
+    }
+    for (int t = 0; t < T; ++t) acc[t] = vi_sub(acc[t], vi_shl<7>(offs[t]));
+#endif
+    const VF d = vf_load(w.d);
+    for (int t = 0; t < T; ++t) facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(acc[t]), facc[t]);
   }
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
@@ -781,6 +954,27 @@ struct K6Tile {
   }
 };
 
+// Q3_K: zero point 4; Q2_K: mins. Both flush the int16 sums every 4 groups (the split
+// multipliers change there); pairs stay far below int16's range (2 * 7 * 127).
+template <int T>
+struct K3Tile {
+  static void run(const WK6* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_k16<T, 4, 2>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
+struct K2Tile {
+  static void run(const WK6* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_k16<T, 4, 0, true>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
+struct IQ4XSTile {
+  static void run(const WK4* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_iq4_xs<T>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+
 template <int T>
 struct FloatTile {
   static void run(const float* wb, int64_t cols, const float* const* y, float* out, int64_t ldo, int n_rows) {
@@ -808,6 +1002,22 @@ void run_q6_k(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_
               int64_t ldo, uint8_t* scratch) {
   const int64_t nb = w.cols / kQK_K;
   run_groups<ActQ8K, WK6, repack_q6_k, K6Tile>(w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
+}
+
+template <bool kThree, typename Block>
+void run_k2(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
+            int64_t ldo, uint8_t* scratch) {
+  const int64_t nb = w.cols / kQK_K;
+  if constexpr (kThree)
+    run_groups<ActQ8K, WK6, repack_k2<true, Block>, K3Tile>(w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
+  else
+    run_groups<ActQ8K, WK6, repack_k2<false, Block>, K2Tile>(w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
+}
+
+void run_iq4_xs(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
+                int64_t ldo, uint8_t* scratch) {
+  const int64_t nb = w.cols / kQK_K;
+  run_groups<ActQ8K, WK4, repack_iq4_xs, IQ4XSTile>(w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
 }
 
 template <DType kType>

@@ -412,7 +412,7 @@ void unpack_q6_k(const PQ6_K* wb, int64_t nb, WK6* out) {
     WK6& o = out[b];
     prefetch_ahead(wb, b);
     vf_store(o.d, vf_half(w.d));
-    vf_store(o.pad, vf_zero());
+    vf_store(o.dmin, vf_zero());
     for (int j = 0; j < 16; ++j) vi_store(o.sc[j], mult_s8(w.sc[j]));
     for (int p = 0; p < 8; ++p) vi_store(o.scp[p], pair_s8(w.sc[2 * p], w.sc[2 * p + 1]));
 #pragma GCC unroll 8
@@ -514,6 +514,13 @@ struct Q6_KPacked {
 }  // namespace
 
 // Q8_0: signed with |w| . sign(y, w) on AVX2; biased to w + 128 (offset 128) with VNNI.
+// IQ4_NL: Q8_0's paths with the codebook values as quants.
+#if EDGELM_GEMM_VNNI
+#define EDGELM_GEMM_IQ4_NL \
+  pack_q8<BlockQ8_0, false, 128>, legacy_scratch, run_legacy<BlockIQ4_NL, quants_iq4_nl_biased, 8, false>
+#else
+#define EDGELM_GEMM_IQ4_NL pack_q8<BlockQ8_0, false, 0>, legacy_scratch, run_legacy<BlockIQ4_NL, quants_iq4_nl, 0, false>
+#endif
 #if EDGELM_GEMM_VNNI
 #define EDGELM_GEMM_Q8_0 \
   pack_q8<BlockQ8_0, false, 128>, legacy_scratch, run_legacy<BlockQ8_0, quants_q8_0_biased, 8, false>
@@ -551,10 +558,15 @@ constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
     {DType::q6_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_q6_k, kRows, packed_bytes_of<PQ6_K, kQK_K>,
      pack_groups<BlockQ6_K, PQ6_K, kQK_K, pack_block_q6_k>,
      run_packed_unpacking<PQ6_K, WK6, unpack_q6_k, Q6_KPacked, K6Tile>, kUnpackTokens},
+    {DType::iq4_nl, act_packed_bytes<ActQ8>, EDGELM_GEMM_IQ4_NL},
+    {DType::q2_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<false, BlockQ2_K>},
+    {DType::q3_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<true, BlockQ3_K>},
+    {DType::iq4_xs, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_iq4_xs},
     {DType::f32, float_packed_bytes<DType::f32>, pack_float<DType::f32>, float_scratch, run_float<DType::f32>},
     {DType::f16, float_packed_bytes<DType::f16>, pack_float<DType::f16>, float_scratch, run_float<DType::f16>},
     {DType::bf16, float_packed_bytes<DType::bf16>, pack_float<DType::bf16>, float_scratch, run_float<DType::bf16>},
 };
 #undef EDGELM_GEMM_Q8_0
+#undef EDGELM_GEMM_IQ4_NL
 
 }  // namespace edgelm::kernels::x86

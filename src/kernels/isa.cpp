@@ -204,7 +204,7 @@ Isa active_isa() {
 const IsaKernelRow* IsaKernels::find(DType type) const {
   for (const IsaKernelRow& row : rows)
     if (row.type == type) return &row;
-  return nullptr;
+  return base != nullptr ? base->find(type) : nullptr;
 }
 
 VecDotFn IsaKernels::vec_dot(DType type) const {
@@ -243,7 +243,7 @@ const IsaKernels* isa_kernels(Isa isa) {
           if (std::none_of(v.begin(), v.end(), [&](const GemmKernel& a) { return a.type == g.type; })) v.push_back(g);
         return v;
       }();
-      static const IsaKernels amx{Isa::amx, x86::kAvx512Kernels.rows, gemms};
+      static const IsaKernels amx{Isa::amx, x86::kAvx512Kernels.rows, gemms, &x86::kAvx2Kernels};
       return &amx;
     }
 #endif

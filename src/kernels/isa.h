@@ -97,8 +97,11 @@ struct IsaKernels {
   std::span<const IsaKernelRow> rows;
   // Tile GEMM kernels by weight type (empty for ISAs without a matrix engine).
   std::span<const GemmKernel> gemms{};
+  // Where rows this table lacks are looked up next (avx512 and amx: avx2's table, whose
+  // kernels every AVX-512 CPU runs), or null; GEMMs are not inherited.
+  const IsaKernels* base = nullptr;
 
-  // The row of `type`, or nullptr when this ISA has no kernel for it.
+  // The row of `type` (this table's, else base's), or nullptr when this ISA has no kernel for it.
   const IsaKernelRow* find(DType type) const;
   // The ISA's vec_dot / from_float for `type`, or nullptr.
   VecDotFn vec_dot(DType type) const;

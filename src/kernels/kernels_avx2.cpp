@@ -1,5 +1,6 @@
-// AVX2 + FMA + F16C kernels: vec_dot for F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K
-// and the activation quantizers of Q8_0, Q8_1 and Q8_K.
+// AVX2 + FMA + F16C kernels: vec_dot for F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS and the activation quantizers of Q8_0, Q8_1 and Q8_K. The
+// avx512 and amx tables take the rows they lack from this one (isa.h).
 //
 // Compiled with -mavx2 -mfma -mf16c (this file only) and reached only through isa_kernels(),
 // after the CPU check; see kernels_x86.h for the linkage rules this file keeps.
@@ -28,6 +29,7 @@
 #include <cstring>
 
 #include "kernels/kernels_x86.h"
+#include "kernels/quants_iq4.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 
@@ -194,6 +196,19 @@ inline __m256i q5_0_block(const BlockQ5_0& x, const BlockQ8_0& y) {
 inline __m256i q5_1_block(const BlockQ5_1& x, const BlockQ8_1& y) { return dot_u8s8(q5_quants(x), load256(y.qs)); }
 
 inline __m256i q8_0_block(const BlockQ8_0& x, const BlockQ8_0& y) { return dot_s8s8(load256(x.qs), load256(y.qs)); }
+
+// The IQ4 codebook in both 128-bit lanes: shuffle_epi8 with 4-bit indices looks values up.
+inline __m256i iq4_table() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+}
+
+// 16 bytes of IQ4 indices (legacy nibble order) -> [32 x s8] codebook values in element order.
+inline __m256i iq4_values(const uint8_t* qs, __m256i table) { return _mm256_shuffle_epi8(table, unpack_nibbles(qs)); }
+
+// Values in [-127, 113]: dot_s8s8's |x| . sign(y, x) holds (pairs <= 2 * 127 * 127).
+inline __m256i iq4_nl_block(const BlockIQ4_NL& x, const BlockQ8_0& y) {
+  return dot_s8s8(iq4_values(x.qs, iq4_table()), load256(y.qs));
+}
 
 // 8 fp16 fields at byte kOffset of 8 consecutive kStride-byte blocks, as floats. Each lane
 // gathers 4 bytes, starting at the field (field in the low half) when that stays inside the
@@ -416,6 +431,124 @@ float q6_k_vec_dot(int64_t n, const void* vx, const void* vy) {
   return k_vec_dot<BlockQ6_K, false>(n, vx, vy, block);
 }
 
+// Of 16 int8 sub-block scales, the 8 of half h (128 elements) as int16 in both 128-bit lanes,
+// for words_ab to pick two from.
+inline __m256i scales16_half(const int8_t* sc8, int h) {
+  return _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc8 + 8 * h))));
+}
+
+// Q2_K and Q3_K share the 2-bit layout: the 32 elements 128h + 32s + l (l < 32) are bits 2s of
+// qs[32h + l]; chunk c = 4h + s is sub-blocks 2c (bytes 0-15) and 2c + 1 (bytes 16-31).
+// Q2_K: q in [0, 3] times the 4-bit scale, minus the 4-bit min times the sub-block's bsums.
+float q2_k_vec_dot(int64_t n, const void* vx, const void* vy) {
+  const __m256i three = _mm256_set1_epi8(3);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  auto block = [&](const BlockQ2_K& x, const BlockQ8_K& y, int32_t* q, int32_t* m) {
+    const __m128i raw = load128(x.scales);
+    alignas(16) int8_t sc[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(raw, low4));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+    const __m256i mprod = _mm256_madd_epi16(load256(y.bsums), mins16);  // |bsums| <= 16 * 127
+    const __m128i mins4 = _mm_add_epi32(_mm256_castsi256_si128(mprod), _mm256_extracti128_si256(mprod, 1));
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qv = load256(x.qs + 32 * h);
+      const __m256i scv = scales16_half(sc, h);
+      for (int s = 0; s < 4; ++s) {
+        const __m256i qs = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), three);
+        // maddubs pairs <= 2 * 3 * 127; madd by a scale <= 15.
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qs, load256(y.qs + 128 * h + 32 * s)),
+                                            _mm256_shuffle_epi8(scv, words_ab(2 * s, 2 * s + 1)));
+        if (s % 2 == 0)
+          acc0 = _mm256_add_epi32(acc0, p);
+        else
+          acc1 = _mm256_add_epi32(acc1, p);
+      }
+    }
+    reduce_sums(_mm256_add_epi32(acc0, acc1), mins4, q, m);
+  };
+  return k_vec_dot<BlockQ2_K, true>(n, vx, vy, block);
+}
+
+// The 16 Q3_K scales minus their bias of 32 (see q3_k_unpack_scales), four at a time in 32-bit
+// words: byte i of word k is scale 4k + i.
+inline void q3_k_scales(const uint8_t* q, int8_t out[16]) {
+  uint32_t a, b, c;
+  std::memcpy(&a, q, 4);
+  std::memcpy(&b, q + 4, 4);
+  std::memcpy(&c, q + 8, 4);
+  const uint32_t w[4] = {
+      (a & 0x0f0f0f0f) | ((c & 0x03030303) << 4),
+      (b & 0x0f0f0f0f) | (((c >> 2) & 0x03030303) << 4),
+      ((a >> 4) & 0x0f0f0f0f) | (((c >> 4) & 0x03030303) << 4),
+      ((b >> 4) & 0x0f0f0f0f) | (((c >> 6) & 0x03030303) << 4),
+  };
+  const __m128i v = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)), _mm_set1_epi8(32));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), v);
+}
+
+// Q3_K: the unsigned q' = q + 4 in [0, 7] (low 2 bits, plus 4 where the hmask bit is set) is
+// dotted with y, and 4 * sum_j sc_j * bsums_j is subtracted once per super-block. The hmask
+// bit of element 32c + l is bit c of hmask[l].
+float q3_k_vec_dot(int64_t n, const void* vx, const void* vy) {
+  const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  auto block = [&](const BlockQ3_K& x, const BlockQ8_K& y, int32_t* q, int32_t* unused) {
+    alignas(16) int8_t sc[16];
+    q3_k_scales(x.scales, sc);
+    const __m256i prod = _mm256_madd_epi16(load256(y.bsums), _mm256_cvtepi8_epi16(load128(sc)));
+    const __m128i offset4 = _mm_add_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
+    const __m256i hm = load256(x.hmask);
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qv = load256(x.qs + 32 * h);
+      const __m256i scv = scales16_half(sc, h);
+      for (int s = 0; s < 4; ++s) {
+        const int c = 4 * h + s;
+        // 16-bit shifts: the bits crossing from the neighbouring byte land above bit 0 and 1.
+        const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), three);
+        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(c)), one);
+        const __m256i qs = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2));
+        // maddubs pairs <= 2 * 7 * 127; madd by |scale| <= 32.
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qs, load256(y.qs + 32 * c)),
+                                            _mm256_shuffle_epi8(scv, words_ab(2 * s, 2 * s + 1)));
+        if (s % 2 == 0)
+          acc0 = _mm256_add_epi32(acc0, p);
+        else
+          acc1 = _mm256_add_epi32(acc1, p);
+      }
+    }
+    int32_t qsum, offset;
+    reduce_sums(_mm256_add_epi32(acc0, acc1), offset4, &qsum, &offset);
+    *q = qsum - 4 * offset;
+    *unused = 0;
+  };
+  return k_vec_dot<BlockQ3_K, false>(n, vx, vy, block);
+}
+
+// IQ4_XS: per 32-element sub-block j the codebook values (signed) dotted with y by the sign
+// trick, widened by madd with the sub-block scale ls_j - 32 (pairs <= 2 * 127 * 127 times
+// |scale| <= 32: < 2^21 per lane).
+float iq4_xs_vec_dot(int64_t n, const void* vx, const void* vy) {
+  const __m256i table = iq4_table();
+  auto block = [&](const BlockIQ4_XS& x, const BlockQ8_K& y, int32_t* q, int32_t* unused) {
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0;
+    const uint32_t sh = x.scales_h;
+    for (int j = 0; j < 8; j += 2) {
+      const int ls0 = ((x.scales_l[j / 2] & 0x0f) | (((sh >> (2 * j)) & 3) << 4)) - 32;
+      const int ls1 = ((x.scales_l[j / 2] >> 4) | (((sh >> (2 * j + 2)) & 3) << 4)) - 32;
+      const __m256i v0 = iq4_values(x.qs + 16 * j, table), v1 = iq4_values(x.qs + 16 * j + 16, table);
+      const __m256i y0 = load256(y.qs + 32 * j), y1 = load256(y.qs + 32 * j + 32);
+      const __m256i p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(v0, v0), _mm256_sign_epi8(y0, v0));
+      const __m256i p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(v1, v1), _mm256_sign_epi8(y1, v1));
+      acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(p0, _mm256_set1_epi16(static_cast<int16_t>(ls0))));
+      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(p1, _mm256_set1_epi16(static_cast<int16_t>(ls1))));
+    }
+    *q = hsum_i32(_mm256_add_epi32(acc0, acc1));
+    *unused = 0;
+  };
+  return k_vec_dot<BlockIQ4_XS, false>(n, vx, vy, block);
+}
+
 // ---- Activation quantizers --------------------------------------------------------------------
 
 inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
@@ -526,9 +659,13 @@ constexpr IsaKernelRow kRows[] = {
     {DType::q5_1, legacy_vec_dot<BlockQ5_1, BlockQ8_1, q5_1_block, true>, nullptr},
     {DType::q8_0, legacy_vec_dot<BlockQ8_0, BlockQ8_0, q8_0_block, false>, q8_0_from_float},
     {DType::q8_1, nullptr, q8_1_from_float},
+    {DType::iq4_nl, legacy_vec_dot<BlockIQ4_NL, BlockQ8_0, iq4_nl_block, false>, nullptr},
+    {DType::q2_k, q2_k_vec_dot, nullptr},
+    {DType::q3_k, q3_k_vec_dot, nullptr},
     {DType::q4_k, k4_vec_dot<false, BlockQ4_K>, nullptr},
     {DType::q5_k, k4_vec_dot<true, BlockQ5_K>, nullptr},
     {DType::q6_k, q6_k_vec_dot, nullptr},
+    {DType::iq4_xs, iq4_xs_vec_dot, nullptr},
     {DType::q8_k, nullptr, q8_k_from_float},
 };
 

@@ -514,6 +514,6 @@ constexpr IsaKernelRow kRows[] = {
 
 }  // namespace
 
-constinit const IsaKernels kAvx512Kernels{Isa::avx512, kRows, kAvx512Gemms};
+constinit const IsaKernels kAvx512Kernels{Isa::avx512, kRows, kAvx512Gemms, &kAvx2Kernels};
 
 }  // namespace edgelm::kernels::x86

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "kernels/fp16.h"
+#include "kernels/quants_iq4.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 
@@ -66,11 +67,13 @@ constexpr std::array kRows = {
     QuantTraits{DType::q5_1, q5_1_to_float, q5_1_from_float, q5_1_vec_dot, DType::q8_1},
     QuantTraits{DType::q8_0, q8_0_to_float, q8_0_from_float, q8_0_vec_dot, DType::q8_0},
     QuantTraits{DType::q8_1, q8_1_to_float, q8_1_from_float, nullptr, DType::q8_1},
-    QuantTraits{DType::q2_k, q2_k_to_float, nullptr, q2_k_vec_dot, DType::q8_k},
-    QuantTraits{DType::q3_k, q3_k_to_float, nullptr, q3_k_vec_dot, DType::q8_k},
+    QuantTraits{DType::q2_k, q2_k_to_float, q2_k_from_float, q2_k_vec_dot, DType::q8_k},
+    QuantTraits{DType::q3_k, q3_k_to_float, q3_k_from_float, q3_k_vec_dot, DType::q8_k},
     QuantTraits{DType::q4_k, q4_k_to_float, q4_k_from_float, q4_k_vec_dot, DType::q8_k},
     QuantTraits{DType::q5_k, q5_k_to_float, q5_k_from_float, q5_k_vec_dot, DType::q8_k},
     QuantTraits{DType::q6_k, q6_k_to_float, q6_k_from_float, q6_k_vec_dot, DType::q8_k},
+    QuantTraits{DType::iq4_nl, iq4_nl_to_float, iq4_nl_from_float, iq4_nl_vec_dot, DType::q8_0},
+    QuantTraits{DType::iq4_xs, iq4_xs_to_float, iq4_xs_from_float, iq4_xs_vec_dot, DType::q8_k},
     QuantTraits{DType::q8_k, q8_k_to_float, q8_k_from_float, nullptr, DType::q8_k},
 };
 

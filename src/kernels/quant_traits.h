@@ -6,17 +6,16 @@
 // to vec_dot_type once, then calls vec_dot per weight row.
 //
 // Invariants:
-//  - Every row pointer is a scalar reference kernel (quants_legacy.h, quants_k.h, or the plain
-//    float types here). SIMD variants, when they come, will have the same signatures and are
+//  - Every row pointer is a scalar reference kernel (quants_legacy.h, quants_k.h, quants_iq4.h,
+//    or the plain float types here). The SIMD variants (isa.h) have the same signatures and are
 //    tested against these rows.
 //  - n is always a count of elements and a multiple of the type's block size (checked).
-//  - Pairings follow the reference implementation: Q4_0/Q5_0/Q8_0 with Q8_0; Q4_1/Q5_1 with
-//    Q8_1; K formats with Q8_K; F32 with F32; F16 with F16; BF16 with BF16 (activations
-//    rounded to the weight's 16-bit format, as the reference does). The plain-float dots form
+//  - Pairings follow the reference implementation: Q4_0/Q5_0/Q8_0/IQ4_NL with Q8_0; Q4_1/Q5_1
+//    with Q8_1; K formats and IQ4_XS with Q8_K; F32 with F32; F16 with F16; BF16 with BF16
+//    (activations rounded to the weight's 16-bit format, as the reference does). The plain-float dots form
 //    each product in double (exact for all three) and accumulate in double.
 //  - Q8_1 and Q8_K are activation types: they quantize and dequantize but have no vec_dot of
 //    their own (vec_dot is nullptr; vec_dot_type names themselves).
-//  - Q2_K and Q3_K dequantize and have a vec_dot, but no quantizer yet (from_float nullptr).
 #pragma once
 
 #include <cstdint>

@@ -100,6 +100,14 @@ void q3_k_unpack_scales(const uint8_t q[kKScaleBytes], int8_t scales[16]) {
   }
 }
 
+void q3_k_pack_scale(uint8_t q[kKScaleBytes], int j, int value) {
+  EDGELM_CHECK(j >= 0 && j < 16 && value >= 0 && value < 64, "Q3_K scale ", j, " out of range: ", value);
+  const int shift = j < 8 ? 0 : 4;
+  q[j % 8] = static_cast<uint8_t>((q[j % 8] & ~(0x0f << shift)) | ((value & 0x0f) << shift));
+  const int hshift = 2 * (j / 4);
+  q[8 + j % 4] = static_cast<uint8_t>((q[8 + j % 4] & ~(3 << hshift)) | ((value >> 4) << hshift));
+}
+
 // ---- Q2_K -------------------------------------------------------------------------------------
 
 void q2_k_to_float(const void* vx, float* y, int64_t n) {

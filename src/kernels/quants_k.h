@@ -2,7 +2,7 @@
 // activation type Q8_K.
 //
 // Job: the byte layouts, scalar reference dequantize and dot product for all of them, and
-// quantizers for Q4_K, Q5_K, Q6_K and Q8_K (quants_k_quantize.cpp). This is the oracle every
+// quantizers for all of them (quants_k_quantize.cpp). This is the oracle every
 // SIMD variant is tested against, so it is written for obviousness, not speed.
 //
 // Invariants:
@@ -15,8 +15,9 @@
 //    left to right); the kernels library is compiled with -ffp-contract=off so nothing is fused.
 //  - Quantizers write the same layout as the reference. The scales and mins come from a
 //    weighted least-squares search over candidate scales (the ecosystem's method), run in float
-//    with the reference's operation order, so on real weights the bytes are identical to the
-//    reference quantizer's (tested on shared/models/interop); Q8_K follows the reference rule.
+//    with the reference's operation order, so on real weights the Q4_K/Q5_K/Q6_K bytes are
+//    identical to the reference quantizer's (tested on shared/models/interop); Q2_K and Q3_K
+//    use the same searches without that promise; Q8_K follows the reference rule.
 //  - Every row function takes n elements, n a multiple of 256 (EDGELM_CHECK).
 //  - vec_dot(n, x, y): x a row of the weight type, y a row of Q8_K. Per sub-block it forms the
 //    exact integer dot product and applies the integer scale, then the float scales once per
@@ -110,10 +111,16 @@ void k4_pack_scale_min(const uint8_t sc[8], const uint8_t m[8], uint8_t q[kKScal
 // or high (j >= 8) nibble of byte j % 8; its top 2 bits are bits 2 * (j / 4) of byte 8 + j % 4.
 void q3_k_unpack_scales(const uint8_t q[kKScaleBytes], int8_t scales[16]);
 
+// Sets the biased scale j (0..15, value 0..63) of the 12 packed Q3_K bytes, the inverse of
+// q3_k_unpack_scales for that scale; the other scales' bits are untouched.
+void q3_k_pack_scale(uint8_t q[kKScaleBytes], int j, int value);
+
 // Rows: src/dst hold n / 256 consecutive super-blocks.
+void q2_k_from_float(const float* x, void* y, int64_t n);
 void q2_k_to_float(const void* x, float* y, int64_t n);
 float q2_k_vec_dot(int64_t n, const void* x, const void* y);
 
+void q3_k_from_float(const float* x, void* y, int64_t n);
 void q3_k_to_float(const void* x, float* y, int64_t n);
 float q3_k_vec_dot(int64_t n, const void* x, const void* y);
 

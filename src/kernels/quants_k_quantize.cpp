@@ -1,4 +1,4 @@
-// Quantizers for the K formats Q4_K, Q5_K, Q6_K (weights) and Q8_K (activations).
+// Quantizers for the K formats Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (weights) and Q8_K (activations).
 //
 // Weights: each sub-block gets a scale (and for Q4_K/Q5_K a min) from a weighted least-squares
 // search over a handful of candidate scales: for each candidate the quants are fixed by
@@ -8,8 +8,11 @@
 // stored, so that rounding of the scales does not compound with stale quants.
 //
 // Weights of the error: Q4_K/Q5_K weigh element i by rms(sub-block) + |x_i| (large values
-// matter more, but small ones are not ignored); Q6_K weighs by x_i^2. These are the choices of
-// the reference quantizer without an importance matrix.
+// matter more, but small ones are not ignored); Q2_K by |x_i|; Q3_K and Q6_K by x_i^2. These are
+// the choices of the reference quantizer without an importance matrix. Q2_K (16 sub-blocks of 16,
+// 4-bit scales and mins against d / dmin) and Q3_K (16 sub-blocks of 16, signed 6-bit scales
+// against d) reuse the same fits with their own ranges; their bytes need not equal the
+// reference quantizer's (tests check the layout by round trips and the error by budgets).
 //
 // Q8_K follows the reference rule exactly: d = max / -127 from the signed absmax, quants
 // rounded to nearest (ties to even), so that the max maps to -127 and nothing overflows int8.
@@ -201,6 +204,95 @@ void quantize_k4_scales(const float* x, int nmax, float rmin, float rdelta, int 
 }
 
 }  // namespace
+
+void q2_k_from_float(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<BlockQ2_K*>(vy);
+  const int64_t nb = n_super_blocks(n);
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    uint8_t L[kQK_K];
+    float scales[16], mins[16], w[16];
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      for (int l = 0; l < 16; ++l) w[l] = std::fabs(x[16 * j + l]);
+      scales[j] = fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+    }
+    BlockQ2_K& b = y[i];
+    const float inv_scale = max_scale > 0 ? 15.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 15.0f / max_min : 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      const int ls = clamp_int(nearest_int(inv_scale * scales[j]), 0, 15);
+      const int lm = clamp_int(nearest_int(inv_min * mins[j]), 0, 15);
+      b.scales[j] = static_cast<uint8_t>(ls | (lm << 4));
+    }
+    b.d = fp32_to_fp16(max_scale / 15.0f);
+    b.dmin = fp32_to_fp16(max_min / 15.0f);
+    const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
+    for (int j = 0; j < 16; ++j) {
+      const float dl = d * static_cast<float>(b.scales[j] & 0x0f);
+      if (dl == 0.0f) continue;  // decodes to -ml whatever the quants: keep the fit's
+      const float ml = dmin * static_cast<float>(b.scales[j] >> 4);
+      for (int l = 0; l < 16; ++l)
+        L[16 * j + l] = static_cast<uint8_t>(clamp_int(nearest_int((x[16 * j + l] + ml) / dl), 0, 3));
+    }
+    // Element 128 h + 32 s + l at bits 2 s of qs[32 h + l].
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t* q = L + 128 * h + l;
+        b.qs[32 * h + l] = static_cast<uint8_t>(q[0] | (q[32] << 2) | (q[64] << 4) | (q[96] << 6));
+      }
+  }
+}
+
+void q3_k_from_float(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<BlockQ3_K*>(vy);
+  const int64_t nb = n_super_blocks(n);
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    uint8_t L[kQK_K];  // q + 4 in [0, 7]
+    float scales[16];
+    float max_scale = 0.0f, amax_scale = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      scales[j] = fit_scale_symmetric(16, 4, x + 16 * j, L + 16 * j);
+      if (std::fabs(scales[j]) > amax_scale) {
+        amax_scale = std::fabs(scales[j]);
+        max_scale = scales[j];
+      }
+    }
+    BlockQ3_K& b = y[i];
+    b = BlockQ3_K{};
+    if (amax_scale < kGroupMaxEps) {
+      // d = 0 decodes everything to 0; the quants are 0 too (q = 4: high bits set).
+      std::fill(std::begin(b.hmask), std::end(b.hmask), 0xff);
+      for (int j = 0; j < 16; ++j) q3_k_pack_scale(b.scales, j, 32);
+      continue;
+    }
+    // The largest scale maps to -32 (the asymmetric end of the 6-bit range).
+    const float iscale = -32.0f / max_scale;
+    int8_t ls[16];
+    for (int j = 0; j < 16; ++j) {
+      ls[j] = static_cast<int8_t>(clamp_int(nearest_int(iscale * scales[j]), -32, 31));
+      q3_k_pack_scale(b.scales, j, ls[j] + 32);
+    }
+    b.d = fp32_to_fp16(1.0f / iscale);
+    const float d = fp16_to_fp32(b.d);
+    for (int j = 0; j < 16; ++j) {
+      const float dl = d * static_cast<float>(ls[j]);
+      if (dl == 0.0f) continue;  // decodes to 0 whatever the quants: keep the fit's
+      for (int l = 0; l < 16; ++l)
+        L[16 * j + l] = static_cast<uint8_t>(clamp_int(nearest_int(x[16 * j + l] / dl), -4, 3) + 4);
+    }
+    // High bit (q >= 0, i.e. L >= 4) of element 32 b + l at bit b of hmask[l]; low 2 bits as Q2_K.
+    for (int e = 0; e < kQK_K; ++e)
+      if (L[e] >= 4) b.hmask[e % 32] = static_cast<uint8_t>(b.hmask[e % 32] | (1 << (e / 32)));
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t* q = L + 128 * h + l;
+        b.qs[32 * h + l] =
+            static_cast<uint8_t>((q[0] & 3) | ((q[32] & 3) << 2) | ((q[64] & 3) << 4) | ((q[96] & 3) << 6));
+      }
+  }
+}
 
 void q4_k_from_float(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<BlockQ4_K*>(vy);

@@ -26,6 +26,9 @@ constexpr PresetInfo kPresets[] = {
     {QuantPreset::q5_0, "q5_0", DType::q5_0, 8},    {QuantPreset::q5_1, "q5_1", DType::q5_1, 9},
     {QuantPreset::q4_k_m, "q4_k_m", DType::q4_k, 15}, {QuantPreset::q5_k_m, "q5_k_m", DType::q5_k, 17},
     {QuantPreset::q6_k, "q6_k", DType::q6_k, 18},
+    {QuantPreset::q2_k, "q2_k", DType::q2_k, 10},     {QuantPreset::q3_k_s, "q3_k_s", DType::q3_k, 11},
+    {QuantPreset::q3_k_m, "q3_k_m", DType::q3_k, 12}, {QuantPreset::q3_k_l, "q3_k_l", DType::q3_k, 13},
+    {QuantPreset::iq4_nl, "iq4_nl", DType::iq4_nl, 25}, {QuantPreset::iq4_xs, "iq4_xs", DType::iq4_xs, 30},
 };
 
 const PresetInfo& info(QuantPreset p) {
@@ -55,12 +58,24 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 // Next type down the fallback chain when a row does not fit `t`'s block size.
 DType fallback(DType t) {
   switch (t) {
+    case DType::q2_k: case DType::q3_k: case DType::iq4_xs: return DType::iq4_nl;
+    case DType::iq4_nl: return DType::f16;
     case DType::q4_k: return DType::q5_0;
     case DType::q5_k: return DType::q5_1;
     case DType::q6_k: return DType::q8_0;
     case DType::q8_0: case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: return DType::f16;
     default: return DType::f32;
   }
+}
+
+// Query heads per KV head from the file's metadata (1 when absent or per-layer).
+int32_t gqa_of(const format::ModelFile& f) {
+  auto arch = f.metadata.get_string("general.architecture");
+  if (!arch.ok()) return 1;
+  auto heads = f.metadata.get_u32_or(*arch + ".attention.head_count", 0);
+  if (!heads.ok() || *heads == 0) return 1;
+  auto kv = f.metadata.get_u32_or(*arch + ".attention.head_count_kv", *heads);
+  return kv.ok() && *kv > 0 ? static_cast<int32_t>(*heads / *kv) : 1;
 }
 
 }  // namespace
@@ -77,7 +92,41 @@ Result<QuantPreset> quant_preset_from_name(std::string_view name) {
 
 std::string_view quant_preset_name(QuantPreset p) { return info(p).name; }
 
-DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_layer) {
+namespace {
+
+// The low-bit mixes' rules for one tensor (see quantize.h), or `type` unchanged.
+DType low_bit_rule(QuantPreset preset, const std::string& name, DType type, int32_t n_layer, int32_t n_gqa) {
+  const int32_t layer = layer_of(name);
+  const bool attn_v = ends_with(name, "attn_v.weight");
+  const bool ffn_down = ends_with(name, "ffn_down.weight");
+  const bool attn_output = ends_with(name, "attn_output.weight");
+  const bool attn_qkv = ends_with(name, "attn_qkv.weight");
+  switch (preset) {
+    case QuantPreset::q2_k:
+      if (attn_v) return n_gqa >= 4 ? DType::q4_k : DType::q3_k;
+      if (ffn_down || attn_output) return DType::q3_k;
+      return type;
+    case QuantPreset::q3_k_m:
+      if (attn_v) return layer >= 0 && layer < 2 ? DType::q5_k : DType::q4_k;
+      if (ffn_down) return layer >= 0 && layer < n_layer / 16 ? DType::q5_k : DType::q4_k;
+      if (attn_output || attn_qkv) return DType::q4_k;
+      return type;
+    case QuantPreset::q3_k_l:
+      if (attn_v || ffn_down || attn_output) return DType::q5_k;
+      if (attn_qkv) return DType::q4_k;
+      return type;
+    case QuantPreset::iq4_nl:
+    case QuantPreset::iq4_xs:
+      if (attn_v && n_gqa >= 4) return DType::q5_k;
+      if (ffn_down && layer >= 0 && layer < n_layer / 8) return DType::q5_k;
+      return type;
+    default: return type;
+  }
+}
+
+}  // namespace
+
+DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_layer, int32_t n_gqa) {
   // Vectors, and the DeltaNet convolution taps (a small table read whole as float, which the
   // reference engine requires in F32), stay F32.
   if (t.n_dims < 2 || ends_with(t.name, "ssm_conv1d.weight")) return DType::f32;
@@ -92,6 +141,8 @@ DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_lay
     } else if (mix && (ends_with(t.name, "attn_v.weight") || ends_with(t.name, "ffn_down.weight"))) {
       const int32_t layer = layer_of(t.name);
       if (layer >= 0 && use_more_bits(layer, n_layer)) type = DType::q6_k;
+    } else {
+      type = low_bit_rule(preset, t.name, type, n_layer, n_gqa);
     }
   }
   while (t.ne[0] % dtype_traits(type).block_size != 0) type = fallback(type);
@@ -107,13 +158,14 @@ Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPrese
   out.metadata.set("general.quantization_version", format::GgufValue::from_u32(2));
   int32_t n_layer = 0;
   for (const auto& t : in.tensors) n_layer = std::max(n_layer, layer_of(t.name) + 1);
+  const int32_t n_gqa = gqa_of(in);
 
   for (size_t ti = 0; ti < in.tensors.size(); ++ti) {
     const format::TensorInfo& src = in.tensors[ti];
     const kernels::QuantTraits* from = kernels::quant_traits(src.type);
     if (from == nullptr || from->to_float == nullptr)
       return make_error("tensor '{}' has type {}, which cannot be re-quantized", src.name, dtype_name(src.type));
-    const DType type = choose_type(preset, src, n_layer);
+    const DType type = choose_type(preset, src, n_layer, n_gqa);
     const kernels::QuantTraits* to = kernels::quant_traits(type);
     if (to == nullptr || to->from_float == nullptr)
       return make_error("cannot quantize tensor '{}' to {}", src.name, dtype_name(type));

@@ -1,14 +1,25 @@
 // Model quantization: a ModelFile in, a ModelFile with re-encoded weights out, by a per-tensor
-// policy named after the ecosystem's file types (q8_0, q4_0, q4_k_m, ...).
+// policy named after the ecosystem's file types (q8_0, q4_0, q4_k_m, q3_k_m, iq4_xs, ...).
 //
 // Policy (see choose_type): 1-D tensors (norms, biases) stay F32; 2-D weights get the target
-// type, except that the _M mixes keep sensitive tensors at higher precision (attn_v and
-// ffn_down in the first and last eighth of the layers and every third layer between them get
-// Q6_K; output.weight gets Q6_K for every quantized target coarser than Q8_0). These rules are
-// the reference quantizer's, so for the same input the tensors come out byte-identical to its
-// files (tests/model/test_quantize.cpp checks that against shared/models/interop). A tensor whose row length does not
-// fit the chosen type's block falls back to the closest type that fits (K-quant -> 32-block
-// type of similar precision -> F16 -> F32), per tensor, never failing the whole file.
+// type, except that the mixes keep sensitive tensors at higher precision, by the reference
+// quantizer's published per-tensor rules for dense models (no importance matrix):
+//  - output.weight: Q6_K for every quantized target coarser than Q8_0;
+//  - Q4_K_M / Q5_K_M: attn_v and ffn_down of the first and last eighth of the layers and every
+//    third layer between them ("more bits" layers): Q6_K; fused attn_qkv: Q5_K / Q6_K;
+//  - Q2_K: attn_v Q4_K when 4+ query heads share a KV head (n_gqa >= 4), else Q3_K; ffn_down
+//    and attn_output Q3_K;
+//  - Q3_K_M: attn_v Q5_K in the first two layers, else Q4_K; ffn_down Q5_K in the first
+//    sixteenth of the layers, else Q4_K; attn_output and attn_qkv Q4_K;
+//  - Q3_K_L: attn_v, ffn_down and attn_output Q5_K; attn_qkv Q4_K; Q3_K_S: Q3_K throughout;
+//  - IQ4_NL / IQ4_XS: attn_v Q5_K when n_gqa >= 4; ffn_down of the first eighth of the layers
+//    Q5_K.
+// For Q4_0 .. Q6_K the bytes come out identical to the reference quantizer's files
+// (tests/model/test_quantize.cpp checks that against shared/models/interop); Q2_K, Q3_K, IQ4_NL and
+// IQ4_XS quantize by the same method without that promise. A tensor whose row length does not
+// fit the chosen type's block falls back to the closest type that fits (Q2_K, Q3_K, IQ4_XS ->
+// IQ4_NL; other K-quants -> 32-block type of similar precision -> F16 -> F32), per tensor, never
+// failing the whole file.
 #pragma once
 
 #include <functional>
@@ -20,15 +31,18 @@
 
 namespace edgelm::model {
 
-enum class QuantPreset { f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k };
+enum class QuantPreset {
+  f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, q2_k, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs,
+};
 
-// Parses "q4_k_m" etc. (case-insensitive); the error lists the accepted names.
+// Parses "q4_k_m" etc. (case-insensitive; "q3_k" is Q3_K_M, as in the reference tool); the error
+// lists the accepted names.
 Result<QuantPreset> quant_preset_from_name(std::string_view name);
 std::string_view quant_preset_name(QuantPreset p);
 
 // The type a tensor gets under a preset, after the block-size fallback. `n_layer` is needed
-// for the layer-dependent rules of the _M mixes.
-DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_layer);
+// for the layer-dependent rules of the mixes, `n_gqa` (query heads per KV head) for attn_v.
+DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_layer, int32_t n_gqa = 1);
 
 struct QuantizeProgress {
   size_t index;   // tensors done so far (1-based after each tensor)

@@ -13,7 +13,7 @@
 // summation of nb scaled terms (the scalar K kernels sum a super-block in integers first), so
 // |gemm - scalar| <= (2 nb_terms + 16) u mag, mag = sum_i (|w_i| + 2 |min_i|) |a_i| over the
 // dequantized weight row and the dequantized quantized activations (min_i: the min part of
-// Q4_1, Q5_1, Q4_K and Q5_K). Float types are checked with the same bound, one term per element.
+// Q4_1, Q5_1, Q2_K, Q4_K and Q5_K). Float types are checked with the same bound, one term per element.
 // A wrong quant in a sub-block moves the result by ~1/32 of that sub-block's magnitude, far
 // above the budget.
 #include <gtest/gtest.h>
@@ -28,6 +28,7 @@
 #include "kernels/fp16.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
+#include "kernels/quants_iq4.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "quant_test_util.h"
@@ -37,13 +38,26 @@ namespace {
 
 using test::traits_of;
 
-constexpr DType kGemmTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k,
-                                DType::q5_k, DType::q6_k, DType::f32,  DType::f16,  DType::bf16};
+constexpr DType kGemmTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1,   DType::q5_0, DType::q5_1,
+                                DType::q4_k, DType::q5_k, DType::q6_k,   DType::f32,  DType::f16,
+                                DType::bf16, DType::q2_k, DType::q3_k,   DType::iq4_nl, DType::iq4_xs};
 
 bool is_float(DType type) { return type == DType::f32 || type == DType::f16 || type == DType::bf16; }
 bool is_legacy(DType type) {
   return type == DType::q8_0 || type == DType::q4_0 || type == DType::q4_1 || type == DType::q5_0 ||
-         type == DType::q5_1;
+         type == DType::q5_1 || type == DType::iq4_nl;
+}
+// Offsets of the fp16 fields of a K-format block (the super-block scales).
+std::vector<size_t> k_halves(DType type) {
+  switch (type) {
+    case DType::q4_k: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+    case DType::q5_k: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
+    case DType::q2_k: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case DType::q3_k: return {offsetof(BlockQ3_K, d)};
+    case DType::q6_k: return {offsetof(BlockQ6_K, d)};
+    case DType::iq4_xs: return {offsetof(BlockIQ4_XS, d)};
+    default: return {};
+  }
 }
 // Bytes of fp16 fields at the start of a legacy block (d, and m for the formats with a min).
 size_t legacy_header(DType type) { return type == DType::q4_1 || type == DType::q5_1 ? 4 : 2; }
@@ -86,14 +100,9 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data d
               if (blk[i] == 0x80) blk[i] = 0x81;  // -128 is outside Q8_0's range
         } else {
           for (size_t i = 0; i < block_bytes; ++i) blk[i] = static_cast<uint8_t>(rng());
-          // fp16 fields back to finite values: Q4_K d, dmin at the start; Q6_K d at the end.
+          // fp16 fields back to finite values.
           const uint16_t d = fp32_to_fp16(0.01f * static_cast<float>(rng() % 100 + 1));
-          if (type == DType::q4_k || type == DType::q5_k) {
-            std::memcpy(blk, &d, 2);
-            std::memcpy(blk + 2, &d, 2);
-          } else {
-            std::memcpy(blk + block_bytes - 2, &d, 2);
-          }
+          for (size_t at : k_halves(type)) std::memcpy(blk + at, &d, 2);
         }
         break;
       case Data::zero_blocks:
@@ -102,7 +111,7 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data d
       case Data::extreme_scales: {
         if (is_float(type)) break;
         const uint16_t h = (b % 2 == 0) ? fp32_to_fp16(65504.0f) : uint16_t{0x0400};  // max, smallest normal
-        const size_t at = type == DType::q6_k ? block_bytes - 2 : 0;
+        const size_t at = is_legacy(type) ? 0 : k_halves(type).front();
         std::memcpy(blk + at, &h, 2);
         break;
       }
@@ -127,6 +136,13 @@ double magnitude(DType type, const uint8_t* wrow, const std::vector<float>& a, i
   };
   if (type == DType::q4_k) k_mins(reinterpret_cast<const BlockQ4_K*>(wrow));
   if (type == DType::q5_k) k_mins(reinterpret_cast<const BlockQ5_K*>(wrow));
+  if (type == DType::q2_k) {
+    const auto* blocks = reinterpret_cast<const BlockQ2_K*>(wrow);
+    for (int64_t i = 0; i < cols; ++i) {
+      const BlockQ2_K& b = blocks[i / kQK_K];
+      mins[static_cast<size_t>(i)] = std::fabs(fp16_to_fp32(b.dmin) * (b.scales[(i % kQK_K) / 16] >> 4));
+    }
+  }
   if (type == DType::q4_1) legacy_mins(reinterpret_cast<const BlockQ4_1*>(wrow));
   if (type == DType::q5_1) legacy_mins(reinterpret_cast<const BlockQ5_1*>(wrow));
   double mag = 0.0;
@@ -168,7 +184,8 @@ void check_gemm(const IsaKernels& isa, DType type, const Case& c, uint32_t seed,
   matmul_with(*isa_kernels(Isa::scalar), m, x.data(), c.n_tok, want.data(), pool, scratch);
 
   const DType act_type = traits_of(type).vec_dot_type;
-  const int64_t block = type == DType::q6_k ? 16 : is_float(type) ? 1 : 32;
+  const bool k16 = type == DType::q6_k || type == DType::q3_k || type == DType::q2_k;
+  const int64_t block = k16 ? 16 : is_float(type) ? 1 : 32;
   const double u = std::ldexp(1.0, -24);
   const double budget_u = 2.0 * static_cast<double>(c.cols / block) + 16.0;
   double worst = 0.0;
@@ -263,7 +280,8 @@ TEST(Gemm, LegacyRowsOfFewBlocks) {
   const auto isas = gemm_isas();
   if (isas.empty()) GTEST_SKIP() << "no ISA with tile GEMM kernels on this CPU";
   for (const IsaKernels* isa : isas)
-    for (DType type : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::f32, DType::f16})
+    for (DType type :
+         {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::f32, DType::f16})
       if (isa->gemm(type) != nullptr)
         for (int64_t cols : {32, 96, 224}) check_gemm(*isa, type, {19, cols, 5, Data::gaussian, 1.0f}, 7);
 }

@@ -15,6 +15,7 @@
 #include "kernels/dequantize.h"
 #include "kernels/fp16.h"
 #include "kernels/quant_traits.h"
+#include "kernels/quants_iq4.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "quant_test_util.h"
@@ -49,12 +50,14 @@ const std::vector<Row> kRows = {
     {DType::q5_1, sizeof(BlockQ5_1), true, true, DType::q8_1},
     {DType::q8_0, sizeof(BlockQ8_0), true, true, DType::q8_0},
     {DType::q8_1, sizeof(BlockQ8_1), true, false, DType::q8_1},
-    {DType::q2_k, sizeof(BlockQ2_K), false, true, DType::q8_k},
-    {DType::q3_k, sizeof(BlockQ3_K), false, true, DType::q8_k},
+    {DType::q2_k, sizeof(BlockQ2_K), true, true, DType::q8_k},
+    {DType::q3_k, sizeof(BlockQ3_K), true, true, DType::q8_k},
     {DType::q4_k, sizeof(BlockQ4_K), true, true, DType::q8_k},
     {DType::q5_k, sizeof(BlockQ5_K), true, true, DType::q8_k},
     {DType::q6_k, sizeof(BlockQ6_K), true, true, DType::q8_k},
     {DType::q8_k, sizeof(BlockQ8_K), true, false, DType::q8_k},
+    {DType::iq4_nl, sizeof(BlockIQ4_NL), true, true, DType::q8_0},
+    {DType::iq4_xs, sizeof(BlockIQ4_XS), true, true, DType::q8_k},
 };
 
 TEST(QuantTraits, OneRowPerSupportedTypeWithTheReferencePairings) {
@@ -78,7 +81,7 @@ TEST(QuantTraits, OneRowPerSupportedTypeWithTheReferencePairings) {
 }
 
 TEST(QuantTraits, UnsupportedTypesHaveNoRow) {
-  for (DType t : {DType::iq2_xxs, DType::iq4_nl, DType::i8, DType::i32, DType::f64, DType::tq1_0, DType::mxfp4}) {
+  for (DType t : {DType::iq2_xxs, DType::iq3_s, DType::i8, DType::i32, DType::f64, DType::tq1_0, DType::mxfp4}) {
     EXPECT_EQ(quant_traits(t), nullptr) << name_of(t);
     EXPECT_FALSE(can_dequantize(t)) << name_of(t);
   }
@@ -184,8 +187,7 @@ TEST(QuantLayout, Q3_KScalesUnpack) {
   for (int j = 0; j < 16; ++j) EXPECT_EQ(got[j], want[j]) << j;
 }
 
-// Q2_K and Q3_K have no quantizer here and no reference file, so pin their order with a packer
-// written from the quantizer's side of the layout: per 128-element half, byte l of its 32 holds
+// Q2_K and Q3_K: pin their order with a packer written independently of the quantizer's: per 128-element half, byte l of its 32 holds
 // elements l, l + 32, l + 64, l + 96 at bits 0, 2, 4, 6; Q3_K's high bit of element e is bit
 // e / 32 of hmask[e % 32], set when the quant (0..7) is above 3.
 void pack_2bit(const uint8_t L[256], uint8_t qs[64]) {
@@ -233,6 +235,83 @@ TEST(QuantLayout, Q3_KElementOrderHighBitsAndScales) {
   float y[256];
   q3_k_to_float(&b, y, 256);
   for (int e = 0; e < 256; ++e) ASSERT_EQ(y[e], static_cast<float>((scales[e / 16] - 32) * (L[e] - 4))) << e;
+}
+
+TEST(QuantLayout, Q3_KPackScaleInvertsUnpack) {
+  std::mt19937 rng(5);
+  for (int round = 0; round < 200; ++round) {
+    uint8_t packed[kKScaleBytes];
+    for (uint8_t& b : packed) b = static_cast<uint8_t>(rng());  // stale bits must be overwritten
+    int want[16];
+    for (int j = 0; j < 16; ++j) {
+      want[j] = static_cast<int>(rng() % 64);
+      q3_k_pack_scale(packed, j, want[j]);
+    }
+    int8_t got[16];
+    q3_k_unpack_scales(packed, got);
+    for (int j = 0; j < 16; ++j) ASSERT_EQ(got[j], want[j]) << j;
+  }
+}
+
+// Values exactly on a grid d * sc * q (- m) come back exactly: the quantizers' packing puts
+// every quant where the dequantizer reads it.
+TEST(QuantLayout, Q2_KAndQ3_KRoundTripGridValues) {
+  std::mt19937 rng(8);
+  std::vector<float> x2(256), x3(256);
+  for (int j = 0; j < 16; ++j) {
+    for (int l = 0; l < 16; ++l) {
+      const int e = 16 * j + l;
+      // Q2_K: every sub-block spans q = 0..3 with scale 15 (d = 1 exactly) and min 0.
+      x2[e] = 15.0f * static_cast<float>(l < 4 ? l : static_cast<int>(rng() % 4));
+      // Q3_K: every sub-block holds -4 and spans -4..3 with scale 1.
+      x3[e] = static_cast<float>(l == 0 ? -4 : static_cast<int>(rng() % 8) - 4);
+    }
+  }
+  EXPECT_EQ(dequantize(DType::q2_k, quantize(DType::q2_k, x2).data(), 256), x2);
+  EXPECT_EQ(dequantize(DType::q3_k, quantize(DType::q3_k, x3).data(), 256), x3);
+}
+
+TEST(QuantLayout, IQ4_NLNibblesIndexTheCodebook) {
+  BlockIQ4_NL b{};
+  b.d = kHalfTwo;
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  float y[32];
+  iq4_nl_to_float(&b, y, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 2.0f * kIq4Values[j]) << j;
+    EXPECT_EQ(y[j + 16], 2.0f * kIq4Values[15 - j]) << j;
+  }
+  EXPECT_EQ(kIq4Values[0], -127);  // the published table
+  EXPECT_EQ(kIq4Values[8], 1);
+  EXPECT_EQ(kIq4Values[15], 113);
+}
+
+TEST(QuantLayout, IQ4_XSSixBitScalesAndSubBlockOrder) {
+  std::mt19937 rng(12);
+  BlockIQ4_XS b{};
+  b.d = kHalfOne;
+  int ls[8];
+  for (int j = 0; j < 8; ++j) {
+    ls[j] = static_cast<int>(rng() % 64);
+    b.scales_l[j / 2] |= static_cast<uint8_t>((ls[j] & 15) << (4 * (j % 2)));
+    b.scales_h |= static_cast<uint16_t>((ls[j] >> 4) << (2 * j));
+  }
+  uint8_t L[256];
+  for (uint8_t& q : L) q = static_cast<uint8_t>(rng() % 16);
+  for (int j = 0; j < 8; ++j)
+    for (int l = 0; l < 16; ++l) b.qs[16 * j + l] = static_cast<uint8_t>(L[32 * j + l] | (L[32 * j + 16 + l] << 4));
+  float y[256];
+  iq4_xs_to_float(&b, y, 256);
+  for (int e = 0; e < 256; ++e) ASSERT_EQ(y[e], static_cast<float>((ls[e / 32] - 32) * kIq4Values[L[e]])) << e;
+}
+
+TEST(QuantLayout, IQ4RoundTripCodebookValues) {
+  // Every codebook value in every position, scaled by 0.5 (exact in fp16), with the extreme
+  // -127 in every 32: the fit finds scale 0.5 and every index again.
+  std::vector<float> x(512);
+  for (int e = 0; e < 512; ++e) x[e] = 0.5f * kIq4Values[e % 32 == 0 ? 0 : (e * 7 + e / 32) % 16];
+  EXPECT_EQ(dequantize(DType::iq4_nl, quantize(DType::iq4_nl, x).data(), 512), x);
+  EXPECT_EQ(dequantize(DType::iq4_xs, quantize(DType::iq4_xs, x).data(), 512), x);
 }
 
 TEST(QuantLayout, Q6_KRoundTripsEveryQuantInEveryPosition) {
@@ -345,7 +424,8 @@ struct Budget {
 };
 
 // Measured relative RMSE on 2^18 N(0, 1) samples (seed 2024), x86-64 GCC 12. The quantizers
-// are byte-identical to the reference's on real weights, so these are also its numbers.
+// up to Q8_0 and Q4_K..Q6_K are byte-identical to the reference's on real weights, so these are
+// also its numbers; Q2_K, Q3_K, IQ4_NL and IQ4_XS use its method without that promise.
 const std::vector<Budget> kBudgets = {
     {DType::f16, 0.00025},  // 0.000207
     {DType::bf16, 0.0020},  // 0.001662
@@ -359,6 +439,10 @@ const std::vector<Budget> kBudgets = {
     {DType::q4_0, 0.103},   // 0.085763
     {DType::q4_1, 0.0938},  // 0.078130
     {DType::q4_k, 0.0854},  // 0.071174
+    {DType::iq4_nl, 0.0914},  // 0.076162
+    {DType::iq4_xs, 0.0921},  // 0.076749
+    {DType::q3_k, 0.183},     // 0.152564
+    {DType::q2_k, 0.339},     // 0.282250
 };
 
 TEST(QuantError, RoundTripWithinBudgetOnGaussianData) {
@@ -405,6 +489,8 @@ const std::vector<Fields> kFields = {
     {DType::q4_k, offsetof(BlockQ4_K, d), {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)}},
     {DType::q5_k, offsetof(BlockQ5_K, d), {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)}},
     {DType::q6_k, offsetof(BlockQ6_K, d), {offsetof(BlockQ6_K, d)}},
+    {DType::iq4_nl, offsetof(BlockIQ4_NL, d), {offsetof(BlockIQ4_NL, d)}},
+    {DType::iq4_xs, offsetof(BlockIQ4_XS, d), {offsetof(BlockIQ4_XS, d)}},
 };
 
 const Fields* fields_of(DType t) {
@@ -521,7 +607,7 @@ void expect_vec_dot_matches(DType type, const std::vector<uint8_t>& x, const std
 
 const std::vector<DType> kWeightTypes = {DType::f32,  DType::f16,  DType::bf16, DType::q4_0, DType::q4_1,
                                          DType::q5_0, DType::q5_1, DType::q8_0, DType::q2_k, DType::q3_k,
-                                         DType::q4_k, DType::q5_k, DType::q6_k};
+                                         DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_nl, DType::iq4_xs};
 
 class VecDot : public ::testing::TestWithParam<DType> {
  protected:

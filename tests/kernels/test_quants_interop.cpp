@@ -1,7 +1,10 @@
 // Format exactness against files written by the reference implementation
 // (shared/models/interop): every tensor of every quantized file dequantizes to the reference's
 // floats bit for bit (SHA-256 of the float32 bytes), and our quantizers, fed the original F32
-// weights, reproduce the reference quantizer's bytes.
+// weights, reproduce the reference quantizer's bytes. Q2_K, Q3_K, IQ4_NL and IQ4_XS: recorded
+// blocks of llama-quantize's files (lowbit_goldens.inc; a script read them with gguf-py's
+// GGUFReader and took the expected floats from gguf.quants.dequantize; the same check over every
+// tensor of those files and of TinyLlama-shape Q2_K / Q3_K_M files passed when recorded).
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 
@@ -21,6 +24,8 @@ namespace {
 
 using format::ModelFile;
 using format::TensorInfo;
+
+#include "lowbit_goldens.inc"
 
 std::string interop_path(const std::string& name) { return edgelm::test::shared_path("models/interop/" + name); }
 
@@ -136,6 +141,28 @@ TEST_P(QuantizeBytes, MatchReferenceQuantizerOnRealWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Interop, QuantizeBytes, ::testing::ValuesIn(kQuantFiles), file_param_name);
+
+// The recorded blocks dequantize to gguf-py's floats bit for bit.
+template <size_t kBytes, size_t kFloats>
+void expect_golden(DType type, const uint8_t (&bytes)[kBytes], const uint32_t (&floats)[kFloats]) {
+  SCOPED_TRACE(std::string(dtype_name(type)));
+  ASSERT_EQ(dtype_row_bytes(type, kFloats), kBytes);
+  const std::vector<float> got = test::dequantize(type, bytes, kFloats);
+  int wrong = 0;
+  for (size_t i = 0; i < kFloats; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &got[i], 4);
+    if (bits != floats[i] && ++wrong <= 5) ADD_FAILURE() << "element " << i << ": " << got[i] << " bits " << bits;
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST(QuantInterop, LowBitBlocksMatchGgufPyBitForBit) {
+  expect_golden(DType::q2_k, kQ2KGoldenBytes, kQ2KGoldenFloats);
+  expect_golden(DType::q3_k, kQ3KGoldenBytes, kQ3KGoldenFloats);
+  expect_golden(DType::iq4_nl, kIQ4NLGoldenBytes, kIQ4NLGoldenFloats);
+  expect_golden(DType::iq4_xs, kIQ4XSGoldenBytes, kIQ4XSGoldenFloats);
+}
 
 }  // namespace
 }  // namespace edgelm::kernels

@@ -8,7 +8,8 @@
 //    random data, rounding ties, the classic roundf pitfalls, zeros, huge and tiny values.
 //  - vec_dot: within a per-type rounding budget of the scalar vec_dot on random-bit and
 //    quantized-Gaussian rows, all-zero blocks, extreme fp16 scales (65504, the smallest normal),
-//    1, 3 and 7 blocks and a long row of 11008 elements; the K formats bit-identical.
+//    1, 3 and 7 blocks and a long row of 11008 elements; the K formats (and IQ4_XS, whose
+//    256-element super-blocks are finished the same way) bit-identical. IQ4_NL counts as Q8_0.
 //
 // Error budgets. Write mag = sum_i (|x_i| + 2 |off_i|) |y_i| over the dequantized rows, where
 // off_i is the min/offset part of x_i (formats with mins compute the scale part and the min part
@@ -49,6 +50,7 @@
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_traits.h"
+#include "kernels/quants_iq4.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "quant_test_util.h"
@@ -74,6 +76,9 @@ std::vector<Isa> simd_isas() {
 const DType kVecDotTypes[] = {DType::f32,  DType::f16,  DType::q4_0, DType::q4_1, DType::q5_0,
                               DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
 const DType kActivationTypes[] = {DType::q8_0, DType::q8_1, DType::q8_k};
+// The low-bit types the x86 tables cover too (avx512 and amx through avx2's rows); NEON falls
+// back to the scalar rows for them.
+const DType kX86LowBitTypes[] = {DType::q2_k, DType::q3_k, DType::iq4_nl, DType::iq4_xs};
 
 // ---- ISA selection ----------------------------------------------------------------------------
 
@@ -100,6 +105,9 @@ TEST(IsaSelection, NamesSupportAndTables) {
       for (DType t : kVecDotTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
       for (DType t : kActivationTypes) EXPECT_NE(k->from_float(t), nullptr) << name_of(t);
     }
+    if (isa != Isa::scalar && isa != Isa::neon) {
+      for (DType t : kX86LowBitTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
+    }
   }
   // AVX-512 CPUs all have AVX2 + FMA + F16C; AMX builds on AVX-512 and shares its vec_dot table.
   if (isa_supported(Isa::avx512)) {
@@ -122,7 +130,8 @@ TEST(IsaSelection, NamesSupportAndTables) {
   for (Isa isa : {Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
     if (!isa_supported(isa)) continue;
     for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k,
-                    DType::q6_k, DType::f32, DType::f16, DType::bf16})
+                    DType::q6_k, DType::f32, DType::f16, DType::bf16, DType::q2_k, DType::q3_k, DType::iq4_nl,
+                    DType::iq4_xs})
       EXPECT_NE(isa_kernels(isa)->gemm(t), nullptr) << isa_name(isa) << " " << dtype_name(t);
   }
 #if defined(__x86_64__)
@@ -154,10 +163,14 @@ TEST(IsaSelection, KernelOrScalarFallsBackPerRole) {
     EXPECT_EQ(r.vec_dot, k.vec_dot(DType::q4_0));
     EXPECT_EQ(r.quantize_activation, k.from_float(DType::q8_0));
     EXPECT_EQ(r.vec_dot_type, DType::q8_0);
-    // Q2_K has no SIMD vec_dot here: the scalar one, with the ISA's Q8_K quantizer.
-    r = kernel_or_scalar(k, DType::q2_k);
-    EXPECT_EQ(r.vec_dot, traits_of(DType::q2_k).vec_dot);
-    EXPECT_EQ(r.quantize_activation, k.from_float(DType::q8_k));
+    // A weight type without a SIMD vec_dot on this ISA (x86: BF16; NEON: Q2_K): the scalar one,
+    // with the ISA's quantizer for its activations where it has one.
+    const DType plain = isa == Isa::neon ? DType::q2_k : DType::bf16;
+    ASSERT_EQ(k.vec_dot(plain), nullptr);
+    r = kernel_or_scalar(k, plain);
+    EXPECT_EQ(r.vec_dot, traits_of(plain).vec_dot);
+    const DType act = traits_of(plain).vec_dot_type;
+    EXPECT_EQ(r.quantize_activation, k.from_float(act) != nullptr ? k.from_float(act) : traits_of(act).from_float);
     // BF16: nothing in the x86 SIMD tables at all (both roles scalar); NEON has both.
     r = kernel_or_scalar(k, DType::bf16);
     if (isa == Isa::neon) {
@@ -379,6 +392,10 @@ const std::vector<Fields> kFields = {
     {DType::q4_k, offsetof(BlockQ4_K, d), {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)}},
     {DType::q5_k, offsetof(BlockQ5_K, d), {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)}},
     {DType::q6_k, offsetof(BlockQ6_K, d), {offsetof(BlockQ6_K, d)}},
+    {DType::q2_k, offsetof(BlockQ2_K, d), {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)}},
+    {DType::q3_k, offsetof(BlockQ3_K, d), {offsetof(BlockQ3_K, d)}},
+    {DType::iq4_nl, offsetof(BlockIQ4_NL, d), {offsetof(BlockIQ4_NL, d)}},
+    {DType::iq4_xs, offsetof(BlockIQ4_XS, d), {offsetof(BlockIQ4_XS, d)}},
 };
 
 const Fields* fields_of(DType t) {

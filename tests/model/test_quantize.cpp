@@ -100,8 +100,93 @@ TEST(Quantize, NonFiniteWeightsAreAnErrorNamingTheTensor) {
   EXPECT_NE(q.error().message.find("NaN"), std::string::npos);
 }
 
+// The low-bit presets on a llama-shape model with 256-wide rows: the per-tensor rules of the
+// reference quantizer (quantize.h), and the result loads and runs close to the F32 model.
+TEST(Quantize, LowBitPresetsFollowThePerTensorRulesAndRun) {
+  SyntheticSpec s;
+  s.n_embd = 256;
+  s.n_ff = 256;
+  s.n_layer = 16;
+  s.n_head = 8;
+  s.n_head_kv = 2;  // n_gqa 4
+  auto f = make_synthetic_model(s);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  ThreadPool pool(2);
+  struct Want {
+    QuantPreset preset;
+    DType base, attn_v0, attn_v9, ffn_down0, ffn_down9, attn_output;
+    double max_rel;  // last-token logits vs F32, relative RMS: ~1.3x the measured (16 random
+                     // layers amplify the quantization error)
+  };
+  const Want wants[] = {
+      {QuantPreset::q2_k, DType::q2_k, DType::q4_k, DType::q4_k, DType::q3_k, DType::q3_k, DType::q3_k, 1.05},
+      {QuantPreset::q3_k_s, DType::q3_k, DType::q3_k, DType::q3_k, DType::q3_k, DType::q3_k, DType::q3_k, 0.8},
+      {QuantPreset::q3_k_m, DType::q3_k, DType::q5_k, DType::q4_k, DType::q5_k, DType::q4_k, DType::q4_k, 0.6},
+      {QuantPreset::q3_k_l, DType::q3_k, DType::q5_k, DType::q5_k, DType::q5_k, DType::q5_k, DType::q5_k, 0.63},
+      {QuantPreset::iq4_nl, DType::iq4_nl, DType::q5_k, DType::q5_k, DType::q5_k, DType::iq4_nl, DType::iq4_nl, 0.39},
+      {QuantPreset::iq4_xs, DType::iq4_xs, DType::q5_k, DType::q5_k, DType::q5_k, DType::iq4_xs, DType::iq4_xs, 0.41},
+  };
+  auto ref_model = Model::load(std::move(make_synthetic_model(s)).value());
+  ASSERT_TRUE(ref_model.ok()) << ref_model.error().message;
+  const std::vector<TokenId> toks = {1, 5, 9, 33, 2, 7};
+  const int32_t n_vocab = (*ref_model)->config().n_vocab;
+  std::vector<float> ref(static_cast<size_t>(n_vocab));
+  {
+    KvCache cache((*ref_model)->config(), 16);
+    ASSERT_TRUE((*ref_model)->forward(toks, cache, ref, pool).ok());
+  }
+  for (const Want& w : wants) {
+    SCOPED_TRACE(std::string(quant_preset_name(w.preset)));
+    auto q = quantize_model(*f, w.preset, pool);
+    ASSERT_TRUE(q.ok()) << q.error().message;
+    EXPECT_EQ(q->find_tensor("blk.3.attn_q.weight")->type, w.base);
+    EXPECT_EQ(q->find_tensor("blk.3.ffn_up.weight")->type, w.base);
+    EXPECT_EQ(q->find_tensor("blk.0.attn_v.weight")->type, w.attn_v0);
+    EXPECT_EQ(q->find_tensor("blk.9.attn_v.weight")->type, w.attn_v9);
+    EXPECT_EQ(q->find_tensor("blk.0.ffn_down.weight")->type, w.ffn_down0);
+    EXPECT_EQ(q->find_tensor("blk.9.ffn_down.weight")->type, w.ffn_down9);
+    EXPECT_EQ(q->find_tensor("blk.9.attn_output.weight")->type, w.attn_output);
+    EXPECT_EQ(q->find_tensor("output.weight")->type, DType::q6_k);
+    EXPECT_EQ(q->find_tensor("blk.0.attn_norm.weight")->type, DType::f32);
+    auto m = Model::load(std::move(q).value());
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    KvCache cache((*m)->config(), 16);
+    std::vector<float> logits(static_cast<size_t>(n_vocab));
+    ASSERT_TRUE((*m)->forward(toks, cache, logits, pool).ok());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      num += (logits[i] - ref[i]) * (logits[i] - ref[i]);
+      den += ref[i] * ref[i];
+    }
+    const double rel = std::sqrt(num / den);
+    std::printf("[ info ] %s: logits relative RMS error %.4f\n", std::string(quant_preset_name(w.preset)).c_str(), rel);
+    EXPECT_LT(rel, w.max_rel);
+    EXPECT_GT(rel, 0.0);
+  }
+  // Without grouped-query attention attn_v keeps the base type under Q2_K (Q3_K) and IQ4_XS.
+  s.n_head_kv = 8;
+  auto mha = make_synthetic_model(s);
+  ASSERT_TRUE(mha.ok());
+  EXPECT_EQ(quantize_model(*mha, QuantPreset::q2_k, pool)->find_tensor("blk.9.attn_v.weight")->type, DType::q3_k);
+  EXPECT_EQ(quantize_model(*mha, QuantPreset::iq4_xs, pool)->find_tensor("blk.9.attn_v.weight")->type, DType::iq4_xs);
+}
+
+TEST(Quantize, LowBitTypesFallBackToIq4NlThenF16) {
+  // stories260K: 64-wide rows fit 32-blocks (IQ4_NL) but not 256; 172 fits neither.
+  auto f = format::read_gguf(test::shared_path("models/stories260K-f32.gguf"));
+  ASSERT_TRUE(f.ok());
+  ThreadPool pool(1);
+  auto q = quantize_model(*f, QuantPreset::q3_k_s, pool);
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(q->find_tensor("blk.0.attn_q.weight")->type, DType::iq4_nl);
+  EXPECT_EQ(q->find_tensor("blk.0.ffn_down.weight")->type, DType::f16);
+  EXPECT_TRUE(Model::load(std::move(q).value()).ok());
+}
+
 TEST(Quantize, PresetNames) {
   EXPECT_EQ(*quant_preset_from_name("Q4_K_M"), QuantPreset::q4_k_m);
+  EXPECT_EQ(*quant_preset_from_name("Q3_K"), QuantPreset::q3_k_m);
+  EXPECT_EQ(*quant_preset_from_name("iq4_xs"), QuantPreset::iq4_xs);
   auto bad = quant_preset_from_name("q3_xl");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("q4_k_m"), std::string::npos);
