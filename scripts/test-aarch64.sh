@@ -27,7 +27,7 @@ done
 sources=(
   src/core/check.cpp src/core/dtype.cpp src/core/thread_pool.cpp
   src/kernels/isa.cpp src/kernels/quant_traits.cpp src/kernels/quants_legacy.cpp src/kernels/quants_k.cpp
-  src/kernels/quants_k_quantize.cpp src/kernels/kernels_neon.cpp src/kernels/kernels_neon_legacy.cpp
+  src/kernels/quants_k_quantize.cpp src/kernels/quants_iq4.cpp src/kernels/kernels_neon.cpp src/kernels/kernels_neon_legacy.cpp
   src/kernels/kernels_neon_k.cpp src/kernels/gemm_neon.cpp src/kernels/matmul.cpp
   src/kernels/attention_kernels.cpp src/kernels/attention_neon.cpp
   tests/kernels/neon_selftest.cpp tests/kernels/neon_attention_check.cpp
@@ -37,7 +37,7 @@ golden_sources=(
   src/format/gguf_value.cpp src/format/gguf_reader.cpp src/format/llama2c.cpp src/format/model_file.cpp
   src/kernels/dequantize.cpp
   src/model/arch.cpp src/model/weights.cpp src/model/model.cpp src/model/ops.cpp src/model/rope_table.cpp
-  src/model/forward.cpp src/model/deltanet.cpp src/model/deltanet_chunked.cpp src/model/ple.cpp
+  src/model/forward.cpp src/model/deltanet.cpp src/model/deltanet_chunked.cpp src/model/ple.cpp src/model/mrope.cpp
   src/tokenizer/vocab.cpp src/tokenizer/special_split.cpp src/tokenizer/spm.cpp src/tokenizer/utf8.cpp
   tests/kernels/neon_golden.cpp
 )

@@ -53,14 +53,7 @@ std::string write_gemma4_model(const TempDir& dir) {
 }
 
 std::string write_gemma4v_mmproj(const TempDir& dir) {
-  vision::SyntheticMmprojSpec m;
-  EXPECT_TRUE(vision::apply_mmproj_shape(m, "tiny-gemma4v").ok());
-  m.projection_dim = kEmbd;
-  auto file = vision::make_synthetic_mmproj(m);
-  EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
-  const std::string path = dir.file("mmproj-gemma4v.gguf");
-  EXPECT_TRUE(format::write_gguf(path, *file).ok());
-  return path;
+  return write_mmproj_shape(dir, "tiny-gemma4v", kEmbd, "mmproj-gemma4v.gguf");
 }
 
 class ServerImagesGemma4 : public VisionModelSuite {

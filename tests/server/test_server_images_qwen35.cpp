@@ -44,14 +44,7 @@ std::string write_qwen35(const TempDir& dir) {
 }
 
 std::string write_qwen3vl_mmproj(const TempDir& dir) {
-  vision::SyntheticMmprojSpec m;
-  EXPECT_TRUE(vision::apply_mmproj_shape(m, "tiny-qwen3vl").ok());
-  m.projection_dim = kEmbd;
-  auto file = vision::make_synthetic_mmproj(m);
-  EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
-  const std::string path = dir.file("mmproj-qwen3vl.gguf");
-  EXPECT_TRUE(format::write_gguf(path, *file).ok());
-  return path;
+  return write_mmproj_shape(dir, "tiny-qwen3vl", kEmbd, "mmproj-qwen3vl.gguf");
 }
 
 std::string layout(int n) {

@@ -69,15 +69,23 @@ inline std::string write_model(const TempDir& dir, bool image_tokens) {
   return path;
 }
 
-inline std::string write_mmproj(const TempDir& dir, int32_t width) {
+// A synth-mmproj `shape` projecting to `width`, written as dir/name (preproc_image_size: idefics3's
+// longest edge, 0 the shape's).
+inline std::string write_mmproj_shape(const TempDir& dir, const std::string& shape, int32_t width,
+                                      const std::string& name, int32_t preproc_image_size = 0) {
   vision::SyntheticMmprojSpec m;
-  EXPECT_TRUE(vision::apply_mmproj_shape(m, "tiny").ok());
+  EXPECT_TRUE(vision::apply_mmproj_shape(m, shape).ok());
   m.projection_dim = width;
+  if (preproc_image_size > 0) m.preproc_image_size = preproc_image_size;
   auto file = vision::make_synthetic_mmproj(m);
   EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
-  const std::string path = dir.file("mmproj-" + std::to_string(width) + ".gguf");
+  const std::string path = dir.file(name);
   EXPECT_TRUE(format::write_gguf(path, *file).ok());
   return path;
+}
+
+inline std::string write_mmproj(const TempDir& dir, int32_t width) {
+  return write_mmproj_shape(dir, "tiny", width, "mmproj-" + std::to_string(width) + ".gguf");
 }
 
 // A llama (SmolVLM's text architecture), 2 layers, tok512 padded to 560 with SmolVLM's image
@@ -106,15 +114,8 @@ inline std::string write_smolvlm_model(const TempDir& dir, bool image_tokens) {
 // The tiny-idefics3 mmproj (64 px tiles, 4 tokens per frame) projecting to `width`, with the
 // processor's longest edge `edge` (128: a square image is 2 x 2 tiles; 64: never split).
 inline std::string write_idefics3_mmproj(const TempDir& dir, int32_t width, int32_t edge = 128) {
-  vision::SyntheticMmprojSpec m;
-  EXPECT_TRUE(vision::apply_mmproj_shape(m, "tiny-idefics3").ok());
-  m.projection_dim = width;
-  m.preproc_image_size = edge;
-  auto file = vision::make_synthetic_mmproj(m);
-  EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
-  const std::string path = dir.file("mmproj-idefics3-" + std::to_string(width) + "-" + std::to_string(edge) + ".gguf");
-  EXPECT_TRUE(format::write_gguf(path, *file).ok());
-  return path;
+  return write_mmproj_shape(dir, "tiny-idefics3", width,
+                            "mmproj-idefics3-" + std::to_string(width) + "-" + std::to_string(edge) + ".gguf", edge);
 }
 
 }  // namespace edgelm::test
