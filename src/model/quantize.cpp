@@ -83,6 +83,7 @@ int32_t gqa_of(const format::ModelFile& f) {
 Result<QuantPreset> quant_preset_from_name(std::string_view name) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "q3_k") return QuantPreset::q3_k_m;  // llama.cpp's alias for its Q3_K_M mix
   for (const auto& i : kPresets)
     if (i.name == lower) return i.preset;
   std::string names;

@@ -102,6 +102,9 @@ std::vector<std::string> image_prompt_tokens(vision::ProjectorType p, int max_gr
   return out;
 }
 
-bool image_prompt_causal(vision::ProjectorType p) { return p != vision::ProjectorType::gemma3; }
+// Gemma 3 and Gemma 4 images attend bidirectionally; SmolVLM's and Qwen3-VL's causally, like text.
+bool image_prompt_causal(vision::ProjectorType p) {
+  return p == vision::ProjectorType::idefics3 || p == vision::ProjectorType::qwen3vl;
+}
 
 }  // namespace edgelm::serve
