@@ -13,6 +13,19 @@ double yarn_dim(double n_turns, int32_t n_rot, double base, int32_t ctx) {
   return n_rot * std::log(ctx / (n_turns * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
 }
 
+// Turns rotary pair i of every head by (c, s): dims (2i, 2i+1) in the norm layout, (i, i + half) in neox.
+inline void rotate_pair(float* v, int32_t n_heads, int32_t head_dim, bool norm, int32_t i, int32_t half, float c,
+                        float s) {
+  const int32_t a = norm ? 2 * i : i;
+  const int32_t b = norm ? 2 * i + 1 : i + half;
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* x = v + static_cast<int64_t>(h) * head_dim;
+    const float x0 = x[a], x1 = x[b];
+    x[a] = x0 * c - x1 * s;
+    x[b] = x0 * s + x1 * c;
+  }
+}
+
 }  // namespace
 
 RopeTable::RopeTable(const ModelConfig& c, const float* freq_factors)
@@ -88,14 +101,7 @@ void RopeTable::apply(float* v, int32_t n_heads, int32_t head_dim, int32_t pos) 
       c = std::cos(theta) * mscale_;
       s = std::sin(theta) * mscale_;
     }
-    const int32_t a = style_ == RopeStyle::norm ? 2 * i : i;
-    const int32_t b = style_ == RopeStyle::norm ? 2 * i + 1 : i + half;
-    for (int32_t h = 0; h < n_heads; ++h) {
-      float* x = v + static_cast<int64_t>(h) * head_dim;
-      const float x0 = x[a], x1 = x[b];
-      x[a] = x0 * c - x1 * s;
-      x[b] = x0 * s + x1 * c;
-    }
+    rotate_pair(v, n_heads, head_dim, style_ == RopeStyle::norm, i, half, c, s);
   }
 }
 
@@ -118,14 +124,7 @@ void RopeTable::apply(float* v, int32_t n_heads, int32_t head_dim, const RopePos
       c = std::cos(theta) * mscale_;
       s = std::sin(theta) * mscale_;
     }
-    const int32_t a = style_ == RopeStyle::norm ? 2 * i : i;
-    const int32_t b = style_ == RopeStyle::norm ? 2 * i + 1 : i + half;
-    for (int32_t h = 0; h < n_heads; ++h) {
-      float* x = v + static_cast<int64_t>(h) * head_dim;
-      const float x0 = x[a], x1 = x[b];
-      x[a] = x0 * c - x1 * s;
-      x[b] = x0 * s + x1 * c;
-    }
+    rotate_pair(v, n_heads, head_dim, style_ == RopeStyle::norm, i, half, c, s);
   }
 }
 
