@@ -52,8 +52,10 @@ struct EncoderInfo {
   int32_t n_ctx = 0;       // most tokens one text may have, special tokens included
   Pooling pooling = Pooling::mean;  // the file's pooling (rank: a reranker)
   bool can_rank = false;   // encode(..., Pooling::rank) works: a classification head or a yes/no LLM scorer
-  // Matryoshka dimensions the model was trained for (EmbeddingGemma: 768, 512, 256, 128), largest
-  // first; empty: any truncation 1..n_embd is accepted.
+  // Matryoshka dimensions the model was trained for (EmbeddingGemma: 768, 512, 256, 128;
+  // Qwen3-Embedding: any of 32..n_embd, listed as n_embd, 32), largest first. Empty: the model was
+  // not trained for truncation, and a `dimensions` other than n_embd is refused. Non-empty: any
+  // `dimensions` in [smallest listed, n_embd] is accepted (as OpenAI's API does).
   std::vector<int32_t> matryoshka_dims;
   // The instruction prefixes the model card asks for ("" where none): prepended by callers that
   // embed queries (the semantic cache, /v1/embeddings does NOT add them: clients send them).
