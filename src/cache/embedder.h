@@ -1,5 +1,6 @@
 // Embedder: where the semantic cache level gets its query vectors (an interface with three
-// implementations: LexicalEmbedder (hashed n-grams, no model), BertEmbedder (a BERT GGUF) and
+// implementations: LexicalEmbedder (hashed n-grams, no model), EncoderEmbedder (any embedding model
+// behind embed::TextEncoder) and
 // FunctionEmbedder (any callable; the server wraps the serving model's mean-pooled hidden state,
 // run on the engine thread, in one)).
 //
@@ -9,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +28,18 @@ class Embedder {
   // name are only reused by an embedder of the same name.
   virtual std::string name() const = 0;
   virtual Result<std::vector<float>> embed(std::string_view text) = 0;
+  // Many texts at once (a model-backed embedder runs them in one batched pass); the same vectors
+  // as embed() on each.
+  virtual Result<std::vector<std::vector<float>>> embed_batch(std::span<const std::string> texts) {
+    std::vector<std::vector<float>> out;
+    out.reserve(texts.size());
+    for (const std::string& t : texts) {
+      Result<std::vector<float>> v = embed(t);
+      if (!v.ok()) return v.error();
+      out.push_back(std::move(v).value());
+    }
+    return out;
+  }
 };
 
 // Scales `v` to unit length in place (leaves an all-zero vector alone).

@@ -76,6 +76,8 @@ const std::vector<Field>& fields() {
       {"cache_ttl_s", &ServeConfig::cache_ttl_s},
       {"cache_db", &ServeConfig::cache_db},
       {"embedding_model", &ServeConfig::embedding_model},
+      {"embedding_prefix", &ServeConfig::embedding_prefix},
+      {"cache_calibration", &ServeConfig::cache_calibration},
       {"cache_guards", &ServeConfig::cache_guards},
       {"cache_max_error_rate", &ServeConfig::cache_max_error_rate},
       {"cache_wordnet_dir", &ServeConfig::cache_wordnet_dir},
@@ -414,7 +416,7 @@ Status validate(const ServeConfig& c) {
   if (!(c.cache_max_error_rate > 0 && c.cache_max_error_rate < 1))
     return make_error("cache_max_error_rate must be in (0, 1) (e.g. 0.01), got {}", c.cache_max_error_rate);
   if (c.embedding_model.empty())
-    return make_error("embedding_model must be lexical, lexical-plain, self or the path of a BERT GGUF");
+    return make_error("embedding_model must be lexical, lexical-plain, self or the path of an embedding GGUF");
   engine::SpecOptions spec;
   spec.draft_max = c.draft_max;
   spec.draft_min = c.draft_min;

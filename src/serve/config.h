@@ -60,7 +60,15 @@ struct ServeConfig {
   int cache_capacity = 1000;                // entries
   double cache_ttl_s = 0;                   // 0: entries do not expire
   std::string cache_db;                     // SQLite file (WAL); empty: memory only
-  std::string embedding_model = "lexical";  // lexical | lexical-plain | self | path of a BERT GGUF
+  // lexical | lexical-plain | self | path of an embedding GGUF (embed/text_encoder.h: bert,
+  // nomic-bert, jina-bert-v2, XLM-RoBERTa, gemma-embedding, qwen3 embedding)
+  std::string embedding_model = "lexical";
+  // The instruction prepended to cache queries for an embedding GGUF: "auto" (the model card's),
+  // "none", or the text itself.
+  std::string embedding_prefix = "auto";
+  // JSON written by `edgelm eval-cache --calibrate-out`: the threshold and prior slope tuned for
+  // this embedder (refused when its embedder name differs from the one configured).
+  std::string cache_calibration;
   // Guards on semantic hits: all | none | a list of negation,numbers,entities,opposites.
   std::string cache_guards = "all";
   double cache_max_error_rate = 0.01;                    // per-entry error bound of semantic hits (cache/error_bound.h)

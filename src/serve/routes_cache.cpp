@@ -5,14 +5,13 @@
 
 #include <thread>
 
+#include "cache/calibration.h"
+#include "cache/encoder_embedder.h"
 #include "cache/lexical_embedder.h"
 #include "cache/wordnet.h"
 #include "core/log.h"
 #include "engine/embeddings.h"
 #include "http/sse.h"
-#ifdef EDGELM_CACHE_HAS_BERT
-#include "cache/bert_embedder.h"
-#endif
 
 namespace edgelm::serve {
 
@@ -75,17 +74,25 @@ Result<std::shared_ptr<cache::ResponseCache>> make_response_cache(const ServeCon
             return vec;
           });
     } else {
-#ifdef EDGELM_CACHE_HAS_BERT
-      EDGELM_TRY(
-          std::unique_ptr<cache::BertEmbedder> bert,
-          cache::BertEmbedder::load(cfg.embedding_model,
-                                    std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())))));
-      embedder = std::move(bert);
-#else
-      return make_error("embedding model '{}': this build has no BERT support (use lexical or self)",
-                        cfg.embedding_model);
-#endif
+      cache::EncoderEmbedder::Options eo;
+      eo.threads = std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())));
+      eo.prefix = cache::EncoderEmbedder::prefix_from_flag(cfg.embedding_prefix);
+      EDGELM_TRY(std::unique_ptr<cache::EncoderEmbedder> enc, cache::EncoderEmbedder::load(cfg.embedding_model, eo));
+      embedder = std::move(enc);
     }
+  }
+  if (!cfg.cache_calibration.empty()) {
+    if (mode != cache::CacheMode::semantic)
+      return make_error("cache_calibration applies to the semantic cache, but the cache is '{}'", cfg.cache);
+    EDGELM_TRY(cache::CacheCalibration cal, cache::read_calibration(cfg.cache_calibration));
+    if (cal.embedder != embedder->name())
+      return make_error("cache calibration '{}' was made for embedder '{}', but the cache embeds with '{}': run "
+                        "`edgelm eval-cache --calibrate-out` with this embedder",
+                        cfg.cache_calibration, cal.embedder, embedder->name());
+    o.threshold = cal.threshold;
+    o.prior_slope = cal.prior_slope;
+    EDGELM_LOG_INFO("cache calibration {}: threshold {:.3f}, prior slope {}", cfg.cache_calibration, cal.threshold,
+             cal.prior_slope);
   }
   EDGELM_TRY(std::unique_ptr<cache::ResponseCache> c, cache::ResponseCache::create(o, embedder, warnings));
   return std::shared_ptr<cache::ResponseCache>(std::move(c));

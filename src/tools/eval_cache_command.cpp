@@ -5,7 +5,7 @@
 // header: query_a, query_b, should_hit 1/0, kind): each pair is scored as the cache would score
 // query_b against a cached query_a: cosine similarity of the two embeddings (--embedding-model
 // lexical (WordNet lemmas and synonyms) | lexical-plain (issue 7's) | self (-m MODEL) | PATH of a
-// BERT GGUF), then the guards (--guards). Per part, in one run:
+// embedding GGUF: any embed::TextEncoder, with --embedding-prefix), then the guards (--guards). Per part, in one run:
 //  - the baseline: issue 7's cache (lexical-plain, guards negation,numbers,entities, threshold
 //    0.80) next to the configured one (--threshold, default the server's), paraphrase hit rate
 //    and wrong-hit rate overall and per kind, and the ratio of the paraphrase hit rates;
@@ -14,6 +14,9 @@
 //    a lookup against the entry of query_a, accepted where the entry's error bound allows at
 //    that similarity (and the guards pass); every hit gets its true label as feedback (as from
 //    POST /v1/cache/feedback), so later pairs of that entry see it. Hit and wrong-hit rates.
+//  - the calibration (cache/calibration.h): the threshold and error-bound prior slope tuned on the
+//    tuning part for --max-wrong-hit, and the held-out part's rates under them; --calibrate-out
+//    FILE writes it for `serve --cache-calibration`.
 // A table per part, or one JSON document with --json.
 //
 // Speed (--bench): a ResponseCache filled with N distinct synthetic customer questions (N from
@@ -27,12 +30,16 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <span>
 #include <random>
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "cache/calibration.h"
+#include "cache/encoder_embedder.h"
 #include "cache/error_bound.h"
 #include "cache/guards.h"
 #include "cache/lexical_embedder.h"
@@ -43,9 +50,6 @@
 #include "engine/loaded_model.h"
 #include "serve/config.h"
 #include "tools/command.h"
-#ifdef EDGELM_CACHE_HAS_BERT
-#include "cache/bert_embedder.h"
-#endif
 
 namespace edgelm::tools {
 namespace {
@@ -58,6 +62,9 @@ struct EvalCacheOptions {
   double threshold = serve::ServeConfig{}.cache_threshold;
   std::string error_rates = "0.002,0.005,0.01,0.02,0.05,0.1";
   std::string scores_path;  // --scores: every pair's similarity and guard verdict, TSV
+  std::string embedding_prefix = "auto";  // --embedding-prefix (an embedding GGUF's query instruction)
+  std::string calibrate_out;              // --calibrate-out: the tuning part's calibration, JSON
+  double max_wrong_hit = 0.01;            // --max-wrong-hit: the bound the calibration tunes for
   bool json_out = false, bench = false;
   std::string bench_sizes = "1000,10000";
   int bench_lookups = 2000;
@@ -124,13 +131,11 @@ Result<EmbedderBundle> make_embedder(const EvalCacheOptions& o, const cache::Gua
           return engine::embed_tokens(*model->model, tokens, *pool_ptr);
         });
   } else {
-#ifdef EDGELM_CACHE_HAS_BERT
-    EDGELM_TRY(std::unique_ptr<cache::BertEmbedder> bert,
-               cache::BertEmbedder::load(o.embedding, o.threads > 0 ? o.threads : default_threads()));
-    b.embedder = std::move(bert);
-#else
-    return make_error("embedding model '{}': this build has no BERT support (use lexical or self)", o.embedding);
-#endif
+    cache::EncoderEmbedder::Options eo;
+    eo.threads = o.threads > 0 ? o.threads : default_threads();
+    eo.prefix = cache::EncoderEmbedder::prefix_from_flag(o.embedding_prefix);
+    EDGELM_TRY(std::unique_ptr<cache::EncoderEmbedder> enc, cache::EncoderEmbedder::load(o.embedding, eo));
+    b.embedder = std::move(enc);
   }
   return b;
 }
@@ -142,24 +147,40 @@ struct Scored {
 };
 
 Result<Scored> score_pairs(const std::vector<Pair>& pairs, cache::Embedder& embedder, const cache::WordNet* wordnet) {
-  std::map<std::string, std::pair<std::vector<float>, cache::GuardFeatures>> memo;
-  auto get = [&](const std::string& t) -> Result<const std::pair<std::vector<float>, cache::GuardFeatures>*> {
-    auto it = memo.find(t);
-    if (it == memo.end()) {
-      EDGELM_TRY(std::vector<float> v, embedder.embed(t));
-      it = memo.emplace(t, std::make_pair(std::move(v), cache::guard_features(t, wordnet))).first;
-    }
-    return &it->second;
-  };
+  // Every distinct query once, in batches (a model-backed embedder runs each batch in one pass).
+  constexpr size_t kBatch = 32;
+  std::vector<std::string> distinct;
+  std::map<std::string, size_t> index;
+  for (const Pair& p : pairs)
+    for (const std::string* t : {&p.a, &p.b})
+      if (index.emplace(*t, distinct.size()).second) distinct.push_back(*t);
+  std::vector<std::vector<float>> vecs;
+  std::vector<cache::GuardFeatures> feats;
+  for (size_t i = 0; i < distinct.size(); i += kBatch) {
+    const size_t n = std::min(kBatch, distinct.size() - i);
+    EDGELM_TRY(std::vector<std::vector<float>> v,
+               embedder.embed_batch(std::span<const std::string>(distinct.data() + i, n)));
+    for (std::vector<float>& x : v) vecs.push_back(std::move(x));
+  }
+  for (const std::string& t : distinct) feats.push_back(cache::guard_features(t, wordnet));
   Scored s;
   for (const Pair& p : pairs) {
-    EDGELM_TRY(auto a, get(p.a));
-    EDGELM_TRY(auto b, get(p.b));
-    s.sims.push_back(cache::dot(a->first, b->first));
-    s.fa.push_back(a->second);
-    s.fb.push_back(b->second);
+    const size_t a = index.at(p.a), b = index.at(p.b);
+    s.sims.push_back(cache::dot(vecs[a], vecs[b]));
+    s.fa.push_back(feats[a]);
+    s.fb.push_back(feats[b]);
   }
   return s;
+}
+
+// The pairs as the cache scores them under `guards` (calibration.h's input).
+std::vector<cache::ScoredPair> scored_pairs(const std::vector<Pair>& pairs, const Scored& s,
+                                            const cache::GuardOptions& guards) {
+  std::vector<cache::ScoredPair> out;
+  out.reserve(pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i)
+    out.push_back({pairs[i].a, s.sims[i], cache::guard_check(s.fa[i], s.fb[i], guards).empty(), pairs[i].should_hit});
+  return out;
 }
 
 // Hit rate of the should-hit pairs, wrong-hit rates of the must-not ones (overall, per kind).
@@ -200,21 +221,13 @@ Rates rates_at(const std::vector<Pair>& pairs, const Scored& s, double threshold
   return r;
 }
 
-// The error-bound mode over the pairs in order, with true-label feedback on every hit.
+// The error-bound mode over the pairs in order, with true-label feedback on every hit
+// (cache::replay_error_bound), as per-kind rates.
 Rates rates_error_bound(const std::vector<Pair>& pairs, const Scored& s, const cache::ErrorBound& bound,
                         const cache::GuardOptions& guards) {
+  const std::vector<bool> hits = cache::replay_error_bound(scored_pairs(pairs, s, guards), bound);
   Rates r;
-  std::map<std::string, std::vector<cache::HitObservation>> seen;  // by cached query
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    std::vector<cache::HitObservation>& obs = seen[pairs[i].a];
-    const bool hit =
-        cache::error_bound_accepts(bound, obs, s.sims[i]) && cache::guard_check(s.fa[i], s.fb[i], guards).empty();
-    r.add(pairs[i], hit);
-    if (hit) {
-      if (obs.size() >= cache::ErrorBound::kMaxObservations) obs.erase(obs.begin());
-      obs.push_back({s.sims[i], pairs[i].should_hit});
-    }
-  }
+  for (size_t i = 0; i < pairs.size(); ++i) r.add(pairs[i], hits[i]);
   return r;
 }
 
@@ -234,7 +247,7 @@ std::string kinds_cells(const Rates& r, const std::vector<std::string>& kinds) {
 
 Result<json> eval_part(const EvalCacheOptions& o, const std::string& name, const std::string& path,
                        const EmbedderBundle& b, const cache::GuardOptions& guards, const std::vector<double>& deltas,
-                       const cache::ErrorBound& bound) {
+                       const cache::ErrorBound& bound, std::optional<cache::CacheCalibration>& calibration) {
   EDGELM_TRY(std::vector<Pair> pairs, read_pairs(path));
   EDGELM_TRY(Scored s, score_pairs(pairs, *b.embedder, b.wordnet.get()));
   // Issue 7's cache on the same pairs: the baseline.
@@ -314,6 +327,27 @@ Result<json> eval_part(const EvalCacheOptions& o, const std::string& name, const
     j["error_bound"].push_back(row);
     text += fmt::format("| {} | {} | {} |{}\n", d, pct(r.hit_rate()), pct(r.wrong_rate()), kinds_cells(r, kinds));
   }
+  // Calibration (cache/calibration.h): tuned on the tuning part, checked on the held-out part.
+  const std::vector<cache::ScoredPair> sp = scored_pairs(pairs, s, guards);
+  if (name == "tuning") calibration = cache::calibrate(sp, b.embedder->name(), o.max_wrong_hit);
+  if (calibration) {
+    cache::ErrorBound eb = bound;
+    eb.threshold = calibration->threshold;
+    eb.slope = calibration->prior_slope;
+    eb.max_error_rate = calibration->max_wrong_hit;
+    const cache::PairRates at = cache::rates_of(sp, cache::hits_at(sp, calibration->threshold));
+    const cache::PairRates er = cache::rates_of(sp, cache::replay_error_bound(sp, eb));
+    j["calibration"] = {{"threshold", calibration->threshold},
+                        {"prior_slope", calibration->prior_slope},
+                        {"max_wrong_hit", calibration->max_wrong_hit},
+                        {"at_threshold", {{"paraphrase_hit_rate", at.hit_rate()}, {"wrong_hit_rate", at.wrong_rate()}}},
+                        {"error_bound", {{"paraphrase_hit_rate", er.hit_rate()}, {"wrong_hit_rate", er.wrong_rate()}}}};
+    text += fmt::format(
+        "\nCalibration (tuned on the tuning part for wrong-hit rate <= {}): threshold {:.3f}: paraphrase hit {} "
+        "({}/{}), wrong-hit {} ({}/{}); error bound with prior slope {}: paraphrase hit {}, wrong-hit {}.\n",
+        pct(calibration->max_wrong_hit), calibration->threshold, pct(at.hit_rate()), at.pos_hit, at.pos,
+        pct(at.wrong_rate()), at.neg_hit, at.neg, calibration->prior_slope, pct(er.hit_rate()), pct(er.wrong_rate()));
+  }
   j["text"] = text;
   return j;
 }
@@ -337,12 +371,19 @@ int run_accuracy(const EvalCacheOptions& o, const EmbedderBundle& b, const cache
   bound.threshold = o.threshold;
   bound.slope = cache::CacheOptions{}.prior_slope;
   json parts = json::array();
+  std::optional<cache::CacheCalibration> calibration;
   for (const auto& [name, path] : {std::pair<std::string, std::string>{"tuning", o.pairs_path},
                                    std::pair<std::string, std::string>{"held-out", o.heldout_path}}) {
     if (path.empty()) continue;
-    Result<json> part = eval_part(o, name, path, b, guards, deltas, bound);
+    Result<json> part = eval_part(o, name, path, b, guards, deltas, bound, calibration);
     if (!part.ok()) return report_error(part.error());
     parts.push_back(std::move(*part));
+  }
+  if (!o.calibrate_out.empty()) {
+    if (!calibration) return report_error(make_error("--calibrate-out needs the tuning pairs (--pairs FILE)"));
+    const Status st = cache::write_calibration(o.calibrate_out, *calibration);
+    if (!st.ok()) return report_error(st.error());
+    std::fprintf(stderr, "wrote the calibration for %s to %s\n", calibration->embedder.c_str(), o.calibrate_out.c_str());
   }
   if (o.json_out) {
     for (json& p : parts) p.erase("text");
@@ -485,8 +526,17 @@ CommandRunner add_eval_cache_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("eval-cache", "Evaluate the semantic response cache: hit and wrong-hit rates, lookup speed");
   cmd->add_option("--pairs", o->pairs_path, "Tuning pairs (TSV: query_a, query_b, should_hit, kind)");
   cmd->add_option("--held-out", o->heldout_path, "Held-out pairs (same format), reported separately");
-  cmd->add_option("--embedding-model", o->embedding, "lexical | lexical-plain | self | PATH of a BERT GGUF")
+  cmd->add_option("--embedding-model", o->embedding, "lexical | lexical-plain | self | PATH of an embedding GGUF")
       ->capture_default_str();
+  cmd->add_option("--embedding-prefix", o->embedding_prefix,
+                  "Instruction prepended to queries for an embedding GGUF: auto (the model card's) | none | TEXT")
+      ->capture_default_str();
+  cmd->add_option("--calibrate-out", o->calibrate_out,
+                  "Write the threshold and prior slope tuned on --pairs for this embedder (JSON for serve "
+                  "--cache-calibration)");
+  cmd->add_option("--max-wrong-hit", o->max_wrong_hit, "Wrong-hit rate the calibration tunes for")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--threshold", o->threshold, "Similarity threshold of the configured cache (the prior)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));

@@ -440,8 +440,13 @@ CommandRunner add_serve_command(CLI::App& app) {
   bind_flag(*o, cmd, "--cache-db", &serve::ServeConfig::cache_db,
             "SQLite file that keeps the cache across restarts (default: memory only)");
   bind_flag(*o, cmd, "--embedding-model", &serve::ServeConfig::embedding_model,
-            "Semantic cache embeddings: lexical | lexical-plain | self | PATH of a BERT GGUF")
+            "Semantic cache embeddings: lexical | lexical-plain | self | PATH of an embedding GGUF")
       ->capture_default_str();
+  bind_flag(*o, cmd, "--embedding-prefix", &serve::ServeConfig::embedding_prefix,
+            "Instruction prepended to cache queries for an embedding GGUF: auto (the model card's) | none | TEXT")
+      ->capture_default_str();
+  bind_flag(*o, cmd, "--cache-calibration", &serve::ServeConfig::cache_calibration,
+            "JSON from `edgelm eval-cache --calibrate-out`: threshold and prior slope tuned for the embedder");
   bind_flag(*o, cmd, "--cache-guards", &serve::ServeConfig::cache_guards,
             "Guards on semantic hits: all | none | a list of negation,numbers,entities,opposites")
       ->capture_default_str();

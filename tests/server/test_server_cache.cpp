@@ -1,14 +1,20 @@
 // The response cache over real sockets: exact and semantic hits with their headers, guards,
 // opt-out, streaming a cached answer, namespaces per API key, persistence across a restart, a
 // corrupt cache file, the admin flush/stats auth, and the metrics; the opposites guard, response
-// ids and POST /v1/cache/feedback (issue 22).
+// ids and POST /v1/cache/feedback (issue 22); an embedding GGUF as the cache's encoder and its
+// calibration file (issue 41).
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 
+#include "cache/calibration.h"
+#include "cache/encoder_embedder.h"
 #include "cache/response_cache.h"
+#include "cache/semantic_index.h"
+#include "format/gguf_writer.h"
+#include "model/synthetic.h"
 #include "serve/routes_cache.h"
 #include "server_fixture.h"
 
@@ -576,6 +582,86 @@ TEST(ServerCache, PersistsAcrossRestartAndSurvivesACorruptFile) {
   EXPECT_NE(s.warnings[0].find("moved to"), std::string::npos);
   EXPECT_EQ(header(s.post("/v1/completions", completion("Once upon a time")), "x-edgelm-cache"), "miss");
   EXPECT_EQ(header(s.post("/v1/completions", completion("Once upon a time")), "x-edgelm-cache"), "exact");
+}
+
+// A synthetic bert-tiny embedding model (random weights) written with `seed`.
+std::string write_encoder(const TempDir& dir, uint64_t seed) {
+  model::SyntheticSpec spec;
+  EXPECT_TRUE(model::apply_synthetic_shape(spec, "bert-tiny").ok());
+  spec.seed = seed;
+  auto f = model::make_synthetic_model(spec);
+  EXPECT_TRUE(f.ok());
+  const std::string path = dir.file("enc" + std::to_string(seed) + ".gguf");
+  EXPECT_TRUE(format::write_gguf(path, *f).ok());
+  return path;
+}
+
+std::unique_ptr<cache::EncoderEmbedder> open_encoder(const std::string& path) {
+  auto e = cache::EncoderEmbedder::load(path, {});
+  EXPECT_TRUE(e.ok()) << e.error().message;
+  return std::move(e).value();
+}
+
+TEST(ServerCache, EmbeddingModelFileEmbedsTheQueries) {
+  // The similarity the server reports is the encoder's own cosine of the two prompts: the cache
+  // embeds with that file (a random-weight encoder: the threshold sits just under that cosine).
+  TempDir dir;
+  const std::string enc = write_encoder(dir, 11);
+  const std::string a = "The little dog ran to the park", b = "A little dog ran into the park";
+  auto e = open_encoder(enc);
+  const float sim = cache::dot(e->embed(a).value(), e->embed(b).value());
+  CacheServer s([&](serve::ServeConfig& c) {
+    c.cache = "semantic";
+    c.embedding_model = enc;
+    c.cache_guards = "none";
+    c.cache_threshold = std::max(0.0, static_cast<double>(sim) - 0.01);
+  });
+  ASSERT_EQ(s.post("/v1/completions", completion(a)).status, 200);
+  Reply r = s.post("/v1/completions", completion(b));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(header(r, "x-edgelm-cache"), "semantic");
+  EXPECT_NEAR(std::stod(header(r, "x-edgelm-cache-similarity")), sim, 1e-3);
+}
+
+TEST(ServerCache, CalibrationFileSetsTheThresholdForItsEncoderOnly) {
+  TempDir dir;
+  const std::string enc = write_encoder(dir, 12), other = write_encoder(dir, 13);
+  std::vector<cache::ScoredPair> pairs = {{"a", 0.9f, true, true}, {"b", 0.7f, true, false}};
+  const std::string cal_path = dir.file("cal.json");
+  ASSERT_TRUE(cache::write_calibration(cal_path, cache::calibrate(pairs, open_encoder(enc)->name(), 0.0)).ok());
+
+  serve::ServeConfig cfg;
+  cfg.cache = "semantic";
+  cfg.cache_guards = "none";
+  cfg.embedding_model = enc;
+  cfg.cache_calibration = cal_path;
+  serve::EngineServiceOptions so;
+  so.model_path = shared_path("models/stories260K.bin");
+  so.tokenizer_path = shared_path("models/tok512.bin");
+  serve::EngineService service(so);
+  std::vector<std::string> warnings;
+  auto c = serve::make_response_cache(cfg, service, warnings);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_NEAR((*c)->options().threshold, 0.705, 1e-9);  // the first grid point above the 0.7 near-miss
+  // Another encoder (same shape, other weights), another prefix, or no semantic cache: refused.
+  cfg.embedding_model = other;
+  auto bad = serve::make_response_cache(cfg, service, warnings);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("was made for embedder"), std::string::npos) << bad.error().message;
+  cfg.embedding_model = enc;
+  cfg.embedding_prefix = "query: ";
+  EXPECT_FALSE(serve::make_response_cache(cfg, service, warnings).ok());
+  cfg.embedding_prefix = "auto";
+  cfg.cache = "exact";
+  EXPECT_FALSE(serve::make_response_cache(cfg, service, warnings).ok());
+  // A generative model is not an embedding model.
+  cfg.cache = "semantic";
+  cfg.cache_calibration.clear();
+  cfg.embedding_model = shared_path("models/stories260K-f32.gguf");
+  auto gen = serve::make_response_cache(cfg, service, warnings);
+  ASSERT_FALSE(gen.ok());
+  EXPECT_NE(gen.error().message.find("not an embedding"), std::string::npos) << gen.error().message;
+  service.shutdown(std::chrono::duration<double>(5));
 }
 
 }  // namespace
