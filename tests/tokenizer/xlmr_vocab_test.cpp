@@ -85,7 +85,7 @@ TEST_F(XlmrVocabTest, HasXlmRobertasLayout) {
 TEST_F(XlmrVocabTest, CharsmapNormalizes) {
   ASSERT_NE(tok_, nullptr);
   EXPECT_EQ(ugm().normalize("\xEF\xBC\xA8\xEF\xBD\x85\xEF\xBD\x8C\xEF\xBD\x8C\xEF\xBD\x8F\xE3\x80\x80\xEF\xBC\x81"),
-            kMark + "Hello!");                                                       // full width, U+3000
+            kMark + "Hello" + kMark + "!");  // full width, U+3000
   EXPECT_EQ(ugm().normalize("\xEF\xAC\x81ne \xEF\xAC\x84y"), kMark + "fine" + kMark + "ffly");  // ligatures
   EXPECT_EQ(ugm().normalize("x\xC2\xB2 \xC2\xBD"), kMark + "x2" + kMark + "1\xE2\x81\x84" "2");  // ², ½
   EXPECT_EQ(ugm().normalize("cafe\xCC\x81 e"), kMark + "caf\xC3\xA9" + kMark + "e");  // NFC, and a lone e
@@ -117,7 +117,7 @@ TEST_F(XlmrVocabTest, FullSequencesMatchTheReference) {
 
 TEST_F(XlmrVocabTest, HeldOutStringsMatchTheReference) {
   ASSERT_NE(tok_, nullptr);
-  const auto cases = test::read_vocab_vectors(edgelm::test::shared_path("vocab/ggml-vocab-llama-spm.gguf"));
+  const auto cases = edgelm::test::read_vocab_vectors(edgelm::test::shared_path("vocab/ggml-vocab-llama-spm.gguf"));
   ASSERT_EQ(cases.size(), std::size(test::kXlmrHeldOut));
   int n_match = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -146,7 +146,7 @@ TEST_F(XlmrVocabTest, ExtraStringsMatchTheReference) {
 
 TEST_F(XlmrVocabTest, DecodesToTheNormalizedText) {
   ASSERT_NE(tok_, nullptr);
-  const auto cases = test::read_vocab_vectors(edgelm::test::shared_path("vocab/ggml-vocab-llama-spm.gguf"));
+  const auto cases = edgelm::test::read_vocab_vectors(edgelm::test::shared_path("vocab/ggml-vocab-llama-spm.gguf"));
   int n_checked = 0;
   for (const auto& c : cases) {
     const std::vector<TokenId> ids = tok_->encode(c.text, true, false);
