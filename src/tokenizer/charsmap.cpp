@@ -59,8 +59,10 @@ Charsmap::Match Charsmap::longest_match(std::string_view text) const {
     const size_t at = unit_value(units_[node]);
     if (at >= strings_.size()) break;  // corrupt: keep the shorter match
     const char* s = strings_.data() + at;
+    const size_t room = strings_.size() - at;
+    const void* nul = std::memchr(s, '\0', room);
     best.length = i + 1;
-    best.replacement = std::string_view(s, strnlen(s, strings_.size() - at));
+    best.replacement = std::string_view(s, nul != nullptr ? static_cast<size_t>(static_cast<const char*>(nul) - s) : room);
   }
   return best;
 }

@@ -1,6 +1,7 @@
 #include "tokenizer/xlmr_vocab.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <random>
 #include <string_view>
 #include <unordered_set>
@@ -55,6 +56,7 @@ const std::vector<Script>& scripts() {
       {{{0x30A1, 0x30F6}}, 4},                                     // Katakana
       {{{0x4E00, 0x9FFF}}, 3},                                     // CJK
       {{{0xAC00, 0xD7A3}}, 3},                                     // Hangul syllables
+      {{{0x1780, 0x17A2}, {0x17B6, 0x17C5}}, 4},                   // Khmer: vowel signs only inside words
   };
   return s;
 }

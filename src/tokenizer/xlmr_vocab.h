@@ -9,8 +9,9 @@
 // Thai, Khmer consonants, kana, emoji, ...), with and without the U+2581 word-start mark, Latin
 // bigrams and trigrams, Cyrillic bigrams, then CJK and Hangul characters and random words of
 // those scripts. Scores are log-probability-like (-ln(rank + 2), in steps of 1/4096).
-// Some characters are left out on purpose (e.g. the rest of Khmer, U+1F900.. emoji, ZWJ) so that
-// real text meets the unknown token. The precompiled charsmap (charsmap.h) holds NFKC-style
+// Some characters are left out on purpose (e.g. U+1F900.. emoji, ZWJ) so that real text meets
+// the unknown token; Khmer vowel signs occur only inside random Khmer words, so that the unknown
+// token's score competes with pieces there. The precompiled charsmap (charsmap.h) holds NFKC-style
 // rules: full-width ASCII, compatibility spaces, tab/newline -> space, deleted control and
 // invisible characters, ligatures, super/subscripts, fractions, Roman numerals, circled digits,
 // unit squares, half-width katakana (with a two-character voiced form) and a few NFC

@@ -199,6 +199,20 @@ TEST(UgmTokenizerTest, UnknownCharactersAndTheirRunsBecomeOneToken) {
   EXPECT_EQ(tok->encode("a\xFF", false, false), (std::vector<TokenId>{4, 2}));
 }
 
+TEST(UgmTokenizerTest, UnknownScoreIsTheLowestMinusTen) {
+  // "zab", where "b" is no piece: z + ab scores -5 - 20 = -25; za + <unk> scores 0 + (-20 - 10)
+  // = -30. With a penalty below 5 the unknown path would win.
+  format::GgufMetadata md = test::make_metadata(t5_tokens({{"z", -5.0f}, {"za", 0.0f}, {"ab", -20.0f}}), "t5");
+  const auto tok = make(md);
+  ASSERT_TRUE(tok);
+  EXPECT_EQ(tok->encode("zab", false, false), (std::vector<TokenId>{3, 5}));
+  // Lower "z" to -11: now 0 - 30 beats -11 - 20.
+  md = test::make_metadata(t5_tokens({{"z", -11.0f}, {"za", 0.0f}, {"ab", -20.0f}}), "t5");
+  const auto tok2 = make(md);
+  ASSERT_TRUE(tok2);
+  EXPECT_EQ(tok2->encode("zab", false, false), (std::vector<TokenId>{4, 2}));
+}
+
 TEST(UgmTokenizerTest, WhitespaceRules) {
   const auto merge = make(small_md(true, true));
   const auto keep = make(small_md(false, true));
