@@ -224,7 +224,7 @@ std::vector<std::pair<std::string, std::string>> xlmr_charsmap_rules() {
 }
 
 Status write_xlmr_vocab(format::GgufMetadata& md, int32_t n_tokens) {
-  constexpr int32_t kMinTokens = 1000;
+  constexpr int32_t kMinTokens = 256;
   if (n_tokens < kMinTokens) {
     return make_error("a synthetic XLM-RoBERTa vocabulary needs at least {} tokens, not {}", kMinTokens, n_tokens);
   }

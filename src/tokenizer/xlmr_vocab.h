@@ -33,7 +33,7 @@ inline constexpr int32_t kXlmrVocabSize = 250002;
 
 // Sets the tokenizer.ggml.* keys of the synthetic XLM-R vocabulary of n_tokens tokens in `md`
 // (model "t5", pre "default", tokens, scores, token_type, precompiled_charsmap, special ids,
-// flags, token_type_count 1). n_tokens >= 1000; a smaller vocabulary keeps a prefix of the
+// flags, token_type_count 1). n_tokens >= 256; a smaller vocabulary keeps a prefix of the
 // piece order above (below about 90000 tokens no random words, then fewer CJK/Hangul ...).
 Status write_xlmr_vocab(format::GgufMetadata& md, int32_t n_tokens = kXlmrVocabSize);
 

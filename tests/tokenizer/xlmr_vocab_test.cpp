@@ -83,6 +83,28 @@ TEST_F(XlmrVocabTest, HasXlmRobertasLayout) {
   EXPECT_LT(prev, -12.0f);
 }
 
+TEST(XlmrVocabSizeTest, SmallVocabulariesKeepTheLayout) {
+  for (const int32_t n : {256, 1000, 100000}) {
+    format::GgufMetadata md;
+    ASSERT_TRUE(write_xlmr_vocab(md, n).ok()) << n;
+    auto tok = load_tokenizer(md);
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const Vocab& v = (*tok)->vocab();
+    ASSERT_EQ(v.n_tokens(), n);
+    EXPECT_EQ(v.text(n - 1), "<mask>");
+    EXPECT_EQ(v.text(3), "<unk>");
+    const std::vector<TokenId> ids = (*tok)->encode("Hello world", true, false);
+    ASSERT_GE(ids.size(), 3u);
+    EXPECT_EQ(ids.front(), 0);
+    EXPECT_EQ(ids.back(), 2);
+    EXPECT_EQ((*tok)->decode(ids), "Hello world");
+  }
+  format::GgufMetadata md;
+  const Status st = write_xlmr_vocab(md, 255);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("at least 256"), std::string::npos) << st.error().message;
+}
+
 TEST_F(XlmrVocabTest, CharsmapNormalizes) {
   ASSERT_NE(tok_, nullptr);
   EXPECT_EQ(ugm().normalize("\xEF\xBC\xA8\xEF\xBD\x85\xEF\xBD\x8C\xEF\xBD\x8C\xEF\xBD\x8F\xE3\x80\x80\xEF\xBC\x81"),
