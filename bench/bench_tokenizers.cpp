@@ -1,6 +1,7 @@
 // Tokenizer throughput on 1 MiB of text: the reference test strings of shared/vocab repeated
 // (English prose, code, numbers, CJK, emoji, whitespace runs). Reports tokens/s and bytes/s per
-// tokenizer type. Run: build/release/bench/bench_tokenizers [--benchmark_repetitions=3]
+// tokenizer type (ugm_xlmr: the unigram tokenizer on the synthetic XLM-R vocabulary).
+// Run: build/release/bench/bench_tokenizers [--benchmark_repetitions=3]
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -11,6 +12,7 @@
 
 #include "format/gguf_reader.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/xlmr_vocab.h"
 
 namespace {
 
@@ -31,6 +33,18 @@ std::string corpus(const std::string& vocab_path) {
   return out;
 }
 
+void run(benchmark::State& state, const edgelm::tokenizer::Tokenizer& tok, const std::string& text) {
+  size_t n_tokens = 0;
+  for (auto _ : state) {
+    const auto ids = tok.encode(text, false, false);
+    n_tokens = ids.size();
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(n_tokens), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void tokenize(benchmark::State& state, const std::string& vocab) {
   const std::string path = shared_dir() + "/vocab/ggml-vocab-" + vocab + ".gguf";
   auto file = edgelm::format::read_gguf(path);
@@ -43,16 +57,23 @@ void tokenize(benchmark::State& state, const std::string& vocab) {
     state.SkipWithError(tok.error().message.c_str());
     return;
   }
-  const std::string text = corpus(path);
-  size_t n_tokens = 0;
-  for (auto _ : state) {
-    const auto ids = (*tok)->encode(text, false, false);
-    n_tokens = ids.size();
-    benchmark::DoNotOptimize(ids.data());
+  run(state, **tok, corpus(path));
+}
+
+// The unigram ("t5") tokenizer on the synthetic XLM-RoBERTa vocabulary (250002 tokens, made
+// in-process), over the llama-spm test strings.
+void tokenize_xlmr(benchmark::State& state) {
+  edgelm::format::GgufMetadata md;
+  if (auto st = edgelm::tokenizer::write_xlmr_vocab(md); !st.ok()) {
+    state.SkipWithError(st.error().message.c_str());
+    return;
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
-  state.counters["tokens/s"] =
-      benchmark::Counter(static_cast<double>(n_tokens), benchmark::Counter::kIsIterationInvariantRate);
+  auto tok = edgelm::tokenizer::load_tokenizer(md);
+  if (!tok.ok()) {
+    state.SkipWithError(tok.error().message.c_str());
+    return;
+  }
+  run(state, **tok, corpus(shared_dir() + "/vocab/ggml-vocab-llama-spm.gguf"));
 }
 
 }  // namespace
@@ -61,5 +82,6 @@ BENCHMARK_CAPTURE(tokenize, spm_llama, std::string("llama-spm"))->Unit(benchmark
 BENCHMARK_CAPTURE(tokenize, bpe_gpt2, std::string("gpt-2"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(tokenize, bpe_deepseek_llm, std::string("deepseek-llm"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(tokenize, wordpiece_bert, std::string("bert-bge"))->Unit(benchmark::kMillisecond);
+BENCHMARK(tokenize_xlmr)->Name("tokenize/ugm_xlmr")->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -19,11 +19,12 @@ cp "$shared/vocab/ggml-vocab-bert-bge.gguf" "$work/gguf/" 2>/dev/null || true
 ./build/release/src/tools/edgelm synth -o "$work/gguf/llama.gguf" --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 1 --n-vocab 16 2>/dev/null
 ./build/release/src/tools/edgelm synth -o "$work/gguf/qwen2.gguf" --arch qwen2 --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 2 --n-vocab 16 --type f16 2>/dev/null
 head -c 16384 "$shared/models/stories260K-f16.gguf" > "$work/gguf/stories-head.gguf"
+./build/release/src/tools/edgelm synth -o "$work/gguf/xlmr-vocab.gguf" --vocab-only xlmr --n-vocab 1000 2>/dev/null
 
 # Text seeds: the reference tokenizer test strings, each prefixed by a selector byte.
 i=0
 for f in "$shared"/vocab/*.inp; do
-  for sel in 0 1 2 3 129 130; do
+  for sel in 0 1 2 3 4 129 130; do
     { printf "\\$(printf %03o "$sel")"; head -c 2000 "$f"; } > "$work/text/seed-$i"; i=$((i + 1))
   done
 done

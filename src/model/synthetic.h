@@ -124,6 +124,10 @@ const std::vector<std::string>& smolvlm_image_tokens();
 // qwen3.5 shapes pad a --vocab with them (for a tiny-qwen3vl or qwen3.5-0.8b mmproj beside).
 const std::vector<std::string>& qwen_vl_image_tokens();
 
+// A vocabulary-only GGUF (no tensors) holding the synthetic XLM-RoBERTa vocabulary of n_tokens
+// tokens (tokenizer/xlmr_vocab.h) under the "bert" architecture (synthetic_xlmr_vocab.cpp).
+Result<format::ModelFile> make_xlmr_vocab_file(int32_t n_tokens);
+
 // Named shapes of real models ("tinyllama-1.1b", "qwen2-0.5b", "qwen3-0.6b", ...).
 struct SyntheticShape {
   std::string_view name;

@@ -2,6 +2,7 @@
 
 #include "tokenizer/bpe.h"
 #include "tokenizer/spm.h"
+#include "tokenizer/ugm.h"
 #include "tokenizer/wordpiece.h"
 
 namespace edgelm::tokenizer {
@@ -31,7 +32,8 @@ Result<std::unique_ptr<Tokenizer>> make_tokenizer(Vocab vocab, const format::Ggu
   }
   if (vocab.model() == "gpt2") return BpeTokenizer::create(std::move(vocab), md);
   if (vocab.model() == "bert") return WordPieceTokenizer::create(std::move(vocab));
-  return make_error("tokenizer model '{}' is not supported (supported: llama, gpt2, bert)", vocab.model());
+  if (vocab.model() == "t5") return UgmTokenizer::create(std::move(vocab), md);
+  return make_error("tokenizer model '{}' is not supported (supported: llama, gpt2, bert, t5)", vocab.model());
 }
 
 Result<std::unique_ptr<Tokenizer>> load_tokenizer(const format::GgufMetadata& md) {

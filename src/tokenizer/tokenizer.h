@@ -54,8 +54,8 @@ class Tokenizer {
 };
 
 // The tokenizer for vocab.model(): "llama" -> SentencePiece BPE, "gpt2" -> byte-level BPE (its
-// merges and pre-tokenizer come from `md`), "bert" -> WordPiece. Any other model is an error
-// that names it.
+// merges and pre-tokenizer come from `md`), "bert" -> WordPiece, "t5" -> SentencePiece unigram
+// (its charsmap and whitespace flag come from `md`). Any other model is an error that names it.
 Result<std::unique_ptr<Tokenizer>> make_tokenizer(Vocab vocab, const format::GgufMetadata& md);
 
 // Vocab::from_metadata + make_tokenizer.

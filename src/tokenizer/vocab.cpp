@@ -165,6 +165,10 @@ Status Vocab::load_special_ids(const format::GgufMetadata& md) {
     // BERT frames every input as "[CLS] text [SEP]": CLS plays BOS, SEP plays EOS.
     bos_ = find("[CLS]").value_or(101), eos_ = find("[SEP]").value_or(102), unk_ = find("[UNK]").value_or(100);
     add_bos_ = true, add_eos_ = true;
+  } else if (model_ == "t5") {
+    // T5's layout; XLM-RoBERTa files set their own ids (<s>=0, <pad>=1, </s>=2, <unk>=3).
+    pad_ = 0, eos_ = 1, unk_ = 2;
+    add_bos_ = false, add_eos_ = true;
   }
   const bool bert = model_ == "bert";
   struct SpecialKey {

@@ -6,6 +6,7 @@
 
 #include "format/gguf_writer.h"
 #include "model/synthetic.h"
+#include "tokenizer/xlmr_vocab.h"
 #include "tools/command.h"
 #include "tools/synth_mmproj.h"
 
@@ -25,10 +26,19 @@ struct SynthOptions {
   std::string shape;
   std::string pooling;
   std::string chat_template_file;  // written as tokenizer.chat_template
+  std::string vocab_only;          // "xlmr": write only that synthetic vocabulary
   MmprojSynthOptions mmproj;       // --mmproj-output: a vision encoder beside the model
 };
 
 int run(SynthOptions& o) {
+  if (!o.vocab_only.empty()) {
+    if (o.vocab_only != "xlmr") return report_error(make_error("unknown --vocab-only '{}' (use xlmr)", o.vocab_only));
+    auto file = model::make_xlmr_vocab_file(o.vocab_opt->count() > 0 ? o.spec.n_vocab : tokenizer::kXlmrVocabSize);
+    if (!file.ok()) return report_error(file.error());
+    if (auto st = format::write_gguf(o.output, *file); !st.ok()) return report_error(st.error());
+    std::fprintf(stderr, "wrote %s: vocabulary only (synthetic XLM-RoBERTa)\n", o.output.c_str());
+    return 0;
+  }
   const auto type = dtype_from_name(o.type);
   if (!type) return report_error(make_error("unknown weight type '{}' (use f32, f16 or bf16)", o.type));
   o.spec.weight_type = *type;
@@ -114,6 +124,9 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Write this Jinja chat template as tokenizer.chat_template (e.g. a thinking model's)");
+  cmd->add_option("--vocab-only", o->vocab_only,
+                  "Write only a synthetic vocabulary, no tensors: xlmr (XLM-RoBERTa's 250002-token unigram "
+                  "vocabulary; --n-vocab resizes it)");
   cmd->add_option("--pooling", o->pooling, "bert only: mean or cls (default: the shape's, else mean)");
   cmd->add_option("--ssm-k-heads", s.ssm_k_heads, "qwen35: DeltaNet key heads (ssm.group_count)")
       ->capture_default_str();

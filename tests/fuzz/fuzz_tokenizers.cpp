@@ -1,5 +1,6 @@
 // libFuzzer target: arbitrary bytes through each tokenizer type (SentencePiece, byte-level BPE
-// with two pre-tokenizers, WordPiece), with and without special-token parsing. Must never crash
+// with two pre-tokenizers, WordPiece, unigram on the synthetic XLM-R vocabulary with its
+// charsmap), with and without special-token parsing. Must never crash
 // or hang; every id must be in the vocabulary; byte-level BPE must round-trip valid UTF-8 exactly.
 #include <cstdint>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include "format/gguf_reader.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer/xlmr_vocab.h"
 
 namespace {
 
@@ -32,6 +34,12 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     EDGELM_CHECK(tok.ok(), tok.ok() ? "" : tok.error().message);
     tokenizers().push_back(std::move(tok).value());
   }
+  edgelm::format::GgufMetadata xlmr;
+  const edgelm::Status st = edgelm::tokenizer::write_xlmr_vocab(xlmr);
+  EDGELM_CHECK(st.ok(), st.ok() ? "" : st.error().message);
+  auto tok = edgelm::tokenizer::load_tokenizer(xlmr);
+  EDGELM_CHECK(tok.ok(), tok.ok() ? "" : tok.error().message);
+  tokenizers().push_back(std::move(tok).value());
   return 0;
 }
 

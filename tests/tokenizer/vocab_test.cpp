@@ -233,7 +233,7 @@ TEST(VocabErrorTest, UnknownTokenizerModel) {
   EXPECT_FALSE(v.add_space_prefix());
   auto tok = make_tokenizer(v, md);
   ASSERT_FALSE(tok.ok());
-  EXPECT_EQ(tok.error().message, "tokenizer model 'rwkv' is not supported (supported: llama, gpt2, bert)");
+  EXPECT_EQ(tok.error().message, "tokenizer model 'rwkv' is not supported (supported: llama, gpt2, bert, t5)");
 }
 
 }  // namespace

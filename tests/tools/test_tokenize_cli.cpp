@@ -56,5 +56,29 @@ TEST(TokenizeCli, PiecesDetokenizeAndErrors) {
   EXPECT_EQ(empty.out, "\n");
 }
 
+// `edgelm synth --vocab-only xlmr` writes the synthetic XLM-RoBERTa vocabulary that
+// `edgelm tokenize` (and ik_llama.cpp's llama-tokenize, which gave these ids) loads.
+TEST(TokenizeCli, SyntheticXlmrVocabulary) {
+  TempDir dir;
+  const std::string vocab = dir.file("xlmr.gguf");
+  auto w = run_process({EDGELM_BIN, "synth", "--vocab-only", "xlmr", "-o", vocab});
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  auto r = run_process({EDGELM_BIN, "tokenize", "-m", vocab, "--ids", "-p", "Hello world"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "0 402 90 2\n");  // <s> ... </s>
+  r = run_process({EDGELM_BIN, "tokenize", "-m", vocab, "--ids", "--no-bos", "-p", "\xEF\xBC\xA8" "ello\tworld"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "402 90\n");  // full-width H and the tab normalized by the charsmap
+  auto d = run_process({EDGELM_BIN, "detokenize", "-m", vocab, "0", "402", "90", "2"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(d.out, "Hello world\n");
+  auto bad = run_process({EDGELM_BIN, "synth", "--vocab-only", "gpt9", "-o", dir.file("x.gguf")});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("unknown --vocab-only 'gpt9'"), std::string::npos) << bad.err;
+  bad = run_process({EDGELM_BIN, "synth", "--vocab-only", "xlmr", "--n-vocab", "100", "-o", dir.file("x.gguf")});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("at least 256"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace edgelm::test
