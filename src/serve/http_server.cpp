@@ -513,8 +513,29 @@ bool ServerContext::admit(const http::Request& req, http::Response& res) {
   return true;
 }
 
+namespace {
+
+// The routes that generate text: an embedding/reranker model answers them 400.
+bool is_generation_path(const std::string& path) {
+  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/predict" ||
+         path == "/admin/kv/prewarm" || path == "/admin/smoke";
+}
+
+}  // namespace
+
 void ServerContext::run_routed(const Handler& h, const http::Request& req, http::Response& res) {
   const EngineService::Pin pin = service_.pin_model();
+  if (is_generation_path(req.path) && service_.state() == ServiceState::ready) {
+    if (const std::shared_ptr<const embed::TextEncoder> enc = service_.encoder()) {
+      const bool rank = enc->info().can_rank;
+      return send_error(
+          res, req.path,
+          {400,
+           fmt::format("model '{}' is an {} model: it does not generate text; use POST /v1/embeddings{}",
+                       model_name(), rank ? "embedding/reranker" : "embedding", rank ? " or POST /v1/rerank" : ""),
+           "invalid_request_error", "model", "model_not_generative"});
+    }
+  }
   ++in_flight;
   struct Release {
     std::atomic<int>& n;
@@ -609,6 +630,7 @@ void HttpServer::init() {
   register_openai_routes(*svr_, *ctx_);
   register_simple_routes(*svr_, *ctx_);
   register_embeddings_routes(*svr_, *ctx_);
+  register_rerank_routes(*svr_, *ctx_);
   register_admin_routes(*svr_, *ctx_);
   register_cache_routes(*svr_, *ctx_);
   sampler_ = std::make_unique<StatsSampler>(*ctx_);
