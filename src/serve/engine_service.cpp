@@ -45,13 +45,16 @@ Status self_check_model(const model::Model& m, const tokenizer::Tokenizer& tok, 
 }
 
 Status self_check_encoder(const embed::TextEncoder& enc, embed::Pooling pooling, ThreadPool& pool) {
-  EDGELM_TRY(std::vector<int32_t> tokens, enc.tokenize("Once upon a time"));
-  if (tokens.empty()) return make_error("self-check: the tokenizer produced no token");
-  const std::vector<std::vector<int32_t>> texts{std::move(tokens)};
+  const bool rank = pooling == embed::Pooling::rank;
+  auto tokens = rank ? enc.tokenize_pair("Once upon a time", "there was a cat") : enc.tokenize("Once upon a time");
+  if (!tokens.ok()) return make_error("self-check: {}", tokens.error().message);
+  if (tokens->empty()) return make_error("self-check: the tokenizer produced no token");
+  const std::vector<std::vector<int32_t>> texts{std::move(*tokens)};
   auto out = enc.encode(texts, pooling, pool);
   if (!out.ok()) return make_error("self-check: {}", out.error().message);
-  if (out->size() != 1 || (*out)[0].size() != static_cast<size_t>(enc.info().n_embd))
-    return make_error("self-check: encoding one text did not give one vector of {}", enc.info().n_embd);
+  const size_t want = rank ? 1 : static_cast<size_t>(enc.info().n_embd);
+  if (out->size() != 1 || (*out)[0].size() != want)
+    return make_error("self-check: encoding one text did not give one {} of {}", rank ? "score" : "vector", want);
   for (const float x : (*out)[0])
     if (!std::isfinite(x)) return make_error("self-check: the embedding is not finite ({})", x);
   return ok_status();
@@ -151,7 +154,7 @@ Result<std::shared_ptr<ModelSlot>> EngineService::make_slot(const std::string& p
     if (!enc.ok()) return enc.error();
     slot->encoder = std::shared_ptr<const embed::TextEncoder>(std::move(*enc));
     const embed::EncoderInfo& info = slot->encoder->info();
-    slot->pooling = info.pooling == embed::Pooling::rank ? embed::Pooling::mean : info.pooling;
+    slot->pooling = info.pooling;
     if (!opts_.pooling.empty()) {
       EDGELM_TRY(slot->pooling, embed::parse_pooling(opts_.pooling));
       if (slot->pooling == embed::Pooling::none || slot->pooling == embed::Pooling::rank)

@@ -142,8 +142,9 @@ std::string model_name_from_path(const std::string& path);
 // A short self-check of a freshly loaded model: tokenizes a text and runs one forward step on a
 // private cache; errors unless every logit is finite.
 Status self_check_model(const model::Model& m, const tokenizer::Tokenizer& tok, ThreadPool& pool);
-// The same for an embedding model: encodes a text with `pooling`; errors unless it gives one
-// finite vector of n_embd (an unsupported pooling is the encoder's error, naming it).
+// The same for an embedding model: encodes a text with `pooling` (rank: scores a pair); errors
+// unless it gives one finite vector of n_embd (one score), so an unsupported pooling is the
+// encoder's error, naming it.
 Status self_check_encoder(const embed::TextEncoder& enc, embed::Pooling pooling, ThreadPool& pool);
 
 enum class SubmitErrorKind { invalid, queue_full, unavailable };
@@ -161,7 +162,9 @@ class RequestHandle;
 struct ModelSlot {
   std::string name, path, tokenizer_path;
   std::shared_ptr<const embed::TextEncoder> encoder;
-  embed::Pooling pooling = embed::Pooling::mean;  // encoder slots: the pooling /v1/embeddings uses
+  // Encoder slots: the pooling /v1/embeddings uses (--pooling, else the file's; rank: a reranker
+  // file, which embeds only with --pooling).
+  embed::Pooling pooling = embed::Pooling::mean;
   engine::LoadedModel lm;
   std::unique_ptr<engine::ModelRunner> runner;
   engine::DraftModel draft;  // before `engine`: the engine (destroyed first) drafts with it
@@ -249,7 +252,7 @@ class EngineService {
   const tokenizer::Tokenizer& tokenizer() const;
   // The embedding/reranker model served (ModelSlot::encoder); null for a generative model.
   std::shared_ptr<const embed::TextEncoder> encoder() const;
-  // The pooling /v1/embeddings uses for encoder(): --pooling, else the file's.
+  // The pooling /v1/embeddings uses for encoder(): --pooling, else the file's (rank: none).
   embed::Pooling embed_pooling() const;
   int32_t n_ctx() const;
   std::string model_name() const;

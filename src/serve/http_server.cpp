@@ -527,13 +527,15 @@ void ServerContext::run_routed(const Handler& h, const http::Request& req, http:
   const EngineService::Pin pin = service_.pin_model();
   if (is_generation_path(req.path) && service_.state() == ServiceState::ready) {
     if (const std::shared_ptr<const embed::TextEncoder> enc = service_.encoder()) {
-      const bool rank = enc->info().can_rank;
-      return send_error(
-          res, req.path,
-          {400,
-           fmt::format("model '{}' is an {} model: it does not generate text; use POST /v1/embeddings{}",
-                       model_name(), rank ? "embedding/reranker" : "embedding", rank ? " or POST /v1/rerank" : ""),
-           "invalid_request_error", "model", "model_not_generative"});
+      const bool reranker = service_.embed_pooling() == embed::Pooling::rank;
+      const char* kind = reranker ? "a reranker" : enc->info().can_rank ? "an embedding/reranker" : "an embedding";
+      const char* use = reranker                 ? "POST /v1/rerank"
+                        : enc->info().can_rank ? "POST /v1/embeddings or POST /v1/rerank"
+                                               : "POST /v1/embeddings";
+      return send_error(res, req.path,
+                        {400, fmt::format("model '{}' is {} model: it does not generate text; use {}", model_name(),
+                                          kind, use),
+                         "invalid_request_error", "model", "model_not_generative"});
     }
   }
   ++in_flight;

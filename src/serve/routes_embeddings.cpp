@@ -131,6 +131,13 @@ void handle_embeddings(ServerContext& ctx, const http::Request& http_req, http::
 
   EngineService& service = ctx.service();
   const std::shared_ptr<const embed::TextEncoder> enc = service.encoder();
+  if (enc && service.embed_pooling() == embed::Pooling::rank)
+    return ctx.send_error(res, endpoint,
+                          {400,
+                           fmt::format("model '{}' is a reranker (pooling rank): use POST /v1/rerank, or serve it "
+                                       "with --pooling mean|cls|last to embed",
+                                       ctx.model_name()),
+                           "invalid_request_error", "model", "model_not_embedding"});
   const model::Model* gen = enc ? nullptr : service.model().model.get();
   const int32_t n_embd = enc ? enc->info().n_embd : gen->config().n_embd;
   const int32_t n_vocab = enc ? enc->tokenizer().vocab().n_tokens() : gen->config().n_vocab;
