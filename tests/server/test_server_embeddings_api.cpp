@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -344,6 +345,28 @@ TEST(GenerativeEmbeddings, FullWidthOnlyAndBase64) {
   EXPECT_EQ(t.status, 200) << t.body;
   expect_400(post(server, "/v1/embeddings", json{{"input", json::array({json::array({1, 100000})})}}), "input",
              "vocabulary");
+}
+
+TEST(EmbeddingSettings, PoolingAndBatchTokensAreValidated) {
+  serve::ServeConfig c;
+  c.model_path = "m.gguf";
+  EXPECT_TRUE(serve::validate(c).ok());
+  EXPECT_EQ(c.embed_batch_tokens, 8192);
+  c.pooling = "cls";
+  EXPECT_TRUE(serve::validate(c).ok());
+  c.pooling = "rank";
+  ASSERT_FALSE(serve::validate(c).ok());
+  EXPECT_NE(serve::validate(c).error().message.find("pooling"), std::string::npos);
+  c.pooling.clear();
+  c.embed_batch_tokens = 0;
+  ASSERT_FALSE(serve::validate(c).ok());
+  EXPECT_NE(serve::validate(c).error().message.find("embed_batch_tokens"), std::string::npos);
+  TempDir dir;
+  std::ofstream(dir.file("c.yaml")) << "model_path: m.gguf\npooling: last\nembed_batch_tokens: 64\n";
+  auto loaded = serve::load_config_file(dir.file("c.yaml"), serve::ServeConfig{});
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  EXPECT_EQ(loaded->pooling, "last");
+  EXPECT_EQ(loaded->embed_batch_tokens, 64);
 }
 
 TEST(EmbeddingVectors, SplitByTokenBudget) {
