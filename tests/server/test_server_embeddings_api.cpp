@@ -6,7 +6,10 @@
 // TextEncoder::encode() call and its own normalization, never from the server's code.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -296,6 +299,48 @@ TEST_F(EmbeddingServer, PoolingOverride) {
   Status st = bad.wait_ready();
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("last"), std::string::npos) << st.error().message;
+}
+
+// Encoding runs as a job of the service's own thread: /health answers at once meanwhile.
+TEST(EmbeddingServerLoad, HealthAnswersWhileAnEncodeRuns) {
+  TempDir dir;
+  model::SyntheticSpec s;
+  s.arch = "bert";
+  s.n_embd = 256;
+  s.n_layer = 4;
+  s.n_ff = 1024;
+  s.n_head = 4;
+  s.n_vocab = 512;
+  s.n_ctx = 512;
+  s.seed = 3;
+  const std::string path = dir.file("slow.gguf");
+  std::string why;
+  ASSERT_TRUE(write_synthetic(s, path, &why)) << why;
+  auto server = encoder_server(path);
+  server->wait_ready();
+  std::string text;
+  for (int i = 0; i < 400; ++i) {
+    text += static_cast<char>('a' + i % 26);
+    text += ' ';
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int> status{0};
+  std::thread embed([&] {
+    status = post(*server, "/v1/embeddings", json{{"input", std::vector<std::string>(4, text)}}).status;
+    done = true;
+  });
+  while (server->server->context().in_flight.load() == 0 && !done)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto t0 = std::chrono::steady_clock::now();
+  Reply h = get(*server, "/health");
+  const double health_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const bool still_encoding = !done;
+  embed.join();
+  EXPECT_EQ(status.load(), 200);
+  EXPECT_EQ(h.status, 200) << h.body;
+  if (!still_encoding) GTEST_SKIP() << "the encode finished before /health was asked: inconclusive on this machine";
+  EXPECT_LT(health_s, 0.5) << "/health waited for the encode";
 }
 
 // Matryoshka truncation on a model trained for it (skipped until a small synthetic one exists).
