@@ -268,6 +268,26 @@ TEST_F(EmbeddingServer, GenerationIsRefusedAndTheRestServes) {
   EXPECT_NE(metrics.find("endpoint=\"/v1/chat/completions\""), std::string::npos);  // the 400s are counted
 }
 
+// A reload swaps the kind of model: the routes follow the model now served.
+TEST_F(EmbeddingServer, ReloadSwitchesBetweenEmbeddingAndGenerativeModels) {
+  const std::vector<float> before =
+      floats(post(*server_, "/v1/embeddings", json{{"input", "hello world"}}).js()["data"][0]["embedding"]);
+  auto r = server_->service->reload(
+      {shared_path("models/stories260K.bin"), shared_path("models/tok512.bin"), "stories260K"});
+  ASSERT_FALSE(r.error) << r.error->message;
+  Reply gen = post(*server_, "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 4}});
+  EXPECT_EQ(gen.status, 200) << gen.body;
+  Reply e = post(*server_, "/v1/embeddings", json{{"input", "Once upon a time"}});
+  EXPECT_EQ(e.status, 200) << e.body;
+  EXPECT_EQ(e.js()["model"], "stories260K");
+  expect_400(post(*server_, "/v1/rerank", json{{"query", "q"}, {"documents", {"a"}}}), "model", "generative");
+  r = server_->service->reload({*path_, "", "enc"});
+  ASSERT_FALSE(r.error) << r.error->message;
+  EXPECT_EQ(post(*server_, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 4}}).status, 400);
+  EXPECT_EQ(floats(post(*server_, "/v1/embeddings", json{{"input", "hello world"}}).js()["data"][0]["embedding"]),
+            before);
+}
+
 TEST_F(EmbeddingServer, ApiKeysGuardTheEmbeddingRoutes) {
   auto keyed = encoder_server(*path_, [](serve::ServeConfig& cfg, serve::EngineServiceOptions&) {
     cfg.api_keys = {"k-123"};

@@ -124,6 +124,17 @@ TEST_F(RerankServer, SortedScoresTopNAndDocuments) {
   EXPECT_EQ(post(*server_, "/v1/rerank", req).js()["results"].size(), docs.size());
 }
 
+TEST_F(RerankServer, GenerationRefusedNamingRerank) {
+  Reply g = post(*server_, "/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  EXPECT_EQ(g.status, 400) << g.body;
+  EXPECT_NE(g.js()["error"]["message"].get<std::string>().find("/v1/rerank"), std::string::npos) << g.body;
+  Reply e = post(*server_, "/v1/embeddings", json{{"input", "hello"}});
+  if (enc_->info().pooling == embed::Pooling::rank)
+    expect_400(e, "model", "reranker");  // a reranker file embeds only with --pooling
+  else
+    EXPECT_EQ(e.status, 200) << e.body;
+}
+
 TEST_F(RerankServer, BadRequestsName400Fields) {
   expect_400(post(*server_, "/v1/rerank", json{{"documents", {"a"}}}), "query");
   expect_400(post(*server_, "/v1/rerank", json{{"query", 1}, {"documents", {"a"}}}), "query");
