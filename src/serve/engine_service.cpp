@@ -56,7 +56,7 @@ Status self_check_encoder(const embed::TextEncoder& enc, embed::Pooling pooling,
   if (out->size() != 1 || (*out)[0].size() != want)
     return make_error("self-check: encoding one text did not give one {} of {}", rank ? "score" : "vector", want);
   for (const float x : (*out)[0])
-    if (!std::isfinite(x)) return make_error("self-check: the embedding is not finite ({})", x);
+    if (!std::isfinite(x)) return make_error("self-check: the {} is not finite ({})", rank ? "score" : "embedding", x);
   return ok_status();
 }
 
@@ -552,7 +552,8 @@ void EngineService::thread_main() {
       if (std::find(slots_.begin(), slots_.end(), h->slot_) == slots_.end()) slots_.push_back(h->slot_);
       Result<engine::RequestId> id =
           slot.engine ? slot.engine->add_request(std::move(p.req))
-                      : Result<engine::RequestId>(make_error("model '{}' is an embedding model: it does not generate text", slot.name));
+                      : Result<engine::RequestId>(
+                            make_error("model '{}' is an embedding model: it does not generate text", slot.name));
       if (id.ok()) slot.live[*id] = h;
       h->resolve(std::move(id));
     }

@@ -164,8 +164,10 @@ int run_serve(ServeOptions& o) {
     if (!cfg.mmproj.empty())
       return report_error(
           make_error("--mmproj needs a generative model; {} is an embedding/reranker model", spec.path));
-    std::fprintf(stderr, "edgelm serve: %s is an embedding/reranker model: serving /v1/embeddings and /v1/rerank "
-                 "(generation routes answer 400)\n", spec.path.c_str());
+    std::fprintf(stderr,
+                 "edgelm serve: %s is an embedding/reranker model: it serves /v1/embeddings and, when it can rank, "
+                 "/v1/rerank; the generation routes answer 400\n",
+                 spec.path.c_str());
   }
   auto kv_bytes = kv_bytes_within_budget(cfg, *specs, eo->kv_memory_bytes);
   if (!kv_bytes.ok()) return report_error(kv_bytes.error());
