@@ -7,7 +7,9 @@
 // then exit 0. SIGHUP: read the settings again (config file, environment, flags) and hot-reload
 // each configured model from its path (as POST /reload does; systemd's ExecReload); a bad
 // file or config is logged and the current model keeps serving. Signals are taken by one
-// thread with sigwait, so no handler runs async code.
+// thread with sigwait, so no handler runs async code. An embedding/reranker file as -m
+// (embed::is_text_encoder_file) is served alone, without --mmproj: /v1/embeddings and
+// /v1/rerank (serve/engine_service.h, serve/http_server.h); --pooling overrides its pooling.
 #include <signal.h>
 
 #include <atomic>
