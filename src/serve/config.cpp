@@ -112,6 +112,8 @@ const std::vector<Field>& fields() {
       {"image_url_timeout_s", &ServeConfig::image_url_timeout_s},
       {"image_url_allow_cidr", &ServeConfig::image_url_allow_cidr},
       {"image_max_bytes", &ServeConfig::image_max_bytes, true},
+      {"pooling", &ServeConfig::pooling},
+      {"embed_batch_tokens", &ServeConfig::embed_batch_tokens},
   };
   return table;
 }
@@ -389,6 +391,9 @@ Status validate(const ServeConfig& c) {
   if (!(c.image_url_timeout_s > 0))
     return make_error("image_url_timeout_s must be > 0 seconds, got {}", c.image_url_timeout_s);
   if (c.image_max_bytes < 1) return make_error("image_max_bytes must be >= 1");
+  if (!c.pooling.empty() && c.pooling != "mean" && c.pooling != "cls" && c.pooling != "last")
+    return make_error("pooling '{}' is not one of mean, cls, last (empty: the model file's)", c.pooling);
+  if (c.embed_batch_tokens < 1) return make_error("embed_batch_tokens must be >= 1, got {}", c.embed_batch_tokens);
   for (const std::string& r : c.image_url_allow_cidr)
     if (auto cidr = Cidr::parse(r); !cidr.ok()) return make_error("image_url_allow_cidr: {}", cidr.error().message);
   for (const auto& [key, v] : {std::pair{"reasoning_effort_low", c.reasoning_effort_low},

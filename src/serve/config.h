@@ -115,6 +115,11 @@ struct ServeConfig {
   double image_url_timeout_s = 10;
   std::vector<std::string> image_url_allow_cidr;
   size_t image_max_bytes = size_t{20} << 20;
+  // Embedding and reranker models served with -m (serve/routes_embeddings.cpp): the pooling
+  // instead of the file's (mean | cls | last; empty: the file's), and the most tokens one
+  // TextEncoder::encode() call takes (a request's inputs above it go through several calls).
+  std::string pooling;
+  int embed_batch_tokens = 8192;
 };
 
 // Reads a YAML mapping whose keys are the field names above (snake_case) over `base`.

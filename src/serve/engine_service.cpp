@@ -44,6 +44,22 @@ Status self_check_model(const model::Model& m, const tokenizer::Tokenizer& tok, 
   return ok_status();
 }
 
+Status self_check_encoder(const embed::TextEncoder& enc, embed::Pooling pooling, ThreadPool& pool) {
+  const bool rank = pooling == embed::Pooling::rank;
+  auto tokens = rank ? enc.tokenize_pair("Once upon a time", "there was a cat") : enc.tokenize("Once upon a time");
+  if (!tokens.ok()) return make_error("self-check: {}", tokens.error().message);
+  if (tokens->empty()) return make_error("self-check: the tokenizer produced no token");
+  const std::vector<std::vector<int32_t>> texts{std::move(*tokens)};
+  auto out = enc.encode(texts, pooling, pool);
+  if (!out.ok()) return make_error("self-check: {}", out.error().message);
+  const size_t want = rank ? 1 : static_cast<size_t>(enc.info().n_embd);
+  if (out->size() != 1 || (*out)[0].size() != want)
+    return make_error("self-check: encoding one text did not give one {} of {}", rank ? "score" : "vector", want);
+  for (const float x : (*out)[0])
+    if (!std::isfinite(x)) return make_error("self-check: the {} is not finite ({})", rank ? "score" : "embedding", x);
+  return ok_status();
+}
+
 namespace {
 // The slot pinned on this thread (see EngineService::pin_model).
 thread_local const EngineService* t_pin_service = nullptr;
@@ -131,6 +147,22 @@ Result<std::shared_ptr<ModelSlot>> EngineService::make_slot(const std::string& p
   slot->path = path;
   slot->tokenizer_path = tok_path;
   slot->name = name.empty() ? model_name_from_path(path) : name;
+  // An embedding/reranker model (a GGUF the embed layer takes) has no engine: its requests are
+  // jobs (see the top of the header). A file that cannot be read is left to load_model's error.
+  if (auto is_encoder = embed::is_text_encoder_file(path); is_encoder.ok() && *is_encoder) {
+    auto enc = embed::open_text_encoder(path);
+    if (!enc.ok()) return enc.error();
+    slot->encoder = std::shared_ptr<const embed::TextEncoder>(std::move(*enc));
+    const embed::EncoderInfo& info = slot->encoder->info();
+    slot->pooling = info.pooling;
+    if (!opts_.pooling.empty()) {
+      EDGELM_TRY(slot->pooling, embed::parse_pooling(opts_.pooling));
+      if (slot->pooling == embed::Pooling::none || slot->pooling == embed::Pooling::rank)
+        return make_error("--pooling {} is not an embedding pooling (mean, cls or last)", opts_.pooling);
+    }
+    slot->n_ctx = opts_.engine.n_ctx > 0 ? std::min(opts_.engine.n_ctx, info.n_ctx) : info.n_ctx;
+    return slot;
+  }
   const format::LoadOptions load{.no_mmap = opts_.no_mmap};
   EDGELM_TRY(slot->lm, engine::load_model(path, tok_path, load));
   {
@@ -186,6 +218,10 @@ Status EngineService::load() {
   const int n_threads = opts_.threads > 0 ? opts_.threads : ThreadPool::hardware_threads();
   pool_ = std::make_unique<ThreadPool>(n_threads, cpus);
   EDGELM_TRY(auto slot, make_slot(opts_.model_path, opts_.tokenizer_path, opts_.model_name, *pool_));
+  if (slot->encoder) {
+    Status st = self_check_encoder(*slot->encoder, slot->pooling, *pool_);
+    if (!st.ok()) return make_error("model '{}': {}", slot->name, st.error().message);
+  }
   slots_.push_back(slot);
   std::lock_guard lock(mutex_);
   current_ = std::move(slot);
@@ -206,6 +242,21 @@ int32_t EngineService::n_ctx() const {
 std::shared_ptr<const ChatFormat> EngineService::chat_format() const {
   std::shared_ptr<ModelSlot> s = slot_for_thread();
   return s ? s->chat : nullptr;
+}
+
+const tokenizer::Tokenizer& EngineService::tokenizer() const {
+  std::shared_ptr<ModelSlot> s = slot_for_thread();
+  return s->encoder ? s->encoder->tokenizer() : *s->lm.tokenizer;
+}
+
+std::shared_ptr<const embed::TextEncoder> EngineService::encoder() const {
+  std::shared_ptr<ModelSlot> s = slot_for_thread();
+  return s ? s->encoder : nullptr;
+}
+
+embed::Pooling EngineService::embed_pooling() const {
+  std::shared_ptr<ModelSlot> s = slot_for_thread();
+  return s ? s->pooling : embed::Pooling::mean;
 }
 
 std::string EngineService::model_name() const {
@@ -272,7 +323,8 @@ EngineService::Reloaded EngineService::reload(const ReloadOptions& ro) {
   {
     // The serving pool belongs to the engine thread; the self-check runs on its own.
     ThreadPool check_pool(1);
-    Status st = self_check_model(*slot->lm.model, *slot->lm.tokenizer, check_pool);
+    Status st = slot->encoder ? self_check_encoder(*slot->encoder, slot->pooling, check_pool)
+                              : self_check_model(*slot->lm.model, *slot->lm.tokenizer, check_pool);
     if (!st.ok()) return {std::nullopt, ReloadError{ReloadErrorKind::invalid, st.error().message}};
   }
   ReloadInfo info;
@@ -327,7 +379,7 @@ Status EngineService::run_when_idle(std::function<Status(ThreadPool& pool)> fn) 
 
 std::shared_ptr<engine::StepModel> EngineService::current_step_model() const {
   std::lock_guard lock(mutex_);
-  if (state() != ServiceState::ready || !current_) return nullptr;
+  if (state() != ServiceState::ready || !current_ || !current_->runner) return nullptr;
   return std::shared_ptr<engine::StepModel>(current_, current_->runner.get());  // shares the slot's ownership
 }
 
@@ -389,6 +441,17 @@ void EngineService::refresh_stats_locked() {
   stats_.waiting_prompt_tokens = 0;
   stats_.running_tokens_left = 0;
   for (const auto& slot : slots_) {
+    if (!slot->engine) {  // an embedding model: no engine, no KV
+      if (slot == current_) {  // the current model's sizes and ratios are all zero
+        ServiceStats fresh;
+        fresh.n_running = stats_.n_running;
+        fresh.n_waiting = stats_.n_waiting;
+        fresh.waiting_prompt_tokens = stats_.waiting_prompt_tokens;
+        fresh.running_tokens_left = stats_.running_tokens_left;
+        stats_ = fresh;
+      }
+      continue;
+    }
     const engine::EngineStats es = slot->engine->stats();
     stats_.n_running += es.n_running;
     stats_.n_waiting += es.n_waiting;
@@ -423,7 +486,7 @@ void EngineService::refresh_stats_locked() {
 
 bool EngineService::any_work() const {
   for (const auto& slot : slots_)
-    if (slot->engine->has_work()) return true;
+    if (slot->engine && slot->engine->has_work()) return true;
   return false;
 }
 
@@ -487,18 +550,21 @@ void EngineService::thread_main() {
       ModelSlot& slot = *h->slot_;
       // A pinned submit may target a slot that already drained and was dropped: take it back.
       if (std::find(slots_.begin(), slots_.end(), h->slot_) == slots_.end()) slots_.push_back(h->slot_);
-      Result<engine::RequestId> id = slot.engine->add_request(std::move(p.req));
+      Result<engine::RequestId> id =
+          slot.engine ? slot.engine->add_request(std::move(p.req))
+                      : Result<engine::RequestId>(
+                            make_error("model '{}' is an embedding model: it does not generate text", slot.name));
       if (id.ok()) slot.live[*id] = h;
       h->resolve(std::move(id));
     }
     submits.clear();
     for (const PendingCancel& c : cancels)
       for (const auto& slot : slots_)
-        if (slot.get() == c.slot) slot->engine->cancel(c.id);  // false when already finished
+        if (slot.get() == c.slot && slot->engine) slot->engine->cancel(c.id);  // false when already finished
     cancels.clear();
     if (cancel_all)
       for (const auto& slot : slots_)
-        for (auto& [id, h] : slot->live) slot->engine->cancel(id);
+        for (auto& [id, h] : slot->live) slot->engine->cancel(id);  // `live` is empty without an engine
     for (Job& j : jobs) j.result->set_value(j.fn(*pool_));
     jobs.clear();
     for (Job& j : refused_idle) j.result->set_value(make_error("the server is shutting down"));
@@ -518,7 +584,7 @@ void EngineService::thread_main() {
     }
 
     for (const auto& slot : slots_) {
-      if (!slot->engine->has_work()) continue;
+      if (!slot->engine || !slot->engine->has_work()) continue;
       const auto t0 = engine::Clock::now();
       std::vector<engine::TokenEvent> events = slot->engine->step();
       const double step_s = std::chrono::duration<double>(engine::Clock::now() - t0).count();
@@ -535,7 +601,7 @@ void EngineService::thread_main() {
       std::lock_guard lock(mutex_);
       // A replaced slot leaves once its requests are done; pins and handles may keep it alive.
       for (auto it = slots_.begin(); it != slots_.end();) {
-        if (*it != current_ && !(*it)->engine->has_work() && (*it)->live.empty()) {
+        if (*it != current_ && !((*it)->engine && (*it)->engine->has_work()) && (*it)->live.empty()) {
           drained.push_back(std::move(*it));
           it = slots_.erase(it);
         } else {
@@ -570,7 +636,7 @@ Result<std::pair<int32_t, int64_t>> EngineService::flush_kv(bool ram, bool disk)
       std::lock_guard lock(mutex_);
       slot = current_;
     }
-    dropped = slot->engine->flush_prefix_cache(ram, disk);
+    if (slot->engine) dropped = slot->engine->flush_prefix_cache(ram, disk);
     return ok_status();
   }));
   return dropped;
@@ -583,7 +649,7 @@ bool EngineService::drain_kv_disk() {
     if (state() != ServiceState::ready || !current_) return false;
     slot = current_;  // kept alive while the writes drain
   }
-  kv::DiskTier* disk = slot->engine->disk_tier();
+  kv::DiskTier* disk = slot->engine ? slot->engine->disk_tier() : nullptr;
   if (disk == nullptr) return false;
   disk->drain_writes();
   return true;

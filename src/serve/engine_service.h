@@ -16,6 +16,13 @@
 // the engine of the same model, and the references it holds stay valid. ServerContext::route
 // pins for the whole handler.
 //
+// Embedding and reranker models (embed/text_encoder.h): a file embed::is_text_encoder_file()
+// takes loads as a TextEncoder instead (ModelSlot::encoder; no Engine, no KV). The engine thread
+// then only runs jobs: /v1/embeddings and /v1/rerank encode inside run_exclusive on the
+// service's own ThreadPool (--threads), one batch at a time, while /health and /metrics answer
+// from other threads. submit() refuses generation on such a slot (the HTTP routes answer 400
+// before that: http_server.h).
+//
 // Invariants:
 //  - Only the engine thread touches an Engine; every other thread talks to it through the inbox.
 //  - submit() returns only after the engine accepted or refused the request (a refusal carries
@@ -51,6 +58,7 @@
 #include "core/thread_pool.h"
 #include "engine/draft_model.h"
 #include "engine/engine.h"
+#include "embed/text_encoder.h"
 #include "engine/loaded_model.h"
 #include "serve/chat_template.h"
 
@@ -72,6 +80,9 @@ struct EngineServiceOptions {
   // The vision encoder served beside the model (--mmproj): its content names the disk tier's
   // namespace too (engine.kv_disk), as image blocks depend on it.
   std::string mmproj_path;
+  // An embedding model's pooling instead of its file's (--pooling: "mean", "cls" or "last";
+  // empty: the file's). Checked at load by encoding a text with it.
+  std::string pooling;
 };
 
 enum class ServiceState { loading, ready, failed, stopped };
@@ -131,6 +142,10 @@ std::string model_name_from_path(const std::string& path);
 // A short self-check of a freshly loaded model: tokenizes a text and runs one forward step on a
 // private cache; errors unless every logit is finite.
 Status self_check_model(const model::Model& m, const tokenizer::Tokenizer& tok, ThreadPool& pool);
+// The same for an embedding model: encodes a text with `pooling` (rank: scores a pair); errors
+// unless it gives one finite vector of n_embd (one score), so an unsupported pooling is the
+// encoder's error, naming it.
+Status self_check_encoder(const embed::TextEncoder& enc, embed::Pooling pooling, ThreadPool& pool);
 
 enum class SubmitErrorKind { invalid, queue_full, unavailable };
 
@@ -143,8 +158,13 @@ class EngineService;
 class RequestHandle;
 
 // One loaded model with its engine. Engine, runner and `live` belong to the engine thread.
+// An embedding/reranker slot has `encoder` set and lm, runner, draft, engine and chat empty.
 struct ModelSlot {
   std::string name, path, tokenizer_path;
+  std::shared_ptr<const embed::TextEncoder> encoder;
+  // Encoder slots: the pooling /v1/embeddings uses (--pooling, else the file's; rank: a reranker
+  // file, which embeds only with --pooling).
+  embed::Pooling pooling = embed::Pooling::mean;
   engine::LoadedModel lm;
   std::unique_ptr<engine::ModelRunner> runner;
   engine::DraftModel draft;  // before `engine`: the engine (destroyed first) drafts with it
@@ -227,11 +247,17 @@ class EngineService {
   // Only valid once state() is ready (or stopped after being ready). They answer for the slot
   // pinned on this thread, else the current one (whose references a later reload may free:
   // unpinned callers must not keep them across a reload).
+  // model().model is null for an embedding/reranker model (encoder() is set instead).
   const engine::LoadedModel& model() const { return slot_for_thread()->lm; }
-  const tokenizer::Tokenizer& tokenizer() const { return *slot_for_thread()->lm.tokenizer; }
+  const tokenizer::Tokenizer& tokenizer() const;
+  // The embedding/reranker model served (ModelSlot::encoder); null for a generative model.
+  std::shared_ptr<const embed::TextEncoder> encoder() const;
+  // The pooling /v1/embeddings uses for encoder(): --pooling, else the file's (rank: none).
+  embed::Pooling embed_pooling() const;
   int32_t n_ctx() const;
   std::string model_name() const;
-  // How the current model renders chats (never null once loaded).
+  // How the current model renders chats (never null once a generative model is loaded; null
+  // for an embedding model).
   std::shared_ptr<const ChatFormat> chat_format() const;
   std::string model_path() const;
   std::string tokenizer_path() const;  // the llama2.c tokenizer of model_path(); empty for a GGUF

@@ -513,8 +513,31 @@ bool ServerContext::admit(const http::Request& req, http::Response& res) {
   return true;
 }
 
+namespace {
+
+// The routes that generate text: an embedding/reranker model answers them 400.
+bool is_generation_path(const std::string& path) {
+  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/predict" ||
+         path == "/admin/kv/prewarm" || path == "/admin/smoke";
+}
+
+}  // namespace
+
 void ServerContext::run_routed(const Handler& h, const http::Request& req, http::Response& res) {
   const EngineService::Pin pin = service_.pin_model();
+  if (is_generation_path(req.path) && service_.state() == ServiceState::ready) {
+    if (const std::shared_ptr<const embed::TextEncoder> enc = service_.encoder()) {
+      const bool reranker = service_.embed_pooling() == embed::Pooling::rank;
+      const char* kind = reranker ? "a reranker" : enc->info().can_rank ? "an embedding/reranker" : "an embedding";
+      const char* use = reranker                 ? "POST /v1/rerank"
+                        : enc->info().can_rank ? "POST /v1/embeddings or POST /v1/rerank"
+                                               : "POST /v1/embeddings";
+      return send_error(res, req.path,
+                        {400, fmt::format("model '{}' is {} model: it does not generate text; use {}", model_name(),
+                                          kind, use),
+                         "invalid_request_error", "model", "model_not_generative"});
+    }
+  }
   ++in_flight;
   struct Release {
     std::atomic<int>& n;
@@ -609,6 +632,7 @@ void HttpServer::init() {
   register_openai_routes(*svr_, *ctx_);
   register_simple_routes(*svr_, *ctx_);
   register_embeddings_routes(*svr_, *ctx_);
+  register_rerank_routes(*svr_, *ctx_);
   register_admin_routes(*svr_, *ctx_);
   register_cache_routes(*svr_, *ctx_);
   sampler_ = std::make_unique<StatsSampler>(*ctx_);

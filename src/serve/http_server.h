@@ -9,8 +9,9 @@
 //
 // Routes live in routes_openai.cpp (/v1/completions, /v1/chat/completions, /v1/models),
 // routes_simple.cpp (/predict, /tokenize, /detokenize, /health, /metrics), routes_embeddings.cpp
-// (/v1/embeddings), routes_admin.cpp (/reload), routes_dashboard.cpp (/, /stats, /admin/config)
-// and drain.cpp (/admin/drain, /admin/undrain, /admin/smoke).
+// (/v1/embeddings), routes_rerank.cpp (/v1/rerank and its aliases), routes_admin.cpp (/reload),
+// routes_dashboard.cpp (/, /stats, /admin/config) and drain.cpp (/admin/drain, /admin/undrain,
+// /admin/smoke).
 //
 // Invariants:
 //  - Every inference request holds an in-flight count from routing until its response (for a
@@ -22,6 +23,10 @@
 //    requests get 503 with Retry-After and in-flight ones finish.
 //  - Every routed handler runs with the current model pinned (EngineService::pin_model), so a
 //    reload during the request changes nothing it sees.
+//  - An embedding/reranker model (EngineService::encoder()) answers the generation routes
+//    (/v1/completions, /v1/chat/completions, /predict, /admin/kv/prewarm, /admin/smoke) 400
+//    naming /v1/embeddings (and /v1/rerank when it can rank); every other route works as usual.
+//    It is served alone (one model, no router).
 //  - Admin routes (/reload, /admin/*) take the admin token, never an API key; with no admin token
 //    configured they answer 403.
 #pragma once
@@ -235,6 +240,7 @@ std::string finish_reason(engine::Finish f);
 void register_openai_routes(http::Server& svr, ServerContext& ctx);
 void register_simple_routes(http::Server& svr, ServerContext& ctx);
 void register_embeddings_routes(http::Server& svr, ServerContext& ctx);
+void register_rerank_routes(http::Server& svr, ServerContext& ctx);
 void register_admin_routes(http::Server& svr, ServerContext& ctx);
 void register_cache_routes(http::Server& svr, ServerContext& ctx);
 // POST /admin/drain, /admin/undrain, /admin/smoke (serve/drain.h).

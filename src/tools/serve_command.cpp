@@ -7,7 +7,9 @@
 // then exit 0. SIGHUP: read the settings again (config file, environment, flags) and hot-reload
 // each configured model from its path (as POST /reload does; systemd's ExecReload); a bad
 // file or config is logged and the current model keeps serving. Signals are taken by one
-// thread with sigwait, so no handler runs async code.
+// thread with sigwait, so no handler runs async code. An embedding/reranker file as -m
+// (embed::is_text_encoder_file) is served alone, without --mmproj: /v1/embeddings and
+// /v1/rerank (serve/engine_service.h, serve/http_server.h); --pooling overrides its pooling.
 #include <signal.h>
 
 #include <atomic>
@@ -19,6 +21,7 @@
 #include <thread>
 
 #include "core/byte_size.h"
+#include "embed/text_encoder.h"
 #include "serve/config.h"
 #include "serve/engine_service.h"
 #include "serve/http_server.h"
@@ -151,6 +154,23 @@ int run_serve(ServeOptions& o) {
 
   auto specs = serve::model_specs(cfg);
   if (!specs.ok()) return report_error(specs.error());
+  // An embedding/reranker model (embed/text_encoder.h) is served alone: it has no generation
+  // for the router to route, and --mmproj feeds a generative model.
+  for (const serve::ModelSpec& spec : *specs) {
+    auto is_encoder = embed::is_text_encoder_file(spec.path);
+    if (!is_encoder.ok() || !*is_encoder) continue;  // a generative model (or a load error, reported at load)
+    if (specs->size() > 1)
+      return report_error(make_error("'{}' ({}) is an embedding/reranker model: serve it alone (one -m), not "
+                                     "beside other models",
+                                     spec.name, spec.path));
+    if (!cfg.mmproj.empty())
+      return report_error(
+          make_error("--mmproj needs a generative model; {} is an embedding/reranker model", spec.path));
+    std::fprintf(stderr,
+                 "edgelm serve: %s is an embedding/reranker model: it serves /v1/embeddings and, when it can rank, "
+                 "/v1/rerank; the generation routes answer 400\n",
+                 spec.path.c_str());
+  }
   auto kv_bytes = kv_bytes_within_budget(cfg, *specs, eo->kv_memory_bytes);
   if (!kv_bytes.ok()) return report_error(kv_bytes.error());
   eo->kv_memory_bytes = *kv_bytes;
@@ -188,6 +208,7 @@ int run_serve(ServeOptions& o) {
     so.max_queue = cfg.max_queue;
     so.no_mmap = cfg.no_mmap;
     so.mmproj_path = cfg.mmproj;
+    so.pooling = cfg.pooling;
     services.push_back(std::make_unique<serve::EngineService>(so));
     models.push_back(std::make_unique<serve::ServedModel>());
     models.back()->spec = spec;
@@ -480,6 +501,13 @@ CommandRunner add_serve_command(CLI::App& app) {
   bind_flag(*o, cmd, "--memory-budget", &serve::ServeConfig::memory_budget,
             "Weights + KV of all models (e.g. 4G); KV per model shrinks to fit; 0: no limit")
       ->capture_default_str();
+  bind_flag(*o, cmd, "--pooling", &serve::ServeConfig::pooling,
+            "Embedding model served with -m: mean | cls | last instead of the file's pooling_type")
+      ->check(CLI::IsMember({"mean", "cls", "last"}));
+  bind_flag(*o, cmd, "--embed-batch-tokens", &serve::ServeConfig::embed_batch_tokens,
+            "Embedding/reranker model: most tokens one batched encode takes (a request above it takes several)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   return [o] { return run_serve(*o); };
 }
 
