@@ -1,14 +1,15 @@
 // EncoderModel: the BERT-family text encoders as data, and one batched forward over many texts.
 //
 // Architectures (general.architecture; the tensor names and graph of the GGUF converters):
-//  - bert:         absolute position embeddings, separate Q/K/V with biases, GELU FFN with biases.
+//  - bert:         absolute position embeddings, separate Q/K/V with biases, GELU FFN with biases
+//                  (GELU in the tanh form, as the reference engines compute it).
 //                  XLM-RoBERTa (bge-m3, bge-reranker-v2-m3) is "bert" with a UGM ("t5") vocabulary;
 //                  the converter already dropped RoBERTa's two padding-offset position rows, so
 //                  position i is row i for both.
 //  - nomic-bert:   fused attn_qkv, NeoX RoPE ({arch}.rope.freq_base), SwiGLU FFN, no biases.
 //  - jina-bert-v2: ALiBi (symmetric: bias -slope_h * |i - j|, slopes for max_bias 8), optional
 //                  per-layer LayerNorm of Q and K (attn_q_norm / attn_k_norm) and attn_norm_2,
-//                  GeGLU FFN (gelu(ffn_gate) * ffn_up, ffn_down with bias).
+//                  GeGLU FFN (gelu_tanh(ffn_gate) * ffn_up, ffn_down with bias).
 // All are post-LN: x = LN(tok + type0 [+ pos]); per layer a = LN(x + Wo attn(x)) [then
 // a = LN2(a + x)], x = LN(a + FFN(a)). Token type 0 everywhere (sentence A).
 // Optional classification head (rerankers, pooling_type 4): cls.weight/bias (dense, then tanh)
