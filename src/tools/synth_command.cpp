@@ -120,6 +120,7 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Write this Jinja chat template as tokenizer.chat_template (e.g. a thinking model's)");
+  cmd->add_flag("--jina-norms", s.jina_norms, "jina-bert-v2: write the optional attn_q_norm / attn_k_norm / attn_norm_2");
   cmd->add_option("--pooling", o->pooling, "encoders only: mean, cls, last, or rank (bert: adds a classification head) (default: the "
                   "shape's, else mean)");
   cmd->add_option("--ssm-k-heads", s.ssm_k_heads, "qwen35: DeltaNet key heads (ssm.group_count)")
