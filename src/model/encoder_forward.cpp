@@ -121,13 +121,13 @@ std::vector<float> encoder_forward(const EncoderConfig& c, const EncoderWeights&
   const bool fused_qkv = c.arch == EncoderArch::nomic_bert;
   const bool gated = c.arch != EncoderArch::bert;
   const int64_t qkv_stride = fused_qkv ? 3 * E : E;
-  std::vector<float> x(N * E);                   // [N, E] hidden states
-  std::vector<float> layer_in(N * E);            // [N, E] the layer's input (jina's attn_norm_2 re-adds it)
-  std::vector<float> qkv(N * E * 3);             // fused: [N, 3E]; else q, k, v as three [N, E] blocks
-  std::vector<float> att(N * E);                 // [N, E] attention output (heads side by side)
-  std::vector<float> proj(N * E);                // [N, E] sub-layer output
-  std::vector<float> up(N * F);                  // [N, F]
-  std::vector<float> gate(gated ? N * F : 0);    // [N, F]
+  std::vector<float> x(N * E);                 // [N, E] hidden states
+  std::vector<float> layer_in(N * E);          // [N, E] the layer's input (jina's attn_norm_2 re-adds it)
+  std::vector<float> qkv(N * E * 3);           // fused: [N, 3E]; else q, k, v as three [N, E] blocks
+  std::vector<float> att(N * E);               // [N, E] attention output (heads side by side)
+  std::vector<float> proj(N * E);              // [N, E] sub-layer output
+  std::vector<float> up(N * F);                // [N, F]
+  std::vector<float> gate(gated ? N * F : 0);  // [N, F]
   float* q = qkv.data();
   float* k = fused_qkv ? q + E : q + N * E;
   float* v = fused_qkv ? q + 2 * E : q + 2 * N * E;

@@ -48,19 +48,19 @@ enum class EncoderArch { bert, nomic_bert, jina_bert_v2 };
 
 struct EncoderConfig {
   EncoderArch arch = EncoderArch::bert;
-  std::string arch_name;      // general.architecture
-  int32_t n_vocab = 0;        // rows of token_embd.weight
-  int32_t n_ctx = 0;          // {arch}.context_length: most tokens per text, specials included
+  std::string arch_name;  // general.architecture
+  int32_t n_vocab = 0;    // rows of token_embd.weight
+  int32_t n_ctx = 0;      // {arch}.context_length: most tokens per text, specials included
   int32_t n_embd = 0;
   int32_t n_head = 0;
   int32_t n_layer = 0;
   int32_t n_ff = 0;
-  int32_t n_token_types = 0;  // rows of token_types.weight
-  float norm_eps = 1e-12f;    // {arch}.attention.layer_norm_epsilon
-  float rope_base = 10000.0f;  // nomic-bert
+  int32_t n_token_types = 0;    // rows of token_types.weight
+  float norm_eps = 1e-12f;      // {arch}.attention.layer_norm_epsilon
+  float rope_base = 10000.0f;   // nomic-bert
   float alibi_max_bias = 0.0f;  // jina-bert-v2: 8 (as the reference engine sets it)
-  uint32_t pooling_type = 1;  // {arch}.pooling_type as in the file (0 none, 1 mean, 2 cls, 3 last, 4 rank)
-  bool has_cls_head = false;  // cls.weight/cls.bias present
+  uint32_t pooling_type = 1;    // {arch}.pooling_type as in the file (0 none, 1 mean, 2 cls, 3 last, 4 rank)
+  bool has_cls_head = false;    // cls.weight/cls.bias present
   int32_t head_dim() const { return n_embd / n_head; }
 };
 
@@ -73,9 +73,9 @@ struct EncoderLayer {
   const float *k_norm_w = nullptr, *k_norm_b = nullptr;  // jina (optional)
   kernels::WeightMatrix wo;
   const float* bo = nullptr;
-  const float *attn_norm_w = nullptr, *attn_norm_b = nullptr;      // attn_output_norm
-  const float *attn_norm2_w = nullptr, *attn_norm2_b = nullptr;    // jina attn_norm_2 (optional)
-  kernels::WeightMatrix w_up, w_gate, w_down;  // w_gate: nomic, jina
+  const float *attn_norm_w = nullptr, *attn_norm_b = nullptr;    // attn_output_norm
+  const float *attn_norm2_w = nullptr, *attn_norm2_b = nullptr;  // jina attn_norm_2 (optional)
+  kernels::WeightMatrix w_up, w_gate, w_down;                    // w_gate: nomic, jina
   const float *b_up = nullptr, *b_down = nullptr;
   const float *out_norm_w = nullptr, *out_norm_b = nullptr;  // layer_output_norm
 };
@@ -86,12 +86,12 @@ struct EncoderWeights {
   kernels::WeightMatrix position_embd;  // bert: [n_ctx, n_embd]
   const float *embd_norm_w = nullptr, *embd_norm_b = nullptr;
   std::vector<EncoderLayer> layers;
-  kernels::WeightMatrix cls;          // [n_embd, n_embd] (has_cls_head)
+  kernels::WeightMatrix cls;  // [n_embd, n_embd] (has_cls_head)
   const float* cls_b = nullptr;
-  kernels::WeightMatrix cls_out;      // [n_out, n_embd], n_out >= 1 (optional: rows == 0 when absent)
+  kernels::WeightMatrix cls_out;  // [n_out, n_embd], n_out >= 1 (optional: rows == 0 when absent)
   const float* cls_out_b = nullptr;
-  std::vector<float> alibi_slopes;    // jina: [n_head]
-  std::vector<float> rope_cos_sin;    // nomic: [n_ctx, head_dim / 2, 2]
+  std::vector<float> alibi_slopes;              // jina: [n_head]
+  std::vector<float> rope_cos_sin;              // nomic: [n_ctx, head_dim / 2, 2]
   std::vector<std::unique_ptr<float[]>> owned;  // float copies of vectors not stored as F32
 };
 

@@ -44,7 +44,8 @@ Status check_spec(const SyntheticSpec& s) {
   if (s.n_embd % s.n_head != 0) return make_error("n_embd {} is not a multiple of n_head {}", s.n_embd, s.n_head);
   if (s.arch == "nomic-bert" && (s.n_embd / s.n_head) % 2 != 0)
     return make_error("nomic-bert head size {} is odd: RoPE needs pairs", s.n_embd / s.n_head);
-  if (s.pooling_type > 4) return make_error("pooling type {} is not 0..4 (none, mean, cls, last, rank)", s.pooling_type);
+  if (s.pooling_type > 4)
+    return make_error("pooling type {} is not 0..4 (none, mean, cls, last, rank)", s.pooling_type);
   if (s.pooling_type == 4 && s.arch != "bert")
     return make_error("a classification head (pooling 4 = rank) is written for arch bert only, not {}", s.arch);
   return ok_status();

@@ -59,13 +59,13 @@ int run(EmbedOptions o) {
   }
   const bool rerank = !o.rerank_query.empty();
   if (rerank) pooling = embed::Pooling::rank;
+  if (pooling == embed::Pooling::rank && !rerank)
+    return report_error(
+        make_error("rank pooling scores (query, document) pairs: give --rerank QUERY (or --pooling "
+                   "mean|cls|last for vectors)"));
   auto pool_or = make_thread_pool(o.threads, o.cpu_affinity);
   if (!pool_or.ok()) return report_error(pool_or.error());
   ThreadPool& pool = **pool_or;
-  std::fprintf(stderr, "model: %s (%s), dim %d, context %d, %s pooling, batch %d, %d threads\n", o.model_path.c_str(),
-               info.arch.c_str(), info.n_embd, info.n_ctx, std::string(embed::pooling_name(pooling)).c_str(), o.batch,
-               pool.n_threads());
-
   std::vector<std::vector<int32_t>> ids;
   for (const std::string& text : o.texts) {
     auto t = rerank ? enc.tokenize_pair(o.rerank_query, text) : enc.tokenize(text);
@@ -102,6 +102,9 @@ int run(EmbedOptions o) {
     for (size_t i = 0; i < shown; ++i) std::printf(" %.6f", e[i]);
     std::printf("%s\n", shown < e.size() ? " ..." : "");
   }
+  std::fprintf(stderr, "model: %s (%s), dim %d, context %d, %s pooling, batch %d, %d threads\n", o.model_path.c_str(),
+               info.arch.c_str(), info.n_embd, info.n_ctx, std::string(embed::pooling_name(pooling)).c_str(), o.batch,
+               pool.n_threads());
   std::sort(secs.begin(), secs.end());
   const double med = secs[secs.size() / 2];
   std::fprintf(stderr, "%zu texts, median %.2f ms over %d run(s), %.1f texts/s\n", ids.size(), med * 1000.0, o.repeat,

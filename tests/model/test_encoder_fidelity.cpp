@@ -87,32 +87,31 @@ TEST_P(EncoderFidelity, MatchesTheReferenceEngine) {
 }
 
 using embed::Pooling;
-INSTANTIATE_TEST_SUITE_P(
-    Goldens, EncoderFidelity,
-    ::testing::Values(Golden{"nomic-tiny", false, Pooling::mean, golden::k_nomic_f32_mean},
-                      Golden{"nomic-tiny", false, Pooling::cls, golden::k_nomic_f32_cls},
-                      Golden{"nomic-tiny", false, Pooling::last, golden::k_nomic_f32_last},
-                      Golden{"nomic-tiny", true, Pooling::mean, golden::k_nomic_q8_0_mean},
-                      Golden{"nomic-tiny", true, Pooling::cls, golden::k_nomic_q8_0_cls},
-                      Golden{"nomic-tiny", true, Pooling::last, golden::k_nomic_q8_0_last},
-                      Golden{"jina-tiny", false, Pooling::mean, golden::k_jina_f32_mean},
-                      Golden{"jina-tiny", false, Pooling::cls, golden::k_jina_f32_cls},
-                      Golden{"jina-tiny", false, Pooling::last, golden::k_jina_f32_last},
-                      Golden{"jina-tiny", true, Pooling::mean, golden::k_jina_q8_0_mean},
-                      Golden{"jina-tiny", true, Pooling::cls, golden::k_jina_q8_0_cls},
-                      Golden{"jina-tiny", true, Pooling::last, golden::k_jina_q8_0_last},
-                      Golden{"bert-tiny", false, Pooling::mean, golden::k_bert_f32_mean},
-                      Golden{"bert-tiny", false, Pooling::cls, golden::k_bert_f32_cls},
-                      Golden{"bert-tiny", false, Pooling::last, golden::k_bert_f32_last},
-                      Golden{"bert-tiny", true, Pooling::mean, golden::k_bert_q8_0_mean},
-                      Golden{"bert-tiny", true, Pooling::cls, golden::k_bert_q8_0_cls},
-                      Golden{"bert-tiny", true, Pooling::last, golden::k_bert_q8_0_last}),
-    [](const ::testing::TestParamInfo<Golden>& i) {
-      std::string name = std::string(i.param.shape) + (i.param.q8 ? "_q8_0_" : "_f32_") +
-                         std::string(embed::pooling_name(i.param.pooling));
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Goldens, EncoderFidelity,
+                         ::testing::Values(Golden{"nomic-tiny", false, Pooling::mean, golden::k_nomic_f32_mean},
+                                           Golden{"nomic-tiny", false, Pooling::cls, golden::k_nomic_f32_cls},
+                                           Golden{"nomic-tiny", false, Pooling::last, golden::k_nomic_f32_last},
+                                           Golden{"nomic-tiny", true, Pooling::mean, golden::k_nomic_q8_0_mean},
+                                           Golden{"nomic-tiny", true, Pooling::cls, golden::k_nomic_q8_0_cls},
+                                           Golden{"nomic-tiny", true, Pooling::last, golden::k_nomic_q8_0_last},
+                                           Golden{"jina-tiny", false, Pooling::mean, golden::k_jina_f32_mean},
+                                           Golden{"jina-tiny", false, Pooling::cls, golden::k_jina_f32_cls},
+                                           Golden{"jina-tiny", false, Pooling::last, golden::k_jina_f32_last},
+                                           Golden{"jina-tiny", true, Pooling::mean, golden::k_jina_q8_0_mean},
+                                           Golden{"jina-tiny", true, Pooling::cls, golden::k_jina_q8_0_cls},
+                                           Golden{"jina-tiny", true, Pooling::last, golden::k_jina_q8_0_last},
+                                           Golden{"bert-tiny", false, Pooling::mean, golden::k_bert_f32_mean},
+                                           Golden{"bert-tiny", false, Pooling::cls, golden::k_bert_f32_cls},
+                                           Golden{"bert-tiny", false, Pooling::last, golden::k_bert_f32_last},
+                                           Golden{"bert-tiny", true, Pooling::mean, golden::k_bert_q8_0_mean},
+                                           Golden{"bert-tiny", true, Pooling::cls, golden::k_bert_q8_0_cls},
+                                           Golden{"bert-tiny", true, Pooling::last, golden::k_bert_q8_0_last}),
+                         [](const ::testing::TestParamInfo<Golden>& i) {
+                           std::string name = std::string(i.param.shape) + (i.param.q8 ? "_q8_0_" : "_f32_") +
+                                              std::string(embed::pooling_name(i.param.pooling));
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 // jina-bert-v2's optional LayerNorms of Q and K and its second attention LayerNorm (synth --jina-norms).
 TEST(EncoderFidelity, JinaWithOptionalNormsMatchesTheReferenceEngine) {
