@@ -16,6 +16,8 @@
 #include "model/encoder_model.h"
 #include "model/synthetic.h"
 #include "support/test_data.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
 
 namespace edgelm::model {
 namespace {
@@ -145,6 +147,47 @@ TEST(EncoderModels, FramesTextsAndPairsLikeTheReference) {
   auto v = enc->encode(std::vector<std::vector<int32_t>>{*t}, Pooling::cls, pool);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ((*v)[0].size(), 64u);
+}
+
+// XLM-RoBERTa is "bert" with a SentencePiece-family (UGM) vocabulary: framing follows the
+// vocabulary's BOS/EOS and add_bos/add_eos, and a pair is <s> q </s></s> d </s> (the separator
+// is tokenizer.ggml.seperator_token_id, </s> in XLM-R's files; EOS when absent). Shown here with the llama2.c
+// SentencePiece vocabulary of tok512.bin standing in for the UGM one.
+TEST(EncoderModels, NonWordPieceVocabulariesFrameLikeXlmRoberta) {
+  auto f = make_synthetic_model(tiny("bert-reranker-tiny"));  // 512 tokens, as tok512.bin
+  ASSERT_TRUE(f.ok());
+  auto vocab = read_vocab_metadata(test::shared_path("models/tok512.bin"));
+  ASSERT_TRUE(vocab.ok()) << vocab.error().message;
+  for (const auto& kv : vocab->entries())
+    if (kv.first.rfind("tokenizer.", 0) == 0) f->metadata.set(kv.first, kv.second);
+  f->metadata.set("tokenizer.ggml.add_eos_token", format::GgufValue::from_bool(true));
+  f->metadata.set("tokenizer.ggml.seperator_token_id", format::GgufValue::from_u32(2));  // </s>, as XLM-R's files say
+  test::TempDir dir;
+  const std::string path = dir.file("xlmr-like.gguf");
+  ASSERT_TRUE(format::write_gguf(path, *f).ok());
+  auto enc = open(path);
+  ASSERT_TRUE(enc);
+  const int32_t bos = enc->tokenizer().vocab().bos(), eos = enc->tokenizer().vocab().eos();
+  ASSERT_EQ(bos, 1);
+  ASSERT_EQ(eos, 2);
+  const std::vector<int32_t> q = enc->tokenizer().encode("hello", false, false);
+  const std::vector<int32_t> d = enc->tokenizer().encode("world", false, false);
+  auto t = enc->tokenize("hello");
+  ASSERT_TRUE(t.ok());
+  std::vector<int32_t> want{bos};
+  want.insert(want.end(), q.begin(), q.end());
+  want.push_back(eos);
+  EXPECT_EQ(*t, want);  // <s> hello </s>
+  auto p = enc->tokenize_pair("hello", "world");
+  ASSERT_TRUE(p.ok());
+  want.push_back(eos);  // the separator
+  want.insert(want.end(), d.begin(), d.end());
+  want.push_back(eos);
+  EXPECT_EQ(*p, want);  // <s> hello </s></s> world </s>
+  ThreadPool pool(1);
+  auto s = enc->encode(std::vector<std::vector<int32_t>>{*p}, Pooling::rank, pool);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(std::isfinite((*s)[0][0]));
 }
 
 TEST(EncoderModels, InfoOfEachArchitecture) {
