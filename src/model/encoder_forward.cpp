@@ -155,7 +155,7 @@ std::vector<float> encoder_forward(const EncoderConfig& c, const EncoderWeights&
   kernels::MatmulScratch scratch;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   for (const EncoderLayer& L : w.layers) {
-    std::copy(x.begin(), x.end(), layer_in.begin());
+    if (L.attn_norm2_w != nullptr) std::copy(x.begin(), x.end(), layer_in.begin());
     if (fused_qkv) {
       linear(q, x.data(), N, L.wqkv, nullptr, pool, scratch);
     } else {
