@@ -56,43 +56,69 @@ void layer_norm_rows(float* x, int64_t rows, int64_t n, const float* w, const fl
   });
 }
 
+// Query rows attend_text scores together: each K^T row and V row loaded once serves them all.
+constexpr int32_t kQueryBlock = 4;
+
 // Softmax attention of one head over one text of n rows: q, k, v point at the text's first row's
 // head slice (rows `stride` floats apart), out at its first output row (rows out_stride apart).
 // Scores: (q . k_j) * scale - slope * |i - j| (slope 0: no ALiBi). K is transposed into kt
-// [head_dim, n] so that each score row is a sum of axpys (vectorizable without reassociation);
-// scores: [n] scratch.
+// [head_dim, n] so that each score row is a sum of axpys (vectorizable without reassociation),
+// kQueryBlock query rows at a time; every sum still runs in index order, so a row's result does
+// not depend on its block. scores: [kQueryBlock * n] scratch.
 void attend_text(const float* q, const float* k, const float* v, int64_t stride, int32_t n, int32_t head_dim,
                  float scale, float slope, float* out, int64_t out_stride, float* kt, float* scores) {
   const auto N = static_cast<size_t>(n);
   for (int32_t j = 0; j < n; ++j)
     for (int32_t d = 0; d < head_dim; ++d) kt[static_cast<size_t>(d) * N + static_cast<size_t>(j)] = k[j * stride + d];
-  for (int32_t i = 0; i < n; ++i) {
-    const float* qi = q + i * stride;
-    std::fill(scores, scores + n, 0.0f);
+  for (int32_t i0 = 0; i0 < n; i0 += kQueryBlock) {
+    const int32_t nb = std::min(kQueryBlock, n - i0);
+    float* s0 = scores;
+    float* s1 = scores + N;
+    float* s2 = scores + 2 * N;
+    float* s3 = scores + 3 * N;
+    std::fill(scores, scores + kQueryBlock * N, 0.0f);
     for (int32_t d = 0; d < head_dim; ++d) {
-      const float qd = qi[d];
+      // Rows past the text's end score with 0 queries into rows that are never read.
+      const float q0 = q[i0 * stride + d];
+      const float q1 = nb > 1 ? q[(i0 + 1) * stride + d] : 0.0f;
+      const float q2 = nb > 2 ? q[(i0 + 2) * stride + d] : 0.0f;
+      const float q3 = nb > 3 ? q[(i0 + 3) * stride + d] : 0.0f;
       const float* kr = kt + static_cast<size_t>(d) * N;
-      for (size_t j = 0; j < N; ++j) scores[j] += qd * kr[j];
+      for (size_t j = 0; j < N; ++j) {
+        const float kj = kr[j];
+        s0[j] += q0 * kj;
+        s1[j] += q1 * kj;
+        s2[j] += q2 * kj;
+        s3[j] += q3 * kj;
+      }
     }
-    float mx = -INFINITY;
-    for (int32_t j = 0; j < n; ++j) {
-      float s = scores[j] * scale;
-      if (slope != 0.0f) s -= slope * static_cast<float>(std::abs(i - j));
-      scores[j] = s;
-      mx = std::max(mx, s);
+    float inv[kQueryBlock] = {};
+    for (int32_t b = 0; b < nb; ++b) {
+      float* sc = scores + static_cast<size_t>(b) * N;
+      const int32_t i = i0 + b;
+      float mx = -INFINITY;
+      for (int32_t j = 0; j < n; ++j) {
+        float x = sc[j] * scale;
+        if (slope != 0.0f) x -= slope * static_cast<float>(std::abs(i - j));
+        sc[j] = x;
+        mx = std::max(mx, x);
+      }
+      double sum = 0.0;
+      for (int32_t j = 0; j < n; ++j) {
+        sc[j] = std::exp(sc[j] - mx);
+        sum += sc[j];
+      }
+      inv[b] = static_cast<float>(1.0 / sum);
+      float* o = out + i * out_stride;
+      std::fill(o, o + head_dim, 0.0f);
     }
-    double sum = 0.0;
     for (int32_t j = 0; j < n; ++j) {
-      scores[j] = std::exp(scores[j] - mx);
-      sum += scores[j];
-    }
-    const auto inv = static_cast<float>(1.0 / sum);
-    float* o = out + i * out_stride;
-    std::fill(o, o + head_dim, 0.0f);
-    for (int32_t j = 0; j < n; ++j) {
-      const float p = scores[j] * inv;
       const float* vj = v + j * stride;
-      for (int32_t d = 0; d < head_dim; ++d) o[d] += p * vj[d];
+      for (int32_t b = 0; b < nb; ++b) {
+        const float p = scores[static_cast<size_t>(b) * N + static_cast<size_t>(j)] * inv[b];
+        float* o = out + (i0 + b) * out_stride;
+        for (int32_t d = 0; d < head_dim; ++d) o[d] += p * vj[d];
+      }
     }
   }
 }
@@ -184,7 +210,7 @@ std::vector<float> encoder_forward(const EncoderConfig& c, const EncoderWeights&
         const int64_t r0 = map.start[t];
         const auto n = static_cast<int32_t>(map.start[t + 1] - r0);
         kt.resize(static_cast<size_t>(n) * static_cast<size_t>(D));
-        scores.resize(static_cast<size_t>(n));
+        scores.resize(static_cast<size_t>(kQueryBlock) * static_cast<size_t>(n));
         const int64_t off = r0 * qkv_stride + static_cast<int64_t>(h) * D;
         const float slope = w.alibi_slopes.empty() ? 0.0f : w.alibi_slopes[static_cast<size_t>(h)];
         attend_text(q + off, k + off, v + off, qkv_stride, n, D, scale, slope, &att[r0 * E + h * D], E, kt.data(),
