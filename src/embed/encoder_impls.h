@@ -1,7 +1,8 @@
 // The two TextEncoder implementations behind open_text_encoder() (text_encoder.h); internal to
 // the embed layer.
 //  - bert_family_encoder.cpp: encoder-only architectures (bert, nomic-bert, jina-bert-v2; XLM-RoBERTa
-//    is "bert" with a UGM vocabulary), pooling mean/cls and a classification head for rank.
+//    is "bert" with a UGM vocabulary) on model::EncoderModel, pooling mean/cls/last and a
+//    classification head for rank, every text of a call in one batched pass.
 //  - decoder_encoder.cpp: decoder architectures in embedding mode (gemma-embedding: bidirectional
 //    Gemma 3 + dense projections; qwen3 with a pooling_type: last-token embeddings, yes/no reranking),
 //    run on the engine's batched forward.

@@ -131,6 +131,9 @@ DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_lay
   // Vectors, and the DeltaNet convolution taps (a small table read whole as float, which the
   // reference engine requires in F32), stay F32.
   if (t.n_dims < 2 || ends_with(t.name, "ssm_conv1d.weight")) return DType::f32;
+  // Encoders' token-type and position tables stay F32 as the reference quantizer leaves them
+  // (its graph adds the token-type row straight from the table, which it cannot do quantized).
+  if (t.name == "token_types.weight" || t.name == "position_embd.weight") return DType::f32;
   const PresetInfo& p = info(preset);
   DType type = p.base;
   if (is_quantized(type)) {

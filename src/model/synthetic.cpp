@@ -38,6 +38,8 @@ class Builder {
   DType weight_type_;
 };
 
+}  // namespace
+
 // The tokenizer.ggml.* metadata of a GGUF model/vocab file or of a llama2.c tokenizer.bin.
 Result<format::GgufMetadata> read_vocab_metadata(const std::string& path) {
   EDGELM_TRY(MappedFile map, MappedFile::open(path));
@@ -89,6 +91,8 @@ Status add_generated_wordpiece_vocab(format::GgufMetadata& md, int64_t n) {
   md.set("tokenizer.ggml.mask_token_id", GgufValue::from_u32(4));
   return ok_status();
 }
+
+namespace {
 
 // A BERT encoder with the tensor names and metadata keys of the GGUF "bert" architecture.
 Result<format::ModelFile> make_synthetic_bert(const SyntheticSpec& s) {
@@ -155,6 +159,8 @@ Result<format::ModelFile> make_synthetic_bert(const SyntheticSpec& s) {
   return file;
 }
 
+}  // namespace
+
 // Pads tokenizer.ggml.tokens (and its parallel scores / token_type arrays) with control tokens up
 // to n: the texts of `first`, then reserved "<|reserved_N|>" ones.
 Status pad_vocab(format::GgufMetadata& md, int64_t n, const std::vector<std::string>& first) {
@@ -182,6 +188,8 @@ Status pad_vocab(format::GgufMetadata& md, int64_t n, const std::vector<std::str
   }
   return ok_status();
 }
+
+namespace {
 
 // rope_freqs.weight [D / 2] of the "llama3" rule (Llama 3.1 release): with wavelength
 // w_i = 2 pi / base^(-2i/D), pairs with w_i < orig / 4 keep their frequency (factor 1), those
@@ -373,6 +381,15 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
       {"bert-minilm-l6", "bert", 384, 6, 1536, 12, 12, 30522, 512, 1},
       {"bert-bge-small", "bert", 384, 12, 1536, 12, 12, 30522, 512, 2},
       {"bert-bge-base", "bert", 768, 12, 3072, 12, 12, 30522, 512, 2},
+      // Issue 41 encoders (synthetic_encoders.cpp). nomic-embed-text-v1.5: RoPE base 1000, SwiGLU;
+      // jina-embeddings-v2-small-en: ALiBi, GeGLU; a MiniLM-L6 cross-encoder (ms-marco) with a
+      // classification head (pooling 4 = rank); tiny test variants of each.
+      {"nomic-embed-text-v1.5", "nomic-bert", 768, 12, 3072, 12, 12, 30522, 2048, 1, 0, 1000.0f},
+      {"jina-embeddings-v2-small", "jina-bert-v2", 512, 4, 2048, 8, 8, 30528, 8192, 1},
+      {"ms-marco-minilm-l6-reranker", "bert", 384, 6, 1536, 12, 12, 30522, 512, 4},
+      {"nomic-tiny", "nomic-bert", 64, 2, 128, 4, 4, 512, 128, 1, 0, 1000.0f},
+      {"jina-tiny", "jina-bert-v2", 64, 2, 128, 4, 4, 512, 128, 1},
+      {"bert-reranker-tiny", "bert", 64, 2, 256, 4, 4, 512, 128, 4},
   };
   return shapes;
 }
@@ -439,6 +456,7 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
 }
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
+  if (is_synthetic_encoder(s)) return make_synthetic_encoder(s);
   if (s.arch == "bert") return make_synthetic_bert(s);
   EDGELM_TRY(const ArchSpec* arch, find_arch(s.arch));
   if (s.weight_type != DType::f32 && s.weight_type != DType::f16 && s.weight_type != DType::bf16)

@@ -65,6 +65,8 @@ struct SyntheticSpec {
   // vocabulary (specials, single characters, a few words, [unusedN] filler) of n_vocab tokens.
   uint32_t pooling_type = 1;
   int32_t n_token_types = 2;
+  // arch "jina-bert-v2" only: per-layer attn_q_norm / attn_k_norm and attn_norm_2 (optional there).
+  bool jina_norms = false;
   // arch "qwen35" only (hybrid Gated DeltaNet): the recurrent layers' key heads
   // (ssm.group_count), value heads (ssm.time_step_rank, a multiple of the key heads), head size
   // (ssm.state_size; values as wide), convolution taps, and full_attention_interval. The
@@ -98,6 +100,20 @@ struct SyntheticSpec {
 };
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
+
+// The encoders beyond plain BERT (synthetic_encoders.cpp): nomic-bert, jina-bert-v2, and "bert"
+// with a classification head (pooling_type 4, a cross-encoder reranker). Their vocabulary: the
+// WordPiece of vocab_from (padded to n_vocab with pad_vocab), else a generated one of n_vocab.
+bool is_synthetic_encoder(const SyntheticSpec& spec);
+Result<format::ModelFile> make_synthetic_encoder(const SyntheticSpec& spec);
+
+// Vocabulary helpers the synthetic writers share: the tokenizer.ggml.* metadata of a GGUF or
+// llama2.c tokenizer.bin; a generated WordPiece vocabulary of n tokens (specials, characters,
+// a few words, [unusedN] filler); padding of tokenizer.ggml.tokens (and its parallel arrays) with
+// control tokens up to n, the texts of `first` first, then "<|reserved_N|>".
+Result<format::GgufMetadata> read_vocab_metadata(const std::string& path);
+Status add_generated_wordpiece_vocab(format::GgufMetadata& md, int64_t n);
+Status pad_vocab(format::GgufMetadata& md, int64_t n, const std::vector<std::string>& first);
 
 // The gemma4 metadata (past the common keys make_synthetic_model writes) and tensors of `spec`
 // with n_vocab rows, into `file` (synthetic_gemma4.cpp; called by make_synthetic_model).

@@ -59,8 +59,12 @@ int run(SynthOptions& o) {
     o.spec.pooling_type = 1;
   else if (o.pooling == "cls")
     o.spec.pooling_type = 2;
+  else if (o.pooling == "last")
+    o.spec.pooling_type = 3;
+  else if (o.pooling == "rank")
+    o.spec.pooling_type = 4;  // bert: adds a classification head (a cross-encoder reranker)
   else if (!o.pooling.empty())
-    return report_error(make_error("unknown pooling '{}' (use mean or cls)", o.pooling));
+    return report_error(make_error("unknown pooling '{}' (use mean, cls, last or rank)", o.pooling));
   auto file = model::make_synthetic_model(o.spec);
   if (!file.ok()) return report_error(file.error());
   if (!o.chat_template_file.empty()) {
@@ -87,11 +91,13 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--shape", o->shape,
                   "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
                   "gemma3-1b, smolvlm-256m, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, gemma4-e2b, gemma4-e4b, gemma4-tiny, "
-                  "stories15m, bert-bge-small, bert-tiny, ...); "
+                  "stories15m, bert-bge-small, bert-tiny, nomic-embed-text-v1.5, jina-embeddings-v2-small, "
+                  "ms-marco-minilm-l6-reranker, nomic-tiny, jina-tiny, bert-reranker-tiny, ...); "
                   "overrides the sizes but "
                   "--layers, --ctx and --n-vocab given explicitly");
   cmd->add_option("--arch", s.arch,
-                  "Architecture (llama, qwen2, qwen3, qwen35, gemma2, gemma3, phi3, bert; gemma4 only through --shape)")
+                  "Architecture (llama, qwen2, qwen3, qwen35, gemma2, gemma3, phi3, bert, nomic-bert, jina-bert-v2; gemma4 only "
+                  "through --shape)")
       ->capture_default_str();
   cmd->add_option("--dim", s.n_embd, "Embedding size")->capture_default_str();
   o->layers_opt = cmd->add_option("--layers", s.n_layer, "Number of layers")->capture_default_str();
@@ -127,7 +133,9 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--vocab-only", o->vocab_only,
                   "Write only a synthetic vocabulary, no tensors: xlmr (XLM-RoBERTa's 250002-token unigram "
                   "vocabulary; --n-vocab resizes it)");
-  cmd->add_option("--pooling", o->pooling, "bert only: mean or cls (default: the shape's, else mean)");
+  cmd->add_flag("--jina-norms", s.jina_norms, "jina-bert-v2: write the optional attn_q_norm / attn_k_norm / attn_norm_2");
+  cmd->add_option("--pooling", o->pooling, "encoders only: mean, cls, last, or rank (bert: adds a classification head) (default: the "
+                  "shape's, else mean)");
   cmd->add_option("--ssm-k-heads", s.ssm_k_heads, "qwen35: DeltaNet key heads (ssm.group_count)")
       ->capture_default_str();
   cmd->add_option("--ssm-v-heads", s.ssm_v_heads, "qwen35: DeltaNet value heads (ssm.time_step_rank)")
