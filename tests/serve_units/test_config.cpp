@@ -429,7 +429,7 @@ TEST(ServeConfig, DescribeMasksSecrets) {
   EXPECT_NE(d.find("port: 8080\n"), std::string::npos);
   EXPECT_NE(d.find("auth_health: false\n"), std::string::npos);
   // One line per setting.
-  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 75);
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), 77);
   EXPECT_NE(d.find("pooling: (none)\nembed_batch_tokens: 8192\n"), std::string::npos) << d;
   EXPECT_NE(d.find("state_snapshot_interval: 16\nkv_disk: (none)\nkv_disk_size: 2G\n"), std::string::npos) << d;
   EXPECT_NE(d.find("mmproj: (none)\nimage_max_pixels: 50000000\nmax_images_per_request: 8\nimage_cache: 16\n"),
