@@ -25,6 +25,7 @@ constexpr std::array kTraits = {
     DTypeTraits{DType::f64, "F64", 1, 8},        DTypeTraits{DType::iq1_m, "IQ1_M", 256, 56},
     DTypeTraits{DType::bf16, "BF16", 1, 2},      DTypeTraits{DType::tq1_0, "TQ1_0", 256, 54},
     DTypeTraits{DType::tq2_0, "TQ2_0", 256, 66}, DTypeTraits{DType::mxfp4, "MXFP4", 32, 17},
+    DTypeTraits{DType::nvfp4, "NVFP4", 64, 36},
 };
 
 }  // namespace

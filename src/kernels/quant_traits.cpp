@@ -6,9 +6,12 @@
 
 #include "core/check.h"
 #include "kernels/fp16.h"
+#include "kernels/quants_fp4.h"
 #include "kernels/quants_iq4.h"
+#include "kernels/quants_iq_grid.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
+#include "kernels/quants_ternary.h"
 
 namespace edgelm::kernels {
 namespace {
@@ -74,6 +77,17 @@ constexpr std::array kRows = {
     QuantTraits{DType::q6_k, q6_k_to_float, q6_k_from_float, q6_k_vec_dot, DType::q8_k},
     QuantTraits{DType::iq4_nl, iq4_nl_to_float, iq4_nl_from_float, iq4_nl_vec_dot, DType::q8_0},
     QuantTraits{DType::iq4_xs, iq4_xs_to_float, iq4_xs_from_float, iq4_xs_vec_dot, DType::q8_k},
+    QuantTraits{DType::iq2_xxs, iq2_xxs_to_float, nullptr, iq2_xxs_vec_dot, DType::q8_k},
+    QuantTraits{DType::iq2_xs, iq2_xs_to_float, nullptr, iq2_xs_vec_dot, DType::q8_k},
+    QuantTraits{DType::iq2_s, iq2_s_to_float, nullptr, iq2_s_vec_dot, DType::q8_k},
+    QuantTraits{DType::iq3_xxs, iq3_xxs_to_float, nullptr, iq3_xxs_vec_dot, DType::q8_k},
+    QuantTraits{DType::iq3_s, iq3_s_to_float, nullptr, iq3_s_vec_dot, DType::q8_k},
+    QuantTraits{DType::iq1_s, iq1_s_to_float, nullptr, iq1_s_vec_dot, DType::q8_k},
+    QuantTraits{DType::iq1_m, iq1_m_to_float, nullptr, iq1_m_vec_dot, DType::q8_k},
+    QuantTraits{DType::tq1_0, tq1_0_to_float, tq1_0_from_float, tq1_0_vec_dot, DType::q8_k},
+    QuantTraits{DType::tq2_0, tq2_0_to_float, tq2_0_from_float, tq2_0_vec_dot, DType::q8_k},
+    QuantTraits{DType::mxfp4, mxfp4_to_float, mxfp4_from_float, mxfp4_vec_dot, DType::q8_0},
+    QuantTraits{DType::nvfp4, nvfp4_to_float, nvfp4_from_float, nvfp4_vec_dot, DType::q8_0},
     QuantTraits{DType::q8_k, q8_k_to_float, q8_k_from_float, nullptr, DType::q8_k},
 };
 

@@ -29,6 +29,8 @@ constexpr PresetInfo kPresets[] = {
     {QuantPreset::q2_k, "q2_k", DType::q2_k, 10},     {QuantPreset::q3_k_s, "q3_k_s", DType::q3_k, 11},
     {QuantPreset::q3_k_m, "q3_k_m", DType::q3_k, 12}, {QuantPreset::q3_k_l, "q3_k_l", DType::q3_k, 13},
     {QuantPreset::iq4_nl, "iq4_nl", DType::iq4_nl, 25}, {QuantPreset::iq4_xs, "iq4_xs", DType::iq4_xs, 30},
+    {QuantPreset::tq1_0, "tq1_0", DType::tq1_0, 36},  {QuantPreset::tq2_0, "tq2_0", DType::tq2_0, 37},
+    {QuantPreset::mxfp4, "mxfp4", DType::mxfp4, 38},  {QuantPreset::nvfp4, "nvfp4", DType::nvfp4, 39},
 };
 
 const PresetInfo& info(QuantPreset p) {
@@ -60,6 +62,9 @@ DType fallback(DType t) {
   switch (t) {
     case DType::q2_k: case DType::q3_k: case DType::iq4_xs: return DType::iq4_nl;
     case DType::iq4_nl: return DType::f16;
+    case DType::tq1_0: case DType::tq2_0: return DType::q4_0;
+    case DType::nvfp4: return DType::mxfp4;
+    case DType::mxfp4: return DType::f16;
     case DType::q4_k: return DType::q5_0;
     case DType::q5_k: return DType::q5_1;
     case DType::q6_k: return DType::q8_0;

@@ -33,6 +33,7 @@ namespace edgelm::model {
 
 enum class QuantPreset {
   f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, q2_k, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs,
+  tq1_0, tq2_0, mxfp4, nvfp4,
 };
 
 // Parses "q4_k_m" etc. (case-insensitive; "q3_k" is Q3_K_M, as in the reference tool); the error

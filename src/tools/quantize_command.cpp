@@ -73,7 +73,7 @@ CommandRunner add_quantize_command(CLI::App& app) {
   cmd->add_option("input", o->input, "Input model (GGUF, or llama2.c checkpoint with --tokenizer)")->required();
   cmd->add_option("output", o->output, "Output GGUF path")->required();
   cmd->add_option("type", o->type, "f32 (dequantize), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, q2_k, "
-                "q3_k_s, q3_k_m (q3_k), q3_k_l, iq4_nl, iq4_xs")
+                "q3_k_s, q3_k_m (q3_k), q3_k_l, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4, nvfp4")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (for .bin checkpoints)");
   add_thread_options(cmd, o->threads, o->cpu_affinity);
