@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kernels/quant_traits.h"
@@ -158,8 +159,33 @@ DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_lay
   return type;
 }
 
+Result<TensorTypeOverride> parse_tensor_type_override(std::string_view spec) {
+  const size_t eq = spec.rfind('=');
+  if (eq == std::string_view::npos)
+    return make_error("--tensor-type '{}' is not PATTERN=TYPE", spec);
+  TensorTypeOverride o;
+  o.pattern = std::string(spec.substr(0, eq));
+  std::string type(spec.substr(eq + 1));
+  if (o.pattern.empty()) return make_error("--tensor-type '{}' has an empty pattern", spec);
+  std::transform(type.begin(), type.end(), type.begin(), [](char c) { return static_cast<char>(std::toupper(c)); });
+  std::optional<DType> found;
+  for (uint32_t raw = 0; raw < 64 && !found; ++raw)
+    if (auto t = dtype_traits(raw); t && t->name == type) found = t->type;
+  const kernels::QuantTraits* q = found ? kernels::quant_traits(*found) : nullptr;
+  if (q == nullptr || q->from_float == nullptr || *found == DType::q8_k || *found == DType::q8_1)
+    return make_error("--tensor-type '{}': '{}' is not a type edgelm can write", spec, spec.substr(eq + 1));
+  o.type = *found;
+  try {
+    o.regex = std::regex(o.pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return make_error("--tensor-type '{}': invalid pattern: {}", spec, e.what());
+  }
+  return o;
+}
+
 Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPreset preset, ThreadPool& pool,
-                                         const std::function<void(const QuantizeProgress&)>& on_progress) {
+                                         const std::function<void(const QuantizeProgress&)>& on_progress,
+                                         std::span<const TensorTypeOverride> overrides) {
   format::ModelFile out;
   out.alignment = in.alignment;
   out.metadata = in.metadata;
@@ -174,7 +200,15 @@ Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPrese
     const kernels::QuantTraits* from = kernels::quant_traits(src.type);
     if (from == nullptr || from->to_float == nullptr)
       return make_error("tensor '{}' has type {}, which cannot be re-quantized", src.name, dtype_name(src.type));
-    const DType type = choose_type(preset, src, n_layer, n_gqa);
+    DType type = choose_type(preset, src, n_layer, n_gqa);
+    if (src.n_dims >= 2) {
+      for (const TensorTypeOverride& o : overrides) {
+        if (!std::regex_search(src.name, o.regex)) continue;
+        type = o.type;
+        while (src.ne[0] % dtype_traits(type).block_size != 0) type = fallback(type);
+        break;
+      }
+    }
     const kernels::QuantTraits* to = kernels::quant_traits(type);
     if (to == nullptr || to->from_float == nullptr)
       return make_error("cannot quantize tensor '{}' to {}", src.name, dtype_name(type));

@@ -23,6 +23,8 @@
 #pragma once
 
 #include <functional>
+#include <regex>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -52,10 +54,24 @@ struct QuantizeProgress {
   DType type;     // its new type
 };
 
+// `--tensor-type PATTERN=TYPE` (the reference quantizer's option): every 2-D tensor whose name
+// matches the regular expression PATTERN (std::regex_search, ECMAScript) gets TYPE instead of the
+// preset's choice; the first matching override wins; the block-size fallback still applies.
+struct TensorTypeOverride {
+  std::string pattern;
+  std::regex regex;
+  DType type = DType::f32;
+};
+// Parses "PATTERN=TYPE" (TYPE a tensor type name such as q4_k, Q8_0, iq4_xs, tq2_0, mxfp4, f16;
+// case-insensitive, split at the last '='). Errors: no '=', an empty or invalid pattern, a type
+// unknown or without a quantizer (the grid IQ types), each naming it.
+Result<TensorTypeOverride> parse_tensor_type_override(std::string_view spec);
+
 // Re-encodes every tensor of `in` (which must stay alive while the result is used for its
 // metadata strings only; tensor data of the result is owned by the result). Errors: a tensor
 // of a type that cannot be dequantized, or weights with NaN/Inf (named).
 Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPreset preset, ThreadPool& pool,
-                                         const std::function<void(const QuantizeProgress&)>& on_progress = {});
+                                         const std::function<void(const QuantizeProgress&)>& on_progress = {},
+                                         std::span<const TensorTypeOverride> overrides = {});
 
 }  // namespace edgelm::model

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <map>
+#include <vector>
 
 #include "core/timer.h"
 #include "format/gguf_writer.h"
@@ -19,6 +20,7 @@ struct QuantizeOptions {
   std::string output;
   std::string type;
   std::string tokenizer_path;
+  std::vector<std::string> tensor_types;  // --tensor-type PATTERN=TYPE
   int threads = 0;
   std::string cpu_affinity;
 };
@@ -36,6 +38,12 @@ int run(const QuantizeOptions& o) {
   auto preset = model::quant_preset_from_name(o.type);
   if (!preset.ok()) return report_error(preset.error());
   if (o.input == o.output) return report_error(make_error("input and output are the same file '{}'", o.input));
+  std::vector<model::TensorTypeOverride> overrides;
+  for (const std::string& spec : o.tensor_types) {
+    auto ov = model::parse_tensor_type_override(spec);
+    if (!ov.ok()) return report_error(ov.error());
+    overrides.push_back(std::move(ov).value());
+  }
   auto in = format::open_model_file(o.input, o.tokenizer_path);
   if (!in.ok()) return report_error(in.error());
   auto pool_or = make_thread_pool(o.threads, o.cpu_affinity);
@@ -43,7 +51,9 @@ int run(const QuantizeOptions& o) {
   ThreadPool& pool = **pool_or;
   Stopwatch watch;
   const bool tty = ::isatty(STDERR_FILENO) != 0;
-  auto out = model::quantize_model(*in, *preset, pool, tty ? print_progress : std::function<void(const model::QuantizeProgress&)>());
+  auto out = model::quantize_model(*in, *preset, pool,
+                                   tty ? print_progress : std::function<void(const model::QuantizeProgress&)>(),
+                                   overrides);
   if (!out.ok()) {
     if (tty) std::fputc('\n', stderr);
     return report_error(out.error());
@@ -76,6 +86,9 @@ CommandRunner add_quantize_command(CLI::App& app) {
                 "q3_k_s, q3_k_m (q3_k), q3_k_l, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4, nvfp4")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (for .bin checkpoints)");
+  cmd->add_option("--tensor-type", o->tensor_types,
+                  "PATTERN=TYPE: 2-D tensors whose name matches the regex PATTERN get TYPE (repeatable; the first "
+                  "match wins), e.g. 'attn_v=q8_0' or 'blk\\.[0-3]\\.ffn_down=q6_k'");
   add_thread_options(cmd, o->threads, o->cpu_affinity);
   return [o] { return run(*o); };
 }

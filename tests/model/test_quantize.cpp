@@ -275,3 +275,57 @@ TEST(Quantize, PresetNames) {
 
 }  // namespace
 }  // namespace edgelm::model
+
+namespace edgelm::model {
+namespace {
+
+TEST(QuantizeOverrides, TensorTypePatternsWinOverThePreset) {
+  SyntheticSpec s;
+  s.n_embd = 256;
+  s.n_ff = 256;
+  s.n_layer = 4;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  auto f = make_synthetic_model(s);
+  ASSERT_TRUE(f.ok());
+  std::vector<TensorTypeOverride> ov;
+  for (const char* spec : {"attn_v=q8_0", "blk\\.1\\.ffn_(up|gate)=F16", "norm=q8_0", "ffn=tq2_0"})
+    ov.push_back(std::move(parse_tensor_type_override(spec)).value());
+  ThreadPool pool(2);
+  auto q = quantize_model(*f, QuantPreset::q4_0, pool, {}, ov);
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(q->find_tensor("blk.0.attn_v.weight")->type, DType::q8_0);
+  EXPECT_EQ(q->find_tensor("blk.1.ffn_up.weight")->type, DType::f16);   // the earlier match wins
+  EXPECT_EQ(q->find_tensor("blk.2.ffn_up.weight")->type, DType::tq2_0);
+  EXPECT_EQ(q->find_tensor("blk.1.ffn_down.weight")->type, DType::tq2_0);
+  EXPECT_EQ(q->find_tensor("blk.0.attn_q.weight")->type, DType::q4_0);  // the preset's
+  EXPECT_EQ(q->find_tensor("blk.0.attn_norm.weight")->type, DType::f32);  // 1-D: never overridden
+  // The block-size fallback still applies: stories260K's 64-wide rows do not fit Q4_K's 256.
+  auto st = format::read_gguf(test::shared_path("models/stories260K-f32.gguf"));
+  ASSERT_TRUE(st.ok());
+  std::vector<TensorTypeOverride> k4 = {std::move(parse_tensor_type_override("attn_q=q4_k")).value()};
+  auto qs = quantize_model(*st, QuantPreset::q8_0, pool, {}, k4);
+  ASSERT_TRUE(qs.ok()) << qs.error().message;
+  EXPECT_EQ(qs->find_tensor("blk.0.attn_q.weight")->type, DType::q5_0);
+}
+
+TEST(QuantizeOverrides, BadSpecsAreErrorsNamingThem) {
+  auto err = [](const char* spec) {
+    auto o = parse_tensor_type_override(spec);
+    EXPECT_FALSE(o.ok()) << spec;
+    return o.ok() ? std::string() : o.error().message;
+  };
+  EXPECT_NE(err("attn_v").find("PATTERN=TYPE"), std::string::npos);
+  EXPECT_NE(err("=q8_0").find("empty pattern"), std::string::npos);
+  EXPECT_NE(err("attn_v=q9_9").find("'q9_9'"), std::string::npos);
+  EXPECT_NE(err("attn_v=iq2_xxs").find("not a type edgelm can write"), std::string::npos);
+  EXPECT_NE(err("attn_v=q8_k").find("not a type edgelm can write"), std::string::npos);
+  EXPECT_NE(err("([=q8_0").find("invalid pattern"), std::string::npos);
+  auto ok = parse_tensor_type_override("a=b=Q6_K");  // split at the last '='
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->pattern, "a=b");
+  EXPECT_EQ(ok->type, DType::q6_k);
+}
+
+}  // namespace
+}  // namespace edgelm::model
