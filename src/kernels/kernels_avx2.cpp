@@ -29,9 +29,11 @@
 #include <cstring>
 
 #include "kernels/kernels_x86.h"
+#include "kernels/quants_fp4.h"
 #include "kernels/quants_iq4.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
+#include "kernels/quants_ternary.h"
 
 namespace edgelm::kernels::x86 {
 namespace {
@@ -650,6 +652,53 @@ void q8_k_from_float(const float* x, void* vy, int64_t n) {
   }
 }
 
+// ---- TQ2_0 and MXFP4 ----------------------------------------------------------------------------
+
+// TQ2_0: the 2-bit fields q + 1 in {0, 1, 2} as unsigned bytes times the activations (maddubs
+// pairs <= 2 * 2 * 127), minus the sum of the activations; the same exact isum and float
+// expression as the scalar row, so bit for bit equal.
+template <int kShift>
+inline __m256i tq2_part(__m256i bytes, const int8_t* y) {
+  const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bytes, kShift), _mm256_set1_epi8(3));
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(y)), _mm256_set1_epi16(1));
+}
+
+float tq2_0_vec_dot(int64_t n, const void* vx, const void* vy) {
+  check_blocks(n, kQK_K);
+  const auto* x = static_cast<const BlockTQ2_0*>(vx);
+  const auto* y = static_cast<const BlockQ8_K*>(vy);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < 2; ++c) {
+      const __m256i b = load256(x[i].qs + 32 * c);
+      const int8_t* yc = y[i].qs + 128 * c;
+      acc = _mm256_add_epi32(acc, _mm256_add_epi32(tq2_part<0>(b, yc), tq2_part<2>(b, yc + 32)));
+      acc = _mm256_add_epi32(acc, _mm256_add_epi32(tq2_part<4>(b, yc + 64), tq2_part<6>(b, yc + 96)));
+    }
+    const __m256i bs = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)),
+                                         _mm256_set1_epi16(1));
+    const int32_t isum = hsum_i32(_mm256_sub_epi32(acc, bs));
+    sum += half(x[i].d) * y[i].d * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+// MXFP4: the doubled E2M1 values looked up like IQ4_NL's codebook (in [-12, 12]: dot_s8s8 holds),
+// one exact isum per block, then e8m0_half(e) * d_y * isum in the scalar row's order.
+float mxfp4_vec_dot(int64_t n, const void* vx, const void* vy) {
+  check_blocks(n, kQK);
+  const auto* x = static_cast<const BlockMXFP4*>(vx);
+  const auto* y = static_cast<const BlockQ8_0*>(vy);
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kFp4Values)));
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const int32_t isum = hsum_i32(dot_s8s8(_mm256_shuffle_epi8(table, unpack_nibbles(x[i].qs)), load256(y[i].qs)));
+    sum += e8m0_half(x[i].e) * half(y[i].d) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
 constexpr IsaKernelRow kRows[] = {
     {DType::f32, f32_vec_dot, nullptr},
     {DType::f16, f16_vec_dot, nullptr},
@@ -666,6 +715,8 @@ constexpr IsaKernelRow kRows[] = {
     {DType::q5_k, k4_vec_dot<true, BlockQ5_K>, nullptr},
     {DType::q6_k, q6_k_vec_dot, nullptr},
     {DType::iq4_xs, iq4_xs_vec_dot, nullptr},
+    {DType::tq2_0, tq2_0_vec_dot, nullptr},
+    {DType::mxfp4, mxfp4_vec_dot, nullptr},
     {DType::q8_k, nullptr, q8_k_from_float},
 };
 

@@ -109,8 +109,17 @@ void mxfp4_to_float(const void* vx, float* y, int64_t n) {
   for (int64_t i = 0, nb = row_blocks(n, kQKMxfp4); i < nb; ++i) mxfp4_block(x[i], y + i * kQKMxfp4);
 }
 
-float mxfp4_vec_dot(int64_t n, const void* x, const void* y) {
-  return dequant_dot_q8_0<BlockMXFP4, kQKMxfp4, mxfp4_block>(n, x, y);
+float mxfp4_vec_dot(int64_t n, const void* vx, const void* vy) {
+  const auto* x = static_cast<const BlockMXFP4*>(vx);
+  const auto* y = static_cast<const BlockQ8_0*>(vy);
+  float sum = 0.0f;
+  for (int64_t i = 0, nb = row_blocks(n, kQKMxfp4); i < nb; ++i) {
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j)
+      isum += kFp4Values[x[i].qs[j] & 0x0f] * y[i].qs[j] + kFp4Values[x[i].qs[j] >> 4] * y[i].qs[j + 16];
+    sum += e8m0_half(x[i].e) * fp16_to_fp32(y[i].d) * static_cast<float>(isum);
+  }
+  return sum;
 }
 
 void nvfp4_from_float(const float* x, void* vy, int64_t n) {

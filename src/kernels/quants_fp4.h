@@ -13,8 +13,10 @@
 // Invariants: dequantization equals gguf-py's numpy reference bit for bit (every product is
 // exact); the quantizers write the bytes gguf-py's do (MXFP4: e = floor(log2 max|x|) - 2 + 127,
 // NVFP4: s = E4M3(max|x| / 6) rounded as the reference does; each element the nearest value,
-// the lower index on a tie); vec_dot equals the dot of the dequantized rows up to float rounding;
-// n a multiple of the block (EDGELM_CHECK).
+// the lower index on a tie); MXFP4's vec_dot forms each block's exact integer dot of the doubled
+// values and adds e8m0_half(e) * d_y * isum block by block, NVFP4's dots the decoded block (both
+// equal the dot of the dequantized rows up to float rounding); n a multiple of the block
+// (EDGELM_CHECK).
 #pragma once
 
 #include <cstdint>

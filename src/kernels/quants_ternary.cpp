@@ -73,7 +73,18 @@ void tq1_0_to_float(const void* vx, float* y, int64_t n) {
   for (int64_t i = 0, nb = n_blocks(n); i < nb; ++i) tq1_block(x[i], y + i * kQK_K);
 }
 
-float tq1_0_vec_dot(int64_t n, const void* x, const void* y) { return dequant_dot_q8_k<BlockTQ1_0, tq1_block>(n, x, y); }
+float tq1_0_vec_dot(int64_t n, const void* vx, const void* vy) {
+  const auto* x = static_cast<const BlockTQ1_0*>(vx);
+  const auto* y = static_cast<const BlockQ8_K*>(vy);
+  float sum = 0.0f;
+  for (int64_t i = 0, nb = n_blocks(n); i < nb; ++i) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&x[i]);
+    int32_t isum = 0;
+    tq1_for_each([&](int e, int byte, int p) { isum += (trit(bytes[byte], p) - 1) * y[i].qs[e]; });
+    sum += fp16_to_fp32(x[i].d) * y[i].d * static_cast<float>(isum);
+  }
+  return sum;
+}
 
 void tq2_0_from_float(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<BlockTQ2_0*>(vy);
@@ -95,6 +106,19 @@ void tq2_0_to_float(const void* vx, float* y, int64_t n) {
   for (int64_t i = 0, nb = n_blocks(n); i < nb; ++i) tq2_block(x[i], y + i * kQK_K);
 }
 
-float tq2_0_vec_dot(int64_t n, const void* x, const void* y) { return dequant_dot_q8_k<BlockTQ2_0, tq2_block>(n, x, y); }
+float tq2_0_vec_dot(int64_t n, const void* vx, const void* vy) {
+  const auto* x = static_cast<const BlockTQ2_0*>(vx);
+  const auto* y = static_cast<const BlockQ8_K*>(vy);
+  float sum = 0.0f;
+  for (int64_t i = 0, nb = n_blocks(n); i < nb; ++i) {
+    int32_t isum = 0;
+    for (int c = 0; c < 2; ++c)
+      for (int s = 0; s < 4; ++s)
+        for (int j = 0; j < 32; ++j)
+          isum += (((x[i].qs[32 * c + j] >> (2 * s)) & 3) - 1) * y[i].qs[128 * c + 32 * s + j];
+    sum += fp16_to_fp32(x[i].d) * y[i].d * static_cast<float>(isum);
+  }
+  return sum;
+}
 
 }  // namespace edgelm::kernels

@@ -12,8 +12,9 @@
 //    (p = 0..3).
 //
 // Invariants: dequantization equals gguf-py's numpy reference bit for bit (d * q); the quantizer
-// writes the bytes gguf-py's does (d = max |x|, q = round-half-away(x / d)); vec_dot equals the
-// dot of the dequantized rows up to float rounding; n a multiple of 256 (EDGELM_CHECK).
+// writes the bytes gguf-py's does (d = max |x|, q = round-half-away(x / d)); vec_dot forms each
+// block's exact integer dot sum((q - 1) y) and adds d_x * d_y * isum block by block in float (the
+// SIMD variants reproduce it bit for bit); n a multiple of 256 (EDGELM_CHECK).
 #pragma once
 
 #include <cstdint>
