@@ -390,6 +390,12 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
       {"nomic-tiny", "nomic-bert", 64, 2, 128, 4, 4, 512, 128, 1, 0, 1000.0f},
       {"jina-tiny", "jina-bert-v2", 64, 2, 128, 4, 4, 512, 128, 1},
       {"bert-reranker-tiny", "bert", 64, 2, 256, 4, 4, 512, 128, 4},
+      // XLM-RoBERTa encoders (synthetic_encoders.cpp, is_xlmr_shape): bge-m3 pools <s> (CLS), its
+      // reranker has a classification head; 250002 unigram tokens, 8192 context; tiny variants.
+      {"bge-m3", "bert", 1024, 24, 4096, 16, 16, 250002, 8192, 2},
+      {"bge-reranker-v2-m3", "bert", 1024, 24, 4096, 16, 16, 250002, 8192, 4},
+      {"xlmr-tiny", "bert", 64, 2, 256, 4, 4, 512, 128, 2},
+      {"xlmr-reranker-tiny", "bert", 64, 2, 256, 4, 4, 512, 128, 4},
   };
   return shapes;
 }
@@ -444,6 +450,8 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
       spec.double_wide_ffn = s.double_wide_ffn;
     }
     spec.pad_vocab = true;
+    spec.xlmr_vocab = is_xlmr_shape(s.name);
+    if (spec.xlmr_vocab) spec.n_token_types = 1;  // XLM-R's type_vocab_size
     spec.pad_tokens.clear();
     if (s.name == "smolvlm-256m") spec.pad_tokens = smolvlm_image_tokens();
     if (s.arch == "gemma4") spec.pad_tokens = {"<|image>", "<image|>", "<|image|>"};  // Gemma 4's image markers

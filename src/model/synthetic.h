@@ -65,6 +65,10 @@ struct SyntheticSpec {
   // vocabulary (specials, single characters, a few words, [unusedN] filler) of n_vocab tokens.
   uint32_t pooling_type = 1;
   int32_t n_token_types = 2;
+  // arch "bert" only: an XLM-RoBERTa encoder (bge-m3, bge-reranker-v2-m3): the synthetic XLM-R
+  // unigram vocabulary (tokenizer/xlmr_vocab.h) of n_vocab tokens in the WordPiece one's place,
+  // LayerNorm epsilon 1e-5 (synthetic_encoders.cpp). Set by the XLM-R shapes (is_xlmr_shape).
+  bool xlmr_vocab = false;
   // arch "jina-bert-v2" only: per-layer attn_q_norm / attn_k_norm and attn_norm_2 (optional there).
   bool jina_norms = false;
   // arch "qwen35" only (hybrid Gated DeltaNet): the recurrent layers' key heads
@@ -106,6 +110,9 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
 // WordPiece of vocab_from (padded to n_vocab with pad_vocab), else a generated one of n_vocab.
 bool is_synthetic_encoder(const SyntheticSpec& spec);
 Result<format::ModelFile> make_synthetic_encoder(const SyntheticSpec& spec);
+// Whether a named shape is an XLM-RoBERTa one (bge-m3, bge-reranker-v2-m3, xlmr-tiny,
+// xlmr-reranker-tiny): apply_synthetic_shape then sets xlmr_vocab and one token type.
+bool is_xlmr_shape(std::string_view name);
 
 // Vocabulary helpers the synthetic writers share: the tokenizer.ggml.* metadata of a GGUF or
 // llama2.c tokenizer.bin; a generated WordPiece vocabulary of n tokens (specials, characters,

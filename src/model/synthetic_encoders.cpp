@@ -2,13 +2,16 @@
 // classification head, with the tensor names, shapes and metadata keys the GGUF converters write
 // (what model/encoder_model.h loads and the reference engine reads). Weights are N(0, 1/fan_in),
 // LayerNorm weights near 1, biases small; the vocabulary is WordPiece (vocab_from's, padded to
-// n_vocab, or generated). An XLM-RoBERTa shape (bge-m3) would be arch "bert" with a UGM ("t5")
-// vocabulary writer in place of the WordPiece one; nothing else differs.
+// n_vocab, or generated). XLM-RoBERTa (bge-m3, bge-reranker-v2-m3; xlmr_vocab) is arch "bert"
+// with the synthetic XLM-R unigram ("t5") vocabulary in the WordPiece one's place, one token type
+// and LayerNorm epsilon 1e-5, as the converter writes XLMRobertaModel / ...ForSequenceClassification
+// (its position table already without RoBERTa's two padding-offset rows: position i is row i).
 #include <cmath>
 #include <string>
 
 #include "format/gguf_value.h"
 #include "model/synthetic.h"
+#include "tokenizer/xlmr_vocab.h"
 
 namespace edgelm::model {
 namespace {
@@ -48,6 +51,12 @@ Status check_spec(const SyntheticSpec& s) {
     return make_error("pooling type {} is not 0..4 (none, mean, cls, last, rank)", s.pooling_type);
   if (s.pooling_type == 4 && s.arch != "bert")
     return make_error("a classification head (pooling 4 = rank) is written for arch bert only, not {}", s.arch);
+  if (s.xlmr_vocab && s.arch != "bert")
+    return make_error("an XLM-RoBERTa vocabulary is written for arch bert only, not {}", s.arch);
+  if (s.xlmr_vocab && !s.vocab_from.empty())
+    return make_error("an XLM-RoBERTa shape writes its own vocabulary: drop --vocab ({})", s.vocab_from);
+  if (s.xlmr_vocab && s.n_vocab < 256)
+    return make_error("the XLM-RoBERTa vocabulary needs at least 256 tokens, not {}", s.n_vocab);
   return ok_status();
 }
 
@@ -77,8 +86,12 @@ Result<int64_t> add_wordpiece_vocab(format::GgufMetadata& md, const SyntheticSpe
 }  // namespace
 
 bool is_synthetic_encoder(const SyntheticSpec& s) {
-  return s.arch == "nomic-bert" || s.arch == "jina-bert-v2" ||
+  return s.arch == "nomic-bert" || s.arch == "jina-bert-v2" || s.xlmr_vocab ||
          (s.arch == "bert" && s.pooling_type != 1 && s.pooling_type != 2);
+}
+
+bool is_xlmr_shape(std::string_view name) {
+  return name == "bge-m3" || name == "bge-reranker-v2-m3" || name == "xlmr-tiny" || name == "xlmr-reranker-tiny";
 }
 
 Result<format::ModelFile> make_synthetic_encoder(const SyntheticSpec& s) {
@@ -86,7 +99,12 @@ Result<format::ModelFile> make_synthetic_encoder(const SyntheticSpec& s) {
   const bool nomic = s.arch == "nomic-bert", jina = s.arch == "jina-bert-v2", bert = s.arch == "bert";
   format::ModelFile file;
   auto& md = file.metadata;
-  EDGELM_TRY(const int64_t n_vocab, add_wordpiece_vocab(md, s));
+  int64_t n_vocab = s.n_vocab;
+  if (s.xlmr_vocab) {
+    EDGELM_TRY_STATUS(tokenizer::write_xlmr_vocab(md, s.n_vocab));
+  } else {
+    EDGELM_TRY(n_vocab, add_wordpiece_vocab(md, s));
+  }
 
   const std::string a = s.arch + ".";
   md.set("general.architecture", GgufValue::from_string(s.arch));
@@ -96,7 +114,7 @@ Result<format::ModelFile> make_synthetic_encoder(const SyntheticSpec& s) {
   md.set(a + "feed_forward_length", GgufValue::from_u32(static_cast<uint32_t>(s.n_ff)));
   md.set(a + "block_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_layer)));
   md.set(a + "attention.head_count", GgufValue::from_u32(static_cast<uint32_t>(s.n_head)));
-  md.set(a + "attention.layer_norm_epsilon", GgufValue::from_f32(1e-12f));
+  md.set(a + "attention.layer_norm_epsilon", GgufValue::from_f32(s.xlmr_vocab ? 1e-5f : 1e-12f));
   md.set(a + "attention.causal", GgufValue::from_bool(false));
   md.set(a + "pooling_type", GgufValue::from_u32(s.pooling_type));
   if (nomic) md.set(a + "rope.freq_base", GgufValue::from_f32(s.rope_base > 0.0f ? s.rope_base : 1000.0f));

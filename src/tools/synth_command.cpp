@@ -92,7 +92,8 @@ CommandRunner add_synth_command(CLI::App& app) {
                   "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
                   "gemma3-1b, smolvlm-256m, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, gemma4-e2b, gemma4-e4b, gemma4-tiny, "
                   "stories15m, bert-bge-small, bert-tiny, nomic-embed-text-v1.5, jina-embeddings-v2-small, "
-                  "ms-marco-minilm-l6-reranker, nomic-tiny, jina-tiny, bert-reranker-tiny, ...); "
+                  "ms-marco-minilm-l6-reranker, nomic-tiny, jina-tiny, bert-reranker-tiny, bge-m3, bge-reranker-v2-m3, "
+                  "xlmr-tiny, xlmr-reranker-tiny, ...); "
                   "overrides the sizes but "
                   "--layers, --ctx and --n-vocab given explicitly");
   cmd->add_option("--arch", s.arch,

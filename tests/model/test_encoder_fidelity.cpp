@@ -2,7 +2,8 @@
 // engine's recorded outputs (encoder_goldens.h): nomic-bert, jina-bert-v2 and bert, pooling mean /
 // cls / last, F32 (cosine >= 0.99999 and every value within 1e-4) and Q8_0 (cosine >= 0.9999: the
 // two engines quantize the activations differently, which alone moves a 64-wide tiny model by
-// about 1e-4 of cosine), and a cross-encoder's rank scores (within 1e-4).
+// about 1e-4 of cosine), and a cross-encoder's rank scores (within 1e-4); XLM-RoBERTa (bert with
+// the synthetic XLM-R unigram vocabulary): token ids, cls / mean vectors and rank scores.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,8 @@
 #include "model/quantize.h"
 #include "model/synthetic.h"
 #include "support/test_data.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
 
 namespace edgelm::model {
 namespace {
@@ -33,11 +36,12 @@ double cosine(std::span<const float> a, std::span<const float> b) {
 
 // Writes the synthetic shape `shape` with the bge vocabulary (F32, or quantized to Q8_0) as the
 // goldens were recorded from.
+// XLM-R shapes keep their own vocabulary.
 std::string write_shape(const test::TempDir& dir, const std::string& shape, bool q8, bool jina_norms = false) {
   SyntheticSpec s;
   EXPECT_TRUE(apply_synthetic_shape(s, shape).ok());
   s.jina_norms = jina_norms;
-  s.vocab_from = test::shared_path("vocab/ggml-vocab-bert-bge.gguf");
+  if (!s.xlmr_vocab) s.vocab_from = test::shared_path("vocab/ggml-vocab-bert-bge.gguf");
   auto f = make_synthetic_model(s);
   EXPECT_TRUE(f.ok()) << f.error().message;
   if (!f.ok()) return "";
@@ -148,6 +152,90 @@ TEST(EncoderFidelity, RerankScoresMatchTheReferenceHead) {
   for (size_t i = 0; i < 3; ++i) {
     ASSERT_EQ((*out)[i].size(), 1u);
     EXPECT_NEAR((*out)[i][0], golden::kRerankScores[i], 1e-4) << i;
+  }
+}
+
+TEST(EncoderFidelity, XlmRobertaTokenizesLikeTheReference) {
+  test::TempDir dir;
+  auto enc = embed::open_text_encoder(write_shape(dir, "xlmr-tiny", false));
+  ASSERT_TRUE(enc.ok()) << enc.error().message;
+  EXPECT_EQ((*enc)->tokenizer().vocab().model(), "t5");
+  auto expect_ids = [&](const char* text, std::span<const int> want) {
+    auto ids = (*enc)->tokenize(text);
+    ASSERT_TRUE(ids.ok()) << ids.error().message;
+    EXPECT_EQ(*ids, std::vector<int32_t>(want.begin(), want.end())) << text;
+  };
+  expect_ids(golden::kXlmrText, golden::kXlmrTextIds);
+  expect_ids(golden::kXlmrHello, golden::kXlmrHelloIds);
+  expect_ids(golden::kXlmrFullwidth, golden::kXlmrFullwidthIds);
+}
+
+struct XlmrGolden {
+  bool q8;
+  Pooling pooling;
+  const float* values;  // [64]
+};
+
+class XlmrFidelity : public ::testing::TestWithParam<XlmrGolden> {};
+
+TEST_P(XlmrFidelity, MatchesTheReferenceEngine) {
+  const XlmrGolden& g = GetParam();
+  test::TempDir dir;
+  auto enc = embed::open_text_encoder(write_shape(dir, "xlmr-tiny", g.q8));
+  ASSERT_TRUE(enc.ok()) << enc.error().message;
+  EXPECT_EQ((*enc)->info().pooling, Pooling::cls);  // bge-m3 pools <s>
+  auto ids = (*enc)->tokenize(golden::kXlmrText);
+  ASSERT_TRUE(ids.ok());
+  ThreadPool pool(2);
+  auto out = (*enc)->encode(std::vector<std::vector<int32_t>>{*ids}, g.pooling, pool);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  const std::span<const float> want(g.values, 64);
+  ASSERT_EQ((*out)[0].size(), 64u);
+  if (g.q8) {
+    EXPECT_GE(cosine((*out)[0], want), 0.9999);
+  } else {
+    EXPECT_GE(cosine((*out)[0], want), 0.99999);
+    for (size_t i = 0; i < 64; ++i) EXPECT_NEAR((*out)[0][i], want[i], 1e-4) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, XlmrFidelity,
+                         ::testing::Values(XlmrGolden{false, Pooling::cls, golden::k_xlmr_f32_cls},
+                                           XlmrGolden{false, Pooling::mean, golden::k_xlmr_f32_mean},
+                                           XlmrGolden{true, Pooling::cls, golden::k_xlmr_q8_0_cls},
+                                           XlmrGolden{true, Pooling::mean, golden::k_xlmr_q8_0_mean}),
+                         [](const ::testing::TestParamInfo<XlmrGolden>& i) {
+                           return std::string(i.param.q8 ? "q8_0_" : "f32_") +
+                                  std::string(embed::pooling_name(i.param.pooling));
+                         });
+
+TEST(EncoderFidelity, XlmRobertaRerankScoresMatchTheReferenceHead) {
+  test::TempDir dir;
+  auto enc = embed::open_text_encoder(write_shape(dir, "xlmr-reranker-tiny", false));
+  ASSERT_TRUE(enc.ok()) << enc.error().message;
+  ASSERT_TRUE((*enc)->info().can_rank);
+  EXPECT_EQ((*enc)->info().pooling, Pooling::rank);
+  std::vector<std::vector<int32_t>> pairs;
+  for (const char* doc : golden::kRerankDocs) {
+    auto ids = (*enc)->tokenize_pair(golden::kRerankQuery, doc);
+    ASSERT_TRUE(ids.ok()) << ids.error().message;
+    pairs.push_back(*ids);
+  }
+  EXPECT_EQ(pairs[0].size(), 69u);  // the reference's pair lengths
+  EXPECT_EQ(pairs[1].size(), 68u);
+  EXPECT_EQ(pairs[2].size(), 74u);
+  // <s> q </s></s> d </s>: the query's own framing, then the document's without its <s>.
+  auto q = (*enc)->tokenize(golden::kRerankQuery);
+  ASSERT_TRUE(q.ok());
+  ASSERT_GT(pairs[0].size(), q->size());
+  EXPECT_TRUE(std::equal(q->begin(), q->end(), pairs[0].begin()));
+  EXPECT_EQ(pairs[0][q->size()], 2);  // the separator </s>
+  ThreadPool pool(2);
+  auto out = (*enc)->encode(pairs, Pooling::rank, pool);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ((*out)[i].size(), 1u);
+    EXPECT_NEAR((*out)[i][0], golden::kXlmrRerankScores[i], 1e-4) << i;
   }
 }
 

@@ -151,25 +151,16 @@ TEST(EncoderModels, FramesTextsAndPairsLikeTheReference) {
 
 // XLM-RoBERTa is "bert" with a SentencePiece-family (UGM) vocabulary: framing follows the
 // vocabulary's BOS/EOS and add_bos/add_eos, and a pair is <s> q </s></s> d </s> (the separator
-// is tokenizer.ggml.seperator_token_id, </s> in XLM-R's files; EOS when absent). Shown here with the llama2.c
-// SentencePiece vocabulary of tok512.bin standing in for the UGM one.
+// is tokenizer.ggml.seperator_token_id, </s> in XLM-R's files; EOS when absent): the synthetic
+// XLM-R vocabulary of xlmr-reranker-tiny.
 TEST(EncoderModels, NonWordPieceVocabulariesFrameLikeXlmRoberta) {
-  auto f = make_synthetic_model(tiny("bert-reranker-tiny"));  // 512 tokens, as tok512.bin
-  ASSERT_TRUE(f.ok());
-  auto vocab = read_vocab_metadata(test::shared_path("models/tok512.bin"));
-  ASSERT_TRUE(vocab.ok()) << vocab.error().message;
-  for (const auto& kv : vocab->entries())
-    if (kv.first.rfind("tokenizer.", 0) == 0) f->metadata.set(kv.first, kv.second);
-  f->metadata.set("tokenizer.ggml.add_eos_token", format::GgufValue::from_bool(true));
-  f->metadata.set("tokenizer.ggml.seperator_token_id", format::GgufValue::from_u32(2));  // </s>, as XLM-R's files say
   test::TempDir dir;
-  const std::string path = dir.file("xlmr-like.gguf");
-  ASSERT_TRUE(format::write_gguf(path, *f).ok());
+  const std::string path = write(dir, tiny("xlmr-reranker-tiny"), "xlmr-rr.gguf");
   auto enc = open(path);
   ASSERT_TRUE(enc);
   const int32_t bos = enc->tokenizer().vocab().bos(), eos = enc->tokenizer().vocab().eos();
-  ASSERT_EQ(bos, 1);
-  ASSERT_EQ(eos, 2);
+  ASSERT_EQ(bos, 0);  // <s>
+  ASSERT_EQ(eos, 2);  // </s>
   const std::vector<int32_t> q = enc->tokenizer().encode("hello", false, false);
   const std::vector<int32_t> d = enc->tokenizer().encode("world", false, false);
   auto t = enc->tokenize("hello");
