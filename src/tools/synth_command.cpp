@@ -20,11 +20,13 @@ struct SynthOptions {
   CLI::Option* ctx_opt = nullptr;
   CLI::Option* vocab_opt = nullptr;
   CLI::Option* nextn_opt = nullptr;
+  CLI::Option* dense_opt = nullptr;
   std::string type = "f32";
   std::string output;
   std::string shape;
   std::string pooling;
   std::string chat_template_file;  // written as tokenizer.chat_template
+  bool rerank_lm_rows = false;     // a reranker shape without cls.output (scores from the output rows)
   MmprojSynthOptions mmproj;       // --mmproj-output: a vision encoder beside the model
 };
 
@@ -44,7 +46,9 @@ int run(SynthOptions& o) {
     if (o.ctx_opt->count() > 0) o.spec.n_ctx = given.n_ctx;
     if (o.vocab_opt->count() > 0) o.spec.n_vocab = given.n_vocab;
     if (o.nextn_opt->count() > 0) o.spec.n_nextn = given.n_nextn;
+    if (o.dense_opt->count() > 0) o.spec.n_dense = given.n_dense;
   }
+  if (o.rerank_lm_rows) o.spec.rerank_cls = false;
   if (o.pooling == "mean")
     o.spec.pooling_type = 1;
   else if (o.pooling == "cls")
@@ -77,7 +81,8 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--shape", o->shape,
                   "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
                   "gemma3-1b, smolvlm-256m, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, gemma4-e2b, gemma4-e4b, gemma4-tiny, "
-                  "stories15m, bert-bge-small, bert-tiny, ...); "
+                  "stories15m, bert-bge-small, bert-tiny, embeddinggemma-300m, qwen3-embedding-0.6b, "
+                  "qwen3-reranker-0.6b, ...); "
                   "overrides the sizes but "
                   "--layers, --ctx and --n-vocab given explicitly");
   cmd->add_option("--arch", s.arch,
@@ -114,6 +119,11 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Write this Jinja chat template as tokenizer.chat_template (e.g. a thinking model's)");
+  o->dense_opt = cmd->add_option("--dense", s.n_dense,
+                                 "Embedding decoders: width of the dense_2 / dense_3 projections (0: none; "
+                                 "embeddinggemma-300m: 3072)");
+  cmd->add_flag("--rerank-lm-rows", o->rerank_lm_rows,
+                "qwen3-reranker shapes: no cls.output.weight (a plain qwen3 file with pooling_type rank)");
   cmd->add_option("--pooling", o->pooling, "bert only: mean or cls (default: the shape's, else mean)");
   cmd->add_option("--ssm-k-heads", s.ssm_k_heads, "qwen35: DeltaNet key heads (ssm.group_count)")
       ->capture_default_str();
