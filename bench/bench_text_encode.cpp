@@ -47,16 +47,27 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "-m") model_path = next();
-    else if (a == "--text") texts.push_back(next());
-    else if (a == "--ids") ids_path = next();
-    else if (a == "--pair") { std::string q = next(); pairs.emplace_back(q, next()); }
-    else if (a == "--pooling") pooling_name = next();
-    else if (a == "--threads") threads = std::stoi(next());
-    else if (a == "--batch") batch = std::stoi(next());
-    else if (a == "--len") len = std::stoi(next());
-    else if (a == "--reps") reps = std::stoi(next());
-    else return fail("unknown argument " + a);
+    if (a == "-m")
+      model_path = next();
+    else if (a == "--text")
+      texts.push_back(next());
+    else if (a == "--ids")
+      ids_path = next();
+    else if (a == "--pair") {
+      std::string q = next();
+      pairs.emplace_back(q, next());
+    } else if (a == "--pooling")
+      pooling_name = next();
+    else if (a == "--threads")
+      threads = std::stoi(next());
+    else if (a == "--batch")
+      batch = std::stoi(next());
+    else if (a == "--len")
+      len = std::stoi(next());
+    else if (a == "--reps")
+      reps = std::stoi(next());
+    else
+      return fail("unknown argument " + a);
   }
   if (model_path.empty()) return fail("-m MODEL is required");
   auto enc_or = embed::open_text_encoder(model_path);

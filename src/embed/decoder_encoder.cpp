@@ -72,8 +72,8 @@ class DecoderEncoder final : public TextEncoder {
 
   Result<std::vector<int32_t>> tokenize_pair(std::string_view query, std::string_view document) const override {
     if (!info_.can_rank)
-      return make_error("{} is not a reranker (its pooling is {}): it cannot score a query and a document",
-                        info_.name, pooling_name(info_.pooling));
+      return make_error("{} is not a reranker (its pooling is {}): it cannot score a query and a document", info_.name,
+                        pooling_name(info_.pooling));
     return tokenize_yes_no_prompt(*tok_, query, document);
   }
 
@@ -270,9 +270,10 @@ Result<std::unique_ptr<TextEncoder>> open_decoder_encoder(format::ModelFile file
     if (!w.cls_out) {
       const auto y = (*tok)->vocab().find("yes"), n = (*tok)->vocab().find("no");
       if (!y || !n)
-        return make_error("{}: a reranker without cls.output.weight needs the tokens \"yes\" and \"no\" in its "
-                          "vocabulary",
-                          path);
+        return make_error(
+            "{}: a reranker without cls.output.weight needs the tokens \"yes\" and \"no\" in its "
+            "vocabulary",
+            path);
       yes = *y;
       no = *n;
     }

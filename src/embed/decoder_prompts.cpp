@@ -24,8 +24,7 @@ void set_model_card_prompts(EncoderInfo& info) {
     for (const int32_t d : {768, 512, 256, 128})
       if (d < info.n_embd) info.matryoshka_dims.push_back(d);
   } else if (info.arch == "qwen3" && info.pooling == Pooling::last) {
-    info.query_prefix =
-        "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:";
+    info.query_prefix = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:";
   }
 }
 

@@ -106,8 +106,8 @@ std::string embedding_decoder_shape_names() {
 Status add_synthetic_embedding_parts(format::ModelFile& file, const SyntheticSpec& s, int64_t n_vocab) {
   if (s.decoder_pooling == 0 && s.n_dense == 0 && !s.rerank_cls) return ok_status();
   auto& md = file.metadata;
-  if (s.decoder_pooling > 4) return make_error("pooling type {} is not one of 1 (mean), 2, 3 (last), 4 (rank)",
-                                               s.decoder_pooling);
+  if (s.decoder_pooling > 4)
+    return make_error("pooling type {} is not one of 1 (mean), 2, 3 (last), 4 (rank)", s.decoder_pooling);
   if (s.decoder_pooling > 0) {
     md.set(s.arch + ".pooling_type", GgufValue::from_u32(s.decoder_pooling));
     // Embedders end every text with EOS (EmbeddingGemma: <bos> text <eos>; Qwen3-Embedding pools
@@ -117,7 +117,8 @@ Status add_synthetic_embedding_parts(format::ModelFile& file, const SyntheticSpe
   }
   std::mt19937_64 rng(s.seed * 7919 + 41);
   if (s.n_dense > 0) {
-    const float s2 = 1.0f / std::sqrt(static_cast<float>(s.n_embd)), s3 = 1.0f / std::sqrt(static_cast<float>(s.n_dense));
+    const float s2 = 1.0f / std::sqrt(static_cast<float>(s.n_embd)),
+                s3 = 1.0f / std::sqrt(static_cast<float>(s.n_dense));
     add_normal_tensor(file, rng, "dense_2.weight", {s.n_embd, s.n_dense, 1, 1}, 2, s.weight_type, s2);
     add_normal_tensor(file, rng, "dense_3.weight", {s.n_dense, s.n_embd, 1, 1}, 2, s.weight_type, s3);
     md.set(s.arch + ".dense_2_feat_in", GgufValue::from_u32(static_cast<uint32_t>(s.n_embd)));

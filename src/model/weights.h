@@ -106,7 +106,7 @@ struct Weights {
   WeightMatrix dense_3;  // [n_embd, n_dense] dense_3.weight
   // A classification head read from the pooled state: cls.output.weight (the reference
   // converter's Qwen3-Reranker: the lm_head rows of "yes" and "no", in that order).
-  WeightMatrix cls_out;             // [n_cls, n_embd]
+  WeightMatrix cls_out;              // [n_cls, n_embd]
   const float* cls_out_b = nullptr;  // [n_cls] cls.output.bias or null
   MtpWeights mtp;  // present only for qwen35 files with nextn_predict_layers > 0
   uint64_t n_bytes_file = 0;       // bytes of the tensors as stored in the file

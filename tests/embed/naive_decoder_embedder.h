@@ -62,8 +62,8 @@ class NaiveDecoderEmbedder {
           std::vector<bool> seen(n, false);
           double mx = -1e300, sum = 0.0;
           for (int s = 0; s < n; ++s) {
-            if (!c_.gemma && s > t) continue;                                // causal
-            if (local && std::abs(t - s) > c_.window / 2) continue;          // symmetric window
+            if (!c_.gemma && s > t) continue;                        // causal
+            if (local && std::abs(t - s) > c_.window / 2) continue;  // symmetric window
             seen[s] = true;
             double d = 0.0;
             for (int i = 0; i < D; ++i) d += q[t][h * D + i] * k[s][g * D + i];
@@ -108,7 +108,8 @@ class NaiveDecoderEmbedder {
     kernels::to_float(t->type, t->data, tmp.data(), t->n_elements());
     return {tmp.begin(), tmp.end()};
   }
-  std::vector<double> linear(const std::vector<double>& x, const std::string& base, const char* suffix = ".weight") const {
+  std::vector<double> linear(const std::vector<double>& x, const std::string& base,
+                             const char* suffix = ".weight") const {
     const std::string name = base + suffix;
     const format::TensorInfo* t = f_.find_tensor(name);
     const auto w = mat(name);

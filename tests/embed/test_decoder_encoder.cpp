@@ -24,12 +24,11 @@ namespace edgelm {
 namespace {
 
 // Writes the synthetic shape `name` (with the test vocabulary of its kind) to dir; returns the path.
-std::string write_shape(const test::TempDir& dir, const std::string& name, bool rerank_cls = true,
-                        uint64_t seed = 7) {
+std::string write_shape(const test::TempDir& dir, const std::string& name, bool rerank_cls = true, uint64_t seed = 7) {
   model::SyntheticSpec spec;
   EXPECT_TRUE(model::apply_synthetic_shape(spec, name).ok());
-  spec.vocab_from = test::shared_path(spec.arch == "qwen3" ? "vocab/ggml-vocab-gpt-2.gguf"
-                                                           : "vocab/ggml-vocab-llama-spm.gguf");
+  spec.vocab_from =
+      test::shared_path(spec.arch == "qwen3" ? "vocab/ggml-vocab-gpt-2.gguf" : "vocab/ggml-vocab-llama-spm.gguf");
   spec.rerank_cls = spec.rerank_cls && rerank_cls;
   spec.seed = seed;
   auto file = model::make_synthetic_model(spec);
