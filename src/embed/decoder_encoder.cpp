@@ -3,10 +3,10 @@
 // {arch}.pooling_type (Qwen3-Embedding: last-token pooling; Qwen3-Reranker: rank, P("yes")).
 //
 // encode() runs its texts through engine::forward_batch: texts are packed into steps of at most
-// kMaxStepTokens tokens (a longer text is a step of its own), each text a slice starting at
-// position 0 in a KvStore sized for the step, so every weight matrix is multiplied once per step
-// for all rows of all its texts and attention stays within each text (bidirectional for
-// gemma-embedding). The final-normed hidden states of every token (StepBatch::want_hidden) are
+// kMaxStepTokens tokens and kMaxStepKvBytes of K/V (a longer text is a step of its own), each
+// text a slice starting at position 0 in a KvStore sized for the step, so every weight matrix is
+// multiplied once per step for all rows of all its texts and attention stays within each text
+// (bidirectional for gemma-embedding). Texts are limited to kMaxTextTokens (EncoderInfo::n_ctx). The final-normed hidden states of every token (StepBatch::want_hidden) are
 // pooled per text; dense projections and the rank heads then run once over all pooled rows.
 //
 // Rank (a yes/no LLM reranker): the last token's state against the file's cls.output rows
@@ -28,8 +28,13 @@
 namespace edgelm::embed {
 namespace {
 
-// Tokens per forward_batch step (bounds the step's scratch: [n, n_ff] FFN rows, the KV store).
+// Tokens per forward_batch step (bounds the step's scratch: [n, n_ff] FFN rows), and the most
+// bytes of f32 K/V a step holds (a longer text is still a step of its own).
 constexpr int64_t kMaxStepTokens = 4096;
+constexpr int64_t kMaxStepKvBytes = int64_t{512} << 20;
+// The longest text a decoder embedder takes (its trained context if shorter): the f32 K/V of one
+// text is held whole while it runs (Qwen3-0.6B: 112 KiB per token).
+constexpr int32_t kMaxTextTokens = 8192;
 constexpr int32_t kBlockSize = 32;
 
 // Architectures a pooling_type turns into an embedding model: decoders of model/arch.h without
@@ -205,11 +210,16 @@ Result<std::vector<std::vector<float>>> DecoderEncoder::encode(std::span<const s
   const int64_t E = model_->config().n_embd;
   const auto n = static_cast<int64_t>(texts.size());
   std::vector<float> pooled(static_cast<size_t>(n * E));  // [n_texts, n_embd]
+  const model::ModelConfig& c = model_->config();
+  int64_t kv_bytes_per_token = 0;
+  for (int32_t l = 0; l < c.n_kv_layers(); ++l) kv_bytes_per_token += 2 * int64_t{c.kv_n_embd(l)} * 4;
+  const int64_t max_step = std::clamp<int64_t>(kMaxStepKvBytes / std::max<int64_t>(kv_bytes_per_token, 1), 1,
+                                               kMaxStepTokens);
   engine::BatchScratch scratch;
   for (size_t b = 0; b < texts.size();) {
     size_t e = b + 1;
     int64_t tokens = static_cast<int64_t>(texts[b].size());
-    while (e < texts.size() && tokens + static_cast<int64_t>(texts[e].size()) <= kMaxStepTokens)
+    while (e < texts.size() && tokens + static_cast<int64_t>(texts[e].size()) <= max_step)
       tokens += static_cast<int64_t>(texts[e++].size());
     EDGELM_TRY_STATUS(run_step(texts, b, e, pooling, &pooled[b * static_cast<size_t>(E)], pool, scratch));
     b = e;
@@ -259,7 +269,7 @@ Result<std::unique_ptr<TextEncoder>> open_decoder_encoder(format::ModelFile file
   const model::Weights& w = (*m)->weights();
   if (!c.arch->bidirectional && !decoder_arch_can_embed(*c.arch))
     return make_error("{}: architecture '{}' cannot run as an embedding model (recurrent layers)", path, arch);
-  info.n_ctx = c.n_ctx_train;
+  info.n_ctx = std::min(c.n_ctx_train, kMaxTextTokens);
   info.n_embd = c.n_embd;
   if (w.dense_2 && w.dense_3.rows != c.n_embd)
     return make_error("{}: dense_3.weight projects to {}, not n_embd {}", path, w.dense_3.rows, c.n_embd);

@@ -134,6 +134,22 @@ TEST_F(DecoderEncoderTest, VectorsDoNotDependOnTheBatch) {
   }
 }
 
+TEST_F(DecoderEncoderTest, ManyTextsSplitIntoSteps) {
+  auto enc = open(write_shape(dir_, "embeddinggemma-tiny"));
+  ASSERT_NE(enc, nullptr);
+  std::vector<std::vector<int32_t>> texts(10);  // 5000 tokens: more than one step of 4096
+  for (size_t i = 0; i < texts.size(); ++i)
+    for (int32_t j = 0; j < 500; ++j) texts[i].push_back(100 + static_cast<int32_t>((i * 977 + j * 31) % 20000));
+  auto all = enc->encode(texts, embed::Pooling::mean, pool_);
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  for (const size_t i : {size_t{0}, size_t{9}}) {
+    auto alone = enc->encode(std::span(&texts[i], 1), embed::Pooling::mean, pool_);
+    ASSERT_TRUE(alone.ok());
+    for (size_t k = 0; k < (*all)[i].size(); ++k)
+      EXPECT_NEAR((*all)[i][k], (*alone)[0][k], 1e-5f * (1.0f + std::abs((*alone)[0][k]))) << i;
+  }
+}
+
 // The last token's final-normed state of `ids` through Model::forward (the causal reference).
 std::vector<float> forward_last_hidden(const model::Model& m, const std::vector<int32_t>& ids, ThreadPool& pool,
                                        std::vector<float>* logits = nullptr) {
