@@ -6,8 +6,9 @@
 // kMaxStepTokens tokens and kMaxStepKvBytes of K/V (a longer text is a step of its own), each
 // text a slice starting at position 0 in a KvStore sized for the step, so every weight matrix is
 // multiplied once per step for all rows of all its texts and attention stays within each text
-// (bidirectional for gemma-embedding). Texts are limited to kMaxTextTokens (EncoderInfo::n_ctx). The final-normed hidden states of every token (StepBatch::want_hidden) are
-// pooled per text; dense projections and the rank heads then run once over all pooled rows.
+// (bidirectional for gemma-embedding). Texts are limited to kMaxTextTokens (EncoderInfo::n_ctx). The final-normed
+// hidden states of every token (StepBatch::want_hidden) are pooled per text; dense projections and the rank heads then
+// run once over all pooled rows.
 //
 // Rank (a yes/no LLM reranker): the last token's state against the file's cls.output rows
 // ("yes", "no", as the reference converter writes Qwen3-Reranker) or, without that tensor, the
@@ -213,8 +214,8 @@ Result<std::vector<std::vector<float>>> DecoderEncoder::encode(std::span<const s
   const model::ModelConfig& c = model_->config();
   int64_t kv_bytes_per_token = 0;
   for (int32_t l = 0; l < c.n_kv_layers(); ++l) kv_bytes_per_token += 2 * int64_t{c.kv_n_embd(l)} * 4;
-  const int64_t max_step = std::clamp<int64_t>(kMaxStepKvBytes / std::max<int64_t>(kv_bytes_per_token, 1), 1,
-                                               kMaxStepTokens);
+  const int64_t max_step =
+      std::clamp<int64_t>(kMaxStepKvBytes / std::max<int64_t>(kv_bytes_per_token, 1), 1, kMaxStepTokens);
   engine::BatchScratch scratch;
   for (size_t b = 0; b < texts.size();) {
     size_t e = b + 1;
