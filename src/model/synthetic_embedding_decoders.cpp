@@ -2,7 +2,9 @@
 // Qwen3-Embedding-0.6B and Qwen3-Reranker-0.6B with their published hyper-parameters, tiny
 // variants for tests, and the parts that make a decoder file an embedder or a reranker:
 // {arch}.pooling_type, tokenizer.ggml.add_eos_token (the texts end with EOS), the
-// sentence-transformers dense projections (dense_2 / dense_3) and a reranker's cls.output rows.
+// sentence-transformers dense projections (dense_2 / dense_3) and a reranker's cls.output rows
+// with {arch}.classifier.output_labels ["yes", "no"] (the reference converter's Qwen3-Reranker:
+// cls.output.weight = the lm head's rows of "yes" and "no" stacked, pooling_type rank).
 //
 // Vocabularies are those of --vocab (a SentencePiece one for the gemma shapes, a byte-level BPE one
 // for the qwen shapes), padded to the shape's size: the qwen shapes' padding starts with the chat
@@ -156,6 +158,8 @@ Status add_synthetic_embedding_parts(format::ModelFile& file, const SyntheticSpe
     t.data = buf->data();
     file.tensors.push_back(std::move(t));
     file.keep_alive(std::move(buf));
+    format::GgufValue::Array labels{GgufValue::from_string("yes"), GgufValue::from_string("no")};
+    md.set(s.arch + ".classifier.output_labels", GgufValue::from_array(format::GgufType::string, std::move(labels)));
   }
   return ok_status();
 }
