@@ -73,7 +73,15 @@ class DecoderEncoder final : public TextEncoder {
   const tokenizer::Tokenizer& tokenizer() const override { return *tok_; }
 
   Result<std::vector<int32_t>> tokenize(std::string_view text) const override {
-    return tok_->encode(text, /*add_special=*/true, /*parse_special=*/true);
+    std::vector<int32_t> ids = tok_->encode(text, /*add_special=*/true, /*parse_special=*/true);
+    // Last-token pooling reads the end-of-text token (Qwen3-Embedding's tokenizer appends
+    // <|endoftext|>); a file that does not add EOS itself gets it here.
+    if (info_.pooling == Pooling::last && !tok_->vocab().add_eos()) {
+      const auto eot = tok_->vocab().find("<|endoftext|>");
+      const int32_t end = eot ? *eot : tok_->vocab().eos();
+      if (end != tokenizer::kNoToken && (ids.empty() || ids.back() != end)) ids.push_back(end);
+    }
+    return ids;
   }
 
   Result<std::vector<int32_t>> tokenize_pair(std::string_view query, std::string_view document) const override {

@@ -175,6 +175,15 @@ TEST_F(DecoderEncoderTest, Qwen3EmbeddingPoolsTheLastTokenWithEos) {
   EXPECT_EQ(ids->back(), enc->tokenizer().vocab().eos());  // EOS appended (add_eos_token)
   auto file = format::open_model_file(path);
   ASSERT_TRUE(file.ok());
+  // A file that does not set add_eos_token still gets <|endoftext|> appended (the model card's).
+  file->metadata.set("tokenizer.ggml.add_eos_token", format::GgufValue::from_bool(false));
+  ASSERT_TRUE(format::write_gguf(dir_.file("no-eos.gguf"), *file).ok());
+  auto no_eos = open(dir_.file("no-eos.gguf"));
+  ASSERT_NE(no_eos, nullptr);
+  auto ids2 = no_eos->tokenize("The capital of China is Beijing.");
+  ASSERT_TRUE(ids2.ok());
+  EXPECT_EQ(*ids2, *ids);
+  EXPECT_EQ(no_eos->tokenizer().encode("The capital of China is Beijing.", true, true).size() + 1, ids2->size());
   auto m = model::Model::load(std::move(*file));
   ASSERT_TRUE(m.ok());
   const auto texts = some_texts(300, 50000);
