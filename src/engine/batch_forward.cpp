@@ -236,6 +236,22 @@ Result<int64_t> validate(const model::ModelConfig& c, const StepBatch& batch, co
     return make_error("forward_batch: logits buffer has {} entries; {} tokens with logits x {} vocabulary need {}",
                       logits.size(), n_logits, c.n_vocab, n_logits * c.n_vocab);
   EDGELM_TRY_STATUS(validate_states(c, batch));
+  if (c.arch->bidirectional && !batch.bidirectional)
+    return make_error(
+        "forward_batch: {} is an embedding model (bidirectional attention); it runs through the embed layer, not "
+        "generation",
+        c.arch->name);
+  if (batch.bidirectional && !c.arch->bidirectional)
+    return make_error("forward_batch: {} attends causally; a bidirectional batch is for embedding models",
+                      c.arch->name);
+  if (batch.bidirectional) {
+    if (!batch.spans.empty() || batch.embd_in != nullptr || c.deltanet.interval > 0)
+      return make_error("forward_batch: a bidirectional batch takes neither spans, input rows nor recurrent layers");
+    for (size_t i = 0; i < batch.seqs.size(); ++i)
+      if (batch.seqs[i].pos0 != 0)
+        return make_error("forward_batch: bidirectional slice {} starts at position {}; each must be a whole text", i,
+                          batch.seqs[i].pos0);
+  }
   for (size_t i = 0; i < batch.spans.size(); ++i) {
     const BatchSpan& b = batch.spans[i];
     if (b.seq < 0 || b.seq >= static_cast<int32_t>(batch.seqs.size()))
@@ -303,12 +319,30 @@ void plan_step(Step& st) {
     }
     tok_end = end;
   }
+  // Whole texts attending bidirectionally: every token up to its slice's end; in local layers the
+  // symmetric window [pos - n_swa / 2, pos + n_swa / 2] (a causal window of n_swa / 2 + 1
+  // positions behind, ends n_swa / 2 + 1 past the token).
+  int32_t local_window = st.c.n_swa;
+  const int32_t* tok_end_local = tok_end;
+  if (st.batch.bidirectional) {
+    int32_t* end = grow(s.tok_end, st.n);
+    int32_t* end_local = grow(s.tok_end_local, st.n);
+    const int32_t half = st.c.n_swa / 2;
+    for (int64_t u = 0; u < st.n; ++u) {
+      const BatchSeq& q = st.batch.seqs[static_cast<size_t>(tok_seq[u])];
+      end[u] = q.pos0 + q.n_tokens;
+      end_local[u] = static_cast<int32_t>(std::min<int64_t>(end[u], int64_t{tok_pos[u]} + half + 1));
+    }
+    tok_end = end;
+    tok_end_local = end_local;
+    local_window = half + 1;
+  }
   const int32_t max_d = st.c.max_head_dim();  // the plan's partial states fit every layer's heads
   attention_plan(s.attn, st.n, tok_pos, st.c.n_head, max_d, st.pool.n_threads(), 0, tok_end);
   if (st.c.n_swa > 0) {
     s.attn_local.split_positions = s.attn.split_positions;
     s.attn_local.state_budget_bytes = s.attn.state_budget_bytes;
-    attention_plan(s.attn_local, st.n, tok_pos, st.c.n_head, max_d, st.pool.n_threads(), st.c.n_swa, tok_end);
+    attention_plan(s.attn_local, st.n, tok_pos, st.c.n_head, max_d, st.pool.n_threads(), local_window, tok_end_local);
   }
 
   for (auto* buf : {&s.x, &s.xn, &s.proj}) grow(*buf, st.n * st.E);

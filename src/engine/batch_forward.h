@@ -15,6 +15,8 @@
 //    kernels/ops_vector.h (GeGLU the scalar model/ops.h), RoPE the model's cos/sin tables;
 //  - sliding-window layers attend over each token's last n_swa positions (their own attention
 //    plan), so the paged KV honours the window exactly as Model::forward does;
+//  - embedding models (StepBatch::bidirectional): each slice is a whole text attending over all
+//    its positions (local layers: a symmetric window), by the same plan with later ends;
 //  - embedding spans (StepBatch::spans, model/embd_span.h: an image's soft tokens) replace the
 //    token_embd rows of their positions, unscaled, and attend bidirectionally within the span
 //    as Model::forward does with the same spans;
@@ -118,6 +120,11 @@ struct StepBatch {
   // Also write every token's final hidden state after the output norm into BatchScratch::hidden
   // ([n_total, n_embd], batch order): what the MTP head drafts from.
   bool want_hidden = false;
+  // Embedding models (model::ArchSpec::bidirectional, gemma-embedding): every slice is a whole
+  // text (pos0 == 0) whose tokens attend to all its positions, and in sliding-window layers to
+  // those within n_swa / 2 on either side. Required for such models, refused for others (and
+  // with spans, embd_in or recurrent layers).
+  bool bidirectional = false;
 };
 
 // Reusable buffers of forward_batch (one per caller; not thread-safe). The buffers are internal
@@ -149,6 +156,7 @@ struct BatchScratch {
   std::vector<int32_t> tok_pos;        // [n_total] position of each token
   std::vector<model::RopePos> tok_rope;  // [n_total] rotation position of each token (with M-RoPE images)
   std::vector<int32_t> tok_end;        // [n_total] exclusive end of each token's attended positions (with spans)
+  std::vector<int32_t> tok_end_local;  // [n_total] the same in sliding-window layers (StepBatch::bidirectional)
   std::vector<const float*> tok_embd;  // [n_total] a span token's embedding row, else null (with spans)
   std::vector<int64_t> seq_tok;        // [n_seqs + 1] first token of each slice (and n_total)
   AttnScratch attn;                    // attention work items and partial states (global layers)

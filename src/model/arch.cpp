@@ -27,6 +27,9 @@ constexpr std::array kArchs = {
     //                                                                                                         gemma4
     ArchSpec{"gemma4", RopeStyle::neox, false, true, 1e-6f, 1000000.0f, FfnAct::gelu_tanh, true, true, false,
              SwaLayers::per_layer, 10000.0f, false, false, true},
+    // EmbeddingGemma: gemma3's layers and tensors, attending bidirectionally   bidirectional
+    ArchSpec{"gemma-embedding", RopeStyle::neox, false, true, 1e-6f, 1000000.0f, FfnAct::gelu_tanh, true, true, false,
+             SwaLayers::five_to_one, 10000.0f, false, false, false, true},
 };
 
 // Far above any real model: anything larger is a corrupt or hostile file, and we refuse it

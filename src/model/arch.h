@@ -80,6 +80,12 @@ struct ArchSpec {
   // scalar blk.N.layer_output_scale multiplies the layer's output; feed_forward_length may be
   // one value per layer.
   bool gemma4 = false;
+  // Embedding models (gemma-embedding): a text attends bidirectionally, every token over all
+  // positions of its text, and sliding-window layers over a symmetric window, positions within
+  // n_swa / 2 on either side (llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC; Hugging Face's radius
+  // n_swa / 2 + 1, exclusive). Only the embed layer runs these (engine::StepBatch::bidirectional);
+  // the causal forwards refuse them.
+  bool bidirectional = false;
 };
 
 // The Gated DeltaNet linear-attention layers of a hybrid model (qwen35 "ssm.*" keys). Per layer

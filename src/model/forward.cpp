@@ -137,6 +137,11 @@ Status Model::forward(std::span<const TokenId> tokens, KvCache& cache, std::span
   if (!mrope.empty() && !c.has_mrope())
     return make_error("forward: M-RoPE image positions given to {}, which has no M-RoPE sections", c.arch->name);
   if (const Status st = mrope_check(mrope); !st) return make_error("forward: {}", st.error().message);
+  if (c.arch->bidirectional && spans.empty())
+    return make_error(
+        "forward: {} is an embedding model (its texts attend bidirectionally); it runs through the embed layer "
+        "(/v1/embeddings, edgelm embed), not the causal forward",
+        c.arch->name);
   for (size_t i = 0; i < spans.size(); ++i) {
     const EmbdSpan& sp = spans[i];
     if (sp.n_tokens <= 0 || sp.pos0 < 0 || sp.embd == nullptr)

@@ -458,9 +458,10 @@ Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name) {
     if (s.arch == "qwen35") spec.pad_tokens = qwen_vl_image_tokens();
     return ok_status();
   }
+  if (apply_embedding_decoder_shape(spec, name)) return ok_status();
   std::string names;
   for (const SyntheticShape& s : synthetic_shapes()) names += (names.empty() ? "" : ", ") + std::string(s.name);
-  return make_error("unknown shape '{}' (known: {})", name, names);
+  return make_error("unknown shape '{}' (known: {}, {})", name, names, embedding_decoder_shape_names());
 }
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
@@ -514,7 +515,7 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
     md.set(a + ".attention.key_length", GgufValue::from_u32(static_cast<uint32_t>(D)));
     md.set(a + ".attention.value_length", GgufValue::from_u32(static_cast<uint32_t>(D)));
   }
-  const bool gemma = a == "gemma2" || a == "gemma3";
+  const bool gemma = a == "gemma2" || a == "gemma3" || a == "gemma-embedding";
   if (s.sliding_window > 0 || gemma)
     md.set(a + ".attention.sliding_window",
            GgufValue::from_u32(static_cast<uint32_t>(s.sliding_window > 0 ? s.sliding_window : 4096)));
@@ -612,6 +613,7 @@ Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& s) {
     b.add(p + "nextn.hnorm.weight", E, 0, 0.1f, 1.0f);
     b.add(p + "nextn.shared_head_norm.weight", E, 0, 0.1f, 1.0f);
   }
+  EDGELM_TRY_STATUS(add_synthetic_embedding_parts(file, s, n_vocab));
   return file;
 }
 

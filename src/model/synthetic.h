@@ -101,6 +101,14 @@ struct SyntheticSpec {
   float partial_rotary = 0.25f;
   bool v_weights = true;
   bool layer_output_scale = true;
+  // Embedding and reranker decoders (synthetic_embedding_decoders.cpp): > 0 writes
+  // {arch}.pooling_type (1 mean, 3 last, 4 rank) and tokenizer.ggml.add_eos_token; n_dense > 0
+  // adds dense_2 [n_embd -> n_dense] and dense_3 [n_dense -> n_embd]; rerank_cls adds
+  // cls.output.weight, the output rows of the vocabulary's "yes" and "no" (the reference
+  // converter's Qwen3-Reranker layout).
+  uint32_t decoder_pooling = 0;
+  int32_t n_dense = 0;
+  bool rerank_cls = false;
 };
 
 Result<format::ModelFile> make_synthetic_model(const SyntheticSpec& spec);
@@ -175,5 +183,14 @@ const std::vector<SyntheticShape>& synthetic_shapes();
 // starting with smolvlm_image_tokens(), the gemma4 shapes' with Gemma 4's image markers
 // "<|image>", "<image|>", "<|image|>".
 Status apply_synthetic_shape(SyntheticSpec& spec, std::string_view name);
+
+// The embedding/reranker decoder shapes (synthetic_embedding_decoders.cpp): embeddinggemma-300m,
+// qwen3-embedding-0.6b, qwen3-reranker-0.6b and their tiny test variants. Sets `spec` and returns
+// true when `name` is one of them.
+bool apply_embedding_decoder_shape(SyntheticSpec& spec, std::string_view name);
+std::string embedding_decoder_shape_names();
+// Their extras (SyntheticSpec::decoder_pooling, n_dense, rerank_cls) into a file
+// make_synthetic_model has built (n_vocab rows); a no-op for specs without them.
+Status add_synthetic_embedding_parts(format::ModelFile& file, const SyntheticSpec& spec, int64_t n_vocab);
 
 }  // namespace edgelm::model

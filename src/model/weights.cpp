@@ -290,6 +290,32 @@ Status load_mtp(Loader& ld, const ModelConfig& c, Weights& w) {
   return ok_status();
 }
 
+// The optional embedding/reranker heads (Weights::dense_2, dense_3, cls_out): sizes from the
+// file, checked against n_embd and each other.
+Status load_embedding_heads(const format::ModelFile& file, Loader& ld, const ModelConfig& c, Weights& w) {
+  const format::TensorInfo* d2 = file.find_tensor("dense_2.weight");
+  const format::TensorInfo* d3 = file.find_tensor("dense_3.weight");
+  if ((d2 == nullptr) != (d3 == nullptr))
+    return make_error("tensor '{}' is missing from the model file (the dense projections come in pairs)",
+                      d2 == nullptr ? "dense_2.weight" : "dense_3.weight");
+  if (d2 != nullptr) {
+    const int64_t n_dense = d2->ne[1];
+    if (n_dense <= 0 || n_dense > (int64_t{1} << 20))
+      return make_error("tensor 'dense_2.weight' has shape {}, expected [{}, n_dense]", d2->shape_string(), c.n_embd);
+    EDGELM_TRY(w.dense_2, ld.matrix("dense_2.weight", c.n_embd, n_dense));
+    EDGELM_TRY(w.dense_3, ld.matrix("dense_3.weight", n_dense, c.n_embd));
+  }
+  if (const format::TensorInfo* co = file.find_tensor("cls.output.weight"); co != nullptr) {
+    const int64_t n_cls = co->ne[1];
+    if (n_cls <= 0 || n_cls > (int64_t{1} << 16))
+      return make_error("tensor 'cls.output.weight' has shape {}, expected [{}, n_classes]", co->shape_string(),
+                        c.n_embd);
+    EDGELM_TRY(w.cls_out, ld.matrix("cls.output.weight", c.n_embd, n_cls));
+    EDGELM_TRY(w.cls_out_b, ld.vector("cls.output.bias", n_cls, /*required=*/false));
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
@@ -371,6 +397,7 @@ Result<Weights> load_weights(const format::ModelFile& file, ModelConfig& c) {
   } else {
     for (int32_t l = c.n_layer; l < c.n_layer + c.n_nextn; ++l) ld.skip_prefix("blk." + std::to_string(l) + ".");
   }
+  EDGELM_TRY_STATUS(load_embedding_heads(file, ld, c, w));
   EDGELM_TRY_STATUS(ld.check_all_used(c.arch->name));
   EDGELM_TRY_STATUS(pack_matrices(w));
   if (w.mtp.present) {  // shared with the main model (after packing: the same packed data)

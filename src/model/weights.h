@@ -98,6 +98,16 @@ struct Weights {
   WeightMatrix ple_model_proj;           // [n_layer * n_embd_ple, n_embd] per_layer_model_proj
   const float* ple_proj_norm = nullptr;  // [n_embd_ple] per_layer_proj_norm
   std::vector<LayerWeights> layers;
+  // Embedding and reranker heads, optional in any architecture (the embed layer applies them;
+  // generation ignores them). Sentence-transformers dense projections after pooling, no bias, no
+  // activation (EmbeddingGemma: 768 -> 3072 -> 768; the reference converter's
+  // --sentence-transformers-dense-modules): both or neither, dense_3's input dense_2's output.
+  WeightMatrix dense_2;  // [n_dense, n_embd] dense_2.weight
+  WeightMatrix dense_3;  // [n_embd, n_dense] dense_3.weight
+  // A classification head read from the pooled state: cls.output.weight (the reference
+  // converter's Qwen3-Reranker: the lm_head rows of "yes" and "no", in that order).
+  WeightMatrix cls_out;              // [n_cls, n_embd]
+  const float* cls_out_b = nullptr;  // [n_cls] cls.output.bias or null
   MtpWeights mtp;  // present only for qwen35 files with nextn_predict_layers > 0
   uint64_t n_bytes_file = 0;       // bytes of the tensors as stored in the file
   uint64_t n_bytes_per_token = 0;  // bytes of weights one decode step reads (all but the embedding table)

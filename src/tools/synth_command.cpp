@@ -21,12 +21,14 @@ struct SynthOptions {
   CLI::Option* ctx_opt = nullptr;
   CLI::Option* vocab_opt = nullptr;
   CLI::Option* nextn_opt = nullptr;
+  CLI::Option* dense_opt = nullptr;
   std::string type = "f32";
   std::string output;
   std::string shape;
   std::string pooling;
   std::string chat_template_file;  // written as tokenizer.chat_template
   std::string vocab_only;          // "xlmr": write only that synthetic vocabulary
+  bool rerank_lm_rows = false;     // a reranker shape without cls.output (scores from the output rows)
   MmprojSynthOptions mmproj;       // --mmproj-output: a vision encoder beside the model
 };
 
@@ -54,7 +56,9 @@ int run(SynthOptions& o) {
     if (o.ctx_opt->count() > 0) o.spec.n_ctx = given.n_ctx;
     if (o.vocab_opt->count() > 0) o.spec.n_vocab = given.n_vocab;
     if (o.nextn_opt->count() > 0) o.spec.n_nextn = given.n_nextn;
+    if (o.dense_opt->count() > 0) o.spec.n_dense = given.n_dense;
   }
+  if (o.rerank_lm_rows) o.spec.rerank_cls = false;
   if (o.pooling == "mean")
     o.spec.pooling_type = 1;
   else if (o.pooling == "cls")
@@ -93,7 +97,8 @@ CommandRunner add_synth_command(CLI::App& app) {
                   "gemma3-1b, smolvlm-256m, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, gemma4-e2b, gemma4-e4b, gemma4-tiny, "
                   "stories15m, bert-bge-small, bert-tiny, nomic-embed-text-v1.5, jina-embeddings-v2-small, "
                   "ms-marco-minilm-l6-reranker, nomic-tiny, jina-tiny, bert-reranker-tiny, bge-m3, bge-reranker-v2-m3, "
-                  "xlmr-tiny, xlmr-reranker-tiny, ...); "
+                  "xlmr-tiny, xlmr-reranker-tiny, embeddinggemma-300m, qwen3-embedding-0.6b, "
+                  "qwen3-reranker-0.6b, ...); "
                   "overrides the sizes but "
                   "--layers, --ctx and --n-vocab given explicitly");
   cmd->add_option("--arch", s.arch,
@@ -137,6 +142,11 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_flag("--jina-norms", s.jina_norms, "jina-bert-v2: write the optional attn_q_norm / attn_k_norm / attn_norm_2");
   cmd->add_option("--pooling", o->pooling, "encoders only: mean, cls, last, or rank (bert: adds a classification head) (default: the "
                   "shape's, else mean)");
+  o->dense_opt = cmd->add_option("--dense", s.n_dense,
+                                 "Embedding decoders: width of the dense_2 / dense_3 projections (0: none; "
+                                 "embeddinggemma-300m: 3072)");
+  cmd->add_flag("--rerank-lm-rows", o->rerank_lm_rows,
+                "qwen3-reranker shapes: no cls.output.weight (a plain qwen3 file with pooling_type rank)");
   cmd->add_option("--ssm-k-heads", s.ssm_k_heads, "qwen35: DeltaNet key heads (ssm.group_count)")
       ->capture_default_str();
   cmd->add_option("--ssm-v-heads", s.ssm_v_heads, "qwen35: DeltaNet value heads (ssm.time_step_rank)")
