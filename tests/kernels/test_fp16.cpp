@@ -79,7 +79,8 @@ TEST(Dequantize, RowsOfPlainTypes) {
   EXPECT_EQ(out[1], -2.0f);
   EXPECT_EQ(out[2], 0.5f);
   EXPECT_TRUE(can_dequantize(DType::bf16));
-  EXPECT_FALSE(can_dequantize(DType::iq2_xxs));
+  EXPECT_TRUE(can_dequantize(DType::iq2_xxs));
+  EXPECT_FALSE(can_dequantize(DType::i32));
 }
 
 }  // namespace

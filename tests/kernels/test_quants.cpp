@@ -81,9 +81,16 @@ TEST(QuantTraits, OneRowPerSupportedTypeWithTheReferencePairings) {
 }
 
 TEST(QuantTraits, UnsupportedTypesHaveNoRow) {
-  for (DType t : {DType::iq2_xxs, DType::iq3_s, DType::i8, DType::i32, DType::f64, DType::tq1_0, DType::mxfp4}) {
+  // The integer tensor types hold no weights; every weight type ggml writes has a row.
+  for (DType t : {DType::i8, DType::i16, DType::i32, DType::i64, DType::f64}) {
     EXPECT_EQ(quant_traits(t), nullptr) << name_of(t);
     EXPECT_FALSE(can_dequantize(t)) << name_of(t);
+  }
+  for (DType t : {DType::iq2_xxs, DType::iq2_xs, DType::iq2_s, DType::iq3_xxs, DType::iq3_s, DType::iq1_s,
+                  DType::iq1_m, DType::tq1_0, DType::tq2_0, DType::mxfp4, DType::nvfp4}) {
+    ASSERT_NE(quant_traits(t), nullptr) << name_of(t);
+    EXPECT_TRUE(can_dequantize(t)) << name_of(t);
+    EXPECT_NE(quant_traits(t)->vec_dot, nullptr) << name_of(t);
   }
 }
 
