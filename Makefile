@@ -14,8 +14,8 @@ SOAK_MINUTES ?= 2
 JOBS ?= $(shell nproc)
 # Folders whose tests also run under AddressSanitizer + UBSan: where the memory bugs live
 # (kernels, the paged KV cache, the grammar engine, the engine, the server, the image
-# decoders). The rest run in the release build.
-ASAN_DIRS ?= kernels kv grammar engine http server serve_units media
+# decoders, the tokenizers that parse untrusted vocabularies). The rest run in the release build.
+ASAN_DIRS ?= kernels kv grammar engine http server serve_units media tokenizer
 
 # Every build goes through ccache (CMakePresets.json). Paths under this checkout are hashed
 # relative to it and the working directory is left out of the hash, so a fresh clone in another

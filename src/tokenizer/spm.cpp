@@ -4,12 +4,12 @@
 #include <queue>
 
 #include "tokenizer/special_split.h"
+#include "tokenizer/space_mark.h"
 #include "tokenizer/utf8.h"
 
 namespace edgelm::tokenizer {
 namespace {
 
-constexpr std::string_view kSpaceMark = "\xE2\x96\x81";     // U+2581 LOWER ONE EIGHTH BLOCK
 constexpr std::string_view kUnknownPiece = "\xE2\x96\x85";  // U+2585, how unk tokens print
 
 // A run of the input, linked to its neighbours; n == 0 once merged into its left neighbour.
@@ -143,20 +143,7 @@ void SpmTokenizer::encode_fragment(std::string_view text, std::vector<TokenId>& 
 std::string SpmTokenizer::token_to_piece(TokenId id) const {
   const Vocab& v = vocab();
   switch (v.type(id)) {
-    case TokenType::normal: {
-      const std::string& text = v.text(id);
-      std::string piece;
-      piece.reserve(text.size());
-      for (size_t pos = 0; pos < text.size();) {
-        if (text.compare(pos, kSpaceMark.size(), kSpaceMark) == 0) {
-          piece += ' ';
-          pos += kSpaceMark.size();
-        } else {
-          piece += text[pos++];
-        }
-      }
-      return piece;
-    }
+    case TokenType::normal: return unescape_space_marks(v.text(id));
     case TokenType::user_defined: return v.text(id);
     case TokenType::byte: return std::string(1, static_cast<char>(v.token_byte(id)));
     case TokenType::unknown: return std::string(kUnknownPiece);

@@ -4,12 +4,12 @@
 #include <cfloat>
 
 #include "tokenizer/special_split.h"
+#include "tokenizer/space_mark.h"
 #include "tokenizer/utf8.h"
 
 namespace edgelm::tokenizer {
 namespace {
 
-constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581, SentencePiece's escaped space
 constexpr std::string_view kKeyCharsmap = "tokenizer.ggml.precompiled_charsmap";
 constexpr std::string_view kKeyRemoveExtraSpaces = "tokenizer.ggml.remove_extra_whitespaces";
 constexpr float kUnknownPenalty = 10.0f;
@@ -204,20 +204,7 @@ std::vector<TokenId> UgmTokenizer::encode(std::string_view text, bool add_specia
 std::string UgmTokenizer::token_to_piece(TokenId id) const {
   const Vocab& v = vocab();
   switch (v.type(id)) {
-    case TokenType::normal: {
-      const std::string& text = v.text(id);
-      std::string piece;
-      piece.reserve(text.size());
-      for (size_t pos = 0; pos < text.size();) {
-        if (text.compare(pos, kSpaceMark.size(), kSpaceMark) == 0) {
-          piece += ' ';
-          pos += kSpaceMark.size();
-        } else {
-          piece += text[pos++];
-        }
-      }
-      return piece;
-    }
+    case TokenType::normal: return unescape_space_marks(v.text(id));
     case TokenType::user_defined: return v.text(id);
     case TokenType::byte: return std::string(1, static_cast<char>(v.token_byte(id)));
     case TokenType::control:

@@ -10,7 +10,6 @@
 // transcription of upstream gguf-py's MXFP4/NVFP4 classes), as SHA-256 of the float32 bytes;
 // the quantizer goldens from the same references on quant_input().
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 
 #include <cmath>
 #include <cstring>
@@ -21,22 +20,12 @@
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "quant_test_util.h"
+#include "sha256_hex.h"
 
 namespace edgelm::kernels {
 namespace {
 
-std::string sha256_hex(const void* data, size_t size) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EXPECT_EQ(EVP_Digest(data, size, md, &len, EVP_sha256(), nullptr), 1);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
-  return out;
-}
+using test::sha256_hex;
 
 struct SplitMix {
   uint64_t s;

@@ -6,7 +6,6 @@
 // GGUFReader and took the expected floats from gguf.quants.dequantize; the same check over every
 // tensor of those files and of TinyLlama-shape Q2_K / Q3_K_M files passed when recorded).
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -17,6 +16,7 @@
 #include "format/gguf_reader.h"
 #include "kernels/dequantize.h"
 #include "quant_test_util.h"
+#include "sha256_hex.h"
 #include "support/test_data.h"
 
 namespace edgelm::kernels {
@@ -29,18 +29,7 @@ using format::TensorInfo;
 
 std::string interop_path(const std::string& name) { return edgelm::test::shared_path("models/interop/" + name); }
 
-std::string sha256_hex(const void* data, size_t size) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EXPECT_EQ(EVP_Digest(data, size, md, &len, EVP_sha256(), nullptr), 1);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
-  return out;
-}
+using test::sha256_hex;
 
 const nlohmann::json& hashes() {
   static const nlohmann::json j =
