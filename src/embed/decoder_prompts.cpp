@@ -25,6 +25,9 @@ void set_model_card_prompts(EncoderInfo& info) {
       if (d < info.n_embd) info.matryoshka_dims.push_back(d);
   } else if (info.arch == "qwen3" && info.pooling == Pooling::last) {
     info.query_prefix = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:";
+    // Qwen3-Embedding is trained for any output width from 32 to its full one (model card).
+    info.matryoshka_dims.push_back(info.n_embd);
+    if (info.n_embd > 32) info.matryoshka_dims.push_back(32);
   }
 }
 

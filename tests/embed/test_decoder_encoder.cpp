@@ -167,7 +167,8 @@ TEST_F(DecoderEncoderTest, Qwen3EmbeddingPoolsTheLastTokenWithEos) {
   auto enc = open(path);
   ASSERT_NE(enc, nullptr);
   EXPECT_EQ(enc->info().pooling, embed::Pooling::last);
-  EXPECT_TRUE(enc->info().matryoshka_dims.empty());
+  // Trained for any width from 32 to the full one (Qwen3-Embedding's model card).
+  EXPECT_EQ(enc->info().matryoshka_dims, (std::vector<int32_t>{64, 32}));
   EXPECT_EQ(enc->info().query_prefix,
             "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:");
   auto ids = enc->tokenize("The capital of China is Beijing.");
@@ -336,6 +337,13 @@ TEST(DecoderPrompts, ModelCards) {
   r.pooling = embed::Pooling::rank;
   embed::set_model_card_prompts(r);
   EXPECT_TRUE(r.query_prefix.empty());
+  EXPECT_TRUE(r.matryoshka_dims.empty());  // a reranker has no embedding to truncate
+  embed::EncoderInfo q;
+  q.arch = "qwen3";
+  q.pooling = embed::Pooling::last;
+  q.n_embd = 1024;
+  embed::set_model_card_prompts(q);
+  EXPECT_EQ(q.matryoshka_dims, (std::vector<int32_t>{1024, 32}));
 }
 
 }  // namespace

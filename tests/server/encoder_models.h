@@ -4,8 +4,8 @@
 // write_bert_tiny(): the bert-tiny shape (mean pooling, 64 wide, context 128, a generated
 // WordPiece vocabulary of 512), always available. find_small_encoder(): the first small
 // synthetic model that opens as a TextEncoder and satisfies a predicate (can_rank, Matryoshka
-// dimensions): today none has a classification head or Matryoshka dimensions, and the tests that
-// need one skip, saying so; they run unchanged once such a shape exists.
+// dimensions): the small named encoder shapes, then the decoder embedders' tiny shapes (with the
+// shared vocabularies of their kind); a test whose predicate none meets skips, saying so.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -56,6 +56,12 @@ inline std::optional<std::string> find_small_encoder(const TempDir& dir,
     if (shape.n_embd > 128 || shape.n_layer > 8 || shape.n_vocab > 4096) continue;
     model::SyntheticSpec s;
     if (!model::apply_synthetic_shape(s, shape.name).ok()) continue;
+    candidates.push_back(s);
+  }
+  for (const char* name : {"qwen3-embedding-tiny", "embeddinggemma-tiny"}) {  // the decoder embedders' test shapes
+    model::SyntheticSpec s;
+    if (!model::apply_synthetic_shape(s, name).ok()) continue;
+    s.vocab_from = shared_path(s.arch == "qwen3" ? "vocab/ggml-vocab-gpt-2.gguf" : "vocab/ggml-vocab-llama-spm.gguf");
     candidates.push_back(s);
   }
   for (const char* arch : {"qwen3", "gemma-embedding"}) {  // decoders in embedding mode (last-token pooling)
