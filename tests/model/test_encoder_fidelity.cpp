@@ -132,22 +132,40 @@ TEST(EncoderFidelity, JinaWithOptionalNormsMatchesTheReferenceEngine) {
   for (size_t i = 0; i < 64; ++i) EXPECT_NEAR((*out)[0][i], want[i], 1e-4) << i;
 }
 
-TEST(EncoderFidelity, RerankScoresMatchTheReferenceHead) {
-  test::TempDir dir;
-  auto enc = embed::open_text_encoder(write_shape(dir, "bert-reranker-tiny", false));
-  ASSERT_TRUE(enc.ok()) << enc.error().message;
-  ASSERT_TRUE((*enc)->info().can_rank);
-  EXPECT_EQ((*enc)->info().pooling, Pooling::rank);
+// A tiny reranker shape opened as a TextEncoder (it must rank, pooling rank) and the reference
+// pairs (kRerankQuery with each of kRerankDocs) as it frames them; enc is null on a failure.
+struct Reranker {
+  std::unique_ptr<embed::TextEncoder> enc;
   std::vector<std::vector<int32_t>> pairs;
+};
+
+Reranker open_reranker(const test::TempDir& dir, const char* shape) {
+  Reranker r;
+  auto enc = embed::open_text_encoder(write_shape(dir, shape, false));
+  EXPECT_TRUE(enc.ok()) << enc.error().message;
+  if (!enc.ok()) return r;
+  EXPECT_TRUE((*enc)->info().can_rank);
+  EXPECT_EQ((*enc)->info().pooling, Pooling::rank);
   for (const char* doc : golden::kRerankDocs) {
     auto ids = (*enc)->tokenize_pair(golden::kRerankQuery, doc);
-    ASSERT_TRUE(ids.ok()) << ids.error().message;
-    pairs.push_back(*ids);
+    EXPECT_TRUE(ids.ok()) << ids.error().message;
+    if (!ids.ok()) return r;
+    r.pairs.push_back(*ids);
   }
+  r.enc = std::move(enc).value();
+  return r;
+}
+
+TEST(EncoderFidelity, RerankScoresMatchTheReferenceHead) {
+  test::TempDir dir;
+  Reranker r = open_reranker(dir, "bert-reranker-tiny");
+  ASSERT_NE(r.enc, nullptr);
+  auto& enc = r.enc;
+  const std::vector<std::vector<int32_t>>& pairs = r.pairs;
   EXPECT_EQ(pairs[0].size(), 29u);  // the reference's pair lengths
   EXPECT_EQ(pairs[1].size(), 24u);
   ThreadPool pool(2);
-  auto out = (*enc)->encode(pairs, Pooling::rank, pool);
+  auto out = enc->encode(pairs, Pooling::rank, pool);
   ASSERT_TRUE(out.ok()) << out.error().message;
   for (size_t i = 0; i < 3; ++i) {
     ASSERT_EQ((*out)[i].size(), 1u);
@@ -211,27 +229,21 @@ INSTANTIATE_TEST_SUITE_P(Goldens, XlmrFidelity,
 
 TEST(EncoderFidelity, XlmRobertaRerankScoresMatchTheReferenceHead) {
   test::TempDir dir;
-  auto enc = embed::open_text_encoder(write_shape(dir, "xlmr-reranker-tiny", false));
-  ASSERT_TRUE(enc.ok()) << enc.error().message;
-  ASSERT_TRUE((*enc)->info().can_rank);
-  EXPECT_EQ((*enc)->info().pooling, Pooling::rank);
-  std::vector<std::vector<int32_t>> pairs;
-  for (const char* doc : golden::kRerankDocs) {
-    auto ids = (*enc)->tokenize_pair(golden::kRerankQuery, doc);
-    ASSERT_TRUE(ids.ok()) << ids.error().message;
-    pairs.push_back(*ids);
-  }
+  Reranker r = open_reranker(dir, "xlmr-reranker-tiny");
+  ASSERT_NE(r.enc, nullptr);
+  auto& enc = r.enc;
+  const std::vector<std::vector<int32_t>>& pairs = r.pairs;
   EXPECT_EQ(pairs[0].size(), 69u);  // the reference's pair lengths
   EXPECT_EQ(pairs[1].size(), 68u);
   EXPECT_EQ(pairs[2].size(), 74u);
   // <s> q </s></s> d </s>: the query's own framing, then the document's without its <s>.
-  auto q = (*enc)->tokenize(golden::kRerankQuery);
+  auto q = enc->tokenize(golden::kRerankQuery);
   ASSERT_TRUE(q.ok());
   ASSERT_GT(pairs[0].size(), q->size());
   EXPECT_TRUE(std::equal(q->begin(), q->end(), pairs[0].begin()));
   EXPECT_EQ(pairs[0][q->size()], 2);  // the separator </s>
   ThreadPool pool(2);
-  auto out = (*enc)->encode(pairs, Pooling::rank, pool);
+  auto out = enc->encode(pairs, Pooling::rank, pool);
   ASSERT_TRUE(out.ok()) << out.error().message;
   for (size_t i = 0; i < 3; ++i) {
     ASSERT_EQ((*out)[i].size(), 1u);
