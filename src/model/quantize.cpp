@@ -139,7 +139,7 @@ DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_lay
   if (t.n_dims < 2 || ends_with(t.name, "ssm_conv1d.weight")) return DType::f32;
   // Encoders' token-type and position tables stay F32 as the reference quantizer leaves them
   // (its graph adds the token-type row straight from the table, which it cannot do quantized).
-  if (t.name == "token_types.weight" || t.name == "position_embd.weight") return DType::f32;
+  if (t.name == "token_types.weight" || ends_with(t.name, "position_embd.weight")) return DType::f32;
   const PresetInfo& p = info(preset);
   DType type = p.base;
   if (is_quantized(type)) {
