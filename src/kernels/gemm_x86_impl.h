@@ -30,8 +30,8 @@
 //     offsets (Q4_0: 8, Q5_0: 16, Q6_K: 32, biased Q8_0: 128) are subtracted as offset *
 //     sum(activations) in integers, mins added as floats, as the scalar kernels do; every
 //     (row, token) integer sum is exact.
-// Float types (F32, F16, BF16) interleave kRows rows per 8 columns as floats and FMA against
-// broadcast activations.
+// Float types (F32, F16, BF16) interleave 2 kRows rows per column as floats and FMA against
+// broadcast activations (gemm_x86_float.h).
 //
 // Bounds (activation quants are in [-127, 127], as every from_float writes them): maddubs
 // pairs of q <= 15 are <= 3810, so 8 groups sum to 30480 in int16; q <= 31 flushes every 4
@@ -40,101 +40,25 @@
 // offset 128) like the unsigned formats.
 // Results differ from the scalar vec_dot by float reassociation only (tests/kernels/test_gemm.cpp).
 //
-// The body is in four parts, included here in order: gemm_x86_regs.h (registers),
-// gemm_x86_blocks.h (unpacking, activations, the integer dot, legacy formats), gemm_x86_kquants.h
-// (K formats), and below the float formats and the drivers.
+// The body is in five parts, included here in order: gemm_x86_regs.h (registers),
+// gemm_x86_float.h (the float formats), gemm_x86_blocks.h (unpacking, activations, the integer
+// dot, legacy formats), gemm_x86_kquants.h (K formats), and below the drivers.
 #if !defined(EDGELM_GEMM_VNNI) || !defined(EDGELM_GEMM_ZMM) || !defined(EDGELM_GEMM_TABLE)
 #error "gemm_x86_impl.h is the body of gemm_avx2.cpp, gemm_avxvnni.cpp and gemm_avx512.cpp only"
 #endif
 #pragma once
 
+#include "kernels/gemm_x86_float.h"
 #include "kernels/gemm_x86_kquants.h"
 
 namespace edgelm::kernels::x86 {
 namespace {
-
-// ---- Float formats (F32, F16, BF16) -----------------------------------------------------------
-
-// Columns are padded to a multiple of 8 with zeros on both sides.
-inline int64_t padded8(int64_t cols) { return (cols + 7) / 8 * 8; }
-
-inline __m256 bf16x8(const uint16_t* p) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
-}
-
-// Columns [c, c + 8) of a float-type row as floats (zeros past `cols`).
-template <DType kType>
-inline __m256 float8(const void* row, int64_t c, int64_t cols) {
-  if (c + 8 <= cols) {
-    if constexpr (kType == DType::f32) return _mm256_loadu_ps(static_cast<const float*>(row) + c);
-    if constexpr (kType == DType::f16) return _mm256_cvtph_ps(load128(static_cast<const uint16_t*>(row) + c));
-    if constexpr (kType == DType::bf16) return bf16x8(static_cast<const uint16_t*>(row) + c);
-  }
-  alignas(32) float tmp[8] = {};
-  for (int64_t j = c; j < cols; ++j) {
-    if constexpr (kType == DType::f32) tmp[j - c] = static_cast<const float*>(row)[j];
-    if constexpr (kType == DType::f16) tmp[j - c] = half(static_cast<const uint16_t*>(row)[j]);
-    if constexpr (kType == DType::bf16) {
-      const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(row)[j]) << 16;
-      std::memcpy(&tmp[j - c], &bits, 4);
-    }
-  }
-  return _mm256_load_ps(tmp);
-}
-
-template <DType kType>
-size_t float_packed_bytes(int64_t cols, int64_t n_tok) {
-  return static_cast<size_t>(n_tok * padded8(cols)) * sizeof(float);
-}
-
-// The activations (already rounded to the weight's type by matmul) as padded float rows.
-template <DType kType>
-void pack_float(const uint8_t* act, size_t act_row_bytes, int64_t cols, int64_t n_tok, uint8_t* packed) {
-  auto* out = reinterpret_cast<float*>(packed);
-  const int64_t stride = padded8(cols);
-  for (int64_t t = 0; t < n_tok; ++t)
-    for (int64_t c = 0; c < stride; c += 8)
-      _mm256_storeu_ps(out + t * stride + c, float8<kType>(act + static_cast<size_t>(t) * act_row_bytes, c, cols));
-}
-
-// [padded cols / 8][8 columns][kRows rows] floats.
-template <DType kType>
-void repack_float(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
-  const uint8_t* rows[kRows];
-  group_rows(w, r0, n_rows, rows);
-  uint8_t* out = scratch;
-  for (int64_t c = 0; c < w.cols; c += 8, out += 8 * kGroupBytes) {
-    for (int h = 0; h < kHalves; ++h) {
-      __m256i v[8];
-      for (int i = 0; i < 8; ++i) v[i] = _mm256_castps_si256(float8<kType>(rows[8 * h + i], c, w.cols));
-      store_transposed(out, h, v);
-    }
-  }
-}
-
-template <int T>
-void tile_float(const float* wb, int64_t cols, const float* const y[T], float* out, int64_t ldo, int n_rows) {
-  VF a0[T], a1[T];  // two chains per token hide the FMA latency
-  for (int t = 0; t < T; ++t) a0[t] = a1[t] = vf_zero();
-  const int64_t n = padded8(cols);
-  for (int64_t c = 0; c < n; c += 8, wb += 8 * kRows) {
-    for (int k = 0; k < 8; k += 2) {
-      const VF w0 = vf_load(wb + kRows * k), w1 = vf_load(wb + kRows * (k + 1));
-      for (int t = 0; t < T; ++t) {
-        a0[t] = vf_fmadd(w0, vf_set1(y[t][c + k]), a0[t]);
-        a1[t] = vf_fmadd(w1, vf_set1(y[t][c + k + 1]), a1[t]);
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, vf_add(a0[t], a1[t]), n_rows);
-}
 
 // ---- Drivers -----------------------------------------------------------------------------------
 
 size_t legacy_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK) * sizeof(WLegacy); }
 size_t k4_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK_K) * sizeof(WK4); }
 size_t k6_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK_K) * sizeof(WK6); }
-size_t float_scratch(int64_t cols) { return static_cast<size_t>(padded8(cols)) * kRows * sizeof(float); }
 
 // Tile<n>::run for the last n < kTok tokens of a group.
 template <template <int> class Tile, int T = kTok - 1, typename WB, typename Act>
@@ -227,13 +151,6 @@ struct IQ4XSTile {
   }
 };
 
-template <int T>
-struct FloatTile {
-  static void run(const float* wb, int64_t cols, const float* const* y, float* out, int64_t ldo, int n_rows) {
-    tile_float<T>(wb, cols, y, out, ldo, n_rows);
-  }
-};
-
 template <typename BX, __m256i (*Quants)(const BX&), int kFlush, bool kMin>
 void run_legacy(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
                 int64_t ldo, uint8_t* scratch) {
@@ -270,13 +187,6 @@ void run_iq4_xs(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int6
                 int64_t ldo, uint8_t* scratch) {
   const int64_t nb = w.cols / kQK_K;
   run_groups<ActQ8K, WK4, repack_iq4_xs, IQ4XSTile>(w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
-}
-
-template <DType kType>
-void run_float(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
-               int64_t ldo, uint8_t* scratch) {
-  run_groups<float, float, repack_float<kType>, FloatTile>(w, packed, n_tok, r0, r1, out, ldo, scratch,
-                                                           padded8(w.cols), w.cols);
 }
 
 }  // namespace
