@@ -19,8 +19,6 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "engine/engine.h"
-#include "engine/step_model.h"
 #include "model/embd_span.h"
 #include "model/model.h"
 #include "model/synthetic.h"
@@ -110,37 +108,8 @@ TEST(ReferenceGemma4Image, ForwardMatchesTheReferenceEngine) {
   EXPECT_EQ(toks, kTokens);
 }
 
-// The batching engine (the serving path): the image as a PromptImage in 8-token chunks of the
-// text around it; the image itself is one step.
-TEST(ReferenceGemma4Image, EngineMatchesTheReferenceEngine) {
-  const std::unique_ptr<model::Model> m = text_model();
-  ThreadPool pool(2);
-  engine::ModelRunner runner(*m, pool);
-  engine::EngineOptions o;
-  o.kv_type = kv::KvType::f32;
-  o.kv_memory_bytes = size_t{32} << 20;
-  o.scheduler.max_batch_tokens = 16;
-  o.scheduler.max_batch_size = 4;
-  auto e = engine::Engine::create(runner, nullptr, o);
-  ASSERT_TRUE(e.ok()) << e.error().message;
-  engine::Request r;
-  r.prompt = prompt();
-  engine::PromptImage im;
-  im.pos0 = static_cast<int32_t>(kPre.size());
-  im.n_tokens = kImageTokens;
-  im.embd = std::make_shared<const std::vector<float>>(image_embeddings());
-  r.images.push_back(im);
-  r.sampling.temperature = 0.0f;
-  r.max_new_tokens = static_cast<int32_t>(kTokens.size());
-  r.stop_at_eog = false;
-  auto id = (*e)->add_request(std::move(r));
-  ASSERT_TRUE(id.ok()) << id.error().message;
-  std::vector<int32_t> got;
-  while ((*e)->has_work())
-    for (const engine::TokenEvent& ev : (*e)->step())
-      if (ev.token >= 0) got.push_back(ev.token);
-  EXPECT_EQ(got, kTokens);
-}
+// The batching engine's path (the image as a PromptImage between chunks of text) is checked on
+// five prompts x 24 tokens of these files in test_reference_image_greedy.cpp.
 
 }  // namespace
 }  // namespace edgelm
