@@ -245,19 +245,40 @@ Result<std::optional<std::vector<float>>> imatrix_weights_for(const ImportanceMa
   return std::optional<std::vector<float>>(it->second.means());
 }
 
-void ImatrixCollector::add(const std::string& name, const float* x, int64_t n_tok, int64_t n_cols) {
+ImatrixCollector::ImatrixCollector(const format::ModelFile& file) {
+  for (const format::TensorInfo& t : file.tensors)
+    if (t.n_dims >= 2 && t.data != nullptr && t.name.rfind("blk.", 0) == 0)
+      ranges_.push_back({t.data, t.data + t.n_bytes, &t});
+  std::sort(ranges_.begin(), ranges_.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+}
+
+void ImatrixCollector::observe(const kernels::WeightMatrix& w, const float* x, int64_t n_tok) {
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), w.data,
+                             [](const uint8_t* p, const Range& r) { return p < r.begin; });
+  if (it == ranges_.begin()) return;
+  --it;
+  if (w.data >= it->end) return;  // not a blk.* tensor of the file (token_embd, output, converted weights)
+  const format::TensorInfo& t = *it->tensor;
+  const auto matrix_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(t.ne[2] * t.ne[3]));
+  const auto mat = static_cast<int64_t>(static_cast<size_t>(w.data - t.data) / matrix_bytes) % t.ne[2];
+  add(t.name, x, n_tok, w.cols, mat, t.ne[2]);
+}
+
+void ImatrixCollector::add(const std::string& name, const float* x, int64_t n_tok, int64_t n_cols, int64_t mat,
+                           int64_t n_mat) {
   ImatrixEntry& e = m_.entries[name];
   if (e.sums.empty()) {
-    e.sums.assign(static_cast<size_t>(n_cols), 0.0f);
-    e.counts.assign(1, 0.0f);
+    e.sums.assign(static_cast<size_t>(n_cols * n_mat), 0.0f);
+    e.counts.assign(static_cast<size_t>(n_mat), 0.0f);
   }
-  EDGELM_CHECK(static_cast<int64_t>(e.sums.size()) == n_cols, "imatrix: '", name, "' seen with ", e.sums.size(),
-               " and ", n_cols, " columns");
+  EDGELM_CHECK(e.n_mat() == n_mat && e.n_cols() == n_cols && mat >= 0 && mat < n_mat, "imatrix: '", name,
+               "' seen with shapes ", e.n_cols(), "x", e.n_mat(), " and ", n_cols, "x", n_mat);
+  float* sums = e.sums.data() + mat * n_cols;
   for (int64_t t = 0; t < n_tok; ++t) {
     const float* row = x + t * n_cols;
-    for (int64_t c = 0; c < n_cols; ++c) e.sums[static_cast<size_t>(c)] = std::fma(row[c], row[c], e.sums[static_cast<size_t>(c)]);
+    for (int64_t c = 0; c < n_cols; ++c) sums[c] = std::fma(row[c], row[c], sums[c]);
   }
-  e.counts[0] += static_cast<float>(n_tok);
+  e.counts[static_cast<size_t>(mat)] += static_cast<float>(n_tok);
   ++e.n_call;
 }
 

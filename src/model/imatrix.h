@@ -27,6 +27,7 @@
 
 #include "core/result.h"
 #include "format/model_file.h"
+#include "model/ops.h"
 
 namespace edgelm::model {
 
@@ -68,15 +69,31 @@ Result<std::optional<std::vector<float>>> imatrix_weights_for(const ImportanceMa
                                                                const std::string& path);
 
 // Accumulates activations into an ImportanceMatrix as llama-imatrix does: for each observed
-// product W x over n_tok rows, sums[c] += x[t, c]^2 over the rows and counts += n_tok, n_call += 1.
-class ImatrixCollector {
+// product W x over n_tok rows, sums[c] += x[t, c]^2 (fused multiply-add, token order) and the
+// matrix's count += n_tok, n_call += 1. As a LinearObserver (model/ops.h) it names each weight by
+// the tensor of `file` its bytes lie in (the loaded model's weights point into its file) and
+// collects the blk.* tensors, as the reference does by default (not token_embd / output); a 3-D
+// tensor's expert is found from the offset, one matrix per expert.
+class ImatrixCollector : public LinearObserver {
  public:
-  // x: [n_tok, n_cols] row-major. A name seen before with another n_cols is a programming error.
-  void add(const std::string& name, const float* x, int64_t n_tok, int64_t n_cols);
+  ImatrixCollector() = default;  // add() only
+  explicit ImatrixCollector(const format::ModelFile& file);
+
+  void observe(const kernels::WeightMatrix& w, const float* x, int64_t n_tok) override;
+  // x: [n_tok, n_cols] row-major, into matrix `mat` of `n_mat`. A name seen before with another
+  // shape is a programming error.
+  void add(const std::string& name, const float* x, int64_t n_tok, int64_t n_cols, int64_t mat = 0,
+           int64_t n_mat = 1);
   ImportanceMatrix& matrix() { return m_; }
   const ImportanceMatrix& matrix() const { return m_; }
 
  private:
+  struct Range {
+    const uint8_t* begin;
+    const uint8_t* end;
+    const format::TensorInfo* tensor;
+  };
+  std::vector<Range> ranges_;  // the file's blk.* matrices, by address
   ImportanceMatrix m_;
 };
 
