@@ -65,13 +65,19 @@ int run(const ImatrixOptions& o) {
     return report_error(make_error("imatrix: --chunk {} skips {} tokens, but the text has only {}", o.skip_chunks,
                                    skip, tokens.size()));
   tokens.erase(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(skip));
+  if (tokens.size() < static_cast<size_t>(o.n_ctx))
+    return report_error(make_error("imatrix: the text has {} tokens{}, fewer than one chunk of {} (-c); give a longer "
+                                   "text or a smaller -c",
+                                   tokens.size(), skip > 0 ? " after --chunk" : "", o.n_ctx));
 
   engine::PerplexityOptions po;
   po.n_ctx = o.n_ctx;
   po.n_batch = o.n_batch;
   po.max_chunks = o.chunks;
   po.bos = vocab.add_bos() ? vocab.bos() : -1;
-  po.on_chunk = [](int32_t i, int32_t, double ppl) {
+  bool printed = false;
+  po.on_chunk = [&printed](int32_t i, int32_t, double ppl) {
+    printed = true;
     std::printf("[%d]%.4f,", i, ppl);
     std::fflush(stdout);
   };
@@ -83,7 +89,7 @@ int run(const ImatrixOptions& o) {
     ObserverGuard guard(&collector);
     return engine::perplexity(*lm->model, tokens, po, **pool);
   }();
-  std::printf("\n");
+  if (printed) std::printf("\n");
   if (!r.ok()) return report_error(r.error());
   model::ImportanceMatrix& m = collector.matrix();
   if (m.entries.empty())

@@ -53,8 +53,6 @@ int run(const QuantizeOptions& o) {
     auto m = model::read_imatrix(o.imatrix_path);
     if (!m.ok()) return report_error(m.error());
     imatrix = std::move(m).value();
-    std::fprintf(stderr, "imatrix %s: %zu entries, %d chunks\n", o.imatrix_path.c_str(), imatrix->entries.size(),
-                 imatrix->chunk_count);
   }
   auto in = format::open_model_file(o.input, o.tokenizer_path);
   if (!in.ok()) return report_error(in.error());
@@ -88,7 +86,9 @@ int run(const QuantizeOptions& o) {
   std::fprintf(stderr, "wrote %s (%s): %.2f MiB -> %.2f MiB in %.1f s; tensors: %s\n", o.output.c_str(),
                std::string(model::quant_preset_name(*preset)).c_str(), static_cast<double>(in_bytes) / (1 << 20),
                static_cast<double>(out_bytes) / (1 << 20), watch.seconds(), types.c_str());
-  if (imatrix) std::fprintf(stderr, "%d tensors quantized with importance weights\n", n_weighted);
+  if (imatrix)
+    std::fprintf(stderr, "%d tensors quantized with importance weights (imatrix %s: %zu entries, %d chunks)\n",
+                 n_weighted, o.imatrix_path.c_str(), imatrix->entries.size(), imatrix->chunk_count);
   return 0;
 }
 
