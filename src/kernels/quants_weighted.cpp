@@ -715,6 +715,7 @@ WeightedQuantizer weighted_quantizer(DType type) {
     case DType::q5_1: return q5_1_from_float_weighted;
     case DType::iq4_nl: return iq4_nl_from_float_weighted;
     case DType::iq4_xs: return iq4_xs_from_float_weighted;
+    case DType::iq3_s: return iq3_s_from_float_weighted;
     default: return nullptr;
   }
 }

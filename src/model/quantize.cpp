@@ -62,7 +62,7 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 // Next type down the fallback chain when a row does not fit `t`'s block size.
 DType fallback(DType t) {
   switch (t) {
-    case DType::q2_k: case DType::q3_k: case DType::iq4_xs: return DType::iq4_nl;
+    case DType::q2_k: case DType::q3_k: case DType::iq4_xs: case DType::iq3_s: return DType::iq4_nl;
     case DType::iq4_nl: return DType::f16;
     case DType::tq1_0: case DType::tq2_0: return DType::q4_0;
     case DType::nvfp4: return DType::mxfp4;

@@ -6,7 +6,8 @@
 // vector, recorded from ik_llama.cpp (8337e4cd3) ggml_quantize_chunk with that imatrix, its
 // ggml-quants.c compiled with -O3 -march=native -ffp-contract=off. (Its shipped -march=native
 // build lets GCC fuse multiply-adds, which moves a few roundings: 85.5-100% of the blocks equal
-// per type on this input; without the fusing 100% of every type do.) The inputs come from a
+// per type on this input; without the fusing 100% of every type do.) IQ3_S's golden is the same
+// reference's, with and without the importances. The inputs come from a
 // 64-bit LCG through exact float operations only, so every platform builds the same rows.
 #include <gtest/gtest.h>
 
@@ -87,6 +88,7 @@ constexpr Golden kGoldens[] = {
     {DType::q5_1, "be39ed9e018d6d01eff986662c24ba2ea82229f68496fa3abab746a3e8711454"},
     {DType::iq4_nl, "a2f2fce96ee534557ecc353b1184eee8ae847301bff14a531641e015ca3f45fd"},
     {DType::iq4_xs, "0d8b85e1ba28faea30cadd883cf684ac91c326fb86c4ef760a95c5cbea7ec969"},
+    {DType::iq3_s, "6ed4ba6abf9ff3cc3d0167b5a7923529febcac92d7ac26205f62f6b69b84ca0a"},
 };
 
 TEST(QuantsWeighted, BytesEqualTheReferenceQuantizer) {
@@ -95,6 +97,17 @@ TEST(QuantsWeighted, BytesEqualTheReferenceQuantizer) {
     const std::vector<uint8_t> out = quantize_rows(g.type, in.x.data(), kCols, kRows, in.qw.data());
     EXPECT_EQ(sha256_hex(out.data(), out.size()), g.sha256) << dtype_name(g.type);
   }
+}
+
+// IQ3_S without an importance matrix (weights x^2): the reference's bytes too.
+TEST(QuantsWeighted, Iq3sWithoutImatrixEqualsTheReference) {
+  const Input& in = input();
+  const QuantTraits* t = quant_traits(DType::iq3_s);
+  ASSERT_NE(t->from_float, nullptr);
+  const size_t rb = dtype_row_bytes(DType::iq3_s, kCols);
+  std::vector<uint8_t> out(rb * kRows);
+  for (int64_t r = 0; r < kRows; ++r) t->from_float(in.x.data() + r * kCols, out.data() + r * rb, kCols);
+  EXPECT_EQ(sha256_hex(out.data(), out.size()), "cff5009183d0bc27eb77b3f1e58217d7bb722114b2e54a0d1c30cce28e0489ec");
 }
 
 TEST(QuantsWeighted, EveryImatrixTypeHasOne) {

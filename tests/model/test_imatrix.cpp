@@ -219,6 +219,29 @@ TEST(Imatrix, QuantizeWithAnImatrixGivesTheReferenceBytes) {
   }
 }
 
+// IQ3_S is reachable by --tensor-type and uses the importances (its bytes: tests/kernels).
+TEST(Imatrix, Iq3sByOverrideIsWeighted) {
+  const format::ModelFile f32 = interop_f32();
+  const ImportanceMatrix m = make_imatrix();
+  auto ov = parse_tensor_type_override("attn_q=iq3_s");
+  ASSERT_TRUE(ov.ok()) << ov.error().message;
+  ThreadPool pool(2);
+  int weighted_iq3s = 0;
+  auto q = quantize_model(
+      f32, QuantPreset::q8_0, pool,
+      [&](const QuantizeProgress& p) { weighted_iq3s += p.type == DType::iq3_s && p.weighted ? 1 : 0; },
+      std::span(&*ov, 1), ImatrixSource{&m, "m.dat"});
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(weighted_iq3s, 4);
+  auto plain = quantize_model(f32, QuantPreset::q8_0, pool, {}, std::span(&*ov, 1));
+  ASSERT_TRUE(plain.ok());
+  const format::TensorInfo* a = q->find_tensor("blk.1.attn_q.weight");
+  const format::TensorInfo* b = plain->find_tensor("blk.1.attn_q.weight");
+  ASSERT_EQ(a->type, DType::iq3_s);
+  ASSERT_EQ(a->n_bytes, b->n_bytes);
+  EXPECT_NE(std::memcmp(a->data, b->data, a->n_bytes), 0);
+}
+
 TEST(Imatrix, MismatchedEntryIsAnErrorNamingTheTensor) {
   const format::ModelFile f32 = interop_f32();
   ImportanceMatrix m = make_imatrix();
