@@ -195,7 +195,8 @@ Status write_imatrix(const std::string& path, const ImportanceMatrix& m, Imatrix
   put_i32(static_cast<int32_t>(m.entries.size()));
   int32_t last_call = 0;
   for (const auto& [name, e] : m.entries) {
-    if (std::any_of(e.counts.begin(), e.counts.end(), [&e](float c) { return c != e.counts[0]; }))
+    const float first_count = e.counts.empty() ? 0.0f : e.counts[0];
+    if (std::any_of(e.counts.begin(), e.counts.end(), [first_count](float c) { return c != first_count; }))
       return make_error("imatrix '{}': '{}' has matrices with different counts, which the legacy format cannot store; "
                         "write GGUF instead",
                         path, name);
