@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/xxhash64.h"
+#include "kernels/quants_weighted.h"
 #include "format/gguf_reader.h"
 #include "format/gguf_writer.h"
 #include "model/imatrix.h"
@@ -240,6 +241,44 @@ TEST(Imatrix, Iq3sByOverrideIsWeighted) {
   ASSERT_EQ(a->type, DType::iq3_s);
   ASSERT_EQ(a->n_bytes, b->n_bytes);
   EXPECT_NE(std::memcmp(a->data, b->data, a->n_bytes), 0);
+}
+
+// A 3-D expert tensor [256, 4 rows, 2 experts] takes one row of importances per expert.
+TEST(Imatrix, ExpertTensorsUseTheirExpertsImportances) {
+  format::ModelFile f;
+  std::vector<float> w(256 * 4 * 2);
+  Lcg g;
+  for (float& v : w) v = g.next() - 0.5f;
+  format::TensorInfo t;
+  t.name = "blk.0.ffn_up_exps.weight";
+  t.type = DType::f32;
+  t.n_dims = 3;
+  t.ne = {256, 4, 2, 1};
+  t.n_bytes = w.size() * sizeof(float);
+  t.data = reinterpret_cast<const uint8_t*>(w.data());
+  f.tensors.push_back(t);
+  ImportanceMatrix m;
+  ImatrixEntry e;
+  e.sums.resize(512);
+  for (size_t i = 0; i < e.sums.size(); ++i) e.sums[i] = i < 256 ? (i % 7 == 0 ? 50.0f : 0.1f) : (i % 5 == 0 ? 80.0f : 0.2f);
+  e.counts = {1, 2};  // expert 1's means are half its sums
+  m.entries[t.name] = e;
+  ThreadPool pool(1);
+  auto q = quantize_model(f, QuantPreset::q4_k_m, pool, {}, {}, ImatrixSource{&m, "moe.gguf"});
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  const format::TensorInfo& out = q->tensors.front();
+  ASSERT_EQ(out.type, DType::q4_k);
+  const std::vector<float> means = e.means();
+  const size_t rb = dtype_row_bytes(DType::q4_k, 256);
+  std::vector<uint8_t> expect(rb * 8);
+  for (size_t r = 0; r < 8; ++r)
+    kernels::q4_k_from_float_weighted(w.data() + r * 256, expect.data() + r * rb, 256, means.data() + (r / 4) * 256);
+  ASSERT_EQ(out.n_bytes, expect.size());
+  EXPECT_EQ(std::memcmp(out.data, expect.data(), expect.size()), 0);
+  // Each expert's rows differ from those quantized with the other expert's importances.
+  std::vector<uint8_t> swapped(rb);
+  kernels::q4_k_from_float_weighted(w.data() + 4 * 256, swapped.data(), 256, means.data());
+  EXPECT_NE(std::memcmp(out.data + 4 * rb, swapped.data(), rb), 0);
 }
 
 TEST(Imatrix, MismatchedEntryIsAnErrorNamingTheTensor) {
