@@ -716,6 +716,7 @@ WeightedQuantizer weighted_quantizer(DType type) {
     case DType::iq4_nl: return iq4_nl_from_float_weighted;
     case DType::iq4_xs: return iq4_xs_from_float_weighted;
     case DType::iq3_s: return iq3_s_from_float_weighted;
+    case DType::iq2_xs: return iq2_xs_from_float_weighted;
     default: return nullptr;
   }
 }

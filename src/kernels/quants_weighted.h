@@ -2,7 +2,8 @@
 // error of every element weighted by an importance (the mean squared activation that column of
 // the weight meets, from an importance matrix; model/imatrix.h).
 //
-// Job: for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS and IQ3_S, quantize one
+// Job: for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, IQ3_S and IQ2_XS,
+// quantize one
 // row given `qw`, the row's [n] importances (the same for every row of a matrix).
 //
 // Invariants:
@@ -38,7 +39,8 @@ void q5_0_from_float_weighted(const float* x, void* y, int64_t n, const float* q
 void q5_1_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);
 void iq4_nl_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);
 void iq4_xs_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);
-void iq3_s_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);  // quants_iq3s_quantize.cpp
+void iq3_s_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);   // quants_iq3s_quantize.cpp
+void iq2_xs_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);  // quants_iq2xs_quantize.cpp
 
 // The weighted quantizer of `type`, or nullptr when the type has none (F16, Q8_0, ... ignore an
 // importance matrix, as the reference quantizer does).

@@ -62,7 +62,8 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 // Next type down the fallback chain when a row does not fit `t`'s block size.
 DType fallback(DType t) {
   switch (t) {
-    case DType::q2_k: case DType::q3_k: case DType::iq4_xs: case DType::iq3_s: return DType::iq4_nl;
+    case DType::q2_k: case DType::q3_k: case DType::iq4_xs: case DType::iq3_s: case DType::iq2_xs:
+      return DType::iq4_nl;
     case DType::iq4_nl: return DType::f16;
     case DType::tq1_0: case DType::tq2_0: return DType::q4_0;
     case DType::nvfp4: return DType::mxfp4;
@@ -181,7 +182,8 @@ Result<TensorTypeOverride> parse_tensor_type_override(std::string_view spec) {
   for (uint32_t raw = 0; raw < 64 && !found; ++raw)
     if (auto t = dtype_traits(raw); t && t->name == type) found = t->type;
   const kernels::QuantTraits* q = found ? kernels::quant_traits(*found) : nullptr;
-  if (q == nullptr || q->from_float == nullptr || *found == DType::q8_k || *found == DType::q8_1)
+  const bool writable = q != nullptr && (q->from_float != nullptr || kernels::weighted_quantizer(*found) != nullptr);
+  if (!writable || *found == DType::q8_k || *found == DType::q8_1)
     return make_error("--tensor-type '{}': '{}' is not a type edgelm can write", spec, spec.substr(eq + 1));
   o.type = *found;
   try {
@@ -230,7 +232,7 @@ Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPrese
       }
     }
     const kernels::QuantTraits* to = kernels::quant_traits(type);
-    if (to == nullptr || to->from_float == nullptr)
+    if (to == nullptr || (to->from_float == nullptr && kernels::weighted_quantizer(type) == nullptr))
       return make_error("cannot quantize tensor '{}' to {}", src.name, dtype_name(type));
 
     const int64_t row = src.ne[0];
@@ -245,6 +247,9 @@ Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPrese
       if (!w.ok() && src.name != "token_embd.weight") return w.error();
       if (weighted != nullptr && w.ok() && w->has_value()) qw = std::move(**w);
     }
+    if (qw.empty() && to->from_float == nullptr)  // IQ2_XS: the reference requires importances too
+      return make_error("tensor '{}': {} needs an importance matrix entry for it (--imatrix)", src.name,
+                        dtype_name(type));
     const int64_t rows_per_matrix = src.ne[1];
     const size_t src_row_bytes = dtype_row_bytes(src.type, row);
     const size_t dst_row_bytes = dtype_row_bytes(type, row);

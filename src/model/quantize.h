@@ -19,7 +19,7 @@
 // IQ4_XS quantize by the same method without that promise.
 // With an importance matrix (ImatrixSource) every tensor it has an entry for (ffn_gate: ffn_up's)
 // is quantized by the weighted quantizers of kernels/quants_weighted.h where the type has one
-// (Q2_K..Q6_K, Q4_0/Q4_1/Q5_0/Q5_1, IQ4_NL, IQ4_XS, IQ3_S), whose bytes equal the reference
+// (Q2_K..Q6_K, Q4_0/Q4_1/Q5_0/Q5_1, IQ4_NL, IQ4_XS, IQ3_S, IQ2_XS), whose bytes equal the reference
 // quantizer's with the same matrix; and two mix rules change as in the reference: IQ4_NL/IQ4_XS
 // keep ffn_down of the first eighth at the base type (no Q5_K), Q4_0/Q5_0 give it Q4_1/Q5_1.
 // The output records quantize.imatrix.file, .dataset, .entries_count and .chunks_count. A tensor whose row length does not
@@ -80,13 +80,14 @@ struct TensorTypeOverride {
 };
 // Parses "PATTERN=TYPE" (TYPE a tensor type name such as q4_k, Q8_0, iq4_xs, tq2_0, mxfp4, f16;
 // case-insensitive, split at the last '='). Errors: no '=', an empty or invalid pattern, a type
-// unknown or without a quantizer (the grid IQ types but IQ3_S), each naming it.
+// unknown or without a quantizer (the grid IQ types but IQ3_S and IQ2_XS), each naming it.
 Result<TensorTypeOverride> parse_tensor_type_override(std::string_view spec);
 
 // Re-encodes every tensor of `in` (which must stay alive while the result is used for its
 // metadata strings only; tensor data of the result is owned by the result). Errors: a tensor
 // of a type that cannot be dequantized, weights with NaN/Inf (named), an imatrix entry whose
-// length is not the tensor's columns (x experts) (named, see imatrix_weights_for).
+// length is not the tensor's columns (x experts) (named, see imatrix_weights_for); a tensor given
+// IQ2_XS (by --tensor-type) without an imatrix entry (the reference requires one too).
 Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPreset preset, ThreadPool& pool,
                                          const std::function<void(const QuantizeProgress&)>& on_progress = {},
                                          std::span<const TensorTypeOverride> overrides = {},

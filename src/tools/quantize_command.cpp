@@ -108,7 +108,7 @@ CommandRunner add_quantize_command(CLI::App& app) {
                   "match wins), e.g. 'attn_v=q8_0' or 'blk\\.[0-3]\\.ffn_down=q6_k'");
   cmd->add_option("--imatrix", o->imatrix_path,
                   "Importance matrix (llama.cpp's GGUF or legacy .dat format, e.g. from `edgelm imatrix`): the tensors "
-                  "it covers are quantized with importance weights (Q2_K..Q6_K, Q4_0..Q5_1, IQ4_NL, IQ4_XS, IQ3_S)");
+                  "it covers are quantized with importance weights (Q2_K..Q6_K, Q4_0..Q5_1, IQ4_NL, IQ4_XS, IQ3_S, IQ2_XS)");
   add_thread_options(cmd, o->threads, o->cpu_affinity);
   return [o] { return run(*o); };
 }

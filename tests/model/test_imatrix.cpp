@@ -281,6 +281,22 @@ TEST(Imatrix, ExpertTensorsUseTheirExpertsImportances) {
   EXPECT_NE(std::memcmp(out.data + 4 * rb, swapped.data(), rb), 0);
 }
 
+// IQ2_XS only with importances, as the reference: without an entry it is an error naming the tensor.
+TEST(Imatrix, Iq2xsNeedsTheImatrix) {
+  const format::ModelFile f32 = interop_f32();
+  const ImportanceMatrix m = make_imatrix();
+  auto ov = parse_tensor_type_override("attn_k=iq2_xs");
+  ASSERT_TRUE(ov.ok()) << ov.error().message;
+  ThreadPool pool(2);
+  auto q = quantize_model(f32, QuantPreset::q8_0, pool, {}, std::span(&*ov, 1), ImatrixSource{&m, "m.dat"});
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(q->find_tensor("blk.3.attn_k.weight")->type, DType::iq2_xs);
+  auto plain = quantize_model(f32, QuantPreset::q8_0, pool, {}, std::span(&*ov, 1));
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.error().message.find("blk.0.attn_k.weight"), std::string::npos) << plain.error().message;
+  EXPECT_NE(plain.error().message.find("needs an importance matrix"), std::string::npos) << plain.error().message;
+}
+
 TEST(Imatrix, MismatchedEntryIsAnErrorNamingTheTensor) {
   const format::ModelFile f32 = interop_f32();
   ImportanceMatrix m = make_imatrix();
