@@ -135,7 +135,7 @@ void iq3_s_row(const float* x, void* vy, int64_t n, const float* qw) {
     for (int ib = 0; ib < kQK_K / kBlock; ++ib) {
       const float* xb = xbl + kBlock * ib;
       float weight[kBlock], waux[kBlock], xval[kBlock];
-      int8_t L[kBlock], Laux[kBlock];
+      int8_t L[kBlock] = {}, Laux[kBlock];  // L stays 0 (on the grid) if no candidate fits (all weights 0)
       uint8_t signs[kBlock / 8];
       for (int i = 0; i < kBlock; ++i)
         weight[i] = qw != nullptr ? qw[kQK_K * ibl + kBlock * ib + i] * std::sqrt(sigma2 + xb[i] * xb[i]) : xb[i] * xb[i];
