@@ -81,7 +81,7 @@ constexpr std::array kRows = {
     QuantTraits{DType::iq2_xs, iq2_xs_to_float, nullptr, iq2_xs_vec_dot, DType::q8_k},
     QuantTraits{DType::iq2_s, iq2_s_to_float, nullptr, iq2_s_vec_dot, DType::q8_k},
     QuantTraits{DType::iq3_xxs, iq3_xxs_to_float, nullptr, iq3_xxs_vec_dot, DType::q8_k},
-    QuantTraits{DType::iq3_s, iq3_s_to_float, nullptr, iq3_s_vec_dot, DType::q8_k},
+    QuantTraits{DType::iq3_s, iq3_s_to_float, iq3_s_from_float, iq3_s_vec_dot, DType::q8_k},
     QuantTraits{DType::iq1_s, iq1_s_to_float, nullptr, iq1_s_vec_dot, DType::q8_k},
     QuantTraits{DType::iq1_m, iq1_m_to_float, nullptr, iq1_m_vec_dot, DType::q8_k},
     QuantTraits{DType::tq1_0, tq1_0_to_float, tq1_0_from_float, tq1_0_vec_dot, DType::q8_k},

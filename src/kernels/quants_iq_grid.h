@@ -94,4 +94,9 @@ float iq3_s_vec_dot(int64_t n, const void* x, const void* y);
 float iq1_s_vec_dot(int64_t n, const void* x, const void* y);
 float iq1_m_vec_dot(int64_t n, const void* x, const void* y);
 
+// IQ3_S quantizer (quants_iq3s_quantize.cpp; the reference's method and bytes, weights x^2; with
+// an importance matrix see quants_weighted.h). IQ2_XS is written only with an importance matrix
+// (quants_weighted.h), as the reference requires; the other grid types are read-only.
+void iq3_s_from_float(const float* x, void* y, int64_t n);
+
 }  // namespace edgelm::kernels

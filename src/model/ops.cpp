@@ -3,12 +3,15 @@
 #include "model/ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "core/check.h"
 
 namespace edgelm::model {
 namespace {
+
+std::atomic<LinearObserver*> g_observer{nullptr};
 
 void add_bias(float* out, int64_t n_tok, int64_t rows, const float* bias) {
   if (bias == nullptr) return;
@@ -18,8 +21,11 @@ void add_bias(float* out, int64_t n_tok, int64_t rows, const float* bias) {
 
 }  // namespace
 
+LinearObserver* set_linear_observer(LinearObserver* o) { return g_observer.exchange(o); }
+
 void linear(float* out, const float* x, int64_t n_tok, const kernels::WeightMatrix& w, const float* bias,
             ThreadPool& pool, kernels::MatmulScratch& scratch) {
+  if (LinearObserver* o = g_observer.load(std::memory_order_relaxed)) o->observe(w, x, n_tok);
   kernels::matmul(w, x, n_tok, out, pool, scratch);
   add_bias(out, n_tok, w.rows, bias);
 }
@@ -28,6 +34,8 @@ void linear_many(std::span<const LinearPart> parts, const float* x, int64_t n_to
                  kernels::MatmulScratch& scratch) {
   EDGELM_CHECK(parts.size() <= kernels::kMaxMatmulParts, "linear_many: ", parts.size(), " parts; at most ",
                kernels::kMaxMatmulParts);
+  if (LinearObserver* o = g_observer.load(std::memory_order_relaxed))
+    for (const LinearPart& p : parts) o->observe(*p.w, x, n_tok);
   kernels::MatmulPart mm[kernels::kMaxMatmulParts];
   for (size_t i = 0; i < parts.size(); ++i) mm[i] = {parts[i].w, parts[i].out};
   kernels::matmul_many({mm, parts.size()}, x, n_tok, pool, scratch);

@@ -21,6 +21,19 @@
 
 namespace edgelm::model {
 
+// Sees the input of every linear() / linear_many() product (`edgelm imatrix` collects x^2 per
+// column with it). At most one is installed, process-wide; install it only while no forward pass
+// runs, and only for single-threaded callers of the forward (the observer is called on the
+// thread that calls linear). When none is installed the cost is one relaxed atomic load per call.
+class LinearObserver {
+ public:
+  virtual ~LinearObserver() = default;
+  // x: [n_tok, w.cols], the activations W is applied to.
+  virtual void observe(const kernels::WeightMatrix& w, const float* x, int64_t n_tok) = 0;
+};
+// Installs `o` (null: none) and returns the previous one.
+LinearObserver* set_linear_observer(LinearObserver* o);
+
 // out[t, :] = W x[t, :] (+ bias) for t < n_tok. out: [n_tok, w.rows]; x: [n_tok, w.cols];
 // bias: [w.rows] or null. Each output element depends only on its own row of x, not on n_tok.
 void linear(float* out, const float* x, int64_t n_tok, const kernels::WeightMatrix& w, const float* bias,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/quant_traits.h"
+#include "kernels/quants_weighted.h"
 
 namespace edgelm::model {
 namespace {
@@ -61,7 +62,8 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 // Next type down the fallback chain when a row does not fit `t`'s block size.
 DType fallback(DType t) {
   switch (t) {
-    case DType::q2_k: case DType::q3_k: case DType::iq4_xs: return DType::iq4_nl;
+    case DType::q2_k: case DType::q3_k: case DType::iq4_xs: case DType::iq3_s: case DType::iq2_xs:
+      return DType::iq4_nl;
     case DType::iq4_nl: return DType::f16;
     case DType::tq1_0: case DType::tq2_0: return DType::q4_0;
     case DType::nvfp4: return DType::mxfp4;
@@ -102,7 +104,8 @@ std::string_view quant_preset_name(QuantPreset p) { return info(p).name; }
 namespace {
 
 // The low-bit mixes' rules for one tensor (see quantize.h), or `type` unchanged.
-DType low_bit_rule(QuantPreset preset, const std::string& name, DType type, int32_t n_layer, int32_t n_gqa) {
+DType low_bit_rule(QuantPreset preset, const std::string& name, DType type, int32_t n_layer, int32_t n_gqa,
+                   bool has_imatrix) {
   const int32_t layer = layer_of(name);
   const bool attn_v = ends_with(name, "attn_v.weight");
   const bool ffn_down = ends_with(name, "ffn_down.weight");
@@ -125,7 +128,13 @@ DType low_bit_rule(QuantPreset preset, const std::string& name, DType type, int3
     case QuantPreset::iq4_nl:
     case QuantPreset::iq4_xs:
       if (attn_v && n_gqa >= 4) return DType::q5_k;
-      if (ffn_down && layer >= 0 && layer < n_layer / 8) return DType::q5_k;
+      if (ffn_down && !has_imatrix && layer >= 0 && layer < n_layer / 8) return DType::q5_k;
+      return type;
+    case QuantPreset::q4_0:
+    case QuantPreset::q5_0:
+      // With an imatrix the reference guards the first ffn_down layers with the offset formats.
+      if (ffn_down && has_imatrix && layer >= 0 && layer < n_layer / 8)
+        return preset == QuantPreset::q4_0 ? DType::q4_1 : DType::q5_1;
       return type;
     default: return type;
   }
@@ -133,7 +142,8 @@ DType low_bit_rule(QuantPreset preset, const std::string& name, DType type, int3
 
 }  // namespace
 
-DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_layer, int32_t n_gqa) {
+DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_layer, int32_t n_gqa,
+                  bool has_imatrix) {
   // Vectors, and the DeltaNet convolution taps (a small table read whole as float, which the
   // reference engine requires in F32), stay F32.
   if (t.n_dims < 2 || ends_with(t.name, "ssm_conv1d.weight")) return DType::f32;
@@ -152,7 +162,7 @@ DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_lay
       const int32_t layer = layer_of(t.name);
       if (layer >= 0 && use_more_bits(layer, n_layer)) type = DType::q6_k;
     } else {
-      type = low_bit_rule(preset, t.name, type, n_layer, n_gqa);
+      type = low_bit_rule(preset, t.name, type, n_layer, n_gqa, has_imatrix);
     }
   }
   while (t.ne[0] % dtype_traits(type).block_size != 0) type = fallback(type);
@@ -172,7 +182,8 @@ Result<TensorTypeOverride> parse_tensor_type_override(std::string_view spec) {
   for (uint32_t raw = 0; raw < 64 && !found; ++raw)
     if (auto t = dtype_traits(raw); t && t->name == type) found = t->type;
   const kernels::QuantTraits* q = found ? kernels::quant_traits(*found) : nullptr;
-  if (q == nullptr || q->from_float == nullptr || *found == DType::q8_k || *found == DType::q8_1)
+  const bool writable = q != nullptr && (q->from_float != nullptr || kernels::weighted_quantizer(*found) != nullptr);
+  if (!writable || *found == DType::q8_k || *found == DType::q8_1)
     return make_error("--tensor-type '{}': '{}' is not a type edgelm can write", spec, spec.substr(eq + 1));
   o.type = *found;
   try {
@@ -185,7 +196,7 @@ Result<TensorTypeOverride> parse_tensor_type_override(std::string_view spec) {
 
 Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPreset preset, ThreadPool& pool,
                                          const std::function<void(const QuantizeProgress&)>& on_progress,
-                                         std::span<const TensorTypeOverride> overrides) {
+                                         std::span<const TensorTypeOverride> overrides, const ImatrixSource& imatrix) {
   format::ModelFile out;
   out.alignment = in.alignment;
   out.metadata = in.metadata;
@@ -194,13 +205,24 @@ Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPrese
   int32_t n_layer = 0;
   for (const auto& t : in.tensors) n_layer = std::max(n_layer, layer_of(t.name) + 1);
   const int32_t n_gqa = gqa_of(in);
+  const bool has_imatrix = imatrix.matrix != nullptr;
+  if (has_imatrix) {
+    const ImportanceMatrix& m = *imatrix.matrix;
+    out.metadata.set("quantize.imatrix.file", format::GgufValue::from_string(imatrix.path));
+    if (!m.datasets.empty())
+      out.metadata.set("quantize.imatrix.dataset", format::GgufValue::from_string(m.datasets.front()));
+    out.metadata.set("quantize.imatrix.entries_count",
+                     format::GgufValue::from_i32(static_cast<int32_t>(m.entries.size())));
+    if (m.chunk_count > 0)
+      out.metadata.set("quantize.imatrix.chunks_count", format::GgufValue::from_i32(m.chunk_count));
+  }
 
   for (size_t ti = 0; ti < in.tensors.size(); ++ti) {
     const format::TensorInfo& src = in.tensors[ti];
     const kernels::QuantTraits* from = kernels::quant_traits(src.type);
     if (from == nullptr || from->to_float == nullptr)
       return make_error("tensor '{}' has type {}, which cannot be re-quantized", src.name, dtype_name(src.type));
-    DType type = choose_type(preset, src, n_layer, n_gqa);
+    DType type = choose_type(preset, src, n_layer, n_gqa, has_imatrix);
     if (src.n_dims >= 2) {
       for (const TensorTypeOverride& o : overrides) {
         if (!std::regex_search(src.name, o.regex)) continue;
@@ -210,11 +232,25 @@ Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPrese
       }
     }
     const kernels::QuantTraits* to = kernels::quant_traits(type);
-    if (to == nullptr || to->from_float == nullptr)
+    if (to == nullptr || (to->from_float == nullptr && kernels::weighted_quantizer(type) == nullptr))
       return make_error("cannot quantize tensor '{}' to {}", src.name, dtype_name(type));
 
     const int64_t row = src.ne[0];
     const int64_t n_rows = src.n_elements() / row;
+    // Importances: [ne2][row], one row per expert (rows of matrix e are e * ne1 ..).
+    std::vector<float> qw;
+    const kernels::WeightedQuantizer weighted = has_imatrix ? kernels::weighted_quantizer(type) : nullptr;
+    if (has_imatrix && src.n_dims >= 2 && is_quantized(type)) {
+      auto w = imatrix_weights_for(*imatrix.matrix, src, imatrix.path);
+      // The token embedding is looked up, not multiplied: a stray entry for it is ignored, as the
+      // reference does.
+      if (!w.ok() && src.name != "token_embd.weight") return w.error();
+      if (weighted != nullptr && w.ok() && w->has_value()) qw = std::move(**w);
+    }
+    if (qw.empty() && to->from_float == nullptr)  // IQ2_XS: the reference requires importances too
+      return make_error("tensor '{}': {} needs an importance matrix entry for it (--imatrix)", src.name,
+                        dtype_name(type));
+    const int64_t rows_per_matrix = src.ne[1];
     const size_t src_row_bytes = dtype_row_bytes(src.type, row);
     const size_t dst_row_bytes = dtype_row_bytes(type, row);
     auto buf = std::make_shared<std::vector<uint8_t>>(dst_row_bytes * static_cast<size_t>(n_rows));
@@ -227,7 +263,12 @@ Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPrese
           bad_row.store(static_cast<int64_t>(r));
           return;
         }
-        to->from_float(f.data(), buf->data() + r * dst_row_bytes, row);
+        if (qw.empty()) {
+          to->from_float(f.data(), buf->data() + r * dst_row_bytes, row);
+        } else {
+          const auto expert = static_cast<size_t>(static_cast<int64_t>(r) / rows_per_matrix % src.ne[2]);
+          weighted(f.data(), buf->data() + r * dst_row_bytes, row, qw.data() + expert * static_cast<size_t>(row));
+        }
       }
     });
     if (bad_row.load() >= 0)
@@ -239,7 +280,7 @@ Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPrese
     t.data = buf->data();
     out.tensors.push_back(std::move(t));
     out.keep_alive(std::move(buf));
-    if (on_progress) on_progress({ti + 1, in.tensors.size(), &out.tensors.back(), type});
+    if (on_progress) on_progress({ti + 1, in.tensors.size(), &out.tensors.back(), type, !qw.empty()});
   }
   return out;
 }

@@ -16,7 +16,13 @@
 //    Q5_K.
 // For Q4_0 .. Q6_K the bytes come out identical to the reference quantizer's files
 // (tests/model/test_quantize.cpp checks that against shared/models/interop); Q2_K, Q3_K, IQ4_NL and
-// IQ4_XS quantize by the same method without that promise. A tensor whose row length does not
+// IQ4_XS quantize by the same method without that promise.
+// With an importance matrix (ImatrixSource) every tensor it has an entry for (ffn_gate: ffn_up's)
+// is quantized by the weighted quantizers of kernels/quants_weighted.h where the type has one
+// (Q2_K..Q6_K, Q4_0/Q4_1/Q5_0/Q5_1, IQ4_NL, IQ4_XS, IQ3_S, IQ2_XS), whose bytes equal the reference
+// quantizer's with the same matrix; and two mix rules change as in the reference: IQ4_NL/IQ4_XS
+// keep ffn_down of the first eighth at the base type (no Q5_K), Q4_0/Q5_0 give it Q4_1/Q5_1.
+// The output records quantize.imatrix.file, .dataset, .entries_count and .chunks_count. A tensor whose row length does not
 // fit the chosen type's block falls back to the closest type that fits (Q2_K, Q3_K, IQ4_XS ->
 // IQ4_NL; other K-quants -> 32-block type of similar precision -> F16 -> F32), per tensor, never
 // failing the whole file.
@@ -30,6 +36,7 @@
 
 #include "core/thread_pool.h"
 #include "format/model_file.h"
+#include "model/imatrix.h"
 
 namespace edgelm::model {
 
@@ -45,13 +52,22 @@ std::string_view quant_preset_name(QuantPreset p);
 
 // The type a tensor gets under a preset, after the block-size fallback. `n_layer` is needed
 // for the layer-dependent rules of the mixes, `n_gqa` (query heads per KV head) for attn_v.
-DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_layer, int32_t n_gqa = 1);
+// `has_imatrix`: an importance matrix is in use (two rules differ, see above).
+DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_layer, int32_t n_gqa = 1,
+                  bool has_imatrix = false);
 
 struct QuantizeProgress {
   size_t index;   // tensors done so far (1-based after each tensor)
   size_t total;
   const format::TensorInfo* tensor;  // the tensor just written
   DType type;     // its new type
+  bool weighted;  // quantized with importance weights
+};
+
+// An importance matrix for quantize_model and the file it came from (for messages and metadata).
+struct ImatrixSource {
+  const ImportanceMatrix* matrix = nullptr;
+  std::string path;
 };
 
 // `--tensor-type PATTERN=TYPE` (the reference quantizer's option): every 2-D tensor whose name
@@ -64,14 +80,17 @@ struct TensorTypeOverride {
 };
 // Parses "PATTERN=TYPE" (TYPE a tensor type name such as q4_k, Q8_0, iq4_xs, tq2_0, mxfp4, f16;
 // case-insensitive, split at the last '='). Errors: no '=', an empty or invalid pattern, a type
-// unknown or without a quantizer (the grid IQ types), each naming it.
+// unknown or without a quantizer (the grid IQ types but IQ3_S and IQ2_XS), each naming it.
 Result<TensorTypeOverride> parse_tensor_type_override(std::string_view spec);
 
 // Re-encodes every tensor of `in` (which must stay alive while the result is used for its
 // metadata strings only; tensor data of the result is owned by the result). Errors: a tensor
-// of a type that cannot be dequantized, or weights with NaN/Inf (named).
+// of a type that cannot be dequantized, weights with NaN/Inf (named), an imatrix entry whose
+// length is not the tensor's columns (x experts) (named, see imatrix_weights_for); a tensor given
+// IQ2_XS (by --tensor-type) without an imatrix entry (the reference requires one too).
 Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPreset preset, ThreadPool& pool,
                                          const std::function<void(const QuantizeProgress&)>& on_progress = {},
-                                         std::span<const TensorTypeOverride> overrides = {});
+                                         std::span<const TensorTypeOverride> overrides = {},
+                                         const ImatrixSource& imatrix = {});
 
 }  // namespace edgelm::model

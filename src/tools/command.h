@@ -28,6 +28,7 @@ CommandRunner add_convert_command(CLI::App& app);
 CommandRunner add_synth_command(CLI::App& app);
 CommandRunner add_bench_command(CLI::App& app);
 CommandRunner add_quantize_command(CLI::App& app);
+CommandRunner add_imatrix_command(CLI::App& app);
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_detokenize_command(CLI::App& app);
 CommandRunner add_eval_command(CLI::App& app);

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add(edgelm::tools::add_synth_command);
   add(edgelm::tools::add_bench_command);
   add(edgelm::tools::add_quantize_command);
+  add(edgelm::tools::add_imatrix_command);
   add(edgelm::tools::add_tokenize_command);
   add(edgelm::tools::add_detokenize_command);
   add(edgelm::tools::add_eval_command);

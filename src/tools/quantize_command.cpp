@@ -1,9 +1,11 @@
 // `edgelm quantize IN.gguf OUT.gguf TYPE`: re-encode a model's weights by a per-tensor policy
-// (model/quantize.h). Prints a progress bar on a terminal, a per-type summary at the end.
+// (model/quantize.h); --imatrix FILE quantizes with an importance matrix (GGUF or legacy .dat,
+// model/imatrix.h). Prints a progress bar on a terminal, a per-type summary at the end.
 #include <unistd.h>
 
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "core/timer.h"
@@ -21,6 +23,7 @@ struct QuantizeOptions {
   std::string type;
   std::string tokenizer_path;
   std::vector<std::string> tensor_types;  // --tensor-type PATTERN=TYPE
+  std::string imatrix_path;               // --imatrix FILE
   int threads = 0;
   std::string cpu_affinity;
 };
@@ -28,8 +31,9 @@ struct QuantizeOptions {
 void print_progress(const model::QuantizeProgress& p) {
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(kWidth * p.index / p.total);
-  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu %-32.32s %-6s", filled, "##############################", kWidth - filled,
-               "", p.index, p.total, p.tensor->name.c_str(), std::string(dtype_name(p.type)).c_str());
+  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu %-32.32s %-6s%s", filled, "##############################", kWidth - filled,
+               "", p.index, p.total, p.tensor->name.c_str(), std::string(dtype_name(p.type)).c_str(),
+               p.weighted ? " (imatrix)" : "          ");
   if (p.index == p.total) std::fputc('\n', stderr);
   std::fflush(stderr);
 }
@@ -44,6 +48,12 @@ int run(const QuantizeOptions& o) {
     if (!ov.ok()) return report_error(ov.error());
     overrides.push_back(std::move(ov).value());
   }
+  std::optional<model::ImportanceMatrix> imatrix;
+  if (!o.imatrix_path.empty()) {
+    auto m = model::read_imatrix(o.imatrix_path);
+    if (!m.ok()) return report_error(m.error());
+    imatrix = std::move(m).value();
+  }
   auto in = format::open_model_file(o.input, o.tokenizer_path);
   if (!in.ok()) return report_error(in.error());
   auto pool_or = make_thread_pool(o.threads, o.cpu_affinity);
@@ -51,9 +61,13 @@ int run(const QuantizeOptions& o) {
   ThreadPool& pool = **pool_or;
   Stopwatch watch;
   const bool tty = ::isatty(STDERR_FILENO) != 0;
-  auto out = model::quantize_model(*in, *preset, pool,
-                                   tty ? print_progress : std::function<void(const model::QuantizeProgress&)>(),
-                                   overrides);
+  int n_weighted = 0;
+  auto progress = [tty, &n_weighted](const model::QuantizeProgress& p) {
+    n_weighted += p.weighted ? 1 : 0;
+    if (tty) print_progress(p);
+  };
+  auto out = model::quantize_model(*in, *preset, pool, progress,
+                                   overrides, model::ImatrixSource{imatrix ? &*imatrix : nullptr, o.imatrix_path});
   if (!out.ok()) {
     if (tty) std::fputc('\n', stderr);
     return report_error(out.error());
@@ -72,6 +86,9 @@ int run(const QuantizeOptions& o) {
   std::fprintf(stderr, "wrote %s (%s): %.2f MiB -> %.2f MiB in %.1f s; tensors: %s\n", o.output.c_str(),
                std::string(model::quant_preset_name(*preset)).c_str(), static_cast<double>(in_bytes) / (1 << 20),
                static_cast<double>(out_bytes) / (1 << 20), watch.seconds(), types.c_str());
+  if (imatrix)
+    std::fprintf(stderr, "%d tensors quantized with importance weights (imatrix %s: %zu entries, %d chunks)\n",
+                 n_weighted, o.imatrix_path.c_str(), imatrix->entries.size(), imatrix->chunk_count);
   return 0;
 }
 
@@ -89,6 +106,9 @@ CommandRunner add_quantize_command(CLI::App& app) {
   cmd->add_option("--tensor-type", o->tensor_types,
                   "PATTERN=TYPE: 2-D tensors whose name matches the regex PATTERN get TYPE (repeatable; the first "
                   "match wins), e.g. 'attn_v=q8_0' or 'blk\\.[0-3]\\.ffn_down=q6_k'");
+  cmd->add_option("--imatrix", o->imatrix_path,
+                  "Importance matrix (llama.cpp's GGUF or legacy .dat format, e.g. from `edgelm imatrix`): the tensors "
+                  "it covers are quantized with importance weights (Q2_K..Q6_K, Q4_0..Q5_1, IQ4_NL, IQ4_XS, IQ3_S, IQ2_XS)");
   add_thread_options(cmd, o->threads, o->cpu_affinity);
   return [o] { return run(*o); };
 }

@@ -9,6 +9,12 @@
 // Measured here: within 2e-4 of the reference's PPL (stories 259.992 vs 260.045; qwen35 80502.35
 // vs 80503.21; gemma4 1.635375e11 vs 1.635266e11). The scoring rule itself (second half of each
 // chunk, BOS first) is also checked against a token-by-token recomputation with Model::forward.
+//
+// The importance matrix that `edgelm imatrix` collects on the same run (model/imatrix.h, an
+// ImatrixCollector observing the forward), against ik_llama.cpp's llama-imatrix:
+//   llama-imatrix -m stories260K-f32.gguf -f TEXT -o x.dat -c 256 --chunks 8 -t 2
+// (it pads the context to 256, so its chunks are 256 tokens). All 35 entries' means agree within
+// 1e-3 relative (measured 9.8e-4 at most); a few are recorded below.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,6 +27,7 @@
 #include "engine/perplexity.h"
 #include "engine/quality_metrics.h"
 #include "format/gguf_writer.h"
+#include "model/imatrix.h"
 #include "model/synthetic.h"
 #include "support/requested_isa.h"
 #include "support/test_data.h"
@@ -163,6 +170,57 @@ TEST(Perplexity, BadOptionsAndShortTextsAreErrors) {
   o.n_ctx = 64;
   o.n_batch = 0;
   EXPECT_FALSE(engine::perplexity(*lm.model, few, o, pool).ok());
+}
+
+// RAII installation of an observer of the forward's products.
+class ObserverScope {
+ public:
+  explicit ObserverScope(model::LinearObserver* o) : previous_(model::set_linear_observer(o)) {}
+  ~ObserverScope() { model::set_linear_observer(previous_); }
+  ObserverScope(const ObserverScope&) = delete;
+  ObserverScope& operator=(const ObserverScope&) = delete;
+
+ private:
+  model::LinearObserver* previous_;
+};
+
+TEST(Imatrix, MatchesLlamaImatrix) {
+  test::TempDir dir;
+  const engine::LoadedModel lm = load_case("stories", dir);
+  const std::vector<int32_t> tokens = lm.tokenizer->encode(reference_text(), true, false);
+  ThreadPool pool(2);
+  model::ImatrixCollector collector(lm.model->file());
+  {
+    ObserverScope scope(&collector);
+    auto r = engine::perplexity(*lm.model, tokens, options_for(lm, 256), pool);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_NEAR(r->ppl / 213.7014, 1.0, 1e-3) << r->ppl;  // llama-imatrix's PPL on the same chunks
+  }
+  const model::ImportanceMatrix& m = collector.matrix();
+  EXPECT_EQ(m.entries.size(), 35u);  // 5 layers x 7 matrices; not token_embd, not output
+  struct Expected {
+    const char* name;
+    float means[8];  // the first 8 columns
+  };
+  const Expected kExpected[] = {
+      {"blk.0.attn_q.weight", {0.58158f, 0.595012f, 0.373536f, 1.19783f, 1.93972f, 3.52494f, 2.07459f, 1.80785f}},
+      {"blk.2.ffn_down.weight",
+       {0.0350821f, 0.0581595f, 0.0381082f, 0.0450568f, 0.0733343f, 0.075628f, 0.0619729f, 0.0295977f}},
+      {"blk.4.attn_output.weight",
+       {0.0600639f, 0.0658676f, 0.0845202f, 0.0558086f, 0.0688516f, 0.0726228f, 0.0959832f, 0.0592499f}},
+      {"blk.4.ffn_down.weight",
+       {0.0741656f, 0.151911f, 0.215144f, 0.137258f, 0.0746683f, 0.41466f, 0.185903f, 0.306807f}},
+  };
+  for (const Expected& e : kExpected) {
+    SCOPED_TRACE(e.name);
+    auto it = m.entries.find(e.name);
+    ASSERT_NE(it, m.entries.end());
+    EXPECT_EQ(it->second.counts, (std::vector<float>{8 * 256}));  // every token of 8 chunks
+    const std::vector<float> means = it->second.means();
+    for (int i = 0; i < 8; ++i) EXPECT_NEAR(means[static_cast<size_t>(i)] / e.means[i], 1.0, 2e-3) << i;
+  }
+  // ffn_gate and ffn_up read the same activations.
+  EXPECT_EQ(m.entries.at("blk.1.ffn_gate.weight").sums, m.entries.at("blk.1.ffn_up.weight").sums);
 }
 
 }  // namespace

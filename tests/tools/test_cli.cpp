@@ -338,6 +338,68 @@ TEST(Cli, QuantizeThenRun) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
 }
 
+// `edgelm imatrix` writes both formats from a text, and `quantize --imatrix` uses either; bad
+// files and mismatched matrices are clean errors naming them.
+TEST(Cli, ImatrixThenQuantizeWithIt) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 4; ++i) text += golden_text(0) + "\n";
+  write_file(dir.file("calib.txt"), text);
+  auto im = edgelm({"imatrix", "-m", model("stories260K-f32.gguf"), "-f", dir.file("calib.txt"), "-o", dir.file("im.dat"),
+                    "-c", "64", "--chunks", "3", "-t", "2"});
+  ASSERT_EQ(im.exit_code, 0) << im.err;
+  EXPECT_NE(im.out.find("[3]"), std::string::npos) << im.out;
+  EXPECT_NE(im.out.find("Final estimate: PPL = "), std::string::npos) << im.out;
+  EXPECT_NE(im.err.find("35 entries from 3 chunks"), std::string::npos) << im.err;
+  auto img = edgelm({"imatrix", "-m", model("stories260K-f32.gguf"), "-f", dir.file("calib.txt"), "-o",
+                     dir.file("im.gguf"), "-c", "64", "--chunks", "3", "-t", "2"});
+  ASSERT_EQ(img.exit_code, 0) << img.err;
+  auto g = format::read_gguf(dir.file("im.gguf"));
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(*g->metadata.get_string("general.type"), "imatrix");
+  EXPECT_EQ(*g->metadata.get_u32("imatrix.chunk_count"), 3u);
+  ASSERT_NE(g->find_tensor("blk.0.attn_q.weight.in_sum2"), nullptr);
+  EXPECT_EQ(g->find_tensor("blk.0.attn_q.weight.counts")->ne[1], 1);
+
+  for (const char* file : {"im.dat", "im.gguf"}) {
+    SCOPED_TRACE(file);
+    const std::string out = dir.file(std::string(file) + ".q4_0.gguf");
+    auto q = edgelm({"quantize", "--imatrix", dir.file(file), model("stories260K-f32.gguf"), out, "q4_0", "-t", "2"});
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+    // 5 layers x (q, k, v, output): 64 columns; ffn_gate/up (64 columns) too; ffn_down has 172 (F16).
+    EXPECT_NE(q.err.find("30 tensors quantized with importance weights"), std::string::npos) << q.err;
+    auto f = format::read_gguf(out);
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(*f->metadata.get_string("quantize.imatrix.file"), dir.file(file));
+    auto r = edgelm({"run", "-m", out, "-p", "Once upon a time", "-n", "20", "--temp", "0"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  expect_clean_error(edgelm({"quantize", "--imatrix", dir.file("none.dat"), model("stories260K-f32.gguf"),
+                             dir.file("x.gguf"), "q4_k_m"}),
+                     "none.dat");
+  write_file(dir.file("junk.dat"), "not an imatrix");
+  expect_clean_error(edgelm({"quantize", "--imatrix", dir.file("junk.dat"), model("stories260K-f32.gguf"),
+                             dir.file("x.gguf"), "q4_k_m"}),
+                     "junk.dat");
+  // A matrix for another model (rand-small: 256 columns where stories has 64).
+  auto other = edgelm({"imatrix", "-m", model("interop/rand-small-f32.gguf"), "-f", dir.file("calib.txt"), "-o",
+                       dir.file("other.dat"), "-c", "64", "--chunks", "1", "-t", "2"});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  expect_clean_error(edgelm({"quantize", "--imatrix", dir.file("other.dat"), model("stories260K-f32.gguf"),
+                             dir.file("x.gguf"), "q4_0"}),
+                     "blk.0.attn_q.weight");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
+  expect_clean_error(edgelm({"imatrix", "-m", model("stories260K-f32.gguf"), "-f", dir.file("missing.txt")}),
+                     "missing.txt");
+  expect_clean_error(edgelm({"imatrix", "-m", model("stories260K-f32.gguf"), "-f", dir.file("calib.txt"), "-o",
+                             dir.file("y.dat"), "--chunk", "1000"}),
+                     "--chunk 1000");
+  expect_clean_error(edgelm({"imatrix", "-m", model("stories260K-f32.gguf"), "-f", dir.file("calib.txt"), "-o",
+                             dir.file("y.dat"), "-c", "100000"}),
+                     "fewer than one chunk");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("y.dat")));
+}
+
 TEST(Cli, InfoPrintsMetadataAndTensors) {
   auto r = edgelm({"info", model("stories260K-f16.gguf")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
