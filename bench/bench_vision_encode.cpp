@@ -7,6 +7,8 @@
 //   bench_vision_encode --shape gemma3 --layers 2   (a shorter synthetic tower)
 //   bench_vision_encode --mmproj f.gguf --image chw.f32 --out tokens.f32   (raw float32 in and out,
 //     to compare with another engine's encoder on the same tensor)
+//   bench_vision_encode --shape smolvlm-256m --batch 4   (also: 4 different images one at a time,
+//     then as one encode_batch, images per second of each; --batch-patches caps a batch group)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,7 +38,8 @@ int fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   std::string path, shape = "gemma3", type = "f16", image_path, out_path;
-  int threads = ThreadPool::hardware_threads(), reps = 3, layers = 0;
+  int threads = ThreadPool::hardware_threads(), reps = 3, layers = 0, batch = 0;
+  int64_t batch_patches = vision::VisionEncoder::kBatchPatches;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--mmproj")
@@ -55,6 +58,10 @@ int main(int argc, char** argv) {
       layers = std::atoi(argv[i + 1]);
     else if (a == "--reps")
       reps = std::atoi(argv[i + 1]);
+    else if (a == "--batch")
+      batch = std::atoi(argv[i + 1]);
+    else if (a == "--batch-patches")
+      batch_patches = std::atoll(argv[i + 1]);
     else
       return fail("unknown option " + a);
   }
@@ -113,5 +120,44 @@ int main(int argc, char** argv) {
   std::sort(times.begin(), times.end());
   std::printf("encode median: %.0f ms (%d reps, %d threads); scratch held %.1f MB\n", times[times.size() / 2], reps,
               threads, static_cast<double>(scratch.held_bytes()) / 1e6);
-  return 0;
+  if (batch < 2) return 0;
+
+  // `batch` different images: one at a time (the scratch above, warm), then as one batch (a
+  // scratch of its own), alternating, reps times each; outputs compared.
+  std::vector<std::vector<float>> imgs(static_cast<size_t>(batch)), single(imgs.size()), batched(imgs.size());
+  std::vector<vision::VisionImage> images;
+  for (size_t i = 0; i < imgs.size(); ++i) {
+    imgs[i].resize(img.size());
+    for (float& v : imgs[i]) v = dist(rng);
+    single[i].resize(out.size());
+    batched[i].resize(out.size());
+  }
+  for (size_t i = 0; i < imgs.size(); ++i)
+    images.push_back({imgs[i].data(), c.image_size, c.image_size, batched[i]});
+  vision::VisionScratch batch_scratch;
+  std::vector<double> t_single, t_batch;
+  for (int r = 0; r <= reps; ++r) {  // r 0: warms the batch scratch, not counted
+    auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < imgs.size(); ++i)
+      if (auto st = e.encode(imgs[i].data(), single[i], pool, scratch); !st.ok()) return fail(st.error().message);
+    const double ms_single = ms_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    if (auto st = e.encode_batch(images, pool, batch_scratch, batch_patches); !st.ok()) return fail(st.error().message);
+    const double ms_batch = ms_since(t0);
+    std::printf("%d images: one at a time %.0f ms, one batch %.0f ms%s\n", batch, ms_single, ms_batch,
+                r == 0 ? " (cold batch scratch)" : "");
+    if (r == 0) continue;
+    t_single.push_back(ms_single);
+    t_batch.push_back(ms_batch);
+  }
+  bool same = true;
+  for (size_t i = 0; i < imgs.size(); ++i) same = same && single[i] == batched[i];
+  std::sort(t_single.begin(), t_single.end());
+  std::sort(t_batch.begin(), t_batch.end());
+  const double ms1 = t_single[t_single.size() / 2], msb = t_batch[t_batch.size() / 2];
+  std::printf("images/s: %.2f one at a time, %.2f batched (x%.2f; %d images, groups of <= %lld patches); outputs %s; "
+              "batch scratch held %.1f MB\n",
+              1e3 * batch / ms1, 1e3 * batch / msb, ms1 / msb, batch, static_cast<long long>(batch_patches),
+              same ? "bit-identical" : "DIFFER", static_cast<double>(batch_scratch.held_bytes()) / 1e6);
+  return same ? 0 : 1;
 }
