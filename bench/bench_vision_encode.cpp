@@ -9,6 +9,7 @@
 //     to compare with another engine's encoder on the same tensor)
 //   bench_vision_encode --shape smolvlm-256m --batch 4   (also: 4 different images one at a time,
 //     then as one encode_batch, images per second of each; --batch-patches caps a batch group)
+//   bench_vision_encode --shape gemma4-e2b --size 384 --batch 4   (a dynamic-resolution encoder at S x S px)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   std::string path, shape = "gemma3", type = "f16", image_path, out_path;
   int threads = ThreadPool::hardware_threads(), reps = 3, layers = 0, batch = 0;
   int64_t batch_patches = vision::VisionEncoder::kBatchPatches;
+  int size = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--mmproj")
@@ -60,6 +62,8 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[i + 1]);
     else if (a == "--batch")
       batch = std::atoi(argv[i + 1]);
+    else if (a == "--size")
+      size = std::atoi(argv[i + 1]);
     else if (a == "--batch-patches")
       batch_patches = std::atoll(argv[i + 1]);
     else
@@ -91,9 +95,11 @@ int main(int argc, char** argv) {
               std::string(dtype_name(e.weights().layers[0].wq.type)).c_str(), e.weights().n_bytes_file / 1e6, load_ms,
               static_cast<double>(e.scratch_bytes(threads)) / 1e6, threads);
 
+  const int32_t S = size > 0 ? size : c.image_size;  // the image's side
+  if (auto st = e.check_size(S, S); !st.ok()) return fail(st.error().message);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> img(static_cast<size_t>(e.n_input_floats()));
+  std::vector<float> img(static_cast<size_t>(3) * S * S);
   for (float& v : img) v = dist(rng);
   if (!image_path.empty()) {  // raw float32 [3, S, S], e.g. what a reference harness fed its encoder
     FILE* f = std::fopen(image_path.c_str(), "rb");
@@ -101,13 +107,13 @@ int main(int argc, char** argv) {
       return fail("cannot read " + std::to_string(img.size()) + " floats from " + image_path);
     std::fclose(f);
   }
-  std::vector<float> out(static_cast<size_t>(e.n_output_tokens()) * static_cast<size_t>(e.n_embd_out()));
+  std::vector<float> out(static_cast<size_t>(e.n_output_tokens(S, S)) * static_cast<size_t>(e.n_embd_out()));
   ThreadPool pool(threads);
   vision::VisionScratch scratch;
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (auto st = e.encode(img.data(), out, pool, scratch); !st.ok()) return fail(st.error().message);
+    if (auto st = e.encode(img.data(), S, S, out, pool, scratch); !st.ok()) return fail(st.error().message);
     times.push_back(ms_since(t0));
     std::printf("encode %d: %.0f ms%s\n", r, times.back(), r == 0 ? " (cold scratch)" : "");
   }
@@ -133,13 +139,13 @@ int main(int argc, char** argv) {
     batched[i].resize(out.size());
   }
   for (size_t i = 0; i < imgs.size(); ++i)
-    images.push_back({imgs[i].data(), c.image_size, c.image_size, batched[i]});
+    images.push_back({imgs[i].data(), S, S, batched[i]});
   vision::VisionScratch batch_scratch;
   std::vector<double> t_single, t_batch;
   for (int r = 0; r <= reps; ++r) {  // r 0: warms the batch scratch, not counted
     auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < imgs.size(); ++i)
-      if (auto st = e.encode(imgs[i].data(), single[i], pool, scratch); !st.ok()) return fail(st.error().message);
+      if (auto st = e.encode(imgs[i].data(), S, S, single[i], pool, scratch); !st.ok()) return fail(st.error().message);
     const double ms_single = ms_since(t0);
     t0 = std::chrono::steady_clock::now();
     if (auto st = e.encode_batch(images, pool, batch_scratch, batch_patches); !st.ok()) return fail(st.error().message);

@@ -386,7 +386,12 @@ void ImageInput::encode_queued(std::span<Pending* const> images) {
     }
     encoding_ = true;
     lock.unlock();
-    encode_batch(batch);
+    try {
+      encode_batch(batch);
+    } catch (const std::exception& e) {  // out of memory: this batch's images fail, the queue goes on
+      for (Pending* p : batch)
+        if (!p->out.embd) p->error = fmt::format("the encoder failed: {}", e.what());
+    }
     lock.lock();
     for (Pending* p : batch) p->done = true;
     encoding_ = false;
