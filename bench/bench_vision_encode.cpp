@@ -7,6 +7,9 @@
 //   bench_vision_encode --shape gemma3 --layers 2   (a shorter synthetic tower)
 //   bench_vision_encode --mmproj f.gguf --image chw.f32 --out tokens.f32   (raw float32 in and out,
 //     to compare with another engine's encoder on the same tensor)
+//   bench_vision_encode --shape smolvlm-256m --batch 4   (also: 4 different images one at a time,
+//     then as one encode_batch, images per second of each; --batch-patches caps a batch group)
+//   bench_vision_encode --shape gemma4-e2b --size 384 --batch 4   (a dynamic-resolution encoder at S x S px)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,7 +39,9 @@ int fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   std::string path, shape = "gemma3", type = "f16", image_path, out_path;
-  int threads = ThreadPool::hardware_threads(), reps = 3, layers = 0;
+  int threads = ThreadPool::hardware_threads(), reps = 3, layers = 0, batch = 0;
+  int64_t batch_patches = vision::VisionEncoder::kBatchPatches;
+  int size = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--mmproj")
@@ -55,6 +60,12 @@ int main(int argc, char** argv) {
       layers = std::atoi(argv[i + 1]);
     else if (a == "--reps")
       reps = std::atoi(argv[i + 1]);
+    else if (a == "--batch")
+      batch = std::atoi(argv[i + 1]);
+    else if (a == "--size")
+      size = std::atoi(argv[i + 1]);
+    else if (a == "--batch-patches")
+      batch_patches = std::atoll(argv[i + 1]);
     else
       return fail("unknown option " + a);
   }
@@ -84,9 +95,11 @@ int main(int argc, char** argv) {
               std::string(dtype_name(e.weights().layers[0].wq.type)).c_str(), e.weights().n_bytes_file / 1e6, load_ms,
               static_cast<double>(e.scratch_bytes(threads)) / 1e6, threads);
 
+  const int32_t S = size > 0 ? size : c.image_size;  // the image's side
+  if (auto st = e.check_size(S, S); !st.ok()) return fail(st.error().message);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> img(static_cast<size_t>(e.n_input_floats()));
+  std::vector<float> img(static_cast<size_t>(3) * S * S);
   for (float& v : img) v = dist(rng);
   if (!image_path.empty()) {  // raw float32 [3, S, S], e.g. what a reference harness fed its encoder
     FILE* f = std::fopen(image_path.c_str(), "rb");
@@ -94,13 +107,13 @@ int main(int argc, char** argv) {
       return fail("cannot read " + std::to_string(img.size()) + " floats from " + image_path);
     std::fclose(f);
   }
-  std::vector<float> out(static_cast<size_t>(e.n_output_tokens()) * static_cast<size_t>(e.n_embd_out()));
+  std::vector<float> out(static_cast<size_t>(e.n_output_tokens(S, S)) * static_cast<size_t>(e.n_embd_out()));
   ThreadPool pool(threads);
   vision::VisionScratch scratch;
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (auto st = e.encode(img.data(), out, pool, scratch); !st.ok()) return fail(st.error().message);
+    if (auto st = e.encode(img.data(), S, S, out, pool, scratch); !st.ok()) return fail(st.error().message);
     times.push_back(ms_since(t0));
     std::printf("encode %d: %.0f ms%s\n", r, times.back(), r == 0 ? " (cold scratch)" : "");
   }
@@ -113,5 +126,44 @@ int main(int argc, char** argv) {
   std::sort(times.begin(), times.end());
   std::printf("encode median: %.0f ms (%d reps, %d threads); scratch held %.1f MB\n", times[times.size() / 2], reps,
               threads, static_cast<double>(scratch.held_bytes()) / 1e6);
-  return 0;
+  if (batch < 2) return 0;
+
+  // `batch` different images: one at a time (the scratch above, warm), then as one batch (a
+  // scratch of its own), alternating, reps times each; outputs compared.
+  std::vector<std::vector<float>> imgs(static_cast<size_t>(batch)), single(imgs.size()), batched(imgs.size());
+  std::vector<vision::VisionImage> images;
+  for (size_t i = 0; i < imgs.size(); ++i) {
+    imgs[i].resize(img.size());
+    for (float& v : imgs[i]) v = dist(rng);
+    single[i].resize(out.size());
+    batched[i].resize(out.size());
+  }
+  for (size_t i = 0; i < imgs.size(); ++i)
+    images.push_back({imgs[i].data(), S, S, batched[i]});
+  vision::VisionScratch batch_scratch;
+  std::vector<double> t_single, t_batch;
+  for (int r = 0; r <= reps; ++r) {  // r 0: warms the batch scratch, not counted
+    auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < imgs.size(); ++i)
+      if (auto st = e.encode(imgs[i].data(), S, S, single[i], pool, scratch); !st.ok()) return fail(st.error().message);
+    const double ms_single = ms_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    if (auto st = e.encode_batch(images, pool, batch_scratch, batch_patches); !st.ok()) return fail(st.error().message);
+    const double ms_batch = ms_since(t0);
+    std::printf("%d images: one at a time %.0f ms, one batch %.0f ms%s\n", batch, ms_single, ms_batch,
+                r == 0 ? " (cold batch scratch)" : "");
+    if (r == 0) continue;
+    t_single.push_back(ms_single);
+    t_batch.push_back(ms_batch);
+  }
+  bool same = true;
+  for (size_t i = 0; i < imgs.size(); ++i) same = same && single[i] == batched[i];
+  std::sort(t_single.begin(), t_single.end());
+  std::sort(t_batch.begin(), t_batch.end());
+  const double ms1 = t_single[t_single.size() / 2], msb = t_batch[t_batch.size() / 2];
+  std::printf("images/s: %.2f one at a time, %.2f batched (x%.2f; %d images, groups of <= %lld patches); outputs %s; "
+              "batch scratch held %.1f MB\n",
+              1e3 * batch / ms1, 1e3 * batch / msb, ms1 / msb, batch, static_cast<long long>(batch_patches),
+              same ? "bit-identical" : "DIFFER", static_cast<double>(batch_scratch.held_bytes()) / 1e6);
+  return same ? 0 : 1;
 }

@@ -185,21 +185,26 @@ void ImageInput::cache_put(const std::string& key, std::shared_ptr<const ImageEm
   }
 }
 
-Result<EncodedImage> ImageInput::encode_url(std::string_view url) {
+Result<FetchedImage> ImageInput::read_ref(const ImageRef& ref) {
+  const std::string_view url = ref.text;
+  if (ref.raw_base64 && url.rfind("data:", 0) != 0) {
+    auto bytes = base64_decode(url);
+    if (!bytes) return make_error("the image is neither base64 nor a data: URL");
+    if (bytes->empty()) return make_error("the image is empty");
+    FetchedImage got;
+    got.bytes = std::move(*bytes);
+    return got;
+  }
   if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
     EDGELM_TRY(FetchedImage got, source_.fetch_url(url));
     if (got.bytes.empty()) return make_error("the image URL's body is empty");
-    auto im = encode_bytes(got.bytes);
-    const std::string_view type = std::string_view(got.content_type).substr(0, got.content_type.find(';'));
-    if (!im.ok() && type.rfind("image/", 0) != 0)
-      return make_error("the image URL answered Content-Type '{}', not an image/* type, and its body {}", type,
-                        im.error().message.substr(std::string_view("the image ").size()));
-    return im;
+    return got;
   }
   if (url.rfind("file:", 0) == 0) {
     EDGELM_TRY(FetchedImage got, source_.read_file_url(url));
     if (got.bytes.empty()) return make_error("the image file is empty");
-    return encode_bytes(got.bytes);
+    got.content_type.clear();
+    return got;
   }
   if (url.rfind("data:", 0) != 0)
     return make_error(
@@ -216,69 +221,248 @@ Result<EncodedImage> ImageInput::encode_url(std::string_view url) {
   auto bytes = base64_decode(url.substr(comma + 1));
   if (!bytes) return make_error("the data: URL's data is not valid base64");
   if (bytes->empty()) return make_error("the image is empty");
-  return encode_bytes(*bytes);
+  FetchedImage got;
+  got.bytes = std::move(*bytes);
+  return got;
+}
+
+Result<EncodedImage> ImageInput::encode_url(std::string_view url) {
+  const ImageRef ref{url, false};
+  EDGELM_TRY(std::vector<EncodedImage> out, encode_images(std::span(&ref, 1)));
+  return std::move(out[0]);
 }
 
 Result<EncodedImage> ImageInput::encode_base64_or_url(std::string_view text) {
-  if (text.rfind("data:", 0) == 0) return encode_url(text);
-  auto bytes = base64_decode(text);
-  if (!bytes) return make_error("the image is neither base64 nor a data: URL");
-  if (bytes->empty()) return make_error("the image is empty");
-  return encode_bytes(*bytes);
+  const ImageRef ref{text, true};
+  EDGELM_TRY(std::vector<EncodedImage> out, encode_images(std::span(&ref, 1)));
+  return std::move(out[0]);
 }
 
-Result<EncodedImage> ImageInput::encode_bytes(const std::string& in) {
-  const std::string* bytes = &in;
-  if (bytes->size() > opts_.source.max_bytes)
-    return make_error("the image has {} bytes, more than the {} an image may have (--image-max-bytes)", bytes->size(),
+Result<EncodedImage> ImageInput::encode_bytes(const std::string& bytes) {
+  EDGELM_TRY(std::unique_ptr<Pending> p, prepare(bytes));
+  if (!p->out.cached) {
+    Pending* one = p.get();
+    encode_queued(std::span(&one, 1));
+    if (p->error) return make_error("the image cannot be encoded: {}", *p->error);
+  }
+  return std::move(p->out);
+}
+
+Result<std::vector<EncodedImage>> ImageInput::encode_images(std::span<const ImageRef> refs, size_t* failed) {
+  std::vector<FetchedImage> fetched;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    if (failed != nullptr) *failed = i;
+    EDGELM_TRY(FetchedImage got, read_ref(refs[i]));
+    fetched.push_back(std::move(got));
+  }
+  return encode_fetched(fetched, failed);
+}
+
+Result<std::vector<EncodedImage>> ImageInput::encode_all_bytes(std::span<const std::string> bytes, size_t* failed) {
+  std::vector<FetchedImage> fetched(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) fetched[i].bytes = bytes[i];
+  return encode_fetched(fetched, failed);
+}
+
+Result<std::vector<EncodedImage>> ImageInput::encode_fetched(std::span<const FetchedImage> fetched, size_t* failed) {
+  std::vector<std::unique_ptr<Pending>> pending;
+  for (size_t i = 0; i < fetched.size(); ++i) {
+    if (failed != nullptr) *failed = i;
+    const FetchedImage& got = fetched[i];
+    auto p = prepare(got.bytes);
+    if (!p.ok()) {
+      const std::string_view type = std::string_view(got.content_type).substr(0, got.content_type.find(';'));
+      if (!got.content_type.empty() && type.rfind("image/", 0) != 0)
+        return make_error("the image URL answered Content-Type '{}', not an image/* type, and its body {}", type,
+                          std::string_view(p.error().message).substr(std::string_view("the image ").size()));
+      return p.error();
+    }
+    pending.push_back(std::move(p).value());
+  }
+  // The images to encode; the same image again in this request shares the first one's result.
+  std::vector<Pending*> todo;
+  std::vector<std::pair<size_t, size_t>> repeats;  // (image, the earlier one it repeats)
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (pending[i]->out.cached) continue;
+    size_t first = i;
+    for (size_t j = 0; j < i && first == i; ++j)
+      if (!pending[j]->out.cached && pending[j]->out.sha256 == pending[i]->out.sha256) first = j;
+    if (first != i)
+      repeats.emplace_back(i, first);
+    else
+      todo.push_back(pending[i].get());
+  }
+  if (!todo.empty()) encode_queued(todo);
+  for (size_t i = 0; i < pending.size(); ++i)
+    if (pending[i]->error) {
+      if (failed != nullptr) *failed = i;
+      return make_error("the image cannot be encoded: {}", *pending[i]->error);
+    }
+  for (const auto& r : repeats) {
+    Pending& p = *pending[r.first];
+    p.out.embd = pending[r.second]->out.embd;
+    p.out.cached = true;
+  }
+  std::vector<EncodedImage> out;
+  for (auto& p : pending) out.push_back(std::move(p->out));
+  return out;
+}
+
+Result<std::unique_ptr<ImageInput::Pending>> ImageInput::prepare(const std::string& bytes) {
+  if (bytes.size() > opts_.source.max_bytes)
+    return make_error("the image has {} bytes, more than the {} an image may have (--image-max-bytes)", bytes.size(),
                       opts_.source.max_bytes);
-  EncodedImage out;
+  auto p = std::make_unique<Pending>();
+  EncodedImage& out = p->out;
   Sha256 sha;
-  sha.update(bytes->data(), bytes->size());
+  sha.update(bytes.data(), bytes.size());
   out.sha256 = sha.hex_digest();
   out.hash = std::stoull(out.sha256.substr(0, 16), nullptr, 16);
   if (auto hit = cache_get(out.sha256)) {
     out.embd = std::move(hit);
     out.cached = true;
-    return out;
+    return p;
   }
   Stopwatch watch;
   media::DecodeLimits limits;
   limits.max_pixels = opts_.max_pixels;
   limits.max_bytes = opts_.source.max_bytes;
   auto image = media::decode_image(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()), limits);
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), limits);
   if (!image.ok()) return make_error("the image cannot be decoded: {}", image.error().message);
-  auto tensors_or = preprocess(*image);
-  if (!tensors_or.ok()) return make_error("the image cannot be preprocessed: {}", tensors_or.error().message);
-  const media::TiledTensors& tensors = *tensors_or;
+  auto tensors = preprocess(*image);
+  if (!tensors.ok()) return make_error("the image cannot be preprocessed: {}", tensors.error().message);
+  p->tensors = std::move(tensors).value();
   out.decode_s = watch.seconds();
-  auto embd = std::make_shared<ImageEmbeddings>();
-  embd->rows = tensors.rows;
-  embd->cols = tensors.cols;
-  {
-    std::lock_guard lock(encode_mutex_);
-    Stopwatch enc_watch;
-    for (const media::ImageTensor& chw : tensors.frames) {
-      if (const Status st = encoder_->check_size(chw.width, chw.height); !st.ok())
-        return make_error("the image cannot be encoded: {}", st.error().message);
-      embd->tokens_per_frame = encoder_->n_output_tokens(chw.width, chw.height);
-      if (encoder_->config().projector == vision::ProjectorType::qwen3vl) {  // its merged grid, for M-RoPE
-        const vision::VisionConfig& vc = encoder_->config();
-        embd->grid_w = chw.width / (vc.patch_size * vc.n_merge);
-        embd->grid_h = chw.height / (vc.patch_size * vc.n_merge);
-      }
-      auto frame = std::make_shared<std::vector<float>>(static_cast<size_t>(embd->tokens_per_frame) *
-                                                        static_cast<size_t>(encoder_->n_embd_out()));
-      const Status st = encoder_->encode(chw.chw.data(), chw.width, chw.height, *frame, pool_, scratch_);
-      if (!st.ok()) return make_error("the image cannot be encoded: {}", st.error().message);
-      embd->frames.push_back(std::move(frame));
+  p->embd = std::make_shared<ImageEmbeddings>();
+  ImageEmbeddings& embd = *p->embd;
+  embd.rows = p->tensors.rows;
+  embd.cols = p->tensors.cols;
+  for (const media::ImageTensor& chw : p->tensors.frames) {
+    if (const Status st = encoder_->check_size(chw.width, chw.height); !st.ok())
+      return make_error("the image cannot be encoded: {}", st.error().message);
+    embd.tokens_per_frame = encoder_->n_output_tokens(chw.width, chw.height);
+    if (encoder_->config().projector == vision::ProjectorType::qwen3vl) {  // its merged grid, for M-RoPE
+      const vision::VisionConfig& vc = encoder_->config();
+      embd.grid_w = chw.width / (vc.patch_size * vc.n_merge);
+      embd.grid_h = chw.height / (vc.patch_size * vc.n_merge);
     }
-    out.encode_s = enc_watch.seconds();
+    auto frame = std::make_shared<std::vector<float>>(static_cast<size_t>(embd.tokens_per_frame) *
+                                                      static_cast<size_t>(encoder_->n_embd_out()));
+    p->outputs.push_back(frame);
+    embd.frames.push_back(std::move(frame));
+    p->patches += encoder_->n_patches(chw.width, chw.height);
   }
-  out.embd = embd;
-  cache_put(out.sha256, std::move(embd));
-  return out;
+  return p;
+}
+
+ImageEncoderStats ImageInput::encoder_stats() const {
+  std::lock_guard lock(queue_mutex_);
+  ImageEncoderStats s = stats_;
+  s.queued = static_cast<int>(queue_.size());
+  s.encoding = encoding_;
+  return s;
+}
+
+void ImageInput::encode_queued(std::span<Pending* const> images) {
+  std::unique_lock lock(queue_mutex_);
+  for (Pending* p : images) queue_.push_back(p);
+  const auto all_done = [images] {
+    return std::all_of(images.begin(), images.end(), [](const Pending* p) { return p->done; });
+  };
+  while (!all_done()) {
+    if (encoding_) {
+      queue_cv_.wait(lock);
+      continue;
+    }
+    // The encoder is idle and some of these images wait: this thread runs the next batch.
+    std::vector<Pending*> batch;
+    int64_t patches = 0;
+    while (!queue_.empty() &&
+           (batch.empty() || patches + queue_.front()->patches <= vision::VisionEncoder::kBatchPatches)) {
+      patches += queue_.front()->patches;
+      batch.push_back(queue_.front());
+      queue_.pop_front();
+    }
+    encoding_ = true;
+    lock.unlock();
+    try {
+      encode_batch(batch);
+    } catch (const std::exception& e) {  // out of memory: this batch's images fail, the queue goes on
+      for (Pending* p : batch)
+        if (!p->out.embd) p->error = fmt::format("the encoder failed: {}", e.what());
+    }
+    lock.lock();
+    for (Pending* p : batch) p->done = true;
+    encoding_ = false;
+    queue_cv_.notify_all();
+  }
+}
+
+void ImageInput::encode_batch(std::span<Pending* const> batch) {
+  Stopwatch watch;
+  std::vector<Pending*> encoded;                   // in the encoder batch
+  std::vector<std::pair<Pending*, Pending*>> dups;  // (image, the same image earlier in the batch)
+  std::vector<vision::VisionImage> frames;
+  int64_t patches = 0;
+  for (Pending* p : batch) {
+    if (auto hit = cache_get(p->out.sha256)) {  // encoded by an earlier batch while this one waited
+      p->out.embd = std::move(hit);
+      p->out.cached = true;
+      continue;
+    }
+    const auto same = std::find_if(encoded.begin(), encoded.end(),
+                                   [p](const Pending* q) { return q->out.sha256 == p->out.sha256; });
+    if (same != encoded.end()) {
+      dups.emplace_back(p, *same);
+      continue;
+    }
+    const size_t first = frames.size();
+    for (size_t f = 0; f < p->tensors.frames.size(); ++f) {
+      const media::ImageTensor& chw = p->tensors.frames[f];
+      frames.push_back({chw.chw.data(), chw.width, chw.height, *p->outputs[f]});
+      if (const Status st = encoder_->check_image(frames.back()); !st.ok()) {
+        p->error = st.error().message;
+        break;
+      }
+    }
+    if (p->error) {
+      frames.resize(first);  // this image alone fails
+      continue;
+    }
+    encoded.push_back(p);
+    patches += p->patches;
+  }
+  Status st = ok_status();
+  if (!frames.empty()) {
+    try {
+      st = encoder_->encode_batch(frames, pool_, scratch_);
+    } catch (const std::exception& e) {  // e.g. out of memory growing the scratch: this batch fails, the server stays
+      st = make_error("{}", e.what());
+    }
+  }
+  const double seconds = watch.seconds();
+  for (Pending* p : encoded) {
+    if (!st.ok()) {
+      p->error = st.error().message;
+      continue;
+    }
+    p->out.encode_s = patches > 0 ? seconds * static_cast<double>(p->patches) / static_cast<double>(patches) : 0;
+    p->out.batch_images = static_cast<int>(encoded.size());
+    p->out.embd = p->embd;
+    cache_put(p->out.sha256, p->embd);
+  }
+  for (const auto& d : dups) {
+    d.first->error = d.second->error;
+    d.first->out.embd = d.second->out.embd;
+    d.first->out.cached = true;
+  }
+  if (st.ok() && !encoded.empty()) {
+    std::lock_guard lock(queue_mutex_);
+    stats_.batches += 1;
+    stats_.images += static_cast<int64_t>(encoded.size());
+    stats_.max_batch_images = std::max(stats_.max_batch_images, static_cast<int>(encoded.size()));
+  }
 }
 
 Result<std::string> ImageInput::expand_markers(const std::string& text, const std::vector<EncodedImage>& images) const {

@@ -25,17 +25,33 @@
 //  - Encodes are cached by the SHA-256 of the image bytes (an LRU of --image-cache entries; 0:
 //    none): the same image is decoded and encoded once while it stays in the cache. Embeddings
 //    are immutable and shared with the requests that use them.
-//  - Encodes run one at a time on the encoder's own thread pool (never the engine's, so decoding
-//    requests keep stepping meanwhile), with one reused scratch.
+//  - Encodes run one batch at a time on the encoder's own thread pool (never the engine's, so
+//    decoding requests keep stepping meanwhile), with one reused scratch. All the images of a
+//    request (every SmolVLM tile and global view with them) go to the encoder in one submission;
+//    while a batch runs, the images of other requests queue, and the next batch takes everything
+//    queued (FIFO, whole images, up to VisionEncoder::kBatchPatches patches, at least one image) as
+//    one VisionEncoder::encode_batch. No thread of its own: a request thread whose images are
+//    queued and finds the encoder idle runs the next batch (its own images and whatever queued
+//    before them), then wakes the others. Cache hits never queue; an image the cache gained
+//    while it waited (another request's) is taken from the cache; the same image twice in one
+//    batch is encoded once. A batch's results are each image's own: an image refused by the
+//    encoder fails alone, and the request threads stay blocked until their images are done, so
+//    a request that goes away (client disconnect) leaves nothing dangling.
+//  - An encoded image's encode_s is its share of its batch's encoder time (by patches: the shares
+//    of a batch sum to its time) and batch_images the images encoded in that batch.
 //  - Every user-caused failure is an error value with a message (never a crash): not a data URL,
 //    not base64, not an image media type, undecodable, too many pixels.
 // Thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -83,8 +99,25 @@ struct EncodedImage {
   std::string sha256;  // hex of the image bytes' digest
   uint64_t hash = 0;   // its first 8 bytes: the prefix-KV key (engine::PromptImage::hash, mixed per frame)
   std::shared_ptr<const ImageEmbeddings> embd;
-  bool cached = false;                // from the encoder cache
-  double decode_s = 0, encode_s = 0;  // 0 when cached
+  bool cached = false;                // from the encoder cache (or the same image earlier in the request)
+  double decode_s = 0, encode_s = 0;  // 0 when cached; encode_s: its share of its batch's time
+  int batch_images = 0;               // images in the encoder batch it was encoded in (0 when cached)
+};
+
+// One image of ImageInput::encode_images: a URL as encode_url takes it, or with raw_base64 also
+// bare base64 (encode_base64_or_url).
+struct ImageRef {
+  std::string_view text;
+  bool raw_base64 = false;
+};
+
+// The encoder queue's counts since the server started.
+struct ImageEncoderStats {
+  int64_t batches = 0;       // encode_batch calls
+  int64_t images = 0;        // images encoded
+  int max_batch_images = 0;  // the most images of one batch
+  int queued = 0;            // images waiting now
+  bool encoding = false;     // a batch is running now
 };
 
 // Where a rendered chat prompt puts each image before tokenization.
@@ -110,6 +143,13 @@ class ImageInput {
   Result<EncodedImage> encode_url(std::string_view url);
   // The encoded bytes of an image file (PNG, JPEG, WebP) -> the soft tokens (the cache as above).
   Result<EncodedImage> encode_bytes(const std::string& bytes);
+  // Every image of a request, in order: each read, digested, looked up in the cache and (when
+  // missing) decoded and preprocessed; the first failure is returned with its index in *failed
+  // (nothing is encoded then). The rest go to the encoder queue in one submission (see the top).
+  Result<std::vector<EncodedImage>> encode_images(std::span<const ImageRef> refs, size_t* failed = nullptr);
+  // The same for the bytes of image files (`edgelm run --image`, repeated).
+  Result<std::vector<EncodedImage>> encode_all_bytes(std::span<const std::string> bytes, size_t* failed = nullptr);
+  ImageEncoderStats encoder_stats() const;
   // The bytes of a base64 string or a data: URL (the /predict "image" field); errors as above.
   Result<EncodedImage> encode_base64_or_url(std::string_view text);
 
@@ -149,12 +189,37 @@ class ImageInput {
   // Errors: qwen3vl's smart_resize refusing the image (an aspect ratio over 200).
   Result<media::TiledTensors> preprocess(const media::Image& image) const;
 
+  // One image on its way through the encoder queue.
+  struct Pending {
+    EncodedImage out;
+    media::TiledTensors tensors;
+    std::shared_ptr<ImageEmbeddings> embd;                  // its frames: outputs, once encoded
+    std::vector<std::shared_ptr<std::vector<float>>> outputs;  // the encoder writes each frame here
+    int64_t patches = 0;
+    std::optional<std::string> error;  // the encoder refused it
+    bool done = false;                 // under queue_mutex_
+  };
+  // The bytes of a URL or (raw_base64) bare base64; errors as encode_url's.
+  Result<FetchedImage> read_ref(const ImageRef& ref);
+  // encode_images once the bytes are read (a URL's Content-Type names a body that is no image).
+  Result<std::vector<EncodedImage>> encode_fetched(std::span<const FetchedImage> fetched, size_t* failed);
+  // Digest and cache lookup (out.cached), else decode, preprocess and the encoder's size check.
+  Result<std::unique_ptr<Pending>> prepare(const std::string& bytes);
+  // Queues the images, runs batches until they are done (see the top); fills each one's out.
+  void encode_queued(std::span<Pending* const> images);
+  // One batch (taken off the queue by the caller): encode_batch and the results.
+  void encode_batch(std::span<Pending* const> batch);
+
   ImageInputOptions opts_;
   std::unique_ptr<vision::VisionEncoder> encoder_;
   ImageSource source_;
   ThreadPool pool_;
-  std::mutex encode_mutex_;  // one encode at a time (scratch_ and pool_)
-  vision::VisionScratch scratch_;
+  vision::VisionScratch scratch_;  // pool_ and scratch_: only the thread running a batch
+  mutable std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<Pending*> queue_;
+  bool encoding_ = false;
+  ImageEncoderStats stats_;
   std::mutex cache_mutex_;
   std::list<std::pair<std::string, std::shared_ptr<const ImageEmbeddings>>> lru_;  // most recent first
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;

@@ -1,6 +1,8 @@
 // The images of an API request (see image_parts.h).
 #include "serve/image_parts.h"
 
+#include <algorithm>
+
 #include "serve/metrics.h"
 
 namespace edgelm::serve {
@@ -12,8 +14,8 @@ ApiError bad_field(const std::string& param, std::string message, const char* co
 
 }  // namespace
 
-// Decodes and encodes the request's images (image_input.h) in order; every failure is a 400
-// naming the part (500 when the model's vocabulary lacks the projector's image tokens).
+// Decodes the request's images in order and encodes them in one submission to the encoder queue
+// (image_input.h); every failure is a 400 naming the part (500 when the model's vocabulary lacks the projector's image tokens).
 std::optional<ApiError> encode_image_parts(ServerContext& ctx, const std::vector<ImagePart>& parts,
                                            std::vector<EncodedImage>& out, http::Response& res) {
   ImageInput* in = ctx.images();
@@ -36,18 +38,24 @@ std::optional<ApiError> encode_image_parts(ServerContext& ctx, const std::vector
   }
   if (Status st = in->check_vocab(ctx.service().tokenizer().vocab()); !st.ok())
     return ApiError{500, st.error().message, "server_error", parts[0].param, "model_unsupported"};
-  for (const ImagePart& p : parts) {
-    auto im = p.raw_base64 ? in->encode_base64_or_url(p.url) : in->encode_url(p.url);
-    if (!im.ok()) {
-      ctx.metrics().record_image(model, "rejected");
-      return bad_field(p.param, fmt::format("'{}': {}", p.param, im.error().message), "invalid_value");
-    }
-    if (im->cached) {
+  std::vector<ImageRef> refs;
+  for (const ImagePart& p : parts) refs.push_back({p.url, p.raw_base64});
+  size_t failed = 0;
+  auto images = in->encode_images(refs, &failed);
+  if (!images.ok()) {
+    ctx.metrics().record_image(model, "rejected");
+    const std::string& p = parts[failed].param;
+    return bad_field(p, fmt::format("'{}': {}", p, images.error().message), "invalid_value");
+  }
+  int batch = 0;
+  for (EncodedImage& im : *images) {
+    if (im.cached) {
       ctx.metrics().record_image(model, "cached");
     } else {
-      ctx.metrics().record_image(model, "encoded", im->decode_s, im->encode_s);
+      ctx.metrics().record_image(model, "encoded", im.decode_s, im.encode_s, im.batch_images);
     }
-    out.push_back(std::move(im).value());
+    batch = std::max(batch, im.batch_images);
+    out.push_back(std::move(im));
   }
   double ms = 0;
   int cached = 0;
@@ -57,6 +65,7 @@ std::optional<ApiError> encode_image_parts(ServerContext& ctx, const std::vector
   }
   res.set_header("x-edgelm-image-ms", fmt::format("{:.1f}", ms));
   res.set_header("x-edgelm-images-cached", std::to_string(cached));
+  res.set_header("x-edgelm-image-batch", std::to_string(batch));
   return std::nullopt;
 }
 

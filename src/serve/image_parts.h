@@ -22,7 +22,9 @@ struct ImagePart {
 
 // Encodes the parts in order into `out`; the first failure is returned. On success the response
 // carries `x-edgelm-image-ms` (the decode + encode milliseconds this request spent on its
-// images; 0 when all came from the encoder cache) and `x-edgelm-images-cached` (how many did).
+// images, each encode its share of its encoder batch; 0 when all came from the encoder cache),
+// `x-edgelm-images-cached` (how many did) and `x-edgelm-image-batch` (the most images of one
+// encoder batch that encoded this request's images, other requests' included; 0: none encoded).
 std::optional<ApiError> encode_image_parts(ServerContext& ctx, const std::vector<ImagePart>& parts,
                                            std::vector<EncodedImage>& out, http::Response& res);
 

@@ -231,8 +231,12 @@ ServerMetrics::ServerMetrics(std::string device_id, std::unique_ptr<EnergyMeter>
   registry_.add_counter("edge_images_total", "Images of chat requests, by result (encoded, cached, rejected)");
   registry_.add_histogram("edge_image_decode_seconds", "Image decode and preprocessing time, per encoded image",
                           {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5});
-  registry_.add_histogram("edge_image_encode_seconds", "Vision encoder time, per encoded image",
+  registry_.add_histogram("edge_image_encode_seconds",
+                          "Vision encoder time, per encoded image (its share, by patches, of its encoder batch)",
                           {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60});
+  registry_.add_histogram("edge_image_encode_batch_images",
+                          "Images in the vision encoder batch, per encoded image (concurrent requests' images coalesce)",
+                          {1, 2, 3, 4, 6, 8, 12, 16, 24, 32});
   registry_.add_gauge("process_cpu_utilization", "CPU seconds per wall second since the previous scrape");
   registry_.add_gauge("process_resident_memory_bytes", "Resident set size");
   registry_.add_counter("process_cpu_seconds_total", "User and system CPU time of the server process");
@@ -278,10 +282,12 @@ void ServerMetrics::record_constrained(const std::string& model, const std::stri
 }
 
 void ServerMetrics::record_image(const std::string& model, const std::string& result, double decode_s,
-                                 double encode_s) {
+                                 double encode_s, int batch_images) {
   registry_.inc("edge_images_total", labels(model, {{"result", result}}));
   if (decode_s >= 0) registry_.observe("edge_image_decode_seconds", labels(model), decode_s);
   if (encode_s >= 0) registry_.observe("edge_image_encode_seconds", labels(model), encode_s);
+  if (batch_images > 0)
+    registry_.observe("edge_image_encode_batch_images", labels(model), static_cast<double>(batch_images));
 }
 
 void ServerMetrics::set_transport(const TransportGauges& t) {

@@ -143,8 +143,10 @@ class ServerMetrics {
   void record_constrained(const std::string& model, const std::string& kind);
   // One image of a chat request (image_input.h): edge_images_total{result} with result encoded |
   // cached (the encoder cache had it) | rejected (a 400); edge_image_decode_seconds (decode +
-  // preprocess) and edge_image_encode_seconds (the vision encoder) for encoded ones.
-  void record_image(const std::string& model, const std::string& result, double decode_s = -1, double encode_s = -1);
+  // preprocess), edge_image_encode_seconds (the image's share of its vision encoder batch) and
+  // edge_image_encode_batch_images (the images of that batch) for encoded ones.
+  void record_image(const std::string& model, const std::string& result, double decode_s = -1, double encode_s = -1,
+                    int batch_images = 0);
 
   // The transport's own state (http::ServerStats), as plain numbers.
   struct TransportGauges {

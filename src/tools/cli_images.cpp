@@ -40,13 +40,14 @@ Result<std::string> read_image_file(const std::string& path) {
 
 Result<std::vector<serve::EncodedImage>> encode_image_files(serve::ImageInput& in,
                                                             const std::vector<std::string>& paths) {
-  std::vector<serve::EncodedImage> out;
+  std::vector<std::string> bytes;
   for (const std::string& p : paths) {
-    EDGELM_TRY(const std::string bytes, read_image_file(p));
-    auto im = in.encode_bytes(bytes);
-    if (!im.ok()) return make_error("--image '{}': {}", p, im.error().message);
-    out.push_back(std::move(im).value());
+    EDGELM_TRY(std::string b, read_image_file(p));
+    bytes.push_back(std::move(b));
   }
+  size_t failed = 0;
+  auto out = in.encode_all_bytes(bytes, &failed);  // one encoder submission: batched
+  if (!out.ok()) return make_error("--image '{}': {}", paths[failed], out.error().message);
   return out;
 }
 

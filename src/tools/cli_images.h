@@ -27,7 +27,8 @@ Result<std::unique_ptr<serve::ImageInput>> open_cli_images(const std::string& mm
 // The bytes of --image PATH. Errors: missing or unreadable, a folder, empty.
 Result<std::string> read_image_file(const std::string& path);
 
-// Reads and encodes each file in order. Errors name the file.
+// Reads each file in order, then encodes them all in one encoder submission (batched,
+// image_input.h). Errors name the file.
 Result<std::vector<serve::EncodedImage>> encode_image_files(serve::ImageInput& in, const std::vector<std::string>& paths);
 
 // gen.prompt_tokens and gen.images for the images followed by `prompt` (BOS first).

@@ -44,53 +44,53 @@ void clamped_linear(const kernels::WeightMatrix& w, const LinearClamp& cl, float
 
 }  // namespace
 
-// x[t] += table_x[x] + table_y[y] (tokens row-major, gx wide).
-void VisionEncoder::add_positions_gemma4v(const Grid& g, VisionScratch& s, ThreadPool& pool) const {
+// x[t] += table_x[x] + table_y[y] (each image's tokens row-major, gx wide).
+void VisionEncoder::add_positions_gemma4v(const Batch& b, VisionScratch& s, ThreadPool& pool) const {
   const int64_t E = config_.n_embd;
   const float* tx = weights_.pos_embd;
   const float* ty = tx + weights_.pos_size * E;
-  for_rows(pool, g.n(), [&](int64_t t) {
-    const float* px = tx + (t % g.gx) * E;
-    const float* py = ty + (t / g.gx) * E;
+  for_rows(pool, b.n, [&](int64_t t) {
+    const VisionSegment& sg = b.at_row(t);
+    const int64_t ti = t - sg.row0;
+    const float* px = tx + (ti % sg.gx) * E;
+    const float* py = ty + (ti / sg.gx) * E;
     float* dst = s.x.data() + t * E;
     for (int64_t i = 0; i < E; ++i) dst[i] += px[i] + py[i];
   });
 }
 
-// [n, head_dim / 4] cos(x angles), sin(x angles), cos(y angles), sin(y angles), one after another.
-void VisionEncoder::rope_table_gemma4v(const Grid& g, VisionScratch& s) const {
-  const int64_t D = config_.head_dim(), quarter = D / 4, n = g.n();
-  grow(s.rope, static_cast<size_t>(4 * n * quarter));
-  float* out = s.rope.data();
-  for (int64_t t = 0; t < n; ++t) {
-    const double pos[2] = {static_cast<double>(t % g.gx), static_cast<double>(t / g.gx)};
-    for (int a = 0; a < 2; ++a)
-      for (int64_t i = 0; i < quarter; ++i) {
-        const double angle = pos[a] * std::pow(kRopeTheta, -4.0 * static_cast<double>(i) / static_cast<double>(D));
-        out[(2 * a) * n * quarter + t * quarter + i] = static_cast<float>(std::cos(angle));
-        out[(2 * a + 1) * n * quarter + t * quarter + i] = static_cast<float>(std::sin(angle));
-      }
-  }
+// Per stacked row, head_dim / 4 each of cos(x angles), sin(x angles), cos(y angles), sin(y angles).
+void VisionEncoder::rope_table_gemma4v(const Batch& b, VisionScratch& s) const {
+  const int64_t D = config_.head_dim(), quarter = D / 4;
+  grow(s.rope, static_cast<size_t>(b.n * D));
+  for (const VisionSegment& sg : b.seg)
+    for (int64_t t = 0; t < sg.n(); ++t) {
+      float* out = s.rope.data() + (sg.row0 + t) * D;
+      const double pos[2] = {static_cast<double>(t % sg.gx), static_cast<double>(t / sg.gx)};
+      for (int a = 0; a < 2; ++a)
+        for (int64_t i = 0; i < quarter; ++i) {
+          const double angle = pos[a] * std::pow(kRopeTheta, -4.0 * static_cast<double>(i) / static_cast<double>(D));
+          out[(2 * a) * quarter + i] = static_cast<float>(std::cos(angle));
+          out[(2 * a + 1) * quarter + i] = static_cast<float>(std::sin(angle));
+        }
+    }
 }
 
-void VisionEncoder::run_layer_gemma4v(const VisionLayerWeights& L, const Grid& g, VisionScratch& s,
+void VisionEncoder::run_layer_gemma4v(const VisionLayerWeights& L, const Batch& b, VisionScratch& s,
                                       ThreadPool& pool) const {
   const VisionConfig& c = config_;
-  const int64_t n = g.n(), E = c.n_embd, F = c.n_ff, H = c.n_head, D = c.head_dim(), quarter = D / 4;
+  const int64_t n = b.n, E = c.n_embd, F = c.n_ff, H = c.n_head, D = c.head_dim(), quarter = D / 4;
   const float eps = c.eps;
   float* x = s.x.data();
   float* h = s.h.data();
   float* q = s.big.data();  // [n, E]; later the attention output
   float* k = q + n * E;     // [n, E]
   float* v = k + n * E;     // [n, E]
-  float* vt = v + n * E;    // [H, D, n]; first the clamped copy of h
+  float* vt = v + n * E;    // per image [H, D, n_i] at vt + row0_i * E; first the clamped copy of h
 
   for_rows(pool, n, [&](int64_t t) { model::rms_norm(h + t * E, x + t * E, L.ln1_w, E, eps); });
   if (!L.cq.clamps_input() && !L.ck.clamps_input() && !L.cv.clamps_input()) {
-    for (int64_t t0 = 0; t0 < n; t0 += detail::kTokenChunk) {
-      const kernels::MatmulPart qkv[] = {{&L.wq, q + t0 * E}, {&L.wk, k + t0 * E}, {&L.wv, v + t0 * E}};
-      kernels::matmul_many(qkv, h + t0 * E, std::min(detail::kTokenChunk, n - t0), pool, s.mm);
-    }
+    detail::matmul_many_chunked({{&L.wq, q}, {&L.wk, k}, {&L.wv, v}}, h, n, pool, s.mm);
     for (auto [cl, o] : {std::pair{&L.cq, q}, std::pair{&L.ck, k}, std::pair{&L.cv, v}})
       if (cl->clamps_output()) clamp_rows(o, n, cl->out_min, cl->out_max, pool, E);
   } else {
@@ -98,15 +98,20 @@ void VisionEncoder::run_layer_gemma4v(const VisionLayerWeights& L, const Grid& g
     clamped_linear(L.wk, L.ck, h, n, k, vt, false, pool, s.mm);
     clamped_linear(L.wv, L.cv, h, n, v, vt, false, pool, s.mm);
   }
-  // Per-head norms and RoPE; queries to [H, n, D] (into h), values normed and transposed to
-  // [H, D, n]; keys stay [n, E].
+  // Per-head norms and RoPE; per image i of n_i tokens from row0_i: queries to [H, n_i, D] (into
+  // h), values normed and transposed to [H, D, n_i]; keys stay [n, E].
   float* qh = h;
   const float* rope = s.rope.data();
   for_rows(pool, n, [&](int64_t t) {
-    const float* cs[2] = {rope + t * quarter, rope + 2 * n * quarter + t * quarter};
-    const float* sn[2] = {rope + n * quarter + t * quarter, rope + 3 * n * quarter + t * quarter};
+    const VisionSegment& sg = b.at_row(t);
+    const int64_t ni = sg.n(), ti = t - sg.row0;
+    float* qi = qh + sg.row0 * E;
+    float* vi = vt + sg.row0 * E;
+    const float* r0 = rope + t * D;
+    const float* cs[2] = {r0, r0 + 2 * quarter};
+    const float* sn[2] = {r0 + quarter, r0 + 3 * quarter};
     for (int64_t hd = 0; hd < H; ++hd) {
-      float* qr = qh + (hd * n + t) * D;
+      float* qr = qi + (hd * ni + ti) * D;
       float* kr = k + t * E + hd * D;
       model::rms_norm(qr, q + t * E + hd * D, L.q_norm, D, eps);
       model::rms_norm(kr, kr, L.k_norm, D, eps);
@@ -121,11 +126,11 @@ void VisionEncoder::run_layer_gemma4v(const VisionLayerWeights& L, const Grid& g
         }
       float* vr = v + t * E + hd * D;
       model::rms_norm(vr, vr, nullptr, D, eps);
-      for (int64_t d = 0; d < D; ++d) vt[(hd * D + d) * n + t] = vr[d];
+      for (int64_t d = 0; d < D; ++d) vi[(hd * D + d) * ni + ti] = vr[d];
     }
   });
   float* attn = q;
-  vit_attention(qh, k, vt, attn, n, H, D, pool, s.attention, 1.0f);
+  vit_attention_batch(s.attention_segments, qh, k, vt, attn, H, D, pool, s.attention, 1.0f);
   clamped_linear(L.wo, L.co, attn, n, h, nullptr, true, pool, s.mm);
   for_rows(pool, n, [&](int64_t t) {
     float* r = h + t * E;
@@ -155,22 +160,25 @@ void VisionEncoder::run_layer_gemma4v(const VisionLayerWeights& L, const Grid& g
   });
 }
 
-// s.x (the last layer's output [n, E], row-major gx wide) -> out [(gx / m) (gy / m), projection_dim].
-void VisionEncoder::project_gemma4v(float* out, const Grid& g, VisionScratch& s, ThreadPool& pool) const {
+// s.x (the last layer's output, each image's [n_i, E] row-major gx wide) -> per image, average pool
+// n_merge x n_merge, scale, standardize, RMSNorm -> s.pooled [b.n_tok, E] -> out [b.n_tok, projection_dim].
+void VisionEncoder::project_gemma4v(const Batch& b, float* out, VisionScratch& s, ThreadPool& pool) const {
   const VisionConfig& c = config_;
   const VisionWeights& w = weights_;
-  const int64_t m = c.n_merge, E = c.n_embd, Gx = g.gx / m, Gy = g.gy / m;
+  const int64_t m = c.n_merge, E = c.n_embd;
   const float* x = s.x.data();
   float* pooled = s.pooled.data();
   const float inv = 1.0f / static_cast<float>(m * m);
   const float emb_scale = std::sqrt(static_cast<float>(E));
-  for_rows(pool, Gx * Gy, [&](int64_t o) {
-    const int64_t by = o / Gx, bx = o % Gx;
+  for_rows(pool, b.n_tok, [&](int64_t o) {
+    const VisionSegment& sg = b.at_tok(o);
+    const int64_t Gx = sg.gx / m, oi = o - sg.tok0, by = oi / Gx, bx = oi % Gx;
+    const float* xi = x + sg.row0 * E;
     float* dst = pooled + o * E;
     std::fill(dst, dst + E, 0.0f);
     for (int64_t dy = 0; dy < m; ++dy)
       for (int64_t dx = 0; dx < m; ++dx) {
-        const float* src = x + ((by * m + dy) * g.gx + bx * m + dx) * E;
+        const float* src = xi + ((by * m + dy) * sg.gx + bx * m + dx) * E;
         for (int64_t i = 0; i < E; ++i) dst[i] += src[i];
       }
     for (int64_t i = 0; i < E; ++i) dst[i] = dst[i] * inv * emb_scale;
@@ -178,7 +186,7 @@ void VisionEncoder::project_gemma4v(float* out, const Grid& g, VisionScratch& s,
       for (int64_t i = 0; i < E; ++i) dst[i] = (dst[i] - w.std_bias[i]) * w.std_scale[i];
     model::rms_norm(dst, dst, nullptr, E, c.eps);
   });
-  clamped_linear(w.input_proj, w.c_proj, pooled, Gx * Gy, out, nullptr, true, pool, s.mm);
+  clamped_linear(w.input_proj, w.c_proj, pooled, b.n_tok, out, nullptr, true, pool, s.mm);
 }
 
 }  // namespace edgelm::vision

@@ -52,13 +52,25 @@
 // Every matrix product with many rows goes through kernels::matmul (the packed multi-token GEMM
 // of the weight's type); attention is vit_attention.h; the element-wise parts run over the pool.
 //
+// Batches (encode_batch): several images, of the same or different grids, in one pass. Their
+// patches are stacked (image after image) into one residual stream, so every linear (patch
+// embedding, Q/K/V, out, FFN, projector) is one matmul over the rows of all of them; positions,
+// RoPE, attention (each image attends to its own patches only) and pooling / pixel shuffle stay
+// per image. Each image's output is bit-identical to its encode alone while the GEMM's result for
+// a row does not depend on the other rows of the call (true of every kernel today: tests/vision
+// checks it), except for an image of a single output token: alone, its projector matmul is one
+// row, which the kernels run on the vec_dot path (float reassociation, within 1e-5 of the scale). A batch is cut into groups of at most max_patches patches (kBatchPatches by
+// default; an image larger than that is a group of its own), so the scratch is bounded by
+// scratch_bytes(n_threads, max(max_patches, the largest image's patches)).
+//
 // Invariants: encode is const; concurrent encodes need distinct scratch and pools (a ThreadPool
 // runs one parallel_for at a time). With a VisionScratch that has been through one encode of
-// this encoder, an encode allocates nothing. Memory: the weights (mapped, or packed for the GEMM
-// at load) plus one VisionScratch per concurrent encode: scratch_bytes() of the encoder's own
-// buffers (Gemma 3 at 896 px: 115 MB, plus 4 MB of attention scores per thread) and the kernels'
-// copies of one chunk of 1024 activation rows (VisionScratch::held_bytes() counts both: 159 MB
-// for Gemma 3 F16 with 2 threads).
+// this encoder of at least as many patches (a group of as many images), an encode allocates
+// nothing. Memory: the weights (mapped, or packed for the GEMM at load) plus one VisionScratch per
+// concurrent encode: scratch_bytes() of the encoder's own buffers (Gemma 3 at 896 px: 115 MB,
+// plus 4 MB of attention scores per thread) and the kernels' copies of one chunk of 1024
+// activation rows (VisionScratch::held_bytes() counts both: 159 MB for Gemma 3 F16 with 2
+// threads); a batch group of P patches holds P / n_patches times the per-image buffers.
 #pragma once
 
 #include <memory>
@@ -75,6 +87,23 @@
 
 namespace edgelm::vision {
 
+// One image of a batch, placed: its gx x gy patches are rows row0 .. row0 + gx gy of the stacked
+// residual stream, its output tokens rows tok0 .. of the stacked projector output.
+struct VisionSegment {
+  const float* chw = nullptr;  // [3, gy patch_size, gx patch_size]
+  int64_t gx = 0, gy = 0;
+  int64_t row0 = 0, tok0 = 0;
+  int64_t n() const { return gx * gy; }
+};
+
+// One image of encode_batch.
+struct VisionImage {
+  const float* chw = nullptr;  // [3, height, width]
+  int32_t width = 0;
+  int32_t height = 0;
+  std::span<float> out;  // [n_output_tokens(width, height), n_embd_out]
+};
+
 // The reusable buffers of encode() (one per concurrent caller).
 struct VisionScratch {
   std::vector<float> x;       // [n_patches, n_embd] the residual stream
@@ -82,10 +111,14 @@ struct VisionScratch {
   std::vector<float> big;     // max([n_patches, 3 ps ps], 4 x [n_patches, n_embd], [n_patches, n_ff]); gemma4v's
                               // FFN: [n_patches, 2 n_ff + n_embd] (gate, up, a clamped input copy)
   std::vector<float> pooled;  // [n_output_tokens, n_embd_merged]: pooled (gemma3) or shuffled (idefics3)
-  std::vector<float> rope;    // qwen3vl: [n_patches, head_dim / 2] cos then [n_patches, head_dim / 2] sin;
-                              // gemma4v: [n_patches, head_dim / 4] x cos, x sin, y cos, y sin
+  std::vector<float> rope;    // per patch, qwen3vl: head_dim / 2 cos then head_dim / 2 sin;
+                              // gemma4v: head_dim / 4 each of x cos, x sin, y cos, y sin
+  std::vector<float> staged;  // a group of several images: their projector outputs, stacked, before each goes
+                              // to its image's out
   kernels::MatmulScratch mm;
   std::vector<AttentionThreadScratch> attention;  // per pool thread
+  std::vector<VisionSegment> segments;            // the images of the group being encoded
+  std::vector<AttentionSegment> attention_segments;
 
   // Bytes all of these hold now, the kernels' matmul buffers included.
   size_t held_bytes() const;
@@ -94,6 +127,9 @@ struct VisionScratch {
 class VisionEncoder {
  public:
   static constexpr int32_t kMaxDynamicTokens = 4096;
+  // The default patch budget of one batch group: one Gemma 3 image (4096 patches of 14 px at 896 px),
+  // four SmolVLM tiles (1024 patches of 16 px at 512 px).
+  static constexpr int64_t kBatchPatches = 4096;
   // Takes the file (its mapping stays alive with the encoder) and checks its config and weights.
   static Result<std::unique_ptr<VisionEncoder>> load(format::ModelFile file);
   // open_model_file + load.
@@ -112,9 +148,14 @@ class VisionEncoder {
   int n_embd_out() const { return config_.projection_dim; }
   // Elements of one image tensor: 3 * image_size^2.
   int64_t n_input_floats() const;
+  // Patches of a width x height image (the rows it adds to a batch).
+  int64_t n_patches(int32_t width, int32_t height) const;
   // Bytes of the encoder's own buffers in one VisionScratch after an encode with n_threads
-  // (without the kernels' activation copies, see VisionScratch::held_bytes).
+  // (without the kernels' activation copies, see VisionScratch::held_bytes): of one image at the
+  // file's image_size, or of a batch group of n_patches patches of images of at most
+  // max_image_patches each (the attention scores scale with the largest image).
   size_t scratch_bytes(int n_threads) const;
+  size_t scratch_bytes(int n_threads, int64_t n_patches, int64_t max_image_patches) const;
 
   // chw: [3, image_size, image_size]; out: [n_output_tokens, n_embd_out]. Error: out of the
   // wrong size, or a non-finite input value.
@@ -124,29 +165,50 @@ class VisionEncoder {
   // and check_size's.
   Status encode(const float* chw, int32_t width, int32_t height, std::span<float> out, ThreadPool& pool,
                 VisionScratch& scratch) const;
+  // Error unless encode accepts the image (check_size, the out size, finite values).
+  Status check_image(const VisionImage& image) const;
+  // Every image through the encoder, in groups of consecutive images of at most max_patches
+  // patches (see the top of this file). Error: the first image check_image refuses (named by its
+  // index); then nothing is encoded.
+  Status encode_batch(std::span<const VisionImage> images, ThreadPool& pool, VisionScratch& scratch,
+                      int64_t max_patches = kBatchPatches) const;
 
  private:
   VisionEncoder() = default;
 
-  // The patch grid of one encode: gx x gy patches.
-  struct Grid {
-    int64_t gx = 0, gy = 0;
-    int64_t n() const { return gx * gy; }
+  // The images of one group: segments in row order; n patches and n_tok output tokens in all.
+  struct Batch {
+    std::span<const VisionSegment> seg;
+    int64_t n = 0;
+    int64_t n_tok = 0;
+    // The image of stacked row t / output token o.
+    const VisionSegment& at_row(int64_t t) const {
+      size_t i = seg.size() - 1;
+      while (seg[i].row0 > t) --i;
+      return seg[i];
+    }
+    const VisionSegment& at_tok(int64_t o) const {
+      size_t i = seg.size() - 1;
+      while (seg[i].tok0 > o) --i;
+      return seg[i];
+    }
   };
-  // (y, x) of token t in the encoder's token order (row-major; qwen3vl: by merge block).
-  void patch_yx(const Grid& g, int64_t t, int64_t& y, int64_t& x) const;
-  void embed_patches(const float* chw, const Grid& g, VisionScratch& s, ThreadPool& pool) const;
-  void add_positions(const Grid& g, VisionScratch& s, ThreadPool& pool) const;
-  void rope_table(const Grid& g, VisionScratch& s) const;
-  void run_layer(const VisionLayerWeights& L, const Grid& g, VisionScratch& s, ThreadPool& pool) const;
-  void project_gemma3(float* out, VisionScratch& s, ThreadPool& pool) const;
-  void project_idefics3(float* out, VisionScratch& s, ThreadPool& pool) const;
-  void project_qwen3vl(float* out, const Grid& g, VisionScratch& s, ThreadPool& pool) const;
+  // One group through the encoder: the projector's outputs stacked into out [b.n_tok, n_embd_out].
+  void encode_group(const Batch& b, float* out, ThreadPool& pool, VisionScratch& s) const;
+  // (y, x) of token t of a gx x gy grid in the encoder's token order (row-major; qwen3vl: by merge block).
+  void patch_yx(int64_t gx, int64_t t, int64_t& y, int64_t& x) const;
+  void embed_patches(const Batch& b, VisionScratch& s, ThreadPool& pool) const;
+  void add_positions(const Batch& b, VisionScratch& s, ThreadPool& pool) const;
+  void rope_table(const Batch& b, VisionScratch& s) const;
+  void run_layer(const VisionLayerWeights& L, const Batch& b, VisionScratch& s, ThreadPool& pool) const;
+  void project_gemma3(const Batch& b, float* out, VisionScratch& s, ThreadPool& pool) const;
+  void project_idefics3(const Batch& b, float* out, VisionScratch& s, ThreadPool& pool) const;
+  void project_qwen3vl(const Batch& b, float* out, VisionScratch& s, ThreadPool& pool) const;
   // gemma4v (gemma4v.cpp).
-  void add_positions_gemma4v(const Grid& g, VisionScratch& s, ThreadPool& pool) const;
-  void rope_table_gemma4v(const Grid& g, VisionScratch& s) const;
-  void run_layer_gemma4v(const VisionLayerWeights& L, const Grid& g, VisionScratch& s, ThreadPool& pool) const;
-  void project_gemma4v(float* out, const Grid& g, VisionScratch& s, ThreadPool& pool) const;
+  void add_positions_gemma4v(const Batch& b, VisionScratch& s, ThreadPool& pool) const;
+  void rope_table_gemma4v(const Batch& b, VisionScratch& s) const;
+  void run_layer_gemma4v(const VisionLayerWeights& L, const Batch& b, VisionScratch& s, ThreadPool& pool) const;
+  void project_gemma4v(const Batch& b, float* out, VisionScratch& s, ThreadPool& pool) const;
 
   format::ModelFile file_;
   VisionConfig config_;
