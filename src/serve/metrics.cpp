@@ -408,6 +408,11 @@ void ServerMetrics::set_model_gauges(const ModelGauges& m) {
     registry_.set_counter("edge_kv_disk_read_seconds_total", base, d.read_seconds);
     registry_.set_counter("edge_kv_disk_corrupt_total", base, static_cast<double>(d.read_corrupt));
     registry_.set_counter("edge_kv_disk_evictions_total", base, static_cast<double>(d.evictions));
+    // Hybrid models' recurrent-state snapshots, a kind of block among the above.
+    registry_.set("edge_kv_disk_snapshot_files", base, static_cast<double>(d.state_files));
+    registry_.set_counter("edge_kv_disk_snapshot_writes_total", base, static_cast<double>(d.state_writes));
+    registry_.set_counter("edge_kv_disk_snapshot_reads_total", base, static_cast<double>(d.state_reads));
+    registry_.set_counter("edge_kv_disk_snapshot_corrupt_total", base, static_cast<double>(d.state_corrupt));
     registry_.set_counter("edge_kv_disk_fetches_total", base, static_cast<double>(s.disk_fetches));
     registry_.set_counter("edge_kv_disk_fetch_seconds_total", base, s.disk_fetch_seconds);
   }
