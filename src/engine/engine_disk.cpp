@@ -44,7 +44,8 @@ void Engine::write_snapshot(const Sequence& s, int32_t entry, int32_t n_tokens) 
   const int32_t bs = opts_.block_size;
   const int32_t index = n_tokens / bs - 1;
   const uint64_t hash = kv_.block_hash(s.kv, s.kv.tokens, index);
-  if (disk_->contains(hash, kv::DiskKind::state)) return;  // on disk already (or read back from there)
+  // On disk already (or read back from there), or the tier is off: no ~state-sized copy.
+  if (!disk_->enabled() || disk_->contains(hash, kv::DiskKind::state)) return;
   kv::DiskBlock block;
   block.kind = kv::DiskKind::state;
   block.hash = hash;
@@ -117,7 +118,8 @@ bool Engine::install_snapshot(const kv::DiskBlock& b) {
   const int32_t bs = opts_.block_size;
   // A snapshot lives no longer than its KV block in RAM (StateSnapshots' invariant), and it must
   // be the shape of this model's state at a block boundary of this interval.
-  if (b.data.size() != states_.slot_bytes() || !pool_.has_hash(b.hash) || b.absorbed == 0 ||
+  if (opts_.state_snapshot_interval <= 0 || b.data.size() != states_.slot_bytes() || !pool_.has_hash(b.hash) ||
+      b.absorbed == 0 ||
       b.absorbed % static_cast<uint32_t>(bs * opts_.state_snapshot_interval) != 0)
     return false;
   if (snapshots_.contains(b.hash)) return true;
