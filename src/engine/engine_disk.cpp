@@ -69,6 +69,7 @@ void Engine::ask_disk(Sequence& s) {
   // point whose snapshot is in RAM or on disk) and the KV keys inside it.
   size_t use = 0, use_keys = 0;
   bool use_disk_state = false;
+  size_t ram_after = SIZE_MAX;  // KV keys up to the longest snapshot RAM holds
   int64_t in_ram = 0;
   for (size_t i = 0; i < n_full; ++i) {
     const std::span<const int32_t> toks(s.tokens.data() + i * bs, bs);
@@ -88,6 +89,7 @@ void Engine::ask_disk(Sequence& s) {
         use = i + 1;
         use_keys = keys.size();
         use_disk_state = false;
+        ram_after = keys.size();
       } else if (disk_->contains(h, kv::DiskKind::state)) {
         kv::DiskBlockKey k{kv::DiskKind::state, h, parent, std::vector<int32_t>(toks.begin(), toks.end())};
         k.absorbed = static_cast<uint32_t>((i + 1) * bs);
@@ -110,8 +112,9 @@ void Engine::ask_disk(Sequence& s) {
   // useful only once the disk ones are back).
   s.disk_asked = static_cast<int32_t>(use) - static_cast<int32_t>(in_ram);
   s.disk_state = use_disk_state;
+  s.disk_ram_keys = ram_after == SIZE_MAX ? -1 : static_cast<int32_t>(ram_after);
   s.disk_wait = true;
-  disk_->submit_read(s.id, std::move(keys), std::move(snaps));
+  disk_->submit_read(s.id, std::move(keys), std::move(snaps), ram_after);
 }
 
 bool Engine::install_snapshot(const kv::DiskBlock& b) {
@@ -157,14 +160,13 @@ void Engine::install_disk_reads() {
     int32_t usable = installed;
     if (states_.enabled()) {
       // The KV blocks serve this request only up to a snapshot: the one read back (its chain
-      // installed), else the longest point asked (its snapshot in RAM) unless it needed one from
-      // disk.
+      // installed), else the longest one RAM holds.
       const bool state_ok =
           r.has_state && r.state_after <= static_cast<size_t>(installed) && install_snapshot(r.state);
       if (state_ok)
         usable = static_cast<int32_t>(r.state_after);
       else if (s->disk_state)
-        usable = 0;
+        usable = std::min(installed, std::max(0, s->disk_ram_keys));
     }
     tier_disk_blocks_ += usable;
     tier_miss_blocks_ += std::max(0, s->disk_asked - usable);

@@ -422,10 +422,11 @@ bool DiskTier::read_counted(const DiskBlockKey& key, DiskBlock& out) {
   return true;
 }
 
-void DiskTier::submit_read(uint64_t tag, std::vector<DiskBlockKey> keys, std::vector<DiskBlockKey> states) {
+void DiskTier::submit_read(uint64_t tag, std::vector<DiskBlockKey> keys, std::vector<DiskBlockKey> states,
+                           size_t ram_after) {
   {
     std::lock_guard lock(mu_);
-    read_queue_.push_back({tag, std::move(keys), std::move(states)});
+    read_queue_.push_back({tag, std::move(keys), std::move(states), ram_after});
   }
   read_cv_.notify_one();
 }
@@ -451,6 +452,7 @@ void DiskTier::reader_main() {
                      [](const DiskBlockKey& a, const DiskBlockKey& b) { return a.after > b.after; });
     for (const DiskBlockKey& key : job.states) {
       if (key.kind != DiskKind::state || key.after > r.blocks.size()) continue;
+      if (key.after <= job.ram_after && r.blocks.size() >= job.ram_after) break;  // the caller's serves
       if (!read_counted(key, r.state)) continue;
       r.has_state = true;
       r.state_after = key.after;

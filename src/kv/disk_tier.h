@@ -143,8 +143,11 @@ class DiskTier {
   bool enqueue_write(DiskBlock block);
   // Queues a read of `keys` (a chain of KV blocks, in order: read up to the first missing or bad
   // one), then of the longest usable snapshot of `states` (tried longest `after` first, each
-  // bad one counted and passed over); its result comes from take_reads.
-  void submit_read(uint64_t tag, std::vector<DiskBlockKey> keys, std::vector<DiskBlockKey> states = {});
+  // bad one counted and passed over); its result comes from take_reads. ram_after: the chain's
+  // first ram_after keys end at a snapshot the caller holds already, so once that many came
+  // back no snapshot with a smaller or equal `after` is read.
+  void submit_read(uint64_t tag, std::vector<DiskBlockKey> keys, std::vector<DiskBlockKey> states = {},
+                   size_t ram_after = SIZE_MAX);
   // The read jobs finished so far (waits up to `wait` when none has).
   std::vector<DiskReadResult> take_reads(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   // Blocks until the queued writes are on disk.
@@ -174,6 +177,7 @@ class DiskTier {
   struct ReadJob {
     uint64_t tag;
     std::vector<DiskBlockKey> keys, states;
+    size_t ram_after;
   };
   Status scan();
   void writer_main();

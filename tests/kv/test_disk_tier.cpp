@@ -167,6 +167,15 @@ TEST(DiskTier, StateSnapshotsAreAKindOfBlockBesideTheKvBlocks) {
   EXPECT_EQ(r.state.absorbed, 32u);
   EXPECT_EQ(r.state.data, sb.data);
   EXPECT_EQ(r.state_after, 2u);
+  // The caller holds a snapshot at key 2 already: b's (after 2) and a's are not read.
+  const int64_t state_reads = t->stats().state_reads;
+  t->submit_read(3, {key_of(a), key_of(b), key_of(c)}, {state_key(sa, 1), state_key(sb, 2)}, /*ram_after=*/2);
+  std::vector<DiskReadResult> rs;
+  for (int i = 0; i < 500 && rs.empty(); ++i) rs = t->take_reads(std::chrono::milliseconds(10));
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].blocks.size(), 3u);
+  EXPECT_FALSE(rs[0].has_state);
+  EXPECT_EQ(t->stats().state_reads, state_reads);
   // A snapshot whose chain did not come back is not read: b's block is asked under wrong tokens.
   DiskBlockKey wrong_b = key_of(b);
   wrong_b.tokens[3] += 1;
