@@ -506,6 +506,7 @@ TEST_F(ServerKvDiskHybrid, WarmRestartRestoresBlocksAndSnapshotTokenIdentical) {
   const Answer again = predict(port, prompt);
   EXPECT_EQ(again.output, reference);
   EXPECT_EQ(snapshot_stat(again.health, "reads"), 1);
+  EXPECT_EQ(http(port, "GET", "/metrics").status, 200);  // every kv_disk family is registered
   const Reply f = http(port, "POST", "/admin/kv/flush", "{\"tier\": \"disk\"}", kAdmin);
   ASSERT_EQ(f.status, 200) << f.body.dump();
   EXPECT_TRUE(files_of(disk, ".kvs").empty());
