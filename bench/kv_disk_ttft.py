@@ -3,9 +3,15 @@
 KV disk tier (--kv-disk); then prefill/decode throughput with the tier on vs off (alternating
 server runs). Prints numbers; asserts nothing but greedy token identity (reported).
 
-usage: kv_disk_ttft.py EDGELM_BIN MODEL.gguf [--threads 2] [--prefix 2000]
+usage: kv_disk_ttft.py EDGELM_BIN MODEL.gguf [--threads 2] [--prefix 2000] [--serve-arg=--flag --serve-arg=value]
+
+Hybrid models (qwen35) restore a recurrent-state snapshot with the blocks: the line per prompt
+shows the tier's snapshot counters after the restart.
 """
 import argparse, http.client, json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, time
+
+
+SERVE_ARGS = []
 
 
 def start(binary, model, threads, disk, extra=()):
@@ -13,7 +19,7 @@ def start(binary, model, threads, disk, extra=()):
             "--kv-memory", "512M", "--startup-profile", "off", "--admin-token", "bench"]
     if disk:
         args += ["--kv-disk", disk]
-    args += list(extra)
+    args += list(extra) + SERVE_ARGS
     p = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
     port = None
     t0 = time.time()
@@ -83,10 +89,12 @@ def main():
     ap.add_argument("--new", type=int, default=16)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--serve-arg", action="append", default=[], help="an extra `edgelm serve` argument (repeatable)")
     ap.add_argument("--warmup", action="store_true",
                     help="after each restart, one short unrelated request before the disk hit (so the disk hit "
                          "does not pay the restarted process's first touch of the weights)")
     a = ap.parse_args()
+    SERVE_ARGS.extend(a.serve_arg)
     rng = random.Random(7)
     disk = tempfile.mkdtemp(prefix="kvdisk-bench-")
     print(f"load average at start: {os.getloadavg()}")
@@ -111,7 +119,8 @@ def main():
         same = same and out_c == out_r == out_d
         print(f"prompt {i}: cold {t_c*1e3:.0f} ms, RAM hit {t_r*1e3:.0f} ms, disk hit after kill -9 restart "
               f"{t_d*1e3:.0f} ms (restart load {load_s:.1f} s; {writes} blocks written; after restart: "
-              f"prefix blocks {h['prefix_blocks']}, read avg {h['read_ms_avg']:.2f} ms/block); "
+              f"prefix blocks {h['prefix_blocks']}, read avg {h['read_ms_avg']:.2f} ms/block"
+              f"{', snapshots ' + json.dumps(h['snapshots']) if 'snapshots' in h else ''}); "
               f"greedy {a.new} tokens identical: {out_c == out_r == out_d}")
         os.kill(p.pid, signal.SIGKILL)
         p.wait()

@@ -45,8 +45,12 @@ Status validate(const EngineOptions& o) {
 
 namespace {
 // The disk tier's namespace: the server's content name plus everything of this engine that the
-// bytes of a block depend on.
-uint64_t disk_namespace(const EngineOptions& o, const model::ModelConfig& c, const kv::KvStore& store) {
+// bytes of a block depend on. Hybrid models add the recurrent state's layout (a snapshot's floats
+// are only meaningful in it) and the snapshot interval: every snapshot boundary splits the delta
+// rule's chunked runs (engine_states.cpp), so states and the K/V computed from them may differ in
+// the last bits under another interval, and a hit must continue exactly as a cold run would.
+uint64_t disk_namespace(const EngineOptions& o, const model::ModelConfig& c, const kv::KvStore& store,
+                        const kv::StateStore& states) {
   kv::DiskNamespace ns;
   ns.add("content", o.kv_disk.content_namespace)
       .add("kv_type", kv::kv_type_name(o.kv_type))
@@ -58,6 +62,13 @@ uint64_t disk_namespace(const EngineOptions& o, const model::ModelConfig& c, con
       .add("rope", fmt::format("{} {} {} {} {} {} {} {} {}", c.rope_base, static_cast<int>(c.rope_scaling.type),
                                c.rope_scaling.factor, c.rope_scaling.original_ctx, c.local_rope_base, c.longrope_orig_ctx,
                                c.rope_scaling.attn_factor, c.rope_scaling.beta_fast, c.rope_scaling.beta_slow));
+  if (states.enabled()) {
+    const model::DeltaNetConfig& d = c.deltanet;
+    ns.add("state_layout", fmt::format("{} {} {} {} {} {} {} {} {} {}", c.n_recurrent_layers(), states.layer_floats(),
+                                       states.conv_floats(), d.interval, d.d_conv, d.n_k_heads, d.n_v_heads,
+                                       d.head_k_dim, d.head_v_dim, model::kDeltaChunk))
+        .add("state_snapshot_interval", static_cast<uint64_t>(o.state_snapshot_interval));
+  }
   return ns.value();
 }
 }  // namespace
@@ -100,15 +111,11 @@ Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer
   }
   std::unique_ptr<kv::DiskTier> disk;
   if (!opts.kv_disk.dir.empty()) {
-    if (c.n_recurrent_layers() > 0) {
-      // A KV hit on a hybrid model needs the recurrent-state snapshot at its end, which the
-      // disk tier does not persist (yet): its blocks could never be used.
-      EDGELM_LOG_WARN("--kv-disk is off for {}: recurrent-state snapshots are not persisted", c.arch->name);
-    } else {
-      EDGELM_TRY(disk, kv::DiskTier::open(kv::DiskTierOptions{opts.kv_disk.dir, opts.kv_disk.max_bytes,
-                                                              disk_namespace(opts, c, store),
-                                                              opts.kv_disk.queue_bytes}));
-    }
+    // Hybrid models persist their recurrent-state snapshots beside the KV blocks (engine_disk.cpp).
+    const kv::StateStore states(c);
+    EDGELM_TRY(disk, kv::DiskTier::open(kv::DiskTierOptions{opts.kv_disk.dir, opts.kv_disk.max_bytes,
+                                                            disk_namespace(opts, c, store, states),
+                                                            opts.kv_disk.queue_bytes}));
   }
   return std::unique_ptr<Engine>(
       new Engine(model, tok, opts, std::move(store), std::move(drafter), split.n_snapshots, std::move(disk)));

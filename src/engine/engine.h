@@ -26,10 +26,11 @@
 //  - Speculative decoding (opts.spec, speculative.h) keeps all of the above: drafts are bounded
 //    by max_new_tokens and the context, accepted tokens pass through the same stop checks one by
 //    one, greedy output equals plain greedy decoding, and rejected tokens leave no KV behind.
-//  - KV disk tier (opts.kv_disk, kv/disk_tier.h, engine_disk.cpp): published blocks are written
-//    through by the tier's own thread (the step only copies their bytes into its bounded queue);
-//    a request whose prefix blocks RAM lacks but the disk holds waits, alone, for them to be
-//    read back, then matches them like RAM hits, so its output is the same as without the tier.
+//  - KV disk tier (opts.kv_disk, kv/disk_tier.h, engine_disk.cpp): published blocks (and hybrid
+//    models' published state snapshots) are written through by the tier's own thread (the step
+//    only copies their bytes into its bounded queue); a request whose prefix blocks RAM lacks
+//    but the disk holds waits, alone, for them (and the snapshot at their end) to be read back,
+//    then matches them like RAM hits, so its output is the same as without the tier.
 //  - With check_invariants, the KV block invariants (no leak, no double free, refcounts match
 //    the block tables) are asserted after every step; on by default in debug builds.
 // Not thread-safe: one thread drives add_request / step / cancel.
@@ -197,6 +198,11 @@ class Engine {
   // cached blocks (then the sequence's admission finds them like any RAM hit).
   void ask_disk(Sequence& s);
   void install_disk_reads();
+  // Hybrid models: queues the published snapshot `entry` (the state after n_tokens, the end of
+  // a block of s) for the disk; installs a snapshot read back as a published one (false: it
+  // does not fit this engine, or its block is not in RAM, or the store has no free entry).
+  void write_snapshot(const Sequence& s, int32_t entry, int32_t n_tokens);
+  bool install_snapshot(const kv::DiskBlock& b);
   struct DiskWriter final : kv::PublishListener {
     Engine* engine = nullptr;
     void on_publish(kv::BlockId b, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens) override;

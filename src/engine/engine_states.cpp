@@ -104,9 +104,10 @@ void Engine::prepare_hybrid(const std::vector<ScheduledSlice>& plan) {
 void Engine::finish_captures(size_t i, const Sequence& s, bool ok) {
   SliceCaptures& sc = slice_caps_[i];
   for (const auto& [entry, n] : sc.snapshots) {
-    if (ok && n <= s.kv.n_tokens)
+    if (ok && n <= s.kv.n_tokens) {
       snapshots_.publish(entry, n);
-    else
+      if (disk_) write_snapshot(s, entry, n);  // write-through, like its KV blocks
+    } else
       snapshots_.discard(entry);
   }
   sc.snapshots.clear();

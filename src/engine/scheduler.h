@@ -90,6 +90,10 @@ struct Sequence {
   // the scheduler admits others meanwhile and this one once the engine installed them.
   bool disk_wait = false;
   int32_t disk_asked = 0;  // blocks asked of the disk tier
+  // Hybrid models: the longest prefix asked of the disk ends at a state snapshot that is on disk
+  // too (not in RAM); without it the blocks read back are no use to this request.
+  bool disk_state = false;
+  int32_t disk_ram_keys = -1;  // then: the disk blocks up to a shorter snapshot RAM holds (-1: none)
 
   // Tokens whose K/V still have to be computed (>= 1 for every live sequence).
   int32_t n_pending() const { return static_cast<int32_t>(tokens.size()) - kv.n_tokens; }

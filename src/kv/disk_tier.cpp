@@ -19,7 +19,6 @@ namespace {
 
 constexpr char kMagic[8] = {'E', 'D', 'G', 'K', 'V', 'B', 'L', 'K'};
 constexpr uint32_t kVersion = 1;
-constexpr uint32_t kKindKv = 1;
 constexpr size_t kHeaderBytes = 64;
 constexpr size_t kChecksumAt = 56;  // the header's last field
 
@@ -96,11 +95,13 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-bool parse_block_file_name(const std::string& name, uint64_t* ns, uint64_t* hash) {
-  if (name.size() != 16 + 1 + 16 + 4 || name[16] != '-' || name.compare(33, 4, ".kvb") != 0) return false;
-  if (!is_hex16(name, 0) || !is_hex16(name, 17)) return false;
+bool parse_block_file_name(const std::string& name, uint64_t* ns, uint64_t* hash, DiskKind* kind) {
+  if (name.size() != 16 + 1 + 16 + 4 || name[16] != '-') return false;
+  const bool kv = name.compare(33, 4, ".kvb") == 0, state = name.compare(33, 4, ".kvs") == 0;
+  if (!(kv || state) || !is_hex16(name, 0) || !is_hex16(name, 17)) return false;
   *ns = std::stoull(name.substr(0, 16), nullptr, 16);
   *hash = std::stoull(name.substr(17, 16), nullptr, 16);
+  if (kind != nullptr) *kind = kv ? DiskKind::kv : DiskKind::state;
   return true;
 }
 
@@ -142,7 +143,9 @@ DiskTier::~DiskTier() {
   if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
-std::string DiskTier::path_of(uint64_t ns, uint64_t hash) const { return fmt::format("{:016x}-{:016x}.kvb", ns, hash); }
+std::string DiskTier::path_of(const Key& k) const {
+  return fmt::format("{:016x}-{:016x}.{}", k.ns, k.hash, k.kind == DiskKind::kv ? "kvb" : "kvs");
+}
 
 Status DiskTier::scan() {
   const int fd = ::dup(dir_fd_);
@@ -164,7 +167,7 @@ Status DiskTier::scan() {
       continue;
     }
     Key k{};
-    if (!parse_block_file_name(name, &k.ns, &k.hash)) continue;
+    if (!parse_block_file_name(name, &k.ns, &k.hash, &k.kind)) continue;
     struct stat st {};
     if (::fstatat(dir_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
     found.push_back(
@@ -187,6 +190,7 @@ void DiskTier::index_add_locked(Key k, uint64_t bytes) {
   auto it = index_.find(k);
   if (it != index_.end()) {
     stats_.bytes -= static_cast<int64_t>(it->second.bytes);
+    stats_.state_files -= k.kind == DiskKind::state ? 1 : 0;
     lru_.erase(it->second.lru);
     index_.erase(it);
   }
@@ -194,12 +198,14 @@ void DiskTier::index_add_locked(Key k, uint64_t bytes) {
   index_.emplace(k, Entry{bytes, std::prev(lru_.end())});
   stats_.bytes += static_cast<int64_t>(bytes);
   stats_.n_files = static_cast<int64_t>(index_.size());
+  stats_.state_files += k.kind == DiskKind::state ? 1 : 0;
 }
 
 void DiskTier::index_erase_locked(Key k) {
   auto it = index_.find(k);
   if (it == index_.end()) return;
   stats_.bytes -= static_cast<int64_t>(it->second.bytes);
+  stats_.state_files -= k.kind == DiskKind::state ? 1 : 0;
   lru_.erase(it->second.lru);
   index_.erase(it);
   stats_.n_files = static_cast<int64_t>(index_.size());
@@ -208,7 +214,7 @@ void DiskTier::index_erase_locked(Key k) {
 void DiskTier::evict_locked(uint64_t need) {
   while (!lru_.empty() && static_cast<uint64_t>(stats_.bytes) + need > opts_.max_bytes) {
     const Key k = lru_.front();
-    ::unlinkat(dir_fd_, path_of(k.ns, k.hash).c_str(), 0);
+    ::unlinkat(dir_fd_, path_of(k).c_str(), 0);
     index_erase_locked(k);
     ++stats_.evictions;
   }
@@ -226,9 +232,10 @@ bool DiskTier::enabled() const {
   return stats_.enabled;
 }
 
-bool DiskTier::contains(uint64_t hash) const {
+bool DiskTier::contains(uint64_t hash, DiskKind kind) const {
+  const Key k{opts_.name_space, hash, kind};
   std::lock_guard lock(mu_);
-  return index_.count(Key{opts_.name_space, hash}) > 0 || queued_.count(hash) > 0;
+  return index_.count(k) > 0 || queued_.count(k) > 0;
 }
 
 bool DiskTier::enqueue_write(DiskBlock block) {
@@ -239,8 +246,9 @@ bool DiskTier::enqueue_write(DiskBlock block) {
       ++stats_.write_drops;
       return false;
     }
-    if (queued_.count(block.hash) > 0 || index_.count(Key{opts_.name_space, block.hash}) > 0) return true;
-    queued_[block.hash] = 1;
+    const Key k{opts_.name_space, block.hash, block.kind};
+    if (queued_.count(k) > 0 || index_.count(k) > 0) return true;
+    queued_[k] = 1;
     queued_bytes_ += bytes;
     write_queue_.push_back(std::move(block));
   }
@@ -253,11 +261,12 @@ Status DiskTier::write_file(const DiskBlock& b, int* err) {
   std::byte header[kHeaderBytes] = {};
   std::memcpy(header, kMagic, 8);
   put32(header + 8, kVersion);
-  put32(header + 12, kKindKv);
+  put32(header + 12, static_cast<uint32_t>(b.kind));
   put64(header + 16, opts_.name_space);
   put64(header + 24, b.hash);
   put64(header + 32, b.parent);
   put32(header + 40, static_cast<uint32_t>(b.tokens.size()));
+  put32(header + 44, b.absorbed);
   put64(header + 48, b.data.size());
   const std::vector<std::byte> toks = token_bytes(b.tokens);
   put64(header + kChecksumAt, checksum(header, toks, b.data.data(), b.data.size()));
@@ -272,7 +281,7 @@ Status DiskTier::write_file(const DiskBlock& b, int* err) {
             write_all(fd, b.data.data(), b.data.size()) && ::fsync(fd) == 0;
   int e = ok ? 0 : errno;
   ::close(fd);
-  if (ok && ::renameat(dir_fd_, tmp.c_str(), dir_fd_, path_of(opts_.name_space, b.hash).c_str()) != 0) {
+  if (ok && ::renameat(dir_fd_, tmp.c_str(), dir_fd_, path_of(Key{opts_.name_space, b.hash, b.kind}).c_str()) != 0) {
     ok = false;
     e = errno;
   }
@@ -315,8 +324,9 @@ void DiskTier::writer_main() {
       const Status st = write_file(b, &err);
       lock.lock();
       if (st.ok()) {
-        index_add_locked(Key{opts_.name_space, b.hash}, bytes);
+        index_add_locked(Key{opts_.name_space, b.hash, b.kind}, bytes);
         ++stats_.writes;
+        stats_.state_writes += b.kind == DiskKind::state ? 1 : 0;
         dirty = true;
       } else {
         ++stats_.write_errors;
@@ -328,7 +338,7 @@ void DiskTier::writer_main() {
     } else {
       ++stats_.write_drops;
     }
-    queued_.erase(b.hash);
+    queued_.erase(Key{opts_.name_space, b.hash, b.kind});
   }
 }
 
@@ -342,22 +352,24 @@ int64_t DiskTier::clear() {
   std::lock_guard lock(mu_);
   int64_t n = 0;
   for (const Key& k : lru_)
-    if (::unlinkat(dir_fd_, path_of(k.ns, k.hash).c_str(), 0) == 0) ++n;
+    if (::unlinkat(dir_fd_, path_of(k).c_str(), 0) == 0) ++n;
   index_.clear();
   lru_.clear();
   stats_.bytes = 0;
   stats_.n_files = 0;
+  stats_.state_files = 0;
   ::fsync(dir_fd_);
   return n;
 }
 
 bool DiskTier::read_file(const DiskBlockKey& key, DiskBlock& out) {
-  const Key k{opts_.name_space, key.hash};
-  const std::string name = path_of(k.ns, k.hash);
+  const Key k{opts_.name_space, key.hash, key.kind};
+  const std::string name = path_of(k);
   auto drop = [&](bool corrupt) {
     std::lock_guard lock(mu_);
     if (corrupt) {
       ++stats_.read_corrupt;
+      stats_.state_corrupt += k.kind == DiskKind::state ? 1 : 0;
       ::unlinkat(dir_fd_, name.c_str(), 0);
       EDGELM_LOG_WARN("KV disk tier: {} is torn or corrupt; deleted", name);
     } else {
@@ -378,7 +390,7 @@ bool DiskTier::read_file(const DiskBlockKey& key, DiskBlock& out) {
   if (static_cast<size_t>(st.st_size) < kHeaderBytes || !read_all(fd, header, kHeaderBytes, 0)) return drop(true);
   const uint32_t n_tokens = get32(header + 40);
   const uint64_t payload = get64(header + 48);
-  if (std::memcmp(header, kMagic, 8) != 0 || get32(header + 8) != kVersion || get32(header + 12) != kKindKv ||
+  if (std::memcmp(header, kMagic, 8) != 0 || get32(header + 8) != kVersion || get32(header + 12) != static_cast<uint32_t>(k.kind) ||
       get64(header + 16) != k.ns || get64(header + 24) != k.hash || n_tokens > (1u << 20) ||
       payload > (uint64_t{1} << 40) || static_cast<uint64_t>(st.st_size) != kHeaderBytes + 4ull * n_tokens + payload)
     return drop(true);
@@ -388,18 +400,33 @@ bool DiskTier::read_file(const DiskBlockKey& key, DiskBlock& out) {
       !read_all(fd, out.data.data(), payload, static_cast<off_t>(kHeaderBytes + toks.size())))
     return drop(true);
   if (checksum(header, toks, out.data.data(), payload) != get64(header + kChecksumAt)) return drop(true);
+  out.kind = key.kind;
   out.hash = key.hash;
   out.parent = get64(header + 32);
+  out.absorbed = get32(header + 44);
   out.tokens.resize(n_tokens);
   for (size_t i = 0; i < n_tokens; ++i) out.tokens[i] = static_cast<int32_t>(get32(toks.data() + 4 * i));
   // An intact block under the hash that is not the one asked for: a 64-bit collision, a miss.
-  return out.parent == key.parent && out.tokens == key.tokens;
+  return out.parent == key.parent && out.tokens == key.tokens && out.absorbed == key.absorbed;
 }
 
-void DiskTier::submit_read(uint64_t tag, std::vector<DiskBlockKey> keys) {
+bool DiskTier::read_counted(const DiskBlockKey& key, DiskBlock& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!read_file(key, out)) return false;
+  std::lock_guard l(mu_);
+  ++stats_.reads;
+  stats_.state_reads += key.kind == DiskKind::state ? 1 : 0;
+  stats_.read_seconds += since(t0);
+  auto it = index_.find(Key{opts_.name_space, key.hash, key.kind});
+  if (it != index_.end()) lru_.splice(lru_.end(), lru_, it->second.lru);  // most recently used
+  return true;
+}
+
+void DiskTier::submit_read(uint64_t tag, std::vector<DiskBlockKey> keys, std::vector<DiskBlockKey> states,
+                           size_t ram_after) {
   {
     std::lock_guard lock(mu_);
-    read_queue_.push_back({tag, std::move(keys)});
+    read_queue_.push_back({tag, std::move(keys), std::move(states), ram_after});
   }
   read_cv_.notify_one();
 }
@@ -416,15 +443,20 @@ void DiskTier::reader_main() {
     DiskReadResult r;
     r.tag = job.tag;
     for (const DiskBlockKey& key : job.keys) {
-      const auto t1 = std::chrono::steady_clock::now();
       DiskBlock b;
-      if (!read_file(key, b)) break;
-      std::lock_guard l(mu_);
-      ++stats_.reads;
-      stats_.read_seconds += since(t1);
-      auto it = index_.find(Key{opts_.name_space, key.hash});
-      if (it != index_.end()) lru_.splice(lru_.end(), lru_, it->second.lru);  // most recently used
+      if (!read_counted(key, b)) break;
       r.blocks.push_back(std::move(b));
+    }
+    // The longest snapshot whose KV chain came back; a bad one falls back to the next shorter.
+    std::stable_sort(job.states.begin(), job.states.end(),
+                     [](const DiskBlockKey& a, const DiskBlockKey& b) { return a.after > b.after; });
+    for (const DiskBlockKey& key : job.states) {
+      if (key.kind != DiskKind::state || key.after > r.blocks.size()) continue;
+      if (key.after <= job.ram_after && r.blocks.size() >= job.ram_after) break;  // the caller's serves
+      if (!read_counted(key, r.state)) continue;
+      r.has_state = true;
+      r.state_after = key.after;
+      break;
     }
     r.seconds = since(t0);
     lock.lock();

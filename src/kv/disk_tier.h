@@ -1,10 +1,19 @@
-// DiskTier: the prefix KV cache's second tier, full KV blocks in files under one directory, so
-// that a restarted server (power cut, update, kill -9) comes back with its prefixes warm.
+// DiskTier: the prefix KV cache's second tier, full KV blocks (and hybrid models' recurrent-state
+// snapshots) in files under one directory, so that a restarted server (power cut, update,
+// kill -9) comes back with its prefixes warm.
 //
 // Job: persist published blocks (write-through: the engine hands each block over when it is
 // published, see engine/engine.h, so that what a power cut leaves on disk is everything that was
 // hot, not only what RAM happened to evict), find them by their prefix hash, read them back for
 // a prompt whose prefix RAM no longer holds, and keep the directory under a byte budget (LRU).
+//
+// Two kinds of block (DiskKind): a KV block (every attention layer's K/V of block_size tokens,
+// "<namespace>-<hash>.kvb") and a recurrent-state snapshot (hybrid models, kv/state_snapshots.h:
+// the whole recurrent state after the tokens up to the end of the block named <hash>,
+// "<namespace>-<hash>.kvs"). A snapshot is only useful together with the KV blocks of its chain
+// (the engine reads both back and uses the longest prefix that has both); a KV block on a
+// hybrid model is only useful with a snapshot at or after it. Both kinds share the index, the
+// LRU and the byte budget.
 //
 // Keys: a block file is named "<namespace>-<hash>.kvb" (16 hex digits each). The hash is the
 // block's prefix hash (prefix_hash.h: it chains the tenant's root salt and any image content,
@@ -14,9 +23,12 @@
 //
 // File format (version 1, little-endian): a 64-byte header
 //   magic "EDGKVBLK" | u32 version | u32 kind (1: KV block) | u64 namespace | u64 hash |
-//   u64 parent hash | u32 n_tokens | u32 0 | u64 payload bytes | u64 XXH64 of the rest
-// then n_tokens i32 tokens, then the payload (KvStore::save_block). The checksum covers the
-// header (with the checksum field zero), the tokens and the payload.
+//   magic "EDGKVBLK" | u32 version | u32 kind (1: KV block, 2: state snapshot) | u64 namespace |
+//   u64 hash | u64 parent hash | u32 n_tokens | u32 absorbed | u64 payload bytes | u64 XXH64
+// then n_tokens i32 tokens (the block's own), then the payload: KvStore::save_block's bytes
+// (kind 1, absorbed 0) or the snapshot's floats (kind 2, absorbed: the tokens the state has
+// absorbed, the end of the block). The checksum covers the header (with the checksum field
+// zero), the tokens and the payload.
 //
 // Crash safety: a block is written to ".tmp-<pid>-<n>" (0600, O_EXCL), fsynced, renamed to its
 // name, and the directory is fsynced after each batch, so a file with a block's name is always
@@ -52,6 +64,8 @@
 
 namespace edgelm::kv {
 
+enum class DiskKind : uint32_t { kv = 1, state = 2 };
+
 struct DiskTierOptions {
   std::string dir;                        // created (0700) when missing
   uint64_t max_bytes = 0;                 // the directory's block files at most (LRU); >= one block
@@ -59,25 +73,39 @@ struct DiskTierOptions {
   size_t queue_bytes = size_t{64} << 20;  // blocks waiting to be written at most
 };
 
-// One block: its prefix hash, its parent's, its tokens and its bytes (KvStore::save_block).
+// One block: its kind, its prefix hash, its parent's, its tokens and its bytes
+// (KvStore::save_block, or a state snapshot's floats after `absorbed` tokens).
 struct DiskBlock {
+  DiskKind kind = DiskKind::kv;
   uint64_t hash = 0;
   uint64_t parent = 0;
   std::vector<int32_t> tokens;
+  uint32_t absorbed = 0;  // kind state: the tokens the snapshot's state has absorbed
   std::vector<std::byte> data;
 };
 
-// What a read job must find: a block's hash with the parent and tokens it must carry.
+// What a read job must find: a block's kind and hash with the parent, tokens (and for a
+// snapshot the absorbed count) it must carry.
 struct DiskBlockKey {
+  DiskKind kind = DiskKind::kv;
   uint64_t hash = 0;
   uint64_t parent = 0;
   std::vector<int32_t> tokens;
+  uint32_t absorbed = 0;
+  // A snapshot key of a read job: how many of the job's KV keys must have been read for this
+  // snapshot to be usable (its block and every one before it on disk).
+  size_t after = 0;
 };
 
 struct DiskReadResult {
   uint64_t tag = 0;               // submit_read's
   std::vector<DiskBlock> blocks;  // the keys' blocks in order, up to the first missing or bad one
-  double seconds = 0.0;           // the job's wall time
+  // The longest of the job's snapshot keys that is usable with `blocks` (after <= blocks.size())
+  // and intact (kind state); absent (has_state false) when none is.
+  bool has_state = false;
+  DiskBlock state;
+  size_t state_after = 0;  // that key's `after`
+  double seconds = 0.0;    // the job's wall time
 };
 
 struct DiskTierStats {
@@ -93,6 +121,10 @@ struct DiskTierStats {
   int64_t read_missing = 0;     // indexed but gone (deleted by hand, or by another process)
   int64_t evictions = 0;        // files deleted by the LRU
   int64_t temp_removed = 0;     // temp files of a killed process removed at open
+  int64_t state_files = 0;      // of n_files: recurrent-state snapshots (this namespace or not)
+  int64_t state_writes = 0;     // of writes: snapshots
+  int64_t state_reads = 0;      // of reads: snapshots
+  int64_t state_corrupt = 0;    // of read_corrupt: snapshots
   double write_seconds = 0.0;   // sum over `writes`
   double read_seconds = 0.0;    // sum over `reads`
 };
@@ -105,12 +137,17 @@ class DiskTier {
   DiskTier& operator=(const DiskTier&) = delete;
 
   bool enabled() const;
-  // A file of this namespace holds `hash`, or a write of it is queued.
-  bool contains(uint64_t hash) const;
+  // A file of this namespace holds `hash` of this kind, or a write of it is queued.
+  bool contains(uint64_t hash, DiskKind kind = DiskKind::kv) const;
   // Queues the block for writing; false (counted) when the queue is full or the tier is off.
   bool enqueue_write(DiskBlock block);
-  // Queues a read of `keys` (a chain of blocks, in order); its result comes from take_reads.
-  void submit_read(uint64_t tag, std::vector<DiskBlockKey> keys);
+  // Queues a read of `keys` (a chain of KV blocks, in order: read up to the first missing or bad
+  // one), then of the longest usable snapshot of `states` (tried longest `after` first, each
+  // bad one counted and passed over); its result comes from take_reads. ram_after: the chain's
+  // first ram_after keys end at a snapshot the caller holds already, so once that many came
+  // back no snapshot with a smaller or equal `after` is read.
+  void submit_read(uint64_t tag, std::vector<DiskBlockKey> keys, std::vector<DiskBlockKey> states = {},
+                   size_t ram_after = SIZE_MAX);
   // The read jobs finished so far (waits up to `wait` when none has).
   std::vector<DiskReadResult> take_reads(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   // Blocks until the queued writes are on disk.
@@ -125,10 +162,13 @@ class DiskTier {
   explicit DiskTier(DiskTierOptions opts);
   struct Key {
     uint64_t ns, hash;
-    bool operator==(const Key& o) const { return ns == o.ns && hash == o.hash; }
+    DiskKind kind;
+    bool operator==(const Key& o) const { return ns == o.ns && hash == o.hash && kind == o.kind; }
   };
   struct KeyHash {
-    size_t operator()(const Key& k) const { return static_cast<size_t>(k.hash ^ (k.ns * 0x9e3779b97f4a7c15ull)); }
+    size_t operator()(const Key& k) const {
+      return static_cast<size_t>(k.hash ^ (k.ns * 0x9e3779b97f4a7c15ull) ^ static_cast<uint64_t>(k.kind));
+    }
   };
   struct Entry {
     uint64_t bytes;
@@ -136,16 +176,19 @@ class DiskTier {
   };
   struct ReadJob {
     uint64_t tag;
-    std::vector<DiskBlockKey> keys;
+    std::vector<DiskBlockKey> keys, states;
+    size_t ram_after;
   };
   Status scan();
   void writer_main();
   void reader_main();
   // Writes one block file (temp, fsync, rename); errno-style failure in the Status.
   Status write_file(const DiskBlock& b, int* err);
-  // The verified block, or nullopt (counted) when missing, torn or corrupt.
+  // The verified block, or false (counted) when missing, torn or corrupt.
   bool read_file(const DiskBlockKey& key, DiskBlock& out);
-  std::string path_of(uint64_t ns, uint64_t hash) const;
+  // read_file, counted as a read and moved to the LRU's most recent end when good.
+  bool read_counted(const DiskBlockKey& key, DiskBlock& out);
+  std::string path_of(const Key& k) const;
   void index_add_locked(Key k, uint64_t bytes);
   void index_erase_locked(Key k);
   void evict_locked(uint64_t need);
@@ -157,7 +200,7 @@ class DiskTier {
   std::condition_variable write_cv_, drained_cv_, read_cv_, done_cv_;
   std::unordered_map<Key, Entry, KeyHash> index_;
   std::list<Key> lru_;                        // front: least recently used
-  std::unordered_map<uint64_t, int> queued_;  // hashes queued or being written
+  std::unordered_map<Key, int, KeyHash> queued_;  // blocks queued or being written
   std::deque<DiskBlock> write_queue_;
   size_t queued_bytes_ = 0;
   bool writing_ = false;
@@ -169,7 +212,8 @@ class DiskTier {
   std::thread writer_, reader_;
 };
 
-// Parses a block file name "<16 hex>-<16 hex>.kvb"; false for anything else.
-bool parse_block_file_name(const std::string& name, uint64_t* ns, uint64_t* hash);
+// Parses a block file name "<16 hex>-<16 hex>.kvb" (KV) or ".kvs" (state snapshot); false for
+// anything else.
+bool parse_block_file_name(const std::string& name, uint64_t* ns, uint64_t* hash, DiskKind* kind = nullptr);
 
 }  // namespace edgelm::kv

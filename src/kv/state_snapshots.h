@@ -18,6 +18,9 @@
 //    and the store's own LRU may drop one when it is full.)
 //  - When full, reserve() reuses the least recently used published entry (use = publish or
 //    find); pending entries are never taken. Entry memory is allocated on first use and reused.
+// Persistence: with the KV disk tier (kv/disk_tier.h) the engine writes each published snapshot
+// through to disk as a block of kind "state" under the same hash, and installs one read back
+// (reserve + publish) after its KV chain is back in the pool (engine/engine_disk.cpp).
 // Cost: find/reserve/publish/on_evict are O(1) expected (a hash map), eviction O(capacity).
 // Single-threaded: the engine's step loop (the forward writes reserved entries' data).
 #pragma once

@@ -216,6 +216,26 @@ ServerMetrics::ServerMetrics(std::string device_id, std::unique_ptr<EnergyMeter>
   registry_.add_gauge("edge_recurrent_snapshot_bytes",
                       "Memory of hybrid models' recurrent-state snapshots at KV block boundaries (prefix reuse)");
   registry_.add_gauge("edge_recurrent_snapshot_count", "Recurrent-state snapshots held for prefix reuse");
+  // The KV disk tier (--kv-disk; set only when it is on).
+  registry_.add_counter("edge_kv_prefix_blocks_total", "New requests' full prompt blocks by the tier that served them");
+  registry_.add_gauge("edge_kv_prefix_hit_ratio", "Share of new requests' full prompt blocks served by each tier");
+  registry_.add_gauge("edge_kv_disk_enabled", "1 while the KV disk tier writes (0 after a full disk)");
+  registry_.add_gauge("edge_kv_disk_bytes", "Bytes of block files in the KV disk tier's directory");
+  registry_.add_gauge("edge_kv_disk_files", "Block files in the KV disk tier's directory (all kinds, all namespaces)");
+  registry_.add_counter("edge_kv_disk_writes_total", "Blocks written to the KV disk tier");
+  registry_.add_counter("edge_kv_disk_write_seconds_total", "Time spent writing blocks to the KV disk tier");
+  registry_.add_counter("edge_kv_disk_write_drops_total", "Blocks not written: the queue was full or the tier off");
+  registry_.add_counter("edge_kv_disk_write_errors_total", "Failed block writes (ENOSPC, EFBIG among them)");
+  registry_.add_counter("edge_kv_disk_reads_total", "Blocks read back from the KV disk tier and verified");
+  registry_.add_counter("edge_kv_disk_read_seconds_total", "Time spent reading blocks back from the KV disk tier");
+  registry_.add_counter("edge_kv_disk_corrupt_total", "Torn or corrupt block files found (skipped and deleted)");
+  registry_.add_counter("edge_kv_disk_evictions_total", "Block files deleted by the KV disk tier's LRU");
+  registry_.add_gauge("edge_kv_disk_snapshot_files", "Recurrent-state snapshot files in the KV disk tier (hybrid models)");
+  registry_.add_counter("edge_kv_disk_snapshot_writes_total", "Recurrent-state snapshots written to the KV disk tier");
+  registry_.add_counter("edge_kv_disk_snapshot_reads_total", "Recurrent-state snapshots read back and verified");
+  registry_.add_counter("edge_kv_disk_snapshot_corrupt_total", "Torn or corrupt recurrent-state snapshot files found");
+  registry_.add_counter("edge_kv_disk_fetches_total", "Whole-prefix read-backs from the KV disk tier");
+  registry_.add_counter("edge_kv_disk_fetch_seconds_total", "Time of whole-prefix read-backs from the KV disk tier");
   registry_.add_gauge("edge_prefix_cache_hit_ratio", "Prompt blocks served from the prefix cache / looked up");
   registry_.add_counter("edge_spec_draft_tokens_total", "Tokens drafted by speculative decoding (current model)");
   registry_.add_counter("edge_spec_accepted_tokens_total", "Drafted tokens the target model accepted (current model)");
@@ -414,6 +434,11 @@ void ServerMetrics::set_model_gauges(const ModelGauges& m) {
     registry_.set_counter("edge_kv_disk_read_seconds_total", base, d.read_seconds);
     registry_.set_counter("edge_kv_disk_corrupt_total", base, static_cast<double>(d.read_corrupt));
     registry_.set_counter("edge_kv_disk_evictions_total", base, static_cast<double>(d.evictions));
+    // Hybrid models' recurrent-state snapshots, a kind of block among the above.
+    registry_.set("edge_kv_disk_snapshot_files", base, static_cast<double>(d.state_files));
+    registry_.set_counter("edge_kv_disk_snapshot_writes_total", base, static_cast<double>(d.state_writes));
+    registry_.set_counter("edge_kv_disk_snapshot_reads_total", base, static_cast<double>(d.state_reads));
+    registry_.set_counter("edge_kv_disk_snapshot_corrupt_total", base, static_cast<double>(d.state_corrupt));
     registry_.set_counter("edge_kv_disk_fetches_total", base, static_cast<double>(s.disk_fetches));
     registry_.set_counter("edge_kv_disk_fetch_seconds_total", base, s.disk_fetch_seconds);
   }

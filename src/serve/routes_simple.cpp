@@ -223,7 +223,12 @@ void handle_health(ServerContext& ctx, const http::Request&, http::Response& res
                  {"evictions", d.evictions},
                  {"write_ms_avg", d.writes > 0 ? d.write_seconds * 1e3 / static_cast<double>(d.writes) : 0.0},
                  {"read_ms_avg", d.reads > 0 ? d.read_seconds * 1e3 / static_cast<double>(d.reads) : 0.0},
-                 {"prefix_blocks", {{"ram", s.tier_ram_blocks}, {"disk", s.tier_disk_blocks}, {"miss", s.tier_miss_blocks}}}};
+                 {"prefix_blocks", {{"ram", s.tier_ram_blocks}, {"disk", s.tier_disk_blocks}, {"miss", s.tier_miss_blocks}}},
+                 {"snapshots",
+                  {{"files", d.state_files},
+                   {"writes", d.state_writes},
+                   {"reads", d.state_reads},
+                   {"corrupt", d.state_corrupt}}}};
     if (!d.enabled) disk["disabled_reason"] = d.disabled_reason;
     body["kv_disk"] = std::move(disk);
   }

@@ -6,11 +6,17 @@
 //    and the output equals a cold run token for token; only the tail is recomputed;
 //  - snapshots are bounded, go with their evicted blocks and leave nothing behind;
 //  - another tenant (cache salt) or a request without prefix caching never hits;
+//  - with the KV disk tier, a new engine on the same directory restores the KV blocks and the
+//    longest snapshot from disk (also after a RAM flush), equal to a cold run; another interval
+//    or tenant reuses nothing;
 //  - speculative decoding (prompt lookup, draft model) equals plain greedy decoding, with drafts
 //    both accepted and rejected, also under preemption and cancellation.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <random>
 
@@ -168,6 +174,59 @@ TEST(StateSnapshotHit, OtherTenantsAndUncachedRequestsNeverHit) {
   const OneRun same = run_one(*e, req("tenant-a", true));
   EXPECT_EQ(same.tokens, want);
   EXPECT_EQ(same.n_cached, 16) << "the same tenant hits up to its last snapshot before the final token";
+}
+
+TEST(StateSnapshotDisk, ANewEngineRestoresBlocksAndTheLongestSnapshot) {
+  const auto m = hybrid_model();
+  ThreadPool pool(2);
+  ModelRunner runner(*m, pool);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("edgelm-engine-snapdisk-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto options = [&](int32_t interval) {
+    EngineOptions o = hybrid_options(*m, 128, 4, interval, 32);
+    o.kv_disk.dir = dir.string();
+    o.kv_disk.content_namespace = 42;
+    return o;
+  };
+  std::mt19937 rng(23);
+  const std::vector<int32_t> p = random_tokens(rng, 30);  // 7 full blocks of 4
+  const std::vector<int32_t> want = reference_greedy(*m, p, 5);
+  {
+    auto e = Engine::create(runner, nullptr, options(2)).value();
+    const OneRun cold = run_one(*e, greedy(p, 5));
+    EXPECT_EQ(cold.tokens, want);
+    e->drain_disk_writes();
+    EXPECT_GE(e->stats().disk.state_writes, 3) << "snapshots after 8, 16 and 24 tokens";
+  }
+  {
+    auto e = Engine::create(runner, nullptr, options(2)).value();
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE(testing::Message() << "round " << round);
+      const OneRun warm = run_one(*e, greedy(p, 5));
+      EXPECT_EQ(warm.tokens, want) << "blocks and snapshot from disk equal a cold run";
+      EXPECT_EQ(warm.n_cached, 24) << "the longest snapshot inside the 7 blocks";
+      const EngineStats st = e->stats();
+      EXPECT_EQ(st.disk.state_reads, round + 1);
+      EXPECT_EQ(st.tier_disk_blocks, 6 * (round + 1));
+      EXPECT_EQ(st.state_slots_live, 0);
+      e->flush_prefix_cache(/*ram=*/true, /*disk=*/false);  // the next round reads the disk again
+    }
+    Request other = greedy(p, 5);
+    other.cache_salt = "another-tenant";
+    const OneRun b = run_one(*e, std::move(other));
+    EXPECT_EQ(b.tokens, want);
+    EXPECT_EQ(b.n_cached, 0) << "another tenant never hits";
+    EXPECT_EQ(e->stats().disk.state_reads, 2);
+  }
+  {
+    auto e = Engine::create(runner, nullptr, options(1)).value();
+    const OneRun r = run_one(*e, greedy(p, 5));
+    EXPECT_EQ(r.tokens, want);
+    EXPECT_EQ(r.n_cached, 0) << "snapshots of another interval are never used";
+    EXPECT_EQ(e->stats().disk.reads, 0);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(StateSnapshotEviction, BoundedAndGoneWithTheirBlocks) {

@@ -37,7 +37,37 @@ DiskBlock make_block(uint64_t hash, uint64_t parent, int32_t seed, size_t bytes 
   return b;
 }
 
-DiskBlockKey key_of(const DiskBlock& b) { return {b.hash, b.parent, b.tokens}; }
+DiskBlockKey key_of(const DiskBlock& b) {
+  DiskBlockKey k{b.kind, b.hash, b.parent, b.tokens};
+  k.absorbed = b.absorbed;
+  return k;
+}
+
+// A recurrent-state snapshot at the end of the block (hash, parent, seed) after `absorbed` tokens.
+DiskBlock make_state(uint64_t hash, uint64_t parent, int32_t seed, uint32_t absorbed, size_t bytes = 8192) {
+  DiskBlock b = make_block(hash, parent, seed, bytes);
+  b.kind = DiskKind::state;
+  b.absorbed = absorbed;
+  for (auto& x : b.data) x ^= std::byte{0x5a};  // not the KV block's bytes
+  return b;
+}
+
+DiskBlockKey state_key(const DiskBlock& b, size_t after) {
+  DiskBlockKey k = key_of(b);
+  k.after = after;
+  return k;
+}
+
+// Reads `keys` then the longest usable of `states`, and waits for the result.
+DiskReadResult read_job(DiskTier& t, std::vector<DiskBlockKey> keys, std::vector<DiskBlockKey> states) {
+  t.submit_read(2, std::move(keys), std::move(states));
+  for (int i = 0; i < 500; ++i) {
+    auto r = t.take_reads(std::chrono::milliseconds(10));
+    if (!r.empty()) return std::move(r[0]);
+  }
+  ADD_FAILURE() << "the read did not finish";
+  return {};
+}
 
 std::unique_ptr<DiskTier> open_tier(const fs::path& dir, uint64_t ns = 7, uint64_t max_bytes = 1 << 20) {
   auto t = DiskTier::open({dir.string(), max_bytes, ns});
@@ -103,6 +133,80 @@ TEST(DiskTier, RoundTripAcrossReopenWithPrivateFiles) {
   DiskBlockKey wrong = key_of(a);
   wrong.tokens[0] += 1;
   EXPECT_TRUE(read_back(*t, {wrong}).empty());
+}
+
+TEST(DiskTier, StateSnapshotsAreAKindOfBlockBesideTheKvBlocks) {
+  TempDir d;
+  const DiskBlock a = make_block(11, 1, 1), b = make_block(12, 11, 2), c = make_block(13, 12, 3);
+  // Snapshots at the ends of blocks a and b (same hashes as the blocks, another kind).
+  const DiskBlock sa = make_state(11, 1, 1, 16), sb = make_state(12, 11, 2, 32);
+  {
+    auto t = open_tier(d.path);
+    for (const DiskBlock* x : {&a, &b, &c, &sa, &sb}) EXPECT_TRUE(t->enqueue_write(*x));
+    t->drain_writes();
+    EXPECT_EQ(t->stats().writes, 5);
+    EXPECT_EQ(t->stats().state_writes, 2);
+  }
+  EXPECT_TRUE(fs::exists(d.path / "0000000000000007-000000000000000c.kvs"));
+  for (const auto& e : fs::directory_iterator(d.path)) {
+    struct stat st {};
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << e.path();
+  }
+  auto t = open_tier(d.path);
+  EXPECT_EQ(t->stats().state_files, 2);
+  EXPECT_TRUE(t->contains(12, DiskKind::state));
+  EXPECT_FALSE(t->contains(13, DiskKind::state));
+  EXPECT_TRUE(t->contains(13, DiskKind::kv));
+  // The longest snapshot whose chain came back.
+  DiskReadResult r = read_job(*t, {key_of(a), key_of(b), key_of(c)}, {state_key(sa, 1), state_key(sb, 2)});
+  ASSERT_EQ(r.blocks.size(), 3u);
+  ASSERT_TRUE(r.has_state);
+  EXPECT_EQ(r.state.kind, DiskKind::state);
+  EXPECT_EQ(r.state.hash, 12u);
+  EXPECT_EQ(r.state.absorbed, 32u);
+  EXPECT_EQ(r.state.data, sb.data);
+  EXPECT_EQ(r.state_after, 2u);
+  // The caller holds a snapshot at key 2 already: b's (after 2) and a's are not read.
+  const int64_t state_reads = t->stats().state_reads;
+  t->submit_read(3, {key_of(a), key_of(b), key_of(c)}, {state_key(sa, 1), state_key(sb, 2)}, /*ram_after=*/2);
+  std::vector<DiskReadResult> rs;
+  for (int i = 0; i < 500 && rs.empty(); ++i) rs = t->take_reads(std::chrono::milliseconds(10));
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].blocks.size(), 3u);
+  EXPECT_FALSE(rs[0].has_state);
+  EXPECT_EQ(t->stats().state_reads, state_reads);
+  // A snapshot whose chain did not come back is not read: b's block is asked under wrong tokens.
+  DiskBlockKey wrong_b = key_of(b);
+  wrong_b.tokens[3] += 1;
+  r = read_job(*t, {key_of(a), wrong_b}, {state_key(sa, 1), state_key(sb, 2)});
+  ASSERT_EQ(r.blocks.size(), 1u);
+  ASSERT_TRUE(r.has_state);
+  EXPECT_EQ(r.state.hash, 11u);
+  // Another absorbed count under the same hash (another interval's layout) is not a hit.
+  DiskBlockKey other = state_key(sa, 0);
+  other.absorbed = 32;
+  EXPECT_FALSE(read_job(*t, {}, {other}).has_state);
+  // A flipped byte in the longest snapshot: skipped, counted, deleted; the shorter one serves.
+  const fs::path sb_file = d.path / "0000000000000007-000000000000000c.kvs";
+  {
+    std::fstream io(sb_file, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(300);
+    const char ch = static_cast<char>(io.get());
+    io.seekp(300);
+    io.put(static_cast<char>(ch ^ 1));
+  }
+  const int64_t corrupt0 = t->stats().read_corrupt;
+  r = read_job(*t, {key_of(a), key_of(b)}, {state_key(sb, 2), state_key(sa, 1)});
+  ASSERT_TRUE(r.has_state);
+  EXPECT_EQ(r.state.hash, 11u);
+  EXPECT_EQ(t->stats().read_corrupt, corrupt0 + 1);
+  EXPECT_EQ(t->stats().state_corrupt, 1);
+  EXPECT_FALSE(fs::exists(sb_file));
+  EXPECT_FALSE(t->contains(12, DiskKind::state));
+  EXPECT_TRUE(t->contains(12, DiskKind::kv));  // the block stays
+  EXPECT_EQ(t->clear(), 4);
+  EXPECT_EQ(t->stats().state_files, 0);
 }
 
 TEST(DiskTier, AnotherNamespaceIsNeverRead) {

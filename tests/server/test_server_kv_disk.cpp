@@ -8,7 +8,11 @@
 //  - another model file under the same path, or another --kv-type: no block reused;
 //  - RLIMIT_FSIZE below one block file, or a tiny --kv-disk-size: serving goes on;
 //  - one tenant's blocks are never hit with another tenant's key;
-//  - `edgelm fleet prewarm` persists a prompt's prefix on every node.
+//  - `edgelm fleet prewarm` persists a prompt's prefix on every node;
+//  - hybrid models (a synthetic qwen35 written by `edgelm synth`): recurrent-state snapshots are
+//    persisted beside the KV blocks, and a restart restores blocks + snapshot token-identically;
+//    a flipped byte in a snapshot is skipped and counted (the longest intact point serves);
+//    kill -9 during snapshot writes; tenants; another --state-snapshot-interval or model.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -16,6 +20,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -106,13 +111,17 @@ std::string long_prompt(int seed) {
 struct Answer {
   std::string output;
   json health;
+  int64_t prompt_tokens = 0;
 };
 
 Answer predict(int port, const std::string& prompt, const std::string& key = "") {
   const Reply r = http(port, "POST", "/predict", json{{"input", prompt}, {"max_tokens", 24}}.dump(), key);
   EXPECT_EQ(r.status, 200) << r.body.dump();
   Answer out;
-  if (r.status == 200) out.output = r.body["output"].get<std::string>();
+  if (r.status == 200) {
+    out.output = r.body["output"].get<std::string>();
+    out.prompt_tokens = r.body["usage"]["prompt_tokens"].get<int64_t>();
+  }
   out.health = http(port, "GET", "/health", "", key).body;
   return out;
 }
@@ -392,6 +401,260 @@ TEST(ServerKvDisk, FleetPrewarmPersistsOnEveryNode) {
   const std::string bad = std::string("EDGELM_ADMIN_TOKEN=wrong ") + EDGELM_BIN + " fleet prewarm --nodes " + urls +
                           " --file " + body.string() + " > /dev/null 2>&1";
   EXPECT_NE(std::system(bad.c_str()), 0);
+}
+
+// --- Hybrid models (qwen35): recurrent-state snapshots as one more kind of block. ---
+
+// A synthetic qwen35 (DeltaNet layers 0-2, attention layer 3) with tok512's vocabulary, written
+// by `edgelm synth` into `dir` (seed: another seed is another model).
+std::string write_hybrid(const fs::path& dir, int seed = 75) {
+  const std::string path = (dir / ("qwen35-" + std::to_string(seed) + ".gguf")).string();
+  const std::string cmd = std::string(EDGELM_BIN) +
+                          " synth --arch qwen35 --dim 64 --layers 4 --heads 4 --kv-heads 2 --head-dim 16 "
+                          "--rope-dim 8 --ff 128 --ctx 1024 --type f32 --vocab " +
+                          test::shared_path("models/tok512.bin") + " --seed " + std::to_string(seed) + " -o " + path +
+                          " > /dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return path;
+}
+
+// Hybrid servers snapshot every `interval` blocks (16 tokens each).
+std::vector<std::string> hybrid_args(const std::string& model, const std::string& disk, int interval,
+                                     std::vector<std::string> extra = {}) {
+  extra.push_back("--state-snapshot-interval");
+  extra.push_back(std::to_string(interval));
+  return args(model, disk, std::move(extra));
+}
+
+// A prompt of about 165 tokens (10 full blocks), different per `seed`.
+std::string hybrid_prompt(int seed) {
+  std::string p = "Once upon a time there was a little girl named Lily " + std::to_string(seed) + ". ";
+  for (int i = 0; i < 6; ++i) p += "She liked to play in the park with her friend Tom and the big red ball. ";
+  return p;
+}
+
+int64_t snapshot_stat(const json& health, const char* what) {
+  return health["kv_disk"]["snapshots"][what].get<int64_t>();
+}
+
+// The tokens a snapshot file's state has absorbed (the header's u32 at byte 44).
+uint32_t absorbed_of(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  unsigned char b[4] = {};
+  in.seekg(44);
+  in.read(reinterpret_cast<char*>(b), 4);
+  return b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+}
+
+void flip_byte(const fs::path& f, std::streamoff at) {
+  std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekg(at);
+  const char c = static_cast<char>(io.get());
+  io.seekp(at);
+  io.put(static_cast<char>(c ^ 0x10));
+}
+
+class ServerKvDiskHybrid : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("hybrid-models");
+    model_ = write_hybrid(dir_->path);
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  // Runs `prompt` on a fresh server with the tier in `disk`, persists it and dies (kill -9);
+  // returns its greedy output.
+  static std::string persist(const std::string& disk, const std::string& prompt, int interval,
+                             const std::vector<std::string>& extra = {}, const std::string& key = "") {
+    ServeProcess p(hybrid_args(model_, disk, interval, extra));
+    const int port = p.wait_ready();
+    EXPECT_GT(port, 0) << p.log();
+    const Answer a = predict(port, prompt, key);
+    prewarm(port, prompt, key);  // waits until the blocks and snapshots are on disk
+    p.kill_now();
+    return a.output;
+  }
+  static inline TempDir* dir_ = nullptr;
+  static inline std::string model_;
+};
+
+TEST_F(ServerKvDiskHybrid, WarmRestartRestoresBlocksAndSnapshotTokenIdentical) {
+  TempDir d("hyb-warm");
+  const std::string disk = (d.path / "kv").string();
+  const std::string prompt = hybrid_prompt(1);
+  const std::string reference = cold_output(model_, prompt, {"--state-snapshot-interval", "2"});
+  ASSERT_FALSE(reference.empty());
+  EXPECT_EQ(persist(disk, prompt, 2), reference);
+  const std::vector<fs::path> snaps = files_of(disk, ".kvs");
+  ASSERT_GE(snaps.size(), 4u);  // blocks 2, 4, 6, 8 of the prompt
+  for (const fs::path& f : snaps) {
+    EXPECT_EQ(fs::status(f).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write) << f;
+    EXPECT_EQ(absorbed_of(f) % 32, 0u) << f;  // every 2nd block of 16 tokens
+  }
+  ServeProcess p(hybrid_args(model_, disk, 2));
+  const int port = p.wait_ready();
+  ASSERT_GT(port, 0) << p.log();
+  const Answer warm = predict(port, prompt);
+  EXPECT_EQ(warm.output, reference);
+  EXPECT_GE(disk_blocks(warm.health), 8) << warm.health.dump();
+  EXPECT_EQ(snapshot_stat(warm.health, "reads"), 1) << warm.health.dump();  // the longest one only
+  EXPECT_EQ(snapshot_stat(warm.health, "corrupt"), 0);
+  EXPECT_GE(snapshot_stat(warm.health, "files"), 4);
+  // Served again from RAM: same tokens, nothing more read.
+  const Answer again = predict(port, prompt);
+  EXPECT_EQ(again.output, reference);
+  EXPECT_EQ(snapshot_stat(again.health, "reads"), 1);
+  EXPECT_EQ(http(port, "GET", "/metrics").status, 200);  // every kv_disk family is registered
+  const Reply f = http(port, "POST", "/admin/kv/flush", "{\"tier\": \"disk\"}", kAdmin);
+  ASSERT_EQ(f.status, 200) << f.body.dump();
+  EXPECT_TRUE(files_of(disk, ".kvs").empty());
+  EXPECT_TRUE(files_of(disk, ".kvb").empty());
+}
+
+TEST_F(ServerKvDiskHybrid, FlippedSnapshotByteFallsBackAndIsCounted) {
+  TempDir d("hyb-flip");
+  const std::string disk = (d.path / "kv").string();
+  const std::string prompt = hybrid_prompt(2);
+  const std::string reference = persist(disk, prompt, 2);
+  ASSERT_FALSE(reference.empty());
+  // The snapshots inside the prompt's full blocks (the generated tokens add later ones).
+  std::vector<fs::path> snaps;
+  const Answer probe = [&] {
+    ServeProcess p(args(model_, ""));
+    return predict(p.wait_ready(), prompt);
+  }();
+  for (const fs::path& f : files_of(disk, ".kvs"))
+    if (absorbed_of(f) <= probe.prompt_tokens / 16 * 16) snaps.push_back(f);
+  ASSERT_GE(snaps.size(), 4u);
+  std::sort(snaps.begin(), snaps.end(), [](const fs::path& a, const fs::path& b) { return absorbed_of(a) < absorbed_of(b); });
+  const uint32_t second_longest = absorbed_of(snaps[snaps.size() - 2]);
+  {  // the longest snapshot is corrupt: the next shorter point serves, with its blocks
+    flip_byte(snaps.back(), 200);
+    ServeProcess p(hybrid_args(model_, disk, 2));
+    const int port = p.wait_ready();
+    ASSERT_GT(port, 0) << p.log();
+    const Answer r = predict(port, prompt);
+    EXPECT_EQ(r.output, reference);
+    EXPECT_EQ(snapshot_stat(r.health, "corrupt"), 1) << r.health.dump();
+    EXPECT_EQ(snapshot_stat(r.health, "reads"), 1);
+    EXPECT_EQ(disk_blocks(r.health), static_cast<int64_t>(second_longest / 16)) << r.health.dump();
+    EXPECT_EQ(r.health["kv_disk"]["corrupt"].get<int64_t>(), 1);
+    p.kill_now();
+  }
+  // Every snapshot corrupt (the longest one written again by the run above, if it got there
+  // before the kill, too): the KV blocks alone are never used; the prompt is computed.
+  snaps = files_of(disk, ".kvs");
+  ASSERT_FALSE(snaps.empty());
+  for (const fs::path& f : snaps) flip_byte(f, 200);
+  ServeProcess p(hybrid_args(model_, disk, 2));
+  const int port = p.wait_ready();
+  ASSERT_GT(port, 0) << p.log();
+  const Answer r = predict(port, prompt);
+  EXPECT_EQ(r.output, reference);
+  EXPECT_EQ(disk_blocks(r.health), 0) << r.health.dump();
+  EXPECT_EQ(snapshot_stat(r.health, "reads"), 0);
+  EXPECT_GE(snapshot_stat(r.health, "corrupt"), 1) << r.health.dump();
+}
+
+TEST_F(ServerKvDiskHybrid, KillNineDuringSnapshotWritesThenRestartServesCorrectTokens) {
+  TempDir d("hyb-kill9");
+  const std::string disk = (d.path / "kv").string();
+  constexpr int kRuns = 5;
+  std::vector<std::string> prompts, reference;
+  {
+    ServeProcess p(hybrid_args(model_, "", 1));
+    const int port = p.wait_ready();
+    ASSERT_GT(port, 0) << p.log();
+    for (int i = 0; i < kRuns; ++i) {
+      prompts.push_back(hybrid_prompt(200 + i));
+      reference.push_back(predict(port, prompts.back()).output);
+    }
+  }
+  std::mt19937 rng(20261207);
+  int64_t snapshot_reads = 0;
+  for (int run = 0; run < kRuns; ++run) {
+    {
+      ServeProcess p(hybrid_args(model_, disk, 1));
+      const int port = p.wait_ready();
+      ASSERT_GT(port, 0) << p.log();
+      std::thread client([&] {
+        http(port, "POST", "/predict", json{{"input", prompts[run]}, {"max_tokens", 24}}.dump());
+      });
+      std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 12000)(rng)));
+      p.kill_now();
+      client.join();
+    }
+    ServeProcess p(hybrid_args(model_, disk, 1));
+    const int port = p.wait_ready();
+    ASSERT_GT(port, 0) << p.log();
+    EXPECT_TRUE(files_of(disk, ".tmp").empty()) << "run " << run;
+    json health;
+    for (int i = 0; i <= run; ++i) {
+      const Answer r = predict(port, prompts[i]);
+      EXPECT_EQ(r.output, reference[i]) << "run " << run << " prompt " << i;
+      health = r.health;
+    }
+    snapshot_reads += snapshot_stat(health, "reads");
+    EXPECT_EQ(health["kv_disk"]["corrupt"].get<int64_t>(), 0);
+  }
+  EXPECT_GT(snapshot_reads, 0);  // snapshots written before a kill served after the restart
+}
+
+TEST_F(ServerKvDiskHybrid, TenantsNeverShareSnapshots) {
+  TempDir d("hyb-tenant");
+  const std::string disk = (d.path / "kv").string();
+  const std::string prompt = hybrid_prompt(5);
+  const std::vector<std::string> keys = {"--api-key", "tenant-a-key", "--api-key", "tenant-b-key"};
+  const std::string reference = persist(disk, prompt, 2, keys, "tenant-a-key");
+  ServeProcess p(hybrid_args(model_, disk, 2, keys));
+  const int port = p.wait_ready();
+  ASSERT_GT(port, 0) << p.log();
+  const Answer b = predict(port, prompt, "tenant-b-key");
+  EXPECT_EQ(b.output, reference);
+  EXPECT_EQ(disk_blocks(b.health), 0) << b.health.dump();
+  EXPECT_EQ(snapshot_stat(b.health, "reads"), 0);
+  const Answer a = predict(port, prompt, "tenant-a-key");
+  EXPECT_EQ(a.output, reference);
+  EXPECT_GE(disk_blocks(a.health), 8) << a.health.dump();
+  EXPECT_EQ(snapshot_stat(a.health, "reads"), 1);
+}
+
+TEST_F(ServerKvDiskHybrid, AnotherIntervalOrModelReusesNothing) {
+  TempDir d("hyb-swap");
+  const std::string disk = (d.path / "kv").string();
+  const std::string model = (d.path / "model.gguf").string();
+  fs::copy_file(model_, model);
+  const std::string prompt = hybrid_prompt(3);
+  {
+    ServeProcess p(hybrid_args(model, disk, 2));
+    const int port = p.wait_ready();
+    ASSERT_GT(port, 0) << p.log();
+    predict(port, prompt);
+    prewarm(port, prompt);
+  }
+  {  // another --state-snapshot-interval (1 divides 2: the same boundaries would exist)
+    const std::string reference = cold_output(model, prompt, {"--state-snapshot-interval", "1"});
+    ServeProcess p(hybrid_args(model, disk, 1));
+    const int port = p.wait_ready();
+    ASSERT_GT(port, 0) << p.log();
+    const Answer r = predict(port, prompt);
+    EXPECT_EQ(r.output, reference);
+    EXPECT_EQ(disk_blocks(r.health), 0) << r.health.dump();
+    EXPECT_EQ(snapshot_stat(r.health, "reads"), 0);
+  }
+  // Another model swapped in under the same name.
+  fs::remove(model);
+  fs::copy_file(write_hybrid(d.path, 76), model);
+  const std::string reference = cold_output(model, prompt, {"--state-snapshot-interval", "2"});
+  ServeProcess p(hybrid_args(model, disk, 2));
+  const int port = p.wait_ready();
+  ASSERT_GT(port, 0) << p.log();
+  const Answer r = predict(port, prompt);
+  EXPECT_EQ(r.output, reference);
+  EXPECT_EQ(disk_blocks(r.health), 0) << r.health.dump();
+  EXPECT_EQ(snapshot_stat(r.health, "reads"), 0);
 }
 
 }  // namespace
