@@ -1,0 +1,176 @@
+// Part of kernels_avx2.cpp (read its comment and kernels_x86.h's rules first): AVX2 vec_dot of
+// the grid IQ formats (quants_iq_grid.h) against Q8_K: IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S.
+//
+// Each 32-element sub-block: the grid entries of its indices gathered by scalar loads into one
+// register (unsigned magnitudes <= 62), the signs moved onto the activations (sign_epi8 with
+// +-1: y in [-127, 127], so negation is exact), maddubs (pairs <= 2 * 62 * 127 < 2^15), madd
+// with the odd 16-element scales 2 s + 1 <= 31. The per-block isum is the scalar oracle's exact
+// integer, and sum += d * d_y * isum is its float expression in its order, so the result is
+// bit-identical to the scalar vec_dot (tests/kernels/test_simd.cpp).
+#pragma once
+#ifndef EDGELM_KERNELS_AVX2_TU
+#error "kernels_avx2_iqgrid.h is part of kernels_avx2.cpp only"
+#endif
+
+#include "kernels/quants_iq_grid.h"
+
+namespace edgelm::kernels::x86 {
+namespace {
+
+#include "kernels/iq_grids.inc"
+
+// The 8 signs of an IQ2_XXS/IQ2_XS/IQ3_XXS group from its 7 stored bits (the 8th makes the
+// count of minus signs even), as a byte mask: 0xff where the element is negative.
+constexpr uint64_t sign_mask_of(int i) {
+  int parity = 0;
+  for (int b = 0; b < 7; ++b) parity ^= (i >> b) & 1;
+  const int bits = i | (parity << 7);
+  uint64_t m = 0;
+  for (int j = 0; j < 8; ++j)
+    if ((bits >> j) & 1) m |= uint64_t{0xff} << (8 * j);
+  return m;
+}
+struct SignMasks {
+  uint64_t m[128];
+};
+constexpr SignMasks make_sign_masks() {
+  SignMasks t{};
+  for (int i = 0; i < 128; ++i) t.m[i] = sign_mask_of(i);
+  return t;
+}
+constexpr SignMasks kSignMasks = make_sign_masks();
+
+inline uint64_t sign_mask(uint32_t seven_bits) { return kSignMasks.m[seven_bits & 127]; }
+
+// y with the sign of each byte flipped where mask (0xff / 0) is set.
+inline __m256i apply_signs(__m256i y, __m256i mask) {
+  return _mm256_sign_epi8(y, _mm256_or_si256(mask, _mm256_set1_epi8(1)));
+}
+
+// Scales of the two 16-element halves of a sub-block as madd multipliers.
+inline __m256i scales_lo_hi(int lo, int hi) {
+  return _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(lo)), _mm_set1_epi16(static_cast<int16_t>(hi)));
+}
+
+// One sub-block: magnitudes g (u8), sign mask, the activations, the scale multipliers.
+inline __m256i grid_sub(__m256i g, __m256i mask, const int8_t* y, __m256i mult) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(g, apply_signs(load256(y), mask)), mult);
+}
+
+// Rows of Block; Sub(x, y, &acc) adds the 8 int32 lanes of one block's scaled sums. kFactor: the
+// power of two of the format's float d (the scalar *_ints' d).
+template <typename Block, void (*BlockSums)(const Block&, const BlockQ8_K&, __m256i*), int kFactorLog2>
+float grid_vec_dot(int64_t n, const void* vx, const void* vy) {
+  check_blocks(n, kQK_K);
+  const auto* x = static_cast<const Block*>(vx);
+  const auto* y = static_cast<const BlockQ8_K*>(vy);
+  const float factor = kFactorLog2 == 0 ? 1.0f : kFactorLog2 == -2 ? 0.25f : 0.125f;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_ahead(&x[i], sizeof(Block));
+    __m256i acc = _mm256_setzero_si256();
+    BlockSums(x[i], y[i], &acc);
+    const float d = half(x[i].d) * factor;
+    sum += d * y[i].d * static_cast<float>(hsum_i32(acc));
+  }
+  return sum;
+}
+
+// IQ3_S: per sub-block ib, 8 grid indices qs[8 ib + l] | (bit l of qh[ib]) << 8, one sign bit per
+// element (signs[4 ib ..]), one 4-bit scale per sub-block.
+inline void iq3_s_sums(const BlockIQ3_S& x, const BlockQ8_K& y, __m256i* acc) {
+  for (int ib = 0; ib < 8; ++ib) {
+    const uint8_t* q = x.qs + 8 * ib;
+    const int h = x.qh[ib] << 8;
+    const __m256i g = _mm256_setr_epi32(
+        static_cast<int>(kIq3sGrid[q[0] | (h & 256)]), static_cast<int>(kIq3sGrid[q[1] | ((h >> 1) & 256)]),
+        static_cast<int>(kIq3sGrid[q[2] | ((h >> 2) & 256)]), static_cast<int>(kIq3sGrid[q[3] | ((h >> 3) & 256)]),
+        static_cast<int>(kIq3sGrid[q[4] | ((h >> 4) & 256)]), static_cast<int>(kIq3sGrid[q[5] | ((h >> 5) & 256)]),
+        static_cast<int>(kIq3sGrid[q[6] | ((h >> 6) & 256)]), static_cast<int>(kIq3sGrid[q[7] | ((h >> 7) & 256)]));
+    const int s = 1 + 2 * ((x.scales[ib / 2] >> (4 * (ib % 2))) & 0x0f);
+    *acc = _mm256_add_epi32(*acc, grid_sub(g, bits_to_bytes(x.signs + 4 * ib), y.qs + 32 * ib,
+                                           _mm256_set1_epi16(static_cast<int16_t>(s))));
+  }
+}
+
+// IQ2_XS: per 8 elements a u16, 9-bit grid index and 7-bit sign index; 4-bit scales per 16.
+inline void iq2_xs_sums(const BlockIQ2_XS& x, const BlockQ8_K& y, __m256i* acc) {
+  for (int ib = 0; ib < 8; ++ib) {
+    const uint16_t* q = x.qs + 4 * ib;
+    const __m256i g = _mm256_setr_epi64x(
+        static_cast<int64_t>(kIq2xsGrid[q[0] & 511]), static_cast<int64_t>(kIq2xsGrid[q[1] & 511]),
+        static_cast<int64_t>(kIq2xsGrid[q[2] & 511]), static_cast<int64_t>(kIq2xsGrid[q[3] & 511]));
+    const __m256i m = _mm256_setr_epi64x(static_cast<int64_t>(sign_mask(q[0] >> 9)), static_cast<int64_t>(sign_mask(q[1] >> 9)),
+                                         static_cast<int64_t>(sign_mask(q[2] >> 9)), static_cast<int64_t>(sign_mask(q[3] >> 9)));
+    const int sc = x.scales[ib];
+    *acc = _mm256_add_epi32(*acc, grid_sub(g, m, y.qs + 32 * ib, scales_lo_hi(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1)));
+  }
+}
+
+// IQ2_XXS: per sub-block two u32, the 4 grid indices (bytes) and 4 x 7 sign bits + a 4-bit scale.
+inline void iq2_xxs_sums(const BlockIQ2_XXS& x, const BlockQ8_K& y, __m256i* acc) {
+  const auto* q = reinterpret_cast<const uint8_t*>(x.qs);
+  for (int ib = 0; ib < 8; ++ib) {
+    uint32_t aux;
+    std::memcpy(&aux, q + 8 * ib + 4, 4);
+    const uint8_t* idx = q + 8 * ib;
+    const __m256i g = _mm256_setr_epi64x(static_cast<int64_t>(kIq2xxsGrid[idx[0]]), static_cast<int64_t>(kIq2xxsGrid[idx[1]]),
+                                         static_cast<int64_t>(kIq2xxsGrid[idx[2]]), static_cast<int64_t>(kIq2xxsGrid[idx[3]]));
+    const __m256i m = _mm256_setr_epi64x(static_cast<int64_t>(sign_mask(aux)), static_cast<int64_t>(sign_mask(aux >> 7)),
+                                         static_cast<int64_t>(sign_mask(aux >> 14)), static_cast<int64_t>(sign_mask(aux >> 21)));
+    const int s = 2 * static_cast<int>(aux >> 28) + 1;
+    *acc = _mm256_add_epi32(*acc, grid_sub(g, m, y.qs + 32 * ib, _mm256_set1_epi16(static_cast<int16_t>(s))));
+  }
+}
+
+// IQ3_XXS: 8 grid indices (u32 entries of 4 magnitudes) per sub-block, its u32 of 4 x 7 sign
+// bits (each covering 8 elements) + a 4-bit scale.
+inline void iq3_xxs_sums(const BlockIQ3_XXS& x, const BlockQ8_K& y, __m256i* acc) {
+  for (int ib = 0; ib < 8; ++ib) {
+    uint32_t aux;
+    std::memcpy(&aux, x.scales_and_signs + 4 * ib, 4);
+    const uint8_t* q = x.qs + 8 * ib;
+    const __m256i g = _mm256_setr_epi32(
+        static_cast<int>(kIq3xxsGrid[q[0]]), static_cast<int>(kIq3xxsGrid[q[1]]), static_cast<int>(kIq3xxsGrid[q[2]]),
+        static_cast<int>(kIq3xxsGrid[q[3]]), static_cast<int>(kIq3xxsGrid[q[4]]), static_cast<int>(kIq3xxsGrid[q[5]]),
+        static_cast<int>(kIq3xxsGrid[q[6]]), static_cast<int>(kIq3xxsGrid[q[7]]));
+    const __m256i m = _mm256_setr_epi64x(static_cast<int64_t>(sign_mask(aux)), static_cast<int64_t>(sign_mask(aux >> 7)),
+                                         static_cast<int64_t>(sign_mask(aux >> 14)), static_cast<int64_t>(sign_mask(aux >> 21)));
+    const int s = 2 * static_cast<int>(aux >> 28) + 1;
+    *acc = _mm256_add_epi32(*acc, grid_sub(g, m, y.qs + 32 * ib, _mm256_set1_epi16(static_cast<int16_t>(s))));
+  }
+}
+
+// IQ2_S: 10-bit grid indices (qs | 2 bits of qh), one sign bit per element, 4-bit scales per 16.
+inline void iq2_s_sums(const BlockIQ2_S& x, const BlockQ8_K& y, __m256i* acc) {
+  for (int ib = 0; ib < 8; ++ib) {
+    const uint8_t* q = x.qs + 4 * ib;
+    const int h = x.qh[ib] << 8;
+    const __m256i g = _mm256_setr_epi64x(static_cast<int64_t>(kIq2sGrid[q[0] | (h & 0x300)]),
+                                         static_cast<int64_t>(kIq2sGrid[q[1] | ((h >> 2) & 0x300)]),
+                                         static_cast<int64_t>(kIq2sGrid[q[2] | ((h >> 4) & 0x300)]),
+                                         static_cast<int64_t>(kIq2sGrid[q[3] | ((h >> 6) & 0x300)]));
+    const int sc = x.scales[ib];
+    *acc = _mm256_add_epi32(*acc, grid_sub(g, bits_to_bytes(x.signs + 4 * ib), y.qs + 32 * ib,
+                                           scales_lo_hi(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1)));
+  }
+}
+
+float iq3_s_vec_dot(int64_t n, const void* vx, const void* vy) {
+  return grid_vec_dot<BlockIQ3_S, iq3_s_sums, 0>(n, vx, vy);
+}
+float iq2_xs_vec_dot(int64_t n, const void* vx, const void* vy) {
+  return grid_vec_dot<BlockIQ2_XS, iq2_xs_sums, -3>(n, vx, vy);
+}
+float iq2_xxs_vec_dot(int64_t n, const void* vx, const void* vy) {
+  return grid_vec_dot<BlockIQ2_XXS, iq2_xxs_sums, -3>(n, vx, vy);
+}
+float iq3_xxs_vec_dot(int64_t n, const void* vx, const void* vy) {
+  return grid_vec_dot<BlockIQ3_XXS, iq3_xxs_sums, -2>(n, vx, vy);
+}
+float iq2_s_vec_dot(int64_t n, const void* vx, const void* vy) {
+  return grid_vec_dot<BlockIQ2_S, iq2_s_sums, -3>(n, vx, vy);
+}
+
+}  // namespace
+}  // namespace edgelm::kernels::x86
