@@ -134,7 +134,8 @@ TEST(IsaSelection, NamesSupportAndTables) {
     if (!isa_supported(isa)) continue;
     for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k,
                     DType::q6_k, DType::f32, DType::f16, DType::bf16, DType::q2_k, DType::q3_k, DType::iq4_nl,
-                    DType::iq4_xs})
+                    DType::iq4_xs, DType::iq3_s, DType::iq2_xs, DType::iq2_xxs, DType::iq2_s, DType::iq3_xxs,
+                    DType::iq1_s, DType::iq1_m})
       EXPECT_NE(isa_kernels(isa)->gemm(t), nullptr) << isa_name(isa) << " " << dtype_name(t);
   }
 #if defined(__x86_64__)
