@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C kernels: vec_dot for F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K,
-// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ2_0, MXFP4, the grid IQ formats IQ3_S, IQ2_XS, IQ2_XXS,
-// IQ3_XXS and IQ2_S (kernels_avx2_iqgrid.h) and the activation quantizers of Q8_0, Q8_1 and Q8_K. The
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ2_0, MXFP4, the seven grid IQ formats (kernels_avx2_iqgrid.h)
+// and the activation quantizers of Q8_0, Q8_1 and Q8_K. The
 // avx512 and amx tables take the rows they lack from this one (isa.h).
 //
 // Compiled with -mavx2 -mfma -mf16c (this file only) and reached only through isa_kernels(),
@@ -732,6 +732,8 @@ constexpr IsaKernelRow kRows[] = {
     {DType::iq2_xxs, iq2_xxs_vec_dot, nullptr},
     {DType::iq3_xxs, iq3_xxs_vec_dot, nullptr},
     {DType::iq2_s, iq2_s_vec_dot, nullptr},
+    {DType::iq1_s, iq1_s_vec_dot, nullptr},
+    {DType::iq1_m, iq1_m_vec_dot, nullptr},
     {DType::q8_k, nullptr, q8_k_from_float},
 };
 

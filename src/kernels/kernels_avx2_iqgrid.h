@@ -1,5 +1,6 @@
 // Part of kernels_avx2.cpp (read its comment and kernels_x86.h's rules first): AVX2 vec_dot of
-// the grid IQ formats (quants_iq_grid.h) against Q8_K: IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S.
+// the grid IQ formats (quants_iq_grid.h) against Q8_K: IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S,
+// IQ1_S, IQ1_M.
 //
 // Each 32-element sub-block: the grid entries of its indices gathered by scalar loads into one
 // register (unsigned magnitudes <= 62), the signs moved onto the activations (sign_epi8 with
@@ -57,8 +58,19 @@ inline __m256i grid_sub(__m256i g, __m256i mask, const int8_t* y, __m256i mult) 
   return _mm256_madd_epi16(_mm256_maddubs_epi16(g, apply_signs(load256(y), mask)), mult);
 }
 
-// Rows of Block; Sub(x, y, &acc) adds the 8 int32 lanes of one block's scaled sums. kFactor: the
-// power of two of the format's float d (the scalar *_ints' d).
+// The fp16 bits of a block's scale (IQ1_M spreads them over the top nibbles of its scale words).
+template <typename Block>
+inline uint16_t d_bits(const Block& x) {
+  return x.d;
+}
+inline uint16_t d_bits(const BlockIQ1_M& x) {
+  uint16_t sc[4];
+  std::memcpy(sc, x.scales, sizeof sc);
+  return static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+}
+
+// Rows of Block; BlockSums(x, y, &acc) adds the 8 int32 lanes of one block's scaled sums.
+// kFactorLog2: the power of two of the format's float d (the scalar *_ints' d).
 template <typename Block, void (*BlockSums)(const Block&, const BlockQ8_K&, __m256i*), int kFactorLog2>
 float grid_vec_dot(int64_t n, const void* vx, const void* vy) {
   check_blocks(n, kQK_K);
@@ -70,7 +82,7 @@ float grid_vec_dot(int64_t n, const void* vx, const void* vy) {
     prefetch_ahead(&x[i], sizeof(Block));
     __m256i acc = _mm256_setzero_si256();
     BlockSums(x[i], y[i], &acc);
-    const float d = half(x[i].d) * factor;
+    const float d = half(d_bits(x[i])) * factor;
     sum += d * y[i].d * static_cast<float>(hsum_i32(acc));
   }
   return sum;
@@ -156,6 +168,58 @@ inline void iq2_s_sums(const BlockIQ2_S& x, const BlockQ8_K& y, __m256i* acc) {
   }
 }
 
+// IQ1_S / IQ1_M: q = 8 * grid + delta8 (grid bytes -1, 0, 1: sign_epi8 of 8 by them is 8 * grid;
+// q is odd, never 0), |q| <= 9, dotted by the sign trick like the other formats.
+inline __m256i iq1_values(__m256i grid, __m256i delta) {
+  return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), delta);
+}
+inline __m256i iq1_sub(__m256i q, const int8_t* y, __m256i mult) {
+  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(load256(y), q));
+  return _mm256_madd_epi16(p, mult);
+}
+inline int64_t delta_bytes(bool negative) { return negative ? -1 : 0x0101010101010101; }
+
+// IQ1_S: per sub-block a u16 qh: 4 x 3 index bits, a 3-bit scale, the delta sign (bit 15).
+inline void iq1_s_sums(const BlockIQ1_S& x, const BlockQ8_K& y, __m256i* acc) {
+  for (int ib = 0; ib < 8; ++ib) {
+    const int qh = x.qh[ib];
+    const uint8_t* q = x.qs + 4 * ib;
+    const __m256i g = _mm256_setr_epi64x(static_cast<int64_t>(kIq1sGrid[q[0] | ((qh << 8) & 0x700)]),
+                                         static_cast<int64_t>(kIq1sGrid[q[1] | ((qh << 5) & 0x700)]),
+                                         static_cast<int64_t>(kIq1sGrid[q[2] | ((qh << 2) & 0x700)]),
+                                         static_cast<int64_t>(kIq1sGrid[q[3] | ((qh >> 1) & 0x700)]));
+    const __m256i delta = _mm256_set1_epi64x(delta_bytes((qh & 0x8000) != 0));
+    const int s = 2 * ((qh >> 12) & 7) + 1;
+    *acc = _mm256_add_epi32(*acc, iq1_sub(iq1_values(g, delta), y.qs + 32 * ib, _mm256_set1_epi16(static_cast<int16_t>(s))));
+  }
+}
+
+// IQ1_M: per 8 elements a nibble of qh (3 index bits, the delta sign), 3-bit scales per 16
+// elements in the low 12 bits of the 4 scale words.
+inline void iq1_m_sums(const BlockIQ1_M& x, const BlockQ8_K& y, __m256i* acc) {
+  uint16_t sc[4];
+  std::memcpy(sc, x.scales, sizeof sc);
+  for (int ib = 0; ib < 8; ++ib) {
+    const uint8_t* q = x.qs + 4 * ib;
+    const int h0 = x.qh[2 * ib], h1 = x.qh[2 * ib + 1];
+    const __m256i g = _mm256_setr_epi64x(static_cast<int64_t>(kIq1sGrid[q[0] | ((h0 << 8) & 0x700)]),
+                                         static_cast<int64_t>(kIq1sGrid[q[1] | ((h0 << 4) & 0x700)]),
+                                         static_cast<int64_t>(kIq1sGrid[q[2] | ((h1 << 8) & 0x700)]),
+                                         static_cast<int64_t>(kIq1sGrid[q[3] | ((h1 << 4) & 0x700)]));
+    const __m256i delta = _mm256_setr_epi64x(delta_bytes((h0 & 0x08) != 0), delta_bytes((h0 & 0x80) != 0),
+                                             delta_bytes((h1 & 0x08) != 0), delta_bytes((h1 & 0x80) != 0));
+    const int w = sc[ib / 2] >> (6 * (ib % 2));  // halves 2 ib, 2 ib + 1: 3 bits each
+    *acc = _mm256_add_epi32(*acc, iq1_sub(iq1_values(g, delta), y.qs + 32 * ib,
+                                          scales_lo_hi(2 * (w & 7) + 1, 2 * ((w >> 3) & 7) + 1)));
+  }
+}
+
+float iq1_s_vec_dot(int64_t n, const void* vx, const void* vy) {
+  return grid_vec_dot<BlockIQ1_S, iq1_s_sums, -3>(n, vx, vy);
+}
+float iq1_m_vec_dot(int64_t n, const void* vx, const void* vy) {
+  return grid_vec_dot<BlockIQ1_M, iq1_m_sums, -3>(n, vx, vy);
+}
 float iq3_s_vec_dot(int64_t n, const void* vx, const void* vy) {
   return grid_vec_dot<BlockIQ3_S, iq3_s_sums, 0>(n, vx, vy);
 }

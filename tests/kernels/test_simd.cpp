@@ -81,7 +81,8 @@ const DType kActivationTypes[] = {DType::q8_0, DType::q8_1, DType::q8_k};
 // The low-bit types the x86 tables cover too (avx512 and amx through avx2's rows); NEON falls
 // back to the scalar rows for them.
 const DType kX86LowBitTypes[] = {DType::q2_k,  DType::q3_k,   DType::iq4_nl,  DType::iq4_xs,  DType::tq2_0, DType::mxfp4,
-                                 DType::iq3_s, DType::iq2_xs, DType::iq2_xxs, DType::iq3_xxs, DType::iq2_s};
+                                 DType::iq3_s, DType::iq2_xs, DType::iq2_xxs, DType::iq3_xxs, DType::iq2_s,
+                                 DType::iq1_s, DType::iq1_m};
 
 // ---- ISA selection ----------------------------------------------------------------------------
 
@@ -435,6 +436,17 @@ uint16_t pick_half(std::mt19937& rng, uint16_t h) {
 // fields from pick_half; plain types: values of magnitude up to `h` (or N(0, 1)).
 std::vector<uint8_t> random_weights(DType type, int64_t n, std::mt19937& rng, uint16_t h) {
   std::vector<uint8_t> bytes = test::row_bytes(type, n);
+  if (type == DType::iq1_m) {  // its fp16 d is spread over the top nibbles of its 4 scale words
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+    for (size_t at = 0; at < bytes.size(); at += sizeof(BlockIQ1_M)) {
+      const uint16_t d = pick_half(rng, h);
+      for (size_t k = 0; k < 4; ++k) {
+        uint8_t& top = bytes[at + offsetof(BlockIQ1_M, scales) + 2 * k + 1];
+        top = static_cast<uint8_t>((top & 0x0f) | (((d >> (4 * k)) & 0x0f) << 4));
+      }
+    }
+    return bytes;
+  }
   if (const Fields* f = fields_of(type)) {
     for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
     const size_t bs = dtype_traits(type).type_size;
