@@ -26,7 +26,7 @@ head -c 16384 "$shared/models/stories260K-f16.gguf" > "$work/gguf/stories-head.g
 ./build/release/src/tools/edgelm synth -o "$work/iq-base.gguf" --dim 32 --layers 1 --ff 256 --heads 2 --kv-heads 1 --n-vocab 16 --type f16 2>/dev/null
 for t in iq2_xxs:16 iq2_xs:17 iq3_xxs:18 iq1_s:19 iq3_s:21 iq2_s:22 iq1_m:29; do
   cp "$work/iq-base.gguf" "$work/gguf/${t%%:*}.gguf"
-  python3 scripts/gguf_retype.py "$work/gguf/${t%%:*}.gguf" blk.0.ffn_down.weight "${t##*:}"
+  python3 scripts/gguf_retype.py "$work/gguf/${t%%:*}.gguf" 'blk\.0\.ffn_down\.weight' "${t##*:}"
 done
 
 # Text seeds: the reference tokenizer test strings, each prefixed by a selector byte.

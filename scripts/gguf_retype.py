@@ -5,8 +5,10 @@ reads but cannot write (the grid IQ formats, which only llama.cpp's quantizer wr
 The tensor keeps its data offset and its bytes (they become the blocks of the new type: any bytes
 are a valid grid-IQ block), so the new type must take no more bytes than the old one; the
 offsets of the other tensors stay valid. Standard library only.
-Usage: gguf_retype.py FILE TENSOR_NAME GGML_TYPE_ID
+Usage: gguf_retype.py FILE TENSOR_NAME_REGEX GGML_TYPE_ID  (every tensor whose whole name matches)
 """
+import mmap
+import re
 import struct
 import sys
 
@@ -17,8 +19,10 @@ SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  
 
 
 def main():
-    path, name, new_type = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
-    buf = bytearray(open(path, 'rb').read())
+    path, pattern, new_type = sys.argv[1], re.compile(sys.argv[2].encode()), int(sys.argv[3])
+    f = open(path, 'r+b')
+    buf = mmap.mmap(f.fileno(), 0)
+    done = 0
     assert buf[:4] == b'GGUF', 'not a GGUF file'
     n_tensors, n_kv = struct.unpack_from('<QQ', buf, 8)
     at = 24
@@ -48,7 +52,7 @@ def main():
         dims = struct.unpack_from('<%dQ' % n_dims, buf, at + 4)
         at += 4 + 8 * n_dims
         (old_type,) = struct.unpack_from('<I', buf, at)
-        if tname == name:
+        if pattern.fullmatch(tname):
             n = 1
             for d in dims:
                 n *= d
@@ -56,10 +60,11 @@ def main():
             assert dims[0] % nb == 0, 'row length %d is not a multiple of %d' % (dims[0], nb)
             assert n // nb * nsz <= n // ob * osz, 'the new type needs more bytes than the old one'
             struct.pack_into('<I', buf, at, new_type)
-            open(path, 'wb').write(buf)
-            return
+            done += 1
         at += 4 + 8
-    sys.exit('no tensor named %s' % name.decode())
+    buf.flush()
+    if done == 0:
+        sys.exit('no tensor matches %s' % sys.argv[2])
 
 
 main()

@@ -2,14 +2,15 @@
 // IQ3_XXS, IQ3_S, IQ1_S, IQ1_M; quants_iq_grid.h) as groups of kRows rows.
 //
 // The repack decodes every block of a group to its integer form (the scalar library's *_ints:
-// d * sc[16-element sub-block] * q, q int8 with the signs applied, |q| <= 62, sc odd <= 31) and
-// stores it in the K formats' WK6 layout: q per 32-element sub-block transposed as the int8 tiles
-// take it, the 16 scales as multipliers (set_mult), and as pairs in scp for VNNI's zero point.
-// AVX2: |q| . sign(y, q) with maddubs, int16 sums of kFlush groups (pairs <= 2 * 62 * 127; the
-// caller picks kFlush from the format's bound), widened by madd with the half's scale. VNNI:
-// q + 128 as unsigned bytes, tile_k16 with zero point 128. Every (row, token) block sum is the
-// scalar vec_dot's exact isum; the float epilogue differs from it by reassociation only
-// (tests/kernels/test_gemm.cpp).
+// d * sc[16-element sub-block] * q, q int8 with the signs applied, sc odd <= 31) and stores it in
+// the K formats' WK6 layout, as Q3_K and Q6_K are: q + (1 << kShift) as unsigned bytes per
+// 32-element sub-block, transposed as the tiles take them, the 16 scales as multipliers
+// (set_mult) and as pairs in scp for the zero point, which tile_k16 subtracts as
+// (1 << kShift) * sum_j sc_j * bsums_j. kShift 4 where |q| <= 15 (IQ3_S, IQ1_S, IQ1_M: q + 16 in
+// [1, 31], AVX2 int16 sums of 4 groups, 8 * 31 * 127 < 2^15), 6 where |q| <= 62 (the IQ2 formats,
+// IQ3_XXS: q + 64 in [2, 126], pairs <= 2 * 126 * 127 < 2^15, widened every group). Every
+// (row, token) block sum is the scalar vec_dot's exact isum; the float epilogue differs from it
+// by reassociation only (tests/kernels/test_gemm.cpp).
 #pragma once
 #if !defined(EDGELM_GEMM_VNNI) || !defined(EDGELM_GEMM_ZMM) || !defined(EDGELM_GEMM_TABLE)
 #error "gemm_x86_iqgrid.h is part of gemm_x86_impl.h, the body of gemm_avx2.cpp, gemm_avxvnni.cpp and gemm_avx512.cpp only"
@@ -21,8 +22,8 @@
 namespace edgelm::kernels::x86 {
 namespace {
 
-// kInts: the format's *_ints; kBlockBytes: its block size in bytes.
-template <GridIntsFn kInts, size_t kBlockBytes>
+// kInts: the format's *_ints; kBlockBytes: its block size in bytes; q stored as q + (1 << kShift).
+template <GridIntsFn kInts, size_t kBlockBytes, int kShift>
 void repack_iq_grid(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
   const uint8_t* rows[kRows];
   group_rows(w, r0, n_rows, rows);
@@ -47,8 +48,7 @@ void repack_iq_grid(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scrat
       for (int h = 0; h < kHalves; ++h) {
         __m256i v[8];
         for (int i = 0; i < 8; ++i) {
-          v[i] = load256(g[8 * h + i].q + 32 * s);
-          if (EDGELM_GEMM_VNNI) v[i] = _mm256_xor_si256(v[i], _mm256_set1_epi8(static_cast<char>(0x80)));
+          v[i] = _mm256_add_epi8(load256(g[8 * h + i].q + 32 * s), _mm256_set1_epi8(static_cast<char>(1 << kShift)));
         }
         store_transposed(o.q[s], h, v);
       }
@@ -56,61 +56,13 @@ void repack_iq_grid(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scrat
   }
 }
 
-#if !EDGELM_GEMM_VNNI
-// Signed weights with a multiplier per 16 elements (mult_lo for groups 0-3, mult_hi for 4-7):
-// |w| . sign(y, w), int16 sums of kFlush groups (kFlush 2: |w| <= 64; 4: |w| <= 32), widened.
-template <int T, int kFlush, typename Groups>
-inline void sub_dot_s8_split(Groups q, const int8_t* const y[T], VI mult_lo, VI mult_hi, VI acc[T]) {
-#pragma GCC unroll 8
-  for (int h = 0; h < 8; h += kFlush) {
-    VI p[T];
-#pragma GCC unroll 8
-    for (int g = h; g < h + kFlush; ++g) {
-      const VI w = q(g);
-      const VI aw = _mm256_sign_epi8(w, w);
-      for (int t = 0; t < T; ++t) {
-        const VI pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(vi_bcast(y[t] + 4 * g), w));
-        p[t] = g == h ? pr : _mm256_add_epi16(p[t], pr);
-        in_order(p[t]);
-      }
-    }
-    const VI mult = h < 4 ? mult_lo : mult_hi;
-    for (int t = 0; t < T; ++t) add_in_order(acc[t], vi_madd16(p[t], mult));
-  }
-}
-#endif
-
-template <int T, int kFlush>
-void tile_iq_grid(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
-#if EDGELM_GEMM_VNNI
-  tile_k16<T, 8, 7>(wb, nb, y, out, ldo, n_rows);  // q + 128: zero point 1 << 7
-#else
-  VF facc[T];
-  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
-  for (int64_t b = 0; b < nb; ++b) {
-    const WK6& w = wb[b];
-    VI acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = vi_zero();
-    for (int s = 0; s < 8; ++s) {
-      const int8_t* yq[T];
-      for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
-      sub_dot_s8_split<T, kFlush>(from_scratch(w.q[s]), yq, vi_load(w.sc[2 * s]), vi_load(w.sc[2 * s + 1]), acc);
-    }
-    const VF d = vf_load(w.d);
-    for (int t = 0; t < T; ++t) facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(acc[t]), facc[t]);
-  }
-  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
-#endif
-}
-
-// kFlush per format: 4 where |q| <= 15 (IQ3_S, IQ1_S, IQ1_M: 8 * 15 * 127 < 2^15), else 2
-// (|q| <= 62: 4 * 62 * 127 = 31496).
-template <int kFlush>
+// tile_k16 with zero point 1 << kShift; kFlush: the int16 groups of AVX2 (IqGridTile).
+template <int kShift, int kFlush>
 struct IqGridTile {
   template <int T>
   struct Of {
     static void run(const WK6* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
-      tile_iq_grid<T, kFlush>(wb, nb, y, out, ldo, n_rows);
+      tile_k16<T, kFlush, kShift>(wb, nb, y, out, ldo, n_rows);
     }
   };
 };

@@ -90,18 +90,27 @@ float grid_vec_dot(int64_t n, const void* vx, const void* vy) {
 
 // IQ3_S: per sub-block ib, 8 grid indices qs[8 ib + l] | (bit l of qh[ib]) << 8, one sign bit per
 // element (signs[4 ib ..]), one 4-bit scale per sub-block.
+inline __m256i grid8(const uint32_t* grid, const int32_t* idx) {
+  return _mm256_setr_epi32(static_cast<int>(grid[idx[0]]), static_cast<int>(grid[idx[1]]), static_cast<int>(grid[idx[2]]),
+                           static_cast<int>(grid[idx[3]]), static_cast<int>(grid[idx[4]]), static_cast<int>(grid[idx[5]]),
+                           static_cast<int>(grid[idx[6]]), static_cast<int>(grid[idx[7]]));
+}
+
 inline void iq3_s_sums(const BlockIQ3_S& x, const BlockQ8_K& y, __m256i* acc) {
+  // The 64 indices qs[k] | (bit k % 8 of qh[k / 8]) << 8 formed 8 at a time in int32 lanes and
+  // stored, so the scalar side only loads (the grid lookups are what limits this loop).
+  const __m256i shifts = _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1);
+  const __m256i bit8 = _mm256_set1_epi32(256);
+  alignas(32) int32_t idx[64];
   for (int ib = 0; ib < 8; ++ib) {
-    const uint8_t* q = x.qs + 8 * ib;
-    const int h = x.qh[ib] << 8;
-    const __m256i g = _mm256_setr_epi32(
-        static_cast<int>(kIq3sGrid[q[0] | (h & 256)]), static_cast<int>(kIq3sGrid[q[1] | ((h >> 1) & 256)]),
-        static_cast<int>(kIq3sGrid[q[2] | ((h >> 2) & 256)]), static_cast<int>(kIq3sGrid[q[3] | ((h >> 3) & 256)]),
-        static_cast<int>(kIq3sGrid[q[4] | ((h >> 4) & 256)]), static_cast<int>(kIq3sGrid[q[5] | ((h >> 5) & 256)]),
-        static_cast<int>(kIq3sGrid[q[6] | ((h >> 6) & 256)]), static_cast<int>(kIq3sGrid[q[7] | ((h >> 7) & 256)]));
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.qs + 8 * ib)));
+    const __m256i hi = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(x.qh[ib]), shifts), bit8);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 8 * ib), _mm256_or_si256(lo, hi));
+  }
+  for (int ib = 0; ib < 8; ++ib) {
     const int s = 1 + 2 * ((x.scales[ib / 2] >> (4 * (ib % 2))) & 0x0f);
-    *acc = _mm256_add_epi32(*acc, grid_sub(g, bits_to_bytes(x.signs + 4 * ib), y.qs + 32 * ib,
-                                           _mm256_set1_epi16(static_cast<int16_t>(s))));
+    *acc = _mm256_add_epi32(*acc, grid_sub(grid8(kIq3sGrid, idx + 8 * ib), bits_to_bytes(x.signs + 4 * ib),
+                                           y.qs + 32 * ib, _mm256_set1_epi16(static_cast<int16_t>(s))));
   }
 }
 
