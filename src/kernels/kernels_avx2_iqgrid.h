@@ -115,16 +115,33 @@ inline void iq3_s_sums(const BlockIQ3_S& x, const BlockQ8_K& y, __m256i* acc) {
 }
 
 // IQ2_XS: per 8 elements a u16, 9-bit grid index and 7-bit sign index; 4-bit scales per 16.
+// The 32 sign bytes of a block are completed in SIMD (bit 7 = the parity of the 7 stored bits,
+// looked up per nibble of bits 0-3 xor 4-6) and expanded per sub-block like IQ3_S's.
+inline void iq2_xs_signs(const uint16_t* qs, uint8_t out[32]) {
+  const __m256i parity = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0, -128,
+                                          -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+  __m256i full[2];
+  for (int k = 0; k < 2; ++k) {
+    const __m256i q = load256(qs + 16 * k);
+    const __m256i s7 = _mm256_srli_epi16(q, 9);
+    const __m256i nib = _mm256_and_si256(_mm256_xor_si256(s7, _mm256_srli_epi16(q, 13)), _mm256_set1_epi16(0x0f));
+    full[k] = _mm256_or_si256(s7, _mm256_shuffle_epi8(parity, nib));  // high bytes stay 0
+  }
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(full[0], full[1]), 0xd8);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), packed);
+}
+
 inline void iq2_xs_sums(const BlockIQ2_XS& x, const BlockQ8_K& y, __m256i* acc) {
+  alignas(32) uint8_t signs[32];
+  iq2_xs_signs(x.qs, signs);
   for (int ib = 0; ib < 8; ++ib) {
     const uint16_t* q = x.qs + 4 * ib;
     const __m256i g = _mm256_setr_epi64x(
         static_cast<int64_t>(kIq2xsGrid[q[0] & 511]), static_cast<int64_t>(kIq2xsGrid[q[1] & 511]),
         static_cast<int64_t>(kIq2xsGrid[q[2] & 511]), static_cast<int64_t>(kIq2xsGrid[q[3] & 511]));
-    const __m256i m = _mm256_setr_epi64x(static_cast<int64_t>(sign_mask(q[0] >> 9)), static_cast<int64_t>(sign_mask(q[1] >> 9)),
-                                         static_cast<int64_t>(sign_mask(q[2] >> 9)), static_cast<int64_t>(sign_mask(q[3] >> 9)));
     const int sc = x.scales[ib];
-    *acc = _mm256_add_epi32(*acc, grid_sub(g, m, y.qs + 32 * ib, scales_lo_hi(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1)));
+    *acc = _mm256_add_epi32(*acc, grid_sub(g, bits_to_bytes(signs + 4 * ib), y.qs + 32 * ib,
+                                           scales_lo_hi(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1)));
   }
 }
 
