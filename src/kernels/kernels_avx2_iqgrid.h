@@ -180,17 +180,28 @@ inline void iq3_xxs_sums(const BlockIQ3_XXS& x, const BlockQ8_K& y, __m256i* acc
 }
 
 // IQ2_S: 10-bit grid indices (qs | 2 bits of qh), one sign bit per element, 4-bit scales per 16.
+inline __m256i grid4(const uint64_t* grid, const int32_t* idx) {
+  return _mm256_setr_epi64x(static_cast<int64_t>(grid[idx[0]]), static_cast<int64_t>(grid[idx[1]]),
+                            static_cast<int64_t>(grid[idx[2]]), static_cast<int64_t>(grid[idx[3]]));
+}
+
+// Two qh-style bytes a, b as int32 lanes (a x 4, b x 4).
+inline __m256i bytes_4x2(int a, int b) { return _mm256_setr_m128i(_mm_set1_epi32(a), _mm_set1_epi32(b)); }
+
 inline void iq2_s_sums(const BlockIQ2_S& x, const BlockQ8_K& y, __m256i* acc) {
+  // Index g = qs[g] | ((qh[g / 4] >> 2 (g % 4)) & 3) << 8, 8 at a time in SIMD (see IQ3_S).
+  alignas(32) int32_t idx[32];
+  const __m256i shifts = _mm256_setr_epi32(8, 6, 4, 2, 8, 6, 4, 2);
+  for (int p = 0; p < 4; ++p) {
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.qs + 8 * p)));
+    const __m256i hi = _mm256_and_si256(_mm256_sllv_epi32(bytes_4x2(x.qh[2 * p], x.qh[2 * p + 1]), shifts),
+                                        _mm256_set1_epi32(0x300));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 8 * p), _mm256_or_si256(lo, hi));
+  }
   for (int ib = 0; ib < 8; ++ib) {
-    const uint8_t* q = x.qs + 4 * ib;
-    const int h = x.qh[ib] << 8;
-    const __m256i g = _mm256_setr_epi64x(static_cast<int64_t>(kIq2sGrid[q[0] | (h & 0x300)]),
-                                         static_cast<int64_t>(kIq2sGrid[q[1] | ((h >> 2) & 0x300)]),
-                                         static_cast<int64_t>(kIq2sGrid[q[2] | ((h >> 4) & 0x300)]),
-                                         static_cast<int64_t>(kIq2sGrid[q[3] | ((h >> 6) & 0x300)]));
     const int sc = x.scales[ib];
-    *acc = _mm256_add_epi32(*acc, grid_sub(g, bits_to_bytes(x.signs + 4 * ib), y.qs + 32 * ib,
-                                           scales_lo_hi(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1)));
+    *acc = _mm256_add_epi32(*acc, grid_sub(grid4(kIq2sGrid, idx + 4 * ib), bits_to_bytes(x.signs + 4 * ib),
+                                           y.qs + 32 * ib, scales_lo_hi(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1)));
   }
 }
 
@@ -205,7 +216,8 @@ inline __m256i iq1_sub(__m256i q, const int8_t* y, __m256i mult) {
 }
 inline int64_t delta_bytes(bool negative) { return negative ? -1 : 0x0101010101010101; }
 
-// IQ1_S: per sub-block a u16 qh: 4 x 3 index bits, a 3-bit scale, the delta sign (bit 15).
+// IQ1_S: per sub-block a u16 qh: 4 x 3 index bits, a 3-bit scale, the delta sign (bit 15). (Its
+// indices formed in SIMD, as IQ2_S's are, measured slower: 1.9 -> 2.0 ms at 4096 x 4096.)
 inline void iq1_s_sums(const BlockIQ1_S& x, const BlockQ8_K& y, __m256i* acc) {
   for (int ib = 0; ib < 8; ++ib) {
     const int qh = x.qh[ib];
@@ -225,17 +237,23 @@ inline void iq1_s_sums(const BlockIQ1_S& x, const BlockQ8_K& y, __m256i* acc) {
 inline void iq1_m_sums(const BlockIQ1_M& x, const BlockQ8_K& y, __m256i* acc) {
   uint16_t sc[4];
   std::memcpy(sc, x.scales, sizeof sc);
+  alignas(32) int32_t idx[32];
+  const __m256i spread = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), shifts = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+  for (int p = 0; p < 4; ++p) {  // index k = qs[k] | (nibble k of qh & 7) << 8
+    uint32_t h4;
+    std::memcpy(&h4, x.qh + 4 * p, 4);
+    const __m256i nib = _mm256_srlv_epi32(
+        _mm256_permutevar8x32_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(h4))), spread), shifts);
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.qs + 8 * p)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 8 * p),
+                       _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(nib, _mm256_set1_epi32(7)), 8)));
+  }
   for (int ib = 0; ib < 8; ++ib) {
-    const uint8_t* q = x.qs + 4 * ib;
     const int h0 = x.qh[2 * ib], h1 = x.qh[2 * ib + 1];
-    const __m256i g = _mm256_setr_epi64x(static_cast<int64_t>(kIq1sGrid[q[0] | ((h0 << 8) & 0x700)]),
-                                         static_cast<int64_t>(kIq1sGrid[q[1] | ((h0 << 4) & 0x700)]),
-                                         static_cast<int64_t>(kIq1sGrid[q[2] | ((h1 << 8) & 0x700)]),
-                                         static_cast<int64_t>(kIq1sGrid[q[3] | ((h1 << 4) & 0x700)]));
     const __m256i delta = _mm256_setr_epi64x(delta_bytes((h0 & 0x08) != 0), delta_bytes((h0 & 0x80) != 0),
                                              delta_bytes((h1 & 0x08) != 0), delta_bytes((h1 & 0x80) != 0));
     const int w = sc[ib / 2] >> (6 * (ib % 2));  // halves 2 ib, 2 ib + 1: 3 bits each
-    *acc = _mm256_add_epi32(*acc, iq1_sub(iq1_values(g, delta), y.qs + 32 * ib,
+    *acc = _mm256_add_epi32(*acc, iq1_sub(iq1_values(grid4(kIq1sGrid, idx + 4 * ib), delta), y.qs + 32 * ib,
                                           scales_lo_hi(2 * (w & 7) + 1, 2 * ((w >> 3) & 7) + 1)));
   }
 }
