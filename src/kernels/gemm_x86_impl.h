@@ -274,12 +274,12 @@ void run_iq4_xs(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int6
 }
 
 // The grid IQ formats (gemm_x86_iqgrid.h): zero point 16 (|q| <= 15) or 64 (|q| <= 62).
-template <GridIntsFn kInts, size_t kBlockBytes, bool kSmall>
+template <typename Format, bool kSmall>
 void run_iq_grid(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
                  int64_t ldo, uint8_t* scratch) {
   const int64_t nb = w.cols / kQK_K;
   constexpr int kShift = kSmall ? 4 : 6, kFlush = kSmall ? 4 : 1;
-  run_groups<ActQ8K, WK6, repack_iq_grid<kInts, kBlockBytes, kShift>, IqGridTile<kShift, kFlush>::template Of>(
+  run_groups<ActQ8K, WK6, repack_iq_grid<Format, kShift>, IqGridTile<kShift, kFlush>::template Of>(
       w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
 }
 

@@ -102,7 +102,7 @@ float iq3_s_vec_dot(int64_t n, const void* x, const void* y);
 float iq1_s_vec_dot(int64_t n, const void* x, const void* y);
 float iq1_m_vec_dot(int64_t n, const void* x, const void* y);
 
-// The integer form of one block (see the invariants); the SIMD GEMMs repack from it.
+// The integer form of one block (see the invariants), which the SIMD decoders reproduce.
 struct GridInts {
   float d;
   int8_t sc[16];    // per 16 elements
