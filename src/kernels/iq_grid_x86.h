@@ -12,7 +12,8 @@
 // The grid entries are looked up with scalar loads: AVX2 gathers measured slower on Zen 3. Where
 // forming an index takes several scalar operations (IQ3_S, IQ2_S, IQ1_M) the indices are formed
 // 8 at a time in SIMD and stored, so the scalar side only loads; IQ2_XS's sign bytes, parity bit
-// included, are completed in SIMD and expanded like IQ3_S's stored sign bits.
+// included, are completed in SIMD and expanded like IQ3_S's stored sign bits; the 16-element
+// scales of IQ2_XS and IQ2_S are decoded once per block and picked per sub-block by a shuffle.
 #pragma once
 #if !defined(EDGELM_KERNELS_AVX2_TU) && !defined(EDGELM_GEMM_TABLE)
 #error "iq_grid_x86.h is part of kernels_avx2.cpp and gemm_x86_impl.h only"
@@ -53,6 +54,30 @@ inline __m256i scales_lo_hi(int lo, int hi) {
   return _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(lo)), _mm_set1_epi16(static_cast<int16_t>(hi)));
 }
 inline __m256i scale32(int s) { return _mm256_set1_epi16(static_cast<int16_t>(s)); }
+
+// The 16 odd scales 2 s + 1 of 8 bytes of 4-bit scales (low nibble first) as bytes, in both
+// 128-bit lanes; mult_of_half picks sub-block ib's pair as madd multipliers with one shuffle
+// (byte 2 ib into the low lane's int16s, 2 ib + 1 into the high lane's).
+inline __m256i scale_bytes16(const uint8_t* scales) {
+  uint64_t b;
+  std::memcpy(&b, scales, 8);
+  const __m128i v = _mm_cvtsi64_si128(static_cast<long long>(b));
+  const __m128i nib = _mm_and_si128(_mm_unpacklo_epi8(v, _mm_srli_epi16(v, 4)), _mm_set1_epi8(0x0f));
+  return _mm256_broadcastsi128_si256(_mm_add_epi8(_mm_add_epi8(nib, nib), _mm_set1_epi8(1)));
+}
+struct HalfCtrl {
+  int8_t c[8][32];
+};
+constexpr HalfCtrl make_half_ctrl() {
+  HalfCtrl t{};
+  for (int ib = 0; ib < 8; ++ib)
+    for (int j = 0; j < 32; ++j) t.c[ib][j] = static_cast<int8_t>(j % 2 == 1 ? -128 : 2 * ib + (j >= 16 ? 1 : 0));
+  return t;
+}
+constexpr HalfCtrl kHalfCtrl = make_half_ctrl();
+inline __m256i mult_of_half(__m256i scale_bytes, int ib) {
+  return _mm256_shuffle_epi8(scale_bytes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kHalfCtrl.c[ib])));
+}
 
 inline __m256i grid8(const uint32_t* grid, const int32_t* idx) {
   return _mm256_setr_epi32(static_cast<int>(grid[idx[0]]), static_cast<int>(grid[idx[1]]), static_cast<int>(grid[idx[2]]),
@@ -114,13 +139,14 @@ struct Iq2Xs {
   static void subs(const Block& x, F&& f) {
     alignas(32) uint8_t sg[32];
     signs(x.qs, sg);
+    const __m256i mults = scale_bytes16(x.scales);
     for (int ib = 0; ib < 8; ++ib) {
       const uint16_t* q = x.qs + 4 * ib;
       const __m256i g = _mm256_setr_epi64x(
           static_cast<int64_t>(kIq2xsGrid[q[0] & 511]), static_cast<int64_t>(kIq2xsGrid[q[1] & 511]),
           static_cast<int64_t>(kIq2xsGrid[q[2] & 511]), static_cast<int64_t>(kIq2xsGrid[q[3] & 511]));
       const int lo = 2 * (x.scales[ib] & 15) + 1, hi = 2 * (x.scales[ib] >> 4) + 1;
-      f(ib, g, bits_to_bytes(sg + 4 * ib), scales_lo_hi(lo, hi), lo, hi);
+      f(ib, g, bits_to_bytes(sg + 4 * ib), mult_of_half(mults, ib), lo, hi);
     }
   }
 };
@@ -184,9 +210,10 @@ struct Iq2S {
                                           _mm256_set1_epi32(0x300));
       _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 8 * p), _mm256_or_si256(load_idx8(x.qs + 8 * p), hi));
     }
+    const __m256i mults = scale_bytes16(x.scales);
     for (int ib = 0; ib < 8; ++ib) {
       const int lo = 2 * (x.scales[ib] & 15) + 1, hi = 2 * (x.scales[ib] >> 4) + 1;
-      f(ib, grid4(kIq2sGrid, idx + 4 * ib), bits_to_bytes(x.signs + 4 * ib), scales_lo_hi(lo, hi), lo, hi);
+      f(ib, grid4(kIq2sGrid, idx + 4 * ib), bits_to_bytes(x.signs + 4 * ib), mult_of_half(mults, ib), lo, hi);
     }
   }
 };
