@@ -14,7 +14,8 @@
 // by reassociation only (tests/kernels/test_gemm.cpp).
 #pragma once
 #if !defined(EDGELM_GEMM_VNNI) || !defined(EDGELM_GEMM_ZMM) || !defined(EDGELM_GEMM_TABLE)
-#error "gemm_x86_iqgrid.h is part of gemm_x86_impl.h, the body of gemm_avx2.cpp, gemm_avxvnni.cpp and gemm_avx512.cpp only"
+#error \
+    "gemm_x86_iqgrid.h is part of gemm_x86_impl.h, the body of gemm_avx2.cpp, gemm_avxvnni.cpp and gemm_avx512.cpp only"
 #endif
 
 #include "kernels/gemm_x86_kquants.h"

@@ -80,8 +80,9 @@ inline __m256i mult_of_half(__m256i scale_bytes, int ib) {
 }
 
 inline __m256i grid8(const uint32_t* grid, const int32_t* idx) {
-  return _mm256_setr_epi32(static_cast<int>(grid[idx[0]]), static_cast<int>(grid[idx[1]]), static_cast<int>(grid[idx[2]]),
-                           static_cast<int>(grid[idx[3]]), static_cast<int>(grid[idx[4]]), static_cast<int>(grid[idx[5]]),
+  return _mm256_setr_epi32(static_cast<int>(grid[idx[0]]), static_cast<int>(grid[idx[1]]),
+                           static_cast<int>(grid[idx[2]]), static_cast<int>(grid[idx[3]]),
+                           static_cast<int>(grid[idx[4]]), static_cast<int>(grid[idx[5]]),
                            static_cast<int>(grid[idx[6]]), static_cast<int>(grid[idx[7]]));
 }
 inline __m256i grid4(const uint64_t* grid, const int32_t* idx) {
@@ -105,7 +106,8 @@ struct Iq3S {
     alignas(32) int32_t idx[64];
     const __m256i shifts = _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1);
     for (int ib = 0; ib < 8; ++ib) {
-      const __m256i hi = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(x.qh[ib]), shifts), _mm256_set1_epi32(256));
+      const __m256i hi =
+          _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(x.qh[ib]), shifts), _mm256_set1_epi32(256));
       _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 8 * ib), _mm256_or_si256(load_idx8(x.qs + 8 * ib), hi));
     }
     for (int ib = 0; ib < 8; ++ib) {
@@ -163,10 +165,11 @@ struct Iq2Xxs {
       uint32_t aux;
       std::memcpy(&aux, q + 8 * ib + 4, 4);
       const uint8_t* idx = q + 8 * ib;
-      const __m256i g = _mm256_setr_epi64x(
-          static_cast<int64_t>(kIq2xxsGrid[idx[0]]), static_cast<int64_t>(kIq2xxsGrid[idx[1]]),
-          static_cast<int64_t>(kIq2xxsGrid[idx[2]]), static_cast<int64_t>(kIq2xxsGrid[idx[3]]));
-      const __m256i m = _mm256_setr_epi64x(sign_mask(aux), sign_mask(aux >> 7), sign_mask(aux >> 14), sign_mask(aux >> 21));
+      const __m256i g =
+          _mm256_setr_epi64x(static_cast<int64_t>(kIq2xxsGrid[idx[0]]), static_cast<int64_t>(kIq2xxsGrid[idx[1]]),
+                             static_cast<int64_t>(kIq2xxsGrid[idx[2]]), static_cast<int64_t>(kIq2xxsGrid[idx[3]]));
+      const __m256i m =
+          _mm256_setr_epi64x(sign_mask(aux), sign_mask(aux >> 7), sign_mask(aux >> 14), sign_mask(aux >> 21));
       const int s = 2 * static_cast<int>(aux >> 28) + 1;
       f(ib, g, m, scale32(s), s, s);
     }
@@ -185,11 +188,12 @@ struct Iq3Xxs {
       uint32_t aux;
       std::memcpy(&aux, x.scales_and_signs + 4 * ib, 4);
       const uint8_t* q = x.qs + 8 * ib;
-      const __m256i g = _mm256_setr_epi32(
-          static_cast<int>(kIq3xxsGrid[q[0]]), static_cast<int>(kIq3xxsGrid[q[1]]), static_cast<int>(kIq3xxsGrid[q[2]]),
-          static_cast<int>(kIq3xxsGrid[q[3]]), static_cast<int>(kIq3xxsGrid[q[4]]), static_cast<int>(kIq3xxsGrid[q[5]]),
-          static_cast<int>(kIq3xxsGrid[q[6]]), static_cast<int>(kIq3xxsGrid[q[7]]));
-      const __m256i m = _mm256_setr_epi64x(sign_mask(aux), sign_mask(aux >> 7), sign_mask(aux >> 14), sign_mask(aux >> 21));
+      const __m256i g = _mm256_setr_epi32(static_cast<int>(kIq3xxsGrid[q[0]]), static_cast<int>(kIq3xxsGrid[q[1]]),
+                                          static_cast<int>(kIq3xxsGrid[q[2]]), static_cast<int>(kIq3xxsGrid[q[3]]),
+                                          static_cast<int>(kIq3xxsGrid[q[4]]), static_cast<int>(kIq3xxsGrid[q[5]]),
+                                          static_cast<int>(kIq3xxsGrid[q[6]]), static_cast<int>(kIq3xxsGrid[q[7]]));
+      const __m256i m =
+          _mm256_setr_epi64x(sign_mask(aux), sign_mask(aux >> 7), sign_mask(aux >> 14), sign_mask(aux >> 21));
       const int s = 2 * static_cast<int>(aux >> 28) + 1;
       f(ib, g, m, scale32(s), s, s);
     }
@@ -264,14 +268,16 @@ struct Iq1M {
     uint16_t sc[4];
     std::memcpy(sc, x.scales, sizeof sc);
     alignas(32) int32_t idx[32];  // k: qs[k] | (nibble k of qh & 7) << 8
-    const __m256i spread = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), shifts = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+    const __m256i spread = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3),
+                  shifts = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
     for (int p = 0; p < 4; ++p) {
       uint32_t h4;
       std::memcpy(&h4, x.qh + 4 * p, 4);
       const __m256i nib = _mm256_srlv_epi32(
           _mm256_permutevar8x32_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(h4))), spread), shifts);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 8 * p),
-                         _mm256_or_si256(load_idx8(x.qs + 8 * p), _mm256_slli_epi32(_mm256_and_si256(nib, _mm256_set1_epi32(7)), 8)));
+      _mm256_store_si256(
+          reinterpret_cast<__m256i*>(idx + 8 * p),
+          _mm256_or_si256(load_idx8(x.qs + 8 * p), _mm256_slli_epi32(_mm256_and_si256(nib, _mm256_set1_epi32(7)), 8)));
     }
     for (int ib = 0; ib < 8; ++ib) {
       const int h0 = x.qh[2 * ib], h1 = x.qh[2 * ib + 1];

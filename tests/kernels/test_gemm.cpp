@@ -7,7 +7,8 @@
 // below, at and above one 16-token tile (a padded last token tile), 1 to 40 sub-blocks, and
 // row ranges of the thread pool that start inside a tile. Data: quantized Gaussians, random
 // bits with finite scales, all-zero blocks, extreme scales (65504 and the smallest normal fp16)
-// and large-magnitude activations.
+// and large-magnitude activations. The grid IQ types have no quantizer: random bits with finite
+// scales stand in for the quantized Gaussians.
 //
 // Budget: both sides compute each sub-block's integer dot exactly and differ only in the float
 // summation of nb scaled terms (the scalar K kernels sum a super-block in integers first), so
@@ -111,7 +112,8 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data d
     // scale stand for "gaussian" (any index, sign and scale pattern is a valid block).
     const size_t bs = dtype_traits(type).type_size;
     for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
-    for (size_t at = 0; at < w.size(); at += bs) set_grid_d(type, w.data() + at, fp32_to_fp16(0.01f * static_cast<float>(rng() % 100 + 1)));
+    for (size_t at = 0; at < w.size(); at += bs)
+      set_grid_d(type, w.data() + at, fp32_to_fp16(0.01f * static_cast<float>(rng() % 100 + 1)));
   } else {
     for (int64_t r = 0; r < rows; ++r)
       traits_of(type).from_float(f.data() + r * cols, w.data() + r * dtype_row_bytes(type, cols), cols);

@@ -80,9 +80,9 @@ const DType kVecDotTypes[] = {DType::f32,  DType::f16,  DType::q4_0, DType::q4_1
 const DType kActivationTypes[] = {DType::q8_0, DType::q8_1, DType::q8_k};
 // The low-bit types the x86 tables cover too (avx512 and amx through avx2's rows); NEON falls
 // back to the scalar rows for them.
-const DType kX86LowBitTypes[] = {DType::q2_k,  DType::q3_k,   DType::iq4_nl,  DType::iq4_xs,  DType::tq2_0, DType::mxfp4,
-                                 DType::iq3_s, DType::iq2_xs, DType::iq2_xxs, DType::iq3_xxs, DType::iq2_s,
-                                 DType::iq1_s, DType::iq1_m};
+const DType kX86LowBitTypes[] = {DType::q2_k,    DType::q3_k,    DType::iq4_nl, DType::iq4_xs, DType::tq2_0,
+                                 DType::mxfp4,   DType::iq3_s,   DType::iq2_xs, DType::iq2_xxs, DType::iq3_xxs,
+                                 DType::iq2_s,   DType::iq1_s,   DType::iq1_m};
 
 // ---- ISA selection ----------------------------------------------------------------------------
 
