@@ -1,8 +1,7 @@
-// The scalar dot product of formats whose oracle is their dequantization: a block is decoded to
-// floats by the format's own decoder and dotted with the activation quants (Q8_K or Q8_0), the
-// activation scale applied once per block. Shared by the grid IQ, ternary and FP4 formats, whose
-// SIMD kernels are tested against it; a float dot, so it equals the dot of the dequantized rows
-// up to float rounding.
+// The scalar dot product of formats whose oracle is their dequantization (NVFP4): a block is
+// decoded to floats by the format's own decoder and dotted with the Q8_0 activation quants, the
+// activation scale applied once per block; a float dot, so it equals the dot of the dequantized
+// rows up to float rounding. Also row_blocks, the row-length check of the scalar kernels.
 #pragma once
 
 #include <cstdint>
@@ -18,22 +17,6 @@ namespace edgelm::kernels {
 inline int64_t row_blocks(int64_t n, int64_t block) {
   EDGELM_CHECK(n >= 0 && n % block == 0, "row length ", n, " is not a multiple of ", block);
   return n / block;
-}
-
-// Rows of Block (kQK_K elements each) against a row of Q8_K.
-template <class Block, void (*Decode)(const Block&, float*)>
-float dequant_dot_q8_k(int64_t n, const void* vx, const void* vy) {
-  const auto* x = static_cast<const Block*>(vx);
-  const auto* y = static_cast<const BlockQ8_K*>(vy);
-  float w[kQK_K];
-  double sum = 0.0;
-  for (int64_t i = 0, nb = row_blocks(n, kQK_K); i < nb; ++i) {
-    Decode(x[i], w);
-    float acc = 0.0f;
-    for (int j = 0; j < kQK_K; ++j) acc += w[j] * static_cast<float>(y[i].qs[j]);
-    sum += static_cast<double>(acc) * y[i].d;
-  }
-  return static_cast<float>(sum);
 }
 
 // Rows of Block (kBlock elements each, a multiple of 32) against a row of Q8_0.

@@ -40,9 +40,10 @@
 // offset 128) like the unsigned formats.
 // Results differ from the scalar vec_dot by float reassociation only (tests/kernels/test_gemm.cpp).
 //
-// The body is in five parts, included here in order: gemm_x86_regs.h (registers),
+// The body is in six parts, included here in order: gemm_x86_regs.h (registers),
 // gemm_x86_float.h (the float formats), gemm_x86_blocks.h (unpacking, activations, the integer
-// dot, legacy formats), gemm_x86_kquants.h (K formats), and below the drivers.
+// dot, legacy formats), gemm_x86_kquants.h (K formats), gemm_x86_iqgrid.h (grid IQ formats), and
+// below the drivers.
 #if !defined(EDGELM_GEMM_VNNI) || !defined(EDGELM_GEMM_ZMM) || !defined(EDGELM_GEMM_TABLE)
 #error "gemm_x86_impl.h is the body of gemm_avx2.cpp, gemm_avxvnni.cpp and gemm_avx512.cpp only"
 #endif
@@ -50,6 +51,7 @@
 
 #include "kernels/gemm_x86_float.h"
 #include "kernels/gemm_x86_kquants.h"
+#include "kernels/gemm_x86_iqgrid.h"
 
 namespace edgelm::kernels::x86 {
 namespace {
@@ -187,6 +189,16 @@ void run_iq4_xs(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int6
                 int64_t ldo, uint8_t* scratch) {
   const int64_t nb = w.cols / kQK_K;
   run_groups<ActQ8K, WK4, repack_iq4_xs, IQ4XSTile>(w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
+}
+
+// The grid IQ formats (gemm_x86_iqgrid.h): zero point 16 (|q| <= 15) or 64 (|q| <= 62).
+template <typename Format, bool kSmall>
+void run_iq_grid(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
+                 int64_t ldo, uint8_t* scratch) {
+  const int64_t nb = w.cols / kQK_K;
+  constexpr int kShift = kSmall ? 4 : 6, kFlush = kSmall ? 4 : 1;
+  run_groups<ActQ8K, WK6, repack_iq_grid<Format, kShift>, IqGridTile<kShift, kFlush>::template Of>(
+      w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
 }
 
 }  // namespace

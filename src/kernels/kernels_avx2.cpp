@@ -1,5 +1,6 @@
 // AVX2 + FMA + F16C kernels: vec_dot for F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K,
-// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS and the activation quantizers of Q8_0, Q8_1 and Q8_K. The
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ2_0, MXFP4, the seven grid IQ formats (kernels_avx2_iqgrid.h)
+// and the activation quantizers of Q8_0, Q8_1 and Q8_K. The
 // avx512 and amx tables take the rows they lack from this one (isa.h).
 //
 // Compiled with -mavx2 -mfma -mf16c (this file only) and reached only through isa_kernels(),
@@ -699,6 +700,15 @@ float mxfp4_vec_dot(int64_t n, const void* vx, const void* vy) {
   return sum;
 }
 
+}  // namespace
+}  // namespace edgelm::kernels::x86
+
+#define EDGELM_KERNELS_AVX2_TU
+#include "kernels/kernels_avx2_iqgrid.h"
+
+namespace edgelm::kernels::x86 {
+namespace {
+
 constexpr IsaKernelRow kRows[] = {
     {DType::f32, f32_vec_dot, nullptr},
     {DType::f16, f16_vec_dot, nullptr},
@@ -717,6 +727,13 @@ constexpr IsaKernelRow kRows[] = {
     {DType::iq4_xs, iq4_xs_vec_dot, nullptr},
     {DType::tq2_0, tq2_0_vec_dot, nullptr},
     {DType::mxfp4, mxfp4_vec_dot, nullptr},
+    {DType::iq3_s, iq3_s_vec_dot, nullptr},
+    {DType::iq2_xs, iq2_xs_vec_dot, nullptr},
+    {DType::iq2_xxs, iq2_xxs_vec_dot, nullptr},
+    {DType::iq3_xxs, iq3_xxs_vec_dot, nullptr},
+    {DType::iq2_s, iq2_s_vec_dot, nullptr},
+    {DType::iq1_s, iq1_s_vec_dot, nullptr},
+    {DType::iq1_m, iq1_m_vec_dot, nullptr},
     {DType::q8_k, nullptr, q8_k_from_float},
 };
 

@@ -26,9 +26,9 @@ extern const IsaKernels kAvx512Kernels;  // kernels_avx512.cpp
 constexpr int kAmxGemmCount = 4;
 extern const GemmKernel kAmxGemms[kAmxGemmCount];
 // Multi-token GEMMs (gemm_x86_impl.h) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
-// Q2_K, Q3_K, IQ4_XS, F32, F16, BF16: of the avx2 ISA (gemm_avx2.cpp), of avxvnni
-// (gemm_avxvnni.cpp) and of avx512 and amx (gemm_avx512.cpp, VNNI).
-constexpr int kX86GemmCount = 15;
+// Q2_K, Q3_K, IQ4_XS, the seven grid IQ formats, F32, F16, BF16: of the avx2 ISA (gemm_avx2.cpp),
+// of avxvnni (gemm_avxvnni.cpp) and of avx512 and amx (gemm_avx512.cpp, VNNI).
+constexpr int kX86GemmCount = 22;
 extern const GemmKernel kAvx2Gemms[kX86GemmCount];
 extern const GemmKernel kAvxVnniGemms[kX86GemmCount];
 extern const GemmKernel kAvx512Gemms[kX86GemmCount];

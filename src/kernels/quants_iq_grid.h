@@ -15,8 +15,16 @@
 //  - Dequantization reproduces gguf-py's numpy reference (gguf.quants) bit for bit: the scale
 //    first (d * (0.5 + s) * 0.25, d * (1 + 2 s), d * (2 s + 1)), then scale * grid * sign, or
 //    dl * (grid + delta) (the kernels library is compiled with -ffp-contract=off).
-//  - vec_dot(n, x, y) with y a row of Q8_K equals the dot of the dequantized row with y's
-//    dequantized quants up to float rounding (tests/kernels/test_quants_grid.cpp).
+//  - The integer form (the *_ints functions): a block is d * sc[e / 16] * q[e] with one float d
+//    (the fp16 scale times a power of two: 1/8, 1/4 or 1), small odd integer scales sc
+//    (2 s + 1 <= 31) and int8 q (grid * sign, |q| <= 62; IQ1: 8 * grid +- 1, |q| <= 9). Every
+//    product above is exact or rounds the same real value as the published formula, so
+//    to_float, which evaluates (d * sc) * q, is the reference bit for bit.
+//  - vec_dot(n, x, y) with y a row of Q8_K: per block the exact integer sum
+//    isum = sum_j sc[j] * sum_e q[e] y[e], then sum += d * d_y * isum in float, block by block.
+//    The SIMD kernels form the same isum and float expression, so they are bit-identical to it
+//    (tests/kernels/test_simd.cpp); it equals the dot of the dequantized rows up to float rounding
+//    (tests/kernels/test_quants_grid.cpp).
 //  - No quantizer: these formats are written by llama.cpp's quantizer with an importance matrix;
 //    edgelm reads them (quant_traits' from_float is null, `edgelm quantize` refuses them).
 //  - Every row function takes n elements, n a multiple of 256 (EDGELM_CHECK).
@@ -98,5 +106,20 @@ float iq1_m_vec_dot(int64_t n, const void* x, const void* y);
 // an importance matrix see quants_weighted.h). IQ2_XS is written only with an importance matrix
 // (quants_weighted.h), as the reference requires; the other grid types are read-only.
 void iq3_s_from_float(const float* x, void* y, int64_t n);
+
+// The integer form of one block (see the invariants), which the SIMD decoders reproduce.
+struct GridInts {
+  float d;
+  int8_t sc[16];    // per 16 elements
+  int8_t q[256];
+};
+using GridIntsFn = void (*)(const void* block, GridInts* out);
+void iq2_xxs_ints(const void* block, GridInts* out);
+void iq2_xs_ints(const void* block, GridInts* out);
+void iq2_s_ints(const void* block, GridInts* out);
+void iq3_xxs_ints(const void* block, GridInts* out);
+void iq3_s_ints(const void* block, GridInts* out);
+void iq1_s_ints(const void* block, GridInts* out);
+void iq1_m_ints(const void* block, GridInts* out);
 
 }  // namespace edgelm::kernels

@@ -7,7 +7,8 @@
 // below, at and above one 16-token tile (a padded last token tile), 1 to 40 sub-blocks, and
 // row ranges of the thread pool that start inside a tile. Data: quantized Gaussians, random
 // bits with finite scales, all-zero blocks, extreme scales (65504 and the smallest normal fp16)
-// and large-magnitude activations.
+// and large-magnitude activations. The grid IQ types have no quantizer: random bits with finite
+// scales stand in for the quantized Gaussians.
 //
 // Budget: both sides compute each sub-block's integer dot exactly and differ only in the float
 // summation of nb scaled terms (the scalar K kernels sum a super-block in integers first), so
@@ -29,6 +30,7 @@
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/quants_iq4.h"
+#include "kernels/quants_iq_grid.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "quant_test_util.h"
@@ -38,9 +40,11 @@ namespace {
 
 using test::traits_of;
 
-constexpr DType kGemmTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1,   DType::q5_0, DType::q5_1,
-                                DType::q4_k, DType::q5_k, DType::q6_k,   DType::f32,  DType::f16,
-                                DType::bf16, DType::q2_k, DType::q3_k,   DType::iq4_nl, DType::iq4_xs};
+constexpr DType kGemmTypes[] = {DType::q8_0,   DType::q4_0,    DType::q4_1,   DType::q5_0,  DType::q5_1,
+                                DType::q4_k,   DType::q5_k,    DType::q6_k,   DType::f32,   DType::f16,
+                                DType::bf16,   DType::q2_k,    DType::q3_k,   DType::iq4_nl, DType::iq4_xs,
+                                DType::iq3_s,  DType::iq2_xs,  DType::iq2_xxs, DType::iq2_s, DType::iq3_xxs,
+                                DType::iq1_s,  DType::iq1_m};
 
 bool is_float(DType type) { return type == DType::f32 || type == DType::f16 || type == DType::bf16; }
 bool is_legacy(DType type) {
@@ -56,7 +60,27 @@ std::vector<size_t> k_halves(DType type) {
     case DType::q3_k: return {offsetof(BlockQ3_K, d)};
     case DType::q6_k: return {offsetof(BlockQ6_K, d)};
     case DType::iq4_xs: return {offsetof(BlockIQ4_XS, d)};
+    case DType::iq3_s: return {offsetof(BlockIQ3_S, d)};
+    case DType::iq2_xs: return {offsetof(BlockIQ2_XS, d)};
+    case DType::iq2_xxs: return {offsetof(BlockIQ2_XXS, d)};
+    case DType::iq2_s: return {offsetof(BlockIQ2_S, d)};
+    case DType::iq3_xxs: return {offsetof(BlockIQ3_XXS, d)};
+    case DType::iq1_s: return {offsetof(BlockIQ1_S, d)};
     default: return {};
+  }
+}
+// Sets the fp16 scale of a block of a type without a quantizer: the d field, or IQ1_M's, spread
+// over the top nibbles of its four scale words.
+void set_grid_d(DType type, uint8_t* blk, uint16_t d) {
+  if (type != DType::iq1_m) {
+    std::memcpy(blk + k_halves(type).front(), &d, 2);
+    return;
+  }
+  for (int k = 0; k < 4; ++k) {
+    uint16_t sc;
+    std::memcpy(&sc, blk + offsetof(BlockIQ1_M, scales) + 2 * k, 2);
+    sc = static_cast<uint16_t>((sc & 0x0fff) | (((d >> (4 * k)) & 0xf) << 12));
+    std::memcpy(blk + offsetof(BlockIQ1_M, scales) + 2 * k, &sc, 2);
   }
 }
 // Bytes of fp16 fields at the start of a legacy block (d, and m for the formats with a min).
@@ -82,9 +106,18 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data d
     }
   }
   std::vector<uint8_t> w(dtype_row_bytes(type, cols) * static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r)
-    traits_of(type).from_float(f.data() + r * cols, w.data() + r * dtype_row_bytes(type, cols), cols);
   std::mt19937 rng(seed);
+  if (traits_of(type).from_float == nullptr) {
+    // The grid IQ formats have no quantizer (llama.cpp writes them): random bits with a finite
+    // scale stand for "gaussian" (any index, sign and scale pattern is a valid block).
+    const size_t bs = dtype_traits(type).type_size;
+    for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+    for (size_t at = 0; at < w.size(); at += bs)
+      set_grid_d(type, w.data() + at, fp32_to_fp16(0.01f * static_cast<float>(rng() % 100 + 1)));
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      traits_of(type).from_float(f.data() + r * cols, w.data() + r * dtype_row_bytes(type, cols), cols);
+  }
   const size_t block_bytes = dtype_traits(type).type_size;
   const size_t n_blocks = w.size() / block_bytes;
   for (size_t b = 0; b < n_blocks; ++b) {
@@ -103,6 +136,7 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data d
           // fp16 fields back to finite values.
           const uint16_t d = fp32_to_fp16(0.01f * static_cast<float>(rng() % 100 + 1));
           for (size_t at : k_halves(type)) std::memcpy(blk + at, &d, 2);
+          if (type == DType::iq1_m) set_grid_d(type, blk, d);
         }
         break;
       case Data::zero_blocks:
@@ -111,8 +145,12 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data d
       case Data::extreme_scales: {
         if (is_float(type)) break;
         const uint16_t h = (b % 2 == 0) ? fp32_to_fp16(65504.0f) : uint16_t{0x0400};  // max, smallest normal
-        const size_t at = is_legacy(type) ? 0 : k_halves(type).front();
-        std::memcpy(blk + at, &h, 2);
+        if (type == DType::iq1_m) {
+          set_grid_d(type, blk, h);
+        } else {
+          const size_t at = is_legacy(type) ? 0 : k_halves(type).front();
+          std::memcpy(blk + at, &h, 2);
+        }
         break;
       }
     }

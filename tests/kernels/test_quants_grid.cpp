@@ -11,12 +11,15 @@
 // the quantizer goldens from the same references on quant_input().
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "kernels/quants_fp4.h"
+#include "kernels/quants_iq_grid.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "quant_test_util.h"
@@ -173,6 +176,43 @@ TEST(GridQuants, VecDotMatchesTheDequantizedDot) {
     }
     const float got = t.vec_dot(n, q.data(), aq.data());
     EXPECT_NEAR(got, want, 1e-5 * mag + 1e-30) << "want " << want;
+  }
+}
+
+// The integer form the SIMD kernels work on (quants_iq_grid.h): within the bounds their int8 /
+// int16 arithmetic relies on, and (d * sc) * q is the dequantized value bit for bit.
+TEST(GridQuants, IntegerFormIsBoundedAndDequantizes) {
+  const std::pair<DType, GridIntsFn> types[] = {
+      {DType::iq2_xxs, iq2_xxs_ints}, {DType::iq2_xs, iq2_xs_ints}, {DType::iq2_s, iq2_s_ints},
+      {DType::iq3_xxs, iq3_xxs_ints}, {DType::iq3_s, iq3_s_ints},   {DType::iq1_s, iq1_s_ints},
+      {DType::iq1_m, iq1_m_ints}};
+  for (const auto& [type, ints] : types) {
+    SCOPED_TRACE(std::string(dtype_name(type)));
+    const bool iq1 = type == DType::iq1_s || type == DType::iq1_m;
+    std::vector<uint8_t> q = block_bytes(type);
+    // Plus blocks of all-ones bits (the largest indices, scales and sign patterns), scale kept.
+    const size_t bs = dtype_traits(type).type_size;
+    for (size_t at = 0; at < 4 * bs; ++at)
+      if (type == DType::iq1_m ? at % bs < 48 : at % bs >= 2) q[at] = 0xff;
+    const std::vector<float> f = test::dequantize(type, q.data(), elements(type));
+    int max_q = 0;
+    for (int b = 0; b < kBlocks; ++b) {
+      GridInts g;
+      ints(q.data() + b * bs, &g);
+      for (int j = 0; j < 16; ++j) {
+        EXPECT_EQ(g.sc[j] % 2, 1);
+        EXPECT_LE(g.sc[j], iq1 ? 15 : 31);
+        for (int e = 16 * j; e < 16 * j + 16; ++e) {
+          max_q = std::max(max_q, std::abs(static_cast<int>(g.q[e])));
+          const float want = f[static_cast<size_t>(256 * b + e)];
+          const float got = (g.d * static_cast<float>(g.sc[j])) * static_cast<float>(g.q[e]);
+          ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0) << "block " << b << " element " << e << ": " << got
+                                                             << " vs " << want;
+        }
+      }
+    }
+    EXPECT_LE(max_q, iq1 ? 9 : 62);
+    EXPECT_GT(max_q, iq1 ? 6 : 10);
   }
 }
 

@@ -8,8 +8,9 @@
 //    random data, rounding ties, the classic roundf pitfalls, zeros, huge and tiny values.
 //  - vec_dot: within a per-type rounding budget of the scalar vec_dot on random-bit and
 //    quantized-Gaussian rows, all-zero blocks, extreme fp16 scales (65504, the smallest normal),
-//    1, 3 and 7 blocks and a long row of 11008 elements; the K formats (and IQ4_XS, whose
-//    256-element super-blocks are finished the same way) bit-identical. IQ4_NL counts as Q8_0.
+//    1, 3 and 7 blocks and a long row of 11008 elements; the K formats (and IQ4_XS, TQ2_0 and
+//    the grid IQ formats, whose 256-element super-blocks are finished the same way: one exact
+//    integer sum, one float expression) bit-identical. IQ4_NL counts as Q8_0.
 //
 // Error budgets. Write mag = sum_i (|x_i| + 2 |off_i|) |y_i| over the dequantized rows, where
 // off_i is the min/offset part of x_i (formats with mins compute the scale part and the min part
@@ -51,6 +52,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant_traits.h"
 #include "kernels/quants_iq4.h"
+#include "kernels/quants_iq_grid.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "quant_test_util.h"
@@ -78,7 +80,9 @@ const DType kVecDotTypes[] = {DType::f32,  DType::f16,  DType::q4_0, DType::q4_1
 const DType kActivationTypes[] = {DType::q8_0, DType::q8_1, DType::q8_k};
 // The low-bit types the x86 tables cover too (avx512 and amx through avx2's rows); NEON falls
 // back to the scalar rows for them.
-const DType kX86LowBitTypes[] = {DType::q2_k, DType::q3_k, DType::iq4_nl, DType::iq4_xs, DType::tq2_0, DType::mxfp4};
+const DType kX86LowBitTypes[] = {DType::q2_k,    DType::q3_k,    DType::iq4_nl, DType::iq4_xs, DType::tq2_0,
+                                 DType::mxfp4,   DType::iq3_s,   DType::iq2_xs, DType::iq2_xxs, DType::iq3_xxs,
+                                 DType::iq2_s,   DType::iq1_s,   DType::iq1_m};
 
 // ---- ISA selection ----------------------------------------------------------------------------
 
@@ -131,7 +135,8 @@ TEST(IsaSelection, NamesSupportAndTables) {
     if (!isa_supported(isa)) continue;
     for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k,
                     DType::q6_k, DType::f32, DType::f16, DType::bf16, DType::q2_k, DType::q3_k, DType::iq4_nl,
-                    DType::iq4_xs})
+                    DType::iq4_xs, DType::iq3_s, DType::iq2_xs, DType::iq2_xxs, DType::iq2_s, DType::iq3_xxs,
+                    DType::iq1_s, DType::iq1_m})
       EXPECT_NE(isa_kernels(isa)->gemm(t), nullptr) << isa_name(isa) << " " << dtype_name(t);
   }
 #if defined(__x86_64__)
@@ -398,6 +403,12 @@ const std::vector<Fields> kFields = {
     {DType::q3_k, offsetof(BlockQ3_K, d), {offsetof(BlockQ3_K, d)}},
     {DType::iq4_nl, offsetof(BlockIQ4_NL, d), {offsetof(BlockIQ4_NL, d)}},
     {DType::iq4_xs, offsetof(BlockIQ4_XS, d), {offsetof(BlockIQ4_XS, d)}},
+    {DType::iq3_s, offsetof(BlockIQ3_S, d), {offsetof(BlockIQ3_S, d)}},
+    {DType::iq2_xs, offsetof(BlockIQ2_XS, d), {offsetof(BlockIQ2_XS, d)}},
+    {DType::iq2_xxs, offsetof(BlockIQ2_XXS, d), {offsetof(BlockIQ2_XXS, d)}},
+    {DType::iq3_xxs, offsetof(BlockIQ3_XXS, d), {offsetof(BlockIQ3_XXS, d)}},
+    {DType::iq2_s, offsetof(BlockIQ2_S, d), {offsetof(BlockIQ2_S, d)}},
+    {DType::iq1_s, offsetof(BlockIQ1_S, d), {offsetof(BlockIQ1_S, d)}},
 };
 
 const Fields* fields_of(DType t) {
@@ -425,6 +436,17 @@ uint16_t pick_half(std::mt19937& rng, uint16_t h) {
 // fields from pick_half; plain types: values of magnitude up to `h` (or N(0, 1)).
 std::vector<uint8_t> random_weights(DType type, int64_t n, std::mt19937& rng, uint16_t h) {
   std::vector<uint8_t> bytes = test::row_bytes(type, n);
+  if (type == DType::iq1_m) {  // its fp16 d is spread over the top nibbles of its 4 scale words
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+    for (size_t at = 0; at < bytes.size(); at += sizeof(BlockIQ1_M)) {
+      const uint16_t d = pick_half(rng, h);
+      for (size_t k = 0; k < 4; ++k) {
+        uint8_t& top = bytes[at + offsetof(BlockIQ1_M, scales) + 2 * k + 1];
+        top = static_cast<uint8_t>((top & 0x0f) | (((d >> (4 * k)) & 0x0f) << 4));
+      }
+    }
+    return bytes;
+  }
   if (const Fields* f = fields_of(type)) {
     for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
     const size_t bs = dtype_traits(type).type_size;
