@@ -23,6 +23,7 @@
 
 #include "core/check.h"
 #include "kernels/fp16.h"
+#include "kernels/quants_grid_search.h"
 #include "kernels/quants_iq_grid.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_weighted.h"
@@ -38,56 +39,21 @@ constexpr float kGroupMaxEps = 1e-15f;
 
 int nearest_int(float v) { return static_cast<int>(std::lrint(v)); }
 
-// The grid as 8 odd magnitudes 2 l + 1 per entry; the map from 8 l (2 bits each) to the grid
-// index, or for a point off the grid -(1 + offset of its neighbour list): its length, then the
-// grid indices at the two smallest squared distances, by (distance, index).
+// The grid search (quants_grid_search.h: 8 odd magnitudes 2 l + 1 per point, l of 2 bits, the
+// neighbours at the two smallest squared distances) and the sign table.
 struct Iq2xsTables {
-  int8_t grid[512][8];
-  std::vector<int> map;
-  std::vector<uint16_t> neighbours;
+  GridSearch<8, 2, 2, kMapSize> search;
   std::array<uint8_t, 128> signs;  // 7 stored bits -> 8 signs (even parity)
 };
 
 const Iq2xsTables& tables() {
   static const Iq2xsTables t = [] {
     Iq2xsTables r;
-    r.map.assign(kMapSize, -1);
-    for (int k = 0; k < 512; ++k) {
-      int index = 0;
-      for (int i = 0; i < 8; ++i) {
-        const int b = static_cast<int>((kIq2xsGrid[k] >> (8 * i)) & 0xff);  // 8, 25, 43 for l = 0, 1, 2
-        const int l = b == 8 ? 0 : b == 25 ? 1 : 2;
-        EDGELM_CHECK(b == 8 || b == 25 || b == 43, "IQ2_XS grid value ", b);
-        r.grid[k][i] = static_cast<int8_t>(2 * l + 1);
-        index |= l << (2 * i);
-      }
-      r.map[static_cast<size_t>(index)] = k;
-    }
-    std::vector<std::pair<int, int>> dist(512);
-    for (int u = 0; u < kMapSize; ++u) {
-      if (r.map[static_cast<size_t>(u)] >= 0) continue;
-      int pos[8];
-      for (int i = 0; i < 8; ++i) pos[i] = 2 * ((u >> (2 * i)) & 3) + 1;
-      for (int j = 0; j < 512; ++j) {
-        int d2 = 0;
-        for (int i = 0; i < 8; ++i) d2 += (r.grid[j][i] - pos[i]) * (r.grid[j][i] - pos[i]);
-        dist[static_cast<size_t>(j)] = {d2, j};
-      }
-      std::sort(dist.begin(), dist.end());
-      r.map[static_cast<size_t>(u)] = -static_cast<int>(r.neighbours.size() + 1);
-      const size_t count_at = r.neighbours.size();
-      r.neighbours.push_back(0);
-      int d2 = dist[0].first, have = 1;
-      for (const auto& [d, j] : dist) {
-        if (d > d2) {
-          if (have == 2) break;
-          d2 = d;
-          ++have;
-        }
-        r.neighbours.push_back(static_cast<uint16_t>(j));
-      }
-      r.neighbours[count_at] = static_cast<uint16_t>(r.neighbours.size() - count_at - 1);
-    }
+    r.search = GridSearch<8, 2, 2, kMapSize>::build([](int k, int i) {
+      const int b = static_cast<int>((kIq2xsGrid[k] >> (8 * i)) & 0xff);  // 8, 25, 43 for l = 0, 1, 2
+      EDGELM_CHECK(b == 8 || b == 25 || b == 43, "IQ2_XS grid value ", b);
+      return 2 * (b == 8 ? 0 : b == 25 ? 1 : 2) + 1;
+    });
     for (int i = 0; i < 128; ++i) {
       int parity = 0;
       for (int b = 0; b < 7; ++b) parity ^= (i >> b) & 1;
@@ -96,26 +62,6 @@ const Iq2xsTables& tables() {
     return r;
   }();
   return t;
-}
-
-int best_neighbour(const Iq2xsTables& t, int u, const float* xval, const float* w, float scale, int8_t* L) {
-  const uint16_t* list = t.neighbours.data() + (-t.map[static_cast<size_t>(u)] - 1);
-  float best_d2 = FLT_MAX;
-  int best = -1;
-  for (int j = 1; j <= list[0]; ++j) {
-    float d2 = 0;
-    for (int i = 0; i < 8; ++i) {
-      const float diff = scale * static_cast<float>(t.grid[list[j]][i]) - xval[i];
-      d2 += w[i] * diff * diff;
-    }
-    if (d2 < best_d2) {
-      best_d2 = d2;
-      best = list[j];
-    }
-  }
-  EDGELM_CHECK(best >= 0, "IQ2_XS: empty neighbour list");
-  for (int i = 0; i < 8; ++i) L[i] = static_cast<int8_t>((t.grid[best][i] - 1) / 2);
-  return best;
 }
 
 // Rounds xval at inverse scale `id` into L, moving an off-grid point to its best neighbour at
@@ -127,9 +73,9 @@ int round_point(const Iq2xsTables& t, const float* xval, const float* waux, floa
     L[i] = static_cast<int8_t>(std::clamp(nearest_int(0.5f * (id * xval[i] - 1)), 0, kMaxQ - 1));
     u |= L[i] << (2 * i);
   }
-  const int gi = t.map[static_cast<size_t>(u)];
+  const int gi = t.search.map[static_cast<size_t>(u)];
   *on_grid = gi >= 0;
-  return gi >= 0 ? gi : best_neighbour(t, u, xval, waux, scale, L);
+  return gi >= 0 ? gi : t.search.best_neighbour(u, xval, waux, scale, L);
 }
 
 void block_weights(const float* xb, const float* qw, float sigma2, float* weight) {
@@ -266,7 +212,7 @@ void iq2_xs_row(const float* x, void* vy, int64_t n, const float* qw) {
       for (int k = 0; k < 2; ++k) {
         int u = 0;
         for (int i = 0; i < 8; ++i) u |= L[8 * k + i] << (2 * i);
-        const int gi = t.map[static_cast<size_t>(u)];
+        const int gi = t.search.map[static_cast<size_t>(u)];
         EDGELM_CHECK(gi >= 0, "IQ2_XS: a point off the grid");
         q2[2 * ib + k] = static_cast<uint16_t>(gi | (block_signs[k] << 9));
       }

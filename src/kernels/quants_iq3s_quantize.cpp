@@ -23,6 +23,7 @@
 
 #include "core/check.h"
 #include "kernels/fp16.h"
+#include "kernels/quants_grid_search.h"
 #include "kernels/quants_iq_grid.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_weighted.h"
@@ -39,78 +40,14 @@ constexpr int kMapSize = 4096;  // 4 three-bit values
 
 int nearest_int(float v) { return static_cast<int>(std::lrint(v)); }
 
-// The grid as 4 odd magnitudes per entry, the map from a 4-tuple of l (3 bits each) to its grid
-// index, or for a tuple off the grid -(1 + offset of its neighbour list), the list being its
-// length followed by the grid indices at the 3 smallest squared distances, sorted by
-// (distance, index).
-struct Iq3sTables {
-  int8_t grid[512][4];
-  int map[kMapSize];
-  std::vector<uint16_t> neighbours;
-};
+// The grid search (quants_grid_search.h): 4 odd magnitudes per point, l of 3 bits, the
+// neighbours at the 3 smallest squared distances.
+using Iq3sTables = GridSearch<4, 3, 3, kMapSize>;
 
 const Iq3sTables& tables() {
-  static const Iq3sTables t = [] {
-    Iq3sTables r;
-    const uint32_t* g = kIq3sGrid;
-    std::fill(std::begin(r.map), std::end(r.map), -1);
-    for (int k = 0; k < 512; ++k) {
-      int index = 0;
-      for (int i = 0; i < 4; ++i) {
-        r.grid[k][i] = static_cast<int8_t>((g[k] >> (8 * i)) & 0xff);
-        index |= ((r.grid[k][i] - 1) / 2) << (3 * i);
-      }
-      r.map[index] = k;
-    }
-    std::vector<std::pair<int, int>> dist(512);
-    for (int u = 0; u < kMapSize; ++u) {
-      if (r.map[u] >= 0) continue;
-      int pos[4];
-      for (int i = 0; i < 4; ++i) pos[i] = 2 * ((u >> (3 * i)) & 7) + 1;
-      for (int j = 0; j < 512; ++j) {
-        int d2 = 0;
-        for (int i = 0; i < 4; ++i) d2 += (r.grid[j][i] - pos[i]) * (r.grid[j][i] - pos[i]);
-        dist[static_cast<size_t>(j)] = {d2, j};
-      }
-      std::sort(dist.begin(), dist.end());
-      r.map[u] = -static_cast<int>(r.neighbours.size() + 1);
-      const size_t count_at = r.neighbours.size();
-      r.neighbours.push_back(0);
-      int d2 = dist[0].first, have = 1;
-      for (const auto& [d, j] : dist) {
-        if (d > d2) {
-          if (have == 3) break;
-          d2 = d;
-          ++have;
-        }
-        r.neighbours.push_back(static_cast<uint16_t>(j));
-      }
-      r.neighbours[count_at] = static_cast<uint16_t>(r.neighbours.size() - count_at - 1);
-    }
-    return r;
-  }();
+  static const Iq3sTables t =
+      Iq3sTables::build([](int k, int i) { return static_cast<int>((kIq3sGrid[k] >> (8 * i)) & 0xff); });
   return t;
-}
-
-// The neighbour of off-grid tuple `u` closest to x / scale (weights w); writes its l to L.
-int best_neighbour(const Iq3sTables& t, int u, const float* xval, const float* w, float scale, int8_t* L) {
-  const uint16_t* list = t.neighbours.data() + (-t.map[u] - 1);
-  float best_d2 = FLT_MAX;
-  int best = -1;
-  for (int j = 1; j <= list[0]; ++j) {
-    float d2 = 0;
-    for (int i = 0; i < 4; ++i) {
-      const float diff = scale * static_cast<float>(t.grid[list[j]][i]) - xval[i];
-      d2 += w[i] * diff * diff;
-    }
-    if (d2 < best_d2) {
-      best_d2 = d2;
-      best = list[j];
-    }
-  }
-  EDGELM_CHECK(best >= 0, "IQ3_S: empty neighbour list");
-  for (int i = 0; i < 4; ++i) L[i] = static_cast<int8_t>((t.grid[best][i] - 1) / 2);
-  return best;
 }
 
 int tuple_of(const int8_t* L) {
@@ -164,8 +101,8 @@ void iq3_s_row(const float* x, void* vy, int64_t n, const float* qw) {
             Laux[4 * k + i] =
                 static_cast<int8_t>(std::clamp(nearest_int(0.5f * (id * xval[4 * k + i] - 1)), 0, kMaxQ - 1));
           const int u = tuple_of(Laux + 4 * k);
-          on_grid_aux[k] = t.map[u] >= 0;
-          if (!on_grid_aux[k]) best_neighbour(t, u, xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
+          on_grid_aux[k] = t.map[static_cast<size_t>(u)] >= 0;
+          if (!on_grid_aux[k]) t.best_neighbour(u, xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
         }
         float sumqx = 0, sumq2 = 0;
         for (int i = 0; i < kBlock; ++i) {
@@ -188,7 +125,7 @@ void iq3_s_row(const float* x, void* vy, int64_t n, const float* qw) {
             L[4 * k + i] =
                 static_cast<int8_t>(std::clamp(nearest_int(0.5f * (id * xval[4 * k + i] - 1)), 0, kMaxQ - 1));
           const int u = tuple_of(L + 4 * k);
-          if (t.map[u] < 0) best_neighbour(t, u, xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
+          if (t.map[static_cast<size_t>(u)] < 0) t.best_neighbour(u, xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
         }
         float sumqx = 0, sumq2 = 0;
         for (int i = 0; i < kBlock; ++i) {
@@ -203,7 +140,7 @@ void iq3_s_row(const float* x, void* vy, int64_t n, const float* qw) {
         for (uint8_t& s : signs) s = static_cast<uint8_t>(~s);
       }
       for (int k = 0; k < kBlock / 4; ++k) {
-        const int gi = t.map[tuple_of(L + 4 * k)];
+        const int gi = t.map[static_cast<size_t>(tuple_of(L + 4 * k))];
         EDGELM_CHECK(gi >= 0, "IQ3_S: a point off the grid");
         const int slot = ib * (kBlock / 4) + k;
         b.qs[slot] = static_cast<uint8_t>(gi & 255);

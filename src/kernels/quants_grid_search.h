@@ -1,0 +1,94 @@
+// The search structure the grid IQ quantizers share (quants_iq2xs_quantize.cpp,
+// quants_iq3s_quantize.cpp): a 512-point grid of N-element points whose elements are odd
+// magnitudes 2 l + 1 (l of kBits bits), a map from every N-tuple of l to its grid index, and for
+// a tuple off the grid its neighbour list: the grid points at the kNear smallest squared
+// distances from it, sorted by (distance, index). This is the published quantizers' search (the
+// reference builds the same tables once per type), so the bytes they write follow from it.
+//
+// Invariants: map[u] >= 0 is u's grid index; map[u] < 0 is -(1 + offset) of u's list in
+// `neighbours`, whose first entry is the list's length (>= 1).
+#pragma once
+
+#include <algorithm>
+#include <cfloat>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/check.h"
+
+namespace edgelm::kernels {
+
+// kMapSize: the tuples mapped, [0, kMapSize) (the reference's table sizes: every tuple, or for
+// IQ2_XS up to the largest valid one).
+template <int N, int kBits, int kNear, int kMapSize>
+struct GridSearch {
+  int8_t grid[512][N];
+  std::vector<int> map;
+  std::vector<uint16_t> neighbours;
+
+  // mag(k, i): element i of grid point k as its odd magnitude 2 l + 1.
+  template <typename Mag>
+  static GridSearch build(Mag mag) {
+    GridSearch r;
+    r.map.assign(static_cast<size_t>(kMapSize), -1);
+    for (int k = 0; k < 512; ++k) {
+      int index = 0;
+      for (int i = 0; i < N; ++i) {
+        r.grid[k][i] = static_cast<int8_t>(mag(k, i));
+        index |= ((r.grid[k][i] - 1) / 2) << (kBits * i);
+      }
+      r.map[static_cast<size_t>(index)] = k;
+    }
+    std::vector<std::pair<int, int>> dist(512);
+    for (int u = 0; u < kMapSize; ++u) {
+      if (r.map[static_cast<size_t>(u)] >= 0) continue;
+      int pos[N];
+      for (int i = 0; i < N; ++i) pos[i] = 2 * ((u >> (kBits * i)) & ((1 << kBits) - 1)) + 1;
+      for (int j = 0; j < 512; ++j) {
+        int d2 = 0;
+        for (int i = 0; i < N; ++i) d2 += (r.grid[j][i] - pos[i]) * (r.grid[j][i] - pos[i]);
+        dist[static_cast<size_t>(j)] = {d2, j};
+      }
+      std::sort(dist.begin(), dist.end());
+      r.map[static_cast<size_t>(u)] = -static_cast<int>(r.neighbours.size() + 1);
+      const size_t count_at = r.neighbours.size();
+      r.neighbours.push_back(0);
+      int d2 = dist[0].first, have = 1;
+      for (const auto& dj : dist) {
+        if (dj.first > d2) {
+          if (have == kNear) break;
+          d2 = dj.first;
+          ++have;
+        }
+        r.neighbours.push_back(static_cast<uint16_t>(dj.second));
+      }
+      r.neighbours[count_at] = static_cast<uint16_t>(r.neighbours.size() - count_at - 1);
+    }
+    return r;
+  }
+
+  // The neighbour of off-grid tuple u closest to xval / scale by the weighted squared distance
+  // (weights w; the first of equals); writes its l to L and returns its grid index.
+  int best_neighbour(int u, const float* xval, const float* w, float scale, int8_t* L) const {
+    const uint16_t* list = neighbours.data() + (-map[static_cast<size_t>(u)] - 1);
+    float best_d2 = FLT_MAX;
+    int best = -1;
+    for (int j = 1; j <= list[0]; ++j) {
+      float d2 = 0;
+      for (int i = 0; i < N; ++i) {
+        const float diff = scale * static_cast<float>(grid[list[j]][i]) - xval[i];
+        d2 += w[i] * diff * diff;
+      }
+      if (d2 < best_d2) {
+        best_d2 = d2;
+        best = list[j];
+      }
+    }
+    EDGELM_CHECK(best >= 0, "grid quantizer: empty neighbour list");
+    for (int i = 0; i < N; ++i) L[i] = static_cast<int8_t>((grid[best][i] - 1) / 2);
+    return best;
+  }
+};
+
+}  // namespace edgelm::kernels
