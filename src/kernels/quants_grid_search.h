@@ -91,4 +91,20 @@ struct GridSearch {
   }
 };
 
+// The weighted least-squares sums of fitting x by scale * (2 l + 1): sumqx = sum w x q and
+// sumq2 = sum w q^2 over n elements, q = 2 L[i] + 1, in element order (the published quantizers'
+// order, which their bytes depend on).
+struct OddLevelSums {
+  float sumqx = 0, sumq2 = 0;
+};
+inline OddLevelSums odd_level_sums(int n, const float* w, const float* x, const int8_t* L) {
+  OddLevelSums r;
+  for (int i = 0; i < n; ++i) {
+    const float q = static_cast<float>(2 * L[i] + 1);
+    r.sumqx += w[i] * x[i] * q;
+    r.sumq2 += w[i] * q * q;
+  }
+  return r;
+}
+
 }  // namespace edgelm::kernels

@@ -168,12 +168,7 @@ void iq2_xs_row(const float* x, void* vy, int64_t n, const float* qw) {
         const float this_scale = 1 / id;
         for (int k = 0; k < 2; ++k)
           aux_index[k] = round_point(t, xval + 8 * k, waux + 8 * k, id, this_scale, Laux + 8 * k, &on_grid_aux[k]);
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 16; ++i) {
-          const float q = static_cast<float>(2 * Laux[i] + 1);
-          sumqx += weight[i] * xval[i] * q;
-          sumq2 += weight[i] * q * q;
-        }
+        const auto [sumqx, sumq2] = odd_level_sums(16, weight, xval, Laux);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
           scale = sumqx / sumq2;
           best = scale * sumqx;
@@ -191,12 +186,7 @@ void iq2_xs_row(const float* x, void* vy, int64_t n, const float* qw) {
             if (aux_index[k] != index[k]) changed = true;
           }
           if (!changed) break;
-          float sumqx = 0, sumq2 = 0;
-          for (int i = 0; i < 16; ++i) {
-            const float q = static_cast<float>(2 * Laux[i] + 1);
-            sumqx += weight[i] * xval[i] * q;
-            sumq2 += weight[i] * q * q;
-          }
+          const auto [sumqx, sumq2] = odd_level_sums(16, weight, xval, Laux);
           if (!(sumq2 > 0 && sumqx * sumqx > best * sumq2)) break;
           scale = sumqx / sumq2;
           best = scale * sumqx;

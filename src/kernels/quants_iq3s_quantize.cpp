@@ -104,12 +104,7 @@ void iq3_s_row(const float* x, void* vy, int64_t n, const float* qw) {
           on_grid_aux[k] = t.map[static_cast<size_t>(u)] >= 0;
           if (!on_grid_aux[k]) t.best_neighbour(u, xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < kBlock; ++i) {
-          const float q = static_cast<float>(2 * Laux[i] + 1);
-          sumqx += weight[i] * xval[i] * q;
-          sumq2 += weight[i] * q * q;
-        }
+        const auto [sumqx, sumq2] = odd_level_sums(kBlock, weight, xval, Laux);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
           scale = sumqx / sumq2;
           best = scale * sumqx;
@@ -127,12 +122,7 @@ void iq3_s_row(const float* x, void* vy, int64_t n, const float* qw) {
           const int u = tuple_of(L + 4 * k);
           if (t.map[static_cast<size_t>(u)] < 0) t.best_neighbour(u, xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < kBlock; ++i) {
-          const float q = static_cast<float>(2 * L[i] + 1);
-          sumqx += weight[i] * xval[i] * q;
-          sumq2 += weight[i] * q * q;
-        }
+        const auto [sumqx, sumq2] = odd_level_sums(kBlock, weight, xval, L);
         if (sumq2 > 0) scale = sumqx / sumq2;
       }
       if (scale < 0) {  // cannot happen for magnitudes; keeps the stored scale unsigned
