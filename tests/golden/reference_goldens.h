@@ -23,6 +23,22 @@
 
 namespace edgelm::test {
 
+// The recording harnesses' image: an LCG in [-1, 1) rounded to 1/1024, generated in interleaved
+// RGB (W x H, row-major) as the harness fills clip_image_f32, returned as planar CHW.
+inline std::vector<float> harness_image_chw(int W, int H) {
+  std::vector<float> hwc(static_cast<size_t>(3 * W * H)), chw(hwc.size());
+  uint32_t st = 12345;
+  for (float& v : hwc) {
+    st = st * 1664525u + 1013904223u;
+    v = std::round((static_cast<float>(st >> 8) / 16777216.0f * 2.0f - 1.0f) * 1024.0f) / 1024.0f;
+  }
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x)
+      for (int c = 0; c < 3; ++c)
+        chw[static_cast<size_t>((c * H + y) * W + x)] = hwc[static_cast<size_t>(3 * (y * W + x) + c)];
+  return chw;
+}
+
 struct ReferenceGolden {
   std::string model;
   std::vector<int32_t> prompt;

@@ -22,6 +22,7 @@
 #include "model/embd_span.h"
 #include "model/model.h"
 #include "model/synthetic.h"
+#include "reference_goldens.h"
 #include "support/test_data.h"
 #include "vision/synthetic_mmproj.h"
 #include "vision/vit.h"
@@ -47,15 +48,7 @@ std::vector<float> image_embeddings() {
   auto enc = vision::VisionEncoder::load(std::move(*file));
   EXPECT_TRUE(enc.ok()) << enc.error().message;
   const int W = 48, H = 36;
-  std::vector<float> hwc(static_cast<size_t>(3 * W * H)), chw(hwc.size());
-  uint32_t st = 12345;
-  for (float& v : hwc) {
-    st = st * 1664525u + 1013904223u;
-    v = std::round((static_cast<float>(st >> 8) / 16777216.0f * 2.0f - 1.0f) * 1024.0f) / 1024.0f;
-  }
-  for (int y = 0; y < H; ++y)
-    for (int x = 0; x < W; ++x)
-      for (int c = 0; c < 3; ++c) chw[static_cast<size_t>((c * H + y) * W + x)] = hwc[static_cast<size_t>(3 * (y * W + x) + c)];
+  const std::vector<float> chw = test::harness_image_chw(W, H);
   std::vector<float> out(static_cast<size_t>(kImageTokens) * 64);
   ThreadPool pool(2);
   vision::VisionScratch scratch;

@@ -33,6 +33,7 @@
 #include "engine/step_model.h"
 #include "model/model.h"
 #include "model/synthetic.h"
+#include "reference_goldens.h"
 #include "support/test_data.h"
 #include "vision/synthetic_mmproj.h"
 #include "vision/vit.h"
@@ -127,16 +128,7 @@ std::vector<float> soft_tokens(const Case& c, int& n_tokens) {
   EXPECT_TRUE(enc.ok()) << enc.error().message;
   const int W = c.width > 0 ? c.width : (*enc)->config().image_size;
   const int H = c.height > 0 ? c.height : (*enc)->config().image_size;
-  std::vector<float> hwc(static_cast<size_t>(3 * W * H)), chw(hwc.size());
-  uint32_t st = 12345;
-  for (float& v : hwc) {
-    st = st * 1664525u + 1013904223u;
-    v = std::round((static_cast<float>(st >> 8) / 16777216.0f * 2.0f - 1.0f) * 1024.0f) / 1024.0f;
-  }
-  for (int y = 0; y < H; ++y)
-    for (int x = 0; x < W; ++x)
-      for (int ch = 0; ch < 3; ++ch)
-        chw[static_cast<size_t>((ch * H + y) * W + x)] = hwc[static_cast<size_t>(3 * (y * W + x) + ch)];
+  const std::vector<float> chw = test::harness_image_chw(W, H);
   n_tokens = (*enc)->n_output_tokens(W, H);
   std::vector<float> out(static_cast<size_t>(n_tokens) * 64);
   ThreadPool pool(2);
