@@ -138,13 +138,13 @@ void next_layer_norm(Step& st) {
   });
 }
 
-// The gated activation: SwiGLU (SIMD) or GeGLU (model/ops.h).
+// The gated activation: SwiGLU or GeGLU (both SIMD where the ISA has them).
 void gated_act(Step& st) {
   const bool gelu = st.c.arch->ffn_act == model::FfnAct::gelu_tanh;
   run(st, static_cast<size_t>(st.n), 8 * st.F, [&st, gelu](size_t b, size_t e) {
     for (size_t t = b; t < e; ++t) {
       if (gelu) {
-        model::geglu(&st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
+        st.ops.geglu(&st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
       } else {
         st.ops.swiglu(&st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
       }

@@ -34,14 +34,19 @@ void rms_norm(float* out, const float* x, const float* weight, int64_t n, float 
   for (; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
+// x / (1 + e^z), the form of both gated activations; 0 where e^z overflows (z > 88: exp256
+// saturates at e^88.3, which would leave x / e^88.3 for huge |x| instead of 0).
+inline __m256 gated(__m256 x, __m256 z) {
+  const __m256 r = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp256(z)));
+  return _mm256_andnot_ps(_mm256_cmp_ps(z, _mm256_set1_ps(88.0f), _CMP_GT_OQ), r);
+}
+
 void swiglu(float* gate, const float* up, int64_t n) {
-  const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 zero = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 g = _mm256_loadu_ps(gate + i);
-    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, exp256(_mm256_sub_ps(zero, g))));
-    _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(gated(g, _mm256_sub_ps(zero, g)), _mm256_loadu_ps(up + i)));
   }
   if (i == n) return;
   // The tail through the same vector exp, so every element sees one formula.
@@ -51,9 +56,28 @@ void swiglu(float* gate, const float* up, int64_t n) {
     u[j - i] = up[j];
   }
   const __m256 vg = _mm256_load_ps(g);
-  const __m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, exp256(_mm256_sub_ps(zero, vg))));
-  _mm256_store_ps(g, _mm256_mul_ps(silu, _mm256_load_ps(u)));
+  _mm256_store_ps(g, _mm256_mul_ps(gated(vg, _mm256_sub_ps(zero, vg)), _mm256_load_ps(u)));
   for (int64_t j = i; j < n; ++j) gate[j] = g[j - i];
+}
+
+// gelu_tanh(x) = x / (1 + e^(-2 sqrt(2/pi) (x + 0.044715 x^3))) (see ops_vector.h).
+inline __m256 geglu8(__m256 x, __m256 u) {
+  const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+  const __m256 z = _mm256_fmadd_ps(x3, _mm256_set1_ps(-2.0f * 0.7978845608028654f * 0.044715f),
+                                   _mm256_mul_ps(x, _mm256_set1_ps(-2.0f * 0.7978845608028654f)));
+  return _mm256_mul_ps(gated(x, z), u);
+}
+
+void geglu(float* gate, const float* up, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, geglu8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  if (i == n) return;
+  // The tail through the same formula (masked load/store of the remaining lanes).
+  alignas(32) int32_t lanes[8];
+  for (int j = 0; j < 8; ++j) lanes[j] = j < n - i ? -1 : 0;
+  const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+  const __m256 r = geglu8(_mm256_maskload_ps(gate + i, mask), _mm256_maskload_ps(up + i, mask));
+  _mm256_maskstore_ps(gate + i, mask, r);
 }
 
 void add(float* x, const float* y, int64_t n) {
@@ -64,6 +88,6 @@ void add(float* x, const float* y, int64_t n) {
 
 }  // namespace
 
-constinit const VectorOps kAvx2VectorOps{Isa::avx2, &rms_norm, &swiglu, &add};
+constinit const VectorOps kAvx2VectorOps{Isa::avx2, &rms_norm, &swiglu, &geglu, &add};
 
 }  // namespace edgelm::kernels::x86

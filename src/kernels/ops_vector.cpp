@@ -20,11 +20,19 @@ void swiglu_scalar(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void geglu_scalar(float* gate, const float* up, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * up[i];
+  }
+}
+
 void add_scalar(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-constexpr VectorOps kScalarOps{Isa::scalar, &rms_norm_scalar, &swiglu_scalar, &add_scalar};
+constexpr VectorOps kScalarOps{Isa::scalar, &rms_norm_scalar, &swiglu_scalar, &geglu_scalar, &add_scalar};
 
 }  // namespace
 

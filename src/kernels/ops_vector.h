@@ -8,6 +8,10 @@
 //  - add is exact (bit-identical on every ISA). rms_norm sums squares in double on every ISA;
 //    the SIMD variant sums in another order, and its per-element x * scale * weight is the
 //    scalar's (two roundings, no FMA). swiglu's SIMD exp is within a few ulp of std::exp.
+//  - geglu's SIMD variant evaluates GELU-tanh as x / (1 + e^(-2 sqrt(2/pi) (x + 0.044715 x^3))),
+//    which equals the scalar's 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); it is within
+//    about 1e-6 of x's magnitude (relative 1e-6 where tanh is not near -1; more accurate than
+//    the 1 + tanh form where it is).
 //  - The AVX2 variant (ops_avx2.cpp) is compiled with per-file -mavx2 -mfma -mf16c under the
 //    rules of kernels_x86.h and reached only after the CPU check.
 //  - None allocates; out may alias x.
@@ -25,6 +29,8 @@ struct VectorOps {
   void (*rms_norm)(float* out, const float* x, const float* weight, int64_t n, float eps);
   // gate[i] = gate[i] / (1 + e^-gate[i]) * up[i], i < n.
   void (*swiglu)(float* gate, const float* up, int64_t n);
+  // gate[i] = gelu_tanh(gate[i]) * up[i], i < n (Gemma's FFN).
+  void (*geglu)(float* gate, const float* up, int64_t n);
   // x[i] += y[i], i < n.
   void (*add)(float* x, const float* y, int64_t n);
 };

@@ -1,0 +1,136 @@
+// The element-wise ops of the forward pass (kernels/ops_vector.h) on every ISA the running CPU
+// supports, against the scalar variant (the expressions of model/ops.cpp), and the scalar variant
+// against a double-precision evaluation of the definitions. ISAs the CPU lacks are SKIPPED.
+// Budgets: add exact; rms_norm within 4 ulp of the output (double sums in another order, the same
+// two float roundings per element); swiglu and geglu within 1e-6 relative to max(|gate|, 1) |up|
+// (vector exp within a few ulp; geglu's exp form against the tanh form).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/isa.h"
+#include "kernels/ops_vector.h"
+
+namespace edgelm::kernels {
+namespace {
+
+const Isa kSimdIsas[] = {Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx, Isa::neon};
+
+std::vector<float> random_row(std::mt19937& rng, int64_t n, float spread) {
+  std::normal_distribution<float> d(0.0f, spread);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Values where the activations are delicate: zeros, signed zeros, tiny, huge, both tails.
+std::vector<float> edge_row() {
+  return {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-3f, -1e-3f, 0.5f, -0.5f, 1.0f, -1.0f, 3.0f, -3.0f,
+          5.0f, -5.0f, 8.0f, -8.0f, 10.0f, -10.0f, 20.0f, -20.0f, 87.0f, -87.0f, 89.0f, -89.0f,
+          1e4f, -1e4f, 1e15f, -1e15f, 3e38f, -3e38f};
+}
+
+float ulp(float v) { return std::nextafter(std::fabs(v), INFINITY) - std::fabs(v); }
+
+double gelu_tanh_ref(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
+
+const int64_t kLengths[] = {1, 7, 8, 9, 31, 256, 1000, 6144};
+
+class VectorOpsIsa : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(VectorOpsIsa, MatchesScalar) {
+  const Isa isa = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "SKIPPED: the CPU lacks " << isa_name(isa);
+  const VectorOps* simd = vector_ops(isa);
+  const VectorOps* ref = vector_ops(Isa::scalar);
+  ASSERT_NE(simd, nullptr);
+  ASSERT_NE(ref, nullptr);
+  std::mt19937 rng(7);
+  double worst_gated = 0.0;
+  for (const int64_t n : kLengths) {
+    for (const float spread : {0.1f, 1.0f, 4.0f, 30.0f}) {
+      const std::vector<float> x = random_row(rng, n, spread), y = random_row(rng, n, 1.0f);
+      const std::vector<float> w = random_row(rng, n, 1.0f);
+      // add: exact.
+      std::vector<float> a = x, b = x;
+      simd->add(a.data(), y.data(), n);
+      ref->add(b.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(a[i], b[i]) << "add n=" << n << " i=" << i;
+      // rms_norm.
+      simd->rms_norm(a.data(), x.data(), w.data(), n, 1e-6f);
+      ref->rms_norm(b.data(), x.data(), w.data(), n, 1e-6f);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(a[i], b[i], 4.0f * ulp(b[i]))
+            << "rms_norm n=" << n << " i=" << i;
+      // swiglu and geglu.
+      for (int op = 0; op < 2; ++op) {
+        std::vector<float> g1 = x, g2 = x;
+        if (op == 0) {
+          simd->swiglu(g1.data(), y.data(), n);
+          ref->swiglu(g2.data(), y.data(), n);
+        } else {
+          simd->geglu(g1.data(), y.data(), n);
+          ref->geglu(g2.data(), y.data(), n);
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          const double mag = std::max(1.0, static_cast<double>(std::fabs(x[i]))) * std::fabs(y[i]);
+          const double err = std::fabs(static_cast<double>(g1[i]) - g2[i]) / mag;
+          worst_gated = std::max(worst_gated, err);
+          ASSERT_LE(err, 1e-6) << (op == 0 ? "swiglu" : "geglu") << " n=" << n << " x=" << x[i] << " simd=" << g1[i]
+                               << " scalar=" << g2[i];
+        }
+      }
+    }
+  }
+  std::printf("[ %s ] worst gated-activation error %.3g (relative to max(|x|,1)|up|)\n",
+              std::string(isa_name(isa)).c_str(), worst_gated);
+}
+
+TEST_P(VectorOpsIsa, GatedActivationsAtTheEdges) {
+  const Isa isa = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "SKIPPED: the CPU lacks " << isa_name(isa);
+  const VectorOps* simd = vector_ops(isa);
+  const std::vector<float> x = edge_row();
+  const int64_t n = static_cast<int64_t>(x.size());
+  const std::vector<float> up(x.size(), 1.0f);
+  for (int op = 0; op < 2; ++op) {
+    std::vector<float> g = x;
+    if (op == 0)
+      simd->swiglu(g.data(), up.data(), n);
+    else
+      simd->geglu(g.data(), up.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = op == 0 ? silu_ref(x[i]) : gelu_tanh_ref(x[i]);
+      ASSERT_TRUE(std::isfinite(g[i])) << "x=" << x[i];
+      ASSERT_LE(std::fabs(g[i] - want), 1e-6 * std::max(1.0, std::fabs(want)) + 1e-30)
+          << (op == 0 ? "swiglu" : "geglu") << " x=" << x[i] << " got " << g[i] << " want " << want;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, VectorOpsIsa, ::testing::ValuesIn(kSimdIsas),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
+
+// The scalar variant is the reference's expression: check it against double precision.
+TEST(VectorOpsScalar, GatedActivationsMatchTheDefinitions) {
+  const VectorOps* ref = vector_ops(Isa::scalar);
+  ASSERT_NE(ref, nullptr);
+  std::mt19937 rng(11);
+  const std::vector<float> x = random_row(rng, 4096, 3.0f);
+  const std::vector<float> up(x.size(), 1.0f);
+  std::vector<float> s = x, g = x;
+  ref->swiglu(s.data(), up.data(), 4096);
+  ref->geglu(g.data(), up.data(), 4096);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(s[i], silu_ref(x[i]), 1e-6 * std::max(1.0, std::fabs(silu_ref(x[i]))));
+    EXPECT_NEAR(g[i], gelu_tanh_ref(x[i]), 1e-6 * std::max(1.0, std::fabs(gelu_tanh_ref(x[i]))));
+  }
+}
+
+}  // namespace
+}  // namespace edgelm::kernels
