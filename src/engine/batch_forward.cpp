@@ -553,7 +553,7 @@ Status forward_batch(const model::Model& m, const StepBatch& batch, kv::KvStore&
       st.ops.rms_norm(&x_out[j++ * st.E], &s.x[static_cast<size_t>(t * st.E)], w.output_norm, st.E, c.rms_eps);
   }
   model::linear(logits.data(), x_out, *n_logits, w.output, nullptr, pool, mm);
-  m.cap_logits(logits.data(), *n_logits * c.n_vocab);
+  if (c.final_softcap > 0.0f) st.ops.soft_cap(logits.data(), *n_logits * c.n_vocab, c.final_softcap);
   return ok_status();
 }
 

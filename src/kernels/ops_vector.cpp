@@ -28,11 +28,15 @@ void geglu_scalar(float* gate, const float* up, int64_t n) {
   }
 }
 
+void soft_cap_scalar(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void add_scalar(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-constexpr VectorOps kScalarOps{Isa::scalar, &rms_norm_scalar, &swiglu_scalar, &geglu_scalar, &add_scalar};
+constexpr VectorOps kScalarOps{Isa::scalar, &rms_norm_scalar, &swiglu_scalar, &geglu_scalar, &soft_cap_scalar, &add_scalar};
 
 }  // namespace
 

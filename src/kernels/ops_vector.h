@@ -12,6 +12,8 @@
 //    which equals the scalar's 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); it is within
 //    about 1e-6 of x's magnitude (relative 1e-6 where tanh is not near -1; more accurate than
 //    the 1 + tanh form where it is).
+//  - soft_cap's SIMD tanh is within ~4e-7 relative (a short odd series below |y| = 1/8, the
+//    exponential form above).
 //  - The AVX2 variant (ops_avx2.cpp) is compiled with per-file -mavx2 -mfma -mf16c under the
 //    rules of kernels_x86.h and reached only after the CPU check.
 //  - None allocates; out may alias x.
@@ -31,6 +33,8 @@ struct VectorOps {
   void (*swiglu)(float* gate, const float* up, int64_t n);
   // gate[i] = gelu_tanh(gate[i]) * up[i], i < n (Gemma's FFN).
   void (*geglu)(float* gate, const float* up, int64_t n);
+  // x[i] = cap * tanh(x[i] / cap), i < n (Gemma's final logit soft-cap).
+  void (*soft_cap)(float* x, int64_t n, float cap);
   // x[i] += y[i], i < n.
   void (*add)(float* x, const float* y, int64_t n);
 };

@@ -67,6 +67,15 @@ TEST_P(VectorOpsIsa, MatchesScalar) {
       for (int64_t i = 0; i < n; ++i)
         ASSERT_NEAR(a[i], b[i], 4.0f * ulp(b[i]))
             << "rms_norm n=" << n << " i=" << i;
+      // soft_cap (Gemma's 30; and a small cap so that both tanh branches are hit often).
+      for (const float cap : {30.0f, 2.0f}) {
+        std::vector<float> c1 = x, c2 = x;
+        simd->soft_cap(c1.data(), n, cap);
+        ref->soft_cap(c2.data(), n, cap);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_NEAR(c1[i], c2[i], 1e-6f * std::max(std::fabs(c2[i]), 1e-3f * cap))
+              << "soft_cap cap=" << cap << " x=" << x[i];
+      }
       // swiglu and geglu.
       for (int op = 0; op < 2; ++op) {
         std::vector<float> g1 = x, g2 = x;
@@ -89,6 +98,27 @@ TEST_P(VectorOpsIsa, MatchesScalar) {
   }
   std::printf("[ %s ] worst gated-activation error %.3g (relative to max(|x|,1)|up|)\n",
               std::string(isa_name(isa)).c_str(), worst_gated);
+}
+
+TEST_P(VectorOpsIsa, SoftCapAtTheEdges) {
+  const Isa isa = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "SKIPPED: the CPU lacks " << isa_name(isa);
+  std::vector<float> x = edge_row();
+  x.push_back(NAN);
+  x.push_back(INFINITY);
+  x.push_back(-INFINITY);
+  for (float v = -4.0f; v <= 4.0f; v += 0.015625f) x.push_back(v);  // across |y| = 1/8 (x = 3.75 at cap 30)
+  std::vector<float> c = x;
+  vector_ops(isa)->soft_cap(c.data(), static_cast<int64_t>(c.size()), 30.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(c[i]));
+      continue;
+    }
+    const double want = 30.0 * std::tanh(static_cast<double>(x[i]) / 30.0);
+    ASSERT_LE(std::fabs(c[i] - want), 1e-6 * std::max(std::fabs(want), 1e-30)) << "x=" << x[i] << " got " << c[i];
+    if (x[i] != 0.0f) ASSERT_EQ(std::signbit(c[i]), std::signbit(x[i])) << "x=" << x[i];
+  }
 }
 
 TEST_P(VectorOpsIsa, GatedActivationsAtTheEdges) {
