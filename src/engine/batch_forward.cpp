@@ -146,7 +146,7 @@ void gated_act(Step& st) {
       if (gelu) {
         st.ops.geglu(&st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
       } else {
-        st.ops.swiglu(&st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
+        st.ops.swiglu(&st.s.gate[t * st.F], &st.s.gate[t * st.F], &st.s.up[t * st.F], st.F);
       }
     }
   });
@@ -410,12 +410,12 @@ void deltanet_layer(Step& st, const model::LayerWeights& L) {
       int64_t t0 = 0;  // segments end at the captured positions (deltanet_conv runs token by token)
       for (const StateCapture& cap : q.captures) {
         const int64_t t1 = cap.n_tokens - q.pos0;
-        model::deltanet_conv(d, x + t0 * C, t1 - t0, C, conv, L.ssm_conv, c0, c1);
+        model::deltanet_conv(d, x + t0 * C, t1 - t0, C, conv, L.ssm_conv, c0, c1, st.ops);
         for (int64_t j = 0; cap.dst != nullptr && j + 1 < d.d_conv; ++j)
           std::copy(conv + j * C + c0, conv + j * C + c1, cap.dst + layer_off + j * C + c0);
         t0 = t1;
       }
-      if (t0 < q.n_tokens) model::deltanet_conv(d, x + t0 * C, q.n_tokens - t0, C, conv, L.ssm_conv, c0, c1);
+      if (t0 < q.n_tokens) model::deltanet_conv(d, x + t0 * C, q.n_tokens - t0, C, conv, L.ssm_conv, c0, c1, st.ops);
     }
   });
   run(st, static_cast<size_t>(n), 4 * 2 * d.key_dim(), [&](size_t b, size_t e) {
@@ -446,7 +446,7 @@ void deltanet_layer(Step& st, const model::LayerWeights& L) {
   });
   run(st, static_cast<size_t>(n), 8 * V, [&](size_t b, size_t e) {
     model::deltanet_gate(d, L, &s.rec_out[b * V], V, &s.z[b * V], V, static_cast<int64_t>(e - b), st.c.rms_eps, 0,
-                         d.n_v_heads);
+                         d.n_v_heads, st.ops);
   });
   model::linear(s.proj.data(), s.rec_out.data(), n, L.w_ssm_out, nullptr, st.pool, s.matmul);
 }

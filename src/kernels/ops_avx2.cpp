@@ -41,23 +41,30 @@ inline __m256 gated(__m256 x, __m256 z) {
   return _mm256_andnot_ps(_mm256_cmp_ps(z, _mm256_set1_ps(88.0f), _CMP_GT_OQ), r);
 }
 
-void swiglu(float* gate, const float* up, int64_t n) {
-  const __m256 zero = _mm256_setzero_ps();
+// The mask of the first r < 8 lanes, for the tails (every element sees one formula).
+inline __m256i tail_mask(int64_t r) {
+  alignas(32) int32_t lanes[8];
+  for (int j = 0; j < 8; ++j) lanes[j] = j < r ? -1 : 0;
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+}
+
+inline __m256 silu8(__m256 g) { return gated(g, _mm256_sub_ps(_mm256_setzero_ps(), g)); }
+
+void swiglu(float* out, const float* gate, const float* up, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
-    _mm256_storeu_ps(gate + i, _mm256_mul_ps(gated(g, _mm256_sub_ps(zero, g)), _mm256_loadu_ps(up + i)));
-  }
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
   if (i == n) return;
-  // The tail through the same vector exp, so every element sees one formula.
-  alignas(32) float g[8] = {}, u[8] = {};
-  for (int64_t j = i; j < n; ++j) {
-    g[j - i] = gate[j];
-    u[j - i] = up[j];
-  }
-  const __m256 vg = _mm256_load_ps(g);
-  _mm256_store_ps(g, _mm256_mul_ps(gated(vg, _mm256_sub_ps(zero, vg)), _mm256_load_ps(u)));
-  for (int64_t j = i; j < n; ++j) gate[j] = g[j - i];
+  const __m256i m = tail_mask(n - i);
+  _mm256_maskstore_ps(out + i, m, _mm256_mul_ps(silu8(_mm256_maskload_ps(gate + i, m)), _mm256_maskload_ps(up + i, m)));
+}
+
+void silu(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, silu8(_mm256_loadu_ps(x + i)));
+  if (i == n) return;
+  const __m256i m = tail_mask(n - i);
+  _mm256_maskstore_ps(x + i, m, silu8(_mm256_maskload_ps(x + i, m)));
 }
 
 // gelu_tanh(x) = x / (1 + e^(-2 sqrt(2/pi) (x + 0.044715 x^3))) (see ops_vector.h).
@@ -72,10 +79,7 @@ void geglu(float* gate, const float* up, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, geglu8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
   if (i == n) return;
-  // The tail through the same formula (masked load/store of the remaining lanes).
-  alignas(32) int32_t lanes[8];
-  for (int j = 0; j < 8; ++j) lanes[j] = j < n - i ? -1 : 0;
-  const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+  const __m256i mask = tail_mask(n - i);
   const __m256 r = geglu8(_mm256_maskload_ps(gate + i, mask), _mm256_maskload_ps(up + i, mask));
   _mm256_maskstore_ps(gate + i, mask, r);
 }
@@ -104,9 +108,7 @@ void soft_cap(float* x, int64_t n, float cap) {
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(x + i, _mm256_mul_ps(vc, tanh8(_mm256_mul_ps(_mm256_loadu_ps(x + i), inv))));
   if (i == n) return;
-  alignas(32) int32_t lanes[8];
-  for (int j = 0; j < 8; ++j) lanes[j] = j < n - i ? -1 : 0;
-  const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+  const __m256i mask = tail_mask(n - i);
   _mm256_maskstore_ps(x + i, mask, _mm256_mul_ps(vc, tanh8(_mm256_mul_ps(_mm256_maskload_ps(x + i, mask), inv))));
 }
 
@@ -118,6 +120,6 @@ void add(float* x, const float* y, int64_t n) {
 
 }  // namespace
 
-constinit const VectorOps kAvx2VectorOps{Isa::avx2, &rms_norm, &swiglu, &geglu, &soft_cap, &add};
+constinit const VectorOps kAvx2VectorOps{Isa::avx2, &rms_norm, &swiglu, &silu, &geglu, &soft_cap, &add};
 
 }  // namespace edgelm::kernels::x86

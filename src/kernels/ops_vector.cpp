@@ -16,8 +16,12 @@ void rms_norm_scalar(float* out, const float* x, const float* weight, int64_t n,
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-void swiglu_scalar(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+void swiglu_scalar(float* out, const float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void silu_scalar(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
 }
 
 void geglu_scalar(float* gate, const float* up, int64_t n) {
@@ -36,7 +40,7 @@ void add_scalar(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-constexpr VectorOps kScalarOps{Isa::scalar, &rms_norm_scalar, &swiglu_scalar, &geglu_scalar, &soft_cap_scalar, &add_scalar};
+constexpr VectorOps kScalarOps{Isa::scalar, &rms_norm_scalar, &swiglu_scalar, &silu_scalar, &geglu_scalar, &soft_cap_scalar, &add_scalar};
 
 }  // namespace
 

@@ -7,7 +7,7 @@
 // Invariants:
 //  - add is exact (bit-identical on every ISA). rms_norm sums squares in double on every ISA;
 //    the SIMD variant sums in another order, and its per-element x * scale * weight is the
-//    scalar's (two roundings, no FMA). swiglu's SIMD exp is within a few ulp of std::exp.
+//    scalar's (two roundings, no FMA). swiglu's and silu's SIMD exp is within a few ulp of std::exp.
 //  - geglu's SIMD variant evaluates GELU-tanh as x / (1 + e^(-2 sqrt(2/pi) (x + 0.044715 x^3))),
 //    which equals the scalar's 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); it is within
 //    about 1e-6 of x's magnitude (relative 1e-6 where tanh is not near -1; more accurate than
@@ -29,8 +29,10 @@ struct VectorOps {
   Isa isa;
   // out[i] = x[i] * (1 / sqrt(mean(x^2) + eps)) * weight[i], i < n.
   void (*rms_norm)(float* out, const float* x, const float* weight, int64_t n, float eps);
-  // gate[i] = gate[i] / (1 + e^-gate[i]) * up[i], i < n.
-  void (*swiglu)(float* gate, const float* up, int64_t n);
+  // out[i] = gate[i] / (1 + e^-gate[i]) * up[i], i < n; out may alias gate or up.
+  void (*swiglu)(float* out, const float* gate, const float* up, int64_t n);
+  // x[i] = x[i] / (1 + e^-x[i]), i < n (SiLU alone: Gated DeltaNet's convolution output).
+  void (*silu)(float* x, int64_t n);
   // gate[i] = gelu_tanh(gate[i]) * up[i], i < n (Gemma's FFN).
   void (*geglu)(float* gate, const float* up, int64_t n);
   // x[i] = cap * tanh(x[i] / cap), i < n (Gemma's final logit soft-cap).

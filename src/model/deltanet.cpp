@@ -103,7 +103,7 @@ bool use_avx2(int64_t Dk) {
 }  // namespace
 
 void deltanet_conv(const DeltaNetConfig& d, float* x, int64_t n, int64_t stride, float* conv_state, const float* w,
-                   int64_t c0, int64_t c1) {
+                   int64_t c0, int64_t c1, const kernels::VectorOps& ops) {
   const int64_t C = d.conv_dim(), K = d.d_conv;
   for (int64_t t = 0; t < n; ++t) {
     float* xt = x + t * stride;
@@ -115,8 +115,9 @@ void deltanet_conv(const DeltaNetConfig& d, float* x, int64_t n, int64_t stride,
       sum += wc[K - 1] * in;
       for (int64_t j = 0; j + 2 < K; ++j) conv_state[j * C + c] = conv_state[(j + 1) * C + c];
       if (K > 1) conv_state[(K - 2) * C + c] = in;
-      xt[c] = silu(sum);
+      xt[c] = sum;
     }
+    ops.silu(xt + c0, c1 - c0);
   }
 }
 
@@ -166,14 +167,14 @@ void deltanet_recur(const DeltaNetConfig& d, const LayerWeights& L, const float*
 }
 
 void deltanet_gate(const DeltaNetConfig& d, const LayerWeights& L, float* out, int64_t out_stride, const float* z,
-                   int64_t z_stride, int64_t n, float eps, int32_t h0, int32_t h1) {
+                   int64_t z_stride, int64_t n, float eps, int32_t h0, int32_t h1, const kernels::VectorOps& ops) {
   const int64_t Dv = d.head_v_dim;
   for (int64_t t = 0; t < n; ++t)
     for (int32_t h = h0; h < h1; ++h) {
       float* o = out + t * out_stride + h * Dv;
       const float* zh = z + t * z_stride + h * Dv;
-      rms_norm(o, o, L.ssm_norm, Dv, eps);
-      for (int64_t i = 0; i < Dv; ++i) o[i] *= silu(zh[i]);
+      ops.rms_norm(o, o, L.ssm_norm, Dv, eps);
+      ops.swiglu(o, zh, o, Dv);
     }
 }
 

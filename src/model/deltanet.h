@@ -38,6 +38,7 @@
 
 #include <cstdint>
 
+#include "kernels/ops_vector.h"
 #include "model/arch.h"
 #include "model/weights.h"
 
@@ -46,8 +47,9 @@ namespace edgelm::model {
 // The convolution of channels [c0, c1) over n tokens, in place: x [n, row stride] (channel c
 // of token t at x[t * stride + c]) becomes silu(conv); conv_state [d_conv - 1, conv_dim] (oldest
 // input first) becomes the last d_conv - 1 inputs. w: [conv_dim, d_conv] taps, oldest first.
+// ops: the SiLU's variant (the reference forward passes the scalar ops, the engine the active ones).
 void deltanet_conv(const DeltaNetConfig& d, float* x, int64_t n, int64_t stride, float* conv_state, const float* w,
-                   int64_t c0, int64_t c1);
+                   int64_t c0, int64_t c1, const kernels::VectorOps& ops);
 
 // L2-normalizes every Q and K head of n tokens of mixed ([n, stride], after the convolution).
 void deltanet_l2norm_qk(const DeltaNetConfig& d, float* mixed, int64_t n, int64_t stride, float eps);
@@ -78,8 +80,9 @@ void deltanet_rule(const DeltaNetConfig& d, const LayerWeights& L, const float* 
                    int64_t out_stride, int32_t h0, int32_t h1, int64_t pos0);
 
 // The gated RMSNorm of value heads [h0, h1) of n tokens, in place: out_h = rms_norm(out_h,
-// ssm_norm) * silu(z_h). out, z: [n, value_dim] rows at out_stride / z_stride.
+// ssm_norm) * silu(z_h). out, z: [n, value_dim] rows at out_stride / z_stride. ops: as for the
+// convolution (its rms_norm and swiglu).
 void deltanet_gate(const DeltaNetConfig& d, const LayerWeights& L, float* out, int64_t out_stride, const float* z,
-                   int64_t z_stride, int64_t n, float eps, int32_t h0, int32_t h1);
+                   int64_t z_stride, int64_t n, float eps, int32_t h0, int32_t h1, const kernels::VectorOps& ops);
 
 }  // namespace edgelm::model

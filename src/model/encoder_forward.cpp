@@ -241,9 +241,9 @@ std::vector<float> encoder_forward(const EncoderConfig& c, const EncoderWeights&
           float* g = &gate[r * F];
           const float* u = &up[r * F];
           if (swiglu) {
-            vops.swiglu(g, u, F);
+            vops.swiglu(g, g, u, F);
           } else {
-            geglu(g, u, F);
+            vops.geglu(g, u, F);
           }
         }
       });

@@ -16,6 +16,10 @@
 #include "model/ple.h"
 
 namespace edgelm::model {
+namespace {
+// The reference forward's element-wise math is the scalar expressions (kernels/ops_vector.h).
+const kernels::VectorOps& scalar_ops() { return *kernels::vector_ops(kernels::Isa::scalar); }
+}  // namespace
 
 void Model::prepare_qk(int32_t layer, float* q, float* k, const RopePos& pos, int32_t n_ctx) const {
   const ModelConfig& c = config_;
@@ -110,11 +114,11 @@ void Model::deltanet_layer(int32_t l, const float* xn, int64_t n, KvCache& cache
   linear(beta.data(), xn, n, L.w_beta, nullptr, pool, scratch);
   linear(alpha.data(), xn, n, L.w_alpha, nullptr, pool, scratch);
   const int32_t r = c.recurrent_index(l);
-  deltanet_conv(d, mixed.data(), n, C, cache.conv_state(r), L.ssm_conv, 0, C);
+  deltanet_conv(d, mixed.data(), n, C, cache.conv_state(r), L.ssm_conv, 0, C, scalar_ops());
   deltanet_l2norm_qk(d, mixed.data(), n, C, c.rms_eps);
   deltanet_rule(d, L, mixed.data(), n, C, beta.data(), alpha.data(), H, cache.ssm_state(r), out.data(), V, 0,
                 d.n_v_heads, cache.n_past());
-  deltanet_gate(d, L, out.data(), V, z.data(), V, n, c.rms_eps, 0, d.n_v_heads);
+  deltanet_gate(d, L, out.data(), V, z.data(), V, n, c.rms_eps, 0, d.n_v_heads, scalar_ops());
   linear(proj, out.data(), n, L.w_ssm_out, nullptr, pool, scratch);
 }
 

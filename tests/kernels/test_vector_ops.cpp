@@ -2,7 +2,7 @@
 // supports, against the scalar variant (the expressions of model/ops.cpp), and the scalar variant
 // against a double-precision evaluation of the definitions. ISAs the CPU lacks are SKIPPED.
 // Budgets: add exact; rms_norm within 4 ulp of the output (double sums in another order, the same
-// two float roundings per element); swiglu and geglu within 1e-6 relative to max(|gate|, 1) |up|
+// two float roundings per element); swiglu, silu and geglu within 1e-6 relative to max(|gate|, 1) |up|
 // (vector exp within a few ulp; geglu's exp form against the tanh form).
 #include <gtest/gtest.h>
 
@@ -77,20 +77,37 @@ TEST_P(VectorOpsIsa, MatchesScalar) {
               << "soft_cap cap=" << cap << " x=" << x[i];
       }
       // swiglu and geglu.
-      for (int op = 0; op < 2; ++op) {
-        std::vector<float> g1 = x, g2 = x;
+      // op 0: swiglu in place over gate; 1: swiglu into up (out aliases up, as the gated norm
+      // calls it); 2: swiglu into a third row; 3: silu; 4: geglu.
+      const char* const names[] = {"swiglu", "swiglu(out=up)", "swiglu(out)", "silu", "geglu"};
+      for (int op = 0; op < 5; ++op) {
+        std::vector<float> g1 = x, g2 = x, u1 = y, u2 = y, o1(x.size(), -7.0f), o2(x.size(), -7.0f);
         if (op == 0) {
-          simd->swiglu(g1.data(), y.data(), n);
-          ref->swiglu(g2.data(), y.data(), n);
+          simd->swiglu(g1.data(), g1.data(), y.data(), n);
+          ref->swiglu(g2.data(), g2.data(), y.data(), n);
+        } else if (op == 1) {
+          simd->swiglu(u1.data(), x.data(), u1.data(), n);
+          ref->swiglu(u2.data(), x.data(), u2.data(), n);
+          g1 = u1;
+          g2 = u2;
+        } else if (op == 2) {
+          simd->swiglu(o1.data(), x.data(), y.data(), n);
+          ref->swiglu(o2.data(), x.data(), y.data(), n);
+          g1 = o1;
+          g2 = o2;
+        } else if (op == 3) {
+          simd->silu(g1.data(), n);
+          ref->silu(g2.data(), n);
         } else {
           simd->geglu(g1.data(), y.data(), n);
           ref->geglu(g2.data(), y.data(), n);
         }
         for (int64_t i = 0; i < n; ++i) {
-          const double mag = std::max(1.0, static_cast<double>(std::fabs(x[i]))) * std::fabs(y[i]);
+          const double up = op == 3 ? 1.0 : std::fabs(y[i]);
+          const double mag = std::max(1.0, static_cast<double>(std::fabs(x[i]))) * up;
           const double err = std::fabs(static_cast<double>(g1[i]) - g2[i]) / mag;
           worst_gated = std::max(worst_gated, err);
-          ASSERT_LE(err, 1e-6) << (op == 0 ? "swiglu" : "geglu") << " n=" << n << " x=" << x[i] << " simd=" << g1[i]
+          ASSERT_LE(err, 1e-6) << names[op] << " n=" << n << " x=" << x[i] << " simd=" << g1[i]
                                << " scalar=" << g2[i];
         }
       }
@@ -128,17 +145,19 @@ TEST_P(VectorOpsIsa, GatedActivationsAtTheEdges) {
   const std::vector<float> x = edge_row();
   const int64_t n = static_cast<int64_t>(x.size());
   const std::vector<float> up(x.size(), 1.0f);
-  for (int op = 0; op < 2; ++op) {
+  for (int op = 0; op < 3; ++op) {
     std::vector<float> g = x;
     if (op == 0)
-      simd->swiglu(g.data(), up.data(), n);
-    else
+      simd->swiglu(g.data(), g.data(), up.data(), n);
+    else if (op == 1)
       simd->geglu(g.data(), up.data(), n);
+    else
+      simd->silu(g.data(), n);
     for (int64_t i = 0; i < n; ++i) {
-      const double want = op == 0 ? silu_ref(x[i]) : gelu_tanh_ref(x[i]);
+      const double want = op == 1 ? gelu_tanh_ref(x[i]) : silu_ref(x[i]);
       ASSERT_TRUE(std::isfinite(g[i])) << "x=" << x[i];
       ASSERT_LE(std::fabs(g[i] - want), 1e-6 * std::max(1.0, std::fabs(want)) + 1e-30)
-          << (op == 0 ? "swiglu" : "geglu") << " x=" << x[i] << " got " << g[i] << " want " << want;
+          << (op == 1 ? "geglu" : "silu") << " x=" << x[i] << " got " << g[i] << " want " << want;
     }
   }
 }
@@ -154,7 +173,7 @@ TEST(VectorOpsScalar, GatedActivationsMatchTheDefinitions) {
   const std::vector<float> x = random_row(rng, 4096, 3.0f);
   const std::vector<float> up(x.size(), 1.0f);
   std::vector<float> s = x, g = x;
-  ref->swiglu(s.data(), up.data(), 4096);
+  ref->swiglu(s.data(), s.data(), up.data(), 4096);
   ref->geglu(g.data(), up.data(), 4096);
   for (size_t i = 0; i < x.size(); ++i) {
     EXPECT_NEAR(s[i], silu_ref(x[i]), 1e-6 * std::max(1.0, std::fabs(silu_ref(x[i]))));
