@@ -31,8 +31,9 @@ sources=(
   src/kernels/quants_iq2xs_quantize.cpp src/kernels/quants_iq4.cpp src/kernels/quants_iq_grid.cpp src/kernels/quants_ternary.cpp
   src/kernels/quants_fp4.cpp src/kernels/kernels_neon.cpp src/kernels/kernels_neon_legacy.cpp
   src/kernels/kernels_neon_k.cpp src/kernels/gemm_neon.cpp src/kernels/matmul.cpp
-  src/kernels/attention_kernels.cpp src/kernels/attention_neon.cpp
-  tests/kernels/neon_selftest.cpp tests/kernels/neon_attention_check.cpp
+  src/kernels/attention_kernels.cpp src/kernels/attention_neon.cpp src/kernels/ops_vector.cpp
+  src/kernels/ops_neon.cpp
+  tests/kernels/neon_selftest.cpp tests/kernels/neon_attention_check.cpp tests/kernels/vector_ops_check.cpp
 )
 golden_sources=(
   src/core/log.cpp src/core/mmap_file.cpp src/core/byte_size.cpp src/core/huge_pages.cpp

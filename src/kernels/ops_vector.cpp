@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/ops_neon.h"
 #include "kernels/ops_x86.h"
 
 namespace edgelm::kernels {
@@ -56,8 +57,13 @@ const VectorOps* vector_ops(Isa isa) {
 #else
       return nullptr;
 #endif
-    case Isa::scalar:
-    case Isa::neon: return &kScalarOps;
+    case Isa::neon:
+#if defined(EDGELM_HAVE_NEON_KERNELS) && defined(__aarch64__)
+      return &neon::kNeonVectorOps;
+#else
+      return nullptr;
+#endif
+    case Isa::scalar: return &kScalarOps;
   }
   return nullptr;
 }

@@ -14,6 +14,7 @@
 //    the 1 + tanh form where it is).
 //  - soft_cap's SIMD tanh is within ~4e-7 relative (a short odd series below |y| = 1/8, the
 //    exponential form above).
+//  - The NEON variant (ops_neon.cpp) computes the AVX2 variant's formulas 4 lanes at a time.
 //  - The AVX2 variant (ops_avx2.cpp) is compiled with per-file -mavx2 -mfma -mf16c under the
 //    rules of kernels_x86.h and reached only after the CPU check.
 //  - None allocates; out may alias x.
@@ -41,8 +42,8 @@ struct VectorOps {
   void (*add)(float* x, const float* y, int64_t n);
 };
 
-// The ops of `isa` (avx2, avxvnni, avx512 and amx share the AVX2 ones; scalar and neon the scalar ones),
-// or nullptr when the CPU cannot run them.
+// The ops of `isa` (avx2, avxvnni, avx512 and amx share the AVX2 ones; neon has its own,
+// ops_neon.cpp), or nullptr when the CPU cannot run them.
 const VectorOps* vector_ops(Isa isa);
 // Those of the active ISA; never null.
 const VectorOps& active_vector_ops();

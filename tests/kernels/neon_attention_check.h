@@ -2,12 +2,9 @@
 // standalone NEON self-test (neon_selftest.cpp).
 #pragma once
 
-namespace edgelm::kernels {
+#include "check_counts.h"
 
-struct CheckCounts {
-  int passed = 0;
-  int failed = 0;
-};
+namespace edgelm::kernels {
 
 // Prints one line per failure and a summary; AArch64 builds with the NEON kernels only.
 CheckCounts check_neon_attention();

@@ -51,6 +51,7 @@
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "neon_attention_check.h"
+#include "vector_ops_check.h"
 
 namespace edgelm::kernels {
 namespace {
@@ -684,6 +685,9 @@ int main(int argc, char** argv) {
     const CheckCounts attention = check_neon_attention();  // neon_attention_check.cpp
     g_passed += attention.passed;
     g_failed += attention.failed;
+    const CheckCounts ops = check_vector_ops(Isa::neon);  // vector_ops_check.cpp
+    g_passed += ops.passed;
+    g_failed += ops.failed;
   }
   std::printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
   return g_failed == 0 ? 0 : 1;
