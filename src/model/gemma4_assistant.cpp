@@ -59,6 +59,21 @@ Result<AssistantConfig> read_config(const format::GgufMetadata& md) {
   EDGELM_TRY(c.n_ff, dim(md, p + "feed_forward_length"));
   EDGELM_TRY(c.n_head, dim(md, p + "attention.head_count"));
   EDGELM_TRY(c.n_ctx_train, dim(md, p + "context_length"));
+  // head_count_kv: one value, or one per layer (the converter's array), all equal.
+  const std::string kv_key = p + "attention.head_count_kv";
+  if (const format::GgufValue* v = md.find(kv_key); v != nullptr && v->is_array()) {
+    for (const format::GgufValue& e : *v->as_array()) {
+      const auto x = e.as_uint();
+      if (!x || *x == 0 || *x > static_cast<uint64_t>(c.n_head) || (c.n_head_kv != 0 && *x != static_cast<uint64_t>(c.n_head_kv)))
+        return make_error("metadata '{}' must hold one K/V head count in [1, {}] for every layer", kv_key, c.n_head);
+      c.n_head_kv = static_cast<int32_t>(*x);
+    }
+    if (c.n_head_kv == 0) return make_error("metadata '{}' is empty", kv_key);
+  } else {
+    EDGELM_TRY(c.n_head_kv, dim(md, kv_key));
+  }
+  if (c.n_head % c.n_head_kv != 0)
+    return make_error("metadata '{}' = {} does not divide head_count {}", kv_key, c.n_head_kv, c.n_head);
   EDGELM_TRY(c.head_dim, dim(md, p + "attention.key_length"));
   EDGELM_TRY(c.head_dim_swa, dim(md, p + "attention.key_length_swa"));
   EDGELM_TRY(const int32_t v_len, dim(md, p + "attention.value_length", false));
@@ -191,6 +206,8 @@ Status Gemma4Assistant::check_target(const Model& target) const {
   if (c_.n_backbone != t.n_embd)
     return make_error("the assistant's backbone_embedding_length {} is not the target's embedding_length {}",
                       c_.n_backbone, t.n_embd);
+  if (c_.n_head_kv != t.n_head_kv)
+    return make_error("the assistant's head_count_kv {} is not the target's {}", c_.n_head_kv, t.n_head_kv);
   if (c_.n_vocab != t.n_vocab)
     return make_error("the assistant's vocabulary has {} tokens, the target's {}", c_.n_vocab, t.n_vocab);
   for (int32_t l = 0; l < c_.n_layer; ++l) {

@@ -43,6 +43,7 @@ bool is_gemma4_assistant(const format::ModelFile& file);
 
 struct AssistantConfig {
   int32_t n_embd = 0, n_layer = 0, n_ff = 0, n_head = 0, n_vocab = 0, n_ctx_train = 0;
+  int32_t n_head_kv = 0;  // attention.head_count_kv: the target's K/V heads (the reference reads its cache so)
   int32_t head_dim = 0, head_dim_swa = 0;  // global / local layers' head size (= the target's)
   int32_t n_backbone = 0;                   // backbone_embedding_length: the target's n_embd
   int32_t n_swa = 0;                        // attention.sliding_window: local layers see cells p with pos - p < n_swa

@@ -12,12 +12,12 @@ namespace edgelm::model {
 bool apply_gemma4_assistant_shape(AssistantSynthSpec& s, std::string_view name) {
   if (name == "gemma4-e2b-assistant") {
     s.n_embd = 256, s.n_layer = 4, s.n_ff = 2048, s.n_head = 4, s.n_vocab = 262144, s.n_ctx = 131072;
-    s.head_dim = 512, s.head_dim_swa = 256, s.n_backbone = 1536, s.sliding_window = 512, s.swa_period = 4;
+    s.n_head_kv = 1, s.head_dim = 512, s.head_dim_swa = 256, s.n_backbone = 1536, s.sliding_window = 512, s.swa_period = 4;
     return true;
   }
   if (name == "gemma4-tiny-assistant") {
     s.n_embd = 32, s.n_layer = 2, s.n_ff = 64, s.n_head = 2, s.n_vocab = 512, s.n_ctx = 256;
-    s.head_dim = 32, s.head_dim_swa = 16, s.n_backbone = 64, s.sliding_window = 8, s.swa_period = 2;
+    s.n_head_kv = 2, s.head_dim = 32, s.head_dim_swa = 16, s.n_backbone = 64, s.sliding_window = 8, s.swa_period = 2;
     return true;
   }
   return false;
@@ -27,7 +27,7 @@ Result<format::ModelFile> make_synthetic_gemma4_assistant(const AssistantSynthSp
   using format::GgufType;
   using format::GgufValue;
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_ff <= 0 || s.n_head <= 0 || s.n_vocab <= 0 || s.head_dim <= 0 ||
-      s.head_dim_swa <= 0 || s.n_backbone <= 0 || s.swa_period < 1 || s.sliding_window <= 0)
+      s.head_dim_swa <= 0 || s.n_backbone <= 0 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0 || s.swa_period < 1 || s.sliding_window <= 0)
     return make_error("gemma4 assistant synthetic model sizes must be positive");
   if (s.weight_type != DType::f32 && s.weight_type != DType::f16 && s.weight_type != DType::bf16)
     return make_error("synthetic models are F32, F16 or BF16, not {}", dtype_name(s.weight_type));
@@ -53,7 +53,7 @@ Result<format::ModelFile> make_synthetic_gemma4_assistant(const AssistantSynthSp
   md.set(a + "attention.head_count", u32(s.n_head));
   GgufValue::Array kv, pattern;
   for (int32_t l = 0; l < s.n_layer; ++l) {
-    kv.push_back(u32(1));
+    kv.push_back(u32(s.n_head_kv));
     pattern.push_back(GgufValue::from_bool(local(l)));
   }
   md.set(a + "attention.head_count_kv", GgufValue::from_array(GgufType::u32, std::move(kv)));

@@ -1,7 +1,7 @@
 // Synthetic Gemma 4 assistants (`edgelm synth --shape gemma4-e2b-assistant | gemma4-tiny-assistant`):
 // random-weight "gemma4_mtp" files under the reference converter's keys and tensor names
 // (model/gemma4_assistant.h), paired with the gemma4 shape of the same name stem: the head sizes,
-// the window and the vocabulary are the target's, backbone_embedding_length its n_embd.
+// the K/V heads, the window and the vocabulary are the target's, backbone_embedding_length its n_embd.
 //
 // Shapes: gemma4-e2b-assistant pairs with gemma4-e2b (backbone 1536, heads of 256 local / 512
 // global, window 512, 262144 tokens); its own sizes (n_embd 256, 4 layers of 3 local + 1 global,
@@ -22,6 +22,7 @@ namespace edgelm::model {
 
 struct AssistantSynthSpec {
   int32_t n_embd = 32, n_layer = 2, n_ff = 64, n_head = 2, n_vocab = 512, n_ctx = 256;
+  int32_t n_head_kv = 2;  // the target's K/V heads (the reference views the target's cache with it)
   int32_t head_dim = 32, head_dim_swa = 16, n_backbone = 64, sliding_window = 8;
   int32_t swa_period = 2;  // layer l global iff l % swa_period == swa_period - 1
   DType weight_type = DType::f32;
