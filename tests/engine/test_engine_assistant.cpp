@@ -216,7 +216,7 @@ std::vector<double> oracle_step(const model::Model& t, const model::Gemma4Assist
     std::vector<double> g = mat(L.w_gate, xn), u = mat(L.w_up, xn);
     for (size_t i = 0; i < g.size(); ++i) {
       const double z = g[i];
-      g[i] = 0.5 * z * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z))) * u[i];
+      g[i] = 0.5 * z * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (z + 0.044715 * z * z * z))) * u[i];
     }
     std::vector<double> f = mat(L.w_down, g);
     rms(f.data(), L.post_ffw_norm, E, f.data());
