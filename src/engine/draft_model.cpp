@@ -33,6 +33,18 @@ Status configure_speculation(const DraftSpec& ds, const model::Model& target, co
   if (!ds.draft_model.empty()) {
     auto file = format::open_model_file(ds.draft_model, tokenizer_path, load);
     if (!file.ok()) return make_error("draft model '{}': {}", ds.draft_model, file.error().message);
+    if (model::is_gemma4_assistant(file.value())) {
+      auto a = model::Gemma4Assistant::load(std::move(file).value());
+      if (!a.ok()) return make_error("draft model '{}': {}", ds.draft_model, a.error().message);
+      if (auto st = a.value()->check_target(target); !st.ok())
+        return make_error("draft model '{}': {}", ds.draft_model, st.error().message);
+      draft.assistant = std::move(a).value();
+      spec.mode = SpecMode::assistant;
+      spec.assistant = draft.assistant.get();
+      spec.mtp_model = &target;
+      spec.mtp_pool = &pool;
+      return validate(spec);
+    }
     auto m = model::Model::load(std::move(file).value());
     if (!m.ok()) return make_error("draft model '{}': {}", ds.draft_model, m.error().message);
     draft.model = std::move(m).value();

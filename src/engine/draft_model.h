@@ -19,6 +19,7 @@
 #include "engine/speculative.h"
 #include "engine/step_model.h"
 #include "format/model_file.h"
+#include "model/gemma4_assistant.h"
 #include "model/model.h"
 
 namespace edgelm::engine {
@@ -33,15 +34,18 @@ struct DraftSpec {
   std::string draft;  // --draft mtp: the target's own MTP head (engine/mtp_drafter.h); same as --spec mtp
 };
 
-// A draft model and its runner; must outlive the engine that uses it.
+// A draft model and its runner, or a Gemma 4 assistant; must outlive the engine that uses it.
 struct DraftModel {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<model::Gemma4Assistant> assistant;
 };
 
 // Fills spec from ds: loads ds.draft_model (a llama2.c checkpoint takes tokenizer_path) or
 // quantizes `target` in memory (ds.draft_quant) into `draft`, whose runner uses `pool`. A draft
-// file is loaded with `load` (no_mmap: read into memory, like the target).
+// file is loaded with `load` (no_mmap: read into memory, like the target). A --draft-model file
+// of architecture gemma4_mtp (a Gemma 4 assistant, model/gemma4_assistant.h) is detected and
+// drafts in SpecMode::assistant for a gemma4 target (engine/assistant_drafter.h), on `pool`.
 Status configure_speculation(const DraftSpec& ds, const model::Model& target, const std::string& tokenizer_path,
                              ThreadPool& pool, SpecOptions& spec, DraftModel& draft,
                              const format::LoadOptions& load = {});

@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "engine/memory_split.h"
+#include "engine/assistant_drafter.h"
 #include "engine/mtp_drafter.h"
 #include "kv/disk_namespace.h"
 #include "kv/prefix_hash.h"
@@ -109,6 +110,14 @@ Result<std::unique_ptr<Engine>> Engine::create(StepModel& model, const tokenizer
     EDGELM_TRY(drafter, MtpDrafter::create(*opts.spec.mtp_model, *opts.spec.mtp_pool, opts.block_size, opts.kv_type,
                                            n_blocks));
   }
+  if (opts.spec.mode == SpecMode::assistant) {
+    if (opts.spec.assistant == nullptr || opts.spec.mtp_model == nullptr || opts.spec.mtp_pool == nullptr)
+      return make_error("a Gemma 4 assistant draft needs the assistant, the target model and a thread pool");
+    if (opts.spec.mtp_model->config().n_vocab != c.n_vocab)
+      return make_error("the assistant's target is not the engine's model (vocabulary {} vs {})",
+                        opts.spec.mtp_model->config().n_vocab, c.n_vocab);
+    EDGELM_TRY(drafter, AssistantDrafter::create(*opts.spec.mtp_model, *opts.spec.assistant, *opts.spec.mtp_pool));
+  }
   std::unique_ptr<kv::DiskTier> disk;
   if (!opts.kv_disk.dir.empty()) {
     // Hybrid models persist their recurrent-state snapshots beside the KV blocks (engine_disk.cpp).
@@ -146,6 +155,7 @@ Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions 
       scheduler_(kv_, pool_, scheduler_options(opts.scheduler, model.config())),
       drafter_(std::move(drafter)),
       disk_(std::move(disk)) {
+  if (drafter_) drafter_->attach_target_kv(store_);
   if (disk_) {
     disk_writer_.engine = this;
     pool_.set_publish_listener(&disk_writer_);

@@ -8,7 +8,8 @@
 //    KvStore, BlockPool and KvManager, batched over all speculating sequences, k sequential draft
 //    steps per engine step. MtpDrafter (engine/mtp_drafter.h) drafts with a qwen35 file's own
 //    MTP head over the target's hidden states, which the engine hands it after each step
-//    (Drafter::observe, StepBatch::want_hidden).
+//    (Drafter::observe, StepBatch::want_hidden). AssistantDrafter (engine/assistant_drafter.h)
+//    drafts with a Gemma 4 assistant file over the target's hidden states and its K/V in place.
 //  - verify(): the acceptance rule. Greedy: a draft token is accepted iff it is the target's
 //    argmax (after penalties), so the output equals plain greedy decoding token for token.
 //    Sampling: draft token x, proposed with probability q(x), is accepted with probability
@@ -45,6 +46,7 @@
 #include "kv/block_pool.h"
 #include "kv/kv_manager.h"
 #include "kv/kv_store.h"
+#include "model/gemma4_assistant.h"
 #include "sample/sampler.h"
 
 namespace edgelm::engine {
@@ -52,7 +54,7 @@ namespace edgelm::engine {
 struct Sequence;
 using RequestId = uint64_t;
 
-enum class SpecMode { off, ngram, draft, mtp };
+enum class SpecMode { off, ngram, draft, mtp, assistant };
 
 struct SpecOptions {
   SpecMode mode = SpecMode::off;
@@ -64,6 +66,9 @@ struct SpecOptions {
   // both outlive the engine.
   const model::Model* mtp_model = nullptr;
   ThreadPool* mtp_pool = nullptr;
+  // assistant: a Gemma 4 assistant (engine/assistant_drafter.h) drafting for mtp_model (the
+  // target) on mtp_pool; outlives the engine.
+  const model::Gemma4Assistant* assistant = nullptr;
   // Pause speculation while it measures slower than plain decoding (SpecGate). Tests that need
   // every step to speculate, whatever the timing, turn it off; so does draft_min > 0.
   bool cost_gate = true;
@@ -152,6 +157,9 @@ class Drafter {
   }
   virtual void check_invariants() const {}
   virtual int32_t kv_blocks_used() const { return 0; }
+  // The engine's (target's) K/V store, handed over once the engine owns it (drafters that read
+  // the target's K/V in place: engine/assistant_drafter.h).
+  virtual void attach_target_kv(const kv::KvStore& store) { (void)store; }
 };
 
 class NgramDrafter final : public Drafter {

@@ -203,7 +203,8 @@ Result<std::shared_ptr<ModelSlot>> EngineService::make_slot(const std::string& p
     slot->draft.runner = std::make_unique<engine::ModelRunner>(*slot->draft.model, *pool_);
     eo.spec.draft_model = slot->draft.runner.get();
   }
-  if (eo.spec.mode == engine::SpecMode::mtp) eo.spec.mtp_pool = pool_.get();  // the head steps with the target
+  if (eo.spec.mode == engine::SpecMode::mtp || eo.spec.mode == engine::SpecMode::assistant)
+    eo.spec.mtp_pool = pool_.get();  // the head steps with the target
   EDGELM_TRY(slot->engine, engine::Engine::create(*slot->runner, slot->lm.tokenizer.get(), eo));
   slot->n_ctx = slot->engine->n_ctx();
   return slot;

@@ -138,7 +138,8 @@ int run(RunOptions& o) {
     if (o.gen.spec.mode != engine::SpecMode::off) {
       std::fprintf(stderr, "speculative (%s): %lld of %lld draft tokens accepted (%.1f%%)\n",
                    o.gen.spec.mode == engine::SpecMode::ngram ? "prompt lookup"
-                   : o.gen.spec.mode == engine::SpecMode::mtp ? "MTP head"
+                   : o.gen.spec.mode == engine::SpecMode::mtp       ? "MTP head"
+                   : o.gen.spec.mode == engine::SpecMode::assistant ? "Gemma 4 assistant"
                                                                : "draft model",
                    static_cast<long long>(s.n_accepted), static_cast<long long>(s.n_draft),
                    s.n_draft > 0 ? 100.0 * static_cast<double>(s.n_accepted) / static_cast<double>(s.n_draft) : 0.0);

@@ -6,6 +6,7 @@
 
 #include "format/gguf_writer.h"
 #include "model/synthetic.h"
+#include "model/synthetic_gemma4_assistant.h"
 #include "tokenizer/xlmr_vocab.h"
 #include "tools/command.h"
 #include "tools/synth_mmproj.h"
@@ -44,6 +45,20 @@ int run(SynthOptions& o) {
   const auto type = dtype_from_name(o.type);
   if (!type) return report_error(make_error("unknown weight type '{}' (use f32, f16 or bf16)", o.type));
   o.spec.weight_type = *type;
+  if (model::AssistantSynthSpec as; model::apply_gemma4_assistant_shape(as, o.shape)) {
+    // A Gemma 4 assistant (gemma4_mtp) for the gemma4 shape of the same stem.
+    as.weight_type = *type;
+    as.seed = o.spec.seed;
+    as.vocab_from = o.spec.vocab_from;
+    if (o.vocab_opt->count() > 0) as.n_vocab = o.spec.n_vocab;
+    if (o.layers_opt->count() > 0) as.n_layer = o.spec.n_layer;
+    auto file = model::make_synthetic_gemma4_assistant(as);
+    if (!file.ok()) return report_error(file.error());
+    if (auto st = format::write_gguf(o.output, *file); !st.ok()) return report_error(st.error());
+    std::fprintf(stderr, "wrote %s: gemma4_mtp (Gemma 4 assistant), %zu tensors\n", o.output.c_str(),
+                 file->tensors.size());
+    return 0;
+  }
   if (!o.shape.empty()) {
     const model::SyntheticSpec given = o.spec;
     if (auto st = model::apply_synthetic_shape(o.spec, o.shape); !st.ok()) return report_error(st.error());
@@ -95,6 +110,8 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--shape", o->shape,
                   "Named real-model shape (tinyllama-1.1b, qwen2-0.5b, qwen3-0.6b, llama3.2-1b, smollm2-360m, "
                   "gemma3-1b, smolvlm-256m, phi4-mini, qwen3.5-0.8b, qwen3.5-4b, gemma4-e2b, gemma4-e4b, gemma4-tiny, "
+                  "gemma4-e2b-assistant, gemma4-tiny-assistant (Gemma 4 assistant drafts; --vocab TARGET.gguf copies its "
+                  "vocabulary), "
                   "stories15m, bert-bge-small, bert-tiny, nomic-embed-text-v1.5, jina-embeddings-v2-small, "
                   "ms-marco-minilm-l6-reranker, nomic-tiny, jina-tiny, bert-reranker-tiny, bge-m3, bge-reranker-v2-m3, "
                   "xlmr-tiny, xlmr-reranker-tiny, embeddinggemma-300m, qwen3-embedding-0.6b, "
@@ -132,6 +149,9 @@ CommandRunner add_synth_command(CLI::App& app) {
   cmd->add_option("--longrope-orig-ctx", s.longrope_orig_ctx,
                   "phi3: write LongRoPE factors (rope_factors_short/long) extending this original context to --ctx");
   cmd->add_flag("--tied", s.tied_output, "Share the embedding as the output matrix");
+  cmd->add_option("--partial-rotary", s.partial_rotary,
+                  "gemma4: fraction of the global heads' dimensions rotated (proportional RoPE, rope_freqs.weight)")
+      ->capture_default_str();
   cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16")->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
   cmd->add_option("--chat-template-file", o->chat_template_file,

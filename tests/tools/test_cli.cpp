@@ -119,6 +119,34 @@ TEST(Cli, SyntheticQwen2Runs) {
   EXPECT_NE(i.out.find("arch qwen2"), std::string::npos);
 }
 
+// A Gemma 4 assistant beside its target: `synth --shape gemma4-tiny-assistant`, detected by
+// `--draft-model`; the output is plain greedy's; an assistant for another target is refused.
+TEST(Cli, Gemma4AssistantDraftsThroughDraftModel) {
+  TempDir dir;
+  const std::string target = dir.file("t.gguf"), assistant = dir.file("a.gguf"), wrong = dir.file("w.gguf");
+  auto s = edgelm({"synth", "-o", target, "--shape", "gemma4-tiny", "--vocab", model("stories260K-f32.gguf"),
+                   "--n-vocab", "512"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  s = edgelm({"synth", "-o", assistant, "--shape", "gemma4-tiny-assistant", "--vocab", target});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.err.find("gemma4_mtp"), std::string::npos) << s.err;
+  const std::vector<std::string> gen = {"-p", "Once upon a time", "-n", "24", "--temp", "0", "--ignore-eos"};
+  std::vector<std::string> plain = {"run", "-m", target};
+  plain.insert(plain.end(), gen.begin(), gen.end());
+  std::vector<std::string> spec = plain;
+  spec.insert(spec.end(), {"--draft-model", assistant, "--draft-min", "1"});
+  auto p = edgelm(plain), d = edgelm(spec);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(d.out, p.out);
+  EXPECT_NE(d.err.find("speculative (Gemma 4 assistant)"), std::string::npos) << d.err;
+  s = edgelm({"synth", "-o", wrong, "--shape", "gemma4-tiny-assistant", "--n-vocab", "300"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  std::vector<std::string> bad = plain;
+  bad.insert(bad.end(), {"--draft-model", wrong});
+  expect_clean_error(edgelm(bad), "vocabulary has 300 tokens");
+}
+
 TEST(Cli, SynthNamedShapeWithLlama2cVocab) {
   TempDir dir;
   const std::string out = dir.file("s.gguf");
