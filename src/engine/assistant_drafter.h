@@ -1,5 +1,5 @@
 // Speculative drafts from a Gemma 4 assistant file (model/gemma4_assistant.h; --draft-model FILE
-// with a "gemma4_mtp" file, or --draft assistant:FILE).
+// with a "gemma4_mtp" file: the architecture picks this drafter).
 //
 // Job: propose up to k tokens per decoding sequence with the assistant, batched over all drafting
 // sequences: draft step j runs one row per sequence still drafting (model/gemma4_assistant.h gives
