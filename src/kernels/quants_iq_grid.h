@@ -105,8 +105,8 @@ float iq1_m_vec_dot(int64_t n, const void* x, const void* y);
 // The quantizers without an importance matrix (the reference's methods and bytes; with one see
 // quants_weighted.h): IQ3_S (quants_iq3s_quantize.cpp, weights x^2), IQ3_XXS
 // (quants_iq3xxs_quantize.cpp, weights x^2) and IQ2_S (quants_iq2s_quantize.cpp). IQ2_XXS and
-// IQ2_XS are written only with an importance matrix (quants_weighted.h), as the reference
-// requires; IQ1_S and IQ1_M are read-only.
+// IQ2_XS, IQ1_S and IQ1_M are written only with an importance matrix (quants_weighted.h), as the
+// reference (its tool for IQ1_M) requires.
 void iq3_s_from_float(const float* x, void* y, int64_t n);
 void iq3_xxs_from_float(const float* x, void* y, int64_t n);
 void iq2_s_from_float(const float* x, void* y, int64_t n);

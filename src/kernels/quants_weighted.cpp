@@ -724,6 +724,8 @@ WeightedQuantizer weighted_quantizer(DType type) {
     case DType::iq2_xxs: return iq2_xxs_from_float_weighted;
     case DType::iq2_s: return iq2_s_from_float_weighted;
     case DType::iq3_xxs: return iq3_xxs_from_float_weighted;
+    case DType::iq1_s: return iq1_s_from_float_weighted;
+    case DType::iq1_m: return iq1_m_from_float_weighted;
     default: return nullptr;
   }
 }

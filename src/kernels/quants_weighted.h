@@ -3,7 +3,7 @@
 // the weight meets, from an importance matrix; model/imatrix.h).
 //
 // Job: for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S,
-// IQ2_XXS, IQ2_XS and IQ2_S, quantize one row given `qw`, the row's [n] importances (the same for every row of a matrix).
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S and IQ1_M, quantize one row given `qw`, the row's [n] importances (the same for every row of a matrix).
 //
 // Invariants:
 //  - The methods are the ecosystem's published imatrix quantizers (llama.cpp's, in the revision
@@ -43,6 +43,8 @@ void iq2_xs_from_float_weighted(const float* x, void* y, int64_t n, const float*
 void iq2_xxs_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);  // quants_iq2xxs_quantize.cpp
 void iq2_s_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);    // quants_iq2s_quantize.cpp
 void iq3_xxs_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);  // quants_iq3xxs_quantize.cpp
+void iq1_s_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);    // quants_iq1_quantize.cpp
+void iq1_m_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);    // quants_iq1_quantize.cpp
 
 // The positive-scale fit the K-quants use for their sub-block scales and IQ2_XXS for its first
 // scale (the reference's make_qp_quants): x >= 0 ~= scale * L, L in [0, nmax], weights w; writes

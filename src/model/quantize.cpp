@@ -37,11 +37,13 @@ constexpr PresetInfo kPresets[] = {
     {QuantPreset::iq2_s, "iq2_s", DType::iq2_xs, 28},     {QuantPreset::iq2_m, "iq2_m", DType::iq2_s, 29},
     {QuantPreset::iq3_xxs, "iq3_xxs", DType::iq3_xxs, 23}, {QuantPreset::iq3_xs, "iq3_xs", DType::iq3_s, 22},
     {QuantPreset::iq3_s, "iq3_s", DType::iq3_s, 26},      {QuantPreset::iq3_m, "iq3_m", DType::iq3_s, 27},
+    {QuantPreset::iq1_s, "iq1_s", DType::iq1_s, 24},      {QuantPreset::iq1_m, "iq1_m", DType::iq1_m, 31},
 };
 
 // The 2-bit grid mixes, which share one set of rules (quantize.h).
 bool is_iq2_mix(QuantPreset p) {
-  return p == QuantPreset::iq2_xxs || p == QuantPreset::iq2_xs || p == QuantPreset::iq2_s || p == QuantPreset::iq2_m;
+  return p == QuantPreset::iq2_xxs || p == QuantPreset::iq2_xs || p == QuantPreset::iq2_s || p == QuantPreset::iq2_m ||
+         p == QuantPreset::iq1_s || p == QuantPreset::iq1_m;
 }
 bool is_grid_mix(QuantPreset p) {
   return is_iq2_mix(p) || p == QuantPreset::iq3_xxs || p == QuantPreset::iq3_xs || p == QuantPreset::iq3_s ||
@@ -116,7 +118,8 @@ Result<QuantPreset> quant_preset_from_name(std::string_view name) {
 std::string_view quant_preset_name(QuantPreset p) { return info(p).name; }
 
 bool quant_preset_needs_imatrix(QuantPreset p) {
-  return p == QuantPreset::iq2_xxs || p == QuantPreset::iq2_xs || p == QuantPreset::iq2_s;
+  return p == QuantPreset::iq2_xxs || p == QuantPreset::iq2_xs || p == QuantPreset::iq2_s || p == QuantPreset::iq1_s ||
+         p == QuantPreset::iq1_m;
 }
 
 namespace {
@@ -164,6 +167,7 @@ DType low_bit_rule(QuantPreset preset, const std::string& name, DType type, int3
     if (v_like) return n_gqa >= 4 ? DType::q4_k : s_or_m ? DType::iq3_s : DType::q2_k;
     if (ffn_down) return first_eighth ? (s_or_m ? DType::iq3_s : DType::q2_k) : type;
     if (attn_output && s_or_m) return DType::iq3_s;
+    if (attn_output && (preset == QuantPreset::iq1_s || preset == QuantPreset::iq1_m)) return DType::iq2_xxs;
     return type;
   }
   const bool attn_q = ends_with(name, "attn_q.weight"), attn_k = ends_with(name, "attn_k.weight");
@@ -197,7 +201,9 @@ std::optional<DType> grid_mix_embedding_rule(QuantPreset preset, const std::stri
   const bool low = is_iq2_mix(preset) || preset == QuantPreset::iq3_xxs;
   if (name == "output.weight" || (tied && name == "token_embd.weight")) return low ? DType::q5_k : DType::q6_k;
   if (name == "token_embd.weight") {
-    if (preset == QuantPreset::iq2_xxs || preset == QuantPreset::iq2_xs) return DType::q2_k;
+    if (preset == QuantPreset::iq2_xxs || preset == QuantPreset::iq2_xs || preset == QuantPreset::iq1_s ||
+        preset == QuantPreset::iq1_m)
+      return DType::q2_k;
     if (preset == QuantPreset::iq2_s || preset == QuantPreset::iq2_m || preset == QuantPreset::iq3_xxs)
       return DType::iq3_s;
   }

@@ -104,7 +104,7 @@ CommandRunner add_quantize_command(CLI::App& app) {
   cmd->add_option("output", o->output, "Output GGUF path")->required();
   cmd->add_option("type", o->type, "f32 (dequantize), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, q2_k, "
                 "q3_k_s, q3_k_m (q3_k), q3_k_l, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4, nvfp4, iq3_m, iq3_s, iq3_xs, iq3_xxs, "
-                "iq2_m, iq2_s, iq2_xs, iq2_xxs (the last three need --imatrix)")
+                "iq2_m, iq2_s, iq2_xs, iq2_xxs, iq1_m, iq1_s (iq2_s and below need --imatrix)")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (for .bin checkpoints)");
   cmd->add_option("--tensor-type", o->tensor_types,
@@ -113,7 +113,7 @@ CommandRunner add_quantize_command(CLI::App& app) {
   cmd->add_option("--imatrix", o->imatrix_path,
                   "Importance matrix (llama.cpp's GGUF or legacy .dat format, e.g. from `edgelm imatrix`): the tensors "
                   "it covers are quantized with importance weights (Q2_K..Q6_K, Q4_0..Q5_1, IQ4_NL, IQ4_XS, IQ3_S, IQ3_XXS, "
-                  "IQ2_XXS, IQ2_XS, IQ2_S)");
+                  "IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M)");
   add_thread_options(cmd, o->threads, o->cpu_affinity);
   return [o] { return run(*o); };
 }

@@ -153,7 +153,7 @@ TEST(GridQuants, QuantizersWriteTheReferenceBytes) {
 }
 
 // Without an importance matrix the reference writes IQ3_S, IQ3_XXS and IQ2_S (so does edgelm,
-// tests/kernels/test_quants_weighted.cpp) and refuses the others.
+// tests/kernels/test_quants_weighted.cpp) and refuses the others (written with one only).
 TEST(GridQuants, TypesThatNeedAnImatrixHaveNoPlainQuantizer) {
   for (const DType t : {DType::iq2_xxs, DType::iq2_xs, DType::iq1_s, DType::iq1_m})
     EXPECT_EQ(test::traits_of(t).from_float, nullptr) << dtype_name(t);

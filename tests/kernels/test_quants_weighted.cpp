@@ -9,8 +9,8 @@
 // per type on this input; without the fusing 100% of every type do.) IQ3_S's golden is the same
 // reference's, with and without the importances, and so are IQ3_XXS's and IQ2_S's (recorded the
 // same way from ggml-quants.c built -ffp-contract=off, at this input 100% of blocks equal);
-// IQ2_XS's and IQ2_XXS's with them only (the reference requires them; IQ2_XS agrees with the
-// shipped build too). The inputs come from a
+// IQ2_XS's, IQ2_XXS's, IQ1_S's and IQ1_M's with them only (the reference requires them; IQ2_XS
+// agrees with the shipped build too). The inputs come from a
 // 64-bit LCG through exact float operations only, so every platform builds the same rows.
 #include <gtest/gtest.h>
 
@@ -96,6 +96,8 @@ constexpr Golden kGoldens[] = {
     {DType::iq2_xxs, "c8db6bdacecce32d77cae2c1377117866a57378bcaf1ca2a0d9883aa0565059b"},
     {DType::iq2_s, "192e2a74f4414a8ff601bc9a7731aa78dd541e56b69663f2307f06a9cb3f8fcc"},
     {DType::iq3_xxs, "1f194d416a7807d5a1e76dfe407235f8cbbd19a305a2d26d0287ac5633b1fc79"},
+    {DType::iq1_s, "d6cbd80cb070b1723ca192bfb90949d489654c7dddadd7b5fcc354f79e3a2d16"},
+    {DType::iq1_m, "c32c5dbc8270948a1386c6ea579171ca83155e2c8f12535bd6680ee1c9403c15"},
 };
 
 TEST(QuantsWeighted, BytesEqualTheReferenceQuantizer) {
@@ -125,10 +127,11 @@ TEST(QuantsWeighted, GridTypesWithoutImatrixEqualTheReference) {
   }
 }
 
-// IQ2_XXS and IQ2_XS have no plain quantizer: the reference refuses them without importances.
-TEST(QuantsWeighted, Iq2xxsAndIq2xsNeedAnImatrix) {
-  EXPECT_EQ(quant_traits(DType::iq2_xxs)->from_float, nullptr);
-  EXPECT_EQ(quant_traits(DType::iq2_xs)->from_float, nullptr);
+// IQ2_XXS, IQ2_XS, IQ1_S and IQ1_M have no plain quantizer: the reference refuses them without
+// importances.
+TEST(QuantsWeighted, TypesThatNeedAnImatrixHaveNoPlainQuantizer) {
+  for (const DType t : {DType::iq2_xxs, DType::iq2_xs, DType::iq1_s, DType::iq1_m})
+    EXPECT_EQ(quant_traits(t)->from_float, nullptr) << dtype_name(t);
 }
 
 TEST(QuantsWeighted, EveryImatrixTypeHasOne) {
@@ -146,7 +149,7 @@ TEST(QuantsWeighted, LowersTheImportanceWeightedError) {
   for (const Golden& g : kGoldens) {
     const QuantTraits* t = quant_traits(g.type);
     ASSERT_NE(t, nullptr);
-    if (t->from_float == nullptr) continue;  // IQ2_XXS, IQ2_XS: written only with importances
+    if (t->from_float == nullptr) continue;  // IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M: only with importances
     const std::vector<uint8_t> weighted = quantize_rows(g.type, in.x.data(), kCols, kRows, qw.data());
     const size_t rb = dtype_row_bytes(g.type, kCols);
     std::vector<uint8_t> plain(weighted.size());

@@ -206,6 +206,11 @@ TEST(Quantize, GridIqMixesFollowTheReferenceRules) {
   EXPECT_EQ(type_of(P::iq2_s, "blk.5.attn_output.weight", 1), "IQ3_S");
   EXPECT_EQ(type_of(P::iq2_s, "token_embd.weight", 1), "IQ3_S");
   EXPECT_EQ(type_of(P::iq2_m, "blk.5.ffn_up.weight", 1), "IQ2_S");
+  EXPECT_EQ(type_of(P::iq1_s, "blk.5.ffn_up.weight", 1), "IQ1_S");
+  EXPECT_EQ(type_of(P::iq1_m, "blk.5.ffn_up.weight", 1), "IQ1_M");
+  EXPECT_EQ(type_of(P::iq1_s, "blk.5.attn_output.weight", 1), "IQ2_XXS");
+  EXPECT_EQ(type_of(P::iq1_m, "blk.5.attn_v.weight", 1), "Q2_K");
+  EXPECT_EQ(type_of(P::iq1_m, "token_embd.weight", 1), "Q2_K");
   // IQ3_XXS: attn_v and ffn_down depend on the imatrix.
   EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.ffn_up.weight", 1), "IQ3_XXS");
   EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.attn_q.weight", 1), "IQ2_S");
@@ -259,7 +264,7 @@ ImportanceMatrix ones_imatrix(const format::ModelFile& f) {
 
 // The grid IQ presets end to end on a llama shape with 256-wide rows: the types the rules give,
 // the file type the reference numbers them by, and the model runs close to the F32 one. IQ2_XXS,
-// IQ2_XS and IQ2_S need an importance matrix (an error naming the preset without one).
+// IQ2_XS, IQ2_S, IQ1_S and IQ1_M need an importance matrix (an error naming the preset without).
 TEST(Quantize, GridIqPresetsRun) {
   SyntheticSpec s;
   s.n_embd = 256;
@@ -288,6 +293,8 @@ TEST(Quantize, GridIqPresetsRun) {
     double max_rel;  // last-token logits vs F32, relative RMS (~1.3x the measured)
   };
   const Want wants[] = {
+      {QuantPreset::iq1_s, true, DType::iq1_s, DType::iq1_s, DType::q2_k, 24, 2.0},
+      {QuantPreset::iq1_m, true, DType::iq1_m, DType::iq1_m, DType::q2_k, 31, 2.0},
       {QuantPreset::iq2_xxs, true, DType::iq2_xxs, DType::iq2_xxs, DType::q2_k, 19, 0.85},
       {QuantPreset::iq2_s, true, DType::iq2_xs, DType::iq2_xs, DType::iq3_s, 28, 0.6},
       {QuantPreset::iq2_m, false, DType::iq2_s, DType::iq2_s, DType::iq3_s, 29, 0.6},
@@ -322,7 +329,8 @@ TEST(Quantize, GridIqPresetsRun) {
     EXPECT_LT(rel, w.max_rel);
     EXPECT_GT(rel, 0.0);
   }
-  for (const QuantPreset p : {QuantPreset::iq2_xxs, QuantPreset::iq2_xs, QuantPreset::iq2_s}) {
+  for (const QuantPreset p :
+       {QuantPreset::iq2_xxs, QuantPreset::iq2_xs, QuantPreset::iq2_s, QuantPreset::iq1_s, QuantPreset::iq1_m}) {
     EXPECT_TRUE(quant_preset_needs_imatrix(p));
     auto q = quantize_model(*f, p, pool);
     ASSERT_FALSE(q.ok());
@@ -332,8 +340,7 @@ TEST(Quantize, GridIqPresetsRun) {
   EXPECT_FALSE(quant_preset_needs_imatrix(QuantPreset::iq3_xxs));
 }
 
-// The grid IQ formats (IQ1_S and IQ1_M edgelm reads but does not write): a model whose matrices
-// hold random valid blocks of each runs through Model::forward (vec_dot with Q8_K activations) close to
+// The grid IQ formats: a model whose matrices hold random valid blocks of each runs through Model::forward (vec_dot with Q8_K activations) close to
 // the same model with those matrices dequantized to F32 (only the activation quantization differs).
 TEST(Quantize, ReadOnlyGridTypesRunLikeTheirDequantizedWeights) {
   SyntheticSpec s;
@@ -473,7 +480,7 @@ TEST(QuantizeOverrides, BadSpecsAreErrorsNamingThem) {
   EXPECT_NE(err("attn_v").find("PATTERN=TYPE"), std::string::npos);
   EXPECT_NE(err("=q8_0").find("empty pattern"), std::string::npos);
   EXPECT_NE(err("attn_v=q9_9").find("'q9_9'"), std::string::npos);
-  EXPECT_NE(err("attn_v=iq1_s").find("not a type edgelm can write"), std::string::npos);
+  EXPECT_NE(err("attn_v=q8_1").find("not a type edgelm can write"), std::string::npos);
   EXPECT_NE(err("attn_v=q8_k").find("not a type edgelm can write"), std::string::npos);
   EXPECT_NE(err("([=q8_0").find("invalid pattern"), std::string::npos);
   auto ok = parse_tensor_type_override("a=b=Q6_K");  // split at the last '='
