@@ -21,8 +21,9 @@ cp "$shared/vocab/ggml-vocab-bert-bge.gguf" "$work/gguf/" 2>/dev/null || true
 ./build/release/src/tools/edgelm synth -o "$work/gguf/qwen2.gguf" --arch qwen2 --dim 8 --layers 1 --ff 16 --heads 2 --kv-heads 2 --n-vocab 16 --type f16 2>/dev/null
 head -c 16384 "$shared/models/stories260K-f16.gguf" > "$work/gguf/stories-head.gguf"
 ./build/release/src/tools/edgelm synth -o "$work/gguf/xlmr-vocab.gguf" --vocab-only xlmr --n-vocab 1000 2>/dev/null
-# One seed per grid IQ type (edgelm reads them but cannot write them): a tiny model whose
-# ffn_down (32 rows of one 256-element block) is retyped from F16; 58 KB, under the 64 KiB limit.
+# One seed per grid IQ type: a tiny model whose ffn_down (32 rows of one 256-element block) is
+# retyped from F16 to random valid blocks (not quantized, so no imatrix is needed); 58 KB, under the
+# 64 KiB limit.
 ./build/release/src/tools/edgelm synth -o "$work/iq-base.gguf" --dim 32 --layers 1 --ff 256 --heads 2 --kv-heads 1 --n-vocab 16 --type f16 2>/dev/null
 for t in iq2_xxs:16 iq2_xs:17 iq3_xxs:18 iq1_s:19 iq3_s:21 iq2_s:22 iq1_m:29; do
   cp "$work/iq-base.gguf" "$work/gguf/${t%%:*}.gguf"

@@ -28,7 +28,8 @@ sources=(
   src/core/check.cpp src/core/dtype.cpp src/core/thread_pool.cpp
   src/kernels/isa.cpp src/kernels/quant_traits.cpp src/kernels/quants_legacy.cpp src/kernels/quants_k.cpp
   src/kernels/quants_k_quantize.cpp src/kernels/quants_weighted.cpp src/kernels/quants_iq3s_quantize.cpp
-  src/kernels/quants_iq2xs_quantize.cpp src/kernels/quants_iq4.cpp src/kernels/quants_iq_grid.cpp src/kernels/quants_ternary.cpp
+  src/kernels/quants_iq2xs_quantize.cpp src/kernels/quants_iq2xxs_quantize.cpp src/kernels/quants_iq2s_quantize.cpp
+  src/kernels/quants_iq3xxs_quantize.cpp src/kernels/quants_iq1_quantize.cpp src/kernels/quants_iq4.cpp src/kernels/quants_iq_grid.cpp src/kernels/quants_ternary.cpp
   src/kernels/quants_fp4.cpp src/kernels/kernels_neon.cpp src/kernels/kernels_neon_legacy.cpp
   src/kernels/kernels_neon_k.cpp src/kernels/gemm_neon.cpp src/kernels/matmul.cpp
   src/kernels/attention_kernels.cpp src/kernels/attention_neon.cpp src/kernels/ops_vector.cpp

@@ -1,5 +1,6 @@
-// The search structure the grid IQ quantizers share (quants_iq2xs_quantize.cpp,
-// quants_iq3s_quantize.cpp): a 512-point grid of N-element points whose elements are odd
+// The search structure the grid IQ quantizers share (quants_iq2xxs_quantize.cpp,
+// quants_iq2xs_quantize.cpp, quants_iq2s_quantize.cpp, quants_iq3xxs_quantize.cpp,
+// quants_iq3s_quantize.cpp): a kGridSize-point grid of N-element points whose elements are odd
 // magnitudes 2 l + 1 (l of kBits bits), a map from every N-tuple of l to its grid index, and for
 // a tuple off the grid its neighbour list: the grid points at the kNear smallest squared
 // distances from it, sorted by (distance, index). This is the published quantizers' search (the
@@ -20,10 +21,11 @@
 namespace edgelm::kernels {
 
 // kMapSize: the tuples mapped, [0, kMapSize) (the reference's table sizes: every tuple, or for
-// IQ2_XS up to the largest valid one).
-template <int N, int kBits, int kNear, int kMapSize>
+// the IQ2 grids up to the largest valid one). kGridSize: 256 (IQ2_XXS, IQ3_XXS), 512 (IQ2_XS,
+// IQ3_S) or 1024 (IQ2_S) points.
+template <int N, int kBits, int kNear, int kMapSize, int kGridSize>
 struct GridSearch {
-  int8_t grid[512][N];
+  int8_t grid[kGridSize][N];
   std::vector<int> map;
   std::vector<uint16_t> neighbours;
 
@@ -32,7 +34,7 @@ struct GridSearch {
   static GridSearch build(Mag mag) {
     GridSearch r;
     r.map.assign(static_cast<size_t>(kMapSize), -1);
-    for (int k = 0; k < 512; ++k) {
+    for (int k = 0; k < kGridSize; ++k) {
       int index = 0;
       for (int i = 0; i < N; ++i) {
         r.grid[k][i] = static_cast<int8_t>(mag(k, i));
@@ -40,12 +42,12 @@ struct GridSearch {
       }
       r.map[static_cast<size_t>(index)] = k;
     }
-    std::vector<std::pair<int, int>> dist(512);
+    std::vector<std::pair<int, int>> dist(kGridSize);
     for (int u = 0; u < kMapSize; ++u) {
       if (r.map[static_cast<size_t>(u)] >= 0) continue;
       int pos[N];
       for (int i = 0; i < N; ++i) pos[i] = 2 * ((u >> (kBits * i)) & ((1 << kBits) - 1)) + 1;
-      for (int j = 0; j < 512; ++j) {
+      for (int j = 0; j < kGridSize; ++j) {
         int d2 = 0;
         for (int i = 0; i < N; ++i) d2 += (r.grid[j][i] - pos[i]) * (r.grid[j][i] - pos[i]);
         dist[static_cast<size_t>(j)] = {d2, j};
@@ -105,6 +107,35 @@ inline OddLevelSums odd_level_sums(int n, const float* w, const float* x, const 
     r.sumq2 += w[i] * q * q;
   }
   return r;
+}
+
+// The signs of 8 elements stored as 7 bits (IQ2_XXS, IQ2_XS, IQ3_XXS): the 8th is implied by even
+// parity, so with an odd count of negatives the element of least w x^2 (the first of equals) is
+// taken with the wrong sign. Writes |x| (that element negated) to xval; returns the 7 bits.
+inline uint8_t even_parity_signs(const float* x, const float* w, float* xval) {
+  int nflip = 0;
+  uint8_t s = 0;
+  for (int i = 0; i < 8; ++i) {
+    xval[i] = x[i] >= 0 ? x[i] : -x[i];
+    if (x[i] < 0) {
+      ++nflip;
+      s = static_cast<uint8_t>(s | (1 << i));
+    }
+  }
+  if (nflip % 2 != 0) {
+    int imin = 0;
+    float min = w[0] * x[0] * x[0];
+    for (int i = 1; i < 8; ++i) {
+      const float ax = w[i] * x[i] * x[i];
+      if (ax < min) {
+        min = ax;
+        imin = i;
+      }
+    }
+    xval[imin] = -xval[imin];
+    s = static_cast<uint8_t>(s ^ (1 << imin));
+  }
+  return static_cast<uint8_t>(s & 127);
 }
 
 }  // namespace edgelm::kernels

@@ -42,14 +42,14 @@ int nearest_int(float v) { return static_cast<int>(std::lrint(v)); }
 // The grid search (quants_grid_search.h: 8 odd magnitudes 2 l + 1 per point, l of 2 bits, the
 // neighbours at the two smallest squared distances) and the sign table.
 struct Iq2xsTables {
-  GridSearch<8, 2, 2, kMapSize> search;
+  GridSearch<8, 2, 2, kMapSize, 512> search;
   std::array<uint8_t, 128> signs;  // 7 stored bits -> 8 signs (even parity)
 };
 
 const Iq2xsTables& tables() {
   static const Iq2xsTables t = [] {
     Iq2xsTables r;
-    r.search = GridSearch<8, 2, 2, kMapSize>::build([](int k, int i) {
+    r.search = GridSearch<8, 2, 2, kMapSize, 512>::build([](int k, int i) {
       const int b = static_cast<int>((kIq2xsGrid[k] >> (8 * i)) & 0xff);  // 8, 25, 43 for l = 0, 1, 2
       EDGELM_CHECK(b == 8 || b == 25 || b == 43, "IQ2_XS grid value ", b);
       return 2 * (b == 8 ? 0 : b == 25 ? 1 : 2) + 1;
@@ -106,32 +106,7 @@ void iq2_xs_row(const float* x, void* vy, int64_t n, const float* qw) {
       uint8_t block_signs[2];
       block_weights(xb, qwbl != nullptr ? qwbl + 16 * ib : nullptr, sigma2, weight);
       for (int i = 0; i < 16; ++i) waux[i] = std::sqrt(weight[i]);
-      for (int k = 0; k < 2; ++k) {
-        int nflip = 0;
-        uint8_t s = 0;
-        for (int i = 0; i < 8; ++i) {
-          const float v = xb[8 * k + i];
-          xval[8 * k + i] = v >= 0 ? v : -v;
-          if (v < 0) {
-            ++nflip;
-            s = static_cast<uint8_t>(s | (1 << i));
-          }
-        }
-        if (nflip % 2 != 0) {  // parity: the least important element takes the wrong sign
-          int imin = 0;
-          float min = weight[8 * k] * xb[8 * k] * xb[8 * k];
-          for (int i = 1; i < 8; ++i) {
-            const float ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-            if (ax < min) {
-              min = ax;
-              imin = i;
-            }
-          }
-          xval[8 * k + imin] = -xval[8 * k + imin];
-          s = static_cast<uint8_t>(s ^ (1 << imin));
-        }
-        block_signs[k] = static_cast<uint8_t>(s & 127);
-      }
+      for (int k = 0; k < 2; ++k) block_signs[k] = even_parity_signs(xb + 8 * k, weight + 8 * k, xval + 8 * k);
       float max = xval[0];
       for (int i = 1; i < 16; ++i) max = std::max(max, xval[i]);
       scales[ib] = 0;

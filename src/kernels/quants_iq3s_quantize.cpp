@@ -42,7 +42,7 @@ int nearest_int(float v) { return static_cast<int>(std::lrint(v)); }
 
 // The grid search (quants_grid_search.h): 4 odd magnitudes per point, l of 3 bits, the
 // neighbours at the 3 smallest squared distances.
-using Iq3sTables = GridSearch<4, 3, 3, kMapSize>;
+using Iq3sTables = GridSearch<4, 3, 3, kMapSize, 512>;
 
 const Iq3sTables& tables() {
   static const Iq3sTables t =

@@ -102,10 +102,14 @@ float iq3_s_vec_dot(int64_t n, const void* x, const void* y);
 float iq1_s_vec_dot(int64_t n, const void* x, const void* y);
 float iq1_m_vec_dot(int64_t n, const void* x, const void* y);
 
-// IQ3_S quantizer (quants_iq3s_quantize.cpp; the reference's method and bytes, weights x^2; with
-// an importance matrix see quants_weighted.h). IQ2_XS is written only with an importance matrix
-// (quants_weighted.h), as the reference requires; the other grid types are read-only.
+// The quantizers without an importance matrix (the reference's methods and bytes; with one see
+// quants_weighted.h): IQ3_S (quants_iq3s_quantize.cpp, weights x^2), IQ3_XXS
+// (quants_iq3xxs_quantize.cpp, weights x^2) and IQ2_S (quants_iq2s_quantize.cpp). IQ2_XXS and
+// IQ2_XS, IQ1_S and IQ1_M are written only with an importance matrix (quants_weighted.h), as the
+// reference (its tool for IQ1_M) requires.
 void iq3_s_from_float(const float* x, void* y, int64_t n);
+void iq3_xxs_from_float(const float* x, void* y, int64_t n);
+void iq2_s_from_float(const float* x, void* y, int64_t n);
 
 // The integer form of one block (see the invariants), which the SIMD decoders reproduce.
 struct GridInts {

@@ -238,6 +238,8 @@ float fit_offset(int n, int nmax, const float* x, const float* w, uint8_t* L, fl
   return scale;
 }
 
+}  // namespace
+
 // fit_positive: x >= 0 (sub-block scales or mins) ~= scale * L, L in [0, nmax]. Candidates
 // (nmax + 0.1 k) / max for k in [-4, 4], then up to 5 sweeps that re-round each L[i] against the
 // fit of the others. Returns the scale (the fp16 d or dmin before rounding).
@@ -299,6 +301,8 @@ float fit_positive(int n, int nmax, const float* x, uint8_t* L, const float* w) 
   }
   return sumlx / suml2;
 }
+
+namespace {
 
 // Per-element weights qw[i] * sqrt(sigma2 + x[i]^2).
 void element_weights(const float* x, const float* qw, int n, float sigma2, float* out) {
@@ -717,6 +721,11 @@ WeightedQuantizer weighted_quantizer(DType type) {
     case DType::iq4_xs: return iq4_xs_from_float_weighted;
     case DType::iq3_s: return iq3_s_from_float_weighted;
     case DType::iq2_xs: return iq2_xs_from_float_weighted;
+    case DType::iq2_xxs: return iq2_xxs_from_float_weighted;
+    case DType::iq2_s: return iq2_s_from_float_weighted;
+    case DType::iq3_xxs: return iq3_xxs_from_float_weighted;
+    case DType::iq1_s: return iq1_s_from_float_weighted;
+    case DType::iq1_m: return iq1_m_from_float_weighted;
     default: return nullptr;
   }
 }

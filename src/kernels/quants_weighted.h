@@ -2,9 +2,8 @@
 // error of every element weighted by an importance (the mean squared activation that column of
 // the weight meets, from an importance matrix; model/imatrix.h).
 //
-// Job: for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, IQ3_S and IQ2_XS,
-// quantize one
-// row given `qw`, the row's [n] importances (the same for every row of a matrix).
+// Job: for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S,
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S and IQ1_M, quantize one row given `qw`, the row's [n] importances (the same for every row of a matrix).
 //
 // Invariants:
 //  - The methods are the ecosystem's published imatrix quantizers (llama.cpp's, in the revision
@@ -41,6 +40,16 @@ void iq4_nl_from_float_weighted(const float* x, void* y, int64_t n, const float*
 void iq4_xs_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);
 void iq3_s_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);   // quants_iq3s_quantize.cpp
 void iq2_xs_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);  // quants_iq2xs_quantize.cpp
+void iq2_xxs_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);  // quants_iq2xxs_quantize.cpp
+void iq2_s_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);    // quants_iq2s_quantize.cpp
+void iq3_xxs_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);  // quants_iq3xxs_quantize.cpp
+void iq1_s_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);    // quants_iq1_quantize.cpp
+void iq1_m_from_float_weighted(const float* x, void* y, int64_t n, const float* qw);    // quants_iq1_quantize.cpp
+
+// The positive-scale fit the K-quants use for their sub-block scales and IQ2_XXS for its first
+// scale (the reference's make_qp_quants): x >= 0 ~= scale * L, L in [0, nmax], weights w; writes
+// L and returns the scale (0 when max x < 1e-16).
+float fit_positive(int n, int nmax, const float* x, uint8_t* L, const float* w);
 
 // The weighted quantizer of `type`, or nullptr when the type has none (F16, Q8_0, ... ignore an
 // importance matrix, as the reference quantizer does).

@@ -33,7 +33,22 @@ constexpr PresetInfo kPresets[] = {
     {QuantPreset::iq4_nl, "iq4_nl", DType::iq4_nl, 25}, {QuantPreset::iq4_xs, "iq4_xs", DType::iq4_xs, 30},
     {QuantPreset::tq1_0, "tq1_0", DType::tq1_0, 36},  {QuantPreset::tq2_0, "tq2_0", DType::tq2_0, 37},
     {QuantPreset::mxfp4, "mxfp4", DType::mxfp4, 38},  {QuantPreset::nvfp4, "nvfp4", DType::nvfp4, 39},
+    {QuantPreset::iq2_xxs, "iq2_xxs", DType::iq2_xxs, 19}, {QuantPreset::iq2_xs, "iq2_xs", DType::iq2_xs, 20},
+    {QuantPreset::iq2_s, "iq2_s", DType::iq2_xs, 28},     {QuantPreset::iq2_m, "iq2_m", DType::iq2_s, 29},
+    {QuantPreset::iq3_xxs, "iq3_xxs", DType::iq3_xxs, 23}, {QuantPreset::iq3_xs, "iq3_xs", DType::iq3_s, 22},
+    {QuantPreset::iq3_s, "iq3_s", DType::iq3_s, 26},      {QuantPreset::iq3_m, "iq3_m", DType::iq3_s, 27},
+    {QuantPreset::iq1_s, "iq1_s", DType::iq1_s, 24},      {QuantPreset::iq1_m, "iq1_m", DType::iq1_m, 31},
 };
+
+// The 2-bit grid mixes, which share one set of rules (quantize.h).
+bool is_iq2_mix(QuantPreset p) {
+  return p == QuantPreset::iq2_xxs || p == QuantPreset::iq2_xs || p == QuantPreset::iq2_s || p == QuantPreset::iq2_m ||
+         p == QuantPreset::iq1_s || p == QuantPreset::iq1_m;
+}
+bool is_grid_mix(QuantPreset p) {
+  return is_iq2_mix(p) || p == QuantPreset::iq3_xxs || p == QuantPreset::iq3_xs || p == QuantPreset::iq3_s ||
+         p == QuantPreset::iq3_m;
+}
 
 const PresetInfo& info(QuantPreset p) {
   for (const auto& i : kPresets)
@@ -62,7 +77,8 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 // Next type down the fallback chain when a row does not fit `t`'s block size.
 DType fallback(DType t) {
   switch (t) {
-    case DType::q2_k: case DType::q3_k: case DType::iq4_xs: case DType::iq3_s: case DType::iq2_xs:
+    case DType::q2_k: case DType::q3_k: case DType::iq4_xs: case DType::iq3_s: case DType::iq3_xxs:
+    case DType::iq2_xxs: case DType::iq2_xs: case DType::iq2_s: case DType::iq1_s: case DType::iq1_m:
       return DType::iq4_nl;
     case DType::iq4_nl: return DType::f16;
     case DType::tq1_0: case DType::tq2_0: return DType::q4_0;
@@ -101,6 +117,11 @@ Result<QuantPreset> quant_preset_from_name(std::string_view name) {
 
 std::string_view quant_preset_name(QuantPreset p) { return info(p).name; }
 
+bool quant_preset_needs_imatrix(QuantPreset p) {
+  return p == QuantPreset::iq2_xxs || p == QuantPreset::iq2_xs || p == QuantPreset::iq2_s || p == QuantPreset::iq1_s ||
+         p == QuantPreset::iq1_m;
+}
+
 namespace {
 
 // The low-bit mixes' rules for one tensor (see quantize.h), or `type` unchanged.
@@ -136,14 +157,63 @@ DType low_bit_rule(QuantPreset preset, const std::string& name, DType type, int3
       if (ffn_down && has_imatrix && layer >= 0 && layer < n_layer / 8)
         return preset == QuantPreset::q4_0 ? DType::q4_1 : DType::q5_1;
       return type;
+    default: break;
+  }
+  if (!is_grid_mix(preset)) return type;
+  const bool v_like = attn_v || attn_qkv || ends_with(name, "attn_kv_b.weight");
+  const bool first_eighth = layer >= 0 && layer < n_layer / 8;
+  if (is_iq2_mix(preset)) {
+    const bool s_or_m = preset == QuantPreset::iq2_s || preset == QuantPreset::iq2_m;
+    if (v_like) return n_gqa >= 4 ? DType::q4_k : s_or_m ? DType::iq3_s : DType::q2_k;
+    if (ffn_down) return first_eighth ? (s_or_m ? DType::iq3_s : DType::q2_k) : type;
+    if (attn_output && s_or_m) return DType::iq3_s;
+    if (attn_output && (preset == QuantPreset::iq1_s || preset == QuantPreset::iq1_m)) return DType::iq2_xxs;
+    return type;
+  }
+  const bool attn_q = ends_with(name, "attn_q.weight"), attn_k = ends_with(name, "attn_k.weight");
+  switch (preset) {
+    case QuantPreset::iq3_xxs:
+      if (v_like) return n_gqa >= 4 ? DType::q4_k : has_imatrix ? DType::iq3_xxs : DType::iq3_s;
+      if (attn_q || attn_k) return DType::iq2_s;
+      if (ffn_down && !has_imatrix) return first_eighth ? DType::q4_k : DType::q3_k;
+      if (attn_output) return DType::iq3_s;
+      return type;
+    case QuantPreset::iq3_xs:
+      if (v_like) return n_gqa >= 4 ? DType::q4_k : type;
+      if (attn_q || attn_k) return DType::iq3_xxs;
+      if ((ends_with(name, "ffn_gate.weight") || ends_with(name, "ffn_up.weight")) && layer >= n_layer / 8 &&
+          layer < 7 * n_layer / 8)
+        return DType::iq3_xxs;
+      return type;
+    case QuantPreset::iq3_s:
+      if (v_like && n_gqa >= 4) return DType::q4_k;
+      return type;
+    case QuantPreset::iq3_m:
+      if (v_like || attn_output) return DType::q4_k;
+      if (ffn_down && first_eighth) return DType::q4_k;
+      return type;
     default: return type;
   }
+}
+
+// The grid IQ mixes' output / token-embedding rules (quantize.h); nullopt for other tensors.
+std::optional<DType> grid_mix_embedding_rule(QuantPreset preset, const std::string& name, bool tied) {
+  const bool low = is_iq2_mix(preset) || preset == QuantPreset::iq3_xxs;
+  if (name == "output.weight" || (tied && name == "token_embd.weight")) return low ? DType::q5_k : DType::q6_k;
+  if (name == "token_embd.weight") {
+    if (preset == QuantPreset::iq2_xxs || preset == QuantPreset::iq2_xs || preset == QuantPreset::iq1_s ||
+        preset == QuantPreset::iq1_m)
+      return DType::q2_k;
+    if (preset == QuantPreset::iq2_s || preset == QuantPreset::iq2_m || preset == QuantPreset::iq3_xxs)
+      return DType::iq3_s;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
 
 DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_layer, int32_t n_gqa,
-                  bool has_imatrix) {
+                  bool has_imatrix, bool tied) {
   // Vectors, and the DeltaNet convolution taps (a small table read whole as float, which the
   // reference engine requires in F32), stay F32.
   if (t.n_dims < 2 || ends_with(t.name, "ssm_conv1d.weight")) return DType::f32;
@@ -154,7 +224,11 @@ DType choose_type(QuantPreset preset, const format::TensorInfo& t, int32_t n_lay
   DType type = p.base;
   if (is_quantized(type)) {
     const bool mix = preset == QuantPreset::q4_k_m || preset == QuantPreset::q5_k_m;
-    if (t.name == "output.weight") {
+    const std::optional<DType> embedding = is_grid_mix(preset) ? grid_mix_embedding_rule(preset, t.name, tied)
+                                                               : std::nullopt;
+    if (embedding) {
+      type = *embedding;
+    } else if (t.name == "output.weight") {
       if (preset != QuantPreset::q8_0) type = DType::q6_k;  // Q8_0 is already finer than Q6_K
     } else if (mix && ends_with(t.name, "attn_qkv.weight")) {  // fused Q/K/V (phi3): one step finer, every layer
       type = preset == QuantPreset::q4_k_m ? DType::q5_k : DType::q6_k;
@@ -206,6 +280,12 @@ Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPrese
   for (const auto& t : in.tensors) n_layer = std::max(n_layer, layer_of(t.name) + 1);
   const int32_t n_gqa = gqa_of(in);
   const bool has_imatrix = imatrix.matrix != nullptr;
+  if (!has_imatrix && quant_preset_needs_imatrix(preset))
+    return make_error("{} needs an importance matrix (--imatrix FILE; `edgelm imatrix` writes one), as the "
+                      "reference quantizer requires: without one its 2-bit grids lose too much",
+                      quant_preset_name(preset));
+  const bool tied = std::none_of(in.tensors.begin(), in.tensors.end(),
+                                 [](const format::TensorInfo& t) { return t.name == "output.weight"; });
   if (has_imatrix) {
     const ImportanceMatrix& m = *imatrix.matrix;
     out.metadata.set("quantize.imatrix.file", format::GgufValue::from_string(imatrix.path));
@@ -222,7 +302,7 @@ Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPrese
     const kernels::QuantTraits* from = kernels::quant_traits(src.type);
     if (from == nullptr || from->to_float == nullptr)
       return make_error("tensor '{}' has type {}, which cannot be re-quantized", src.name, dtype_name(src.type));
-    DType type = choose_type(preset, src, n_layer, n_gqa, has_imatrix);
+    DType type = choose_type(preset, src, n_layer, n_gqa, has_imatrix, tied);
     if (src.n_dims >= 2) {
       for (const TensorTypeOverride& o : overrides) {
         if (!std::regex_search(src.name, o.regex)) continue;
@@ -247,7 +327,7 @@ Result<format::ModelFile> quantize_model(const format::ModelFile& in, QuantPrese
       if (!w.ok() && src.name != "token_embd.weight") return w.error();
       if (weighted != nullptr && w.ok() && w->has_value()) qw = std::move(**w);
     }
-    if (qw.empty() && to->from_float == nullptr)  // IQ2_XS: the reference requires importances too
+    if (qw.empty() && to->from_float == nullptr)  // IQ2_XXS, IQ2_XS: the reference requires importances too
       return make_error("tensor '{}': {} needs an importance matrix entry for it (--imatrix)", src.name,
                         dtype_name(type));
     const int64_t rows_per_matrix = src.ne[1];

@@ -42,6 +42,9 @@ int run(const QuantizeOptions& o) {
   auto preset = model::quant_preset_from_name(o.type);
   if (!preset.ok()) return report_error(preset.error());
   if (o.input == o.output) return report_error(make_error("input and output are the same file '{}'", o.input));
+  if (o.imatrix_path.empty() && model::quant_preset_needs_imatrix(*preset))  // before loading the model
+    return report_error(make_error("{} needs an importance matrix: pass --imatrix FILE (`edgelm imatrix` writes one)",
+                                   model::quant_preset_name(*preset)));
   std::vector<model::TensorTypeOverride> overrides;
   for (const std::string& spec : o.tensor_types) {
     auto ov = model::parse_tensor_type_override(spec);
@@ -100,7 +103,8 @@ CommandRunner add_quantize_command(CLI::App& app) {
   cmd->add_option("input", o->input, "Input model (GGUF, or llama2.c checkpoint with --tokenizer)")->required();
   cmd->add_option("output", o->output, "Output GGUF path")->required();
   cmd->add_option("type", o->type, "f32 (dequantize), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, q2_k, "
-                "q3_k_s, q3_k_m (q3_k), q3_k_l, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4, nvfp4")
+                "q3_k_s, q3_k_m (q3_k), q3_k_l, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4, nvfp4, iq3_m, iq3_s, iq3_xs, iq3_xxs, "
+                "iq2_m, iq2_s, iq2_xs, iq2_xxs, iq1_m, iq1_s (iq2_s and below need --imatrix)")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (for .bin checkpoints)");
   cmd->add_option("--tensor-type", o->tensor_types,
@@ -108,7 +112,8 @@ CommandRunner add_quantize_command(CLI::App& app) {
                   "match wins), e.g. 'attn_v=q8_0' or 'blk\\.[0-3]\\.ffn_down=q6_k'");
   cmd->add_option("--imatrix", o->imatrix_path,
                   "Importance matrix (llama.cpp's GGUF or legacy .dat format, e.g. from `edgelm imatrix`): the tensors "
-                  "it covers are quantized with importance weights (Q2_K..Q6_K, Q4_0..Q5_1, IQ4_NL, IQ4_XS, IQ3_S, IQ2_XS)");
+                  "it covers are quantized with importance weights (Q2_K..Q6_K, Q4_0..Q5_1, IQ4_NL, IQ4_XS, IQ3_S, IQ3_XXS, "
+                  "IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M)");
   add_thread_options(cmd, o->threads, o->cpu_affinity);
   return [o] { return run(*o); };
 }

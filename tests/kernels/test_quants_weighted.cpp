@@ -7,8 +7,10 @@
 // ggml-quants.c compiled with -O3 -march=native -ffp-contract=off. (Its shipped -march=native
 // build lets GCC fuse multiply-adds, which moves a few roundings: 85.5-100% of the blocks equal
 // per type on this input; without the fusing 100% of every type do.) IQ3_S's golden is the same
-// reference's, with and without the importances; IQ2_XS's with them (the reference requires them;
-// it agrees with the shipped build too). The inputs come from a
+// reference's, with and without the importances, and so are IQ3_XXS's and IQ2_S's (recorded the
+// same way from ggml-quants.c built -ffp-contract=off, at this input 100% of blocks equal);
+// IQ2_XS's, IQ2_XXS's, IQ1_S's and IQ1_M's with them only (the reference requires them; IQ2_XS
+// agrees with the shipped build too). The inputs come from a
 // 64-bit LCG through exact float operations only, so every platform builds the same rows.
 #include <gtest/gtest.h>
 
@@ -91,6 +93,11 @@ constexpr Golden kGoldens[] = {
     {DType::iq4_xs, "0d8b85e1ba28faea30cadd883cf684ac91c326fb86c4ef760a95c5cbea7ec969"},
     {DType::iq3_s, "6ed4ba6abf9ff3cc3d0167b5a7923529febcac92d7ac26205f62f6b69b84ca0a"},
     {DType::iq2_xs, "8e692d9940fdec10cb2c29e3af4e3705c3fe3bf3e5dd9e80eca9b1e69a368d18"},
+    {DType::iq2_xxs, "c8db6bdacecce32d77cae2c1377117866a57378bcaf1ca2a0d9883aa0565059b"},
+    {DType::iq2_s, "192e2a74f4414a8ff601bc9a7731aa78dd541e56b69663f2307f06a9cb3f8fcc"},
+    {DType::iq3_xxs, "1f194d416a7807d5a1e76dfe407235f8cbbd19a305a2d26d0287ac5633b1fc79"},
+    {DType::iq1_s, "d6cbd80cb070b1723ca192bfb90949d489654c7dddadd7b5fcc354f79e3a2d16"},
+    {DType::iq1_m, "c32c5dbc8270948a1386c6ea579171ca83155e2c8f12535bd6680ee1c9403c15"},
 };
 
 TEST(QuantsWeighted, BytesEqualTheReferenceQuantizer) {
@@ -101,15 +108,30 @@ TEST(QuantsWeighted, BytesEqualTheReferenceQuantizer) {
   }
 }
 
-// IQ3_S without an importance matrix (weights x^2): the reference's bytes too.
-TEST(QuantsWeighted, Iq3sWithoutImatrixEqualsTheReference) {
+// The grid types the reference also writes without an importance matrix (IQ3_S and IQ3_XXS with
+// weights x^2, IQ2_S with sigma2 / 4 + x^2): the reference's bytes too.
+TEST(QuantsWeighted, GridTypesWithoutImatrixEqualTheReference) {
   const Input& in = input();
-  const QuantTraits* t = quant_traits(DType::iq3_s);
-  ASSERT_NE(t->from_float, nullptr);
-  const size_t rb = dtype_row_bytes(DType::iq3_s, kCols);
-  std::vector<uint8_t> out(rb * kRows);
-  for (int64_t r = 0; r < kRows; ++r) t->from_float(in.x.data() + r * kCols, out.data() + r * rb, kCols);
-  EXPECT_EQ(sha256_hex(out.data(), out.size()), "cff5009183d0bc27eb77b3f1e58217d7bb722114b2e54a0d1c30cce28e0489ec");
+  const Golden plain[] = {
+      {DType::iq3_s, "cff5009183d0bc27eb77b3f1e58217d7bb722114b2e54a0d1c30cce28e0489ec"},
+      {DType::iq3_xxs, "adb8fe3e5c23691ee14575c237a3f72c7735f3a27020f629c7490a32ee2e05ca"},
+      {DType::iq2_s, "c30e56b4a049080351e755adc60a4e70cc2e9db8100ff311ec364a57c41a9ff1"},
+  };
+  for (const Golden& g : plain) {
+    const QuantTraits* t = quant_traits(g.type);
+    ASSERT_NE(t->from_float, nullptr) << dtype_name(g.type);
+    const size_t rb = dtype_row_bytes(g.type, kCols);
+    std::vector<uint8_t> out(rb * kRows);
+    for (int64_t r = 0; r < kRows; ++r) t->from_float(in.x.data() + r * kCols, out.data() + r * rb, kCols);
+    EXPECT_EQ(sha256_hex(out.data(), out.size()), g.sha256) << dtype_name(g.type);
+  }
+}
+
+// IQ2_XXS, IQ2_XS, IQ1_S and IQ1_M have no plain quantizer: the reference refuses them without
+// importances.
+TEST(QuantsWeighted, TypesThatNeedAnImatrixHaveNoPlainQuantizer) {
+  for (const DType t : {DType::iq2_xxs, DType::iq2_xs, DType::iq1_s, DType::iq1_m})
+    EXPECT_EQ(quant_traits(t)->from_float, nullptr) << dtype_name(t);
 }
 
 TEST(QuantsWeighted, EveryImatrixTypeHasOne) {
@@ -127,7 +149,7 @@ TEST(QuantsWeighted, LowersTheImportanceWeightedError) {
   for (const Golden& g : kGoldens) {
     const QuantTraits* t = quant_traits(g.type);
     ASSERT_NE(t, nullptr);
-    if (t->from_float == nullptr) continue;  // IQ2_XS: written only with importances
+    if (t->from_float == nullptr) continue;  // IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M: only with importances
     const std::vector<uint8_t> weighted = quantize_rows(g.type, in.x.data(), kCols, kRows, qw.data());
     const size_t rb = dtype_row_bytes(g.type, kCols);
     std::vector<uint8_t> plain(weighted.size());

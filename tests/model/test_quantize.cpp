@@ -177,8 +177,170 @@ TEST(Quantize, LowBitPresetsFollowThePerTensorRulesAndRun) {
   EXPECT_EQ(quantize_model(*mha, QuantPreset::iq4_xs, pool)->find_tensor("blk.9.attn_v.weight")->type, DType::iq4_xs);
 }
 
-// The types edgelm reads but does not write (the grid IQ formats): a model whose matrices hold
-// random valid blocks of each runs through Model::forward (vec_dot with Q8_K activations) close to
+// The grid IQ mixes' per-tensor rules (llama.cpp's, quantize.h) on a 16-layer shape.
+TEST(Quantize, GridIqMixesFollowTheReferenceRules) {
+  auto type_of = [](QuantPreset p, const char* name, int32_t n_gqa, bool imatrix = true, bool tied = false,
+                    int64_t cols = 2048) {
+    format::TensorInfo t;
+    t.name = name;
+    t.n_dims = 2;
+    t.ne = {cols, 2048, 1, 1};
+    return dtype_name(choose_type(p, t, 16, n_gqa, imatrix, tied));
+  };
+  using P = QuantPreset;
+  // The 2-bit mixes.
+  EXPECT_EQ(type_of(P::iq2_xxs, "blk.5.attn_q.weight", 4), "IQ2_XXS");
+  EXPECT_EQ(type_of(P::iq2_xxs, "blk.5.attn_v.weight", 4), "Q4_K");
+  EXPECT_EQ(type_of(P::iq2_xxs, "blk.5.attn_v.weight", 1), "Q2_K");
+  EXPECT_EQ(type_of(P::iq2_xxs, "blk.5.attn_qkv.weight", 1), "Q2_K");
+  EXPECT_EQ(type_of(P::iq2_xxs, "blk.1.ffn_down.weight", 1), "Q2_K");
+  EXPECT_EQ(type_of(P::iq2_xxs, "blk.2.ffn_down.weight", 1), "IQ2_XXS");
+  EXPECT_EQ(type_of(P::iq2_xxs, "blk.5.attn_output.weight", 1), "IQ2_XXS");
+  EXPECT_EQ(type_of(P::iq2_xxs, "output.weight", 1), "Q5_K");
+  EXPECT_EQ(type_of(P::iq2_xxs, "token_embd.weight", 1), "Q2_K");
+  EXPECT_EQ(type_of(P::iq2_xxs, "token_embd.weight", 1, true, /*tied=*/true), "Q5_K");
+  EXPECT_EQ(type_of(P::iq2_xs, "blk.5.ffn_up.weight", 1), "IQ2_XS");
+  EXPECT_EQ(type_of(P::iq2_s, "blk.5.ffn_up.weight", 1), "IQ2_XS");  // IQ2_S's base is IQ2_XS
+  EXPECT_EQ(type_of(P::iq2_s, "blk.5.attn_v.weight", 1), "IQ3_S");
+  EXPECT_EQ(type_of(P::iq2_s, "blk.0.ffn_down.weight", 1), "IQ3_S");
+  EXPECT_EQ(type_of(P::iq2_s, "blk.5.attn_output.weight", 1), "IQ3_S");
+  EXPECT_EQ(type_of(P::iq2_s, "token_embd.weight", 1), "IQ3_S");
+  EXPECT_EQ(type_of(P::iq2_m, "blk.5.ffn_up.weight", 1), "IQ2_S");
+  EXPECT_EQ(type_of(P::iq1_s, "blk.5.ffn_up.weight", 1), "IQ1_S");
+  EXPECT_EQ(type_of(P::iq1_m, "blk.5.ffn_up.weight", 1), "IQ1_M");
+  EXPECT_EQ(type_of(P::iq1_s, "blk.5.attn_output.weight", 1), "IQ2_XXS");
+  EXPECT_EQ(type_of(P::iq1_m, "blk.5.attn_v.weight", 1), "Q2_K");
+  EXPECT_EQ(type_of(P::iq1_m, "token_embd.weight", 1), "Q2_K");
+  // IQ3_XXS: attn_v and ffn_down depend on the imatrix.
+  EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.ffn_up.weight", 1), "IQ3_XXS");
+  EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.attn_q.weight", 1), "IQ2_S");
+  EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.attn_k.weight", 1), "IQ2_S");
+  EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.attn_v.weight", 4), "Q4_K");
+  EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.attn_v.weight", 1, true), "IQ3_XXS");
+  EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.attn_v.weight", 1, false), "IQ3_S");
+  EXPECT_EQ(type_of(P::iq3_xxs, "blk.1.ffn_down.weight", 1, false), "Q4_K");
+  EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.ffn_down.weight", 1, false), "Q3_K");
+  EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.ffn_down.weight", 1, true), "IQ3_XXS");
+  EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.attn_output.weight", 1), "IQ3_S");
+  EXPECT_EQ(type_of(P::iq3_xxs, "output.weight", 1), "Q5_K");
+  EXPECT_EQ(type_of(P::iq3_xxs, "token_embd.weight", 1), "IQ3_S");
+  // IQ3_XS / IQ3_S / IQ3_M (base IQ3_S).
+  EXPECT_EQ(type_of(P::iq3_xs, "blk.5.attn_q.weight", 1), "IQ3_XXS");
+  EXPECT_EQ(type_of(P::iq3_xs, "blk.5.ffn_up.weight", 1), "IQ3_XXS");
+  EXPECT_EQ(type_of(P::iq3_xs, "blk.1.ffn_gate.weight", 1), "IQ3_S");   // first eighth
+  EXPECT_EQ(type_of(P::iq3_xs, "blk.14.ffn_gate.weight", 1), "IQ3_S");  // last eighth
+  EXPECT_EQ(type_of(P::iq3_xs, "blk.5.ffn_down.weight", 1), "IQ3_S");
+  EXPECT_EQ(type_of(P::iq3_xs, "blk.5.attn_v.weight", 4), "Q4_K");
+  EXPECT_EQ(type_of(P::iq3_xs, "output.weight", 1), "Q6_K");
+  EXPECT_EQ(type_of(P::iq3_s, "blk.5.attn_v.weight", 1), "IQ3_S");
+  EXPECT_EQ(type_of(P::iq3_s, "blk.5.attn_v.weight", 4), "Q4_K");
+  EXPECT_EQ(type_of(P::iq3_s, "token_embd.weight", 1, true, /*tied=*/true), "Q6_K");
+  EXPECT_EQ(type_of(P::iq3_m, "blk.5.attn_v.weight", 1), "Q4_K");
+  EXPECT_EQ(type_of(P::iq3_m, "blk.5.attn_output.weight", 1), "Q4_K");
+  EXPECT_EQ(type_of(P::iq3_m, "blk.0.ffn_down.weight", 1), "Q4_K");
+  EXPECT_EQ(type_of(P::iq3_m, "blk.5.ffn_down.weight", 1), "IQ3_S");
+  // Rows that do not fit 256-blocks fall back to IQ4_NL.
+  EXPECT_EQ(type_of(P::iq2_xxs, "blk.5.attn_q.weight", 1, true, false, 288), "IQ4_NL");
+  EXPECT_EQ(type_of(P::iq3_xxs, "blk.5.ffn_up.weight", 1, true, false, 288), "IQ4_NL");
+  // The names and file types the reference tool uses.
+  EXPECT_EQ(*quant_preset_from_name("IQ2_M"), P::iq2_m);
+  EXPECT_EQ(*quant_preset_from_name("iq3_xs"), P::iq3_xs);
+}
+
+// A 2-D-weight imatrix of ones for every blk matrix of `f` (what ik's tests use as a neutral one).
+ImportanceMatrix ones_imatrix(const format::ModelFile& f) {
+  ImportanceMatrix m;
+  for (const auto& t : f.tensors) {
+    if (t.n_dims < 2 || t.name.rfind("blk.", 0) != 0) continue;
+    ImatrixEntry e;
+    e.sums.assign(static_cast<size_t>(t.ne[0]), 1.0f);
+    e.counts = {1};
+    m.entries[t.name] = e;
+  }
+  m.datasets = {"ones"};
+  m.chunk_count = 1;
+  return m;
+}
+
+// The grid IQ presets end to end on a llama shape with 256-wide rows: the types the rules give,
+// the file type the reference numbers them by, and the model runs close to the F32 one. IQ2_XXS,
+// IQ2_XS, IQ2_S, IQ1_S and IQ1_M need an importance matrix (an error naming the preset without).
+TEST(Quantize, GridIqPresetsRun) {
+  SyntheticSpec s;
+  s.n_embd = 256;
+  s.n_ff = 256;
+  s.n_layer = 4;
+  s.n_head = 8;
+  s.n_head_kv = 8;  // n_gqa 1: attn_v takes the mixes' low-bit choice
+  auto f = make_synthetic_model(s);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  ThreadPool pool(2);
+  auto ref_model = Model::load(std::move(make_synthetic_model(s)).value());
+  ASSERT_TRUE(ref_model.ok()) << ref_model.error().message;
+  const std::vector<TokenId> toks = {1, 5, 9, 33, 2, 7};
+  const int32_t n_vocab = (*ref_model)->config().n_vocab;
+  std::vector<float> ref(static_cast<size_t>(n_vocab));
+  {
+    KvCache cache((*ref_model)->config(), 16);
+    ASSERT_TRUE((*ref_model)->forward(toks, cache, ref, pool).ok());
+  }
+  const ImportanceMatrix ones = ones_imatrix(*f);
+  struct Want {
+    QuantPreset preset;
+    bool imatrix;
+    DType attn_q, ffn_up, attn_v;
+    uint32_t file_type;
+    double max_rel;  // last-token logits vs F32, relative RMS (~1.3x the measured)
+  };
+  const Want wants[] = {
+      {QuantPreset::iq1_s, true, DType::iq1_s, DType::iq1_s, DType::q2_k, 24, 0.92},
+      {QuantPreset::iq1_m, true, DType::iq1_m, DType::iq1_m, DType::q2_k, 31, 0.98},
+      {QuantPreset::iq2_xxs, true, DType::iq2_xxs, DType::iq2_xxs, DType::q2_k, 19, 0.85},
+      {QuantPreset::iq2_s, true, DType::iq2_xs, DType::iq2_xs, DType::iq3_s, 28, 0.6},
+      {QuantPreset::iq2_m, false, DType::iq2_s, DType::iq2_s, DType::iq3_s, 29, 0.6},
+      {QuantPreset::iq3_xxs, false, DType::iq2_s, DType::iq3_xxs, DType::iq3_s, 23, 0.6},
+      {QuantPreset::iq3_xxs, true, DType::iq2_s, DType::iq3_xxs, DType::iq3_xxs, 23, 0.5},
+      {QuantPreset::iq3_xs, false, DType::iq3_xxs, DType::iq3_xxs, DType::iq3_s, 22, 0.52},
+      {QuantPreset::iq3_m, false, DType::iq3_s, DType::iq3_s, DType::q4_k, 27, 0.46},
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(std::string(quant_preset_name(w.preset)) + (w.imatrix ? " imatrix" : ""));
+    int weighted = 0;
+    auto q = quantize_model(*f, w.preset, pool, [&](const QuantizeProgress& p) { weighted += p.weighted; }, {},
+                            w.imatrix ? ImatrixSource{&ones, "ones.dat"} : ImatrixSource{});
+    ASSERT_TRUE(q.ok()) << q.error().message;
+    EXPECT_EQ(weighted, w.imatrix ? 4 * 7 : 0);  // every blk matrix
+    EXPECT_EQ(q->find_tensor("blk.1.attn_q.weight")->type, w.attn_q);
+    EXPECT_EQ(q->find_tensor("blk.1.ffn_up.weight")->type, w.ffn_up);
+    EXPECT_EQ(q->find_tensor("blk.1.attn_v.weight")->type, w.attn_v);
+    EXPECT_EQ(*q->metadata.get_u32("general.file_type"), w.file_type);
+    auto m = Model::load(std::move(q).value());
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    KvCache cache((*m)->config(), 16);
+    std::vector<float> logits(static_cast<size_t>(n_vocab));
+    ASSERT_TRUE((*m)->forward(toks, cache, logits, pool).ok());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      num += (logits[i] - ref[i]) * (logits[i] - ref[i]);
+      den += ref[i] * ref[i];
+    }
+    const double rel = std::sqrt(num / den);
+    std::printf("[ info ] %s: logits relative RMS error %.4f\n", std::string(quant_preset_name(w.preset)).c_str(), rel);
+    EXPECT_LT(rel, w.max_rel);
+    EXPECT_GT(rel, 0.0);
+  }
+  for (const QuantPreset p :
+       {QuantPreset::iq2_xxs, QuantPreset::iq2_xs, QuantPreset::iq2_s, QuantPreset::iq1_s, QuantPreset::iq1_m}) {
+    EXPECT_TRUE(quant_preset_needs_imatrix(p));
+    auto q = quantize_model(*f, p, pool);
+    ASSERT_FALSE(q.ok());
+    EXPECT_NE(q.error().message.find("needs an importance matrix"), std::string::npos) << q.error().message;
+    EXPECT_NE(q.error().message.find(std::string(quant_preset_name(p))), std::string::npos) << q.error().message;
+  }
+  EXPECT_FALSE(quant_preset_needs_imatrix(QuantPreset::iq3_xxs));
+}
+
+// The grid IQ formats: a model whose matrices hold random valid blocks of each runs through Model::forward (vec_dot with Q8_K activations) close to
 // the same model with those matrices dequantized to F32 (only the activation quantization differs).
 TEST(Quantize, ReadOnlyGridTypesRunLikeTheirDequantizedWeights) {
   SyntheticSpec s;
@@ -318,7 +480,7 @@ TEST(QuantizeOverrides, BadSpecsAreErrorsNamingThem) {
   EXPECT_NE(err("attn_v").find("PATTERN=TYPE"), std::string::npos);
   EXPECT_NE(err("=q8_0").find("empty pattern"), std::string::npos);
   EXPECT_NE(err("attn_v=q9_9").find("'q9_9'"), std::string::npos);
-  EXPECT_NE(err("attn_v=iq2_xxs").find("not a type edgelm can write"), std::string::npos);
+  EXPECT_NE(err("attn_v=q8_1").find("not a type edgelm can write"), std::string::npos);
   EXPECT_NE(err("attn_v=q8_k").find("not a type edgelm can write"), std::string::npos);
   EXPECT_NE(err("([=q8_0").find("invalid pattern"), std::string::npos);
   auto ok = parse_tensor_type_override("a=b=Q6_K");  // split at the last '='

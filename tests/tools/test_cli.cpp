@@ -363,6 +363,10 @@ TEST(Cli, QuantizeThenRun) {
                      "unknown quantization type 'q3_xl'");
   expect_clean_error(edgelm({"quantize", out, out, "q4_0"}), "same file");
   expect_clean_error(edgelm({"quantize", dir.file("missing.gguf"), dir.file("y.gguf"), "q4_0"}), "missing.gguf");
+  // The presets the reference refuses without an importance matrix: an error before reading the model.
+  for (const char* p : {"iq2_xxs", "iq2_xs", "iq2_s", "iq1_s", "iq1_m"})
+    expect_clean_error(edgelm({"quantize", dir.file("missing.gguf"), dir.file("x.gguf"), p}),
+                       std::string(p) + " needs an importance matrix: pass --imatrix FILE");
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
 }
 
