@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -73,6 +74,12 @@ class KvStore {
   size_t saved_block_bytes() const;
   void save_block(BlockId block, std::byte* out) const;
   void load_block(BlockId block, const std::byte* in);
+  // The n_layer * 2 pieces of a block's memory in save_block's order (layer 0 K, layer 0 V, ...),
+  // so that a reader can put saved bytes straight in place (the disk tier's preadv).
+  std::vector<std::span<std::byte>> block_pieces(BlockId block);
+  // Commits the memory of blocks [first, first + n) (HugePageBuffer::populate: no byte changes,
+  // safe beside any other use of the store); false where the kernel cannot.
+  bool populate_blocks(BlockId first, int32_t n);
 
   // Raw data for kernels that consume the stored type directly: V [block_size, row_bytes]; K
   // the same, or [n_embd_kv, block_size] elements when k_transposed().
