@@ -29,8 +29,9 @@
 //  - KV disk tier (opts.kv_disk, kv/disk_tier.h, engine_disk.cpp): published blocks (and hybrid
 //    models' published state snapshots) are written through by the tier's own thread (the step
 //    only copies their bytes into its bounded queue); a request whose prefix blocks RAM lacks
-//    but the disk holds waits, alone, for them (and the snapshot at their end) to be read back,
-//    then matches them like RAM hits, so its output is the same as without the tier.
+//    but the disk holds waits, alone, for them (and the snapshot at their end) to be read back
+//    straight into KV blocks held for it (never published unless verified), then matches them
+//    like RAM hits, so its output is the same as without the tier.
 //  - With check_invariants, the KV block invariants (no leak, no double free, refcounts match
 //    the block tables) are asserted after every step; on by default in debug builds.
 // Not thread-safe: one thread drives add_request / step / cancel.

@@ -25,7 +25,9 @@
 //
 // Invariants: q8_0 requires n_embd_kv % 32 == 0 (create() refuses otherwise), so every row is
 // whole quant blocks and rows never share bytes. write/read of distinct (layer, block, slot)
-// touch disjoint bytes and may run concurrently; everything else is single-threaded.
+// touch disjoint bytes and may run concurrently; so may writes into the block_pieces of a block
+// no one else uses (the disk tier's reader threads fill blocks the engine holds for them), and
+// populate_blocks beside anything; everything else is single-threaded.
 // Reading a row that was never written yields unspecified values (the memory is not cleared).
 #pragma once
 
