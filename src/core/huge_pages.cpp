@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -37,6 +38,17 @@ void HugePageBuffer::prefault() {
     volatile std::byte* p = data_ + i;
     *p = *p;
   }
+}
+
+bool HugePageBuffer::populate(size_t offset, size_t bytes) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;  // linux/mman.h, 5.14
+#endif
+  constexpr size_t kPage = 4096;
+  if (data_ == nullptr || offset >= mapped_ || bytes == 0) return false;
+  const size_t begin = offset / kPage * kPage;
+  const size_t end = std::min(mapped_, (offset + std::min(bytes, mapped_ - offset) + kPage - 1) / kPage * kPage);
+  return madvise(data_ + begin, end - begin, MADV_POPULATE_WRITE) == 0;
 }
 
 HugePageBuffer::~HugePageBuffer() {

@@ -39,6 +39,10 @@ class HugePageBuffer {
   // stay as they are), so that later accesses take no first-touch faults: each zeroes a whole 2
   // MiB page, and on a VM whose host backs guest memory lazily it costs milliseconds more.
   void prefault();
+  // Commits the pages of [offset, offset + bytes) (clamped to the buffer) without changing any
+  // byte (madvise MADV_POPULATE_WRITE), so it may run on another thread while the buffer is in
+  // use; false (nothing done) where the kernel lacks it (before Linux 5.14): only a hint.
+  bool populate(size_t offset, size_t bytes);
 
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }  // the bytes asked for

@@ -159,6 +159,7 @@ Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions 
   if (disk_) {
     disk_writer_.engine = this;
     pool_.set_publish_listener(&disk_writer_);
+    populate_for_disk();
   }
   if (snapshots_.enabled()) {
     pool_.set_evict_listener(&snapshots_);
@@ -589,7 +590,9 @@ const std::vector<TokenEvent>& Engine::step() {
   }
   scheduler_.observe_step(last_step_ms_);
   if (opts_.check_invariants) {
-    kv_.check_invariants(scheduler_.live_kv());
+    held_buf_.clear();
+    for (const auto& d : disk_dest_) held_buf_.insert(held_buf_.end(), d.second.begin(), d.second.end());
+    kv_.check_invariants(scheduler_.live_kv(), held_buf_);
     snapshots_.check_invariants(&pool_);
     if (drafter_) drafter_->check_invariants();
   }

@@ -29,8 +29,9 @@
 //  - KV disk tier (opts.kv_disk, kv/disk_tier.h, engine_disk.cpp): published blocks (and hybrid
 //    models' published state snapshots) are written through by the tier's own thread (the step
 //    only copies their bytes into its bounded queue); a request whose prefix blocks RAM lacks
-//    but the disk holds waits, alone, for them (and the snapshot at their end) to be read back,
-//    then matches them like RAM hits, so its output is the same as without the tier.
+//    but the disk holds waits, alone, for them (and the snapshot at their end) to be read back
+//    straight into KV blocks held for it (never published unless verified), then matches them
+//    like RAM hits, so its output is the same as without the tier.
 //  - With check_invariants, the KV block invariants (no leak, no double free, refcounts match
 //    the block tables) are asserted after every step; on by default in debug builds.
 // Not thread-safe: one thread drives add_request / step / cancel.
@@ -39,6 +40,8 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/result.h"
@@ -198,6 +201,8 @@ class Engine {
   // cached blocks (then the sequence's admission finds them like any RAM hit).
   void ask_disk(Sequence& s);
   void install_disk_reads();
+  // Starts kv_populate_ when the disk holds blocks of this namespace.
+  void populate_for_disk();
   // Hybrid models: queues the published snapshot `entry` (the state after n_tokens, the end of
   // a block of s) for the disk; installs a snapshot read back as a published one (false: it
   // does not fit this engine, or its block is not in RAM, or the store has no free entry).
@@ -286,6 +291,10 @@ class Engine {
   std::unique_ptr<Drafter> drafter_;  // null: speculation off
   std::unique_ptr<kv::DiskTier> disk_;  // null: no disk tier
   DiskWriter disk_writer_;
+  // Blocks allocated (one reference, unpublished) as the destinations of a disk read, by the
+  // read's tag (the request id), until its result is installed: the reader writes into them.
+  std::unordered_map<uint64_t, std::vector<kv::BlockId>> disk_dest_;
+  std::vector<kv::BlockId> held_buf_;  // check_invariants' list of them
   int64_t tier_ram_blocks_ = 0, tier_disk_blocks_ = 0, tier_miss_blocks_ = 0;
   int64_t disk_fetches_ = 0;
   double disk_fetch_seconds_ = 0.0;
@@ -300,6 +309,10 @@ class Engine {
   std::vector<TokenEvent> events_;
   std::vector<RequestId> expired_;
   std::vector<std::pair<RequestId, Finish>> done_;
+  // With a disk tier that holds blocks at start: commits the KV memory they will be read into
+  // (kv::KvStore::populate_blocks, off the request path; engine_disk.cpp). Last, so it is
+  // joined before the store goes.
+  std::jthread kv_populate_;
 };
 
 }  // namespace edgelm::engine

@@ -2,12 +2,22 @@
 // (and of hybrid models' recurrent-state snapshots), and read-back of a new request's prefix
 // blocks that RAM no longer holds.
 //
-// Reads never block the step loop: add_request asks the tier's reader thread for the blocks
-// and marks the sequence disk_wait; the scheduler admits other requests meanwhile; each step
-// installs what has been read (allocate, copy in, publish, release: the blocks become cached
-// like any evicted-but-kept block) and clears the flag, and the sequence's admission then finds
-// them through the ordinary prefix match. If RAM lost an earlier block of the chain meanwhile,
-// the match stops there and the rest is computed: never wrong, at most slower.
+// Reads never block the step loop: add_request allocates a KV block for each block to read
+// (one reference, unpublished, held in disk_dest_ under the request id), asks the tier's reader
+// threads to read each file straight into its block (kv/disk_tier.h: preadv into the block's
+// pieces, checksum over the bytes in place) and marks the sequence disk_wait; the scheduler
+// admits other requests meanwhile; each step installs what has been read (publish, release: the
+// blocks become cached like any evicted-but-kept block; a block not read, or bad, is released
+// unpublished, i.e. free, and its bytes are never used) and clears the flag, and the sequence's
+// admission then finds them through the ordinary prefix match. If RAM lost an earlier block of
+// the chain meanwhile, the match stops there and the rest is computed: never wrong, at most
+// slower. A request cancelled meanwhile still gets its blocks installed when the read is done
+// (they are valid), and its destinations are never released while the reader may write them.
+//
+// At start, when the disk holds blocks of this namespace, a background thread commits the KV
+// memory of as many blocks (the free list hands blocks out in index order, so the first ones):
+// a fresh process's KV memory is untouched, and faulting in (zeroing) its huge pages inside the
+// first disk hit measured as the largest part of that hit's cost (README, KV disk tier).
 //
 // Hybrid models (qwen35): a KV prefix is usable only up to a recurrent-state snapshot at its end
 // (engine_states.cpp), so the tier persists snapshots too, as a second kind of block written
@@ -103,17 +113,31 @@ void Engine::ask_disk(Sequence& s) {
     parent = h;
   }
   keys.resize(use_keys);
+  // The destinations: as many blocks as can be had now (the rest of the chain is computed).
+  std::vector<kv::BlockId> dest;
+  dest.reserve(keys.size());
+  for (kv::DiskBlockKey& k : keys) {
+    const std::optional<kv::BlockId> id = pool_.allocate();
+    if (!id) break;
+    dest.push_back(*id);
+    k.dest = store_.block_pieces(*id);
+  }
+  keys.resize(dest.size());
   in_ram = std::min<int64_t>(in_ram, static_cast<int64_t>(use));
   tier_ram_blocks_ += in_ram;
   tier_miss_blocks_ += static_cast<int64_t>(n_full - use);
   // Nothing to read: no block, and no snapshot needed (RAM holds the longest point's).
-  if (keys.empty() && !use_disk_state) return;
+  if (keys.empty() && !use_disk_state) {
+    for (const kv::BlockId b : dest) pool_.release(b);
+    return;
+  }
   // Blocks in RAM after the first one on disk are counted with the read (as disk: they are
   // useful only once the disk ones are back).
   s.disk_asked = static_cast<int32_t>(use) - static_cast<int32_t>(in_ram);
   s.disk_state = use_disk_state;
   s.disk_ram_keys = ram_after == SIZE_MAX ? -1 : static_cast<int32_t>(ram_after);
   s.disk_wait = true;
+  disk_dest_[s.id] = std::move(dest);
   disk_->submit_read(s.id, std::move(keys), std::move(snaps), ram_after);
 }
 
@@ -139,30 +163,36 @@ void Engine::install_disk_reads() {
   for (const auto& w : scheduler_.waiting()) only_waiting_on_disk = only_waiting_on_disk && w->disk_wait;
   std::vector<kv::DiskReadResult> reads =
       disk_->take_reads(only_waiting_on_disk ? std::chrono::milliseconds(20) : std::chrono::milliseconds(0));
-  const size_t bytes = store_.saved_block_bytes();
   for (kv::DiskReadResult& r : reads) {
+    std::vector<kv::BlockId> dest;
+    if (auto it = disk_dest_.find(r.tag); it != disk_dest_.end()) {
+      dest = std::move(it->second);
+      disk_dest_.erase(it);
+    }
+    // The blocks read (in place, verified) are published: cached, most recent; when another
+    // block got the hash meanwhile, publish leaves this one unhashed and it goes back free, as
+    // do the destinations of blocks not read or bad.
+    int32_t installed = 0;
+    for (size_t i = 0; i < dest.size(); ++i) {
+      const bool good = i == static_cast<size_t>(installed) && i < r.blocks.size() &&
+                        r.blocks[i].tokens.size() == static_cast<size_t>(opts_.block_size);
+      if (good) {
+        pool_.publish(dest[i], r.blocks[i].hash, r.blocks[i].parent, r.blocks[i].tokens);
+        ++installed;
+      }
+      pool_.release(dest[i]);
+    }
+    // The snapshot read back, its chain installed (kept like the blocks when the request is gone).
+    const bool state_ok = states_.enabled() && r.has_state && r.state_after <= static_cast<size_t>(installed) &&
+                          install_snapshot(r.state);
     Sequence* s = scheduler_.find(static_cast<RequestId>(r.tag));
     if (s == nullptr || !s->disk_wait) continue;  // cancelled or expired meanwhile
     ++disk_fetches_;
     disk_fetch_seconds_ += r.seconds;
-    int32_t installed = 0;
-    for (const kv::DiskBlock& b : r.blocks) {
-      if (b.data.size() != bytes || b.tokens.size() != static_cast<size_t>(opts_.block_size)) break;
-      if (!pool_.has_hash(b.hash)) {
-        const std::optional<kv::BlockId> id = pool_.allocate();
-        if (!id) break;  // every block is in use: the rest is computed
-        store_.load_block(*id, b.data.data());
-        pool_.publish(*id, b.hash, b.parent, b.tokens);
-        pool_.release(*id);  // cached, most recent
-      }
-      ++installed;
-    }
     int32_t usable = installed;
     if (states_.enabled()) {
       // The KV blocks serve this request only up to a snapshot: the one read back (its chain
       // installed), else the longest one RAM holds.
-      const bool state_ok =
-          r.has_state && r.state_after <= static_cast<size_t>(installed) && install_snapshot(r.state);
       if (state_ok)
         usable = static_cast<int32_t>(r.state_after);
       else if (s->disk_state)
@@ -173,6 +203,12 @@ void Engine::install_disk_reads() {
     s->disk_wait = false;
     s->disk_state = false;
   }
+}
+
+void Engine::populate_for_disk() {
+  const int64_t n = std::min<int64_t>(disk_->count(kv::DiskKind::kv), store_.n_blocks());
+  if (n <= 0) return;
+  kv_populate_ = std::jthread([this, n] { store_.populate_blocks(0, static_cast<int32_t>(n)); });
 }
 
 std::pair<int32_t, int64_t> Engine::flush_prefix_cache(bool ram, bool disk) {

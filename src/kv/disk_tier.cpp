@@ -3,10 +3,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -70,6 +72,24 @@ bool write_all(int fd, const std::byte* p, size_t n) {
   return true;
 }
 
+// Reads exactly the pieces' bytes from `at` on (preadv, resumed after a short read).
+bool preadv_all(int fd, std::vector<iovec>& iov, off_t at) {
+  size_t i = 0;
+  while (i < iov.size()) {
+    const int cnt = static_cast<int>(std::min<size_t>(iov.size() - i, IOV_MAX));
+    ssize_t r = ::preadv(fd, iov.data() + i, cnt, at);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    at += r;
+    while (i < iov.size() && static_cast<size_t>(r) >= iov[i].iov_len) r -= static_cast<ssize_t>(iov[i++].iov_len);
+    if (r > 0) {
+      iov[i].iov_base = static_cast<std::byte*>(iov[i].iov_base) + r;
+      iov[i].iov_len -= static_cast<size_t>(r);
+    }
+  }
+  return true;
+}
+
 bool read_all(int fd, std::byte* p, size_t n, off_t at) {
   while (n > 0) {
     const ssize_t r = ::pread(fd, p, n, at);
@@ -127,7 +147,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::open(DiskTierOptions opts) {
   EDGELM_TRY_STATUS(t->scan());
   t->stats_.enabled = true;
   t->writer_ = std::thread([p = t.get()] { p->writer_main(); });
-  t->reader_ = std::thread([p = t.get()] { p->reader_main(); });
+  for (int i = 0; i < std::max(1, t->opts_.readers); ++i) t->readers_.emplace_back([p = t.get()] { p->reader_main(); });
   return t;
 }
 
@@ -139,7 +159,7 @@ DiskTier::~DiskTier() {
   write_cv_.notify_all();
   read_cv_.notify_all();
   if (writer_.joinable()) writer_.join();
-  if (reader_.joinable()) reader_.join();
+  for (std::thread& r : readers_) r.join();
   if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
@@ -395,11 +415,33 @@ bool DiskTier::read_file(const DiskBlockKey& key, DiskBlock& out) {
       payload > (uint64_t{1} << 40) || static_cast<uint64_t>(st.st_size) != kHeaderBytes + 4ull * n_tokens + payload)
     return drop(true);
   std::vector<std::byte> toks(4ull * n_tokens);
-  out.data.resize(payload);
-  if (!read_all(fd, toks.data(), toks.size(), kHeaderBytes) ||
-      !read_all(fd, out.data.data(), payload, static_cast<off_t>(kHeaderBytes + toks.size())))
-    return drop(true);
-  if (checksum(header, toks, out.data.data(), payload) != get64(header + kChecksumAt)) return drop(true);
+  if (key.dest.empty()) {
+    out.data.resize(payload);
+    if (!read_all(fd, toks.data(), toks.size(), kHeaderBytes) ||
+        !read_all(fd, out.data.data(), payload, static_cast<off_t>(kHeaderBytes + toks.size())))
+      return drop(true);
+    if (checksum(header, toks, out.data.data(), payload) != get64(header + kChecksumAt)) return drop(true);
+  } else {
+    // In place: tokens and payload in one preadv, the payload into the caller's pieces; the
+    // checksum then runs over the bytes where they landed (still in cache, block by block).
+    uint64_t dest_bytes = 0;
+    for (const std::span<std::byte>& d : key.dest) dest_bytes += d.size();
+    if (dest_bytes != payload) return false;  // intact, but not of the caller's layout: a miss
+    std::vector<iovec> iov;
+    iov.reserve(1 + key.dest.size());
+    iov.push_back({toks.data(), toks.size()});
+    for (const std::span<std::byte>& d : key.dest) iov.push_back({d.data(), d.size()});
+    if (!preadv_all(fd, iov, kHeaderBytes)) return drop(true);
+    std::byte h[kHeaderBytes];
+    std::memcpy(h, header, kHeaderBytes);
+    put64(h + kChecksumAt, 0);
+    Xxh64 x(0);
+    x.update(h, kHeaderBytes);
+    x.update(toks.data(), toks.size());
+    for (const std::span<std::byte>& d : key.dest) x.update(d.data(), d.size());
+    if (x.digest() != get64(header + kChecksumAt)) return drop(true);
+    out.data.clear();
+  }
   out.kind = key.kind;
   out.hash = key.hash;
   out.parent = get64(header + 32);
@@ -424,45 +466,86 @@ bool DiskTier::read_counted(const DiskBlockKey& key, DiskBlock& out) {
 
 void DiskTier::submit_read(uint64_t tag, std::vector<DiskBlockKey> keys, std::vector<DiskBlockKey> states,
                            size_t ram_after) {
+  auto job = std::make_shared<ReadJob>();
+  job->tag = tag;
+  job->keys = std::move(keys);
+  job->states = std::move(states);
+  job->ram_after = ram_after;
+  job->out.resize(job->keys.size());
+  job->t0 = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
-    read_queue_.push_back({tag, std::move(keys), std::move(states), ram_after});
+    read_queue_.push_back(std::move(job));
   }
-  read_cv_.notify_one();
+  read_cv_.notify_all();
 }
 
 void DiskTier::reader_main() {
   std::unique_lock lock(mu_);
   for (;;) {
-    read_cv_.wait(lock, [&] { return stop_ || !read_queue_.empty(); });
+    // The first job with a key left to claim (or with none at all: a snapshot-only job).
+    std::shared_ptr<ReadJob> job;
+    read_cv_.wait(lock, [&] {
+      if (stop_) return true;
+      for (const std::shared_ptr<ReadJob>& j : read_queue_)
+        if (j->next < std::min(j->keys.size(), j->fail_at) || (j->keys.empty() && j->next == 0)) {
+          job = j;
+          return true;
+        }
+      return false;
+    });
     if (stop_) return;
-    ReadJob job = std::move(read_queue_.front());
-    read_queue_.pop_front();
+    bool last = false;
+    if (job->keys.empty()) {
+      job->next = 1;  // claimed
+      last = true;
+    } else {
+      const size_t i = job->next++;
+      lock.unlock();
+      const bool good = read_counted(job->keys[i], job->out[i]);
+      lock.lock();
+      if (!good) job->fail_at = std::min(job->fail_at, i);
+      ++job->n_done;
+      // Keys past the first bad one are never claimed: they count as done.
+      const size_t claimable = std::min(job->keys.size(), job->fail_at);
+      last = job->next >= claimable && job->n_done == job->next;  // nothing left to claim or to wait for
+    }
+    if (!last) continue;
+    read_queue_.erase(std::find(read_queue_.begin(), read_queue_.end(), job));
     lock.unlock();
-    const auto t0 = std::chrono::steady_clock::now();
-    DiskReadResult r;
-    r.tag = job.tag;
-    for (const DiskBlockKey& key : job.keys) {
-      DiskBlock b;
-      if (!read_counted(key, b)) break;
-      r.blocks.push_back(std::move(b));
-    }
-    // The longest snapshot whose KV chain came back; a bad one falls back to the next shorter.
-    std::stable_sort(job.states.begin(), job.states.end(),
-                     [](const DiskBlockKey& a, const DiskBlockKey& b) { return a.after > b.after; });
-    for (const DiskBlockKey& key : job.states) {
-      if (key.kind != DiskKind::state || key.after > r.blocks.size()) continue;
-      if (key.after <= job.ram_after && r.blocks.size() >= job.ram_after) break;  // the caller's serves
-      if (!read_counted(key, r.state)) continue;
-      r.has_state = true;
-      r.state_after = key.after;
-      break;
-    }
-    r.seconds = since(t0);
+    finish_job(*job);
     lock.lock();
-    done_.push_back(std::move(r));
-    done_cv_.notify_all();
   }
+}
+
+void DiskTier::finish_job(ReadJob& job) {
+  DiskReadResult r;
+  r.tag = job.tag;
+  const size_t n_good = std::min(job.keys.size(), job.fail_at);
+  r.blocks.reserve(n_good);
+  for (size_t i = 0; i < n_good; ++i) r.blocks.push_back(std::move(job.out[i]));
+  // The longest snapshot whose KV chain came back; a bad one falls back to the next shorter.
+  std::stable_sort(job.states.begin(), job.states.end(),
+                   [](const DiskBlockKey& a, const DiskBlockKey& b) { return a.after > b.after; });
+  for (const DiskBlockKey& key : job.states) {
+    if (key.kind != DiskKind::state || key.after > r.blocks.size()) continue;
+    if (key.after <= job.ram_after && r.blocks.size() >= job.ram_after) break;  // the caller's serves
+    if (!read_counted(key, r.state)) continue;
+    r.has_state = true;
+    r.state_after = key.after;
+    break;
+  }
+  r.seconds = since(job.t0);
+  std::lock_guard lock(mu_);
+  done_.push_back(std::move(r));
+  done_cv_.notify_all();
+}
+
+int64_t DiskTier::count(DiskKind kind) const {
+  std::lock_guard lock(mu_);
+  int64_t n = 0;
+  for (const auto& e : index_) n += e.first.ns == opts_.name_space && e.first.kind == kind ? 1 : 0;
+  return n;
 }
 
 std::vector<DiskReadResult> DiskTier::take_reads(std::chrono::milliseconds wait) {

@@ -41,10 +41,21 @@
 // builds an LRU of every block file of every namespace (all count against max_bytes; other
 // namespaces' files are the oldest and go first). Lookups are an in-memory hash map.
 //
+// Reads in place: a read key may name its destination (DiskBlockKey::dest, the pieces of a KV
+// block the caller allocated, KvStore::block_pieces): the payload then goes from the kernel
+// straight into those pieces (one preadv, no staging buffer) and the checksum is computed over
+// the bytes in place before the block is reported good; a bad block's pieces hold garbage and
+// the caller must not use them (it gets them back as not read). Measured why (README, KV disk
+// tier): a staging vector per block and a second copy into never-touched KV memory were most of
+// a disk hit's cost.
+//
 // Threads: one writer thread drains a bounded queue (queue_bytes; a block that does not fit is
-// dropped and counted: the engine thread never waits for the disk), one reader thread serves
-// read jobs. contains / enqueue_write / submit_read / take_reads / stats may be called from any
-// thread (one mutex); the destructor finishes the queued writes and joins both threads.
+// dropped and counted: the engine thread never waits for the disk); `readers` reader threads
+// share each read job's keys (each claims the next unread key, so a job's blocks are read in
+// parallel; a job is finished by the thread that completes its last key). contains /
+// enqueue_write / submit_read / take_reads / stats may be called from any thread (one mutex);
+// the destructor finishes the queued writes and joins the threads (a job being read is finished
+// first, so destination memory must outlive the tier).
 #pragma once
 
 #include <chrono>
@@ -55,6 +66,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -71,6 +83,7 @@ struct DiskTierOptions {
   uint64_t max_bytes = 0;                 // the directory's block files at most (LRU); >= one block
   uint64_t name_space = 0;                // disk_namespace.h
   size_t queue_bytes = size_t{64} << 20;  // blocks waiting to be written at most
+  int readers = 2;                        // reader threads (>= 1)
 };
 
 // One block: its kind, its prefix hash, its parent's, its tokens and its bytes
@@ -95,6 +108,9 @@ struct DiskBlockKey {
   // A snapshot key of a read job: how many of the job's KV keys must have been read for this
   // snapshot to be usable (its block and every one before it on disk).
   size_t after = 0;
+  // Non-empty: read the payload straight into these pieces, in order (their sizes must add up to
+  // the file's payload, else the block is a miss); the result's DiskBlock then has no data.
+  std::vector<std::span<std::byte>> dest = {};
 };
 
 struct DiskReadResult {
@@ -152,6 +168,8 @@ class DiskTier {
   std::vector<DiskReadResult> take_reads(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   // Blocks until the queued writes are on disk.
   void drain_writes();
+  // Files of this namespace of one kind (O(files): for a start-up estimate, not a request path).
+  int64_t count(DiskKind kind) const;
   // Deletes every block file in the directory (all namespaces) after the queued writes; returns
   // how many.
   int64_t clear();
@@ -174,14 +192,23 @@ class DiskTier {
     uint64_t bytes;
     std::list<Key>::iterator lru;
   };
+  // A read job, shared by the reader threads: each claims the next key (below fail_at: a key
+  // after a bad one is not worth reading), and the one that completes the last key finishes it.
   struct ReadJob {
     uint64_t tag;
     std::vector<DiskBlockKey> keys, states;
     size_t ram_after;
+    std::vector<DiskBlock> out;  // [keys] the blocks read
+    size_t next = 0;             // the next key to claim
+    size_t n_done = 0;           // keys completed (read or skipped)
+    size_t fail_at = SIZE_MAX;   // the first bad or missing key so far
+    std::chrono::steady_clock::time_point t0;
   };
   Status scan();
   void writer_main();
   void reader_main();
+  // The job's snapshot read and result, once all its keys are done (no lock held).
+  void finish_job(ReadJob& job);
   // Writes one block file (temp, fsync, rename); errno-style failure in the Status.
   Status write_file(const DiskBlock& b, int* err);
   // The verified block, or false (counted) when missing, torn or corrupt.
@@ -204,12 +231,13 @@ class DiskTier {
   std::deque<DiskBlock> write_queue_;
   size_t queued_bytes_ = 0;
   bool writing_ = false;
-  std::deque<ReadJob> read_queue_;
+  std::deque<std::shared_ptr<ReadJob>> read_queue_;  // jobs with keys left to claim or finish
   std::vector<DiskReadResult> done_;
   bool stop_ = false;
   uint64_t tmp_counter_ = 0;
   DiskTierStats stats_;
-  std::thread writer_, reader_;
+  std::thread writer_;
+  std::vector<std::thread> readers_;
 };
 
 // Parses a block file name "<16 hex>-<16 hex>.kvb" (KV) or ".kvs" (state snapshot); false for

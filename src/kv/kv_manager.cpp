@@ -184,7 +184,7 @@ void KvManager::free(SeqKv& seq) {
   seq.n_reserved = 0;
 }
 
-void KvManager::check_invariants(std::span<const SeqKv* const> live) const {
+void KvManager::check_invariants(std::span<const SeqKv* const> live, std::span<const BlockId> held) const {
   pool_.check_invariants();
   const auto n_blocks = static_cast<size_t>(pool_.n_blocks());
   std::vector<int32_t> refs(n_blocks, 0);
@@ -216,6 +216,11 @@ void KvManager::check_invariants(std::span<const SeqKv* const> live) const {
       hash = prefix_block_hash(hash, std::span<const int32_t>(seq.tokens.data() + i * bs, bs), seq.media,
                                static_cast<int64_t>(i), block_size_);
     EDGELM_CHECK(seq.n_published == 0 || hash == seq.last_hash, "seq ", s, ": last_hash is not the chain's");
+  }
+  for (const BlockId b : held) {
+    EDGELM_CHECK(b >= 0 && static_cast<size_t>(b) < n_blocks, "held block id ", b, " out of range");
+    EDGELM_CHECK(!pool_.is_published(b), "held block ", b, " is published");
+    ++refs[b];
   }
   for (size_t b = 0; b < n_blocks; ++b)
     EDGELM_CHECK(refs[b] == pool_.ref_count(static_cast<BlockId>(b)), "block ", b, " has refcount ",

@@ -92,8 +92,9 @@ class KvManager {
   void free(SeqKv& seq);
 
   // Pool invariants plus the table invariants above; `live` must be every sequence holding
-  // blocks of this pool. O(n_blocks + total table size).
-  void check_invariants(std::span<const SeqKv* const> live) const;
+  // blocks of this pool, `held` every block held outside a table (one reference each, never
+  // published: the disk tier's read destinations, engine_disk.cpp). O(n_blocks + total table size).
+  void check_invariants(std::span<const SeqKv* const> live, std::span<const BlockId> held = {}) const;
 
   // Prompt tokens looked up by match_prefix, and those found (for a prefix-cache hit rate).
   int64_t n_prompt_tokens_queried() const { return n_prompt_tokens_queried_; }

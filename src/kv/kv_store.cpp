@@ -229,4 +229,25 @@ void KvStore::load_block(BlockId block, const std::byte* in) {
     }
 }
 
+std::vector<std::span<std::byte>> KvStore::block_pieces(BlockId block) {
+  std::vector<std::span<std::byte>> out;
+  out.reserve(2 * static_cast<size_t>(n_layer_));
+  for (int32_t l = 0; l < n_layer_; ++l)
+    for (int kv = 0; kv < 2; ++kv) out.emplace_back(const_cast<std::byte*>(rows(l, block, kv)), block_bytes(l));
+  return out;
+}
+
+bool KvStore::populate_blocks(BlockId first, int32_t n) {
+  first = std::clamp(first, 0, n_blocks_);
+  n = std::clamp(n, 0, n_blocks_ - first);
+  if (n == 0) return true;
+  bool ok = true;
+  for (int32_t l = 0; l < n_layer_; ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      const size_t at = static_cast<size_t>(rows(l, first, kv) - data_.data());
+      ok = data_.populate(at, static_cast<size_t>(n) * block_bytes(l)) && ok;
+    }
+  return ok;
+}
+
 }  // namespace edgelm::kv

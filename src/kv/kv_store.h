@@ -25,13 +25,16 @@
 //
 // Invariants: q8_0 requires n_embd_kv % 32 == 0 (create() refuses otherwise), so every row is
 // whole quant blocks and rows never share bytes. write/read of distinct (layer, block, slot)
-// touch disjoint bytes and may run concurrently; everything else is single-threaded.
+// touch disjoint bytes and may run concurrently; so may writes into the block_pieces of a block
+// no one else uses (the disk tier's reader threads fill blocks the engine holds for them), and
+// populate_blocks beside anything; everything else is single-threaded.
 // Reading a row that was never written yields unspecified values (the memory is not cleared).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -73,6 +76,12 @@ class KvStore {
   size_t saved_block_bytes() const;
   void save_block(BlockId block, std::byte* out) const;
   void load_block(BlockId block, const std::byte* in);
+  // The n_layer * 2 pieces of a block's memory in save_block's order (layer 0 K, layer 0 V, ...),
+  // so that a reader can put saved bytes straight in place (the disk tier's preadv).
+  std::vector<std::span<std::byte>> block_pieces(BlockId block);
+  // Commits the memory of blocks [first, first + n) (HugePageBuffer::populate: no byte changes,
+  // safe beside any other use of the store); false where the kernel cannot.
+  bool populate_blocks(BlockId first, int32_t n);
 
   // Raw data for kernels that consume the stored type directly: V [block_size, row_bytes]; K
   // the same, or [n_embd_kv, block_size] elements when k_transposed().

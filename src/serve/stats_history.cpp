@@ -240,7 +240,12 @@ json StatsHistory::to_json(int64_t since_ms, double interval_s) const {
          {"kv_disk",
           m.kv_disk ? json{{"enabled", m.kv_disk_enabled},
                            {"bytes", m.kv_disk_bytes},
-                           {"prefix_blocks", {{"ram", m.kv_tier_ram}, {"disk", m.kv_tier_disk}, {"miss", m.kv_tier_miss}}}}
+                           {"prefix_blocks", {{"ram", m.kv_tier_ram}, {"disk", m.kv_tier_disk}, {"miss", m.kv_tier_miss}}},
+                           {"snapshots",
+                            {{"files", m.kv_disk_snap_files},
+                             {"writes", m.kv_disk_snap_writes},
+                             {"reads", m.kv_disk_snap_reads},
+                             {"skipped", m.kv_disk_snap_skipped}}}}
                     : json(nullptr)},
          {"spec",
           {{"draft_tokens", m.spec_draft},

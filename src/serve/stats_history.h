@@ -39,9 +39,11 @@ struct ModelSample {
   int64_t state_bytes_in_use = 0, state_bytes_reserved = 0, snapshot_bytes = 0;
   int64_t spec_draft = 0, spec_accepted = 0;
   // The KV disk tier (--kv-disk; kv_disk false: none): on (writes not turned off), its bytes,
-  // and the new requests' prompt blocks by tier.
+  // and the new requests' prompt blocks by tier; hybrid models' recurrent-state snapshots on
+  // disk (files of any namespace, written, read back, skipped as torn or corrupt).
   bool kv_disk = false, kv_disk_enabled = false;
   int64_t kv_disk_bytes = 0, kv_tier_ram = 0, kv_tier_disk = 0, kv_tier_miss = 0;
+  int64_t kv_disk_snap_files = 0, kv_disk_snap_writes = 0, kv_disk_snap_reads = 0, kv_disk_snap_skipped = 0;
   // Per-bucket totals (not cumulative over buckets) of the fine histograms.
   std::vector<uint64_t> duration, ttft;
 

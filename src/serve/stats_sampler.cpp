@@ -75,6 +75,10 @@ Sample collect_sample(ServerContext& ctx, CpuMeter& cpu) {
     m.kv_tier_ram = st.tier_ram_blocks;
     m.kv_tier_disk = st.tier_disk_blocks;
     m.kv_tier_miss = st.tier_miss_blocks;
+    m.kv_disk_snap_files = st.disk.state_files;
+    m.kv_disk_snap_writes = st.disk.state_writes;
+    m.kv_disk_snap_reads = st.disk.state_reads;
+    m.kv_disk_snap_skipped = st.disk.state_corrupt;
     m.duration.assign(kFineLatencyBuckets.size() + 1, 0);
     m.ttft.assign(kFineLatencyBuckets.size() + 1, 0);
     s.models.push_back(std::move(m));

@@ -45,6 +45,24 @@ TEST(HugePages, PrefaultCommitsEveryPageAndKeepsTheContents) {
   EXPECT_EQ(b->data()[page + 5], std::byte{0x5a});
 }
 
+TEST(HugePages, PopulateCommitsTheRangeAndKeepsTheContents) {
+  constexpr size_t kBytes = 3 * HugePageBuffer::kHugePage;
+  auto b = HugePageBuffer::allocate(kBytes);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  b->data()[2 * HugePageBuffer::kHugePage + 7] = std::byte{0x33};
+  if (!b->populate(HugePageBuffer::kHugePage + page, 2 * page)) GTEST_SKIP() << "no MADV_POPULATE_WRITE";
+  // The range's pages are committed (with THP, its whole 2 MiB page); the first 2 MiB are not.
+  EXPECT_GE(resident_pages(b->data() + HugePageBuffer::kHugePage + page, 2 * page), 2u);
+  EXPECT_EQ(resident_pages(b->data(), HugePageBuffer::kHugePage), 0u);
+  EXPECT_TRUE(b->populate(0, kBytes + 12345));  // clamped to the buffer
+  EXPECT_EQ(resident_pages(b->data(), kBytes), kBytes / page);
+  for (size_t i = 0; i < kBytes; i += 4093)
+    ASSERT_EQ(b->data()[i], i == 2 * HugePageBuffer::kHugePage + 7 ? std::byte{0x33} : std::byte{0}) << i;
+  EXPECT_EQ(b->data()[2 * HugePageBuffer::kHugePage + 7], std::byte{0x33});
+  EXPECT_FALSE(b->populate(kBytes + HugePageBuffer::kHugePage, page));  // past the end: nothing
+}
+
 TEST(HugePages, PrefaultOfAnEmptyBufferDoesNothing) {
   auto b = HugePageBuffer::allocate(0);
   ASSERT_TRUE(b.ok());

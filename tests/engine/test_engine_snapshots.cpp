@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "engine/engine.h"
 #include "engine/step_model.h"
@@ -226,6 +227,48 @@ TEST(StateSnapshotDisk, ANewEngineRestoresBlocksAndTheLongestSnapshot) {
     EXPECT_EQ(r.n_cached, 0) << "snapshots of another interval are never used";
     EXPECT_EQ(e->stats().disk.reads, 0);
   }
+  std::filesystem::remove_all(dir);
+}
+
+// The disk tier reads straight into KV blocks the engine allocates at add_request: they are
+// held (used, unpublished) while the read is in flight, even when the request is cancelled
+// meanwhile; once the read is back they are published (cached) and the next request hits them.
+TEST(StateSnapshotDisk, ACancelledReadKeepsItsBlocksHeldUntilTheReadIsBack) {
+  const auto m = hybrid_model();
+  ThreadPool pool(2);
+  ModelRunner runner(*m, pool);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("edgelm-engine-snapcancel-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  EngineOptions o = hybrid_options(*m, 128, 4, 2, 32);
+  o.kv_disk.dir = dir.string();
+  o.kv_disk.content_namespace = 43;
+  o.check_invariants = true;  // the held blocks are accounted for in every step's check
+  std::mt19937 rng(29);
+  const std::vector<int32_t> p = random_tokens(rng, 30);  // 7 full blocks of 4
+  const std::vector<int32_t> want = reference_greedy(*m, p, 5);
+  {
+    auto e = Engine::create(runner, nullptr, o).value();
+    EXPECT_EQ(run_one(*e, greedy(p, 5)).tokens, want);
+    e->drain_disk_writes();
+  }
+  auto e = Engine::create(runner, nullptr, o).value();
+  const Result<RequestId> id = e->add_request(greedy(p, 5));
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(e->stats().kv_blocks_used, 6) << "the destinations of the 6 blocks up to the snapshot at 24";
+  EXPECT_TRUE(e->cancel(*id));
+  for (int i = 0; i < 400 && (e->has_work() || e->stats().kv_blocks_used > 0); ++i) {
+    e->step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(e->stats().kv_blocks_used, 0) << "released once the read came back";
+  const EngineStats st = e->stats();
+  EXPECT_EQ(st.disk.reads, 7) << "6 blocks and the snapshot after 24 tokens";
+  EXPECT_EQ(st.state_snapshots, 1) << "the snapshot installed although its request is gone";
+  const OneRun warm = run_one(*e, greedy(p, 5));
+  EXPECT_EQ(warm.tokens, want);
+  EXPECT_EQ(warm.n_cached, 24) << "the cancelled request's blocks and snapshot serve from RAM";
+  EXPECT_EQ(e->stats().disk.reads, 7) << "nothing read again";
   std::filesystem::remove_all(dir);
 }
 

@@ -247,6 +247,67 @@ TEST(DiskTier, FlippedByteIsSkippedCountedAndDeleted) {
   EXPECT_FALSE(t->contains(12));
 }
 
+// Reads in place (DiskBlockKey::dest): the payload lands in the caller's pieces (here three
+// uneven ones, as a KV block's per-layer K/V pieces are), the result carries no data, a chain
+// longer than one reader's share is read by both reader threads in order, and a flipped byte
+// is caught by the checksum over the bytes in place: that block and every later one are not
+// reported, the file is counted and deleted.
+TEST(DiskTier, InPlaceReadsFillTheCallersPiecesAndCatchAFlippedByte) {
+  TempDir d;
+  constexpr int kBlocks = 24;
+  std::vector<DiskBlock> chain;
+  for (int i = 0; i < kBlocks; ++i) chain.push_back(make_block(100 + i, i == 0 ? 1 : 99 + i, i + 1));
+  {
+    auto t = open_tier(d.path, 7, 4 << 20);
+    for (const DiskBlock& b : chain) ASSERT_TRUE(t->enqueue_write(b));
+    t->drain_writes();
+  }
+  // Destinations: one buffer per block, split 1000 / 96 / 3000 bytes (4096 in all).
+  std::vector<std::vector<std::byte>> mem(kBlocks, std::vector<std::byte>(4096, std::byte{0}));
+  auto keys_into = [&](int n) {
+    std::vector<DiskBlockKey> keys;
+    for (int i = 0; i < n; ++i) {
+      DiskBlockKey k = key_of(chain[static_cast<size_t>(i)]);
+      std::byte* p = mem[static_cast<size_t>(i)].data();
+      k.dest = {std::span<std::byte>(p, 1000), std::span<std::byte>(p + 1000, 96), std::span<std::byte>(p + 1096, 3000)};
+      keys.push_back(std::move(k));
+    }
+    return keys;
+  };
+  auto t = open_tier(d.path, 7, 4 << 20);
+  auto got = read_back(*t, keys_into(kBlocks));
+  ASSERT_EQ(got.size(), static_cast<size_t>(kBlocks));
+  for (int i = 0; i < kBlocks; ++i) {
+    EXPECT_EQ(got[static_cast<size_t>(i)].hash, chain[static_cast<size_t>(i)].hash);
+    EXPECT_EQ(got[static_cast<size_t>(i)].tokens, chain[static_cast<size_t>(i)].tokens);
+    EXPECT_TRUE(got[static_cast<size_t>(i)].data.empty()) << "in place: no copy in the result";
+    EXPECT_EQ(mem[static_cast<size_t>(i)], chain[static_cast<size_t>(i)].data) << i;
+  }
+  EXPECT_EQ(t->stats().reads, kBlocks);
+
+  // Pieces that do not add up to the payload: a miss, and the intact file stays.
+  DiskBlockKey wrong = key_of(chain[0]);
+  wrong.dest = {std::span<std::byte>(mem[0].data(), 4000)};
+  EXPECT_TRUE(read_back(*t, {wrong}).empty());
+  EXPECT_TRUE(t->contains(100));
+  EXPECT_EQ(t->stats().read_corrupt, 0);
+
+  // A byte of block 9 flipped on disk: blocks 0..8 come back, 9 is counted and deleted.
+  const fs::path victim = d.path / "0000000000000007-000000000000006d.kvb";  // hash 109
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(64 + 16 * 4 + 2000);
+    f.put('\x21' ^ static_cast<char>(chain[9].data[2000]));
+  }
+  for (auto& m : mem) std::fill(m.begin(), m.end(), std::byte{0});
+  got = read_back(*t, keys_into(kBlocks));
+  ASSERT_EQ(got.size(), 9u);
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(mem[static_cast<size_t>(i)], chain[static_cast<size_t>(i)].data) << i;
+  EXPECT_EQ(t->stats().read_corrupt, 1);
+  EXPECT_FALSE(fs::exists(victim));
+  EXPECT_FALSE(t->contains(109));
+}
+
 TEST(DiskTier, TruncatedFileAndTempLeftoversAreHandledAtOpen) {
   TempDir d;
   const DiskBlock a = make_block(11, 1, 1);

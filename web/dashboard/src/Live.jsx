@@ -70,11 +70,19 @@ function ModelView({ m, h, x, theme }) {
         {m.kv_disk && (() => {
           const t = m.kv_disk.prefix_blocks;
           const all = t.ram + t.disk + t.miss;
+          // Hybrid models persist recurrent-state snapshots beside the KV blocks: their counters too.
+          const s = m.kv_disk.snapshots;
+          const snaps = s && (m.recurrent_state_bytes_reserved > 0 || s.files + s.writes + s.reads + s.skipped > 0);
           return (
             <Tile label="prefix blocks: RAM / disk / miss" testid={`kv-disk-${id}`}
               value={all ? `${pct(t.ram / all)} · ${pct(t.disk / all)} · ${pct(t.miss / all)}` : '–'}
-              tone={m.kv_disk.enabled ? '' : 'warn'}
-              sub={`${bytes(m.kv_disk.bytes)} on disk${m.kv_disk.enabled ? '' : ' · writes off'}`} />
+              tone={m.kv_disk.enabled ? (snaps && s.skipped > 0 ? 'warn' : '') : 'warn'}
+              sub={<>
+                {`${bytes(m.kv_disk.bytes)} on disk${m.kv_disk.enabled ? '' : ' · writes off'}`}
+                {snaps && <span data-testid={`kv-disk-snapshots-${id}`}>
+                  <br />{`snapshots: ${int(s.files)} on disk · ${int(s.reads)} read · ${int(s.writes)} written · ${int(s.skipped)} skipped`}
+                </span>}
+              </>} />
           );
         })()}
         <Tile label="speculative acceptance" value={acc == null ? 'off / none' : pct(acc)} sub={m.spec.draft_tokens ? `${int(m.spec.accepted_tokens)} of ${int(m.spec.draft_tokens)} drafted` : ''} />
