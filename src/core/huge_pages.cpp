@@ -32,6 +32,16 @@ Result<HugePageBuffer> HugePageBuffer::allocate(size_t bytes) {
   return b;
 }
 
+void HugePageBuffer::small_pages(size_t offset, size_t bytes) {
+  constexpr size_t kPage = 4096;
+  if (data_ == nullptr || offset >= mapped_) return;
+  const size_t begin = offset / kPage * kPage;
+  const size_t end = std::min(mapped_, (offset + std::min(bytes, mapped_ - offset) + kPage - 1) / kPage * kPage);
+#if defined(MADV_NOHUGEPAGE)
+  if (end > begin) madvise(data_ + begin, end - begin, MADV_NOHUGEPAGE);  // best effort, as MADV_HUGEPAGE
+#endif
+}
+
 void HugePageBuffer::prefault() {
   constexpr size_t kPage = 4096;  // the smallest page size; a huge page takes its first write only
   for (size_t i = 0; i < mapped_; i += kPage) {

@@ -10,7 +10,8 @@
 // Invariants: data() is 2 MiB-aligned (64-byte alignment for any SIMD load follows); the memory
 // is zero-filled and committed lazily, page by page, on first touch (prefault() commits it all
 // at once); best effort: where THP is off ("never") or the kernel lacks it, the buffer simply
-// has small pages. Move-only.
+// has small pages. small_pages() takes ranges back to 4 KiB pages where a huge page would commit
+// far more than is used (the first blocks of each KV layer region). Move-only.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +44,12 @@ class HugePageBuffer {
   // byte (madvise MADV_POPULATE_WRITE), so it may run on another thread while the buffer is in
   // use; false (nothing done) where the kernel lacks it (before Linux 5.14): only a hint.
   bool populate(size_t offset, size_t bytes);
+
+  // Asks for 4 KiB pages on [offset, offset + bytes) (clamped to the buffer, widened to whole 4
+  // KiB pages): a first touch there commits 4 KiB, not 2 MiB. For a region whose first pages are
+  // all a short use touches (e.g. each KV layer's first blocks), so that memory grows with use;
+  // beyond the range the huge pages stay. Best effort, like the huge-page advice itself.
+  void small_pages(size_t offset, size_t bytes);
 
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }  // the bytes asked for

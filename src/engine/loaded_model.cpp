@@ -1,9 +1,19 @@
 #include "engine/loaded_model.h"
 
+#include <malloc.h>
+
 #include "core/timer.h"
 #include "format/model_file.h"
 
 namespace edgelm::engine {
+
+size_t release_vocabulary_metadata(format::GgufMetadata& md) {
+  size_t n = 0;
+  for (const std::string_view key : {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
+                                     "tokenizer.ggml.merges", "tokenizer.ggml.precompiled_charsmap"})
+    n += md.erase(key) ? 1 : 0;
+  return n;
+}
 
 Result<LoadedModel> load_model(const std::string& path, const std::string& tokenizer_path,
                                const format::LoadOptions& options) {
@@ -15,6 +25,10 @@ Result<LoadedModel> load_model(const std::string& path, const std::string& token
   }
   auto tok = tokenizer::load_tokenizer(file.metadata);
   if (!tok.ok()) return make_error("{}: {}", path, tok.error().message);
+  release_vocabulary_metadata(file.metadata);
+#if defined(__GLIBC__)
+  malloc_trim(0);  // before packing: the load's peak then holds the packed weights, not these too
+#endif
   auto model = model::Model::load(std::move(file));
   if (!model.ok()) return make_error("{}: {}", path, model.error().message);
   LoadedModel out;
@@ -26,6 +40,11 @@ Result<LoadedModel> load_model(const std::string& path, const std::string& token
     return make_error("vocab/model mismatch in '{}': the vocabulary has {} tokens, the model's embedding {} rows", path,
                       n_vocab_tok, n_vocab_model);
   }
+#if defined(__GLIBC__)
+  // Hand back the heap pages that loading freed (the vocabulary's metadata, conversion buffers):
+  // glibc keeps them mapped in its arenas otherwise, where they count in the resident set.
+  malloc_trim(0);
+#endif
   out.load_seconds = watch.seconds();
   return out;
 }

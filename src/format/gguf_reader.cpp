@@ -1,5 +1,9 @@
 #include "format/gguf_reader.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <unordered_set>
@@ -149,6 +153,18 @@ Result<TensorInfo> read_tensor_info(Cursor& c) {
   return t;
 }
 
+// The metadata and tensor infos were copied out by parse_gguf (strings, arrays); their pages of
+// the read-only file mapping are dropped from this process (MADV_DONTNEED on a mapping never
+// written re-reads the file should anything touch them again). A 262k-token vocabulary is 8 MB
+// of header that otherwise stays resident.
+void release_header_pages(const MappedFile& mapped, const ModelFile& file) {
+  const uint8_t* end = mapped.data() + mapped.size();
+  for (const TensorInfo& t : file.tensors) end = std::min(end, t.data);
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t bytes = static_cast<size_t>(end - mapped.data()) / page * page;  // whole pages before any tensor
+  if (bytes > 0) madvise(const_cast<uint8_t*>(mapped.data()), bytes, MADV_DONTNEED);
+}
+
 }  // namespace
 
 Result<ModelFile> parse_gguf(const uint8_t* data, size_t size, std::shared_ptr<const void> keep_alive) {
@@ -209,6 +225,7 @@ Result<ModelFile> read_gguf(const std::string& path, const LoadOptions& options)
   auto shared = std::make_shared<MappedFile>(std::move(mapped));
   auto parsed = parse_gguf(shared->data(), shared->size(), shared);
   if (!parsed.ok()) return make_error("{}: {}", path, parsed.error().message);
+  if (shared->maps_file()) release_header_pages(*shared, *parsed);
   return parsed;
 }
 

@@ -109,6 +109,17 @@ void GgufMetadata::set(std::string key, GgufValue value) {
   entries_.emplace_back(std::move(key), std::move(value));
 }
 
+bool GgufMetadata::erase(std::string_view key) {
+  auto it = index_.find(std::string(key));
+  if (it == index_.end()) return false;
+  const size_t at = it->second;
+  index_.erase(it);
+  entries_.erase(entries_.begin() + static_cast<ptrdiff_t>(at));
+  for (auto& [name, i] : index_)
+    if (i > at) --i;
+  return true;
+}
+
 const GgufValue* GgufMetadata::find(std::string_view key) const {
   auto it = index_.find(std::string(key));
   return it == index_.end() ? nullptr : &entries_[it->second].second;

@@ -73,6 +73,8 @@ class GgufValue {
 class GgufMetadata {
  public:
   void set(std::string key, GgufValue value);
+  // Removes a key (false when absent); the other entries keep their order.
+  bool erase(std::string_view key);
   const GgufValue* find(std::string_view key) const;
   bool contains(std::string_view key) const { return find(key) != nullptr; }
   const std::vector<std::pair<std::string, GgufValue>>& entries() const { return entries_; }

@@ -91,6 +91,14 @@ Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_bloc
   auto mem = HugePageBuffer::allocate(s.n_bytes_);
   if (!mem.ok()) return make_error("KV cache of {} blocks: {}", n_blocks, mem.error().message);
   s.data_ = std::move(*mem);
+  // Each layer's K and V region starts with small pages: with huge pages the first token of a
+  // layer commits 2 MiB of it (Gemma 4 E2B: 15 layers x K, V = 60 MiB for a one-line prompt).
+  // Past its first huge page a region keeps the huge pages that long sequences walk.
+  const size_t piece_blocks = static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size);
+  for (const Layer& L : s.layers_)
+    for (size_t kv = 0; kv < 2; ++kv)
+      s.data_.small_pages(L.offset + kv * piece_blocks * L.row_bytes,
+                          std::min(HugePageBuffer::kHugePage, piece_blocks * L.row_bytes));
   return s;
 }
 

@@ -121,7 +121,9 @@ class KvStore {
   bool k_transposed_ = false;
   size_t n_bytes_ = 0;   // n_blocks * block_bytes
   HugePageBuffer data_;  // [n_layer, 2, n_blocks, block_size, row_bytes(layer)]; huge pages: attention walks
-                         // a sequence's blocks layer by layer, with 4 KiB pages each a TLB miss
+                         // a sequence's blocks layer by layer, with 4 KiB pages each a TLB miss; but
+                         // the first 2 MiB of each layer's K and of its V have small pages, so a
+                         // short use commits what it writes, not n_layer * 2 huge pages
 };
 
 }  // namespace edgelm::kv

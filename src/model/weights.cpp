@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <string_view>
 
@@ -74,8 +75,20 @@ class Loader {
     EDGELM_TRY(const format::TensorInfo* t, find(name, n, ne1, required));
     if (t == nullptr) return static_cast<const float*>(nullptr);
     w_.n_bytes_per_token += t->n_bytes;
+    if (t->type == DType::f32 && t->n_bytes <= kCopiedVectorBytes) {
+      // Norm weights and biases are copied out of the file: read from the mapping every step,
+      // each would fault its 4 KiB page plus the kernel's fault-around window (64 KiB) of the
+      // neighbouring matrices back in, whose pages packing released (Gemma 4 E2B: ~15 MB).
+      auto buf = std::make_unique<float[]>(static_cast<size_t>(n * ne1));
+      std::memcpy(buf.get(), t->data, static_cast<size_t>(n * ne1) * sizeof(float));
+      w_.owned.push_back(std::move(buf));
+      return static_cast<const float*>(w_.owned.back().get());
+    }
     return vector_as_f32(*t, n * ne1, w_.owned);
   }
+
+  // F32 vectors up to this size are copied (all norms and biases; not e.g. a vocabulary-sized table).
+  static constexpr uint64_t kCopiedVectorBytes = uint64_t{1} << 20;
 
   // Marks tensor `name` as known but unused, if the file has it (Gemma 4's shared-KV layers may
   // carry K/V projections that the reference forward never reads either).
@@ -176,6 +189,11 @@ Status pack_matrices(Weights& w) {
                               [&source](int64_t r0, int64_t r1) { release_pages(row_range(source, r0, r1 - r0)); });
     release_pages(m);  // the pages that straddle slab boundaries
   }
+  // Reading a matrix's last slab faults in the kernel's fault-around window (64 KiB) past its
+  // end: the first pages of the next tensor in the file, which may be a matrix packed (and
+  // released) before this one. A second pass drops them (Gemma 4 E2B: ~8 MB).
+  for (size_t i = 0; i < all.size(); ++i)
+    if (bytes[i] != 0) release_pages(*all[i]);
   return ok_status();
 }
 

@@ -408,7 +408,7 @@ Result<std::string> chat_prompt_text(const ChatFormat& f, const tokenizer::Token
                                      std::span<const ChatMessage> messages, const nlohmann::ordered_json& body,
                                      const nlohmann::json* kwargs) {
   const tokenizer::Vocab& v = tok.vocab();
-  auto text_of = [&](tokenizer::TokenId id) { return id == tokenizer::kNoToken ? std::string() : v.text(id); };
+  auto text_of = [&](tokenizer::TokenId id) { return id == tokenizer::kNoToken ? std::string() : std::string(v.text(id)); };
   const auto it = body.find("tools");
   const nlohmann::ordered_json* tools = it != body.end() && f.native_tools ? &*it : nullptr;
   return render_chat(f, messages, tools, /*add_generation_prompt=*/true, text_of(v.bos()), text_of(v.eos()), kwargs);

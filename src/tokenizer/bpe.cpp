@@ -252,7 +252,7 @@ std::string BpeTokenizer::token_to_piece(TokenId id) const {
       byte_decode_append(piece, v.text(id));
       return piece;
     }
-    case TokenType::user_defined: return v.text(id);
+    case TokenType::user_defined: return std::string(v.text(id));
     case TokenType::unknown:
     case TokenType::control:
     case TokenType::unused:

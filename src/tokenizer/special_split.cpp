@@ -10,7 +10,7 @@ bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == 
 
 // Splits one text fragment around every occurrence of `id`'s text, appending to `out`.
 void split_fragment(const Vocab& vocab, TokenId id, std::string_view rest, std::vector<Fragment>& out) {
-  const std::string& needle = vocab.text(id);
+  const std::string_view needle = vocab.text(id);
   while (true) {
     const size_t match = rest.find(needle);
     if (match == std::string_view::npos) {
@@ -41,7 +41,7 @@ std::vector<Fragment> split_special(const Vocab& vocab, std::string_view text, b
   for (const TokenId id : vocab.special_tokens()) {
     const TokenType type = vocab.type(id);
     if (!parse_special && (type == TokenType::control || type == TokenType::unknown)) continue;
-    const std::string& needle = vocab.text(id);
+    const std::string_view needle = vocab.text(id);
     // Most special tokens occur nowhere; only rebuild the list when one does.
     const bool found = std::any_of(fragments.begin(), fragments.end(), [&](const Fragment& f) {
       return !f.is_token() && f.text.find(needle) != std::string_view::npos;

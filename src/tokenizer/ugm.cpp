@@ -205,7 +205,7 @@ std::string UgmTokenizer::token_to_piece(TokenId id) const {
   const Vocab& v = vocab();
   switch (v.type(id)) {
     case TokenType::normal: return unescape_space_marks(v.text(id));
-    case TokenType::user_defined: return v.text(id);
+    case TokenType::user_defined: return std::string(v.text(id));
     case TokenType::byte: return std::string(1, static_cast<char>(v.token_byte(id)));
     case TokenType::control:
     case TokenType::unknown:

@@ -73,10 +73,40 @@ const Vocab::Token& Vocab::at(TokenId id) const {
   return tokens_[static_cast<size_t>(id)];
 }
 
+std::string_view Vocab::text(TokenId id) const {
+  EDGELM_CHECK(contains(id), "token id ", id, " out of range [0, ", n_tokens(), ")");
+  const auto i = static_cast<size_t>(id);
+  return std::string_view(texts_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
+}
+
+size_t Vocab::text_slot(std::string_view text) const {
+  const size_t mask = by_text_.size() - 1;
+  for (size_t slot = std::hash<std::string_view>{}(text) & mask;; slot = (slot + 1) & mask) {
+    const TokenId id = by_text_[slot];
+    if (id == kNoToken || this->text(id) == text) return slot;
+  }
+}
+
 std::optional<TokenId> Vocab::find(std::string_view text) const {
-  const auto it = by_text_.find(text);
-  if (it == by_text_.end()) return std::nullopt;
-  return it->second;
+  if (by_text_.empty()) return std::nullopt;
+  const TokenId id = by_text_[text_slot(text)];
+  if (id == kNoToken) return std::nullopt;
+  return id;
+}
+
+void Vocab::build_text_index() {
+  size_t slots = 2;
+  while (slots < 2 * tokens_.size()) slots *= 2;  // load factor <= 1/2: short probe runs
+  by_text_.assign(slots, kNoToken);
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    by_text_[text_slot(text(static_cast<TokenId>(i)))] = static_cast<TokenId>(i);  // last one wins
+  }
+}
+
+size_t Vocab::memory_bytes() const {
+  return tokens_.capacity() * sizeof(Token) + texts_.capacity() + offsets_.capacity() * sizeof(uint32_t) +
+         by_text_.capacity() * sizeof(TokenId) + special_.capacity() * sizeof(TokenId) +
+         eog_.size() * (sizeof(TokenId) + 2 * sizeof(void*));
 }
 
 std::optional<TokenId> Vocab::byte_token(uint8_t b) const {
@@ -86,9 +116,8 @@ std::optional<TokenId> Vocab::byte_token(uint8_t b) const {
 }
 
 uint8_t Vocab::token_byte(TokenId id) const {
-  const Token& t = at(id);
-  EDGELM_CHECK(t.type == TokenType::byte, "token ", id, " is not a byte token");
-  return *parse_byte_text(t.text);  // validated by load_tokens
+  EDGELM_CHECK(at(id).type == TokenType::byte, "token ", id, " is not a byte token");
+  return *parse_byte_text(text(id));  // validated by load_tokens
 }
 
 Status Vocab::load_tokens(const format::GgufMetadata& md) {
@@ -99,14 +128,25 @@ Status Vocab::load_tokens(const format::GgufMetadata& md) {
   }
   const size_t n = texts->size();
   tokens_.resize(n);
+  size_t text_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     const std::string* s = (*texts)[i].as_string();
     if (s == nullptr) {
       return make_error("metadata key '{}' must be an array of strings (element {} is {})", kKeyTokens, i,
                         format::gguf_type_name((*texts)[i].type()));
     }
+    text_bytes += s->empty() ? 24 : s->size();
+  }
+  texts_.reserve(text_bytes);
+  offsets_.reserve(n + 1);
+  offsets_.push_back(0);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& s = *(*texts)[i].as_string();
     // An empty text would match everywhere when splitting out special tokens.
-    tokens_[i].text = s->empty() ? fmt::format("[EMPTY_{}]", i) : *s;
+    texts_ += s.empty() ? fmt::format("[EMPTY_{}]", i) : s;
+    if (texts_.size() > std::numeric_limits<uint32_t>::max())
+      return make_error("metadata key '{}': the token texts exceed 4 GiB", kKeyTokens);
+    offsets_.push_back(static_cast<uint32_t>(texts_.size()));
   }
 
   // Scores and types are optional, but when present they must describe every token.
@@ -133,17 +173,14 @@ Status Vocab::load_tokens(const format::GgufMetadata& md) {
       // Unknown values become `undefined`, as in llama.cpp: such tokens decode to nothing.
       tokens_[i].type =
           *t >= 0 && *t <= static_cast<int64_t>(TokenType::byte) ? static_cast<TokenType>(*t) : TokenType::undefined;
-      if (tokens_[i].type == TokenType::byte && !parse_byte_text(tokens_[i].text)) {
+      if (tokens_[i].type == TokenType::byte && !parse_byte_text(text(static_cast<TokenId>(i)))) {
         return make_error("metadata key '{}': token {} has type byte but its text '{}' is not <0xXX>", kKeyTypes, i,
-                          tokens_[i].text);
+                          text(static_cast<TokenId>(i)));
       }
     }
   }
 
-  by_text_.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    by_text_.insert_or_assign(tokens_[i].text, static_cast<TokenId>(i));  // last one wins
-  }
+  build_text_index();
   static constexpr char kHex[] = "0123456789ABCDEF";
   for (int b = 0; b < 256; ++b) {
     const char name[6] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};

@@ -125,7 +125,7 @@ void WordPieceTokenizer::encode_word(std::string_view word, std::string& scratch
 
 std::string WordPieceTokenizer::token_to_piece(TokenId id) const {
   const Vocab& v = vocab();
-  const std::string& text = v.text(id);
+  const std::string_view text = v.text(id);
   switch (v.type(id)) {
     case TokenType::normal:
       if (text.starts_with(kWordStart)) {
@@ -133,8 +133,8 @@ std::string WordPieceTokenizer::token_to_piece(TokenId id) const {
         piece.append(text, kWordStart.size());
         return piece;
       }
-      return text;
-    case TokenType::user_defined: return text;
+      return std::string(text);
+    case TokenType::user_defined: return std::string(text);
     default: return "";
   }
 }

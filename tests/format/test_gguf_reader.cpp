@@ -2,6 +2,12 @@
 // corruptions a hostile or damaged file can carry (each must be a clear error, never a crash).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
 #include "format/gguf_builder.h"
 #include "format/gguf_reader.h"
 #include "support/test_data.h"
@@ -49,6 +55,39 @@ TEST(GgufReader, ReadsEveryInteropAndVocabFile) {
     auto f = read_gguf(test::shared_path(name));
     EXPECT_TRUE(f.ok()) << name << ": " << (f.ok() ? "" : f.error().message);
   }
+}
+
+// The header (metadata, tensor infos) is copied out while parsing, so read_gguf drops its pages of
+// the file mapping: none of a 4 MB vocabulary file's whole pages is mapped afterwards.
+TEST(GgufReader, HeaderPagesAreReleasedAfterParsing) {
+  const std::string path = edgelm::test::shared_path("vocab/ggml-vocab-deepseek-llm.gguf");
+  auto f = read_gguf(path);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  ASSERT_TRUE(f->metadata.contains("tokenizer.ggml.tokens"));  // the copies are intact
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  uintptr_t lo = 0, hi = 0;
+  while (std::getline(maps, line))
+    if (line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0) {
+      std::istringstream in(line);
+      char dash = 0;
+      in >> std::hex >> lo >> dash >> hi;
+      break;
+    }
+  ASSERT_NE(lo, 0u) << "no mapping of " << path;
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t n = (hi - lo) / page;
+  ASSERT_GT(n, 100u);
+  // mincore() would report the page cache; the process's own page table says what it maps.
+  const int fd = open("/proc/self/pagemap", O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::vector<uint64_t> v(n);
+  const ssize_t got = pread(fd, v.data(), n * sizeof(uint64_t), static_cast<off_t>(lo / page * sizeof(uint64_t)));
+  close(fd);
+  ASSERT_EQ(got, static_cast<ssize_t>(n * sizeof(uint64_t)));
+  size_t resident = 0;
+  for (size_t i = 0; i + 1 < n; ++i) resident += v[i] >> 63;  // the last, partial page may stay
+  EXPECT_EQ(resident, 0u) << "of " << n << " pages";
 }
 
 TEST(GgufReader, AllMetadataTypesIncludingNestedArrays) {

@@ -9,6 +9,9 @@
 
 #include <cstring>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "kernels/fp16.h"
 #include "kv/kv_store.h"
 
@@ -91,6 +94,32 @@ TEST(KvStore, CreateRejectsBadShapes) {
   auto huge = KvStore::create(config(1 << 20, 64, 1 << 12), INT32_MAX, 1 << 20, KvType::f32);
   ASSERT_FALSE(huge.ok());
   EXPECT_NE(huge.error().message.find("does not fit"), std::string::npos);
+}
+
+// Resident pages of [p, p + bytes) (mincore: the pages in this process's page tables).
+size_t resident_pages(const std::byte* p, size_t bytes) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const auto base = reinterpret_cast<uintptr_t>(p) / page * page;
+  const size_t len = reinterpret_cast<uintptr_t>(p) + bytes - base;
+  std::vector<unsigned char> v((len + page - 1) / page);
+  EXPECT_EQ(mincore(reinterpret_cast<void*>(base), len, v.data()), 0);
+  size_t n = 0;
+  for (const unsigned char c : v) n += c & 1;
+  return n;
+}
+
+// A short use (one token in every layer) commits small pages, not a 2 MiB huge page per layer's
+// K and V region as the whole-store huge-page advice alone would (where THP is on): the store's
+// resident memory grows with the tokens written.
+TEST(KvStore, OneTokenPerLayerCommitsSmallPagesOnly) {
+  const auto c = config(6, 1, 256);  // n_embd_kv 256: f16 rows of 512 bytes
+  KvStore s = make_store(c, 4096, 16, KvType::f16);  // 32 MiB per layer's K (and V)
+  const auto k = random_row(256, 1), v = random_row(256, 2);
+  for (int32_t l = 0; l < 6; ++l) s.write(l, 0, 0, k.data(), v.data());
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t resident = resident_pages(s.k_rows(0, 0), s.n_bytes()) * page;
+  EXPECT_GE(resident, 6u * 2u * page);  // each layer's K and V page
+  EXPECT_LE(resident, 6u * 2u * 4u * page) << "one token per layer committed " << resident << " bytes";
 }
 
 TEST(KvStore, F32RoundTripIsExactAndSlotsAreIndependent) {

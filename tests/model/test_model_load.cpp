@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <tuple>
+#include <vector>
 
 #include "format/gguf_reader.h"
 #include "format/gguf_writer.h"
@@ -43,6 +44,24 @@ TEST(ModelLoad, ReferenceStoriesGguf) {
     EXPECT_EQ(c.arch->name, "llama");
     EXPECT_FLOAT_EQ(c.rope_base, 10000.0f);
   }
+}
+
+// Norm weights are copied out of the file mapping (read every step, they would fault the
+// neighbouring, already packed matrices' pages back in), with the file's values.
+TEST(ModelLoad, NormWeightsAreCopiedOutOfTheFile) {
+  auto f = format::read_gguf(test::shared_path("models/stories260K-f32.gguf"));
+  ASSERT_TRUE(f.ok());
+  const format::TensorInfo* t = f->find_tensor("blk.0.attn_norm.weight");
+  ASSERT_NE(t, nullptr);
+  const std::vector<float> file_values(reinterpret_cast<const float*>(t->data),
+                                       reinterpret_cast<const float*>(t->data) + t->ne[0]);
+  const auto* file_data = reinterpret_cast<const float*>(t->data);
+  auto m = Model::load(std::move(f).value());
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const float* norm = (*m)->weights().layers[0].attn_norm;
+  ASSERT_NE(norm, nullptr);
+  EXPECT_NE(norm, file_data);
+  EXPECT_EQ(std::vector<float>(norm, norm + file_values.size()), file_values);
 }
 
 // The smolvlm-256m text shape: SmolLM2-135M's sizes, a --vocab padded to 49280 whose first added

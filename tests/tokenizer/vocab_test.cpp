@@ -2,6 +2,7 @@
 // must produce (each naming the offending key).
 #include "tokenizer/vocab.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "test_vocab.h"
@@ -91,6 +92,33 @@ TEST(VocabTest, FindIsExactAndLastDuplicateWins) {
   EXPECT_EQ(v.find("du"), std::nullopt);
   EXPECT_EQ(v.find(""), std::nullopt);
   EXPECT_EQ(v.find("<s>"), std::optional<TokenId>(1));
+}
+
+// A 262k-entry vocabulary (Gemma 4's size) in compact tables: every text found at its id, and the
+// tables well under what a std::string per token and a node map of copies took (~150 bytes each).
+TEST(VocabTest, LargeVocabularyIsCompactAndEveryTextIsFound) {
+  std::vector<GgufValue> texts, types;
+  constexpr int kN = 262144;
+  for (int i = 0; i < kN; ++i) {
+    texts.push_back(GgufValue::from_string(i == 7 ? fmt::format("tok{}", 5) : fmt::format("tok{}", i)));
+    types.push_back(GgufValue::from_i32(1));
+  }
+  format::GgufMetadata md;
+  md.set("tokenizer.ggml.model", GgufValue::from_string("gpt2-like-test"));
+  md.set("tokenizer.ggml.tokens", GgufValue::from_array(GgufType::string, std::move(texts)));
+  md.set("tokenizer.ggml.token_type", GgufValue::from_array(GgufType::i32, std::move(types)));
+  auto v = Vocab::from_metadata(md);
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  for (int i = 0; i < kN; ++i) {
+    ASSERT_EQ(v->text(i), i == 7 ? "tok5" : fmt::format("tok{}", i));
+    if (i == 5 || i == 7) continue;
+    ASSERT_EQ(v->find(fmt::format("tok{}", i)), std::optional<TokenId>(i)) << i;
+  }
+  EXPECT_EQ(v->find("tok5"), std::optional<TokenId>(7));  // the later duplicate wins
+  EXPECT_EQ(v->find("tok7"), std::nullopt);  // no token has that text
+  EXPECT_EQ(v->find("tok262144"), std::nullopt);
+  EXPECT_LT(v->memory_bytes(), size_t{kN} * 48) << "bytes per token: " << v->memory_bytes() / kN;
+  EXPECT_GT(v->memory_bytes(), size_t{kN} * 12);  // it counts the per-token fields at least
 }
 
 TEST(VocabTest, ByteTokens) {
