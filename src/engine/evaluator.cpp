@@ -108,6 +108,9 @@ Status check_same_vocab(const LoadedModel& ref, const LoadedModel& test) {
 
 Result<LoadedModel> quantize_loaded_model(const LoadedModel& ref, model::QuantPreset preset, ThreadPool& pool) {
   Stopwatch watch;
+  if (!ref.model->file().metadata.contains("tokenizer.ggml.tokens"))
+    return make_error("the reference model's vocabulary metadata was released at load "
+                      "(format::LoadOptions::release_vocabulary): it cannot be quantized in memory");
   EDGELM_TRY(format::ModelFile file, model::quantize_model(ref.model->file(), preset, pool));
   auto tok = tokenizer::load_tokenizer(file.metadata);
   if (!tok.ok()) return tok.error();

@@ -25,10 +25,12 @@ Result<LoadedModel> load_model(const std::string& path, const std::string& token
   }
   auto tok = tokenizer::load_tokenizer(file.metadata);
   if (!tok.ok()) return make_error("{}: {}", path, tok.error().message);
-  release_vocabulary_metadata(file.metadata);
+  if (options.release_vocabulary) {
+    release_vocabulary_metadata(file.metadata);
 #if defined(__GLIBC__)
-  malloc_trim(0);  // before packing: the load's peak then holds the packed weights, not these too
+    malloc_trim(0);  // before packing: the load's peak then holds the packed weights, not these too
 #endif
+  }
   auto model = model::Model::load(std::move(file));
   if (!model.ok()) return make_error("{}: {}", path, model.error().message);
   LoadedModel out;

@@ -55,6 +55,11 @@ struct LoadOptions {
   // the file can then be truncated, overwritten or deleted without effect on the loaded
   // model, at the cost of its size in RAM up front and a full read before the first token.
   bool no_mmap = false;
+  // engine::load_model: once the tokenizer is built, erase the metadata's copies of the
+  // vocabulary (tokenizer.ggml.tokens, scores, ...: 38 MB for a 262k vocabulary; the tokenizer
+  // keeps compact tables of its own). For long-running processes that never need them again
+  // (serve); a model loaded so cannot be quantized in memory (engine::quantize_loaded_model).
+  bool release_vocabulary = false;
 };
 
 // Opens a model by sniffing its first bytes: GGUF, or a llama2.c checkpoint (which needs the

@@ -163,7 +163,8 @@ Result<std::shared_ptr<ModelSlot>> EngineService::make_slot(const std::string& p
     slot->n_ctx = opts_.engine.n_ctx > 0 ? std::min(opts_.engine.n_ctx, info.n_ctx) : info.n_ctx;
     return slot;
   }
-  const format::LoadOptions load{.no_mmap = opts_.no_mmap};
+  // Serving never quantizes in memory: the vocabulary's metadata copies go once the tokenizer is built.
+  const format::LoadOptions load{.no_mmap = opts_.no_mmap, .release_vocabulary = true};
   EDGELM_TRY(slot->lm, engine::load_model(path, tok_path, load));
   {
     Result<ChatFormat> chat = choose_chat_format(slot->lm.model->file().metadata, opts_.chat_template);

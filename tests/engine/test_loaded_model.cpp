@@ -1,7 +1,11 @@
-// load_model: after the tokenizer is built, the model file's metadata no longer holds the
-// vocabulary's arrays (the tokenizer's compact tables replace them), and the tokenizer still works.
+// load_model with LoadOptions::release_vocabulary (what serve passes): after the tokenizer is
+// built, the model file's metadata no longer holds the vocabulary's arrays (the tokenizer's compact
+// tables replace them), the tokenizer still works, and an in-memory quantization says why it
+// cannot run. Without the option (the default) the arrays stay and the quantization runs.
 #include <gtest/gtest.h>
 
+#include "core/thread_pool.h"
+#include "engine/evaluator.h"
 #include "engine/loaded_model.h"
 #include "support/test_data.h"
 
@@ -9,7 +13,8 @@ namespace edgelm::engine {
 namespace {
 
 TEST(LoadedModel, VocabularyArraysLeaveTheMetadataAndTheTokenizerStillWorks) {
-  auto lm = load_model(edgelm::test::shared_path("models/stories260K-f32.gguf"));
+  auto lm = load_model(edgelm::test::shared_path("models/stories260K-f32.gguf"), "",
+                       format::LoadOptions{.release_vocabulary = true});
   ASSERT_TRUE(lm.ok()) << lm.error().message;
   const format::GgufMetadata& md = lm->model->file().metadata;
   EXPECT_FALSE(md.contains("tokenizer.ggml.tokens"));
@@ -22,6 +27,20 @@ TEST(LoadedModel, VocabularyArraysLeaveTheMetadataAndTheTokenizerStillWorks) {
   ASSERT_FALSE(ids.empty());
   const std::string text = lm->tokenizer->decode(ids);
   EXPECT_NE(text.find("Once upon a time"), std::string::npos) << text;
+  ThreadPool pool(1);
+  auto q = quantize_loaded_model(*lm, model::QuantPreset::q8_0, pool);
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.error().message.find("release_vocabulary"), std::string::npos) << q.error().message;
+}
+
+TEST(LoadedModel, ByDefaultTheVocabularyArraysStayAndTheModelQuantizesInMemory) {
+  auto lm = load_model(edgelm::test::shared_path("models/stories260K-f32.gguf"));
+  ASSERT_TRUE(lm.ok()) << lm.error().message;
+  EXPECT_TRUE(lm->model->file().metadata.contains("tokenizer.ggml.tokens"));
+  ThreadPool pool(1);
+  auto q = quantize_loaded_model(*lm, model::QuantPreset::q8_0, pool);
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(q->tokenizer->vocab().n_tokens(), lm->tokenizer->vocab().n_tokens());
 }
 
 TEST(LoadedModel, ReleaseVocabularyMetadataErasesOnlyTheVocabularyArrays) {
