@@ -5,8 +5,7 @@
 // a streamed playground chat, the 403 of a wrong admin token and the new model name after a
 // reload with the right one, an upload; and against a second server with an API key, the
 // playground's 401 until the key is typed; against a third server with a hybrid recurrent
-// model (qwen35, written by `edgelm synth`, with --kv-disk), its recurrent-state memory tile and
-// the KV disk tile's snapshot counters; and against a fourth
+// model (qwen35, written by `edgelm synth`), its recurrent-state memory tile; and against a fourth
 // with --mmproj (the image tests' synthetic Gemma 3), an image attached by the file picker and one
 // pasted into the prompt, with the encode time, then "cached", under the reply. Screenshots of
 // each view land in EDGELM_ARTIFACT_DIR (printed).
@@ -51,11 +50,8 @@ TEST(DashboardBrowser, LiveViewPlaygroundAndOperationsInChromium) {
                                                        "--vocab", tokenizer, "--ctx", "1024", "-o", hybrid_model},
                                                       60);
   ASSERT_EQ(synth.exit_code, 0) << synth.out << synth.err;
-  // With a KV disk tier: its tile shows the snapshot counters.
-  const std::string hybrid_disk = uploads + "/../hybrid-kv-disk";
-  std::filesystem::remove_all(hybrid_disk);
   ServeProcess hybrid({"-m", hybrid_model, "--host", "127.0.0.1", "--port", "0", "-t", "1", "--kv-memory", "16M",
-                       "--state-snapshot-interval", "1", "--model-name", "hybrid-qwen35", "--kv-disk", hybrid_disk});
+                       "--state-snapshot-interval", "1", "--model-name", "hybrid-qwen35"});
   const int hybrid_port = hybrid.wait_ready();
   ASSERT_GT(hybrid_port, 0) << hybrid.log();
   // The fourth serves images (a synthetic Gemma 3 and its tiny mmproj).
