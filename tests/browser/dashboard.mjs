@@ -6,7 +6,8 @@
 // (KEYED_URL: a second server that wants API_KEY on inference: the playground shows its 401 until
 // the key is typed, then chats. HYBRID_URL: a third server with a hybrid recurrent model (qwen35):
 // after a completion, the live view shows its recurrent-state memory in use / reserved and the
-// snapshots; the plain model's view has no such tile.)
+// snapshots, and (it runs with --kv-disk) the KV disk tile's snapshot counters: on disk, read,
+// written, skipped; the plain model's view has no such tile.)
 // Checks: the page loads with no console error and no failed request; requests sent from here
 // move the page's tokens/s and request counters; a playground chat streams text into the page
 // (several DOM updates, then the reply's route/cache/TTFT/tokens line), under a JSON schema as
@@ -274,6 +275,27 @@ try {
   check(/recurrent state in use \/ reserved/.test(tileText), `the tile's label: ${tileText}`);
   check(/0 B \/ [0-9.]+ (B|KiB|MiB)/.test(tileText) && !/\/ 0 B/.test(tileText), `idle: none in use, some reserved: ${tileText}`);
   check(/snapshots [0-9.]+ (KiB|MiB)/.test(tileText), `snapshot bytes shown: ${tileText}`);
+  // Its KV disk tier (--kv-disk): the tile shows the recurrent-state snapshots on disk, once the
+  // writer thread has written the request's (one per block at interval 1).
+  // On a timeout, say what the server's /stats held, so that a failure tells a slow writer (its
+  // counters still 0) from a page that does not show them.
+  await hybrid
+    .waitForFunction(
+      (id) => {
+        const e = document.querySelector(`[data-testid="kv-disk-snapshots-${id}"]`);
+        return e && /snapshots: [1-9][0-9]* on disk · \d+ read · [1-9][0-9]* written · \d+ skipped/.test(e.textContent);
+      },
+      hybridModel,
+      { timeout: 30000 },
+    )
+    .catch(async (e) => {
+      const stats = await (await fetch(`${hybridBase}/stats`)).json();
+      const shown = await hybrid.getByTestId(`kv-disk-${hybridModel}`).textContent().catch(() => '(no tile)');
+      throw new Error(`${e.message}\n/stats kv_disk: ${JSON.stringify(stats.now.models.map((m) => m.kv_disk))}\ntile: ${shown}`);
+    });
+  const snapText = (await hybrid.getByTestId(`kv-disk-snapshots-${hybridModel}`).textContent()).trim();
+  step(`hybrid model's disk tier: ${snapText}`);
+  check(/ 0 skipped$/.test(snapText), `no snapshot skipped: ${snapText}`);
   await hybrid.screenshot({ path: join(shots, 'live-hybrid.png'), fullPage: true });
   await hybrid.close();
 

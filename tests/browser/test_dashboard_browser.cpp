@@ -5,7 +5,8 @@
 // a streamed playground chat, the 403 of a wrong admin token and the new model name after a
 // reload with the right one, an upload; and against a second server with an API key, the
 // playground's 401 until the key is typed; against a third server with a hybrid recurrent
-// model (qwen35, written by `edgelm synth`), its recurrent-state memory tile; and against a fourth
+// model (qwen35, written by `edgelm synth`, with --kv-disk), its recurrent-state memory tile and
+// the KV disk tile's snapshot counters; and against a fourth
 // with --mmproj (the image tests' synthetic Gemma 3), an image attached by the file picker and one
 // pasted into the prompt, with the encode time, then "cached", under the reply. Screenshots of
 // each view land in EDGELM_ARTIFACT_DIR (printed).
@@ -50,8 +51,11 @@ TEST(DashboardBrowser, LiveViewPlaygroundAndOperationsInChromium) {
                                                        "--vocab", tokenizer, "--ctx", "1024", "-o", hybrid_model},
                                                       60);
   ASSERT_EQ(synth.exit_code, 0) << synth.out << synth.err;
+  // With a KV disk tier: its tile shows the snapshot counters.
+  const std::string hybrid_disk = uploads + "/../hybrid-kv-disk";
+  std::filesystem::remove_all(hybrid_disk);
   ServeProcess hybrid({"-m", hybrid_model, "--host", "127.0.0.1", "--port", "0", "-t", "1", "--kv-memory", "16M",
-                       "--state-snapshot-interval", "1", "--model-name", "hybrid-qwen35"});
+                       "--state-snapshot-interval", "1", "--model-name", "hybrid-qwen35", "--kv-disk", hybrid_disk});
   const int hybrid_port = hybrid.wait_ready();
   ASSERT_GT(hybrid_port, 0) << hybrid.log();
   // The fourth serves images (a synthetic Gemma 3 and its tiny mmproj).
@@ -70,7 +74,7 @@ TEST(DashboardBrowser, LiveViewPlaygroundAndOperationsInChromium) {
       180);
   std::cout << r.out;  // the steps and the screenshots' paths
   EXPECT_FALSE(r.signaled) << "node was killed (signal " << r.signal << ")\n" << r.out << r.err;
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "\nserver log:\n" << server.log();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "\nserver log:\n" << server.log() << "\nhybrid server log:\n" << hybrid.log();
   EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out;
 }
 
