@@ -206,7 +206,10 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
     {DType::q5_k, q8_k_packed_bytes, q8_k_pack, k_min_scratch_bytes, k_min_run<BlockQ5_K, unpack_q5_k>,
      EDGELM_NEON_PACKED(FmtQ5_K)},
     {DType::q6_k, q8_k_packed_bytes, q8_k_pack, q6_k_scratch_bytes, q6_k_run, EDGELM_NEON_PACKED(FmtQ6_K)},
-    {DType::f32, float_packed_bytes, float_pack<F32Lanes>, float_scratch_bytes, float_run<F32Lanes>},
-    {DType::f16, float_packed_bytes, float_pack<F16Lanes>, float_scratch_bytes, float_run<F16Lanes>},
-    {DType::bf16, float_packed_bytes, float_pack<BF16Lanes>, float_scratch_bytes, float_run<BF16Lanes>},
+    {DType::f32, float_packed_bytes, float_pack<F32Lanes>, float_scratch_bytes, float_run<F32Lanes>,
+     EDGELM_NEON_PACKED_FLOAT(F32Lanes)},
+    {DType::f16, float_packed_bytes, float_pack<F16Lanes>, float_scratch_bytes, float_run<F16Lanes>,
+     EDGELM_NEON_PACKED_FLOAT(F16Lanes)},
+    {DType::bf16, float_packed_bytes, float_pack<BF16Lanes>, float_scratch_bytes, float_run<BF16Lanes>,
+     EDGELM_NEON_PACKED_FLOAT(BF16Lanes)},
 };

@@ -448,8 +448,113 @@ void run_packed_of(const uint8_t* pw, int64_t /*rows*/, int64_t cols, const uint
   }
 }
 
+// ---- Float formats (F32, F16, BF16) -------------------------------------------------------------
+
+// Layout of a group (4 rows of cols elements of E::T, the stored bytes rearranged): the columns
+// below c16 = cols / 16 * 16 as [16-column chunk][row][16], those up to c4 = cols / 4 * 4 as
+// [4-column quad][row][4], the rest as [row][cols - c4]. A tile of one token (decode) then
+// evaluates the vec_dot row's expression (kernels_neon.cpp float_vec_dot: 4 accumulators of 4
+// lanes per row, quads into the first, the tail in scalar order), and a tile of 2..4 tokens the
+// per-call GEMM's (float_run: one accumulator per row and token, 4 columns a step, the tail
+// after the reduction): every output is bit-identical to what the unpacked matrix gives today,
+// one token or many, with one contiguous stream instead of 4 row streams.
+template <typename E>
+size_t float_packed_weight_bytes(int64_t rows, int64_t cols) {
+  return static_cast<size_t>((rows + kRows - 1) / kRows * kRows * cols) * sizeof(typename E::T);
+}
+
+template <typename E>
+void float_pack_weights(const GemmWeights& w, int64_t r0, int64_t r1, uint8_t* dst) {
+  using T = typename E::T;
+  const int64_t cols = w.cols, c16 = cols / 16 * 16, c4 = cols / 4 * 4, tail = cols - c4;
+  for (int64_t g = r0; g < r1; g += kRows) {
+    const T* rows[kRows];
+    group_rows(w, g, static_cast<int>(w.rows - g < kRows ? w.rows - g : kRows), rows);
+    T* o = reinterpret_cast<T*>(dst) + g * cols;
+    for (int64_t k = 0; k < c16; k += 16)
+      for (int r = 0; r < kRows; ++r, o += 16) std::memcpy(o, rows[r] + k, 16 * sizeof(T));
+    for (int64_t i = c16; i < c4; i += 4)
+      for (int r = 0; r < kRows; ++r, o += 4) std::memcpy(o, rows[r] + i, 4 * sizeof(T));
+    for (int r = 0; r < kRows; ++r, o += tail) std::memcpy(o, rows[r] + c4, static_cast<size_t>(tail) * sizeof(T));
+  }
+}
+
+// One token: float_vec_dot's expression per row.
+template <typename E>
+void float_packed_tile1(const typename E::T* p, int64_t cols, const float* x, float* out, int n_rows) {
+  const int64_t c16 = cols / 16 * 16, c4 = cols / 4 * 4, tail = cols - c4;
+  float32x4_t a[kRows][4];
+  for (auto& ar : a)
+    for (float32x4_t& v : ar) v = vdupq_n_f32(0.0f);
+  for (int64_t k = 0; k < c16; k += 16, p += 16 * kRows) {
+    float32x4_t y[4];
+    for (int j = 0; j < 4; ++j) y[j] = vld1q_f32(x + k + 4 * j);
+    for (int r = 0; r < kRows; ++r)
+      for (int j = 0; j < 4; ++j) a[r][j] = vfmaq_f32(a[r][j], E::load4(p + 16 * r + 4 * j), y[j]);
+  }
+  for (int64_t i = c16; i < c4; i += 4, p += 4 * kRows) {
+    const float32x4_t y = vld1q_f32(x + i);
+    for (int r = 0; r < kRows; ++r) a[r][0] = vfmaq_f32(a[r][0], E::load4(p + 4 * r), y);
+  }
+  for (int r = 0; r < n_rows; ++r) {
+    float t = 0.0f;
+    for (int64_t i = 0; i < tail; ++i) t += E::load1(p + r * tail + i) * x[c4 + i];
+    out[r] = vaddvq_f32(vaddq_f32(vaddq_f32(a[r][0], a[r][1]), vaddq_f32(a[r][2], a[r][3]))) + t;
+  }
+}
+
+// T = 2..4 tokens (x: token t at x + t cols): float_run's expression per row and token.
+template <typename E, int T>
+void float_packed_tile(const typename E::T* p, int64_t cols, const float* x, float* out, int64_t ldo, int n_rows) {
+  const int64_t c16 = cols / 16 * 16, c4 = cols / 4 * 4, tail = cols - c4;
+  float32x4_t acc[kRows][T];
+  for (auto& ar : acc)
+    for (float32x4_t& v : ar) v = vdupq_n_f32(0.0f);
+  auto step = [&](const typename E::T* wp, int64_t stride, int64_t i) {  // columns i..i+3, row r at wp + r stride
+    float32x4_t wr[kRows], xv[T];
+    for (int r = 0; r < kRows; ++r) wr[r] = E::load4(wp + r * stride);
+    for (int t = 0; t < T; ++t) xv[t] = vld1q_f32(x + t * cols + i);
+    for (int r = 0; r < kRows; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = vfmaq_f32(acc[r][t], wr[r], xv[t]);
+  };
+  for (int64_t k = 0; k < c16; k += 16, p += 16 * kRows)
+    for (int j = 0; j < 4; ++j) step(p + 4 * j, 16, k + 4 * j);
+  for (int64_t i = c16; i < c4; i += 4, p += 4 * kRows) step(p, 4, i);
+  for (int t = 0; t < T; ++t) {
+    float32x4_t v = vpaddq_f32(vpaddq_f32(acc[0][t], acc[1][t]), vpaddq_f32(acc[2][t], acc[3][t]));
+    if (tail > 0) {
+      float tl[kRows] = {};
+      for (int r = 0; r < kRows; ++r)
+        for (int64_t i = 0; i < tail; ++i) tl[r] += E::load1(p + r * tail + i) * x[t * cols + c4 + i];
+      v = vaddq_f32(v, vld1q_f32(tl));
+    }
+    store_rows(out + t * ldo, v, n_rows);
+  }
+}
+
+template <typename E>
+void float_run_packed(const uint8_t* pw, int64_t /*rows*/, int64_t cols, const uint8_t* packed, int64_t n_tok,
+                      int64_t r0, int64_t r1, float* out, int64_t ldo, uint8_t* /*scratch*/) {
+  const auto* x = reinterpret_cast<const float*>(packed);
+  for (int64_t g = r0; g < r1; g += kRows) {
+    const int n_rows = static_cast<int>(r1 - g < kRows ? r1 - g : kRows);
+    const auto* p = reinterpret_cast<const typename E::T*>(pw) + g * cols;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kTok) {
+      const float* xt = x + t0 * cols;
+      float* o = out + t0 * ldo + g;
+      switch (n_tok - t0 < kTok ? n_tok - t0 : kTok) {
+        case 1: float_packed_tile1<E>(p, cols, xt, o, n_rows); break;
+        case 2: float_packed_tile<E, 2>(p, cols, xt, o, ldo, n_rows); break;
+        case 3: float_packed_tile<E, 3>(p, cols, xt, o, ldo, n_rows); break;
+        default: float_packed_tile<E, 4>(p, cols, xt, o, ldo, n_rows); break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // The packed members of a GemmKernel row (after its per-call members): packed_row_group,
 // packed_weight_bytes, pack_weights, run_packed.
 #define EDGELM_NEON_PACKED(F) kRows, packed_weight_bytes_of<F>, pack_weights_of<F>, run_packed_of<F>
+#define EDGELM_NEON_PACKED_FLOAT(E) kRows, float_packed_weight_bytes<E>, float_pack_weights<E>, float_run_packed<E>

@@ -54,16 +54,28 @@ std::vector<size_t> half_fields(DType t) {
 }
 
 // A [rows, cols] matrix of `type` per `data` (as neon_selftest.cpp's gemm_weights).
+bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+
 std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data data, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const size_t rb = dtype_row_bytes(type, cols);
   std::vector<uint8_t> w(rb * static_cast<size_t>(rows));
   std::vector<float> f(static_cast<size_t>(cols));
+  // Float types: zeros, large, huge and tiny elements among the Gaussians (F16: its top and its
+  // subnormals); no NaN or infinity.
+  const float huge = type == DType::f16 ? 2e3f : 1e30f, tiny = type == DType::f16 ? 1e-5f : 1e-30f;
   for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : f) v = normal(rng);
+    for (size_t i = 0; i < f.size(); ++i) {
+      f[i] = normal(rng);
+      if (!is_float(type)) continue;
+      if (data == Data::zero_blocks && i % 3 == 1) f[i] = 0.0f;
+      if (data == Data::random_bits) f[i] *= static_cast<float>(i % 7 + 1) * 50.0f;
+      if (data == Data::extreme_scales) f[i] *= i % 2 == 0 ? huge : tiny;
+    }
     quant_traits(type)->from_float(f.data(), w.data() + static_cast<size_t>(r) * rb, cols);
   }
+  if (is_float(type)) return w;
   const size_t bs = dtype_traits(type).type_size;
   for (size_t b = 0; b < w.size() / bs; ++b) {
     uint8_t* blk = w.data() + b * bs;
@@ -115,12 +127,28 @@ void check_case(Checker& c, const IsaKernels& k, const char* level, DType type, 
   for (float& v : x) v = normal(rng);
   std::vector<float> got(static_cast<size_t>(n_tok * rows), -1.0f), want(got.size(), -2.0f);
   MatmulScratch scratch;
-  matmul_with(*isa_kernels(Isa::scalar), m, x.data(), n_tok, want.data(), pool, scratch);
+  if (!is_float(type)) {
+    matmul_with(*isa_kernels(Isa::scalar), m, x.data(), n_tok, want.data(), pool, scratch);
+  } else {  // as today's unpacked matrix: the per-call GEMM, or the NEON vec_dot for a 1-token tile
+    matmul_with(k, m, x.data(), n_tok, want.data(), pool, scratch);
+    if (n_tok >= 2 && n_tok % 4 == 1) {
+      const ResolvedKernels rk = kernel_or_scalar(k, type);
+      const float* xt = x.data() + (n_tok - 1) * cols;
+      std::vector<uint8_t> act(dtype_row_bytes(rk.vec_dot_type, cols));
+      if (rk.vec_dot_type == DType::f32)
+        std::memcpy(act.data(), xt, act.size());
+      else
+        rk.quantize_activation(xt, act.data(), cols);
+      for (int64_t r = 0; r < rows; ++r)
+        want[static_cast<size_t>((n_tok - 1) * rows + r)] = rk.vec_dot(cols, m.row(r), act.data());
+    }
+  }
   m.packed = p.data.get();
   m.packed_kernel = p.kernel;
   matmul_with(k, m, x.data(), n_tok, got.data(), pool, scratch);
-  c.expect(first_difference(got, want, rows).empty(), label + " not bit-identical to scalar" +
-                                                         first_difference(got, want, rows));
+  c.expect(first_difference(got, want, rows).empty(),
+           label + " not bit-identical to " + (is_float(type) ? "the unpacked NEON path" : "scalar") +
+               first_difference(got, want, rows));
 }
 
 // Zeroed packed bytes: matmul must read them (zero outputs) for 1 and 5 tokens.
@@ -165,7 +193,10 @@ void check_range(Checker& c, const IsaKernels& k, const char* level, DType type,
   std::vector<uint8_t> tiles(g->packed_bytes(cols, n_tok));
   g->pack(act.data(), ab, cols, n_tok, tiles.data());
   const float kSentinel = 12345.0f;
-  std::vector<float> got(static_cast<size_t>(n_tok * rows), kSentinel);
+  std::vector<float> got(static_cast<size_t>(n_tok * rows), kSentinel), per_call(got.size());
+  std::vector<uint8_t> scratch(g->scratch_bytes(cols) + 64);
+  g->run(GemmWeights{w.data(), rb, rows, cols}, tiles.data(), n_tok, r0, r1, per_call.data(), rows,
+         scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64);
   g->run_packed(p.data.get(), rows, cols, tiles.data(), n_tok, r0, r1, got.data(), rows, nullptr);
   bool ok = true, untouched = true;
   for (int64_t t = 0; t < n_tok; ++t)
@@ -174,15 +205,17 @@ void check_range(Checker& c, const IsaKernels& k, const char* level, DType type,
       if (r < r0 || r >= r1) {
         untouched = untouched && v == kSentinel;
       } else {
-        const float want = quant_traits(type)->vec_dot(cols, w.data() + static_cast<size_t>(r) * rb,
-                                                       act.data() + static_cast<size_t>(t) * ab);
+        // Float types: the per-call GEMM's (6 tokens: tiles of 4 and 2); the others: the scalar vec_dot.
+        const float want = is_float(type) ? per_call[static_cast<size_t>(t * rows + r)]
+                                          : quant_traits(type)->vec_dot(cols, w.data() + static_cast<size_t>(r) * rb,
+                                                                        act.data() + static_cast<size_t>(t) * ab);
         ok = ok && std::memcmp(&v, &want, sizeof v) == 0;
       }
     }
   const std::string label = std::string("neon ") + level + " " + type_name(type) + " run_packed rows [" +
                             std::to_string(r0) + ", " + std::to_string(r1) + ")";
   c.expect(untouched, label + ": wrote outside its row range");
-  c.expect(ok, label + ": not bit-identical to the scalar vec_dot");
+  c.expect(ok, label + ": not bit-identical to the reference");
 }
 
 }  // namespace
@@ -194,8 +227,8 @@ CheckCounts check_neon_packed() {
     NeonLevel level;
     const char* name;
   } levels[] = {{NeonLevel::base, "base"}, {NeonLevel::dotprod, "dotprod"}, {NeonLevel::i8mm, "i8mm"}};
-  const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
-                         DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k};
+  const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k,
+                         DType::q5_k, DType::q6_k, DType::f32,  DType::f16,  DType::bf16};
   ThreadPool pool(2);
   for (const auto& l : levels) {
     const IsaKernels* k = neon::neon_kernels(l.level);
@@ -219,8 +252,8 @@ CheckCounts check_neon_packed() {
       const int before = c.counts.failed;
       uint32_t seed = 900 + 17 * static_cast<uint32_t>(type);
       for (int64_t n_tok = 1; n_tok <= 17; ++n_tok)
-        check_case(c, *k, l.name, type, n_tok % 2 ? 37 : 22, bs == kQK_K ? 512 : 256, n_tok, Data::gaussian, seed++,
-                   pool);
+        check_case(c, *k, l.name, type, n_tok % 2 ? 37 : 22, bs == kQK_K ? 512 : bs == 1 ? 283 : 256, n_tok,
+                   Data::gaussian, seed++, pool);
       const struct {
         int64_t rows, cols, n_tok;
         Data data;
@@ -230,12 +263,13 @@ CheckCounts check_neon_packed() {
           {7, 3 * bs, 6, Data::zero_blocks},     {19, 2 * bs, 1, Data::extreme_scales},
           {19, 2 * bs, 9, Data::extreme_scales}, {1, bs, 1, Data::gaussian},
           {3, 11264 / bs * bs, 1, Data::gaussian}, {50, 4096 / bs * bs, 3, Data::gaussian},
+          {6, bs == 1 ? 20 : bs, 5, Data::gaussian}, {6, bs == 1 ? 7 : 2 * bs, 5, Data::random_bits},
       };
       for (const auto& m : more) check_case(c, *k, l.name, type, m.rows, m.cols, m.n_tok, m.data, seed++, pool);
       check_reads_packed(c, *k, l.name, type, pool);
       check_range(c, *k, l.name, type, 4, 23, pool);
       check_range(c, *k, l.name, type, 16, 29, pool);
-      std::printf("[ info ] neon %s %s packed: %zu bytes for %zu stored (%+.1f%%), bit-identical to scalar: %s\n",
+      std::printf("[ info ] neon %s %s packed: %zu bytes for %zu stored (%+.1f%%), bit-identical: %s\n",
                   l.name, type_name(type).c_str(), packed, stored,
                   100.0 * (static_cast<double>(packed) / static_cast<double>(stored) - 1.0),
                   c.counts.failed == before ? "yes" : "NO");
