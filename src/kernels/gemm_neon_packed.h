@@ -168,6 +168,18 @@ void group_block(const BX* const rows[kRows], int64_t b, int8_t* u) {
   interleave(qr, kN, u);
 }
 
+// Chunk j of block b: decoded from the packed block w (pre null), or loaded from pre, the group's
+// chunks decoded beforehand (decode_group: 128 bytes each, block after block).
+template <typename F, typename PB>
+inline void chunk_or_pre(const PB& w, int64_t b, int j, const int8_t* pre, int8x16_t q[8]) {
+  if (pre == nullptr) {
+    F::chunk(w, j, q);
+    return;
+  }
+  const int8_t* p = pre + (b * F::kChunks + j) * 128;
+  for (int i = 0; i < 8; ++i) q[i] = vld1q_s8(p + 16 * i);
+}
+
 // ---- Legacy formats (32-element blocks) ---------------------------------------------------------
 
 struct PQ8_0 {
@@ -223,20 +235,27 @@ struct LegacyFormat {
     }
   }
 
-  // Rows' running sums f[t] += the block's terms for tokens t < T (the scalar expression).
+  static constexpr int kChunks = 1;
+  // The signed quants of chunk j (the block) of w.
+  static void chunk(const PB& w, int /*j*/, int8x16_t q[8]) {
+    if constexpr (kBits == 8) {
+      for (int i = 0; i < 8; ++i) q[i] = vld1q_s8(w.qs + 16 * i);
+    } else {
+      uint8x16_t r[8];
+      load_nibbles(w.qs, r);
+      if constexpr (kBits == 5) add_bit4(w.qh, r);
+      to_signed<kOff>(r, q);
+    }
+  }
+
+  // Rows' running sums f[t] += the block's terms for tokens t < T (the scalar expression). pre:
+  // null, or the group's quants already decoded (decode_group).
   template <int T>
-  static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok]) {
+  static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
     for (int64_t b = 0; b < nb; ++b) {
       const PB& w = wb[b];
       int8x16_t q[8];
-      if constexpr (kBits == 8) {
-        for (int i = 0; i < 8; ++i) q[i] = vld1q_s8(w.qs + 16 * i);
-      } else {
-        uint8x16_t r[8];
-        load_nibbles(w.qs, r);
-        if constexpr (kBits == 5) add_bit4(w.qh, r);
-        to_signed<kOff>(r, q);
-      }
+      chunk_or_pre<LegacyFormat>(w, b, 0, pre, q);
       int32x4_t isum[kTok];
       subblock_regs<kQK, kQK, T>(q, a[b].qs, 0, isum);
       const float32x4_t dw = half4(w.d);
@@ -312,9 +331,17 @@ struct KMinFormat {
     }
   }
 
+  static constexpr int kChunks = 8;
+  static void chunk(const PB& w, int j, int8x16_t q[8]) {
+    uint8x16_t r[8];
+    load_nibbles(w.qs[j], r);
+    if constexpr (kFive) add_bit4(w.qh[j], r);
+    to_signed<0>(r, q);
+  }
+
   // |qsum| < 2^26 (Q5_K: 8 sub-blocks of 63 * 32 * 31 * 127), as the scalar kernel's int32.
   template <int T>
-  static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok]) {
+  static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
     for (int64_t b = 0; b < nb; ++b) {
       const PB& w = wb[b];
       int32x4_t sc[8], mn[8];
@@ -325,11 +352,8 @@ struct KMinFormat {
       int32x4_t qs[kTok], ms[kTok];
       for (int t = 0; t < T; ++t) qs[t] = ms[t] = vdupq_n_s32(0);
       for (int j = 0; j < 8; ++j) {
-        uint8x16_t r[8];
-        load_nibbles(w.qs[j], r);
-        if constexpr (kFive) add_bit4(w.qh[j], r);
         int8x16_t q[8];
-        to_signed<0>(r, q);
+        chunk_or_pre<KMinFormat>(w, b, j, pre, q);
         int32x4_t isum[kTok];
         subblock_regs<32, kQK_K, T>(q, a[b].qs, 32 * j, isum);
         for (int t = 0; t < T; ++t) {
@@ -370,9 +394,17 @@ struct FmtQ6_K {
     }
   }
 
+  static constexpr int kChunks = 8;
+  static void chunk(const PB& w, int j, int8x16_t q[8]) {
+    uint8x16_t r[8];
+    load_nibbles(w.ql[j], r);
+    add_top2(w.qh[j], r);
+    to_signed<32>(r, q);
+  }
+
   // |qsum| < 2^28 (16 sub-blocks of 128 * 16 * 32 * 127), as the scalar kernel's int32.
   template <int T>
-  static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok]) {
+  static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
     for (int64_t b = 0; b < nb; ++b) {
       const PB& w = wb[b];
       int32x4_t qs[kTok];
@@ -380,11 +412,8 @@ struct FmtQ6_K {
       for (int j = 0; j < 8; ++j) {
         const int16x8_t s16 = vmovl_s8(vld1_s8(&w.sc[2 * j][0]));  // sub-blocks 2j, 2j + 1
         const int32x4_t sc0 = vmovl_s16(vget_low_s16(s16)), sc1 = vmovl_s16(vget_high_s16(s16));
-        uint8x16_t r[8];
-        load_nibbles(w.ql[j], r);
-        add_top2(w.qh[j], r);
         int8x16_t q[8];
-        to_signed<32>(r, q);
+        chunk_or_pre<FmtQ6_K>(w, b, j, pre, q);
         int32x4_t i0[kTok], i1[kTok];
         subblock_regs<16, kQK_K, T>(q, a[b].qs, 32 * j, i0);
         subblock_regs<16, kQK_K, T>(q + 4, a[b].qs, 32 * j + 16, i1);
@@ -417,32 +446,52 @@ void pack_weights_of(const GemmWeights& w, int64_t r0, int64_t r1, uint8_t* dst)
 }
 
 template <typename F, int T>
-void packed_tile(const typename F::PB* wb, int64_t nb, const typename F::Act* a, float* out, int64_t ldo, int n_rows) {
+void packed_tile(const typename F::PB* wb, int64_t nb, const typename F::Act* a, float* out, int64_t ldo, int n_rows,
+                 const int8_t* pre) {
   float32x4_t f[kTok];
   for (int t = 0; t < T; ++t) f[t] = vdupq_n_f32(0.0f);
-  F::template tile<T>(wb, nb, a, f);
+  F::template tile<T>(wb, nb, a, f, pre);
   for (int t = 0; t < T; ++t) store_rows(out + t * ldo, f[t], n_rows);
+}
+
+// From this many tokens on (GemmKernel::packed_unpack_tokens), run_packed decodes each group's
+// quants once into scratch (the signed bytes of the group layout, 4 cols bytes: less than the
+// per-call GEMM's scratch_bytes(cols)) and every tile of tokens loads them from there: the
+// nibble / fifth-bit / top-bit extraction would otherwise be repeated for every 4 tokens of a
+// prefill. The registers are the same either way, so are the results (bit for bit).
+constexpr int64_t kUnpackTokens = 2 * kTok;
+
+template <typename F>
+void decode_group(const typename F::PB* wb, int64_t nb, int8_t* pre) {
+  for (int64_t b = 0; b < nb; ++b)
+    for (int j = 0; j < F::kChunks; ++j, pre += 128) {
+      int8x16_t q[8];
+      F::chunk(wb[b], j, q);
+      for (int i = 0; i < 8; ++i) vst1q_s8(pre + 16 * i, q[i]);
+    }
 }
 
 // Groups of [r0, r1) (r0 a multiple of kRows) from the packed matrix pw, every tile of tokens.
 template <typename F>
 void run_packed_of(const uint8_t* pw, int64_t /*rows*/, int64_t cols, const uint8_t* packed, int64_t n_tok, int64_t r0,
-                   int64_t r1, float* out, int64_t ldo, uint8_t* /*scratch*/) {
+                   int64_t r1, float* out, int64_t ldo, uint8_t* scratch) {
   using PB = typename F::PB;
   using Act = typename F::Act;
   const int64_t nb = cols / F::kBlock;
   const auto* act = reinterpret_cast<const Act*>(packed);
+  int8_t* pre = n_tok >= kUnpackTokens ? reinterpret_cast<int8_t*>(scratch) : nullptr;
   for (int64_t g = r0; g < r1; g += kRows) {
     const int n_rows = static_cast<int>(r1 - g < kRows ? r1 - g : kRows);
     const PB* wb = reinterpret_cast<const PB*>(pw) + (g / kRows) * nb;
+    if (pre != nullptr) decode_group<F>(wb, nb, pre);
     for (int64_t t0 = 0; t0 < n_tok; t0 += kTok) {
       const Act* a = act + (t0 / kTok) * nb;
       float* o = out + t0 * ldo + g;
       switch (n_tok - t0 < kTok ? n_tok - t0 : kTok) {
-        case 1: packed_tile<F, 1>(wb, nb, a, o, ldo, n_rows); break;
-        case 2: packed_tile<F, 2>(wb, nb, a, o, ldo, n_rows); break;
-        case 3: packed_tile<F, 3>(wb, nb, a, o, ldo, n_rows); break;
-        default: packed_tile<F, 4>(wb, nb, a, o, ldo, n_rows); break;
+        case 1: packed_tile<F, 1>(wb, nb, a, o, ldo, n_rows, pre); break;
+        case 2: packed_tile<F, 2>(wb, nb, a, o, ldo, n_rows, pre); break;
+        case 3: packed_tile<F, 3>(wb, nb, a, o, ldo, n_rows, pre); break;
+        default: packed_tile<F, 4>(wb, nb, a, o, ldo, n_rows, pre); break;
       }
     }
   }
@@ -556,5 +605,5 @@ void float_run_packed(const uint8_t* pw, int64_t /*rows*/, int64_t cols, const u
 
 // The packed members of a GemmKernel row (after its per-call members): packed_row_group,
 // packed_weight_bytes, pack_weights, run_packed.
-#define EDGELM_NEON_PACKED(F) kRows, packed_weight_bytes_of<F>, pack_weights_of<F>, run_packed_of<F>
+#define EDGELM_NEON_PACKED(F) kRows, packed_weight_bytes_of<F>, pack_weights_of<F>, run_packed_of<F>, kUnpackTokens
 #define EDGELM_NEON_PACKED_FLOAT(E) kRows, float_packed_weight_bytes<E>, float_pack_weights<E>, float_run_packed<E>

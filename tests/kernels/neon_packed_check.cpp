@@ -173,9 +173,10 @@ void check_reads_packed(Checker& c, const IsaKernels& k, const char* level, DTyp
 }
 
 // run_packed on [r0, r1) directly: those rows as the scalar vec_dot, no others written.
-void check_range(Checker& c, const IsaKernels& k, const char* level, DType type, int64_t r0, int64_t r1,
+// n_tok 6: below every packed_unpack_tokens (no scratch); 9: past it (scratch_bytes(cols) given).
+void check_range(Checker& c, const IsaKernels& k, const char* level, DType type, int64_t r0, int64_t r1, int64_t n_tok,
                  ThreadPool& pool) {
-  const int64_t rows = 29, cols = dtype_traits(type).block_size * 3, n_tok = 6;
+  const int64_t rows = 29, cols = dtype_traits(type).block_size * 3;
   const GemmKernel* g = k.gemm(type);
   const std::vector<uint8_t> w = make_weights(type, rows, cols, Data::gaussian, 77);
   const size_t rb = dtype_row_bytes(type, cols);
@@ -195,9 +196,10 @@ void check_range(Checker& c, const IsaKernels& k, const char* level, DType type,
   const float kSentinel = 12345.0f;
   std::vector<float> got(static_cast<size_t>(n_tok * rows), kSentinel), per_call(got.size());
   std::vector<uint8_t> scratch(g->scratch_bytes(cols) + 64);
-  g->run(GemmWeights{w.data(), rb, rows, cols}, tiles.data(), n_tok, r0, r1, per_call.data(), rows,
-         scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64);
-  g->run_packed(p.data.get(), rows, cols, tiles.data(), n_tok, r0, r1, got.data(), rows, nullptr);
+  uint8_t* s = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  g->run(GemmWeights{w.data(), rb, rows, cols}, tiles.data(), n_tok, r0, r1, per_call.data(), rows, s);
+  const bool unpacks = g->packed_unpack_tokens > 0 && n_tok >= g->packed_unpack_tokens;
+  g->run_packed(p.data.get(), rows, cols, tiles.data(), n_tok, r0, r1, got.data(), rows, unpacks ? s : nullptr);
   bool ok = true, untouched = true;
   for (int64_t t = 0; t < n_tok; ++t)
     for (int64_t r = 0; r < rows; ++r) {
@@ -205,15 +207,19 @@ void check_range(Checker& c, const IsaKernels& k, const char* level, DType type,
       if (r < r0 || r >= r1) {
         untouched = untouched && v == kSentinel;
       } else {
-        // Float types: the per-call GEMM's (6 tokens: tiles of 4 and 2); the others: the scalar vec_dot.
-        const float want = is_float(type) ? per_call[static_cast<size_t>(t * rows + r)]
-                                          : quant_traits(type)->vec_dot(cols, w.data() + static_cast<size_t>(r) * rb,
-                                                                        act.data() + static_cast<size_t>(t) * ab);
+        // Float types: the per-call GEMM's (tiles of 4 and 2, or 4, 4 and 1: the vec_dot row's);
+        // the others: the scalar vec_dot.
+        const uint8_t* wr = w.data() + static_cast<size_t>(r) * rb;
+        const uint8_t* ar = act.data() + static_cast<size_t>(t) * ab;
+        const bool solo = n_tok % 4 == 1 && t == n_tok - 1;  // the last 4-token tile has 1 token
+        const float want = !is_float(type) ? quant_traits(type)->vec_dot(cols, wr, ar)
+                           : solo          ? k.vec_dot(type)(cols, wr, ar)
+                                           : per_call[static_cast<size_t>(t * rows + r)];
         ok = ok && std::memcmp(&v, &want, sizeof v) == 0;
       }
     }
   const std::string label = std::string("neon ") + level + " " + type_name(type) + " run_packed rows [" +
-                            std::to_string(r0) + ", " + std::to_string(r1) + ")";
+                            std::to_string(r0) + ", " + std::to_string(r1) + ") x " + std::to_string(n_tok) + " tokens";
   c.expect(untouched, label + ": wrote outside its row range");
   c.expect(ok, label + ": not bit-identical to the reference");
 }
@@ -267,8 +273,8 @@ CheckCounts check_neon_packed() {
       };
       for (const auto& m : more) check_case(c, *k, l.name, type, m.rows, m.cols, m.n_tok, m.data, seed++, pool);
       check_reads_packed(c, *k, l.name, type, pool);
-      check_range(c, *k, l.name, type, 4, 23, pool);
-      check_range(c, *k, l.name, type, 16, 29, pool);
+      check_range(c, *k, l.name, type, 4, 23, 6, pool);
+      check_range(c, *k, l.name, type, 16, 29, 9, pool);
       std::printf("[ info ] neon %s %s packed: %zu bytes for %zu stored (%+.1f%%), bit-identical: %s\n",
                   l.name, type_name(type).c_str(), packed, stored,
                   100.0 * (static_cast<double>(packed) / static_cast<double>(stored) - 1.0),
