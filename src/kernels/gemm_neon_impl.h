@@ -9,7 +9,9 @@
 // integer sub-block kernel, the output) and three pieces it includes, one per family of formats:
 //  - gemm_neon_legacy.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (32-element blocks, Q8_0 / Q8_1 activations);
 //  - gemm_neon_k.h: Q4_K, Q5_K, Q6_K (256-element super-blocks, Q8_K activations);
-//  - gemm_neon_float.h: F32, F16, BF16 (float lanes).
+//  - gemm_neon_float.h: F32, F16, BF16 (float lanes);
+//  - gemm_neon_packed.h: the load-time packed layouts of all of these (pack_weights / run_packed),
+//    which decode (one token) and prefill read directly.
 // The pieces, like this file, are compiled once per level; the table of the level, kGemms, is at
 // the end of this file.
 //

@@ -1,6 +1,9 @@
 // NEON load-time packed weights (gemm.h: pack_weights / run_packed) for Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q4_K, Q5_K, Q6_K. A piece of the body gemm_neon_impl.h (see there for the per-call method
-// and the register layouts), compiled once per level with it; nothing else includes it.
+// Q5_1, Q4_K, Q5_K, Q6_K, and F32, F16, BF16 (their own section below). A piece of the body
+// gemm_neon_impl.h (see there for the per-call method and the register layouts), compiled once
+// per level with it, after gemm_neon_legacy.h, gemm_neon_k.h and gemm_neon_float.h (it uses their
+// activation tiles, unpackers and lane types); nothing else includes it. A packed matrix is only
+// valid for the level that packed it (matmul checks WeightMatrix::packed_kernel).
 //
 // Why: the per-call GEMM unpacks and interleaves every group of 4 weight rows on every matmul, and
 // a single token (decode) took the vec_dot rows, which read 4 rows' blocks from 4 places and
@@ -38,8 +41,9 @@
 // Tokens: the activations come packed by the per-call GEMM's pack() (same tiles of kTok = 4
 // tokens); a tile of T < kTok real tokens (a decode step: T = 1) runs a kernel instantiated for T,
 // so the padding tokens cost nothing (i8mm: SMMLA takes tokens in pairs, an odd T computes one
-// padding token). Rows: groups of 4 (packed_row_group); a last group of fewer rows repeats its
-// last row and stores only the rows it has.
+// padding token). From kUnpackTokens tokens on, each group's quants are decoded once into scratch
+// (below). Rows: groups of 4 (packed_row_group); a last group of fewer rows repeats its last row
+// and stores only the rows it has.
 #if !defined(EDGELM_NEON_GEMM_LEVEL)
 #error "gemm_neon_packed.h is a piece of the body of gemm_neon.cpp only"
 #endif
