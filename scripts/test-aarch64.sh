@@ -2,7 +2,8 @@
 # Cross-compiles the NEON kernels' standalone self-test (tests/kernels/neon_selftest.cpp) and one
 # golden run through the NEON path (tests/kernels/neon_golden.cpp: stories260K greedy text
 # against shared/golden/greedy.json) for AArch64 with Debian's toolchain and runs both under
-# qemu-user, once per emulated CPU below.
+# qemu-user, once per emulated CPU below (the golden with the matrices packed at load), and the
+# golden once more with EDGELM_PACK=0 (the unpacked paths).
 # Needs g++-aarch64-linux-gnu and qemu-user (scripts/setup.sh installs them); installs nothing.
 # The binary is static, so qemu needs no AArch64 sysroot. Exits non-zero on any failure.
 #
@@ -35,6 +36,7 @@ sources=(
   src/kernels/attention_kernels.cpp src/kernels/attention_neon.cpp src/kernels/ops_vector.cpp
   src/kernels/ops_neon.cpp
   tests/kernels/neon_selftest.cpp tests/kernels/neon_attention_check.cpp tests/kernels/vector_ops_check.cpp
+  tests/kernels/neon_packed_check.cpp
 )
 golden_sources=(
   src/core/log.cpp src/core/mmap_file.cpp src/core/byte_size.cpp src/core/huge_pages.cpp
@@ -64,7 +66,7 @@ objs=()         # the self-test: the kernels and core sources
 golden_objs=()  # the golden run: the same minus the self-test's main, plus golden_sources
 for src in "${sources[@]}"; do
   objs+=("$(obj_of "$src")")
-  case "$src" in tests/kernels/neon_selftest.cpp | tests/kernels/neon_attention_check.cpp) ;; *) golden_objs+=("$(obj_of "$src")") ;; esac
+  case "$src" in tests/kernels/neon_selftest.cpp | tests/kernels/neon_attention_check.cpp | tests/kernels/neon_packed_check.cpp) ;; *) golden_objs+=("$(obj_of "$src")") ;; esac
 done
 for src in "${golden_sources[@]}"; do golden_objs+=("$(obj_of "$src")"); done
 # Through ccache where it is installed (the Makefile sets CCACHE_BASEDIR, so a fresh clone in
@@ -96,11 +98,17 @@ for spec in cortex-a53:base cortex-a76:base,dotprod max:base,dotprod,i8mm; do
     echo "test-aarch64: FAILED on -cpu $cpu" >&2
     status=1
   fi
-  echo "test-aarch64: golden greedy run under $QEMU -cpu $cpu"
+  echo "test-aarch64: golden greedy run under $QEMU -cpu $cpu (matrices packed at load)"
   if ! "$QEMU" -cpu "$cpu" "$OUT/neon_golden" "$DATA"; then
     echo "test-aarch64: golden FAILED on -cpu $cpu" >&2
     status=1
   fi
 done
+# Once more unpacked (EDGELM_PACK=0: the per-call GEMM for the prompt, the vec_dot rows for decode).
+echo "test-aarch64: golden greedy run under $QEMU -cpu max with EDGELM_PACK=0"
+if ! EDGELM_PACK=0 "$QEMU" -cpu max "$OUT/neon_golden" "$DATA"; then
+  echo "test-aarch64: unpacked golden FAILED on -cpu max" >&2
+  status=1
+fi
 echo "test-aarch64: done in $(( $(date +%s) - start ))s"
 exit $status

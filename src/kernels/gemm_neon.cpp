@@ -1,7 +1,7 @@
 // NEON multi-token GEMM tables (gemm.h) for AArch64: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
-// Q6_K, F32, F16 and BF16 in three variants, one per instruction set, from one body
-// (gemm_neon_impl.h with its pieces gemm_neon_legacy.h, gemm_neon_k.h, gemm_neon_float.h; see
-// gemm_neon_impl.h for the method):
+// Q6_K, F32, F16 and BF16 in three variants, one per instruction set, each row with its load-time
+// packed layout, from one body (gemm_neon_impl.h with its pieces gemm_neon_legacy.h,
+// gemm_neon_k.h, gemm_neon_float.h, gemm_neon_packed.h; see gemm_neon_impl.h for the method):
 //  - kNeonBaseGemms: baseline ARMv8.0 (vmull_s8 + vpadalq_s16), runs on every AArch64 CPU;
 //  - kNeonDotprodGemms: SDOT, compiled under `#pragma GCC target("arch=armv8.2-a+dotprod")`;
 //  - kNeonI8mmGemms: SMMLA, under `arch=armv8.2-a+i8mm`.

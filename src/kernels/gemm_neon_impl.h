@@ -9,7 +9,9 @@
 // integer sub-block kernel, the output) and three pieces it includes, one per family of formats:
 //  - gemm_neon_legacy.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (32-element blocks, Q8_0 / Q8_1 activations);
 //  - gemm_neon_k.h: Q4_K, Q5_K, Q6_K (256-element super-blocks, Q8_K activations);
-//  - gemm_neon_float.h: F32, F16, BF16 (float lanes).
+//  - gemm_neon_float.h: F32, F16, BF16 (float lanes);
+//  - gemm_neon_packed.h: the load-time packed layouts of all of these (pack_weights / run_packed),
+//    which decode (one token) and prefill read directly.
 // The pieces, like this file, are compiled once per level; the table of the level, kGemms, is at
 // the end of this file.
 //
@@ -187,23 +189,29 @@ inline void store_rows(float* out, float32x4_t v, int n_rows) {
 #include "kernels/gemm_neon_float.h"
 #include "kernels/gemm_neon_k.h"
 #include "kernels/gemm_neon_legacy.h"
+#include "kernels/gemm_neon_packed.h"  // load-time packing of the integer rows (after the two above)
 
 // The GEMM rows of this variant (gemm_neon.cpp gathers them into the tables).
 constexpr GemmKernel kGemms[kNeonGemmCount] = {
     {DType::q8_0, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
-     legacy_run<BlockQ8_0, ActQ8_0, unpack_q8_0>},
+     legacy_run<BlockQ8_0, ActQ8_0, unpack_q8_0>, EDGELM_NEON_PACKED(FmtQ8_0)},
     {DType::q4_0, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
-     legacy_run<BlockQ4_0, ActQ8_0, unpack_q4_0>},
+     legacy_run<BlockQ4_0, ActQ8_0, unpack_q4_0>, EDGELM_NEON_PACKED(FmtQ4_0)},
     {DType::q4_1, legacy_packed_bytes<ActQ8_1>, legacy_pack<BlockQ8_1, ActQ8_1>, legacy_scratch_bytes,
-     legacy_run<BlockQ4_1, ActQ8_1, unpack_q4_1>},
+     legacy_run<BlockQ4_1, ActQ8_1, unpack_q4_1>, EDGELM_NEON_PACKED(FmtQ4_1)},
     {DType::q5_0, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
-     legacy_run<BlockQ5_0, ActQ8_0, unpack_q5_0>},
+     legacy_run<BlockQ5_0, ActQ8_0, unpack_q5_0>, EDGELM_NEON_PACKED(FmtQ5_0)},
     {DType::q5_1, legacy_packed_bytes<ActQ8_1>, legacy_pack<BlockQ8_1, ActQ8_1>, legacy_scratch_bytes,
-     legacy_run<BlockQ5_1, ActQ8_1, unpack_q5_1>},
-    {DType::q4_k, q8_k_packed_bytes, q8_k_pack, k_min_scratch_bytes, k_min_run<BlockQ4_K, unpack_q4_k>},
-    {DType::q5_k, q8_k_packed_bytes, q8_k_pack, k_min_scratch_bytes, k_min_run<BlockQ5_K, unpack_q5_k>},
-    {DType::q6_k, q8_k_packed_bytes, q8_k_pack, q6_k_scratch_bytes, q6_k_run},
-    {DType::f32, float_packed_bytes, float_pack<F32Lanes>, float_scratch_bytes, float_run<F32Lanes>},
-    {DType::f16, float_packed_bytes, float_pack<F16Lanes>, float_scratch_bytes, float_run<F16Lanes>},
-    {DType::bf16, float_packed_bytes, float_pack<BF16Lanes>, float_scratch_bytes, float_run<BF16Lanes>},
+     legacy_run<BlockQ5_1, ActQ8_1, unpack_q5_1>, EDGELM_NEON_PACKED(FmtQ5_1)},
+    {DType::q4_k, q8_k_packed_bytes, q8_k_pack, k_min_scratch_bytes, k_min_run<BlockQ4_K, unpack_q4_k>,
+     EDGELM_NEON_PACKED(FmtQ4_K)},
+    {DType::q5_k, q8_k_packed_bytes, q8_k_pack, k_min_scratch_bytes, k_min_run<BlockQ5_K, unpack_q5_k>,
+     EDGELM_NEON_PACKED(FmtQ5_K)},
+    {DType::q6_k, q8_k_packed_bytes, q8_k_pack, q6_k_scratch_bytes, q6_k_run, EDGELM_NEON_PACKED(FmtQ6_K)},
+    {DType::f32, float_packed_bytes, float_pack<F32Lanes>, float_scratch_bytes, float_run<F32Lanes>,
+     EDGELM_NEON_PACKED_FLOAT(F32Lanes)},
+    {DType::f16, float_packed_bytes, float_pack<F16Lanes>, float_scratch_bytes, float_run<F16Lanes>,
+     EDGELM_NEON_PACKED_FLOAT(F16Lanes)},
+    {DType::bf16, float_packed_bytes, float_pack<BF16Lanes>, float_scratch_bytes, float_run<BF16Lanes>,
+     EDGELM_NEON_PACKED_FLOAT(BF16Lanes)},
 };

@@ -8,8 +8,9 @@
 // legacy and K formats' vec_dot rows, kernels_neon_rows.h), and isa_kernels(Isa::neon) hands out
 // its table.
 //
-// The vec_dot rows (single-token decode, below the GEMM's token threshold) and the multi-token
-// GEMMs (gemm_neon.cpp) cover the same weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// The vec_dot rows (single-token decode of matrices not packed at load, EDGELM_PACK=0) and the
+// multi-token GEMMs (gemm_neon.cpp, with their load-time packed layouts, which every matmul of a
+// packed matrix takes, decode included) cover the same weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q4_K, Q5_K, Q6_K; every activation type they use (Q8_0, Q8_1, Q8_K, F16, BF16) has a
 // NEON quantizer. Q2_K and Q3_K run the scalar vec_dot. The GEMMs come in three
 // variants: baseline, dotprod (SDOT) and i8mm (SMMLA). Those two are compiled for their

@@ -8,7 +8,7 @@
 // Rows are split evenly over the thread pool.
 //
 // With n_tok >= kMinGemmTokens and a multi-token GEMM for the weight type in the ISA (gemm.h:
-// AVX2, AVX-512 VNNI, AMX tiles), the same product runs through that kernel instead; with a
+// AVX2, AVX-512 VNNI, AMX tiles, NEON), the same product runs through that kernel instead; with a
 // matrix packed at load for that kernel (pack_matrix_into), every n_tok does. Their results differ
 // from the vec_dot path by float reassociation only.
 #pragma once

@@ -6,11 +6,15 @@
 // x86-64 only; fmt and nlohmann/json are used header-only).
 //
 // The matrices go through kernels::matmul with the active ISA, which on AArch64 is neon (the
-// program checks that, and which GEMM level it got): the prompt (n_tok >= 2) through the NEON
-// multi-token GEMM where the weight type has one, every decode step through the NEON vec_dot.
+// program checks that, and which GEMM level it got). Model::load packs every matrix the active
+// level has a packed form for (model/weights.cpp pack_matrices, gemm_neon_packed.h; F32 has one),
+// so the prompt (n_tok >= 2) and every decode step run the packed kernels; the program checks
+// that the matrices were packed. With EDGELM_PACK=0 in the environment nothing is packed and the
+// prompt takes the per-call GEMM, every decode step the NEON vec_dot.
 //
 // Usage: neon_golden DATA_DIR (the shared test data: models/, golden/). Exits 1 on a mismatch.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -103,6 +107,18 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  {  // packed at load unless EDGELM_PACK=0 (then the per-call GEMM and the vec_dot rows run)
+    const char* env = std::getenv("EDGELM_PACK");
+    const bool want_packed = env == nullptr || std::string(env) != "0";
+    const kernels::WeightMatrix& wq = (*model)->weights().layers.at(0).wq;
+    const bool packed = wq.packed != nullptr && wq.packed_kernel == k->gemm(wq.type);
+    std::printf("[ info ] matrices packed at load: %s\n", packed ? "yes" : "no");
+    if (packed != want_packed) {
+      std::printf("FAIL: the layer 0 query matrix is %spacked (EDGELM_PACK %s)\n", packed ? "" : "not ",
+                  env == nullptr ? "unset" : env);
+      return 1;
+    }
+  }
   std::ifstream in(dir + "/golden/greedy.json");
   const auto j = nlohmann::json::parse(in);
   std::vector<Case> cases;

@@ -26,6 +26,9 @@
 //    ranges that start inside a group. Budget as tests/kernels/test_gemm.cpp: (2 nb + 16) u mag,
 //    nb the sub-blocks of a row (16-element ones for Q6_K, single elements for the float types),
 //    mag = sum_i (|w_i| + 2 |min_i|) |a_i| (min_i: the min part of Q4_1, Q5_1, Q4_K, Q5_K).
+//  - Load-time packed GEMMs (gemm_neon_packed.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K),
+//    each variant the CPU has: bit-identical to the scalar matmul for 1..17 tokens, sizes, decode
+//    reading the packed bytes (neon_packed_check.cpp, which says how).
 //  - Attention (attention_neon.cpp) against the scalar kernel over paged f32 / f16 / q8_0
 //    contexts, K as rows and transposed (neon_attention_check.cpp, which says how).
 // Usage: neon_selftest [--expect LEVEL,...]: each named GEMM level (base, dotprod, i8mm) must be
@@ -51,6 +54,7 @@
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "neon_attention_check.h"
+#include "neon_packed_check.h"
 #include "vector_ops_check.h"
 
 namespace edgelm::kernels {
@@ -682,6 +686,9 @@ int main(int argc, char** argv) {
     test_quantizers();
     test_vec_dot();
     test_gemm(expected);
+    const CheckCounts packed = check_neon_packed();  // neon_packed_check.cpp
+    g_passed += packed.passed;
+    g_failed += packed.failed;
     const CheckCounts attention = check_neon_attention();  // neon_attention_check.cpp
     g_passed += attention.passed;
     g_failed += attention.failed;
