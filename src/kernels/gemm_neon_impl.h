@@ -6,10 +6,12 @@
 // Nothing else may include it; only gemm_neon.cpp's tables reach it, after the CPU check.
 //
 // The body is this file (what every format shares: tile constants, the weight interleave, the
-// integer sub-block kernel, the output) and three pieces it includes, one per family of formats:
+// integer sub-block kernel, the output) and four pieces it includes, one per family of formats:
 //  - gemm_neon_legacy.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (32-element blocks, Q8_0 / Q8_1 activations);
 //  - gemm_neon_k.h: Q4_K, Q5_K, Q6_K (256-element super-blocks, Q8_K activations);
-//  - gemm_neon_float.h: F32, F16, BF16 (float lanes).
+//  - gemm_neon_float.h: F32, F16, BF16 (float lanes);
+//  - gemm_neon_lowbit.h: Q2_K, Q3_K, IQ4_XS, TQ2_0, TQ1_0 (super-blocks, Q8_K), IQ4_NL, MXFP4
+//    (32-element blocks, Q8_0).
 // The pieces, like this file, are compiled once per level; the table of the level, kGemms, is at
 // the end of this file.
 //
@@ -187,6 +189,7 @@ inline void store_rows(float* out, float32x4_t v, int n_rows) {
 #include "kernels/gemm_neon_float.h"
 #include "kernels/gemm_neon_k.h"
 #include "kernels/gemm_neon_legacy.h"
+#include "kernels/gemm_neon_lowbit.h"  // after gemm_neon_k.h and gemm_neon_legacy.h: uses their packing
 
 // The GEMM rows of this variant (gemm_neon.cpp gathers them into the tables).
 constexpr GemmKernel kGemms[kNeonGemmCount] = {
@@ -206,4 +209,19 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
     {DType::f32, float_packed_bytes, float_pack<F32Lanes>, float_scratch_bytes, float_run<F32Lanes>},
     {DType::f16, float_packed_bytes, float_pack<F16Lanes>, float_scratch_bytes, float_run<F16Lanes>},
     {DType::bf16, float_packed_bytes, float_pack<BF16Lanes>, float_scratch_bytes, float_run<BF16Lanes>},
+    // gemm_neon_lowbit.h
+    {DType::q2_k, lowk_packed_bytes<Q2KFormat>, lowk_pack<Q2KFormat>, lowk_scratch_bytes<Q2KFormat>,
+     lowk_run<Q2KFormat>},
+    {DType::q3_k, lowk_packed_bytes<Q3KFormat>, lowk_pack<Q3KFormat>, lowk_scratch_bytes<Q3KFormat>,
+     lowk_run<Q3KFormat>},
+    {DType::iq4_xs, lowk_packed_bytes<IQ4XSFormat>, lowk_pack<IQ4XSFormat>, lowk_scratch_bytes<IQ4XSFormat>,
+     lowk_run<IQ4XSFormat>},
+    {DType::tq2_0, lowk_packed_bytes<TQ2Format>, lowk_pack<TQ2Format>, lowk_scratch_bytes<TQ2Format>,
+     lowk_run<TQ2Format>},
+    {DType::tq1_0, lowk_packed_bytes<TQ1Format>, lowk_pack<TQ1Format>, lowk_scratch_bytes<TQ1Format>,
+     lowk_run<TQ1Format>},
+    {DType::iq4_nl, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
+     block32_run<IQ4NLFormat>},
+    {DType::mxfp4, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
+     block32_run<MXFP4Format>},
 };
