@@ -78,7 +78,10 @@ bool neon_level_supported(NeonLevel level) {
   switch (level) {
     case NeonLevel::base: return true;  // Advanced SIMD is mandatory on AArch64
     case NeonLevel::dotprod: return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
-    case NeonLevel::i8mm: return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+    // The i8mm table also runs the dotprod vec_dot rows (kernels_neon.cpp): every CPU with
+    // FEAT_I8MM has FEAT_DotProd (both mandatory from Armv8.6), checked anyway.
+    case NeonLevel::i8mm:
+      return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0 && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
   }
   return false;
 }

@@ -4,7 +4,9 @@
 // formats, the quantizers and the tables; the legacy formats' vec_dot are in
 // kernels_neon_legacy.cpp, the K formats' in kernels_neon_k.cpp (kernels_neon_rows.h), the
 // low-bit formats' in kernels_neon_lowbit.cpp (kernels_neon_lowbit.h: bit-identical to the
-// scalar rows). Other types fall back to the scalar traits rows (kernel_or_scalar in isa.h). The same rows make three tables, one per GEMM variant of
+// scalar rows; in a baseline and a dotprod variant). Other types fall back to the scalar traits
+// rows (kernel_or_scalar in isa.h). The same rows (the dotprod and i8mm tables with the
+// low-bit formats' dotprod vec_dot) make three tables, one per GEMM variant of
 // gemm_neon.cpp (baseline, dotprod, i8mm); neon_kernels(level) hands out a variant's table only
 // when the CPU has it.
 //
@@ -232,8 +234,11 @@ constexpr IsaKernelRow kRows[] = {
     {DType::mxfp4, mxfp4_vec_dot, nullptr},
 };
 
-constinit const IsaKernels kNeonDotprodKernels{Isa::neon, kRows, kNeonDotprodGemms};
-constinit const IsaKernels kNeonI8mmKernels{Isa::neon, kRows, kNeonI8mmGemms};
+// The dotprod and i8mm levels (every i8mm CPU has dotprod: neon_level_supported) take the
+// low-bit formats' SDOT vec_dot (kernels_neon_lowbit.h).
+constexpr auto kDotprodRows = with_dotprod_rows(kRows);
+constinit const IsaKernels kNeonDotprodKernels{Isa::neon, kDotprodRows, kNeonDotprodGemms};
+constinit const IsaKernels kNeonI8mmKernels{Isa::neon, kDotprodRows, kNeonI8mmGemms};
 
 }  // namespace
 

@@ -16,8 +16,9 @@
 // Q8_K, F16, BF16) has a NEON quantizer. Other types run the scalar vec_dot. The GEMMs come in three
 // variants: baseline, dotprod (SDOT) and i8mm (SMMLA). Those two are compiled for their
 // extensions by pragmas on their code only, and are reached only through neon_kernels(level),
-// which checks the CPU first. There are three tables with the same vec_dot rows and one GEMM
-// variant each; isa_kernels(Isa::neon) is best_neon_kernels(), the most capable level this CPU has.
+// which checks the CPU first. There are three tables, one GEMM variant each, with the same
+// vec_dot rows but for the low-bit formats, whose dotprod rows the dotprod and i8mm tables have; isa_kernels(Isa::neon)
+// is best_neon_kernels(), the most capable level this CPU has.
 #pragma once
 
 #include "kernels/isa.h"
@@ -34,7 +35,8 @@ extern const GemmKernel kNeonBaseGemms[kNeonGemmCount];
 extern const GemmKernel kNeonDotprodGemms[kNeonGemmCount];
 extern const GemmKernel kNeonI8mmGemms[kNeonGemmCount];
 
-// True when the CPU (per the kernel's hwcaps) can run the GEMMs of `level`; base always.
+// True when the CPU (per the kernel's hwcaps) can run the GEMMs of `level` (and the dotprod
+// vec_dot rows of the dotprod and i8mm tables: i8mm requires dotprod too); base always.
 bool neon_level_supported(NeonLevel level);
 
 extern const IsaKernels kNeonKernels;  // baseline GEMMs; kernels_neon.cpp

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -131,15 +132,20 @@ std::vector<uint8_t> random_activations(DType weight, int64_t n, Scale s, std::m
 
 // ---- vec_dot ----------------------------------------------------------------------------------
 
-void check_vec_dot(const LowType& lt) {
-  const IsaKernels& k = *isa_kernels(Isa::neon);
+// The vec_dot of `lt` in the table of `level` (every table has one; the dotprod and i8mm tables
+// the dotprod variant, the base table the baseline one).
+void check_vec_dot(const LowType& lt, neon::NeonLevel level, const char* level_name) {
+  const IsaKernels& k = *neon::neon_kernels(level);
   const DType type = lt.type;
   const VecDotFn neon = k.vec_dot(type);
   const VecDotFn scalar = traits_of(type).vec_dot;
-  expect(neon != nullptr && neon != scalar, "neon vec_dot for " + name_of(type));
+  const std::string tag = std::string(level_name) + " " + name_of(type);
+  expect(neon != nullptr && neon != scalar, "neon vec_dot for " + tag);
+  if (level != neon::NeonLevel::base)
+    expect(neon != neon::neon_kernels(neon::NeonLevel::base)->vec_dot(type), tag + ": the dotprod vec_dot");
   const ResolvedKernels r = kernel_or_scalar(k, type);
   expect(r.vec_dot == neon && r.quantize_activation == k.from_float(traits_of(type).vec_dot_type),
-         name_of(type) + " resolves to the neon vec_dot and quantizer");
+         tag + " resolves to the neon vec_dot and quantizer");
   if (neon == nullptr) return;
   int cases = 0, bad = 0;
   auto check = [&](const std::vector<uint8_t>& x, const std::vector<uint8_t>& y, int64_t n, const std::string& what) {
@@ -150,9 +156,9 @@ void check_vec_dot(const LowType& lt) {
       char buf[120];
       std::snprintf(buf, sizeof buf, " (n %lld): got %.9g, want %.9g", static_cast<long long>(n),
                     static_cast<double>(got), static_cast<double>(want));
-      expect(false, name_of(type) + " vec_dot " + what + " not bit-identical" + buf);
+      expect(false, tag + " vec_dot " + what + " not bit-identical" + buf);
     } else {
-      expect(std::memcmp(&got, &want, sizeof got) == 0, name_of(type) + " vec_dot " + what);
+      expect(std::memcmp(&got, &want, sizeof got) == 0, tag + " vec_dot " + what);
     }
   };
   const int64_t bs = dtype_traits(type).block_size;
@@ -188,7 +194,7 @@ void check_vec_dot(const LowType& lt) {
       check(f, y, n, "fill " + std::to_string(fill));
     }
   }
-  std::printf("[ info ] neon %s vec_dot: %d cases, %d not bit-identical\n", name_of(type).c_str(), cases, bad);
+  std::printf("[ info ] neon %s vec_dot: %d cases, %d not bit-identical\n", tag.c_str(), cases, bad);
 }
 
 // ---- GEMM -------------------------------------------------------------------------------------
@@ -281,6 +287,49 @@ double check_gemm_case(const IsaKernels& k, const char* level, const LowType& lt
   return worst;
 }
 
+// run() called directly on rows [r0, r1) of a 29-row matrix (a range that starts inside a 4-row
+// group): those rows match the scalar vec_dot within the budget and no other output is written.
+double check_gemm_range(const IsaKernels& k, const char* level, const LowType& lt, int64_t r0, int64_t r1) {
+  const DType type = lt.type, at = traits_of(type).vec_dot_type;
+  const int64_t rows = 29, cols = dtype_traits(type).block_size == kQK_K ? 512 : 256, n_tok = 7;
+  const GemmKernel* g = k.gemm(type);
+  const std::vector<uint8_t> w = gemm_weights(lt, rows, cols, Data::random_bits, 77);
+  const size_t rb = dtype_row_bytes(type, cols), ab = dtype_row_bytes(at, cols);
+  const std::vector<float> x = normal_data(n_tok * cols, 78);
+  std::vector<uint8_t> act(ab * static_cast<size_t>(n_tok));
+  for (int64_t t = 0; t < n_tok; ++t) traits_of(at).from_float(x.data() + t * cols, act.data() + t * ab, cols);
+  std::vector<uint8_t> packed(g->packed_bytes(cols, n_tok)), scratch(g->scratch_bytes(cols) + 64);
+  g->pack(act.data(), ab, cols, n_tok, packed.data());
+  uint8_t* s = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  const float kSentinel = 12345.0f;
+  std::vector<float> got(static_cast<size_t>(n_tok * rows), kSentinel);
+  g->run(GemmWeights{w.data(), rb, rows, cols}, packed.data(), n_tok, r0, r1, got.data(), rows, s);
+  const int64_t block = type == DType::q2_k || type == DType::q3_k ? 16 : 32;
+  const double budget_u = 2.0 * static_cast<double>(cols / block) + 16.0;
+  bool untouched = true, within = true;
+  double worst = 0.0;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const std::vector<float> a = dequantize(at, act.data() + t * ab, cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float v = got[static_cast<size_t>(t * rows + r)];
+      if (r < r0 || r >= r1) {
+        untouched = untouched && v == kSentinel;
+        continue;
+      }
+      const float want = traits_of(type).vec_dot(cols, w.data() + r * rb, act.data() + t * ab);
+      const double tol = budget_u * std::ldexp(1.0, -24) * magnitude(type, w.data() + r * rb, a, cols) + 1e-30;
+      const double err = std::fabs(static_cast<double>(v) - want);
+      within = within && err <= tol;
+      worst = std::max(worst, err / tol);
+    }
+  }
+  const std::string label = std::string("neon ") + level + " " + name_of(type) + " gemm run rows [" +
+                            std::to_string(r0) + ", " + std::to_string(r1) + ")";
+  expect(untouched, label + ": wrote outside its row range");
+  expect(within, label + ": over budget against the scalar vec_dot");
+  return worst;
+}
+
 void check_gemms(const LowType& lt, ThreadPool& pool) {
   using neon::NeonLevel;
   const struct {
@@ -311,6 +360,9 @@ void check_gemms(const LowType& lt, ThreadPool& pool) {
       worst = std::max(worst, check_gemm_case(*k, l.name, lt, c, seed++, pool));
       ++cases;
     }
+    worst = std::max(worst, check_gemm_range(*k, l.name, lt, 5, 23));
+    worst = std::max(worst, check_gemm_range(*k, l.name, lt, 16, 29));
+    cases += 2;
     std::printf("[ info ] neon %s %s gemm: worst |gemm - scalar| = %.2f of the budget, %d cases\n", l.name,
                 name_of(type).c_str(), worst, cases);
   }
@@ -321,8 +373,11 @@ void check_gemms(const LowType& lt, ThreadPool& pool) {
 CheckCounts check_neon_lowbit() {
   g_counts = {};
   ThreadPool pool(2);
+  using neon::NeonLevel;
   for (const LowType& lt : kTypes) {
-    check_vec_dot(lt);
+    check_vec_dot(lt, NeonLevel::base, "base");
+    if (neon::neon_kernels(NeonLevel::dotprod) != nullptr) check_vec_dot(lt, NeonLevel::dotprod, "dotprod");
+    if (neon::neon_kernels(NeonLevel::i8mm) != nullptr) check_vec_dot(lt, NeonLevel::i8mm, "i8mm");
     check_gemms(lt, pool);
   }
   return g_counts;
