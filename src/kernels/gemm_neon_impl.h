@@ -6,12 +6,14 @@
 // Nothing else may include it; only gemm_neon.cpp's tables reach it, after the CPU check.
 //
 // The body is this file (what every format shares: tile constants, the weight interleave, the
-// integer sub-block kernel, the output) and three pieces it includes, one per family of formats:
+// integer sub-block kernel, the output) and four pieces it includes, one per family of formats:
 //  - gemm_neon_legacy.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (32-element blocks, Q8_0 / Q8_1 activations);
 //  - gemm_neon_k.h: Q4_K, Q5_K, Q6_K (256-element super-blocks, Q8_K activations);
 //  - gemm_neon_float.h: F32, F16, BF16 (float lanes);
-//  - gemm_neon_packed.h: the load-time packed layouts of all of these (pack_weights / run_packed),
-//    which decode (one token) and prefill read directly.
+//  - gemm_neon_lowbit.h: Q2_K, Q3_K, IQ4_XS, TQ2_0, TQ1_0 (super-blocks, Q8_K), IQ4_NL, MXFP4
+//    (32-element blocks, Q8_0);
+//  - gemm_neon_packed.h: the load-time packed layouts of the first three families (pack_weights /
+//    run_packed), which decode (one token) and prefill read directly.
 // The pieces, like this file, are compiled once per level; the table of the level, kGemms, is at
 // the end of this file.
 //
@@ -190,6 +192,7 @@ inline void store_rows(float* out, float32x4_t v, int n_rows) {
 #include "kernels/gemm_neon_k.h"
 #include "kernels/gemm_neon_legacy.h"
 #include "kernels/gemm_neon_packed.h"  // load-time packing of the integer rows (after the two above)
+#include "kernels/gemm_neon_lowbit.h"  // after gemm_neon_k.h and gemm_neon_legacy.h: uses their packing
 
 // The GEMM rows of this variant (gemm_neon.cpp gathers them into the tables).
 constexpr GemmKernel kGemms[kNeonGemmCount] = {
@@ -214,4 +217,19 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
      EDGELM_NEON_PACKED_FLOAT(F16Lanes)},
     {DType::bf16, float_packed_bytes, float_pack<BF16Lanes>, float_scratch_bytes, float_run<BF16Lanes>,
      EDGELM_NEON_PACKED_FLOAT(BF16Lanes)},
+    // gemm_neon_lowbit.h
+    {DType::q2_k, lowk_packed_bytes<Q2KFormat>, lowk_pack<Q2KFormat>, lowk_scratch_bytes<Q2KFormat>,
+     lowk_run<Q2KFormat>},
+    {DType::q3_k, lowk_packed_bytes<Q3KFormat>, lowk_pack<Q3KFormat>, lowk_scratch_bytes<Q3KFormat>,
+     lowk_run<Q3KFormat>},
+    {DType::iq4_xs, lowk_packed_bytes<IQ4XSFormat>, lowk_pack<IQ4XSFormat>, lowk_scratch_bytes<IQ4XSFormat>,
+     lowk_run<IQ4XSFormat>},
+    {DType::tq2_0, lowk_packed_bytes<TQ2Format>, lowk_pack<TQ2Format>, lowk_scratch_bytes<TQ2Format>,
+     lowk_run<TQ2Format>},
+    {DType::tq1_0, lowk_packed_bytes<TQ1Format>, lowk_pack<TQ1Format>, lowk_scratch_bytes<TQ1Format>,
+     lowk_run<TQ1Format>},
+    {DType::iq4_nl, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
+     block32_run<IQ4NLFormat>},
+    {DType::mxfp4, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
+     block32_run<MXFP4Format>},
 };

@@ -1,9 +1,12 @@
 // NEON (AArch64, baseline ARMv8.0 Advanced SIMD) kernels: vec_dot for F32, F16, BF16, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K, and the activation quantizers of Q8_0, Q8_1,
-// Q8_K, F16 and BF16. This file has the float formats, the quantizers and the tables; the
-// legacy formats' vec_dot are in kernels_neon_legacy.cpp, the K formats' in kernels_neon_k.cpp
-// (kernels_neon_rows.h). Other types (Q2_K, Q3_K) fall back to the scalar traits rows
-// (kernel_or_scalar in isa.h). The same rows make three tables, one per GEMM variant of
+// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0 and MXFP4,
+// and the activation quantizers of Q8_0, Q8_1, Q8_K, F16 and BF16. This file has the float
+// formats, the quantizers and the tables; the legacy formats' vec_dot are in
+// kernels_neon_legacy.cpp, the K formats' in kernels_neon_k.cpp (kernels_neon_rows.h), the
+// low-bit formats' in kernels_neon_lowbit.cpp (kernels_neon_lowbit.h: bit-identical to the
+// scalar rows; in a baseline and a dotprod variant). Other types fall back to the scalar traits
+// rows (kernel_or_scalar in isa.h). The same rows (the dotprod and i8mm tables with the
+// low-bit formats' dotprod vec_dot) make three tables, one per GEMM variant of
 // gemm_neon.cpp (baseline, dotprod, i8mm); neon_kernels(level) hands out a variant's table only
 // when the CPU has it.
 //
@@ -36,6 +39,7 @@
 #include <cstring>
 
 #include "kernels/fp16.h"
+#include "kernels/kernels_neon_lowbit.h"
 #include "kernels/kernels_neon_rows.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
@@ -220,10 +224,21 @@ constexpr IsaKernelRow kRows[] = {
     {DType::q5_k, q5_k_vec_dot, nullptr},
     {DType::q6_k, q6_k_vec_dot, nullptr},
     {DType::q8_k, nullptr, q8_k_from_float},
+    // kernels_neon_lowbit.cpp
+    {DType::q2_k, q2_k_vec_dot, nullptr},
+    {DType::q3_k, q3_k_vec_dot, nullptr},
+    {DType::iq4_nl, iq4_nl_vec_dot, nullptr},
+    {DType::iq4_xs, iq4_xs_vec_dot, nullptr},
+    {DType::tq1_0, tq1_0_vec_dot, nullptr},
+    {DType::tq2_0, tq2_0_vec_dot, nullptr},
+    {DType::mxfp4, mxfp4_vec_dot, nullptr},
 };
 
-constinit const IsaKernels kNeonDotprodKernels{Isa::neon, kRows, kNeonDotprodGemms};
-constinit const IsaKernels kNeonI8mmKernels{Isa::neon, kRows, kNeonI8mmGemms};
+// The dotprod and i8mm levels (every i8mm CPU has dotprod: neon_level_supported) take the
+// low-bit formats' SDOT vec_dot (kernels_neon_lowbit.h).
+constexpr auto kDotprodRows = with_dotprod_rows(kRows);
+constinit const IsaKernels kNeonDotprodKernels{Isa::neon, kDotprodRows, kNeonDotprodGemms};
+constinit const IsaKernels kNeonI8mmKernels{Isa::neon, kDotprodRows, kNeonI8mmGemms};
 
 }  // namespace
 

@@ -5,7 +5,7 @@
 // Checks, mirroring tests/kernels/test_simd.cpp (same inputs in spirit, same error budgets; see
 // that file's header for how the budgets are derived):
 //  - ISA selection on AArch64: neon is supported, best, has a table with a vec_dot for every
-//    GEMM type and a quantizer for every activation type; types the table lacks (Q2_K, Q3_K)
+//    GEMM type and a quantizer for every activation type; types the table lacks (NVFP4)
 //    fall back to the scalar rows.
 //  - Activation quantizers (every row of the NEON table with a from_float: Q8_0, Q8_1, Q8_K,
 //    F16, BF16): bytes identical to the scalar from_float on normal data of several scales and
@@ -29,6 +29,9 @@
 //  - Load-time packed GEMMs (gemm_neon_packed.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K),
 //    each variant the CPU has: bit-identical to the scalar matmul for 1..17 tokens, sizes, decode
 //    reading the packed bytes (neon_packed_check.cpp, which says how).
+//  - The low-bit formats (Q2_K, Q3_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4): vec_dot bit-identical
+//    and the GEMMs within the same budget, in neon_lowbit_check.cpp (which says how); their
+//    vec_dot rows also run the checks above.
 //  - Attention (attention_neon.cpp) against the scalar kernel over paged f32 / f16 / q8_0
 //    contexts, K as rows and transposed (neon_attention_check.cpp, which says how).
 // Usage: neon_selftest [--expect LEVEL,...]: each named GEMM level (base, dotprod, i8mm) must be
@@ -54,6 +57,7 @@
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "neon_attention_check.h"
+#include "neon_lowbit_check.h"
 #include "neon_packed_check.h"
 #include "vector_ops_check.h"
 
@@ -116,10 +120,10 @@ void test_selection() {
   for (DType t : {DType::q8_0, DType::q8_1, DType::q8_k, DType::f16, DType::bf16})
     expect(k->from_float(t) != nullptr && k->from_float(t) != traits_of(t).from_float,
            "neon from_float for " + name_of(t));
-  for (DType t : {DType::q2_k, DType::q3_k}) {  // no NEON vec_dot: scalar, with the NEON Q8_K quantizer
+  for (DType t : {DType::nvfp4}) {  // no NEON vec_dot: scalar, with the NEON Q8_0 quantizer
     const ResolvedKernels r = kernel_or_scalar(*k, t);
     expect(k->vec_dot(t) == nullptr && r.vec_dot == traits_of(t).vec_dot &&
-               r.quantize_activation == k->from_float(DType::q8_k),
+               r.quantize_activation == k->from_float(DType::q8_0),
            name_of(t) + " falls back to the scalar vec_dot");
   }
   expect(choose_isa("NEON").isa == Isa::neon && choose_isa("neon").warning.empty(), "EDGELM_ISA=neon honoured");
@@ -634,7 +638,8 @@ void test_gemm(const std::vector<std::string>& expected) {
       ++g_skipped;
       continue;
     }
-    expect(k->gemms.size() == std::size(types), std::string("neon ") + l.name + " has a GEMM per type");
+    // These types, and the low-bit ones of neon_lowbit_check.cpp.
+    expect(k->gemms.size() == std::size(types) + 7, std::string("neon ") + l.name + " has a GEMM per type");
     for (DType type : types) {
       const GemmKernel* g = k->gemm(type);
       expect(g != nullptr, std::string("neon ") + l.name + " gemm for " + name_of(type));
@@ -692,6 +697,9 @@ int main(int argc, char** argv) {
     const CheckCounts attention = check_neon_attention();  // neon_attention_check.cpp
     g_passed += attention.passed;
     g_failed += attention.failed;
+    const CheckCounts lowbit = check_neon_lowbit();  // neon_lowbit_check.cpp
+    g_passed += lowbit.passed;
+    g_failed += lowbit.failed;
     const CheckCounts ops = check_vector_ops(Isa::neon);  // vector_ops_check.cpp
     g_passed += ops.passed;
     g_failed += ops.failed;

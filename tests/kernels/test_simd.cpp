@@ -78,11 +78,13 @@ std::vector<Isa> simd_isas() {
 const DType kVecDotTypes[] = {DType::f32,  DType::f16,  DType::q4_0, DType::q4_1, DType::q5_0,
                               DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
 const DType kActivationTypes[] = {DType::q8_0, DType::q8_1, DType::q8_k};
-// The low-bit types the x86 tables cover too (avx512 and amx through avx2's rows); NEON falls
-// back to the scalar rows for them.
+// The low-bit types the x86 tables cover too (avx512 and amx through avx2's rows); NEON covers
+// kNeonLowBitTypes and falls back to the scalar rows for the others (the grid IQ types).
 const DType kX86LowBitTypes[] = {DType::q2_k,    DType::q3_k,    DType::iq4_nl, DType::iq4_xs, DType::tq2_0,
                                  DType::mxfp4,   DType::iq3_s,   DType::iq2_xs, DType::iq2_xxs, DType::iq3_xxs,
                                  DType::iq2_s,   DType::iq1_s,   DType::iq1_m};
+const DType kNeonLowBitTypes[] = {DType::q2_k,  DType::q3_k,  DType::iq4_nl, DType::iq4_xs,
+                                  DType::tq1_0, DType::tq2_0, DType::mxfp4};
 
 // ---- ISA selection ----------------------------------------------------------------------------
 
@@ -111,6 +113,9 @@ TEST(IsaSelection, NamesSupportAndTables) {
     }
     if (isa != Isa::scalar && isa != Isa::neon) {
       for (DType t : kX86LowBitTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
+    }
+    if (isa == Isa::neon) {
+      for (DType t : kNeonLowBitTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
     }
   }
   // AVX-512 CPUs all have AVX2 + FMA + F16C; AMX builds on AVX-512 and shares its vec_dot table.
@@ -170,9 +175,9 @@ TEST(IsaSelection, KernelOrScalarFallsBackPerRole) {
     EXPECT_EQ(r.vec_dot, k.vec_dot(DType::q4_0));
     EXPECT_EQ(r.quantize_activation, k.from_float(DType::q8_0));
     EXPECT_EQ(r.vec_dot_type, DType::q8_0);
-    // A weight type without a SIMD vec_dot on this ISA (x86: BF16; NEON: Q2_K): the scalar one,
+    // A weight type without a SIMD vec_dot on this ISA (x86: BF16; NEON: NVFP4): the scalar one,
     // with the ISA's quantizer for its activations where it has one.
-    const DType plain = isa == Isa::neon ? DType::q2_k : DType::bf16;
+    const DType plain = isa == Isa::neon ? DType::nvfp4 : DType::bf16;
     ASSERT_EQ(k.vec_dot(plain), nullptr);
     r = kernel_or_scalar(k, plain);
     EXPECT_EQ(r.vec_dot, traits_of(plain).vec_dot);
