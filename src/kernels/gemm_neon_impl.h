@@ -9,6 +9,8 @@
 // integer sub-block kernel, the output) and three pieces it includes, one per family of formats:
 //  - gemm_neon_legacy.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (32-element blocks, Q8_0 / Q8_1 activations);
 //  - gemm_neon_k.h: Q4_K, Q5_K, Q6_K (256-element super-blocks, Q8_K activations);
+//  - gemm_neon_iqgrid.h: IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M (grid IQ formats,
+//    decoded by iq_grid_neon.h; Q8_K activations);
 //  - gemm_neon_float.h: F32, F16, BF16 (float lanes).
 // The pieces, like this file, are compiled once per level; the table of the level, kGemms, is at
 // the end of this file.
@@ -186,6 +188,7 @@ inline void store_rows(float* out, float32x4_t v, int n_rows) {
 // The formats, each family in its own piece (compiled in this level's namespace, as this file).
 #include "kernels/gemm_neon_float.h"
 #include "kernels/gemm_neon_k.h"
+#include "kernels/gemm_neon_iqgrid.h"  // after gemm_neon_k.h (its Q8_K activations)
 #include "kernels/gemm_neon_legacy.h"
 
 // The GEMM rows of this variant (gemm_neon.cpp gathers them into the tables).
@@ -206,4 +209,11 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
     {DType::f32, float_packed_bytes, float_pack<F32Lanes>, float_scratch_bytes, float_run<F32Lanes>},
     {DType::f16, float_packed_bytes, float_pack<F16Lanes>, float_scratch_bytes, float_run<F16Lanes>},
     {DType::bf16, float_packed_bytes, float_pack<BF16Lanes>, float_scratch_bytes, float_run<BF16Lanes>},
+    {DType::iq3_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq3S>},
+    {DType::iq2_xs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2Xs>},
+    {DType::iq2_xxs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2Xxs>},
+    {DType::iq3_xxs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq3Xxs>},
+    {DType::iq2_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2S>},
+    {DType::iq1_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq1S>},
+    {DType::iq1_m, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq1M>},
 };

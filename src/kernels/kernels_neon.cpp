@@ -1,8 +1,10 @@
 // NEON (AArch64, baseline ARMv8.0 Advanced SIMD) kernels: vec_dot for F32, F16, BF16, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K, and the activation quantizers of Q8_0, Q8_1,
-// Q8_K, F16 and BF16. This file has the float formats, the quantizers and the tables; the
-// legacy formats' vec_dot are in kernels_neon_legacy.cpp, the K formats' in kernels_neon_k.cpp
-// (kernels_neon_rows.h). Other types (Q2_K, Q3_K) fall back to the scalar traits rows
+// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and the grid IQ formats (IQ3_S, IQ2_XS, IQ2_XXS,
+// IQ3_XXS, IQ2_S, IQ1_S, IQ1_M), and the activation quantizers of Q8_0, Q8_1, Q8_K, F16 and
+// BF16. This file has the float formats, the quantizers and the tables; the legacy formats'
+// vec_dot are in kernels_neon_legacy.cpp, the K formats' in kernels_neon_k.cpp
+// (kernels_neon_rows.h), the grid IQ formats' in kernels_neon_iqgrid.cpp (kernels_neon_iqgrid.h;
+// bit-identical to the scalar ones, as the K formats'). Other types (Q2_K, Q3_K) fall back to the scalar traits rows
 // (kernel_or_scalar in isa.h). The same rows make three tables, one per GEMM variant of
 // gemm_neon.cpp (baseline, dotprod, i8mm); neon_kernels(level) hands out a variant's table only
 // when the CPU has it.
@@ -36,6 +38,7 @@
 #include <cstring>
 
 #include "kernels/fp16.h"
+#include "kernels/kernels_neon_iqgrid.h"
 #include "kernels/kernels_neon_rows.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
@@ -220,6 +223,13 @@ constexpr IsaKernelRow kRows[] = {
     {DType::q5_k, q5_k_vec_dot, nullptr},
     {DType::q6_k, q6_k_vec_dot, nullptr},
     {DType::q8_k, nullptr, q8_k_from_float},
+    {DType::iq3_s, iq3_s_vec_dot, nullptr},  // kernels_neon_iqgrid.cpp
+    {DType::iq2_xs, iq2_xs_vec_dot, nullptr},
+    {DType::iq2_xxs, iq2_xxs_vec_dot, nullptr},
+    {DType::iq3_xxs, iq3_xxs_vec_dot, nullptr},
+    {DType::iq2_s, iq2_s_vec_dot, nullptr},
+    {DType::iq1_s, iq1_s_vec_dot, nullptr},
+    {DType::iq1_m, iq1_m_vec_dot, nullptr},
 };
 
 constinit const IsaKernels kNeonDotprodKernels{Isa::neon, kRows, kNeonDotprodGemms};

@@ -10,7 +10,8 @@
 //
 // The vec_dot rows (single-token decode, below the GEMM's token threshold) and the multi-token
 // GEMMs (gemm_neon.cpp) cover the same weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q4_K, Q5_K, Q6_K; every activation type they use (Q8_0, Q8_1, Q8_K, F16, BF16) has a
+// Q5_1, Q4_K, Q5_K, Q6_K and the grid IQ formats (IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S,
+// IQ1_M: kernels_neon_iqgrid.cpp); every activation type they use (Q8_0, Q8_1, Q8_K, F16, BF16) has a
 // NEON quantizer. Q2_K and Q3_K run the scalar vec_dot. The GEMMs come in three
 // variants: baseline, dotprod (SDOT) and i8mm (SMMLA). Those two are compiled for their
 // extensions by pragmas on their code only, and are reached only through neon_kernels(level),
@@ -25,8 +26,9 @@ namespace edgelm::kernels::neon {
 #if defined(EDGELM_HAVE_NEON_KERNELS) && defined(__aarch64__)
 enum class NeonLevel { base, dotprod, i8mm };
 
-// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16, BF16 in each variant (gemm_neon.cpp).
-inline constexpr int kNeonGemmCount = 11;
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16, BF16, IQ3_S, IQ2_XS, IQ2_XXS,
+// IQ3_XXS, IQ2_S, IQ1_S, IQ1_M in each variant (gemm_neon.cpp).
+inline constexpr int kNeonGemmCount = 18;
 extern const GemmKernel kNeonBaseGemms[kNeonGemmCount];
 extern const GemmKernel kNeonDotprodGemms[kNeonGemmCount];
 extern const GemmKernel kNeonI8mmGemms[kNeonGemmCount];

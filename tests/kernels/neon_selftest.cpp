@@ -28,6 +28,9 @@
 //    mag = sum_i (|w_i| + 2 |min_i|) |a_i| (min_i: the min part of Q4_1, Q5_1, Q4_K, Q5_K).
 //  - Attention (attention_neon.cpp) against the scalar kernel over paged f32 / f16 / q8_0
 //    contexts, K as rows and transposed (neon_attention_check.cpp, which says how).
+//  - The grid IQ formats (IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M): vec_dot
+//    bit-identical to the scalar one and every GEMM variant within budget
+//    (neon_iqgrid_check.cpp, which says how; the generic vec_dot loop here skips them).
 // Usage: neon_selftest [--expect LEVEL,...]: each named GEMM level (base, dotprod, i8mm) must be
 // supported by the CPU, so that a CPU model that should have a feature cannot skip it silently.
 // Prints one line per failure, a summary per group, and "N passed, M failed, K skipped" last;
@@ -51,6 +54,7 @@
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "neon_attention_check.h"
+#include "neon_iqgrid_check.h"
 #include "vector_ops_check.h"
 
 namespace edgelm::kernels {
@@ -365,7 +369,7 @@ struct VecDotCase {
 void test_vec_dot() {
   const IsaKernels& k = *isa_kernels(Isa::neon);
   for (const IsaKernelRow& row : k.rows) {
-    if (row.vec_dot == nullptr) continue;
+    if (row.vec_dot == nullptr || is_neon_iqgrid_type(row.type)) continue;  // neon_iqgrid_check.cpp
     VecDotCase c{row.type, row.vec_dot};
     const DType type = row.type;
     const int64_t bs = dtype_traits(type).block_size;
@@ -630,7 +634,8 @@ void test_gemm(const std::vector<std::string>& expected) {
       ++g_skipped;
       continue;
     }
-    expect(k->gemms.size() == std::size(types), std::string("neon ") + l.name + " has a GEMM per type");
+    expect(k->gemms.size() == std::size(types) + kNeonIqGridGemms,  // + the grid IQ ones (neon_iqgrid_check.cpp)
+           std::string("neon ") + l.name + " has a GEMM per type");
     for (DType type : types) {
       const GemmKernel* g = k->gemm(type);
       expect(g != nullptr, std::string("neon ") + l.name + " gemm for " + name_of(type));
@@ -688,6 +693,9 @@ int main(int argc, char** argv) {
     const CheckCounts ops = check_vector_ops(Isa::neon);  // vector_ops_check.cpp
     g_passed += ops.passed;
     g_failed += ops.failed;
+    const CheckCounts iqgrid = check_neon_iqgrid();  // neon_iqgrid_check.cpp
+    g_passed += iqgrid.passed;
+    g_failed += iqgrid.failed;
   }
   std::printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
   return g_failed == 0 ? 0 : 1;
