@@ -47,9 +47,10 @@ enum class Isa { scalar, avx2, avxvnni, avx512, amx, neon };
 //    avx512 one; it adds tile GEMM kernels (gemm.h) for prefill and batched decode.
 //  - neon: baseline ARMv8.0 Advanced SIMD, mandatory on AArch64, so always available in an
 //    AArch64 build (kernels_neon*.cpp, compiled only there); never available elsewhere. Its
-//    vec_dot covers F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K, its
-//    quantizers Q8_0, Q8_1, Q8_K, F16 and BF16; Q2_K and Q3_K fall back to the scalar rows.
-//    Its multi-token GEMMs (gemm_neon.cpp: the same eleven weight types) come in three
+//    vec_dot covers F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and the
+//    grid IQ types (IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M), its quantizers Q8_0,
+//    Q8_1, Q8_K, F16 and BF16; Q2_K and Q3_K fall back to the scalar rows.
+//    Its multi-token GEMMs (gemm_neon.cpp: the same eighteen weight types) come in three
 //    variants, the best the CPU reports (getauxval) chosen once: baseline ARMv8.0, dotprod
 //    (SDOT) and i8mm (SMMLA).
 //  - avx2, avxvnni and avx512 have multi-token GEMMs for every type they accelerate

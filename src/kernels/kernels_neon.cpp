@@ -4,8 +4,8 @@
 // BF16. This file has the float formats, the quantizers and the tables; the legacy formats'
 // vec_dot are in kernels_neon_legacy.cpp, the K formats' in kernels_neon_k.cpp
 // (kernels_neon_rows.h), the grid IQ formats' in kernels_neon_iqgrid.cpp (kernels_neon_iqgrid.h;
-// bit-identical to the scalar ones, as the K formats'). Other types (Q2_K, Q3_K) fall back to the scalar traits rows
-// (kernel_or_scalar in isa.h). The same rows make three tables, one per GEMM variant of
+// bit-identical to the scalar ones, as the K formats'). Other types (Q2_K, Q3_K) fall back to
+// the scalar traits rows (kernel_or_scalar in isa.h). The same rows make three tables, one per GEMM variant of
 // gemm_neon.cpp (baseline, dotprod, i8mm); neon_kernels(level) hands out a variant's table only
 // when the CPU has it.
 //

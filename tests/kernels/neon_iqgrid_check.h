@@ -6,14 +6,16 @@
 //    every GEMM variant the CPU has a GEMM for each;
 //  - vec_dot bit-identical to the scalar one, and within (2 k + 8) u mag, k = 2 nb + 4 (nb
 //    super-blocks), mag = sum_i |x_i| |y_i| over the dequantized rows: random bits with moderate
-//    scales on 1, 3, 7, 2, 5 blocks, rows quantized from Gaussians by the type's importance-weighted
-//    quantizer (unit importances), all-zero blocks and rows, extreme fp16 scales (65504, the
-//    smallest normal) on both sides, constant-fill quant bytes, and an 11008-element row;
+//    scales on 1, 3, 7, 2, 5 blocks, a 2048-element row quantized from Gaussians by the type's
+//    importance-weighted quantizer (unit importances), all-zero blocks and rows, extreme fp16
+//    scales (65504, the smallest normal) on both sides, constant-fill quant bytes, and an
+//    11008-element row (random bits against quantized Gaussian activations, and extreme scales);
 //  - GEMM: matmul_with(variant table) against matmul_with(scalar table) for token counts 1..17
-//    on odd and even row counts, quantized Gaussians and random bits, zero blocks, extreme
-//    scales, large activations, a 4096-column and an 11264-column shape, and direct run() calls
-//    on row ranges that start inside a 4-row group (no row outside the range written); budget
-//    (2 cols / 32 + 16) u mag.
+//    on odd and even row counts (quantized Gaussians), random bits, zero blocks, extreme scales,
+//    large activations, a 4096-column and an 11264-column shape, and direct run() calls on row
+//    ranges that start inside a 4-row group (no row outside the range written); budget
+//    (2 cols / 32 + 16) u mag. The reference of each case is computed once for all variants.
+// The importance-weighted quantizers are slow under qemu, hence few quantized rows.
 #pragma once
 
 #include "check_counts.h"

@@ -11,13 +11,13 @@
 //    F16, BF16): bytes identical to the scalar from_float on normal data of several scales and
 //    lengths, rounding ties, zeros, sign ties, huge and tiny values; F16 and BF16 also on odd
 //    lengths, NaN, infinities, their overflow and rounding boundaries and subnormals.
-//  - vec_dot (every row of the NEON table with a vec_dot: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
-//    Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): within the per-type budget of the scalar vec_dot on
+//  - vec_dot (every row of the NEON table with a vec_dot but the grid IQ ones: F32, F16, BF16,
+//    Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): within the per-type budget of the scalar vec_dot on
 //    random-bit and quantized-Gaussian rows, all-zero blocks, extreme fp16 scales (65504, the
 //    smallest normal; 16 for Q8_1's d, whose s must stay finite), 1, 3, 7 blocks and an
 //    11008-element row; the K formats bit-identical.
 //  - Multi-token GEMMs (gemm_neon.cpp: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16,
-//    BF16), each variant the CPU has (baseline, dotprod, i8mm; one the CPU lacks prints SKIPPED
+//    BF16; the grid IQ ones below), each variant the CPU has (baseline, dotprod, i8mm; one the CPU lacks prints SKIPPED
 //    and runs nothing): matmul_with(variant table) against matmul_with(scalar table), which runs
 //    the scalar vec_dot per (row, token), on row counts that are not multiples of the 4-row
 //    group or the 16-row tile, token counts 1..17 (partial 4-token tiles), quantized Gaussians,
