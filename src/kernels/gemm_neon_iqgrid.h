@@ -7,7 +7,7 @@
 // int8 values, signs applied, and the odd scales 2 s + 1 <= 31 of every 16 elements) into the
 // integer-kernel layout, as Q6_K is. Per super-block and (row, token): the sub-block dots (of 32
 // elements where the format has one scale per 32, else of 16) times their scales summed in int32
-// (|qsum| <= 256 * 62 * 127 * 31 < 2^29), the scalar vec_dot's exact isum, then one FMA with
+// (|qsum| <= 256 * 62 * 128 * 31 < 2^26), the scalar vec_dot's exact isum, then one FMA with
 // d * d_y. The result differs from the scalar vec_dot by float reassociation of the per-block
 // terms only (tests/kernels/neon_iqgrid_check.cpp).
 #if !defined(EDGELM_NEON_GEMM_LEVEL)

@@ -5,7 +5,7 @@
 // Per 32-element sub-block: the decoder's signed values (|q| <= 62) against the activations,
 // products widened to int16 (|p| <= 62 * 128 < 2^15) and pairwise-added into int32 lanes
 // (dot16), each 16-element half (or the whole sub-block, one scale per 32) times its odd scale
-// 2 s + 1 <= 31 into int32 lanes (|isum| <= 256 * 62 * 128 * 31 < 2^31). The per-block isum is the
+// 2 s + 1 <= 31 into int32 lanes (|isum| <= 256 * 62 * 128 * 31 < 2^26). The per-block isum is the
 // scalar oracle's exact integer, and sum += d * d_y * isum is its float expression in its order,
 // so the result is bit-identical to the scalar vec_dot (tests/kernels/neon_iqgrid_check.cpp).
 #include "kernels/kernels_neon_iqgrid.h"

@@ -78,11 +78,13 @@ std::vector<Isa> simd_isas() {
 const DType kVecDotTypes[] = {DType::f32,  DType::f16,  DType::q4_0, DType::q4_1, DType::q5_0,
                               DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
 const DType kActivationTypes[] = {DType::q8_0, DType::q8_1, DType::q8_k};
-// The low-bit types the x86 tables cover too (avx512 and amx through avx2's rows); NEON falls
-// back to the scalar rows for them.
+// The low-bit types the x86 tables cover too (avx512 and amx through avx2's rows); NEON covers
+// the grid IQ ones (kNeonGridTypes) and falls back to the scalar rows for the others.
 const DType kX86LowBitTypes[] = {DType::q2_k,    DType::q3_k,    DType::iq4_nl, DType::iq4_xs, DType::tq2_0,
                                  DType::mxfp4,   DType::iq3_s,   DType::iq2_xs, DType::iq2_xxs, DType::iq3_xxs,
                                  DType::iq2_s,   DType::iq1_s,   DType::iq1_m};
+const DType kNeonGridTypes[] = {DType::iq3_s, DType::iq2_xs, DType::iq2_xxs, DType::iq3_xxs,
+                                DType::iq2_s, DType::iq1_s,  DType::iq1_m};
 
 // ---- ISA selection ----------------------------------------------------------------------------
 
@@ -111,6 +113,9 @@ TEST(IsaSelection, NamesSupportAndTables) {
     }
     if (isa != Isa::scalar && isa != Isa::neon) {
       for (DType t : kX86LowBitTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
+    }
+    if (isa == Isa::neon) {
+      for (DType t : kNeonGridTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
     }
   }
   // AVX-512 CPUs all have AVX2 + FMA + F16C; AMX builds on AVX-512 and shares its vec_dot table.
