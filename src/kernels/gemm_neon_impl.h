@@ -6,7 +6,7 @@
 // Nothing else may include it; only gemm_neon.cpp's tables reach it, after the CPU check.
 //
 // The body is this file (what every format shares: tile constants, the weight interleave, the
-// integer sub-block kernel, the output) and three pieces it includes, one per family of formats:
+// integer sub-block kernel, the output) and the pieces it includes, one per family of formats:
 //  - gemm_neon_legacy.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (32-element blocks, Q8_0 / Q8_1 activations);
 //  - gemm_neon_k.h: Q4_K, Q5_K, Q6_K (256-element super-blocks, Q8_K activations);
 //  - gemm_neon_iqgrid.h: IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M (grid IQ formats,
