@@ -32,11 +32,12 @@ sources=(
   src/kernels/quants_iq2xs_quantize.cpp src/kernels/quants_iq2xxs_quantize.cpp src/kernels/quants_iq2s_quantize.cpp
   src/kernels/quants_iq3xxs_quantize.cpp src/kernels/quants_iq1_quantize.cpp src/kernels/quants_iq4.cpp src/kernels/quants_iq_grid.cpp src/kernels/quants_ternary.cpp
   src/kernels/quants_fp4.cpp src/kernels/kernels_neon.cpp src/kernels/kernels_neon_legacy.cpp
-  src/kernels/kernels_neon_k.cpp src/kernels/kernels_neon_lowbit.cpp src/kernels/gemm_neon.cpp src/kernels/matmul.cpp
+  src/kernels/kernels_neon_k.cpp src/kernels/kernels_neon_lowbit.cpp src/kernels/kernels_neon_iqgrid.cpp src/kernels/gemm_neon.cpp src/kernels/matmul.cpp
   src/kernels/attention_kernels.cpp src/kernels/attention_neon.cpp src/kernels/ops_vector.cpp
   src/kernels/ops_neon.cpp
   tests/kernels/neon_selftest.cpp tests/kernels/neon_attention_check.cpp tests/kernels/vector_ops_check.cpp
   tests/kernels/neon_packed_check.cpp tests/kernels/neon_lowbit_check.cpp
+  tests/kernels/neon_iqgrid_check.cpp
 )
 golden_sources=(
   src/core/log.cpp src/core/mmap_file.cpp src/core/byte_size.cpp src/core/huge_pages.cpp
@@ -66,7 +67,7 @@ objs=()         # the self-test: the kernels and core sources
 golden_objs=()  # the golden run: the same minus the self-test's main, plus golden_sources
 for src in "${sources[@]}"; do
   objs+=("$(obj_of "$src")")
-  case "$src" in tests/kernels/neon_selftest.cpp | tests/kernels/neon_attention_check.cpp | tests/kernels/neon_packed_check.cpp | tests/kernels/neon_lowbit_check.cpp) ;; *) golden_objs+=("$(obj_of "$src")") ;; esac
+  case "$src" in tests/kernels/neon_selftest.cpp | tests/kernels/neon_attention_check.cpp | tests/kernels/neon_packed_check.cpp | tests/kernels/neon_lowbit_check.cpp | tests/kernels/neon_iqgrid_check.cpp) ;; *) golden_objs+=("$(obj_of "$src")") ;; esac
 done
 for src in "${golden_sources[@]}"; do golden_objs+=("$(obj_of "$src")"); done
 # Through ccache where it is installed (the Makefile sets CCACHE_BASEDIR, so a fresh clone in

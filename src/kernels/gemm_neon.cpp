@@ -1,8 +1,9 @@
 // NEON multi-token GEMM tables (gemm.h) for AArch64: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
-// Q6_K, F32, F16, BF16, Q2_K, Q3_K, IQ4_XS, TQ2_0, TQ1_0, IQ4_NL and MXFP4 in three variants,
-// one per instruction set, the first eleven with their load-time packed layouts, from one body
-// (gemm_neon_impl.h with its pieces gemm_neon_legacy.h, gemm_neon_k.h, gemm_neon_float.h,
-// gemm_neon_lowbit.h, gemm_neon_packed.h; see gemm_neon_impl.h for the method):
+// Q6_K, F32, F16, BF16, Q2_K, Q3_K, IQ4_XS, TQ2_0, TQ1_0, IQ4_NL, MXFP4 and the grid IQ formats
+// (IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M) in three variants, one per instruction
+// set, the first eleven with their load-time packed layouts, from one body (gemm_neon_impl.h with
+// its pieces gemm_neon_legacy.h, gemm_neon_k.h, gemm_neon_float.h, gemm_neon_lowbit.h,
+// gemm_neon_iqgrid.h, gemm_neon_packed.h; see gemm_neon_impl.h for the method):
 //  - kNeonBaseGemms: baseline ARMv8.0 (vmull_s8 + vpadalq_s16), runs on every AArch64 CPU;
 //  - kNeonDotprodGemms: SDOT, compiled under `#pragma GCC target("arch=armv8.2-a+dotprod")`;
 //  - kNeonI8mmGemms: SMMLA, under `arch=armv8.2-a+i8mm`.
@@ -24,6 +25,7 @@
 
 #include "kernels/fp16.h"
 #include "kernels/gemm.h"
+#include "kernels/iq_grid_neon.h"  // the grid IQ decoders of gemm_neon_iqgrid.h
 #include "kernels/quants_fp4.h"
 #include "kernels/quants_iq4.h"
 #include "kernels/quants_k.h"
@@ -63,12 +65,13 @@ namespace i8mm {
 }  // namespace i8mm
 #pragma GCC pop_options
 
-static_assert(kNeonGemmCount == 18);
+static_assert(kNeonGemmCount == 25);
 #define EDGELM_NEON_GEMM_COPY(ns)                                                                                    \
   {                                                                                                                  \
     ns::kGemms[0], ns::kGemms[1], ns::kGemms[2], ns::kGemms[3], ns::kGemms[4], ns::kGemms[5], ns::kGemms[6],         \
         ns::kGemms[7], ns::kGemms[8], ns::kGemms[9], ns::kGemms[10], ns::kGemms[11], ns::kGemms[12], ns::kGemms[13], \
-        ns::kGemms[14], ns::kGemms[15], ns::kGemms[16], ns::kGemms[17]                                               \
+        ns::kGemms[14], ns::kGemms[15], ns::kGemms[16], ns::kGemms[17], ns::kGemms[18], ns::kGemms[19],             \
+        ns::kGemms[20], ns::kGemms[21], ns::kGemms[22], ns::kGemms[23], ns::kGemms[24]                               \
   }
 constinit const GemmKernel kNeonBaseGemms[kNeonGemmCount] = EDGELM_NEON_GEMM_COPY(base);
 constinit const GemmKernel kNeonDotprodGemms[kNeonGemmCount] = EDGELM_NEON_GEMM_COPY(dotprod);

@@ -6,12 +6,14 @@
 // Nothing else may include it; only gemm_neon.cpp's tables reach it, after the CPU check.
 //
 // The body is this file (what every format shares: tile constants, the weight interleave, the
-// integer sub-block kernel, the output) and four pieces it includes, one per family of formats:
+// integer sub-block kernel, the output) and the pieces it includes, one per family of formats:
 //  - gemm_neon_legacy.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (32-element blocks, Q8_0 / Q8_1 activations);
 //  - gemm_neon_k.h: Q4_K, Q5_K, Q6_K (256-element super-blocks, Q8_K activations);
 //  - gemm_neon_float.h: F32, F16, BF16 (float lanes);
 //  - gemm_neon_lowbit.h: Q2_K, Q3_K, IQ4_XS, TQ2_0, TQ1_0 (super-blocks, Q8_K), IQ4_NL, MXFP4
 //    (32-element blocks, Q8_0);
+//  - gemm_neon_iqgrid.h: IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M (grid IQ formats,
+//    decoded by iq_grid_neon.h; Q8_K activations);
 //  - gemm_neon_packed.h: the load-time packed layouts of the first three families (pack_weights /
 //    run_packed), which decode (one token) and prefill read directly.
 // The pieces, like this file, are compiled once per level; the table of the level, kGemms, is at
@@ -190,6 +192,7 @@ inline void store_rows(float* out, float32x4_t v, int n_rows) {
 // The formats, each family in its own piece (compiled in this level's namespace, as this file).
 #include "kernels/gemm_neon_float.h"
 #include "kernels/gemm_neon_k.h"
+#include "kernels/gemm_neon_iqgrid.h"  // after gemm_neon_k.h (its Q8_K activations)
 #include "kernels/gemm_neon_legacy.h"
 #include "kernels/gemm_neon_packed.h"  // load-time packing of the integer rows (after the two above)
 #include "kernels/gemm_neon_lowbit.h"  // after gemm_neon_k.h and gemm_neon_legacy.h: uses their packing
@@ -232,4 +235,12 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
      block32_run<IQ4NLFormat>},
     {DType::mxfp4, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
      block32_run<MXFP4Format>},
+    // gemm_neon_iqgrid.h
+    {DType::iq3_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq3S>},
+    {DType::iq2_xs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2Xs>},
+    {DType::iq2_xxs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2Xxs>},
+    {DType::iq3_xxs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq3Xxs>},
+    {DType::iq2_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2S>},
+    {DType::iq1_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq1S>},
+    {DType::iq1_m, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq1M>},
 };

@@ -48,8 +48,9 @@ enum class Isa { scalar, avx2, avxvnni, avx512, amx, neon };
 //  - neon: baseline ARMv8.0 Advanced SIMD, mandatory on AArch64, so always available in an
 //    AArch64 build (kernels_neon*.cpp, compiled only there); never available elsewhere. Its
 //    vec_dot covers F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K,
-//    IQ4_NL, IQ4_XS, TQ1_0, TQ2_0 and MXFP4, its quantizers Q8_0, Q8_1, Q8_K, F16 and BF16;
-//    other types fall back to the scalar rows.
+//    IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4 and the grid IQ types (IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS,
+//    IQ2_S, IQ1_S, IQ1_M), its quantizers Q8_0, Q8_1, Q8_K, F16 and BF16; other types (NVFP4)
+//    fall back to the scalar rows.
 //    Its multi-token GEMMs (gemm_neon.cpp: the same weight types) come in three
 //    variants, the best the CPU reports (getauxval) chosen once: baseline ARMv8.0, dotprod
 //    (SDOT) and i8mm (SMMLA).

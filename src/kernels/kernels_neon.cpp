@@ -1,12 +1,14 @@
 // NEON (AArch64, baseline ARMv8.0 Advanced SIMD) kernels: vec_dot for F32, F16, BF16, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0 and MXFP4,
-// and the activation quantizers of Q8_0, Q8_1, Q8_K, F16 and BF16. This file has the float
-// formats, the quantizers and the tables; the legacy formats' vec_dot are in
-// kernels_neon_legacy.cpp, the K formats' in kernels_neon_k.cpp (kernels_neon_rows.h), the
-// low-bit formats' in kernels_neon_lowbit.cpp (kernels_neon_lowbit.h: bit-identical to the
-// scalar rows; in a baseline and a dotprod variant). Other types fall back to the scalar traits
-// rows (kernel_or_scalar in isa.h). The same rows (the dotprod and i8mm tables with the
-// low-bit formats' dotprod vec_dot) make three tables, one per GEMM variant of
+// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4 and
+// the grid IQ formats (IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M), and the activation
+// quantizers of Q8_0, Q8_1, Q8_K, F16 and BF16. This file has the float formats, the quantizers
+// and the tables; the legacy formats' vec_dot are in kernels_neon_legacy.cpp, the K formats' in
+// kernels_neon_k.cpp (kernels_neon_rows.h), the low-bit formats' in kernels_neon_lowbit.cpp
+// (kernels_neon_lowbit.h: bit-identical to the scalar rows; in a baseline and a dotprod variant),
+// the grid IQ formats' in kernels_neon_iqgrid.cpp (kernels_neon_iqgrid.h; bit-identical to the
+// scalar ones, baseline only). Other types fall back to the scalar traits rows (kernel_or_scalar
+// in isa.h). The same rows (the dotprod and i8mm tables with the low-bit formats' dotprod
+// vec_dot) make three tables, one per GEMM variant of
 // gemm_neon.cpp (baseline, dotprod, i8mm); neon_kernels(level) hands out a variant's table only
 // when the CPU has it.
 //
@@ -40,6 +42,7 @@
 
 #include "kernels/fp16.h"
 #include "kernels/kernels_neon_lowbit.h"
+#include "kernels/kernels_neon_iqgrid.h"
 #include "kernels/kernels_neon_rows.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
@@ -232,6 +235,14 @@ constexpr IsaKernelRow kRows[] = {
     {DType::tq1_0, tq1_0_vec_dot, nullptr},
     {DType::tq2_0, tq2_0_vec_dot, nullptr},
     {DType::mxfp4, mxfp4_vec_dot, nullptr},
+    // kernels_neon_iqgrid.cpp
+    {DType::iq3_s, iq3_s_vec_dot, nullptr},
+    {DType::iq2_xs, iq2_xs_vec_dot, nullptr},
+    {DType::iq2_xxs, iq2_xxs_vec_dot, nullptr},
+    {DType::iq3_xxs, iq3_xxs_vec_dot, nullptr},
+    {DType::iq2_s, iq2_s_vec_dot, nullptr},
+    {DType::iq1_s, iq1_s_vec_dot, nullptr},
+    {DType::iq1_m, iq1_m_vec_dot, nullptr},
 };
 
 // The dotprod and i8mm levels (every i8mm CPU has dotprod: neon_level_supported) take the

@@ -12,9 +12,11 @@
 // The vec_dot rows (single-token decode of matrices not packed at load) and the multi-token
 // GEMMs (gemm_neon.cpp) cover the same weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q4_K, Q5_K, Q6_K (these with load-time packed layouts, which every matmul of a packed
-// matrix takes, decode included), and Q2_K, Q3_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4
-// (kernels_neon_lowbit.cpp, gemm_neon_lowbit.h); every activation type they use (Q8_0, Q8_1,
-// Q8_K, F16, BF16) has a NEON quantizer. Other types run the scalar vec_dot. The GEMMs come in three
+// matrix takes, decode included), Q2_K, Q3_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4
+// (kernels_neon_lowbit.cpp, gemm_neon_lowbit.h) and the grid IQ formats (IQ3_S, IQ2_XS, IQ2_XXS,
+// IQ3_XXS, IQ2_S, IQ1_S, IQ1_M: kernels_neon_iqgrid.cpp, gemm_neon_iqgrid.h); every activation
+// type they use (Q8_0, Q8_1, Q8_K, F16, BF16) has a NEON quantizer. Other types run the scalar
+// vec_dot. The GEMMs come in three
 // variants: baseline, dotprod (SDOT) and i8mm (SMMLA). Those two are compiled for their
 // extensions by pragmas on their code only, and are reached only through neon_kernels(level),
 // which checks the CPU first. There are three tables, one GEMM variant each, with the same
@@ -30,8 +32,9 @@ namespace edgelm::kernels::neon {
 enum class NeonLevel { base, dotprod, i8mm };
 
 // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16, BF16, Q2_K, Q3_K, IQ4_XS, TQ2_0,
-// TQ1_0, IQ4_NL, MXFP4 in each variant (gemm_neon.cpp).
-inline constexpr int kNeonGemmCount = 18;
+// TQ1_0, IQ4_NL, MXFP4, IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M in each variant
+// (gemm_neon.cpp).
+inline constexpr int kNeonGemmCount = 25;
 extern const GemmKernel kNeonBaseGemms[kNeonGemmCount];
 extern const GemmKernel kNeonDotprodGemms[kNeonGemmCount];
 extern const GemmKernel kNeonI8mmGemms[kNeonGemmCount];

@@ -11,13 +11,13 @@
 //    F16, BF16): bytes identical to the scalar from_float on normal data of several scales and
 //    lengths, rounding ties, zeros, sign ties, huge and tiny values; F16 and BF16 also on odd
 //    lengths, NaN, infinities, their overflow and rounding boundaries and subnormals.
-//  - vec_dot (every row of the NEON table with a vec_dot: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
-//    Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): within the per-type budget of the scalar vec_dot on
+//  - vec_dot (every row of the NEON table with a vec_dot but the grid IQ ones: F32, F16, BF16,
+//    Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): within the per-type budget of the scalar vec_dot on
 //    random-bit and quantized-Gaussian rows, all-zero blocks, extreme fp16 scales (65504, the
 //    smallest normal; 16 for Q8_1's d, whose s must stay finite), 1, 3, 7 blocks and an
 //    11008-element row; the K formats bit-identical.
 //  - Multi-token GEMMs (gemm_neon.cpp: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16,
-//    BF16), each variant the CPU has (baseline, dotprod, i8mm; one the CPU lacks prints SKIPPED
+//    BF16; the grid IQ ones below), each variant the CPU has (baseline, dotprod, i8mm; one the CPU lacks prints SKIPPED
 //    and runs nothing): matmul_with(variant table) against matmul_with(scalar table), which runs
 //    the scalar vec_dot per (row, token), on row counts that are not multiples of the 4-row
 //    group or the 16-row tile, token counts 1..17 (partial 4-token tiles), quantized Gaussians,
@@ -34,6 +34,9 @@
 //    vec_dot rows also run the checks above.
 //  - Attention (attention_neon.cpp) against the scalar kernel over paged f32 / f16 / q8_0
 //    contexts, K as rows and transposed (neon_attention_check.cpp, which says how).
+//  - The grid IQ formats (IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M): vec_dot
+//    bit-identical to the scalar one and every GEMM variant within budget
+//    (neon_iqgrid_check.cpp, which says how; the generic vec_dot loop here skips them).
 // Usage: neon_selftest [--expect LEVEL,...]: each named GEMM level (base, dotprod, i8mm) must be
 // supported by the CPU, so that a CPU model that should have a feature cannot skip it silently.
 // Prints one line per failure, a summary per group, and "N passed, M failed, K skipped" last;
@@ -57,6 +60,7 @@
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "neon_attention_check.h"
+#include "neon_iqgrid_check.h"
 #include "neon_lowbit_check.h"
 #include "neon_packed_check.h"
 #include "vector_ops_check.h"
@@ -373,7 +377,7 @@ struct VecDotCase {
 void test_vec_dot() {
   const IsaKernels& k = *isa_kernels(Isa::neon);
   for (const IsaKernelRow& row : k.rows) {
-    if (row.vec_dot == nullptr) continue;
+    if (row.vec_dot == nullptr || is_neon_iqgrid_type(row.type)) continue;  // neon_iqgrid_check.cpp
     VecDotCase c{row.type, row.vec_dot};
     const DType type = row.type;
     const int64_t bs = dtype_traits(type).block_size;
@@ -638,8 +642,9 @@ void test_gemm(const std::vector<std::string>& expected) {
       ++g_skipped;
       continue;
     }
-    // These types, and the low-bit ones of neon_lowbit_check.cpp.
-    expect(k->gemms.size() == std::size(types) + 7, std::string("neon ") + l.name + " has a GEMM per type");
+    // These types, the low-bit ones of neon_lowbit_check.cpp and the grid IQ ones (neon_iqgrid_check.cpp).
+    expect(k->gemms.size() == std::size(types) + 7 + kNeonIqGridGemms,
+           std::string("neon ") + l.name + " has a GEMM per type");
     for (DType type : types) {
       const GemmKernel* g = k->gemm(type);
       expect(g != nullptr, std::string("neon ") + l.name + " gemm for " + name_of(type));
@@ -703,6 +708,9 @@ int main(int argc, char** argv) {
     const CheckCounts ops = check_vector_ops(Isa::neon);  // vector_ops_check.cpp
     g_passed += ops.passed;
     g_failed += ops.failed;
+    const CheckCounts iqgrid = check_neon_iqgrid();  // neon_iqgrid_check.cpp
+    g_passed += iqgrid.passed;
+    g_failed += iqgrid.failed;
   }
   std::printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
   return g_failed == 0 ? 0 : 1;

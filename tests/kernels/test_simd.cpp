@@ -79,12 +79,15 @@ const DType kVecDotTypes[] = {DType::f32,  DType::f16,  DType::q4_0, DType::q4_1
                               DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
 const DType kActivationTypes[] = {DType::q8_0, DType::q8_1, DType::q8_k};
 // The low-bit types the x86 tables cover too (avx512 and amx through avx2's rows); NEON covers
-// kNeonLowBitTypes and falls back to the scalar rows for the others (the grid IQ types).
+// kNeonLowBitTypes and the grid IQ ones (kNeonGridTypes), and falls back to the scalar rows for the
+// others (NVFP4).
 const DType kX86LowBitTypes[] = {DType::q2_k,    DType::q3_k,    DType::iq4_nl, DType::iq4_xs, DType::tq2_0,
                                  DType::mxfp4,   DType::iq3_s,   DType::iq2_xs, DType::iq2_xxs, DType::iq3_xxs,
                                  DType::iq2_s,   DType::iq1_s,   DType::iq1_m};
 const DType kNeonLowBitTypes[] = {DType::q2_k,  DType::q3_k,  DType::iq4_nl, DType::iq4_xs,
                                   DType::tq1_0, DType::tq2_0, DType::mxfp4};
+const DType kNeonGridTypes[] = {DType::iq3_s, DType::iq2_xs, DType::iq2_xxs, DType::iq3_xxs,
+                                DType::iq2_s, DType::iq1_s,  DType::iq1_m};
 
 // ---- ISA selection ----------------------------------------------------------------------------
 
@@ -116,6 +119,7 @@ TEST(IsaSelection, NamesSupportAndTables) {
     }
     if (isa == Isa::neon) {
       for (DType t : kNeonLowBitTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
+      for (DType t : kNeonGridTypes) EXPECT_NE(k->vec_dot(t), nullptr) << name_of(t);
     }
   }
   // AVX-512 CPUs all have AVX2 + FMA + F16C; AMX builds on AVX-512 and shares its vec_dot table.
