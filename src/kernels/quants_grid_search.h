@@ -1,12 +1,13 @@
 // The search structure the grid IQ quantizers share (quants_iq2xxs_quantize.cpp,
 // quants_iq2xs_quantize.cpp, quants_iq2s_quantize.cpp, quants_iq3xxs_quantize.cpp,
-// quants_iq3s_quantize.cpp; quants_iq1_quantize.cpp with its own level values): a kGridSize-point grid of N-element points whose elements are odd
-// magnitudes 2 l + 1 (l of kBits bits), a map from every N-tuple of l to its grid index, and for
-// a tuple off the grid its neighbour list: the grid points at the kNear smallest squared
-// distances from it, sorted by (distance, index). This is the published quantizers' search (the
-// reference builds the same tables once per type), so the bytes they write follow from it. The
-// quantizers' one step on it: round N magnitudes at a candidate scale to levels (round_point),
-// look the tuple up, and take the best neighbour if it is off the grid (snap).
+// quants_iq3s_quantize.cpp; quants_iq1_quantize.cpp with its own level values): a
+// kGridSize-point grid of N-element points whose elements are odd magnitudes 2 l + 1 (l of kBits
+// bits), a map from every N-tuple of l to its grid index, and for a tuple off the grid its
+// neighbour list: the grid points at the kNear smallest squared distances from it, sorted by
+// (distance, index). This is the published quantizers' search (the reference builds the same
+// tables once per type), so the bytes they write follow from it. The quantizers' one step on
+// it: round N magnitudes at a candidate scale to levels (round_point), look the tuple up, and
+// take the best neighbour if it is off the grid (snap).
 //
 // Invariants: map[u] >= 0 is u's grid index; map[u] < 0 is -(1 + offset) of u's list in
 // `neighbours`, whose first entry is the list's length (>= 1).
@@ -37,7 +38,7 @@ struct OddValue {
 
 // kMapSize: the tuples mapped, [0, kMapSize) (the reference's table sizes: every tuple, or for
 // the IQ2 grids up to the largest valid one). kGridSize: 256 (IQ2_XXS, IQ3_XXS), 512 (IQ2_XS,
-// IQ3_S) or 1024 (IQ2_S) points.
+// IQ3_S), 1024 (IQ2_S) or 2048 (IQ1_S, IQ1_M) points.
 template <int N, int kBits, int kNear, int kMapSize, int kGridSize>
 struct GridSearch {
   int8_t grid[kGridSize][N];

@@ -21,12 +21,12 @@
 #include "engine/scheduler.h"
 #include "engine/step_model.h"
 #include "engine_runs.h"
-#include "speculative_check.h"
 #include "format/gguf_writer.h"
 #include "model/gemma4_assistant.h"
 #include "model/ops.h"
 #include "model/synthetic.h"
 #include "model/synthetic_gemma4_assistant.h"
+#include "speculative_check.h"
 
 namespace edgelm::engine {
 namespace {

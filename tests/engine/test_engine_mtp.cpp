@@ -23,9 +23,9 @@
 #include "kernels/ops_vector.h"
 #include "model/ops.h"
 #include "engine_runs.h"
-#include "speculative_check.h"
 #include "hybrid_model.h"
 #include "model/synthetic.h"
+#include "speculative_check.h"
 
 namespace edgelm::engine {
 namespace {
