@@ -24,13 +24,7 @@ AssistantDrafter::AssistantDrafter(const model::Model& target, const model::Gemm
 }
 
 AssistantDrafter::State& AssistantDrafter::state(const Sequence& s) {
-  auto& st = states_[s.id];
-  if (!st) {
-    sample::SamplingParams p = s.req.sampling;
-    p.seed ^= 0xbb67ae8584caa73bull;  // a stream of its own, reproducible from the request's seed
-    st = std::make_unique<State>(p);
-  }
-  return *st;
+  return draft_state(states_, s, 0xbb67ae8584caa73bull);
 }
 
 void AssistantDrafter::observe(const Sequence& s, int32_t pos0, std::span<const float> rows) {

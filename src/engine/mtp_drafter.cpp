@@ -28,14 +28,7 @@ MtpDrafter::MtpDrafter(const model::Model& target, std::unique_ptr<model::Model>
       kv_(pool_, store_) {}
 
 MtpDrafter::State& MtpDrafter::state(const Sequence& s) {
-  auto& st = states_[s.id];
-  if (!st) {
-    sample::SamplingParams p = s.req.sampling;
-    p.seed ^= 0x6a09e667f3bcc909ull;  // a stream of its own, reproducible from the request's seed
-    st = std::make_unique<State>(p);
-    st->kv.cache_prefix = false;  // private: nothing of it is ever published
-  }
-  return *st;
+  return draft_state(states_, s, 0x6a09e667f3bcc909ull);
 }
 
 void MtpDrafter::reset(State& st, int32_t pos) {

@@ -48,7 +48,9 @@ class MtpDrafter final : public Drafter {
 
  private:
   struct State {
-    explicit State(const sample::SamplingParams& p) : sampler(p) {}
+    explicit State(const sample::SamplingParams& p) : sampler(p) {
+      kv.cache_prefix = false;  // private: nothing of it is ever published
+    }
     kv::SeqKv kv;
     sample::Sampler sampler;
     int32_t base = 0;        // main position of MTP entry 0

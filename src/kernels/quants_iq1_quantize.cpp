@@ -57,36 +57,11 @@ const Iq1Search& tables() {
   return t;
 }
 
-// The 8 levels L (0..2) as a map index.
-int tuple_of(const int8_t* L) {
-  int u = 0;
-  for (int j = 0; j < 8; ++j) u |= L[j] << (2 * j);
-  return u;
-}
-
-// An off-grid tuple u: the neighbour whose values scale * xx[l] are nearest x (weights w, the
-// first of equals); writes its levels to L and returns its index.
-int best_neighbour(const Iq1Search& t, int u, const float* x, const float* w, float scale, const float* xx,
-                   int8_t* L) {
-  const uint16_t* list = t.neighbours.data() + (-t.map[static_cast<size_t>(u)] - 1);
-  float best_d2 = FLT_MAX;
-  int best = -1;
-  for (int j = 1; j <= list[0]; ++j) {
-    float d2 = 0;
-    for (int i = 0; i < 8; ++i) {
-      const float q = xx[(t.grid[list[j]][i] - 1) / 2];
-      const float diff = scale * q - x[i];
-      d2 += w[i] * diff * diff;
-    }
-    if (d2 < best_d2) {
-      best_d2 = d2;
-      best = list[j];
-    }
-  }
-  EDGELM_CHECK(best >= 0, "IQ1 quantizer: no neighbour at a finite distance");
-  for (int i = 0; i < 8; ++i) L[i] = static_cast<int8_t>((t.grid[best][i] - 1) / 2);
-  return best;
-}
+// Level l's value q + delta as the search's magnitude (xx: kXp or kXm).
+struct DeltaValue {
+  const float* xx;
+  float operator()(int l) const { return xx[l]; }
+};
 
 // The block's element indices in ascending order of x (stable on ties, as the reference's sort).
 template <int N>
@@ -145,19 +120,15 @@ float iq1s_block(const Iq1Search& t, const float* xb, const float* weight, uint1
   const float* xx = best_shift == 1 ? kXp : kXm;
   bool all_on_grid = true;
   for (int k = 0; k < n / 8; ++k) {
-    const int u = tuple_of(L + 8 * k);
-    int gi = t.map[static_cast<size_t>(u)];
-    if (gi < 0) {
-      all_on_grid = false;
-      gi = best_neighbour(t, u, xb + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
-    }
-    index[k] = static_cast<uint16_t>(gi);
+    const GridPoint p = t.snap(xb + 8 * k, weight + 8 * k, scale, L + 8 * k, DeltaValue{xx});
+    all_on_grid = all_on_grid && p.on_grid;
+    index[k] = static_cast<uint16_t>(p.index);
   }
   if (!all_on_grid) {
     float sumqx = 0, sumq2 = 0;
     for (int k = 0; k < n / 8; ++k) {
       for (int j = 0; j < 8; ++j) {
-        const float q = xx[(t.grid[index[k]][j] - 1) / 2];
+        const float q = xx[t.level(index[k], j)];
         sumqx += weight[8 * k + j] * q * xb[8 * k + j];
         sumq2 += weight[8 * k + j] * q * q;
       }
@@ -261,13 +232,9 @@ float iq1m_block(const Iq1Search& t, const float* xb, const float* weight, uint1
   bool all_on_grid = true;
   for (int k = 0; k < n / 8; ++k) {
     const float* xx = k == 0 ? (best_k < 2 ? kXp : kXm) : (best_k % 2 == 0 ? kXp : kXm);
-    const int u = tuple_of(L + 8 * k);
-    int gi = t.map[static_cast<size_t>(u)];
-    if (gi < 0) {
-      all_on_grid = false;
-      gi = best_neighbour(t, u, xb + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
-    }
-    index[k] = static_cast<uint16_t>(gi);
+    const GridPoint p = t.snap(xb + 8 * k, weight + 8 * k, scale, L + 8 * k, DeltaValue{xx});
+    all_on_grid = all_on_grid && p.on_grid;
+    index[k] = static_cast<uint16_t>(p.index);
   }
   if (!all_on_grid) {
     float sumqx[4] = {}, sumq2[4] = {};
@@ -356,7 +323,7 @@ void iq1_m_row(const float* x, void* vy, int64_t n, const float* qw) {
         const float* xx = k == 0 ? (shifts[ib] < 2 ? kXp : kXm) : (shifts[ib] % 2 == 0 ? kXp : kXm);
         const int gi = b.qs[2 * ib + k] | ((b.qh[ib] << (8 - 4 * k)) & 0x700);
         for (int j = 0; j < 8; ++j) {
-          const float q = xx[(t.grid[gi][j] - 1) / 2] * static_cast<float>(2 * l + 1);
+          const float q = xx[t.level(gi, j)] * static_cast<float>(2 * l + 1);
           sumqx += weight[8 * k + j] * q * xb[8 * k + j];
           sumq2 += weight[8 * k + j] * q * q;
         }

@@ -44,19 +44,6 @@ const Iq2sSearch& tables() {
   return t;
 }
 
-// Rounds the 8 magnitudes at inverse scale `id` into L; an off-grid point moves to its best
-// neighbour at `scale`. Returns whether the rounded point was on the grid.
-bool round_point(const Iq2sSearch& t, const float* xval, const float* waux, float id, float scale, int8_t* L) {
-  int u = 0;
-  for (int i = 0; i < 8; ++i) {
-    L[i] = static_cast<int8_t>(std::clamp(nearest_int(0.5f * (id * xval[i] - 1)), 0, kMaxQ - 1));
-    u |= L[i] << (2 * i);
-  }
-  if (t.map[static_cast<size_t>(u)] >= 0) return true;
-  t.best_neighbour(u, xval, waux, scale, L);
-  return false;
-}
-
 void iq2_s_row(const float* x, void* vy, int64_t n, const float* qw) {
   EDGELM_CHECK(n >= 0 && n % kQK_K == 0, "row length ", n, " is not a multiple of the block size ", kQK_K);
   const Iq2sSearch& t = tables();
@@ -101,7 +88,7 @@ void iq2_s_row(const float* x, void* vy, int64_t n, const float* qw) {
         const float id = (static_cast<float>(2 * kMaxQ - 1) + static_cast<float>(is) * 0.1f) / max;
         const float this_scale = 1 / id;
         for (int k = 0; k < 2; ++k)
-          on_grid_aux[k] = round_point(t, xval + 8 * k, waux + 8 * k, id, this_scale, Laux + 8 * k);
+          on_grid_aux[k] = t.round_point(xval + 8 * k, waux + 8 * k, id, this_scale, kMaxQ, Laux + 8 * k).on_grid;
         const auto [sumqx, sumq2] = odd_level_sums(16, weight, xval, Laux);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
           scale = sumqx / sumq2;
@@ -113,7 +100,7 @@ void iq2_s_row(const float* x, void* vy, int64_t n, const float* qw) {
       if ((!on_grid[0] || !on_grid[1]) && scale > 0) {
         const float id = 1 / scale;
         for (int k = 0; k < 2; ++k)
-          if (!on_grid[k]) round_point(t, xval + 8 * k, waux + 8 * k, id, scale, L + 8 * k);
+          if (!on_grid[k]) t.round_point(xval + 8 * k, waux + 8 * k, id, scale, kMaxQ, L + 8 * k);
         const auto [sumqx, sumq2] = odd_level_sums(16, weight, xval, L);
         if (sumq2 > 0) scale = sumqx / sumq2;
       }
@@ -122,10 +109,7 @@ void iq2_s_row(const float* x, void* vy, int64_t n, const float* qw) {
         for (uint8_t& s : block_signs) s = static_cast<uint8_t>(~s);
       }
       for (int k = 0; k < 2; ++k) {
-        int u = 0;
-        for (int i = 0; i < 8; ++i) u |= L[8 * k + i] << (2 * i);
-        const int gi = t.map[static_cast<size_t>(u)];
-        EDGELM_CHECK(gi >= 0, "IQ2_S: a point off the grid");
+        const int gi = t.index_of(L + 8 * k, "IQ2_S");
         const int i8 = 2 * ib + k;
         b.qs[i8] = static_cast<uint8_t>(gi & 255);
         b.qh[i8 / 4] = static_cast<uint8_t>(b.qh[i8 / 4] | ((gi >> 8) << (2 * (i8 % 4))));

@@ -15,11 +15,9 @@
 // sigma2 / 4 + x^2, is its formula but has no entry point).
 #include <algorithm>
 #include <array>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <utility>
-#include <vector>
 
 #include "core/check.h"
 #include "kernels/fp16.h"
@@ -62,20 +60,6 @@ const Iq2xsTables& tables() {
     return r;
   }();
   return t;
-}
-
-// Rounds xval at inverse scale `id` into L, moving an off-grid point to its best neighbour at
-// `scale`; returns the grid index and whether the point was on the grid.
-int round_point(const Iq2xsTables& t, const float* xval, const float* waux, float id, float scale, int8_t* L,
-                bool* on_grid) {
-  int u = 0;
-  for (int i = 0; i < 8; ++i) {
-    L[i] = static_cast<int8_t>(std::clamp(nearest_int(0.5f * (id * xval[i] - 1)), 0, kMaxQ - 1));
-    u |= L[i] << (2 * i);
-  }
-  const int gi = t.search.map[static_cast<size_t>(u)];
-  *on_grid = gi >= 0;
-  return gi >= 0 ? gi : t.search.best_neighbour(u, xval, waux, scale, L);
 }
 
 void block_weights(const float* xb, const float* qw, float sigma2, float* weight) {
@@ -137,12 +121,11 @@ void iq2_xs_row(const float* x, void* vy, int64_t n, const float* qw) {
       best = 0;
       const float eff_max = scale * (2 * kMaxQ - 1);
       int index[2] = {0, 0}, aux_index[2];
-      bool on_grid_aux[2];
       for (int is = -7; is <= 7; ++is) {
         const float id = (static_cast<float>(2 * kMaxQ - 1) + static_cast<float>(is) * 0.1f) / eff_max;
         const float this_scale = 1 / id;
         for (int k = 0; k < 2; ++k)
-          aux_index[k] = round_point(t, xval + 8 * k, waux + 8 * k, id, this_scale, Laux + 8 * k, &on_grid_aux[k]);
+          aux_index[k] = t.search.round_point(xval + 8 * k, waux + 8 * k, id, this_scale, kMaxQ, Laux + 8 * k).index;
         const auto [sumqx, sumq2] = odd_level_sums(16, weight, xval, Laux);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
           scale = sumqx / sumq2;
@@ -157,7 +140,7 @@ void iq2_xs_row(const float* x, void* vy, int64_t n, const float* qw) {
           const float id = 1 / scale;
           bool changed = false;
           for (int k = 0; k < 2; ++k) {
-            aux_index[k] = round_point(t, xval + 8 * k, waux + 8 * k, id, scale, Laux + 8 * k, &on_grid_aux[k]);
+            aux_index[k] = t.search.round_point(xval + 8 * k, waux + 8 * k, id, scale, kMaxQ, Laux + 8 * k).index;
             if (aux_index[k] != index[k]) changed = true;
           }
           if (!changed) break;
@@ -175,10 +158,7 @@ void iq2_xs_row(const float* x, void* vy, int64_t n, const float* qw) {
         for (uint8_t& s : block_signs) s = static_cast<uint8_t>(~s & 127);
       }
       for (int k = 0; k < 2; ++k) {
-        int u = 0;
-        for (int i = 0; i < 8; ++i) u |= L[8 * k + i] << (2 * i);
-        const int gi = t.search.map[static_cast<size_t>(u)];
-        EDGELM_CHECK(gi >= 0, "IQ2_XS: a point off the grid");
+        const int gi = t.search.index_of(L + 8 * k, "IQ2_XS");
         q2[2 * ib + k] = static_cast<uint16_t>(gi | (block_signs[k] << 9));
       }
       scales[ib] = scale;

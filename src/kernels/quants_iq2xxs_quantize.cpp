@@ -46,18 +46,6 @@ const Iq2xxsSearch& tables() {
   return t;
 }
 
-// Rounds the 8 magnitudes at inverse scale `id` into L, moving an off-grid point to its best
-// neighbour at `scale`; returns the grid index.
-int round_point(const Iq2xxsSearch& t, const float* xval, const float* waux, float id, float scale, int8_t* L) {
-  int u = 0;
-  for (int i = 0; i < 8; ++i) {
-    L[i] = static_cast<int8_t>(std::clamp(nearest_int(0.5f * (id * xval[i] - 1)), 0, kMaxQ - 1));
-    u |= L[i] << (2 * i);
-  }
-  const int gi = t.map[static_cast<size_t>(u)];
-  return gi >= 0 ? gi : t.best_neighbour(u, xval, waux, scale, L);
-}
-
 void iq2_xxs_row(const float* x, void* vy, int64_t n, const float* qw) {
   EDGELM_CHECK(n >= 0 && n % kQK_K == 0, "row length ", n, " is not a multiple of the block size ", kQK_K);
   const Iq2xxsSearch& t = tables();
@@ -95,7 +83,7 @@ void iq2_xxs_row(const float* x, void* vy, int64_t n, const float* qw) {
       for (int is = -6; is <= 6; ++is) {
         const float id = (static_cast<float>(2 * kMaxQ - 1) + static_cast<float>(is) * 0.1f) / eff_max;
         const float this_scale = 1 / id;
-        for (int k = 0; k < 4; ++k) round_point(t, xval + 8 * k, waux + 8 * k, id, this_scale, Laux + 8 * k);
+        for (int k = 0; k < 4; ++k) t.round_point(xval + 8 * k, waux + 8 * k, id, this_scale, kMaxQ, Laux + 8 * k);
         const auto [sumqx, sumq2] = odd_level_sums(32, weight, xval, Laux);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
           scale = sumqx / sumq2;
@@ -105,7 +93,7 @@ void iq2_xxs_row(const float* x, void* vy, int64_t n, const float* qw) {
       }
       if (scale > 0) {
         const float id = 1 / scale;
-        for (int k = 0; k < 4; ++k) round_point(t, xval + 8 * k, waux + 8 * k, id, scale, L + 8 * k);
+        for (int k = 0; k < 4; ++k) t.round_point(xval + 8 * k, waux + 8 * k, id, scale, kMaxQ, L + 8 * k);
         const auto [sumqx, sumq2] = odd_level_sums(32, weight, xval, L);
         if (sumq2 > 0) scale = sumqx / sumq2;
       }
@@ -114,10 +102,7 @@ void iq2_xxs_row(const float* x, void* vy, int64_t n, const float* qw) {
         for (uint8_t& s : block_signs) s = static_cast<uint8_t>(~s & 127);
       }
       for (int k = 0; k < 4; ++k) {
-        int u = 0;
-        for (int i = 0; i < 8; ++i) u |= L[8 * k + i] << (2 * i);
-        const int gi = t.map[static_cast<size_t>(u)];
-        EDGELM_CHECK(gi >= 0, "IQ2_XXS: a point off the grid");
+        const int gi = t.index_of(L + 8 * k, "IQ2_XXS");
         q2[2 * ib] |= static_cast<uint32_t>(gi) << (8 * k);
         q2[2 * ib + 1] |= static_cast<uint32_t>(block_signs[k]) << (7 * k);
       }

@@ -15,11 +15,8 @@
 // all-zero block of 32 (a later block's indices land in its place); here every block keeps its
 // own slot, so such rows decode correctly (and differ from the reference's bytes).
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
-#include <utility>
-#include <vector>
 
 #include "core/check.h"
 #include "kernels/fp16.h"
@@ -48,12 +45,6 @@ const Iq3sTables& tables() {
   static const Iq3sTables t =
       Iq3sTables::build([](int k, int i) { return static_cast<int>((kIq3sGrid[k] >> (8 * i)) & 0xff); });
   return t;
-}
-
-int tuple_of(const int8_t* L) {
-  int u = 0;
-  for (int i = 0; i < 4; ++i) u |= L[i] << (3 * i);
-  return u;
 }
 
 void iq3_s_row(const float* x, void* vy, int64_t n, const float* qw) {
@@ -96,14 +87,8 @@ void iq3_s_row(const float* x, void* vy, int64_t n, const float* qw) {
       for (int is = -9; is <= 9; ++is) {
         const float id = (static_cast<float>(2 * kMaxQ - 1) + static_cast<float>(is) * 0.2f) / max;
         const float this_scale = 1 / id;
-        for (int k = 0; k < kBlock / 4; ++k) {
-          for (int i = 0; i < 4; ++i)
-            Laux[4 * k + i] =
-                static_cast<int8_t>(std::clamp(nearest_int(0.5f * (id * xval[4 * k + i] - 1)), 0, kMaxQ - 1));
-          const int u = tuple_of(Laux + 4 * k);
-          on_grid_aux[k] = t.map[static_cast<size_t>(u)] >= 0;
-          if (!on_grid_aux[k]) t.best_neighbour(u, xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
-        }
+        for (int k = 0; k < kBlock / 4; ++k)
+          on_grid_aux[k] = t.round_point(xval + 4 * k, waux + 4 * k, id, this_scale, kMaxQ, Laux + 4 * k).on_grid;
         const auto [sumqx, sumq2] = odd_level_sums(kBlock, weight, xval, Laux);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
           scale = sumqx / sumq2;
@@ -115,13 +100,7 @@ void iq3_s_row(const float* x, void* vy, int64_t n, const float* qw) {
       const bool any_off = std::find(std::begin(on_grid), std::end(on_grid), false) != std::end(on_grid);
       if (any_off && scale > 0) {
         const float id = 1 / scale;
-        for (int k = 0; k < kBlock / 4; ++k) {
-          for (int i = 0; i < 4; ++i)
-            L[4 * k + i] =
-                static_cast<int8_t>(std::clamp(nearest_int(0.5f * (id * xval[4 * k + i] - 1)), 0, kMaxQ - 1));
-          const int u = tuple_of(L + 4 * k);
-          if (t.map[static_cast<size_t>(u)] < 0) t.best_neighbour(u, xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
-        }
+        for (int k = 0; k < kBlock / 4; ++k) t.round_point(xval + 4 * k, waux + 4 * k, id, scale, kMaxQ, L + 4 * k);
         const auto [sumqx, sumq2] = odd_level_sums(kBlock, weight, xval, L);
         if (sumq2 > 0) scale = sumqx / sumq2;
       }
@@ -130,8 +109,7 @@ void iq3_s_row(const float* x, void* vy, int64_t n, const float* qw) {
         for (uint8_t& s : signs) s = static_cast<uint8_t>(~s);
       }
       for (int k = 0; k < kBlock / 4; ++k) {
-        const int gi = t.map[static_cast<size_t>(tuple_of(L + 4 * k))];
-        EDGELM_CHECK(gi >= 0, "IQ3_S: a point off the grid");
+        const int gi = t.index_of(L + 4 * k, "IQ3_S");
         const int slot = ib * (kBlock / 4) + k;
         b.qs[slot] = static_cast<uint8_t>(gi & 255);
         b.qh[slot / 8] = static_cast<uint8_t>(b.qh[slot / 8] | ((gi >> 8) << (slot % 8)));

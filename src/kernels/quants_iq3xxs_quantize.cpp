@@ -45,19 +45,6 @@ const Iq3xxsSearch& tables() {
   return t;
 }
 
-// Rounds the 4 magnitudes at inverse scale `id` into L; an off-grid point moves to its best
-// neighbour at `scale`. Returns whether the rounded point was on the grid.
-bool round_point(const Iq3xxsSearch& t, const float* xval, const float* waux, float id, float scale, int8_t* L) {
-  int u = 0;
-  for (int i = 0; i < 4; ++i) {
-    L[i] = static_cast<int8_t>(std::clamp(nearest_int(0.5f * (id * xval[i] - 1)), 0, kMaxQ - 1));
-    u |= L[i] << (3 * i);
-  }
-  if (t.map[static_cast<size_t>(u)] >= 0) return true;
-  t.best_neighbour(u, xval, waux, scale, L);
-  return false;
-}
-
 void iq3_xxs_row(const float* x, void* vy, int64_t n, const float* qw) {
   EDGELM_CHECK(n >= 0 && n % kQK_K == 0, "row length ", n, " is not a multiple of the block size ", kQK_K);
   const Iq3xxsSearch& t = tables();
@@ -95,7 +82,7 @@ void iq3_xxs_row(const float* x, void* vy, int64_t n, const float* qw) {
         const float id = (static_cast<float>(2 * kMaxQ - 1) + static_cast<float>(is) * 0.2f) / max;
         const float this_scale = 1 / id;
         for (int k = 0; k < 8; ++k)
-          on_grid_aux[k] = round_point(t, xval + 4 * k, waux + 4 * k, id, this_scale, Laux + 4 * k);
+          on_grid_aux[k] = t.round_point(xval + 4 * k, waux + 4 * k, id, this_scale, kMaxQ, Laux + 4 * k).on_grid;
         const auto [sumqx, sumq2] = odd_level_sums(32, weight, xval, Laux);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
           scale = sumqx / sumq2;
@@ -108,7 +95,7 @@ void iq3_xxs_row(const float* x, void* vy, int64_t n, const float* qw) {
       if (any_off && scale > 0) {
         const float id = 1 / scale;
         for (int k = 0; k < 8; ++k)
-          if (!on_grid[k]) round_point(t, xval + 4 * k, waux + 4 * k, id, scale, L + 4 * k);
+          if (!on_grid[k]) t.round_point(xval + 4 * k, waux + 4 * k, id, scale, kMaxQ, L + 4 * k);
         const auto [sumqx, sumq2] = odd_level_sums(32, weight, xval, L);
         if (sumq2 > 0) scale = sumqx / sumq2;
       }
@@ -117,10 +104,7 @@ void iq3_xxs_row(const float* x, void* vy, int64_t n, const float* qw) {
         for (uint8_t& s : block_signs) s = static_cast<uint8_t>(~s & 127);
       }
       for (int k = 0; k < 8; ++k) {
-        int u = 0;
-        for (int i = 0; i < 4; ++i) u |= L[4 * k + i] << (3 * i);
-        const int gi = t.map[static_cast<size_t>(u)];
-        EDGELM_CHECK(gi >= 0, "IQ3_XXS: a point off the grid");
+        const int gi = t.index_of(L + 4 * k, "IQ3_XXS");
         qs[8 * ib + k] = static_cast<uint8_t>(gi);
       }
       scales_and_signs[ib] = block_signs[0] | (block_signs[1] << 7) | (block_signs[2] << 14) |

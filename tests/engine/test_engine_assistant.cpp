@@ -26,13 +26,16 @@
 #include "model/ops.h"
 #include "model/synthetic.h"
 #include "model/synthetic_gemma4_assistant.h"
+#include "speculative_check.h"
 
 namespace edgelm::engine {
 namespace {
 
+using test::expect_agreeing_draft_exact_and_accepted;
 using test::greedy;
 using test::reference_greedy;
 using test::run_all;
+using test::set_tensor;
 
 constexpr int32_t kVocab = 96;
 
@@ -70,20 +73,6 @@ std::unique_ptr<model::Gemma4Assistant> load_assistant(format::ModelFile f) {
   auto a = model::Gemma4Assistant::load(std::move(f));
   EXPECT_TRUE(a.ok()) << a.error().message;
   return a.ok() ? std::move(a).value() : nullptr;
-}
-
-template <typename Fill>
-void set_tensor(format::ModelFile& file, const std::string& name, Fill fill) {
-  for (format::TensorInfo& t : file.tensors) {
-    if (t.name != name) continue;
-    ASSERT_EQ(t.type, DType::f32) << name;
-    auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(t.n_elements()));
-    for (int64_t i = 0; i < t.n_elements(); ++i) (*buf)[static_cast<size_t>(i)] = fill(t, i);
-    t.data = reinterpret_cast<const uint8_t*>(buf->data());
-    file.keep_alive(buf);
-    return;
-  }
-  FAIL() << "no tensor " << name;
 }
 
 std::string load_error(format::ModelFile f) {
@@ -388,32 +377,8 @@ TEST(Gemma4Assistant, AgreeingAssistantIsAcceptedAndSavesTargetSteps) {
   ASSERT_NE(a, nullptr);
   ThreadPool pool(2);
   ModelRunner runner(*target, pool);
-  for (const int32_t n_seqs : {1, 3}) {
-    SCOPED_TRACE(testing::Message() << n_seqs << " sequences");
-    auto e = Engine::create(runner, nullptr, assistant_options(*target, *a, pool, 256, n_seqs));
-    ASSERT_TRUE(e.ok()) << e.error().message;
-    std::map<RequestId, std::vector<int32_t>> want;
-    for (int i = 0; i < n_seqs; ++i) {
-      const std::vector<int32_t> p = {5 + i, 17, 42 - i, 8};
-      want[(*e)->add_request(greedy(p, 40)).value()] = reference_greedy(*target, p, 40);
-    }
-    int steps = 0, emitted = 0;
-    std::map<RequestId, std::vector<int32_t>> got;
-    while ((*e)->has_work()) {
-      ++steps;
-      for (const TokenEvent& ev : (*e)->step())
-        if (ev.token >= 0) {
-          got[ev.id].push_back(ev.token);
-          ++emitted;
-        }
-    }
-    for (const auto& [id, w] : want) EXPECT_EQ(got.at(id), w) << "request " << id;
-    const EngineStats st = (*e)->stats();
-    ASSERT_GT(st.spec_draft_tokens, 0);
-    const double acceptance = static_cast<double>(st.spec_accepted_tokens) / static_cast<double>(st.spec_draft_tokens);
-    EXPECT_GT(acceptance, 0.95) << st.spec_accepted_tokens << " of " << st.spec_draft_tokens;
-    EXPECT_LT(steps * 2, emitted / n_seqs) << steps << " target steps for " << emitted << " tokens";
-  }
+  expect_agreeing_draft_exact_and_accepted(
+      *target, runner, [&](int32_t n_seqs) { return assistant_options(*target, *a, pool, 256, n_seqs); });
 }
 
 TEST(Gemma4Assistant, DraftModelFlagDetectsTheAssistant) {

@@ -25,14 +25,17 @@
 #include "engine_runs.h"
 #include "hybrid_model.h"
 #include "model/synthetic.h"
+#include "speculative_check.h"
 
 namespace edgelm::engine {
 namespace {
 
+using test::expect_agreeing_draft_exact_and_accepted;
 using test::greedy;
 using test::hybrid_options;
 using test::reference_greedy;
 using test::run_all;
+using test::set_tensor;
 
 model::SyntheticSpec mtp_spec() {
   model::SyntheticSpec s;  // 4 main layers (DeltaNet 0-2, attention 3) and the MTP block 4
@@ -50,21 +53,6 @@ std::unique_ptr<model::Model> load(format::ModelFile file) {
   auto m = model::Model::load(std::move(file));
   EXPECT_TRUE(m.ok()) << m.error().message;
   return m.ok() ? std::move(m).value() : nullptr;
-}
-
-// Overwrites an F32 tensor of `file` with fill(index) for each element.
-template <typename Fill>
-void set_tensor(format::ModelFile& file, const std::string& name, Fill fill) {
-  for (format::TensorInfo& t : file.tensors) {
-    if (t.name != name) continue;
-    ASSERT_EQ(t.type, DType::f32) << name;
-    auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(t.n_elements()));
-    for (int64_t i = 0; i < t.n_elements(); ++i) (*buf)[static_cast<size_t>(i)] = fill(t, i);
-    t.data = reinterpret_cast<const uint8_t*>(buf->data());
-    file.keep_alive(buf);
-    return;
-  }
-  FAIL() << "no tensor " << name;
 }
 
 EngineOptions mtp_options(const model::Model& m, ThreadPool& pool, int32_t max_batch) {
@@ -267,8 +255,12 @@ TEST(EngineMtp, EqualsPlainGreedyWithPreemptionAndPrefixHits) {
     for (const auto& [id, w] : want) EXPECT_EQ(got.at(id).tokens, w) << "request " << id;
     const EngineStats st = (*e)->stats();
     EXPECT_GT(st.spec_draft_tokens, 0);
-    if (c.interval == 0) EXPECT_GT(st.n_preemptions, 0) << st.kv_blocks << " blocks, batch cap " << st.batch_cap;
-    if (c.interval > 0) EXPECT_GT(st.prefix_tokens_hit, 0);
+    if (c.interval == 0) {
+      EXPECT_GT(st.n_preemptions, 0) << st.kv_blocks << " blocks, batch cap " << st.batch_cap;
+    }
+    if (c.interval > 0) {
+      EXPECT_GT(st.prefix_tokens_hit, 0);
+    }
     EXPECT_EQ(st.spec_draft_kv_blocks_used, 0);
   }
 }
@@ -299,33 +291,7 @@ TEST(EngineMtp, AgreeingHeadIsAcceptedAndSavesMainSteps) {
   ASSERT_NE(m, nullptr);
   ThreadPool pool(2);
   ModelRunner runner(*m, pool);
-  for (const int32_t n_seqs : {1, 3}) {
-    SCOPED_TRACE(testing::Message() << n_seqs << " sequences");
-    EngineOptions o = mtp_options(*m, pool, n_seqs);
-    auto e = Engine::create(runner, nullptr, o);
-    ASSERT_TRUE(e.ok()) << e.error().message;
-    std::map<RequestId, std::vector<int32_t>> want;
-    for (int i = 0; i < n_seqs; ++i) {
-      const std::vector<int32_t> p = {5 + i, 17, 42 - i, 8};
-      want[(*e)->add_request(greedy(p, 40)).value()] = reference_greedy(*m, p, 40);
-    }
-    int steps = 0, emitted = 0;
-    std::map<RequestId, std::vector<int32_t>> got;
-    while ((*e)->has_work()) {
-      ++steps;
-      for (const TokenEvent& ev : (*e)->step())
-        if (ev.token >= 0) {
-          got[ev.id].push_back(ev.token);
-          ++emitted;
-        }
-    }
-    for (const auto& [id, w] : want) EXPECT_EQ(got.at(id), w) << "request " << id;
-    const EngineStats st = (*e)->stats();
-    ASSERT_GT(st.spec_draft_tokens, 0);
-    const double acceptance = static_cast<double>(st.spec_accepted_tokens) / static_cast<double>(st.spec_draft_tokens);
-    EXPECT_GT(acceptance, 0.95) << st.spec_accepted_tokens << " of " << st.spec_draft_tokens;
-    EXPECT_LT(steps * 2, emitted / n_seqs) << steps << " main-model steps for " << emitted << " tokens";
-  }
+  expect_agreeing_draft_exact_and_accepted(*m, runner, [&](int32_t n_seqs) { return mtp_options(*m, pool, n_seqs); });
 }
 
 }  // namespace
