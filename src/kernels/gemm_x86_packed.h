@@ -7,7 +7,7 @@
 // prefill of many tokens amortizes but a decode step (1 token) or a small batch does not. The
 // packed layouts do that rearrangement once, at load, and keep the stored bit widths, so the
 // packed matrix is about the size of the stored one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K: exactly; Q4_K: +8%,
-// Q5_K: +7%, their mins as int16 pairs), and every matmul, a single token included, streams it
+// Q5_K: +7%, their mins as int16 pairs; IQ4_XS: +1.5%, its scales as bytes), and every matmul, a single token included, streams it
 // once:
 //  - rows are interleaved in groups of kRows (the last group repeats its last row), blocks of a
 //    group follow each other, groups follow each other;
@@ -68,6 +68,16 @@ struct PQ4_K {
   int16_t mn[4][2 * kRows];       // mins of sub-blocks 2p, 2p + 1 of row r in lanes 2r, 2r + 1
   uint16_t d[kRows];
   uint16_t dmin[kRows];
+};
+
+// IQ4_XS: the codebook indices in PQ4_K's nibble layout (sub-block s of a row in the low or high
+// nibbles of chunk s / 2, as Q4_K stores them; the file keeps each sub-block's 32 indices in 16
+// bytes, low nibbles first), the sub-block scales ls - 32 as signed bytes, d as fp16: 138 bytes
+// per row and super-block against the file's 136 (+1.5%).
+struct PQIQ4_XS {
+  uint8_t qs[4][8][kGroupBytes];  // chunk c, dword k: low nibbles = sub-block 2c, high = 2c + 1
+  int8_t sc[8][kRows];            // sub-block scales ls - 32
+  uint16_t d[kRows];
 };
 
 // Q5_K: PQ4_K's layout plus the fifth bits: qh dword k of each row is the row's qh[4k..4k+3],
@@ -176,6 +186,24 @@ void pack_block_q5_k(const BlockQ5_K* const* rows, int64_t b, PQ5_K& o) {
   for (int i = 0; i < kRows; ++i) {
     pack_k4_common(rows[i][b], i, o);
     for (int k = 0; k < 8; ++k) copy4(o.qh[k] + 4 * i, rows[i][b].qh + 4 * k);
+  }
+}
+
+void pack_block_iq4_xs(const BlockIQ4_XS* const* rows, int64_t b, PQIQ4_XS& o) {
+  for (int i = 0; i < kRows; ++i) {
+    const BlockIQ4_XS& x = rows[i][b];
+    o.d[i] = x.d;
+    uint8_t q4[128];  // Q4_K's order: byte 32c + e = index e of sub-block 2c | index e of 2c + 1 << 4
+    for (int s = 0; s < 8; ++s) {
+      o.sc[s][i] = static_cast<int8_t>((((x.scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | (((x.scales_h >> (2 * s)) & 3) << 4)) - 32);
+      for (int e = 0; e < 32; ++e) {
+        const uint8_t idx = e < 16 ? x.qs[16 * s + e] & 0x0f : x.qs[16 * s + e - 16] >> 4;
+        uint8_t& dst = q4[32 * (s / 2) + e];
+        dst = s % 2 == 0 ? idx : static_cast<uint8_t>(dst | idx << 4);
+      }
+    }
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 8; ++k) copy4(o.qs[c][k] + 4 * i, q4 + 32 * c + 4 * k);
   }
 }
 
@@ -332,6 +360,51 @@ void tile_packed_k4(const PB* wb, int64_t nb, const ActQ8K* const y[T], float* o
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
 
+// IQ4_XS: the codebook values looked up from the indices (VNNI: biased to v + 128), then the
+// per-call tile's arithmetic (tile_iq4_xs), so the sums and the float epilogue are its own.
+inline VI iq4_xs_group(const PQIQ4_XS& w, VI book, int s, int k) {
+  const VI v = vi_lookup16(book, k4_group(w, s, k));
+  return EDGELM_GEMM_VNNI ? vi_xor(v, vi_set1_8(static_cast<char>(0x80))) : v;
+}
+
+template <int T>
+void tile_packed_iq4_xs(const PQIQ4_XS* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo,
+                        int n_rows) {
+  const VI book = vi_bcast16(kIq4Values);
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
+  for (int64_t b = 0; b < nb; ++b) {
+    const PQIQ4_XS& w = wb[b];
+    prefetch_ahead(wb, b);
+    VI acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = vi_zero();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const int8_t* yq[T];
+      for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
+      const auto q = [&w, book, s](int k) { return iq4_xs_group(w, book, s, k); };
+      const VI sc = mult_s8(w.sc[s]);
+#if EDGELM_GEMM_VNNI
+      sub_dot_u8<T, 8>(q, yq, sc, sc, acc);
+#else
+      sub_dot_s8_scaled<T>(q, yq, sc, acc);
+#endif
+    }
+#if EDGELM_GEMM_VNNI
+    VI offs[T];
+    for (int t = 0; t < T; ++t) offs[t] = vi_zero();
+    for (int p = 0; p < 4; ++p) {
+      const VI sc = pair_s8(w.sc[2 * p], w.sc[2 * p + 1]);
+      for (int t = 0; t < T; ++t) add_in_order(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b32 + 2 * p)));
+    }
+    for (int t = 0; t < T; ++t) acc[t] = vi_sub(acc[t], vi_shl<7>(offs[t]));
+#endif
+    const VF d = vf_half(w.d);
+    for (int t = 0; t < T; ++t) facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(acc[t]), facc[t]);
+  }
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
+}
+
 template <int T>
 void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
   VF facc[T];
@@ -402,6 +475,24 @@ void unpack_k4(const PB* wb, int64_t nb, WK4* out) {
     for (int s = 0; s < 8; ++s) {
       vi_store(o.sc[s], mult_u8(w.sc[s]));
       for (int k = 0; k < 8; ++k) vi_store(o.q[s] + k * kGroupBytes, k4_group(w, s, k));
+    }
+  }
+}
+
+// IQ4_XS into repack_iq4_xs's WK4: the looked-up values, the scales as multipliers and as pairs.
+void unpack_iq4_xs(const PQIQ4_XS* wb, int64_t nb, WK4* out) {
+  const VI book = vi_bcast16(kIq4Values);
+  for (int64_t b = 0; b < nb; ++b) {
+    const PQIQ4_XS& w = wb[b];
+    WK4& o = out[b];
+    prefetch_ahead(wb, b);
+    vf_store(o.d, vf_half(w.d));
+    vf_store(o.dmin, vf_zero());
+    for (int p = 0; p < 4; ++p) vi_store(o.mn[p], pair_s8(w.sc[2 * p], w.sc[2 * p + 1]));
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      vi_store(o.sc[s], mult_s8(w.sc[s]));
+      for (int k = 0; k < 8; ++k) vi_store(o.q[s] + k * kGroupBytes, iq4_xs_group(w, book, s, k));
     }
   }
 }
@@ -511,6 +602,13 @@ struct Q6_KPacked {
   }
 };
 
+template <int T>
+struct IQ4_XSPacked {
+  static void run(const PQIQ4_XS* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_iq4_xs<T>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+
 }  // namespace
 
 // Q8_0: signed with |w| . sign(y, w) on AVX2; biased to w + 128 (offset 128) with VNNI.
@@ -561,7 +659,9 @@ constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
     {DType::iq4_nl, act_packed_bytes<ActQ8>, EDGELM_GEMM_IQ4_NL},
     {DType::q2_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<false, BlockQ2_K>},
     {DType::q3_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<true, BlockQ3_K>},
-    {DType::iq4_xs, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_iq4_xs},
+    {DType::iq4_xs, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_iq4_xs, kRows,
+     packed_bytes_of<PQIQ4_XS, kQK_K>, pack_groups<BlockIQ4_XS, PQIQ4_XS, kQK_K, pack_block_iq4_xs>,
+     run_packed_unpacking<PQIQ4_XS, WK4, unpack_iq4_xs, IQ4_XSPacked, IQ4XSTile>, kUnpackTokens},
     {DType::iq3_s, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_iq_grid<Iq3S, true>},
     {DType::iq2_xs, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_iq_grid<Iq2Xs, false>},
     {DType::iq2_xxs, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_iq_grid<Iq2Xxs, false>},

@@ -51,6 +51,10 @@ inline VI vi_or(VI a, VI b) { return _mm512_or_si512(a, b); }
 inline VI vi_srl16(VI a, int n) { return _mm512_srl_epi16(a, _mm_cvtsi32_si128(n)); }
 inline VI vi_sll16(VI a, int n) { return _mm512_sll_epi16(a, _mm_cvtsi32_si128(n)); }
 inline VI vi_set1_8(char c) { return _mm512_set1_epi8(c); }
+inline VI vi_xor(VI a, VI b) { return _mm512_xor_si512(a, b); }
+// 16 bytes at p in every 128-bit lane, and a byte lookup in such a table (indices 0..15).
+inline VI vi_bcast16(const void* p) { return _mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+inline VI vi_lookup16(VI table, VI idx) { return _mm512_shuffle_epi8(table, idx); }
 inline VI vi_u8_to_32(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline VI vi_s8_to_32(const int8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline VF vf_half(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
@@ -94,6 +98,9 @@ inline VI vi_or(VI a, VI b) { return _mm256_or_si256(a, b); }
 inline VI vi_srl16(VI a, int n) { return _mm256_srl_epi16(a, _mm_cvtsi32_si128(n)); }
 inline VI vi_sll16(VI a, int n) { return _mm256_sll_epi16(a, _mm_cvtsi32_si128(n)); }
 inline VI vi_set1_8(char c) { return _mm256_set1_epi8(c); }
+inline VI vi_xor(VI a, VI b) { return _mm256_xor_si256(a, b); }
+inline VI vi_bcast16(const void* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+inline VI vi_lookup16(VI table, VI idx) { return _mm256_shuffle_epi8(table, idx); }
 inline VI vi_u8_to_32(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline VI vi_s8_to_32(const int8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline VF vf_half(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
