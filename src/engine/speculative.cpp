@@ -230,14 +230,7 @@ ModelDrafter::ModelDrafter(StepModel& draft, kv::KvStore store, int32_t block_si
     : model_(draft), store_(std::move(store)), pool_(store_.n_blocks(), block_size), kv_(pool_, store_) {}
 
 ModelDrafter::State& ModelDrafter::state(const Sequence& s) {
-  auto& st = states_[s.id];
-  if (!st) {
-    sample::SamplingParams p = s.req.sampling;
-    p.seed ^= 0x9e3779b97f4a7c15ull;  // a stream of its own, reproducible from the request's seed
-    st = std::make_unique<State>(p);
-    st->kv.cache_prefix = false;  // draft KV is private: nothing of it is ever published
-  }
-  return *st;
+  return draft_state(states_, s, 0x9e3779b97f4a7c15ull);  // a stream of its own (draft_sampling.h)
 }
 
 void ModelDrafter::propose(std::span<Sequence* const> seqs, std::span<const int32_t> k) {

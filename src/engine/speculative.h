@@ -187,7 +187,8 @@ class ModelDrafter final : public Drafter {
 
  private:
   struct State {
-    explicit State(const sample::SamplingParams& p) : sampler(p) {}
+    // Draft KV is private: nothing of it is ever published.
+    explicit State(const sample::SamplingParams& p) : sampler(p) { kv.cache_prefix = false; }
     kv::SeqKv kv;
     sample::Sampler sampler;   // the draft's own chain and random stream
     std::vector<int32_t> fed;  // tokens fed this step at positions [kv.n_tokens, ...): reserved, not committed
