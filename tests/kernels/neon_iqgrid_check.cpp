@@ -19,6 +19,7 @@
 #include "kernels/quants_iq_grid.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_weighted.h"
+#include "budget_check.h"
 
 namespace edgelm::kernels {
 namespace {
@@ -310,22 +311,15 @@ void run_case(Checker& c, const IsaKernels& k, const char* level, const GemmCase
     MatmulScratch scratch;
     matmul_with(k, m, g.x.data(), g.n_tok, got.data(), pool, scratch);
   }
-  std::string first_bad;
+  BudgetCheck bc;
   for (int64_t t = 0; t < g.n_tok; ++t)
     for (int64_t r = g.r0; r < g.r1; ++r) {
       const size_t i = static_cast<size_t>(t * g.rows + r);
-      const double err = std::fabs(static_cast<double>(got[i]) - g.want[i]);
-      if ((!std::isfinite(got[i]) || !(err <= g.tol[i])) && first_bad.empty()) {
-        char buf[200];
-        std::snprintf(buf, sizeof buf, ": row %lld token %lld got %.9g want %.9g (err %.3g, tol %.3g)",
-                      static_cast<long long>(r), static_cast<long long>(t), static_cast<double>(got[i]),
-                      static_cast<double>(g.want[i]), err, g.tol[i]);
-        first_bad = buf;
-      }
-      if (g.tol[i] > 1e-30) st.worst = std::max(st.worst, err / g.tol[i]);
+      bc.add(got[i], g.want[i], g.tol[i], r, t);
     }
-  c.expect(first_bad.empty(), label + first_bad);
-  if (!first_bad.empty()) ++st.failed;
+  st.worst = std::max(st.worst, bc.worst);
+  c.expect(bc.first_bad.empty(), label + bc.first_bad);
+  if (!bc.first_bad.empty()) ++st.failed;
   ++st.cases;
 }
 

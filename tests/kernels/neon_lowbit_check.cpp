@@ -23,6 +23,7 @@
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 #include "kernels/quants_ternary.h"
+#include "budget_check.h"
 
 namespace edgelm::kernels {
 namespace {
@@ -261,30 +262,21 @@ double check_gemm_case(const IsaKernels& k, const char* level, const LowType& lt
   const DType at = traits_of(type).vec_dot_type;
   const int64_t block = type == DType::q2_k || type == DType::q3_k ? 16 : 32;
   const double budget_u = 2.0 * static_cast<double>(c.cols / block) + 16.0;
-  double worst = 0.0;
-  std::string first_bad;
+  BudgetCheck bc;
   for (int64_t t = 0; t < c.n_tok; ++t) {
     const std::vector<float> xt(x.begin() + t * c.cols, x.begin() + (t + 1) * c.cols);
     const std::vector<float> a = dequantize(at, quantize(at, xt).data(), c.cols);
     for (int64_t r = 0; r < c.rows; ++r) {
       const double mag = magnitude(type, m.data + r * m.row_bytes, a, c.cols);
       const size_t i = static_cast<size_t>(t * c.rows + r);
-      const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-      const double tol = budget_u * std::ldexp(1.0, -24) * mag + 1e-30;
-      if ((!std::isfinite(got[i]) || !(err <= tol)) && first_bad.empty()) {
-        char buf[200];
-        std::snprintf(buf, sizeof buf, ": row %lld token %lld got %.9g want %.9g (err %.3g, tol %.3g)",
-                      static_cast<long long>(r), static_cast<long long>(t), static_cast<double>(got[i]),
-                      static_cast<double>(want[i]), err, tol);
-        first_bad = buf;
-      }
-      if (tol > 1e-30) worst = std::max(worst, err / tol);
+      bc.add(got[i], want[i], budget_u * std::ldexp(1.0, -24) * mag + 1e-30, r, t);
     }
   }
-  expect(first_bad.empty(), std::string("neon ") + level + " " + name_of(type) + " gemm " + std::to_string(c.rows) +
-                                "x" + std::to_string(c.cols) + " x " + std::to_string(c.n_tok) + " tokens data " +
-                                std::to_string(static_cast<int>(c.data)) + first_bad);
-  return worst;
+  expect(bc.first_bad.empty(), std::string("neon ") + level + " " + name_of(type) + " gemm " +
+                                   std::to_string(c.rows) + "x" + std::to_string(c.cols) + " x " +
+                                   std::to_string(c.n_tok) + " tokens data " + std::to_string(static_cast<int>(c.data)) +
+                                   bc.first_bad);
+  return bc.worst;
 }
 
 // run() called directly on rows [r0, r1) of a 29-row matrix (a range that starts inside a 4-row

@@ -59,6 +59,7 @@
 #include "kernels/quant_traits.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
+#include "budget_check.h"
 #include "neon_attention_check.h"
 #include "neon_iqgrid_check.h"
 #include "neon_lowbit_check.h"
@@ -541,8 +542,7 @@ void gemm_compare(DType type, const std::vector<uint8_t>& w, const std::vector<f
   const double budget_u = 2.0 * static_cast<double>(c.cols / block) + 16.0;
   std::vector<std::vector<double>> wmag;
   for (int64_t r = r0; r < r1; ++r) wmag.push_back(gemm_weight_mag(type, w.data() + r * rb, c.cols));
-  double worst = 0.0;
-  std::string first_bad;
+  BudgetCheck bc;
   for (int64_t t = 0; t < c.n_tok; ++t) {
     std::vector<uint8_t> q(dtype_row_bytes(at, c.cols));
     traits_of(at).from_float(x.data() + t * c.cols, q.data(), c.cols);
@@ -552,20 +552,11 @@ void gemm_compare(DType type, const std::vector<uint8_t>& w, const std::vector<f
       for (int64_t i = 0; i < c.cols; ++i)
         mag += wmag[static_cast<size_t>(r - r0)][static_cast<size_t>(i)] * std::fabs(a[static_cast<size_t>(i)]);
       const size_t i = static_cast<size_t>(t * c.rows + r);
-      const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-      const double tol = budget_u * std::ldexp(1.0, -24) * mag + 1e-30;
-      if ((!std::isfinite(got[i]) || !(err <= tol)) && first_bad.empty()) {
-        char buf[200];
-        std::snprintf(buf, sizeof buf, ": row %lld token %lld got %.9g want %.9g (err %.3g, tol %.3g)",
-                      static_cast<long long>(r), static_cast<long long>(t), static_cast<double>(got[i]),
-                      static_cast<double>(want[i]), err, tol);
-        first_bad = buf;
-      }
-      if (tol > 1e-30) worst = std::max(worst, err / tol);
+      bc.add(got[i], want[i], budget_u * std::ldexp(1.0, -24) * mag + 1e-30, r, t);
     }
   }
-  expect(first_bad.empty(), label + first_bad);
-  st.worst = std::max(st.worst, worst);
+  expect(bc.first_bad.empty(), label + bc.first_bad);
+  st.worst = std::max(st.worst, bc.worst);
   ++st.cases;
 }
 
