@@ -157,7 +157,7 @@ void bm_quantize(benchmark::State& state, Isa isa, DType type) {
 }
 
 void register_all() {
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::neon}) {
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx, Isa::neon}) {
     if (!isa_supported(isa)) continue;
     const std::string isa_str(isa_name(isa));
     for (DType type : kWeightTypes) {
@@ -171,7 +171,7 @@ void register_all() {
       const GemmKernel* g = isa_kernels(isa)->gemm(type);
       if (g == nullptr || g->run_packed == nullptr) continue;
       for (int64_t rows : {kDramRows, kMaxRows, int64_t{128}})
-        for (int64_t t : {1, 4, 8, 32}) {
+        for (int64_t t : {1, 4, 8, 32, 128}) {
           const std::string name = "packed/" + std::string(dtype_name(type)) + "/" + isa_str + "/" +
                                    std::to_string(rows) + "x" + std::to_string(kCols) + "/t" + std::to_string(t);
           benchmark::RegisterBenchmark(name.c_str(), bm_packed, isa, type, rows, t)->Unit(benchmark::kMicrosecond);

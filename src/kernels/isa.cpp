@@ -236,11 +236,16 @@ const IsaKernels* isa_kernels(Isa isa) {
     }
     case Isa::avx512: return &x86::kAvx512Kernels;
     case Isa::amx: {
-      // The tile GEMMs where AMX has one, the AVX-512 multi-token GEMMs for the other types.
+      // avx512's table (its packed layouts, its tiles below 16 tokens) with the AMX run_packed
+      // where AMX has one; those need their scratch from the first full AMX tile on.
       static const std::vector<GemmKernel> gemms = [] {
-        std::vector<GemmKernel> v(std::begin(x86::kAmxGemms), std::end(x86::kAmxGemms));
-        for (const GemmKernel& g : x86::kAvx512Gemms)
-          if (std::none_of(v.begin(), v.end(), [&](const GemmKernel& a) { return a.type == g.type; })) v.push_back(g);
+        std::vector<GemmKernel> v(std::begin(x86::kAvx512Gemms), std::end(x86::kAvx512Gemms));
+        for (GemmKernel& g : v)
+          for (const x86::AmxRunPacked& a : x86::kAmxRunPacked)
+            if (a.type == g.type) {
+              g.run_packed = a.run_packed;
+              g.packed_unpack_tokens = x86::kAmxTokens;
+            }
         return v;
       }();
       static const IsaKernels amx{Isa::amx, x86::kAvx512Kernels.rows, gemms, &x86::kAvx2Kernels};

@@ -22,9 +22,16 @@ namespace edgelm::kernels::x86 {
 #if defined(EDGELM_HAVE_X86_KERNELS)
 extern const IsaKernels kAvx2Kernels;    // kernels_avx2.cpp
 extern const IsaKernels kAvx512Kernels;  // kernels_avx512.cpp
-// Tile GEMMs of the amx ISA (gemm_amx.cpp): Q8_0, Q4_0, Q4_K, Q6_K.
-constexpr int kAmxGemmCount = 4;
-extern const GemmKernel kAmxGemms[kAmxGemmCount];
+// The amx ISA's run_packed for Q8_0, Q4_0, Q4_K, Q5_K and IQ4_XS (gemm_x86_amx.h, part of
+// gemm_avx512.cpp): AMX-INT8 tiles over the avx512 packed layouts from 16 tokens on, the avx512
+// packed tiles below; the amx table is avx512's with these in place of its run_packed.
+struct AmxRunPacked {
+  DType type;
+  decltype(GemmKernel::run_packed) run_packed;
+};
+constexpr int kAmxGemmCount = 5;
+constexpr int64_t kAmxTokens = 16;  // tokens of an AMX tile: from here on run_packed needs its scratch
+extern const AmxRunPacked kAmxRunPacked[kAmxGemmCount];
 // Multi-token GEMMs (gemm_x86_impl.h) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
 // Q2_K, Q3_K, IQ4_XS, the seven grid IQ formats, F32, F16, BF16: of the avx2 ISA (gemm_avx2.cpp),
 // of avxvnni (gemm_avxvnni.cpp) and of avx512 and amx (gemm_avx512.cpp, VNNI).

@@ -273,6 +273,7 @@ TEST(Gemm, PackedWeightsMatchScalar) {
       {37, 256, 1, Data::gaussian, 1.0f},    {16, 512, 2, Data::random_bits, 3.0f},
       {33, 768, 9, Data::zero_blocks, 1.0f}, {5, 256, 17, Data::extreme_scales, 1.0f},
       {70, 2560, 3, Data::gaussian, 100.0f}, {1, 256, 1, Data::gaussian, 1.0f},
+      {21, 512, 40, Data::random_bits, 3.0f},  // two AMX tiles of 16 tokens and 8 past them
   };
   uint32_t seed = 900;
   int n_packed = 0;
@@ -303,7 +304,9 @@ TEST(Gemm, PackedBatchEqualsSolo) {
       ASSERT_NE(pm.data, nullptr);
       m.packed = pm.data.get();
       m.packed_kernel = pm.kernel;
-      const int64_t n = 17;  // past every ISA's packed_unpack_tokens: the batch runs the unpacked tiles
+      // Past every ISA's packed_unpack_tokens: the batch runs the unpacked tiles (amx: two AMX
+      // tiles of 16 tokens, the last token through the AVX-512 packed tile).
+      const int64_t n = 33;
       const std::vector<float> x = test::normal_data(n * 512, 6);
       std::vector<float> batch(static_cast<size_t>(n * 40)), solo(40);
       matmul_with(*isa, m, x.data(), n, batch.data(), pool, scratch);

@@ -1,0 +1,301 @@
+// AMX-INT8 tiles over the AVX-512 packed layouts: the last part of gemm_avx512.cpp (after
+// gemm_x86_packed.h, whose layouts, group extractors and packed tiles it uses; the linkage rules
+// of gemm_x86_impl.h apply). Reached only through isa_kernels(Isa::amx), after the CPU check and
+// the OS grant of the tile state.
+//
+// Why on the packed layouts: a load-time packed group of 16 rows holds, per 4 elements, one
+// 32-bit lane per row, which is exactly a row of an AMX B tile (K/4 rows x 16 columns x 4
+// bytes). So the amx ISA keeps the avx512 packed matrices (decode and small batches stream them
+// through the AVX-512 tiles, as on avx512) and, from 16 tokens on, multiplies the same bytes with
+// TDPBSSD / TDPBSUD, after the groups of each 16 rows are extracted once per matmul into
+// scratch (the extraction the AVX-512 tiles do per token tile). Nothing is stored twice.
+//
+// Exactness: per (token, row) and block, the tile product gives the exact int32 sum of the
+// block's products, the very integer the AVX-512 tile sums with VPDPBUSD; the scales, zero points and
+// minimums are then applied in the AVX-512 tile's integer and float operations, in its order.
+// So a token's outputs are the same bits whether it is computed alone (AVX-512) or in a batch
+// (AMX), and the tokens past the last full 16 go through the AVX-512 tiles.
+//
+// Tiles: 0-1 accumulators C (16 tokens x 16 rows, int32), 2-3 activations A (16 tokens x 32
+// bytes, read in place from the packed activations with the token stride), 4-5 weights B (8
+// rows x 64 bytes). Two accumulators alternate so that the next block's product overlaps the
+// epilogue of the current one.
+//
+// What bounds it: a block scale every 32 elements makes every product a half-depth tile (K 32
+// of 64) followed by a float epilogue of its 256 sums, and the sums reach the epilogue through a
+// tile store and reloads. bench_kernels packed/<type>/<isa>/128x4096/t128 (2-core Xeon VM with
+// AMX, loaded): Q4_0 300 -> 255 us, Q8_0 311 -> 284, Q4_K 339 -> 329, Q5_K 346 -> 270 against
+// the AVX-512 tiles; without the epilogue the products alone took 141 us.
+#pragma once
+#if !EDGELM_GEMM_VNNI || !EDGELM_GEMM_ZMM
+#error "gemm_x86_amx.h is part of gemm_avx512.cpp only"
+#endif
+
+namespace edgelm::kernels::x86 {
+namespace {
+
+constexpr int kAmxTok = 16;  // tokens of an AMX tile (A and C rows)
+static_assert(kRows == 16, "an AMX B tile row holds 16 weight rows of 4 bytes");
+// The extracted groups fit the per-call scratch of the same type (scratch_bytes(cols)).
+static_assert(sizeof(WLegacy) >= 8 * kGroupBytes && sizeof(WK4) >= 64 * kGroupBytes && sizeof(WK6) >= 64 * kGroupBytes);
+
+// Keeps the compiler from moving plain loads and stores across a tile instruction whose asm
+// does not declare the memory it reads or writes.
+inline void amx_barrier() { __asm__ volatile("" ::: "memory"); }
+
+struct alignas(64) TileConfig {
+  uint8_t palette_id;
+  uint8_t start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+
+// ks: elements (bytes) per product.
+inline void amx_configure(int ks) {
+  TileConfig c;
+  std::memset(&c, 0, sizeof c);
+  c.palette_id = 1;
+  for (int t = 0; t < 2; ++t) {
+    c.rows[t] = kAmxTok;
+    c.colsb[t] = kRows * 4;
+  }
+  for (int t = 2; t < 4; ++t) {
+    c.rows[t] = kAmxTok;
+    c.colsb[t] = static_cast<uint16_t>(ks);
+  }
+  for (int t = 4; t < 6; ++t) {
+    c.rows[t] = static_cast<uint8_t>(ks / 4);
+    c.colsb[t] = kRows * 4;
+  }
+  amx_barrier();
+  _tile_loadconfig(&c);
+}
+
+// One product's operands: A rows of 16 tokens (a_stride bytes apart), the B tile (64-byte rows).
+struct AmxOperands {
+  const int8_t* a;
+  const uint8_t* b;
+};
+
+// The product into accumulator C (tile numbers are literals in the AMX intrinsics).
+// kSigned: signed weights (TDPBSSD), else unsigned (TDPBSUD); activations are signed.
+template <int C, bool kSigned>
+inline void amx_product(AmxOperands o, int64_t a_stride) {
+  amx_barrier();
+  if constexpr (C == 0) {
+    _tile_zero(0);
+    _tile_loadd(2, o.a, a_stride);
+    _tile_loadd(4, o.b, kRows * 4);
+    if constexpr (kSigned)
+      _tile_dpbssd(0, 2, 4);
+    else
+      _tile_dpbsud(0, 2, 4);
+  } else {
+    _tile_zero(1);
+    _tile_loadd(3, o.a, a_stride);
+    _tile_loadd(5, o.b, kRows * 4);
+    if constexpr (kSigned)
+      _tile_dpbssd(1, 3, 5);
+    else
+      _tile_dpbsud(1, 3, 5);
+  }
+}
+
+// Products 0..n-1 (ops(i): their operands) in order, each consumed (consume(i, isum): isum[t *
+// 16 + r] for token t, row r) after the next one was issued.
+template <bool kSigned, typename Ops, typename Consume>
+inline void amx_products(int64_t n, int64_t a_stride, Ops ops, Consume consume) {
+  alignas(64) int32_t isum[kAmxTok * kRows];
+  amx_product<0, kSigned>(ops(0), a_stride);
+  for (int64_t i = 0; i < n; i += 2) {
+    if (i + 1 < n) amx_product<1, kSigned>(ops(i + 1), a_stride);
+    _tile_stored(0, isum, kRows * 4);
+    amx_barrier();
+    consume(i, isum);
+    if (i + 1 >= n) break;
+    if (i + 2 < n) amx_product<0, kSigned>(ops(i + 2), a_stride);
+    _tile_stored(1, isum, kRows * 4);
+    amx_barrier();
+    consume(i + 1, isum);
+  }
+}
+
+inline VI isum_row(const int32_t* isum, int t) { return _mm512_load_si512(isum + t * kRows); }
+
+// Q8_0 and Q4_0: the groups extracted once per group of rows into scratch as signed bytes (Q8_0:
+// its biased quants - 128, Q4_0: nibbles - 8), 512 bytes a block, so that the product is the
+// block's signed sum and no per-token zero point is left to add: per block and token, out +=
+// (d * y.d) * sum, as tile_packed_legacy (whose bias + unsigned sum is the same integer).
+template <typename PB>
+void amx_legacy(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_full, int64_t r0, int64_t r1,
+                float* out, int64_t ldo, uint8_t* scratch) {
+  const int64_t nb = cols / kQK;
+  const int64_t a_stride = nb * static_cast<int64_t>(sizeof(ActQ8));
+  const auto* act = reinterpret_cast<const ActQ8*>(packed);
+  amx_configure(kQK);
+  for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
+    const PB* wb = reinterpret_cast<const PB*>(pw) + (g0 / kRows) * nb;
+    const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
+    for (int64_t b = 0; b < nb; ++b) {
+      prefetch_ahead(wb, b);
+      for (int g = 0; g < 8; ++g) {
+        VI q;
+        if constexpr (std::is_same_v<PB, PQ8_0>)
+          q = vi_xor(group_q8_0(wb[b], g), vi_set1_8(static_cast<char>(0x80)));
+        else
+          q = _mm512_sub_epi8(group_q4(wb[b], g), vi_set1_8(8));
+        vi_store(scratch + (b * 8 + g) * kGroupBytes, q);
+      }
+    }
+    for (int64_t t0 = 0; t0 < n_full; t0 += kAmxTok) {
+      const ActQ8* y = act + t0 * nb;
+      VF facc[kAmxTok];
+      for (VF& f : facc) f = vf_zero();
+      const auto ops = [&](int64_t b) { return AmxOperands{y[b].qs, scratch + b * 8 * kGroupBytes}; };
+      const auto consume = [&](int64_t b, const int32_t* isum) {
+        const VF d = vf_half(wb[b].d);
+#pragma GCC unroll 16
+        for (int t = 0; t < kAmxTok; ++t)
+          facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t * nb + b].d)), vf_cvt(isum_row(isum, t)), facc[t]);
+      };
+      amx_products<true>(nb, a_stride, ops, consume);
+      for (int t = 0; t < kAmxTok; ++t) vf_store_rows(out + (t0 + t) * ldo + g0, facc[t], n_rows);
+    }
+  }
+  _tile_release();
+}
+
+// The super-block formats Q4_K, Q5_K, IQ4_XS: 8 sub-blocks of 32 with a multiplier each, as
+// tile_packed_k4 / tile_packed_iq4_xs. Their groups (unsigned bytes: k4_group, iq4_xs_group
+// biased) are extracted once per group of rows into scratch as [block][8 sub-blocks][8
+// groups][64 bytes], so the B tile of a sub-block is 512 contiguous bytes. (Q6_K stays on the
+// AVX-512 tiles: its scales cover 16 elements, so each TDPBSUD would do a quarter of a tile's
+// work for a whole epilogue; bench_kernels packed/Q6_K 128x4096 t128 measured 523 us on AMX
+// against 395 on AVX-512.)
+enum class SuperFormat { q4_k, q5_k, iq4_xs };
+
+template <SuperFormat F>
+using SuperBlock = std::conditional_t<F == SuperFormat::q4_k, PQ4_K,
+                                      std::conditional_t<F == SuperFormat::q5_k, PQ5_K, PQIQ4_XS>>;
+
+template <SuperFormat F>
+inline void amx_extract(const SuperBlock<F>* wb, int64_t nb, uint8_t* scratch) {
+  [[maybe_unused]] const VI book = vi_bcast16(kIq4Values);
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto& w = wb[b];
+    prefetch_ahead(wb, b);
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s)
+      for (int k = 0; k < 8; ++k) {
+        VI q;
+        if constexpr (F == SuperFormat::iq4_xs)
+          q = iq4_xs_group(w, book, s, k);
+        else
+          q = k4_group(w, s, k);
+        vi_store(scratch + ((b * 8 + s) * 8 + k) * kGroupBytes, q);
+      }
+  }
+}
+
+template <SuperFormat F>
+void amx_super(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_full, int64_t r0, int64_t r1,
+               float* out, int64_t ldo, uint8_t* scratch) {
+  using PB = SuperBlock<F>;
+  constexpr int kSubs = kQK_K / kQK;  // products (sub-blocks) per super-block
+  const int64_t nb = cols / kQK_K;
+  const int64_t a_stride = nb * static_cast<int64_t>(sizeof(ActQ8K));
+  const auto* act = reinterpret_cast<const ActQ8K*>(packed);
+  amx_configure(kQK);
+  for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
+    const PB* wb = reinterpret_cast<const PB*>(pw) + (g0 / kRows) * nb;
+    const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
+    amx_extract<F>(wb, nb, scratch);
+    for (int64_t t0 = 0; t0 < n_full; t0 += kAmxTok) {
+      const ActQ8K* y = act + t0 * nb;
+      alignas(64) float facc[kAmxTok * kRows] = {};
+      VI acc[kAmxTok];
+      for (VI& a : acc) a = vi_zero();
+      const auto ops = [&](int64_t i) {
+        const int64_t b = i / kSubs, j = i % kSubs;
+        return AmxOperands{y[b].qs + kQK * j, scratch + (b * kSubs + j) * 8 * kGroupBytes};
+      };
+      // The super-block's integer sum is complete: its zero point or minimums, then the float
+      // update of tile_packed_k4 / tile_packed_iq4_xs.
+      const auto finish = [&](int64_t b) {
+        const PB& w = wb[b];
+        const VF d = vf_half(w.d);
+        for (int t = 0; t < kAmxTok; ++t) {
+          const ActQ8K& yt = y[t * nb + b];
+          const VF yd = vf_set1(yt.d);
+          float* f = facc + t * kRows;
+          VF fv = vf_load(f);
+          if constexpr (F == SuperFormat::q4_k || F == SuperFormat::q5_k) {
+            VI mins = vi_zero();
+            for (int p = 0; p < 4; ++p) mins = vi_add(mins, vi_madd16(vi_load(w.mn[p]), vi_bcast(yt.b32 + 2 * p)));
+            fv = vf_fmadd(vf_mul(d, yd), vf_cvt(acc[t]), fv);
+            fv = vf_fnmadd(vf_mul(vf_half(w.dmin), yd), vf_cvt(mins), fv);
+          } else {
+            VI offs = vi_zero();
+            for (int p = 0; p < 4; ++p)
+              offs = vi_add(offs, vi_madd16(pair_s8(w.sc[2 * p], w.sc[2 * p + 1]), vi_bcast(yt.b32 + 2 * p)));
+            fv = vf_fmadd(vf_mul(d, yd), vf_cvt(vi_sub(acc[t], vi_shl<7>(offs))), fv);
+          }
+          vf_store(f, fv);
+          acc[t] = vi_zero();
+        }
+      };
+      const auto consume = [&](int64_t i, const int32_t* isum) {
+        const int64_t b = i / kSubs;
+        const int j = static_cast<int>(i % kSubs);
+        const PB& w = wb[b];
+        VI m;
+        if constexpr (F == SuperFormat::iq4_xs)
+          m = mult_s8(w.sc[j]);
+        else
+          m = mult_u8(w.sc[j]);
+#pragma GCC unroll 16
+        for (int t = 0; t < kAmxTok; ++t) acc[t] = vi_add(acc[t], vi_mullo(isum_row(isum, t), m));
+        if (j == kSubs - 1) finish(b);
+      };
+      amx_products<false>(nb * kSubs, a_stride, ops, consume);
+      for (int t = 0; t < kAmxTok; ++t) vf_store_rows(out + (t0 + t) * ldo + g0, vf_load(facc + t * kRows), n_rows);
+    }
+  }
+  _tile_release();
+}
+
+// This table's run_packed of `type` (the AVX-512 packed tiles).
+inline decltype(GemmKernel::run_packed) avx512_run_packed(DType type) {
+  for (const GemmKernel& g : EDGELM_GEMM_TABLE)
+    if (g.type == type) return g.run_packed;
+  return nullptr;
+}
+
+// run_packed of the amx ISA: the full 16-token tiles through Amx, the rest through the AVX-512
+// packed tiles (the same bits per token either way).
+template <DType kType, typename Act,
+          void (*Amx)(const uint8_t*, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t, uint8_t*)>
+void run_packed_amx(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t* packed, int64_t n_tok, int64_t r0,
+                    int64_t r1, float* out, int64_t ldo, uint8_t* scratch) {
+  const int64_t n_full = n_tok / kAmxTok * kAmxTok;
+  if (n_full > 0) Amx(pw, cols, packed, n_full, r0, r1, out, ldo, scratch);
+  if (n_full < n_tok) {
+    constexpr int64_t block = std::is_same_v<Act, ActQ8> ? kQK : kQK_K;
+    const size_t token_bytes = static_cast<size_t>(cols / block) * sizeof(Act);
+    avx512_run_packed(kType)(pw, rows, cols, packed + static_cast<size_t>(n_full) * token_bytes, n_tok - n_full, r0,
+                             r1, out + n_full * ldo, ldo, scratch);
+  }
+}
+
+}  // namespace
+
+constinit const AmxRunPacked kAmxRunPacked[kAmxGemmCount] = {
+    {DType::q8_0, run_packed_amx<DType::q8_0, ActQ8, amx_legacy<PQ8_0>>},
+    {DType::q4_0, run_packed_amx<DType::q4_0, ActQ8, amx_legacy<PQ4_0>>},
+    {DType::q4_k, run_packed_amx<DType::q4_k, ActQ8K, amx_super<SuperFormat::q4_k>>},
+    {DType::q5_k, run_packed_amx<DType::q5_k, ActQ8K, amx_super<SuperFormat::q5_k>>},
+    {DType::iq4_xs, run_packed_amx<DType::iq4_xs, ActQ8K, amx_super<SuperFormat::iq4_xs>>},
+};
+
+}  // namespace edgelm::kernels::x86
