@@ -79,53 +79,56 @@ struct AmxOperands {
   const uint8_t* b;
 };
 
-// The product into accumulator C (tile numbers are literals in the AMX intrinsics).
-// kSigned: signed weights (TDPBSSD), else unsigned (TDPBSUD); activations are signed.
+// The product into accumulator C, and the store of its sums (the AMX intrinsics take tile
+// numbers as literals). kSigned: signed weights (TDPBSSD), else unsigned (TDPBSUD); activations
+// are signed.
+#define EDGELM_AMX_PRODUCT(C, A, B)             \
+  _tile_zero(C);                                \
+  _tile_loadd(A, o.a, a_stride);                \
+  _tile_loadd(B, o.b, kRows * 4);               \
+  if constexpr (kSigned)                        \
+    _tile_dpbssd(C, A, B);                      \
+  else                                          \
+    _tile_dpbsud(C, A, B)
 template <int C, bool kSigned>
 inline void amx_product(AmxOperands o, int64_t a_stride) {
   amx_barrier();
   if constexpr (C == 0) {
-    _tile_zero(0);
-    _tile_loadd(2, o.a, a_stride);
-    _tile_loadd(4, o.b, kRows * 4);
-    if constexpr (kSigned)
-      _tile_dpbssd(0, 2, 4);
-    else
-      _tile_dpbsud(0, 2, 4);
+    EDGELM_AMX_PRODUCT(0, 2, 4);
   } else {
-    _tile_zero(1);
-    _tile_loadd(3, o.a, a_stride);
-    _tile_loadd(5, o.b, kRows * 4);
-    if constexpr (kSigned)
-      _tile_dpbssd(1, 3, 5);
-    else
-      _tile_dpbsud(1, 3, 5);
+    EDGELM_AMX_PRODUCT(1, 3, 5);
   }
+}
+#undef EDGELM_AMX_PRODUCT
+template <int C>
+inline void amx_store(int32_t* isum) {
+  if constexpr (C == 0)
+    _tile_stored(0, isum, kRows * 4);
+  else
+    _tile_stored(1, isum, kRows * 4);
+  amx_barrier();
 }
 
 // Products 0..n-1 (ops(i): their operands) in order, each consumed (consume(i, isum): isum[t *
-// 16 + r] for token t, row r) one step after its tile was stored: the sums of product i are
-// stored while product i - 1's are consumed, so the epilogue never reloads a tile store that is
-// still in flight (a tile store does not forward to the loads that follow it), and product i + 1
-// computes meanwhile.
+// 16 + r] for token t, row r) one step after its tile was stored: the sums of product i + 1 are
+// stored while product i's are consumed, so the epilogue never reloads a tile store that is
+// still in flight (a tile store does not forward to the loads that follow it), and product i + 2
+// computes meanwhile. Product i uses accumulator i % 2 and sum buffer i % 2.
 template <bool kSigned, typename Ops, typename Consume>
 inline void amx_products(int64_t n, int64_t a_stride, Ops ops, Consume consume) {
   alignas(64) int32_t isum[2][kAmxTok * kRows];
+  const auto step = [&](auto tile, int64_t i) {  // product i is in isum[C], i + 1 in tile 1 - C
+    constexpr int C = decltype(tile)::value;
+    if (i + 2 < n) amx_product<C, kSigned>(ops(i + 2), a_stride);
+    if (i + 1 < n) amx_store<1 - C>(isum[1 - C]);
+    consume(i, isum[C]);
+  };
   amx_product<0, kSigned>(ops(0), a_stride);
   if (n > 1) amx_product<1, kSigned>(ops(1), a_stride);
-  _tile_stored(0, isum[0], kRows * 4);
+  amx_store<0>(isum[0]);
   for (int64_t i = 0; i < n; i += 2) {
-    // Product i is in isum[0], product i + 1 (if any) in tile 1.
-    if (i + 2 < n) amx_product<0, kSigned>(ops(i + 2), a_stride);
-    if (i + 1 < n) _tile_stored(1, isum[1], kRows * 4);
-    amx_barrier();
-    consume(i, isum[0]);
-    if (i + 1 >= n) break;
-    // Product i + 1 is in isum[1], product i + 2 (if any) in tile 0.
-    if (i + 3 < n) amx_product<1, kSigned>(ops(i + 3), a_stride);
-    if (i + 2 < n) _tile_stored(0, isum[0], kRows * 4);
-    amx_barrier();
-    consume(i + 1, isum[1]);
+    step(std::integral_constant<int, 0>{}, i);
+    if (i + 1 < n) step(std::integral_constant<int, 1>{}, i + 1);
   }
 }
 
