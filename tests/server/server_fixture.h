@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,7 +72,12 @@ struct TestServer {
     service->shutdown(std::chrono::duration<double>(drain_s));
   }
 
-  void wait_ready() { ASSERT_TRUE(service->wait_ready().ok()); }
+  // A model that does not load ends the test (gtest reports the exception): an ASSERT here would
+  // only leave this helper, and the test would then wait forever on an engine that never runs.
+  void wait_ready() {
+    const Status st = service->wait_ready();
+    if (!st.ok()) throw std::runtime_error("the test server's model did not load: " + st.error().message);
+  }
 
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port);

@@ -40,14 +40,17 @@ class EngineGate {
   explicit EngineGate(serve::EngineService& s) {
     std::shared_future<void> open = open_.get_future().share();
     thread_ = std::thread([&s, open, this] {
-      (void)s.run_exclusive([open, this](ThreadPool&) {
+      const Status st = s.run_exclusive([open, this](ThreadPool&) {
         started_ = true;
         open.wait();
         return ok_status();
       });
+      if (!st.ok()) refused_ = true;  // the engine is not running: the gate never closes
     });
-    while (!started_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (!started_ && !refused_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  // False when the engine refused the job (not loaded, stopping): the test cannot hold it.
+  bool holding() const { return started_; }
   ~EngineGate() { release(); }
   void release() {
     if (!thread_.joinable()) return;
@@ -57,7 +60,7 @@ class EngineGate {
 
  private:
   std::promise<void> open_;
-  std::atomic<bool> started_{false};
+  std::atomic<bool> started_{false}, refused_{false};
   std::thread thread_;
 };
 
@@ -87,6 +90,7 @@ TEST(ServerTransport, FloodBeyondCapacityIsRefusedAtOnceAndHealthAnswers) {
   });
   s.wait_ready();
   auto gate = std::make_unique<EngineGate>(*s.service);
+  ASSERT_TRUE(gate->holding()) << "the engine refused the gate's job";
   std::vector<std::future<Reply>> held;
   for (int i = 0; i < 4; ++i)
     held.push_back(std::async(std::launch::async, [&] { return post(s, "/v1/completions", completion("Once", 4)); }));
@@ -363,6 +367,7 @@ TEST(ServerTransport, ARequestOutlivesTheHeaderAndBodyTimeouts) {
   });
   s.wait_ready();
   auto gate = std::make_unique<EngineGate>(*s.service);
+  ASSERT_TRUE(gate->holding()) << "the engine refused the gate's job";
   auto plain = std::async(std::launch::async, [&] { return post(s, "/v1/completions", completion("Once", 4)); });
   json sreq = completion("Once", 4);
   sreq["stream"] = true;
