@@ -68,7 +68,7 @@ const std::vector<uint8_t>& weights(DType type, int64_t rows = kMaxRows) {
   slot = std::make_unique<std::vector<uint8_t>>(bytes);
   std::vector<uint8_t>& w = *slot;
   std::uniform_real_distribution<float> value(-1.0f, 1.0f), scale(0.01f, 0.1f);
-  if (type == DType::f32 || type == DType::f16) {
+  if (type == DType::f32 || type == DType::f16 || type == DType::bf16) {
     std::vector<float> row(kCols);
     const size_t row_bytes = dtype_row_bytes(type, kCols);
     for (int64_t r = 0; r < rows; ++r) {
@@ -144,6 +144,39 @@ void bm_packed(benchmark::State& state, Isa isa, DType type, int64_t rows, int64
   state.SetItemsProcessed(state.iterations() * rows * n_tok);
 }
 
+// The per-call GEMM of a type without a load-time packed form (the float types): activations
+// converted and packed once, run() over all rows per iteration, single-threaded.
+void bm_gemm(benchmark::State& state, Isa isa, DType type, int64_t rows, int64_t n_tok) {
+  const IsaKernels& k = *isa_kernels(isa);
+  const GemmKernel* g = k.gemm(type);
+  const ResolvedKernels f = kernel_or_scalar(k, type);
+  const size_t row_bytes = dtype_row_bytes(type, kCols);
+  const GemmWeights w{weights(type, rows).data(), row_bytes, rows, kCols};
+  const std::vector<float> x = activation_floats();
+  const size_t act_bytes = dtype_row_bytes(f.vec_dot_type, kCols);
+  std::vector<uint8_t> act(act_bytes * static_cast<size_t>(n_tok));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (f.vec_dot_type == DType::f32)
+      std::memcpy(act.data() + t * act_bytes, x.data(), act_bytes);
+    else
+      f.quantize_activation(x.data(), act.data() + t * act_bytes, kCols);
+  }
+  std::vector<uint8_t> packed(g->packed_bytes(kCols, n_tok));
+  std::vector<float> out(static_cast<size_t>(rows * n_tok));
+  std::vector<uint8_t> tile_buf(g->scratch_bytes(kCols) + 64);
+  uint8_t* tile = tile_buf.data() + (64 - reinterpret_cast<uintptr_t>(tile_buf.data()) % 64) % 64;
+  for (auto _ : state) {
+    g->pack(act.data(), act_bytes, kCols, n_tok, packed.data());
+    g->run(w, packed.data(), n_tok, 0, rows, out.data(), rows, tile);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * rows * n_tok);
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * static_cast<double>(rows * n_tok * kCols) * 1e-9 *
+                                                    static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
 void bm_quantize(benchmark::State& state, Isa isa, DType type) {
   const FromFloatFn quantize = isa_kernels(isa)->from_float(type);
   const std::vector<float> x = activation_floats();
@@ -176,6 +209,15 @@ void register_all() {
                                    std::to_string(rows) + "x" + std::to_string(kCols) + "/t" + std::to_string(t);
           benchmark::RegisterBenchmark(name.c_str(), bm_packed, isa, type, rows, t)->Unit(benchmark::kMicrosecond);
         }
+    }
+    for (DType type : {DType::f32, DType::f16, DType::bf16}) {
+      const GemmKernel* g = isa_kernels(isa)->gemm(type);
+      if (g == nullptr) continue;
+      for (int64_t t : {16, 128, 1024}) {
+        const std::string name = "gemm/" + std::string(dtype_name(type)) + "/" + isa_str + "/512x" +
+                                 std::to_string(kCols) + "/t" + std::to_string(t);
+        benchmark::RegisterBenchmark(name.c_str(), bm_gemm, isa, type, int64_t{512}, t)->Unit(benchmark::kMicrosecond);
+      }
     }
     for (DType type : kActivationTypes) {
       const std::string name = "quantize/" + std::string(dtype_name(type)) + "/" + isa_str;

@@ -13,10 +13,10 @@
 #include <unordered_map>
 
 #ifdef __GLIBC__
-#include <malloc.h>
 #endif
 
 #include "cache/normalize_key.h"
+#include "core/heap_trim.h"
 #include "core/mmap_file.h"
 
 namespace edgelm::cache {
@@ -317,9 +317,7 @@ class WordNetLoader {
   // The loader's maps and vectors are freed by now; hand their pages back to the system so the
   // process keeps only the tables (glibc keeps freed heap otherwise).
   static void release_temporaries() {
-#ifdef __GLIBC__
-    malloc_trim(0);
-#endif
+    release_free_heap();
   }
 
   std::string dir_;

@@ -1,7 +1,7 @@
 #include "engine/loaded_model.h"
 
-#include <malloc.h>
 
+#include "core/heap_trim.h"
 #include "core/timer.h"
 #include "format/model_file.h"
 
@@ -27,9 +27,7 @@ Result<LoadedModel> load_model(const std::string& path, const std::string& token
   if (!tok.ok()) return make_error("{}: {}", path, tok.error().message);
   if (options.release_vocabulary) {
     release_vocabulary_metadata(file.metadata);
-#if defined(__GLIBC__)
-    malloc_trim(0);  // before packing: the load's peak then holds the packed weights, not these too
-#endif
+    release_free_heap();  // before packing: the load's peak then holds the packed weights, not these too
   }
   auto model = model::Model::load(std::move(file));
   if (!model.ok()) return make_error("{}: {}", path, model.error().message);
@@ -42,11 +40,9 @@ Result<LoadedModel> load_model(const std::string& path, const std::string& token
     return make_error("vocab/model mismatch in '{}': the vocabulary has {} tokens, the model's embedding {} rows", path,
                       n_vocab_tok, n_vocab_model);
   }
-#if defined(__GLIBC__)
   // Hand back the heap pages that loading freed (the vocabulary's metadata, conversion buffers):
   // glibc keeps them mapped in its arenas otherwise, where they count in the resident set.
-  malloc_trim(0);
-#endif
+  release_free_heap();
   out.load_seconds = watch.seconds();
   return out;
 }

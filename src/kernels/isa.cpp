@@ -39,7 +39,7 @@ struct X86Features {
   bool avx2 = false;     // AVX2 + FMA + F16C, with the OS saving YMM state
   bool avxvnni = false;  // avx2 + AVX-VNNI
   bool avx512 = false;   // AVX-512 F/BW/VL/DQ + VNNI, with the OS saving ZMM and mask state
-  bool amx = false;      // avx512 + AMX-TILE + AMX-INT8, with the OS granting the tile state
+  bool amx = false;      // avx512 + AMX-TILE + AMX-INT8 + AMX-BF16, with the OS granting the tile state
 };
 
 // Linux keeps the AMX tile data state off until a process asks for it; without the grant the
@@ -75,10 +75,10 @@ X86Features detect_x86() {
   __cpuid_count(7, 1, eax1, ebx1, ecx1, edx1);  // leaf 7 sub-leaf 1: EAX bit 4 = AVX-VNNI
   f.avxvnni = f.avx2 && (eax1 & (1u << 4));
   f.avx512 = f.avx2 && os_zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni;
-  const bool amx_tile = edx & (1u << 24), amx_int8 = edx & (1u << 25);
+  const bool amx_bf16 = edx & (1u << 22), amx_tile = edx & (1u << 24), amx_int8 = edx & (1u << 25);
   // XCR0 bits 17-18: tile configuration and tile data state enabled by the OS.
   const bool os_tiles = (xcr0_lo & 0x60000u) == 0x60000u;
-  f.amx = f.avx512 && amx_tile && amx_int8 && os_tiles && request_amx_state();
+  f.amx = f.avx512 && amx_tile && amx_int8 && amx_bf16 && os_tiles && request_amx_state();
   return f;
 }
 
@@ -207,14 +207,18 @@ const IsaKernelRow* IsaKernels::find(DType type) const {
   return base != nullptr ? base->find(type) : nullptr;
 }
 
+// Each function falls back to base on its own: a row may hold only the vec_dot (avx512's F16)
+// while base has the quantizer.
 VecDotFn IsaKernels::vec_dot(DType type) const {
-  const IsaKernelRow* row = find(type);
-  return row != nullptr ? row->vec_dot : nullptr;
+  for (const IsaKernelRow& row : rows)
+    if (row.type == type && row.vec_dot != nullptr) return row.vec_dot;
+  return base != nullptr ? base->vec_dot(type) : nullptr;
 }
 
 FromFloatFn IsaKernels::from_float(DType type) const {
-  const IsaKernelRow* row = find(type);
-  return row != nullptr ? row->from_float : nullptr;
+  for (const IsaKernelRow& row : rows)
+    if (row.type == type && row.from_float != nullptr) return row.from_float;
+  return base != nullptr ? base->from_float(type) : nullptr;
 }
 
 const GemmKernel* IsaKernels::gemm(DType type) const {
@@ -240,12 +244,15 @@ const IsaKernels* isa_kernels(Isa isa) {
       // where AMX has one; those need their scratch from the first full AMX tile on.
       static const std::vector<GemmKernel> gemms = [] {
         std::vector<GemmKernel> v(std::begin(x86::kAvx512Gemms), std::end(x86::kAvx512Gemms));
-        for (GemmKernel& g : v)
+        for (GemmKernel& g : v) {
           for (const x86::AmxRunPacked& a : x86::kAmxRunPacked)
             if (a.type == g.type) {
               g.run_packed = a.run_packed;
               g.packed_unpack_tokens = x86::kAmxTokens;
             }
+          for (const GemmKernel& f : x86::kAmxFloatGemms)
+            if (f.type == g.type) g = f;
+        }
         return v;
       }();
       static const IsaKernels amx{Isa::amx, x86::kAvx512Kernels.rows, gemms, &x86::kAvx2Kernels};

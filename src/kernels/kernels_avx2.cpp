@@ -166,6 +166,51 @@ float f16_vec_dot(int64_t n, const void* vx, const void* vy) {
   return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + tail;
 }
 
+// F32 -> F16 with round to nearest even (F16C), byte-identical to fp32_to_fp16: the same
+// rounding of normals, subnormals and overflow; only NaN differs (F16C keeps the payload), so
+// NaN lanes are replaced by the scalar's quiet NaN 0x7e00 with the sign.
+__m128i f16x8_from(__m256 x) {
+  const __m128i r = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  if (_mm256_movemask_ps(nan) == 0) return r;
+  const __m256i sign = _mm256_srli_epi32(_mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(INT32_MIN)), 16);
+  const __m256i qnan = _mm256_or_si256(sign, _mm256_set1_epi32(0x7e00));
+  const __m256i nan32 = _mm256_castps_si256(nan);
+  // 32-bit lanes -> 16-bit, in the conversion's lane order.
+  const __m128i mask16 = _mm_packs_epi32(_mm256_castsi256_si128(nan32), _mm256_extracti128_si256(nan32, 1));
+  const __m128i q16 = _mm_packus_epi32(_mm256_castsi256_si128(qnan), _mm256_extracti128_si256(qnan, 1));
+  return _mm_blendv_epi8(r, q16, mask16);
+}
+
+// F32 -> BF16 with round to nearest even, as fp32_to_bf16 (NaN: the truncated bits with the
+// quiet bit set).
+__m128i bf16x8_from(__m256 xf) {
+  const __m256i x = _mm256_castps_si256(xf);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  const __m256i abs = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
+  const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
+  const __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+  r = _mm256_blendv_epi8(r, qnan, nan);
+  return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+// A row of n floats to 16-bit halves, 8 at a time (the tail through a zero-padded copy).
+template <__m128i (*Convert)(__m256)>
+void halves_from_float(const float* src, void* dst, int64_t n) {
+  check_blocks(n, 1);
+  auto* h = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), Convert(_mm256_loadu_ps(src + i)));
+  if (i < n) {
+    alignas(32) float x[8] = {};
+    alignas(16) uint16_t r[8];
+    std::memcpy(x, src + i, static_cast<size_t>(n - i) * sizeof(float));
+    _mm_store_si128(reinterpret_cast<__m128i*>(r), Convert(_mm256_load_ps(x)));
+    std::memcpy(h + i, r, static_cast<size_t>(n - i) * sizeof(uint16_t));
+  }
+}
+
 // ---- Legacy 32-element formats ----------------------------------------------------------------
 
 // Per block: the integer products as [8 x i32] lane sums (summing to the block's exact isum).
@@ -711,7 +756,8 @@ namespace {
 
 constexpr IsaKernelRow kRows[] = {
     {DType::f32, f32_vec_dot, nullptr},
-    {DType::f16, f16_vec_dot, nullptr},
+    {DType::f16, f16_vec_dot, halves_from_float<f16x8_from>},
+    {DType::bf16, nullptr, halves_from_float<bf16x8_from>},
     {DType::q4_0, legacy_vec_dot<BlockQ4_0, BlockQ8_0, q4_0_block, false>, nullptr},
     {DType::q4_1, legacy_vec_dot<BlockQ4_1, BlockQ8_1, q4_1_block, true>, nullptr},
     {DType::q5_0, legacy_vec_dot<BlockQ5_0, BlockQ8_0, q5_0_block, false>, nullptr},

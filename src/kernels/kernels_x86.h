@@ -32,6 +32,11 @@ struct AmxRunPacked {
 constexpr int kAmxGemmCount = 5;
 constexpr int64_t kAmxTokens = 16;  // tokens of an AMX tile: from here on run_packed needs its scratch
 extern const AmxRunPacked kAmxRunPacked[kAmxGemmCount];
+// The amx ISA's GEMMs for F16 and BF16 weights (gemm_x86_amx_float.h, part of gemm_avx512.cpp):
+// AMX-BF16 tiles over operands split into exact BF16 parts; they replace avx512's float tiles
+// of those types whole (activation packing included).
+constexpr int kAmxFloatGemmCount = 2;
+extern const GemmKernel kAmxFloatGemms[kAmxFloatGemmCount];
 // Multi-token GEMMs (gemm_x86_impl.h) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
 // Q2_K, Q3_K, IQ4_XS, the seven grid IQ formats, F32, F16, BF16: of the avx2 ISA (gemm_avx2.cpp),
 // of avxvnni (gemm_avxvnni.cpp) and of avx512 and amx (gemm_avx512.cpp, VNNI).

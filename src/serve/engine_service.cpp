@@ -1,6 +1,5 @@
 #include "serve/engine_service.h"
 
-#include <malloc.h>
 #include <sys/stat.h>
 
 #include <fmt/format.h>
@@ -10,6 +9,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "core/heap_trim.h"
 #include "core/log.h"
 #include "kv/disk_namespace.h"
 #include "model/kv_cache.h"
@@ -617,7 +617,7 @@ void EngineService::thread_main() {
       drained.clear();
       // A replaced model's buffers were freed into malloc's arenas; hand them back to the
       // system so that RSS stays flat across reloads rather than keeping the high-water mark.
-      malloc_trim(0);
+      release_free_heap();
     }
     state_cv_.notify_all();  // shutdown() waits for the drain here
   }

@@ -106,7 +106,6 @@ void VisionEncoder::run_layer_gemma4v(const VisionLayerWeights& L, const Batch& 
     const VisionSegment& sg = b.at_row(t);
     const int64_t ni = sg.n(), ti = t - sg.row0;
     float* qi = qh + sg.row0 * E;
-    float* vi = vt + sg.row0 * E;
     const float* r0 = rope + t * D;
     const float* cs[2] = {r0, r0 + 2 * quarter};
     const float* sn[2] = {r0 + quarter, r0 + 3 * quarter};
@@ -126,9 +125,9 @@ void VisionEncoder::run_layer_gemma4v(const VisionLayerWeights& L, const Batch& 
         }
       float* vr = v + t * E + hd * D;
       model::rms_norm(vr, vr, nullptr, D, eps);
-      for (int64_t d = 0; d < D; ++d) vi[(hd * D + d) * ni + ti] = vr[d];
     }
   });
+  transpose_values(s.attention_segments, v, nullptr, vt, H, D, pool);
   float* attn = q;
   vit_attention_batch(s.attention_segments, qh, k, vt, attn, H, D, pool, s.attention, 1.0f);
   clamped_linear(L.wo, L.co, attn, n, h, nullptr, true, pool, s.mm);

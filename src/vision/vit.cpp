@@ -309,16 +309,15 @@ void VisionEncoder::run_layer(const VisionLayerWeights& L, const Batch& b, Visio
   // Biases, and the per-head layouts attention reads, per image i of n_i tokens from row0_i:
   // queries [H, n_i, D] (into h, free now), values transposed [H, D, n_i]; keys stay [n, E].
   float* qh = h;
+  transpose_values(s.attention_segments, v, L.bv, vt, H, D, pool);
   for_rows(pool, n, [&](int64_t t) {
     const VisionSegment& sg = b.at_row(t);
     const int64_t ni = sg.n(), ti = t - sg.row0;
     float* qi = qh + sg.row0 * E;
-    float* vi = vt + sg.row0 * E;
     for (int64_t hd = 0; hd < H; ++hd)
       for (int64_t d = 0; d < D; ++d) {
         const int64_t j = hd * D + d;
         qi[(hd * ni + ti) * D + d] = q[t * E + j] + L.bq[j];
-        vi[(hd * D + d) * ni + ti] = v[t * E + j] + L.bv[j];
         k[t * E + j] += L.bk[j];
       }
     if (c.projector != ProjectorType::qwen3vl) return;

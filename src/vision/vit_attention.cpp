@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "vision/vit_math.h"
 
@@ -10,6 +11,53 @@ namespace edgelm::vision {
 
 size_t attention_scratch_bytes(int64_t n_tok, int64_t head_dim) {
   return static_cast<size_t>(kQueryBlock * (n_tok + head_dim)) * sizeof(float);
+}
+
+namespace {
+
+// Item `item` of a loop over segments that have items(n_tok) items each: its segment, and its
+// index within the segment's items.
+template <typename ItemsOf>
+std::pair<size_t, int64_t> locate_item(std::span<const AttentionSegment> segments, size_t item, ItemsOf items) {
+  auto local = static_cast<int64_t>(item);
+  size_t si = 0;
+  for (;; ++si) {
+    const int64_t n = items(segments[si].n_tok);
+    if (local < n) break;
+    local -= n;
+  }
+  return {si, local};
+}
+
+}  // namespace
+
+void transpose_values(std::span<const AttentionSegment> segments, const float* v, const float* bias, float* vt,
+                      int64_t n_head, int64_t head_dim, ThreadPool& pool) {
+  constexpr int64_t kBlock = 16;
+  const int64_t E = n_head * head_dim;
+  const auto items = [&](int64_t n_tok) { return n_head * ((n_tok + kBlock - 1) / kBlock); };
+  size_t n_items = 0;
+  for (const AttentionSegment& sg : segments) n_items += static_cast<size_t>(items(sg.n_tok));
+  pool.parallel_for(n_items, [&](size_t begin, size_t end) {
+    for (size_t item = begin; item < end; ++item) {
+      const auto [si, local] = locate_item(segments, item, items);
+      const AttentionSegment& sg = segments[si];
+      const int64_t n_blocks = (sg.n_tok + kBlock - 1) / kBlock;
+      const int64_t h = local / n_blocks, t0 = local % n_blocks * kBlock;
+      const int64_t nt = std::min(kBlock, sg.n_tok - t0);
+      const float* src = v + (sg.row0 + t0) * E + h * head_dim;
+      float* dst = vt + sg.row0 * E + h * head_dim * sg.n_tok + t0;
+      for (int64_t d = 0; d < head_dim; ++d) {
+        float* row = dst + d * sg.n_tok;
+        if (bias != nullptr) {
+          const float b = bias[h * head_dim + d];
+          for (int64_t i = 0; i < nt; ++i) row[i] = src[i * E + d] + b;
+        } else {
+          for (int64_t i = 0; i < nt; ++i) row[i] = src[i * E + d];
+        }
+      }
+    }
+  });
 }
 
 void vit_attention(const float* qh, const float* k, const float* vt, float* out, int64_t n_tok, int64_t n_head,
@@ -71,15 +119,10 @@ void vit_attention_batch(std::span<const AttentionSegment> segments, const float
   pool.parallel_for(static_cast<size_t>(n_items), [&](size_t begin, size_t end) {
     AttentionThreadScratch& s = scratch[static_cast<size_t>(ThreadPool::thread_index())];
     for (size_t item = begin; item < end; ++item) {
-      // The image of this item, and the item's index within it.
-      auto local = static_cast<int64_t>(item);
-      size_t si = 0;
-      int64_t n_blocks = 0;
-      for (;; ++si) {
-        n_blocks = (segments[si].n_tok + kQueryBlock - 1) / kQueryBlock;
-        if (local < n_head * n_blocks) break;
-        local -= n_head * n_blocks;
-      }
+      const auto [si, local] = locate_item(segments, item, [&](int64_t n_tok) {
+        return n_head * ((n_tok + kQueryBlock - 1) / kQueryBlock);
+      });
+      const int64_t n_blocks = (segments[si].n_tok + kQueryBlock - 1) / kQueryBlock;
       run_item(s, si, local / n_blocks, local % n_blocks * kQueryBlock);
     }
   });

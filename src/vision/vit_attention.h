@@ -60,4 +60,11 @@ void vit_attention_batch(std::span<const AttentionSegment> segments, const float
                          float* out, int64_t n_head, int64_t head_dim, ThreadPool& pool,
                          std::vector<AttentionThreadScratch>& scratch, float scale = 0.0f);
 
+// The values of a batch into the layout above: image i's rows row0_i .. of v [n, E] (plus
+// bias[j] per column j when bias is not null) -> [n_head, head_dim, n_tok_i] at vt + row0_i * E.
+// In blocks of 16 tokens per (image, head) over the pool, so that every write fills whole cache
+// lines (one token at a time, each of its E values went to another line, 4 KB apart).
+void transpose_values(std::span<const AttentionSegment> segments, const float* v, const float* bias, float* vt,
+                      int64_t n_head, int64_t head_dim, ThreadPool& pool);
+
 }  // namespace edgelm::vision

@@ -36,11 +36,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <ostream>
 #include <random>
 #include <string>
@@ -187,15 +189,15 @@ TEST(IsaSelection, KernelOrScalarFallsBackPerRole) {
     EXPECT_EQ(r.vec_dot, traits_of(plain).vec_dot);
     const DType act = traits_of(plain).vec_dot_type;
     EXPECT_EQ(r.quantize_activation, k.from_float(act) != nullptr ? k.from_float(act) : traits_of(act).from_float);
-    // BF16: nothing in the x86 SIMD tables at all (both roles scalar); NEON has both.
+    // BF16: NEON has both roles; the x86 tables only the quantizer (avx2's, which avx512 and
+    // amx inherit role by role), the vec_dot is scalar.
     r = kernel_or_scalar(k, DType::bf16);
-    if (isa == Isa::neon) {
+    EXPECT_NE(k.from_float(DType::bf16), nullptr);
+    EXPECT_EQ(r.quantize_activation, k.from_float(DType::bf16));
+    if (isa == Isa::neon)
       EXPECT_EQ(r.vec_dot, k.vec_dot(DType::bf16));
-      EXPECT_EQ(r.quantize_activation, k.from_float(DType::bf16));
-    } else {
+    else
       EXPECT_EQ(r.vec_dot, traits_of(DType::bf16).vec_dot);
-      EXPECT_EQ(r.quantize_activation, traits_of(DType::bf16).from_float);
-    }
   }
   EXPECT_EQ(kernel_or_scalar(*isa_kernels(Isa::scalar), DType::i32).vec_dot, nullptr);
 }
@@ -383,6 +385,46 @@ TEST(SimdQuantize, ActivationBytesIdenticalToScalar) {
             ADD_FAILURE() << "block " << b / bs << " differs";
             break;
           }
+        }
+      }
+    }
+  }
+}
+
+// F16 and BF16 activations (the rounding matmul applies for weights of those types): every
+// SIMD quantizer gives the scalar one's bytes, NaN (either sign, any payload), infinities,
+// overflow to infinity, subnormals and the ties of each format included, over a length that
+// leaves a tail.
+TEST(SimdQuantize, HalfActivationsIdenticalToScalar) {
+  auto inputs = quantizer_inputs();
+  std::vector<float> special = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                                std::bit_cast<float>(0x7f800001u), std::bit_cast<float>(0xffc12345u),
+                                std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                                65504.0f, 65519.0f, 65520.0f, -65536.0f, 1e-8f, 2.9802322e-8f, 2.9802326e-8f,
+                                -5.9604645e-8f, 6.1035156e-5f, 1.0f + 0x1p-11f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-11f,
+                                1.0f + 0x1p-9f, 3e38f, -1e-40f, 0.0f, -0.0f};
+  for (int i = 0; i < 4; ++i) special.push_back(std::ldexp(1.0f + 0x1p-12f * static_cast<float>(i), -20 - i));
+  inputs.push_back({"special", special});
+  for (Isa isa : simd_isas()) {
+    const IsaKernels& k = *isa_kernels(isa);
+    for (DType type : {DType::f16, DType::bf16}) {
+      const FromFloatFn f = k.from_float(type);
+      if (isa != Isa::neon) ASSERT_NE(f, nullptr) << isa_name(isa) << " " << name_of(type);
+      if (f == nullptr) continue;
+      for (const auto& [what, x0] : inputs) {
+        for (const size_t drop : {size_t{0}, size_t{3}}) {
+          SCOPED_TRACE(std::string(isa_name(isa)) + " " + name_of(type) + " " + what + " drop " + std::to_string(drop));
+          const std::vector<float> x(x0.begin(), x0.end() - static_cast<std::ptrdiff_t>(std::min(drop, x0.size())));
+          const auto n = static_cast<int64_t>(x.size());
+          std::vector<uint16_t> want(x.size()), got(x.size() + 1, 0xa5a5);
+          traits_of(type).from_float(x.data(), want.data(), n);
+          f(x.data(), got.data(), n);
+          EXPECT_EQ(got[x.size()], 0xa5a5) << "wrote past the row";
+          for (size_t i = 0; i < x.size(); ++i)
+            if (want[i] != got[i]) {
+              ADD_FAILURE() << "element " << i << " (" << x[i] << "): " << got[i] << " != " << want[i];
+              break;
+            }
         }
       }
     }
