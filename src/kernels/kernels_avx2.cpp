@@ -144,25 +144,37 @@ float f32_vec_dot(int64_t n, const void* vx, const void* vy) {
 }
 
 inline __m256 load_f16x8(const uint16_t* p) { return _mm256_cvtph_ps(load128(p)); }
+inline __m256 load_bf16x8(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+}
+inline float bf16_half(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
-float f16_vec_dot(int64_t n, const void* vx, const void* vy) {
+// F16 and BF16 rows (against activations rounded to the same type). Products of two halves are
+// exact in float (11- or 8-bit significands, exponents in range), so the only roundings are
+// those of the sums, as for F32.
+template <bool kBf16>
+float half_vec_dot(int64_t n, const void* vx, const void* vy) {
   check_blocks(n, 1);
   const auto* x = static_cast<const uint16_t*>(vx);
   const auto* y = static_cast<const uint16_t*>(vy);
-  // Products of two halves are exact in float (11-bit significands, exponents in range), so
-  // the only roundings are those of the sums, as for F32.
+  const auto load = [](const uint16_t* p) { return kBf16 ? load_bf16x8(p) : load_f16x8(p); };
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     prefetch_ahead(x + i, 64);
-    a0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), a0);
-    a1 = _mm256_fmadd_ps(load_f16x8(x + i + 8), load_f16x8(y + i + 8), a1);
-    a2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), load_f16x8(y + i + 16), a2);
-    a3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), load_f16x8(y + i + 24), a3);
+    a0 = _mm256_fmadd_ps(load(x + i), load(y + i), a0);
+    a1 = _mm256_fmadd_ps(load(x + i + 8), load(y + i + 8), a1);
+    a2 = _mm256_fmadd_ps(load(x + i + 16), load(y + i + 16), a2);
+    a3 = _mm256_fmadd_ps(load(x + i + 24), load(y + i + 24), a3);
   }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), a0);
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load(x + i), load(y + i), a0);
   float tail = 0.0f;
-  for (; i < n; ++i) tail += half(x[i]) * half(y[i]);
+  for (; i < n; ++i) tail += kBf16 ? bf16_half(x[i]) * bf16_half(y[i]) : half(x[i]) * half(y[i]);
   return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + tail;
 }
 
@@ -756,8 +768,8 @@ namespace {
 
 constexpr IsaKernelRow kRows[] = {
     {DType::f32, f32_vec_dot, nullptr},
-    {DType::f16, f16_vec_dot, halves_from_float<f16x8_from>},
-    {DType::bf16, nullptr, halves_from_float<bf16x8_from>},
+    {DType::f16, half_vec_dot<false>, halves_from_float<f16x8_from>},
+    {DType::bf16, half_vec_dot<true>, halves_from_float<bf16x8_from>},
     {DType::q4_0, legacy_vec_dot<BlockQ4_0, BlockQ8_0, q4_0_block, false>, nullptr},
     {DType::q4_1, legacy_vec_dot<BlockQ4_1, BlockQ8_1, q4_1_block, true>, nullptr},
     {DType::q5_0, legacy_vec_dot<BlockQ5_0, BlockQ8_0, q5_0_block, false>, nullptr},

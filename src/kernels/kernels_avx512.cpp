@@ -109,27 +109,31 @@ float f32_vec_dot(int64_t n, const void* vx, const void* vy) {
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
-inline __m512 load_f16x16(const uint16_t* p) { return _mm512_cvtph_ps(load256(p)); }
+inline __m512 f16x16(__m256i h) { return _mm512_cvtph_ps(h); }
+inline __m512 bf16x16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
-float f16_vec_dot(int64_t n, const void* vx, const void* vy) {
+// F16 and BF16 rows (against activations rounded to the same type). Products of two halves are
+// exact in float, so only the sums round, as for F32.
+template <bool kBf16>
+float half_vec_dot(int64_t n, const void* vx, const void* vy) {
   check_blocks(n, 1);
   const auto* x = static_cast<const uint16_t*>(vx);
   const auto* y = static_cast<const uint16_t*>(vy);
-  // Products of two halves are exact in float, so only the sums round, as for F32.
+  const auto cvt = [](__m256i h) { return kBf16 ? bf16x16(h) : f16x16(h); };
+  const auto load = [&](const uint16_t* p) { return cvt(load256(p)); };
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     prefetch_ahead(x + i, 128);
-    a0 = _mm512_fmadd_ps(load_f16x16(x + i), load_f16x16(y + i), a0);
-    a1 = _mm512_fmadd_ps(load_f16x16(x + i + 16), load_f16x16(y + i + 16), a1);
-    a2 = _mm512_fmadd_ps(load_f16x16(x + i + 32), load_f16x16(y + i + 32), a2);
-    a3 = _mm512_fmadd_ps(load_f16x16(x + i + 48), load_f16x16(y + i + 48), a3);
+    a0 = _mm512_fmadd_ps(load(x + i), load(y + i), a0);
+    a1 = _mm512_fmadd_ps(load(x + i + 16), load(y + i + 16), a1);
+    a2 = _mm512_fmadd_ps(load(x + i + 32), load(y + i + 32), a2);
+    a3 = _mm512_fmadd_ps(load(x + i + 48), load(y + i + 48), a3);
   }
-  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(load_f16x16(x + i), load_f16x16(y + i), a0);
+  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(load(x + i), load(y + i), a0);
   if (i < n) {
     const __mmask16 m = tail_mask(n - i);
-    a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)),
-                         _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, y + i)), a1);
+    a1 = _mm512_fmadd_ps(cvt(_mm256_maskz_loadu_epi16(m, x + i)), cvt(_mm256_maskz_loadu_epi16(m, y + i)), a1);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
@@ -499,7 +503,8 @@ void q8_k_from_float(const float* x, void* vy, int64_t n) {
 
 constexpr IsaKernelRow kRows[] = {
     {DType::f32, f32_vec_dot, nullptr},
-    {DType::f16, f16_vec_dot, nullptr},
+    {DType::f16, half_vec_dot<false>, nullptr},
+    {DType::bf16, half_vec_dot<true>, nullptr},
     {DType::q4_0, legacy_vec_dot<BlockQ4_0, BlockQ8_0, q4_0_block, false>, nullptr},
     {DType::q4_1, legacy_vec_dot<BlockQ4_1, BlockQ8_1, q4_1_block, true>, nullptr},
     {DType::q5_0, legacy_vec_dot<BlockQ5_0, BlockQ8_0, q5_0_block, false>, nullptr},

@@ -16,7 +16,7 @@
 
 namespace edgelm::vision {
 
-// e^x for x <= 88 (a few ulp); x below -87 gives e^-87 (about 1.6e-38) instead of less.
+// e^x for x <= 80 (a few ulp; above, e^80); x below -87 gives e^-87 (about 1.6e-38) instead of less.
 float exp_approx(float x);
 
 // x[i] = act(x[i] + bias[i]) for i < n (bias may be null). gelu_tanh is evaluated as

@@ -181,23 +181,20 @@ TEST(IsaSelection, KernelOrScalarFallsBackPerRole) {
     EXPECT_EQ(r.vec_dot, k.vec_dot(DType::q4_0));
     EXPECT_EQ(r.quantize_activation, k.from_float(DType::q8_0));
     EXPECT_EQ(r.vec_dot_type, DType::q8_0);
-    // A weight type without a SIMD vec_dot on this ISA (x86: BF16; NEON: NVFP4): the scalar one,
-    // with the ISA's quantizer for its activations where it has one.
-    const DType plain = isa == Isa::neon ? DType::nvfp4 : DType::bf16;
+    // A weight type without a SIMD vec_dot on this ISA (NVFP4): the scalar one, with the ISA's
+    // quantizer for its activations where it has one.
+    const DType plain = DType::nvfp4;
     ASSERT_EQ(k.vec_dot(plain), nullptr);
     r = kernel_or_scalar(k, plain);
     EXPECT_EQ(r.vec_dot, traits_of(plain).vec_dot);
     const DType act = traits_of(plain).vec_dot_type;
     EXPECT_EQ(r.quantize_activation, k.from_float(act) != nullptr ? k.from_float(act) : traits_of(act).from_float);
-    // BF16: NEON has both roles; the x86 tables only the quantizer (avx2's, which avx512 and
-    // amx inherit role by role), the vec_dot is scalar.
+    // BF16: both roles from every SIMD table.
     r = kernel_or_scalar(k, DType::bf16);
     EXPECT_NE(k.from_float(DType::bf16), nullptr);
+    EXPECT_NE(k.vec_dot(DType::bf16), nullptr);
     EXPECT_EQ(r.quantize_activation, k.from_float(DType::bf16));
-    if (isa == Isa::neon)
-      EXPECT_EQ(r.vec_dot, k.vec_dot(DType::bf16));
-    else
-      EXPECT_EQ(r.vec_dot, traits_of(DType::bf16).vec_dot);
+    EXPECT_EQ(r.vec_dot, k.vec_dot(DType::bf16));
   }
   EXPECT_EQ(kernel_or_scalar(*isa_kernels(Isa::scalar), DType::i32).vec_dot, nullptr);
 }

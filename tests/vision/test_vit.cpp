@@ -285,13 +285,31 @@ TEST(VisionEncoder, RejectsWrongOutputSizeAndNonFiniteInput) {
 
 TEST(VitMath, ExpApproxIsWithinAFewUlp) {
   double worst = 0;
-  for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {
+  for (float x = -87.0f; x <= 80.0f; x += 0.0137f) {
     const double want = std::exp(static_cast<double>(x));
     worst = std::max(worst, std::fabs(exp_approx(x) - want) / want);
   }
   EXPECT_LT(worst, 5e-7);
   EXPECT_EQ(exp_approx(0.0f), 1.0f);
   EXPECT_LT(exp_approx(-1000.0f), 1e-37f);
+  // Above 80 it saturates at e^80 (finite, so x / (1 + e^x) stays a normal float's worth of 0).
+  EXPECT_EQ(exp_approx(1000.0f), exp_approx(80.0f));
+  EXPECT_TRUE(std::isfinite(exp_approx(1000.0f)));
+}
+
+// Softmax drops weights under e^-64 to exact zeros (no denormals reach the P V product); the rest
+// are the normalised exponentials.
+TEST(VitMath, SoftmaxZeroesNegligibleWeights) {
+  std::vector<float> s = {0.0f, -10.0f, -63.0f, -65.0f, -1000.0f, 1.0f};
+  softmax_scaled(s.data(), static_cast<int64_t>(s.size()), 1.0f);
+  double total = 0.0;
+  for (double e : {1.0, std::exp(-11.0), std::exp(-64.0), std::exp(-1.0)}) total += e;
+  EXPECT_NEAR(s[5], 1.0 / total, 1e-6);
+  EXPECT_NEAR(s[0], std::exp(-1.0) / total, 1e-6);
+  EXPECT_GT(s[2], 0.0f);
+  EXPECT_TRUE(std::isnormal(s[2]));
+  EXPECT_EQ(s[3], 0.0f);
+  EXPECT_EQ(s[4], 0.0f);
 }
 
 TEST(VitMath, ActivationsMatchTheirDefinitions) {
