@@ -1,4 +1,4 @@
-// AMX-BF16 tiles for the F16 and BF16 weight GEMMs of the amx ISA: the last part of
+// AMX-BF16 tiles for the F16 and BF16 weight GEMMs of the amx ISA (and its relaxed F32 GEMM): the last part of
 // gemm_avx512.cpp (after gemm_x86_amx.h; the linkage rules of gemm_x86_impl.h apply). Reached
 // only through isa_kernels(Isa::amx), after the CPU check (AMX-BF16 included) and the OS grant.
 //
@@ -19,6 +19,9 @@
 // So a result differs from the AVX-512 float tiles only by the order and rounding of the FP32
 // sums (AMX accumulates pairs, with denormals flushed); tests/kernels/test_gemm.cpp checks it
 // against the scalar reference within the type's budget, like every GEMM.
+//  - F32 (the relaxed GEMM only, IsaKernels::relaxed_gemms: matrices that ask for it): split as
+//    F16 is, but hi + lo keeps 16 of F32's 24 significant bits, so each operand is within 2^-17
+//    and each product within about 2^-15 of FP32's (PyTorch's "high" precision, "bf16x3").
 //
 // Layout: the activations packed per call as [tokens padded to 16][kp] bf16, kp = the split K
 // (kSplit x cols) padded to 32, zeros past the data; each group of 16 weight rows split into the
@@ -35,9 +38,10 @@ namespace {
 
 constexpr int64_t kBfTileK = 32;  // bf16 elements of an A tile row (64 bytes)
 
-// Split elements per source element: F16's hi, lo (and hi again against the weight's lo).
+// Split elements per source element: F16's and F32's hi, lo (and hi again against the weight's
+// lo); BF16 as it is.
 template <DType kType>
-constexpr int64_t kSplit = kType == DType::f16 ? 3 : 1;
+constexpr int64_t kSplit = kType == DType::bf16 ? 1 : 3;
 
 template <DType kType>
 inline int64_t split_cols(int64_t cols) {
@@ -60,39 +64,60 @@ constexpr SplitIndex split_index(bool weights) {
 }
 constexpr SplitIndex kSplitActivation = split_index(false), kSplitWeight = split_index(true);
 
+// Float bits -> the BF16 nearest (ties to even), in the low 16 bits of each lane (finite values).
+inline VI bf16_rne(VI x) {
+  const VI lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  return _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
+}
+
 // 16 halves -> 32-bit lanes (hi_i | lo_i << 16), hi_i = v_i rounded to BF16 (nearest even),
 // lo_i = v_i - hi_i (exact, so its float's low 16 bits are zero).
 inline VI f16_hi_lo(const uint16_t* p) {
   const __m512 f = _mm512_cvtph_ps(load256(p));
-  const VI x = _mm512_castps_si512(f);
-  const VI lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  const VI hi = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const VI hi = bf16_rne(_mm512_castps_si512(f));
   const __m512 lo = _mm512_sub_ps(f, _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16)));
   return _mm512_or_si512(hi, _mm512_andnot_si512(_mm512_set1_epi32(0xffff), _mm512_castps_si512(lo)));
 }
 
-// A row of `cols` halves of kType -> kp split bf16 elements (zeros past kSplit * cols).
+// 16 floats -> the same lanes: hi_i = v_i rounded to BF16, lo_i = v_i - hi_i rounded to BF16
+// (within 2^-17 of v_i: F32's 24-bit significand does not fit in two BF16s).
+inline VI f32_hi_lo(const float* p) {
+  const __m512 f = _mm512_loadu_ps(p);
+  const VI hi = bf16_rne(_mm512_castps_si512(f));
+  const __m512 lo = _mm512_sub_ps(f, _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16)));
+  return _mm512_or_si512(hi, _mm512_slli_epi32(bf16_rne(_mm512_castps_si512(lo)), 16));
+}
+
+// A row of `cols` elements of kType -> kp split bf16 elements (zeros past kSplit * cols).
 template <DType kType, bool kWeights>
-void split_row(const uint16_t* src, int64_t cols, uint16_t* dst, int64_t kp) {
+void split_row(const void* row, int64_t cols, uint16_t* dst, int64_t kp) {
   int64_t done = 0;  // split elements written
   if constexpr (kType == DType::bf16) {
-    std::memcpy(dst, src, static_cast<size_t>(cols) * 2);
+    std::memcpy(dst, row, static_cast<size_t>(cols) * 2);
     done = cols;
   } else {
+    using Src = std::conditional_t<kType == DType::f16, uint16_t, float>;
+    const auto* src = static_cast<const Src*>(row);
+    const auto hi_lo = [](const Src* p) {
+      if constexpr (kType == DType::f16)
+        return f16_hi_lo(p);
+      else
+        return f32_hi_lo(p);
+    };
     const SplitIndex& ix = kWeights ? kSplitWeight : kSplitActivation;
     const VI i0 = _mm512_load_si512(ix.v), i1 = _mm512_load_si512(ix.v + 32);
     int64_t c = 0;
     for (; c + 16 <= cols; c += 16, done += 48) {
-      const VI v = f16_hi_lo(src + c);
+      const VI v = hi_lo(src + c);
       _mm512_storeu_si512(dst + done, _mm512_permutexvar_epi16(i0, v));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + done + 32),
                           _mm512_castsi512_si256(_mm512_permutexvar_epi16(i1, v)));
     }
     if (c < cols) {
-      alignas(32) uint16_t tail[16] = {};
+      alignas(64) Src tail[16] = {};
       alignas(64) uint16_t split[48];
-      std::memcpy(tail, src + c, static_cast<size_t>(cols - c) * 2);
-      const VI v = f16_hi_lo(tail);
+      std::memcpy(tail, src + c, static_cast<size_t>(cols - c) * sizeof(Src));
+      const VI v = hi_lo(tail);
       _mm512_store_si512(split, _mm512_permutexvar_epi16(i0, v));
       _mm256_store_si256(reinterpret_cast<__m256i*>(split + 32), _mm512_castsi512_si256(_mm512_permutexvar_epi16(i1, v)));
       std::memcpy(dst + done, split, static_cast<size_t>(3 * (cols - c)) * 2);
@@ -113,8 +138,7 @@ void pack_amx_float(const uint8_t* act, size_t act_row_bytes, int64_t cols, int6
   const int64_t kp = split_cols<kType>(cols);
   auto* out = reinterpret_cast<uint16_t*>(packed);
   for (int64_t t = 0; t < n_tok; ++t)
-    split_row<kType, false>(reinterpret_cast<const uint16_t*>(act + static_cast<size_t>(t) * act_row_bytes), cols,
-                            out + t * kp, kp);
+    split_row<kType, false>(act + static_cast<size_t>(t) * act_row_bytes, cols, out + t * kp, kp);
   std::memset(out + n_tok * kp, 0, static_cast<size_t>((pad_tokens(n_tok) - n_tok) * kp) * 2);
 }
 
@@ -139,15 +163,17 @@ size_t amx_float_scratch(int64_t cols) {
 template <DType kType>
 void extract_group(const GemmWeights& w, int64_t r, int n_rows, int64_t kp, uint16_t* rows, uint8_t* b) {
   for (int i = 0; i < kRows; ++i)
-    split_row<kType, true>(
-        reinterpret_cast<const uint16_t*>(w.data + static_cast<size_t>(r + (i < n_rows ? i : n_rows - 1)) * w.row_bytes),
-        w.cols, rows + i * kp, kp);
-  // B row j = the 32-bit pair j of each of the 16 rows.
-  const VI index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                      _mm512_set1_epi32(static_cast<int>(kp / 2)));
-  const auto* pairs = reinterpret_cast<const int*>(rows);
-  for (int64_t j = 0; j < kp / 2; ++j)
-    _mm512_store_si512(b + j * 64, _mm512_i32gather_epi32(index, pairs + j, 4));
+    split_row<kType, true>(w.data + static_cast<size_t>(r + (i < n_rows ? i : n_rows - 1)) * w.row_bytes, w.cols,
+                           rows + i * kp, kp);
+  // B row j = the 32-bit pair j of each of the 16 rows: 8 x 8 transposes of 8 pairs of 8 rows
+  // (half the gathers' time; kp / 2 is a multiple of 16).
+  for (int64_t j = 0; j < kp / 2; j += 8)
+    for (int h = 0; h < 2; ++h) {
+      __m256i v[8];
+      for (int i = 0; i < 8; ++i) v[i] = load256(rows + (8 * h + i) * kp + 2 * j);
+      transpose8(v);  // v[g] = pair j + g of rows 8h .. 8h + 7
+      for (int g = 0; g < 8; ++g) store256(b + (j + g) * 64 + 32 * h, v[g]);
+    }
 }
 
 inline void amx_configure_float() {
@@ -257,6 +283,11 @@ void run_amx_float(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, i
 }
 
 }  // namespace
+
+constinit const GemmKernel kAmxRelaxedGemms[kAmxRelaxedGemmCount] = {
+    {DType::f32, amx_float_packed_bytes<DType::f32>, pack_amx_float<DType::f32>, amx_float_scratch<DType::f32>,
+     run_amx_float<DType::f32>},
+};
 
 constinit const GemmKernel kAmxFloatGemms[kAmxFloatGemmCount] = {
     {DType::f16, amx_float_packed_bytes<DType::f16>, pack_amx_float<DType::f16>, amx_float_scratch<DType::f16>,

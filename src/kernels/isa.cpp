@@ -221,7 +221,10 @@ FromFloatFn IsaKernels::from_float(DType type) const {
   return base != nullptr ? base->from_float(type) : nullptr;
 }
 
-const GemmKernel* IsaKernels::gemm(DType type) const {
+const GemmKernel* IsaKernels::gemm(DType type, bool relaxed) const {
+  if (relaxed)
+    for (const GemmKernel& g : relaxed_gemms)
+      if (g.type == type) return &g;
   for (const GemmKernel& g : gemms)
     if (g.type == type) return &g;
   return nullptr;
@@ -255,7 +258,8 @@ const IsaKernels* isa_kernels(Isa isa) {
         }
         return v;
       }();
-      static const IsaKernels amx{Isa::amx, x86::kAvx512Kernels.rows, gemms, &x86::kAvx2Kernels};
+      static const IsaKernels amx{Isa::amx, x86::kAvx512Kernels.rows, gemms, &x86::kAvx2Kernels,
+                                  x86::kAmxRelaxedGemms};
       return &amx;
     }
 #endif

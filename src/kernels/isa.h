@@ -102,14 +102,18 @@ struct IsaKernels {
   // Where rows this table lacks are looked up next (avx512 and amx: avx2's table, whose
   // kernels every AVX-512 CPU runs), or null; GEMMs are not inherited.
   const IsaKernels* base = nullptr;
+  // GEMMs that trade precision for speed, used only for matrices that ask for them
+  // (WeightMatrix::relaxed): each product within 2^-15 of its FP32 value (amx's F32 as BF16
+  // hi/lo parts), as PyTorch's "high" float32 matmul precision. Empty on most ISAs.
+  std::span<const GemmKernel> relaxed_gemms{};
 
   // The row of `type` (this table's, else base's), or nullptr when this ISA has no kernel for it.
   const IsaKernelRow* find(DType type) const;
   // The ISA's vec_dot / from_float for `type`, or nullptr.
   VecDotFn vec_dot(DType type) const;
   FromFloatFn from_float(DType type) const;
-  // The tile GEMM for weights of `type`, or nullptr.
-  const GemmKernel* gemm(DType type) const;
+  // The tile GEMM for weights of `type` (relaxed: a relaxed_gemms one where there is one), or nullptr.
+  const GemmKernel* gemm(DType type, bool relaxed = false) const;
 };
 
 // The table of `isa`, or nullptr when isa_supported(isa) is false. The scalar table holds the

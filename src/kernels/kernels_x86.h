@@ -37,6 +37,10 @@ extern const AmxRunPacked kAmxRunPacked[kAmxGemmCount];
 // of those types whole (activation packing included).
 constexpr int kAmxFloatGemmCount = 2;
 extern const GemmKernel kAmxFloatGemms[kAmxFloatGemmCount];
+// The amx ISA's relaxed F32 GEMM (IsaKernels::relaxed_gemms): the same tiles over F32 operands
+// split into BF16 hi/lo parts.
+constexpr int kAmxRelaxedGemmCount = 1;
+extern const GemmKernel kAmxRelaxedGemms[kAmxRelaxedGemmCount];
 // Multi-token GEMMs (gemm_x86_impl.h) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
 // Q2_K, Q3_K, IQ4_XS, the seven grid IQ formats, F32, F16, BF16: of the avx2 ISA (gemm_avx2.cpp),
 // of avxvnni (gemm_avxvnni.cpp) and of avx512 and amx (gemm_avx512.cpp, VNNI).

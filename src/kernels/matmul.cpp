@@ -73,7 +73,7 @@ PartPlan plan_part(const IsaKernels& isa, const MatmulPart& p, int64_t n_tok) {
   EDGELM_CHECK(q.kernels.vec_dot != nullptr, "matmul: no kernel for ", dtype_name(w.type));
   EDGELM_CHECK(q.kernels.vec_dot_type == DType::f32 || q.kernels.quantize_activation != nullptr,
                "matmul: no quantizer for ", dtype_name(q.kernels.vec_dot_type));
-  const GemmKernel* gemm = isa.gemm(w.type);
+  const GemmKernel* gemm = isa.gemm(w.type, w.relaxed);
   if (w.packed != nullptr && gemm != nullptr && gemm == w.packed_kernel) {
     q.path = Path::packed;
   } else if (gemm != nullptr && n_tok >= kMinGemmTokens) {

@@ -38,6 +38,9 @@ struct WeightMatrix {
   // stays the oracle's view (and every other ISA's).
   const uint8_t* packed = nullptr;
   const GemmKernel* packed_kernel = nullptr;
+  // The caller accepts products within 2^-15 of FP32 (IsaKernels::relaxed_gemms) for speed: the
+  // vision encoder's attention scores and weighted values, where the ISA has such a GEMM.
+  bool relaxed = false;
 
   explicit operator bool() const { return data != nullptr; }
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }

@@ -92,14 +92,16 @@ void vit_attention_batch(std::span<const AttentionSegment> segments, const float
     const int64_t n_tok = segments[si].n_tok, base = segments[si].row0 * E;
     const int64_t nq = std::min(kQueryBlock, n_tok - q0);
     // K_h: [n_tok, head_dim] with row stride E (a column range of k).
-    const kernels::WeightMatrix kh{DType::f32, n_tok, head_dim, reinterpret_cast<const uint8_t*>(k + base + h * head_dim),
-                                   static_cast<size_t>(E) * sizeof(float)};
+    kernels::WeightMatrix kh{DType::f32, n_tok, head_dim, reinterpret_cast<const uint8_t*>(k + base + h * head_dim),
+                             static_cast<size_t>(E) * sizeof(float)};
+    kh.relaxed = true;
     kernels::matmul(kh, qh + base + (h * n_tok + q0) * head_dim, nq, s.scores.data(), *s.serial, s.mm);  // [nq, n_tok]
     for (int64_t i = 0; i < nq; ++i) softmax_scaled(s.scores.data() + i * n_tok, n_tok, scale);
     // V_h^T: [head_dim, n_tok].
-    const kernels::WeightMatrix vh{DType::f32, head_dim, n_tok,
-                                   reinterpret_cast<const uint8_t*>(vt + base + h * head_dim * n_tok),
-                                   static_cast<size_t>(n_tok) * sizeof(float)};
+    kernels::WeightMatrix vh{DType::f32, head_dim, n_tok,
+                             reinterpret_cast<const uint8_t*>(vt + base + h * head_dim * n_tok),
+                             static_cast<size_t>(n_tok) * sizeof(float)};
+    vh.relaxed = true;
     kernels::matmul(vh, s.scores.data(), nq, s.out.data(), *s.serial, s.mm);  // [nq, head_dim]
     for (int64_t i = 0; i < nq; ++i)
       std::memcpy(out + base + (q0 + i) * E + h * head_dim, s.out.data() + i * head_dim,

@@ -7,7 +7,9 @@
 // threads claim (in a batch, the items of every image in one parallel loop); each item runs two GEMMs on the kernels' F32 path with the thread's own
 // scratch (scores = K_h Q_blk^T, then softmax, then P V_h), so the scores of one block stay
 // the only large buffer per thread: kQueryBlock x n_tok floats (Gemma 3: 4 MB). Larger blocks
-// repack each head's K and V fewer times (once per block) for the kernels' tiles.
+// repack each head's K and V fewer times (once per block) for the kernels' tiles. Both GEMMs
+// accept relaxed precision (WeightMatrix::relaxed: products within 2^-15 of FP32, amx's BF16
+// hi/lo tiles), as PyTorch's "high" float32 matmul precision does for attention.
 //
 // Invariants: results depend only on the inputs (never on which thread runs an item); a warm
 // call (scratch already through a call with as many tokens per image, whichever thread ran which

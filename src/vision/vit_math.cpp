@@ -9,33 +9,48 @@
 namespace edgelm::vision {
 namespace {
 
-bool use_avx2() {
+enum class Copy { generic, avx2, avx512 };
+
+Copy pick() {
 #if defined(EDGELM_VISION_AVX2)
-  static const bool yes = [] {
+  static const Copy c = [] {
     const kernels::Isa isa = kernels::active_isa();
-    return isa == kernels::Isa::avx2 || isa == kernels::Isa::avxvnni || isa == kernels::Isa::avx512 ||
-           isa == kernels::Isa::amx;
+    if (isa == kernels::Isa::avx512 || isa == kernels::Isa::amx) return Copy::avx512;
+    if (isa == kernels::Isa::avx2 || isa == kernels::Isa::avxvnni) return Copy::avx2;
+    return Copy::generic;
   }();
-  return yes;
+  return c;
 #else
-  return false;
+  return Copy::generic;
 #endif
 }
 
 }  // namespace
 
-float exp_approx(float x) { return use_avx2() ? avx2::exp_approx(x) : generic::exp_approx(x); }
+#if defined(EDGELM_VISION_AVX2)
+#define EDGELM_VIT_DISPATCH(fn, ...)                                  \
+  switch (pick()) {                                                   \
+    case Copy::avx512: return avx512::fn(__VA_ARGS__);                \
+    case Copy::avx2: return avx2::fn(__VA_ARGS__);                    \
+    case Copy::generic: break;                                        \
+  }                                                                   \
+  return generic::fn(__VA_ARGS__)
+#else
+#define EDGELM_VIT_DISPATCH(fn, ...) return generic::fn(__VA_ARGS__)
+#endif
+
+float exp_approx(float x) { EDGELM_VIT_DISPATCH(exp_approx, x); }
 
 void activate(float* x, const float* bias, int64_t n, VisionActivation act) {
-  use_avx2() ? avx2::activate(x, bias, n, act) : generic::activate(x, bias, n, act);
+  EDGELM_VIT_DISPATCH(activate, x, bias, n, act);
 }
 
 void layer_norm(float* out, const float* x, const float* w, const float* b, int64_t n, float eps) {
-  use_avx2() ? avx2::layer_norm(out, x, w, b, n, eps) : generic::layer_norm(out, x, w, b, n, eps);
+  EDGELM_VIT_DISPATCH(layer_norm, out, x, w, b, n, eps);
 }
 
-void softmax_scaled(float* s, int64_t n, float scale) {
-  use_avx2() ? avx2::softmax_scaled(s, n, scale) : generic::softmax_scaled(s, n, scale);
-}
+void softmax_scaled(float* s, int64_t n, float scale) { EDGELM_VIT_DISPATCH(softmax_scaled, s, n, scale); }
+
+#undef EDGELM_VIT_DISPATCH
 
 }  // namespace edgelm::vision

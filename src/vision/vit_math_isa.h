@@ -20,6 +20,9 @@ EDGELM_VIT_MATH_DECLS
 namespace avx2 {
 EDGELM_VIT_MATH_DECLS
 }  // namespace avx2
+namespace avx512 {
+EDGELM_VIT_MATH_DECLS
+}  // namespace avx512
 
 #undef EDGELM_VIT_MATH_DECLS
 

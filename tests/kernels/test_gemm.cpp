@@ -196,12 +196,14 @@ struct Case {
   float act_scale;
 };
 
-void check_gemm(const IsaKernels& isa, DType type, const Case& c, uint32_t seed, bool packed = false) {
+void check_gemm(const IsaKernels& isa, DType type, const Case& c, uint32_t seed, bool packed = false,
+                bool relaxed = false) {
   SCOPED_TRACE(std::string(isa_name(isa.isa)) + " " + std::string(dtype_name(type)) + " rows " +
                std::to_string(c.rows) + " cols " + std::to_string(c.cols) + " tokens " + std::to_string(c.n_tok) +
                " data " + std::to_string(static_cast<int>(c.data)));
   const std::vector<uint8_t> w = make_weights(type, c.rows, c.cols, c.data, seed);
-  const WeightMatrix m{type, c.rows, c.cols, w.data(), dtype_row_bytes(type, c.cols)};
+  WeightMatrix m{type, c.rows, c.cols, w.data(), dtype_row_bytes(type, c.cols)};
+  m.relaxed = relaxed;
   const std::vector<float> x = test::normal_data(c.n_tok * c.cols, seed + 1, c.act_scale);
   std::vector<float> got(static_cast<size_t>(c.n_tok * c.rows)), want(got.size());
   ThreadPool pool(2);
@@ -227,7 +229,10 @@ void check_gemm(const IsaKernels& isa, DType type, const Case& c, uint32_t seed,
   const double u = std::ldexp(1.0, -24);
   // amx's F16 tiles drop the product of the two BF16 remainders (gemm_x86_amx_float.h): each at
   // most 2^-8 of its operand, so at most 2^-16 = 256u of |w a|, summed into the magnitude.
-  const double split_u = isa.isa == Isa::amx && type == DType::f16 ? 256.0 : 0.0;
+  // A relaxed F32 GEMM keeps 16 of each operand's 24 significant bits (within 2^-17) and drops
+  // the remainders' product (2^-16): within 2^-15 = 512u of |w a|.
+  double split_u = isa.isa == Isa::amx && type == DType::f16 ? 256.0 : 0.0;
+  if (relaxed && isa.gemm(type, true) != isa.gemm(type)) split_u = 512.0;
   const double budget_u = 2.0 * static_cast<double>(c.cols / block) + 16.0 + split_u;
   double worst = 0.0;
   for (int64_t t = 0; t < c.n_tok; ++t) {
@@ -344,6 +349,22 @@ TEST(Gemm, FloatRowsOfAnyLength) {
           check_gemm(*isa, type, {19, cols, 35, Data::gaussian, 1.0f}, 11);
           check_gemm(*isa, type, {40, cols, 3, Data::random_bits, 1.0f}, 12);
         }
+}
+
+// Relaxed F32 matrices (the vision encoder's attention): the ISA's relaxed GEMM where it has one
+// (amx), within its stated precision of the scalar product; elsewhere the exact F32 GEMM.
+TEST(Gemm, RelaxedF32WithinItsPrecision) {
+  const auto isas = gemm_isas();
+  if (isas.empty()) GTEST_SKIP() << "no ISA with tile GEMM kernels on this CPU";
+  int relaxed_isas = 0;
+  for (const IsaKernels* isa : isas) {
+    if (isa->gemm(DType::f32) == nullptr) continue;
+    relaxed_isas += isa->gemm(DType::f32, true) != isa->gemm(DType::f32);
+    for (const Case& c : {Case{19, 64, 35, Data::gaussian, 1.0f}, Case{64, 1024, 40, Data::gaussian, 30.0f},
+                          Case{40, 13, 3, Data::random_bits, 1.0f}, Case{33, 768, 17, Data::extreme_scales, 1.0f}})
+      check_gemm(*isa, DType::f32, c, 21, false, true);
+  }
+  std::printf("[ info ] %d ISA(s) with a relaxed F32 GEMM\n", relaxed_isas);
 }
 
 // Below kMinGemmTokens the vec_dot path runs: bit-identical to the same ISA's vec_dot.

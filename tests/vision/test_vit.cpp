@@ -339,34 +339,64 @@ TEST(VitMath, SoftmaxSumsToOne) {
   EXPECT_NEAR(s[6] / s[0], std::exp(3.0), 1e-4);
 }
 
-// The AVX2 copy of the loops (vit_math_avx2.cpp) is the baseline copy built with -mavx2 and no
-// FMA: it must give the same bits. SKIPPED where the CPU or build has no AVX2.
-TEST(VitMath, Avx2CopyEqualsBaselineBitForBit) {
-#if !defined(__x86_64__)
-  GTEST_SKIP() << "not an x86-64 build: no AVX2 copy";
-#else
-  if (!kernels::isa_supported(kernels::Isa::avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+// The SIMD copies of the loops (vit_math_avx2.cpp, vit_math_avx512.cpp) are the baseline copy
+// built with -mavx2 / -mavx512f and no FMA: they must give the same bits. SKIPPED where the CPU
+// or build lacks the instruction set.
+struct MathCopy {
+  const char* name;
+  kernels::Isa isa;
+  void (*activate)(float*, const float*, int64_t, VisionActivation);
+  void (*layer_norm)(float*, const float*, const float*, const float*, int64_t, float);
+  void (*softmax_scaled)(float*, int64_t, float);
+  float (*exp_approx)(float);
+};
+
+void expect_copy_equals_baseline(const MathCopy& c) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 3.0f);
-  for (int64_t n : {1, 7, 8, 37, 300, 4099}) {
+  for (int64_t n : {1, 7, 8, 17, 37, 300, 4099}) {
     std::vector<float> x(static_cast<size_t>(n)), w(x.size()), b(x.size());
     for (size_t i = 0; i < x.size(); ++i) x[i] = nd(rng), w[i] = nd(rng), b[i] = nd(rng);
     for (VisionActivation act : {VisionActivation::gelu_tanh, VisionActivation::gelu_quick, VisionActivation::silu}) {
       std::vector<float> g = x, a = x;
       generic::activate(g.data(), b.data(), n, act);
-      avx2::activate(a.data(), b.data(), n, act);
-      ASSERT_EQ(0, std::memcmp(g.data(), a.data(), g.size() * sizeof(float))) << "activate n=" << n;
+      c.activate(a.data(), b.data(), n, act);
+      ASSERT_EQ(0, std::memcmp(g.data(), a.data(), g.size() * sizeof(float))) << c.name << " activate n=" << n;
     }
     std::vector<float> g(x.size()), a(x.size());
     generic::layer_norm(g.data(), x.data(), w.data(), b.data(), n, 1e-6f);
-    avx2::layer_norm(a.data(), x.data(), w.data(), b.data(), n, 1e-6f);
-    ASSERT_EQ(0, std::memcmp(g.data(), a.data(), g.size() * sizeof(float))) << "layer_norm n=" << n;
-    g = x, a = x;
-    generic::softmax_scaled(g.data(), n, 0.125f);
-    avx2::softmax_scaled(a.data(), n, 0.125f);
-    ASSERT_EQ(0, std::memcmp(g.data(), a.data(), g.size() * sizeof(float))) << "softmax n=" << n;
-    for (float v : x) ASSERT_EQ(generic::exp_approx(v), avx2::exp_approx(v)) << v;
+    c.layer_norm(a.data(), x.data(), w.data(), b.data(), n, 1e-6f);
+    ASSERT_EQ(0, std::memcmp(g.data(), a.data(), g.size() * sizeof(float))) << c.name << " layer_norm n=" << n;
+    for (float scale : {0.125f, 40.0f}) {  // 40: most weights below e^-64, cut to zeros
+      g = x, a = x;
+      generic::softmax_scaled(g.data(), n, scale);
+      c.softmax_scaled(a.data(), n, scale);
+      ASSERT_EQ(0, std::memcmp(g.data(), a.data(), g.size() * sizeof(float))) << c.name << " softmax n=" << n;
+    }
+    for (float v : x) ASSERT_EQ(generic::exp_approx(v), c.exp_approx(v)) << c.name << " " << v;
+    for (float v : {-1000.0f, -87.5f, -64.0f, 79.9f, 80.0f, 95.0f}) ASSERT_EQ(generic::exp_approx(v), c.exp_approx(v));
   }
+}
+
+TEST(VitMath, SimdCopiesEqualBaselineBitForBit) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "not an x86-64 build: no SIMD copies";
+#else
+  const MathCopy copies[] = {
+      {"avx2", kernels::Isa::avx2, avx2::activate, avx2::layer_norm, avx2::softmax_scaled, avx2::exp_approx},
+      {"avx512", kernels::Isa::avx512, avx512::activate, avx512::layer_norm, avx512::softmax_scaled,
+       avx512::exp_approx},
+  };
+  int ran = 0;
+  for (const MathCopy& c : copies) {
+    if (!kernels::isa_supported(c.isa)) {
+      std::printf("[ SKIPPED ] %s copy: this CPU has no %s\n", c.name, c.name);
+      continue;
+    }
+    expect_copy_equals_baseline(c);
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
 #endif
 }
 
