@@ -118,6 +118,10 @@ void StackSet::index_add(uint32_t stack) {
 }
 
 void StackSet::emit(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb, uint32_t partial) {
+  if (++emits_ > kMaxEmits) {
+    overflow_ = true;
+    return;
+  }
   const uint32_t h = hash_stack(a, na, b, nb, partial);
   if (find(h, a, na, b, nb, partial)) return;
   if (stacks_.size() >= kMaxStacks) {

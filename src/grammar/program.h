@@ -71,6 +71,11 @@ class StackSet {
     uint32_t off, len, partial, hash;
   };
   static constexpr size_t kMaxStacks = 2048;
+  // Stacks offered (emit calls, duplicates included) per set: a grammar with hundreds of
+  // consecutive nullable items (`[^\n]*{528}`, found by fuzz_gbnf) offers a quadratic number of
+  // duplicate stacks per byte (278k, 22 ms a byte here, seconds a token with a real vocabulary),
+  // which kMaxStacks alone does not bound. Past this, the set overflows like past kMaxStacks.
+  static constexpr size_t kMaxEmits = size_t{1} << 16;
 
   void clear() {
     data_.clear();
@@ -78,13 +83,14 @@ class StackSet {
     index_.clear();  // keeps its capacity; rebuilt when the set outgrows kLinearStacks again
     underflow_ = false;
     overflow_ = false;
+    emits_ = 0;
   }
   bool empty() const { return stacks_.empty(); }
   size_t size() const { return stacks_.size(); }
   const std::vector<Stack>& stacks() const { return stacks_; }
   const uint32_t* entries(const Stack& s) const { return data_.data() + s.off; }
   bool underflow() const { return underflow_; }  // local walk: some path returned below the bottom
-  bool overflow() const { return overflow_; }    // a stack was dropped: kMaxStacks reached
+  bool overflow() const { return overflow_; }    // a stack was dropped: kMaxStacks or kMaxEmits reached
   void set_underflow() { underflow_ = true; }
   bool has_complete() const;  // contains the empty stack
 
@@ -105,6 +111,7 @@ class StackSet {
   std::vector<uint32_t> index_;  // empty until the set outgrows kLinearStacks; size a power of 2
   bool underflow_ = false;
   bool overflow_ = false;
+  size_t emits_ = 0;
 };
 
 // Expands the stack stk[0..len) + [q] into `out`. local: stk is only the top of a longer stack,

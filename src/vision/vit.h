@@ -70,7 +70,7 @@
 // concurrent encode: scratch_bytes() of the encoder's own buffers (Gemma 3 at 896 px: 115 MB,
 // plus 4 MB of attention scores per thread) and the kernels' copies of one chunk of 1024
 // activation rows (VisionScratch::held_bytes() counts both: 159 MB for Gemma 3 F16 with 2
-// threads); a batch group of P patches holds P / n_patches times the per-image buffers.
+// threads, 180 MB on amx, whose AMX tiles take F16 activations as three BF16 parts); a batch group of P patches holds P / n_patches times the per-image buffers.
 #pragma once
 
 #include <memory>

@@ -195,5 +195,20 @@ TEST(Matcher, StackSetBoundReported) {
   EXPECT_TRUE(m.overflowed());
 }
 
+// Hundreds of consecutive nullable items (found by fuzz_gbnf): every byte could end any of them,
+// a quadratic number of duplicate stacks per step. The step is refused as an overflow (bounded
+// work) instead of taking seconds per token; a short run of them still matches.
+TEST(Matcher, DuplicateStackFloodReportedAsOverflow) {
+  auto g = G("root ::= [^\\n]*{528}");
+  Matcher m(g, T({"a"}));
+  EXPECT_FALSE(m.accept_bytes("a"));
+  EXPECT_TRUE(m.overflowed());
+  auto small = G("root ::= [^\\n]*{8} \"!\"");
+  Matcher s(small, T({"a"}));
+  EXPECT_TRUE(s.accept_bytes("abc!"));
+  EXPECT_FALSE(s.overflowed());
+  EXPECT_TRUE(s.can_end());
+}
+
 }  // namespace
 }  // namespace edgelm::grammar
