@@ -68,6 +68,8 @@ printf 'POST /reload HTTP/1.1\r\nContent-Type: multipart/form-data; boundary=B\r
 printf 'root ::= "{" ws "\"a\"" ws ":" ws [0-9]{1,3} ws "}"\nws ::= [ \\t\\n]{0,4}\0{ "a" : 12 }' > "$work/gbnf/json"
 printf 'root ::= item ("," item)*\nitem ::= [^,\\x00-\\x1f]+ | "\\u00e9"\0ab,\xc3\xa9,c' > "$work/gbnf/utf8"
 printf 'root ::= ("a" | "ab")* "b"? [^\\n]{2,5}\0abababxy' > "$work/gbnf/ambiguous"
+# Found by fuzz_gbnf (a 14 s timeout before StackSet::kMaxEmits): hundreds of nullable items in a row.
+printf 'root ::= [^\\n]*{528}\0ababx' > "$work/gbnf/nullable-flood"
 
 # Image seeds: the small JPEG/PNG/WebP files of tests/media (every colour type, progressive,
 # interlaced, animated, EXIF orientations) written by python3-pil, kept under 16 KB; without
