@@ -73,8 +73,8 @@ class StackSet {
   static constexpr size_t kMaxStacks = 2048;
   // Stacks offered (emit calls, duplicates included) per set: a grammar with hundreds of
   // consecutive nullable items (`[^\n]*{528}`, found by fuzz_gbnf) offers a quadratic number of
-  // duplicate stacks per byte (278k, 22 ms a byte here, seconds a token with a real vocabulary),
-  // which kMaxStacks alone does not bound. Past this, the set overflows like past kMaxStacks.
+  // duplicate stacks per byte (about 280k: 22 ms a byte with a 15-token vocabulary), which
+  // kMaxStacks alone does not bound. Past this, the set overflows as past kMaxStacks.
   static constexpr size_t kMaxEmits = size_t{1} << 16;
 
   void clear() {
