@@ -117,6 +117,30 @@ void bm_vec_dot(benchmark::State& state, Isa isa, DType type, int64_t rows) {
   state.SetBytesProcessed(state.iterations() * rows * static_cast<int64_t>(row_bytes));
 }
 
+// n_tok copies of the activation row, converted to the weights' vec_dot_type as matmul does
+// (rows of `bytes` each), and a 64-byte aligned tile scratch of `scratch` bytes.
+struct BenchActivations {
+  size_t bytes = 0;
+  std::vector<uint8_t> rows;
+  std::vector<uint8_t> tile_buf;
+  uint8_t* tile = nullptr;
+};
+BenchActivations bench_activations(const ResolvedKernels& f, int64_t n_tok, size_t scratch) {
+  BenchActivations a;
+  const std::vector<float> x = activation_floats();
+  a.bytes = dtype_row_bytes(f.vec_dot_type, kCols);
+  a.rows.resize(a.bytes * static_cast<size_t>(n_tok));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (f.vec_dot_type == DType::f32)
+      std::memcpy(a.rows.data() + t * a.bytes, x.data(), a.bytes);
+    else
+      f.quantize_activation(x.data(), a.rows.data() + t * a.bytes, kCols);
+  }
+  a.tile_buf.resize(scratch + 64);
+  a.tile = a.tile_buf.data() + (64 - reinterpret_cast<uintptr_t>(a.tile_buf.data()) % 64) % 64;
+  return a;
+}
+
 void bm_packed(benchmark::State& state, Isa isa, DType type, int64_t rows, int64_t n_tok) {
   const IsaKernels& k = *isa_kernels(isa);
   const GemmKernel* g = k.gemm(type);
@@ -125,18 +149,13 @@ void bm_packed(benchmark::State& state, Isa isa, DType type, int64_t rows, int64
   const GemmWeights w{weights(type, rows).data(), row_bytes, rows, kCols};
   std::vector<uint8_t> pw(g->packed_weight_bytes(rows, kCols));
   g->pack_weights(w, 0, rows, pw.data());
-  const std::vector<float> x = activation_floats();
-  const size_t act_bytes = dtype_row_bytes(f.vec_dot_type, kCols);
-  std::vector<uint8_t> act(act_bytes * static_cast<size_t>(n_tok));
-  for (int64_t t = 0; t < n_tok; ++t) f.quantize_activation(x.data(), act.data() + t * act_bytes, kCols);
-  std::vector<uint8_t> packed(g->packed_bytes(kCols, n_tok));
-  g->pack(act.data(), act_bytes, kCols, n_tok, packed.data());
-  std::vector<float> out(static_cast<size_t>(rows * n_tok));
   // The tile scratch of packed_unpack_tokens, 64-byte aligned as matmul's.
-  std::vector<uint8_t> tile_buf(g->scratch_bytes(kCols) + 64);
-  uint8_t* tile = tile_buf.data() + (64 - reinterpret_cast<uintptr_t>(tile_buf.data()) % 64) % 64;
+  const BenchActivations a = bench_activations(f, n_tok, g->scratch_bytes(kCols));
+  std::vector<uint8_t> packed(g->packed_bytes(kCols, n_tok));
+  g->pack(a.rows.data(), a.bytes, kCols, n_tok, packed.data());
+  std::vector<float> out(static_cast<size_t>(rows * n_tok));
   for (auto _ : state) {
-    g->run_packed(pw.data(), rows, kCols, packed.data(), n_tok, 0, rows, out.data(), rows, tile);
+    g->run_packed(pw.data(), rows, kCols, packed.data(), n_tok, 0, rows, out.data(), rows, a.tile);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -152,22 +171,12 @@ void bm_gemm(benchmark::State& state, Isa isa, DType type, int64_t rows, int64_t
   const ResolvedKernels f = kernel_or_scalar(k, type);
   const size_t row_bytes = dtype_row_bytes(type, kCols);
   const GemmWeights w{weights(type, rows).data(), row_bytes, rows, kCols};
-  const std::vector<float> x = activation_floats();
-  const size_t act_bytes = dtype_row_bytes(f.vec_dot_type, kCols);
-  std::vector<uint8_t> act(act_bytes * static_cast<size_t>(n_tok));
-  for (int64_t t = 0; t < n_tok; ++t) {
-    if (f.vec_dot_type == DType::f32)
-      std::memcpy(act.data() + t * act_bytes, x.data(), act_bytes);
-    else
-      f.quantize_activation(x.data(), act.data() + t * act_bytes, kCols);
-  }
+  const BenchActivations a = bench_activations(f, n_tok, g->scratch_bytes(kCols));
   std::vector<uint8_t> packed(g->packed_bytes(kCols, n_tok));
   std::vector<float> out(static_cast<size_t>(rows * n_tok));
-  std::vector<uint8_t> tile_buf(g->scratch_bytes(kCols) + 64);
-  uint8_t* tile = tile_buf.data() + (64 - reinterpret_cast<uintptr_t>(tile_buf.data()) % 64) % 64;
   for (auto _ : state) {
-    g->pack(act.data(), act_bytes, kCols, n_tok, packed.data());
-    g->run(w, packed.data(), n_tok, 0, rows, out.data(), rows, tile);
+    g->pack(a.rows.data(), a.bytes, kCols, n_tok, packed.data());
+    g->run(w, packed.data(), n_tok, 0, rows, out.data(), rows, a.tile);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
