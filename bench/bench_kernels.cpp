@@ -117,67 +117,61 @@ void bm_vec_dot(benchmark::State& state, Isa isa, DType type, int64_t rows) {
   state.SetBytesProcessed(state.iterations() * rows * static_cast<int64_t>(row_bytes));
 }
 
-// n_tok copies of the activation row, converted to the weights' vec_dot_type as matmul does
-// (rows of `bytes` each), and a 64-byte aligned tile scratch of `scratch` bytes.
-struct BenchActivations {
-  size_t bytes = 0;
-  std::vector<uint8_t> rows;
-  std::vector<uint8_t> tile_buf;
+// One GEMM benchmark's inputs: the ISA's kernel for `type`, rows x kCols weights, n_tok copies of
+// the activation row converted to the weights' vec_dot_type as matmul does (rows of act_bytes),
+// the packed-activation and output buffers, and a 64-byte aligned tile scratch as matmul's.
+struct GemmSetup {
+  const GemmKernel* g = nullptr;
+  GemmWeights w{};
+  size_t act_bytes = 0;
+  std::vector<uint8_t> act, packed, tile_buf;
+  std::vector<float> out;
   uint8_t* tile = nullptr;
 };
-BenchActivations bench_activations(const ResolvedKernels& f, int64_t n_tok, size_t scratch) {
-  BenchActivations a;
+void setup_gemm(GemmSetup& s, Isa isa, DType type, int64_t rows, int64_t n_tok) {
+  const IsaKernels& k = *isa_kernels(isa);
+  const ResolvedKernels f = kernel_or_scalar(k, type);
+  s.g = k.gemm(type);
+  s.w = GemmWeights{weights(type, rows).data(), dtype_row_bytes(type, kCols), rows, kCols};
   const std::vector<float> x = activation_floats();
-  a.bytes = dtype_row_bytes(f.vec_dot_type, kCols);
-  a.rows.resize(a.bytes * static_cast<size_t>(n_tok));
+  s.act_bytes = dtype_row_bytes(f.vec_dot_type, kCols);
+  s.act.resize(s.act_bytes * static_cast<size_t>(n_tok));
   for (int64_t t = 0; t < n_tok; ++t) {
     if (f.vec_dot_type == DType::f32)
-      std::memcpy(a.rows.data() + t * a.bytes, x.data(), a.bytes);
+      std::memcpy(s.act.data() + t * s.act_bytes, x.data(), s.act_bytes);
     else
-      f.quantize_activation(x.data(), a.rows.data() + t * a.bytes, kCols);
+      f.quantize_activation(x.data(), s.act.data() + t * s.act_bytes, kCols);
   }
-  a.tile_buf.resize(scratch + 64);
-  a.tile = a.tile_buf.data() + (64 - reinterpret_cast<uintptr_t>(a.tile_buf.data()) % 64) % 64;
-  return a;
+  s.packed.resize(s.g->packed_bytes(kCols, n_tok));
+  s.out.resize(static_cast<size_t>(rows * n_tok));
+  s.tile_buf.resize(s.g->scratch_bytes(kCols) + 64);
+  s.tile = s.tile_buf.data() + (64 - reinterpret_cast<uintptr_t>(s.tile_buf.data()) % 64) % 64;
 }
 
 void bm_packed(benchmark::State& state, Isa isa, DType type, int64_t rows, int64_t n_tok) {
-  const IsaKernels& k = *isa_kernels(isa);
-  const GemmKernel* g = k.gemm(type);
-  const ResolvedKernels f = kernel_or_scalar(k, type);
-  const size_t row_bytes = dtype_row_bytes(type, kCols);
-  const GemmWeights w{weights(type, rows).data(), row_bytes, rows, kCols};
-  std::vector<uint8_t> pw(g->packed_weight_bytes(rows, kCols));
-  g->pack_weights(w, 0, rows, pw.data());
-  // The tile scratch of packed_unpack_tokens, 64-byte aligned as matmul's.
-  const BenchActivations a = bench_activations(f, n_tok, g->scratch_bytes(kCols));
-  std::vector<uint8_t> packed(g->packed_bytes(kCols, n_tok));
-  g->pack(a.rows.data(), a.bytes, kCols, n_tok, packed.data());
-  std::vector<float> out(static_cast<size_t>(rows * n_tok));
+  GemmSetup s;
+  setup_gemm(s, isa, type, rows, n_tok);
+  std::vector<uint8_t> pw(s.g->packed_weight_bytes(rows, kCols));
+  s.g->pack_weights(s.w, 0, rows, pw.data());
+  s.g->pack(s.act.data(), s.act_bytes, kCols, n_tok, s.packed.data());
   for (auto _ : state) {
-    g->run_packed(pw.data(), rows, kCols, packed.data(), n_tok, 0, rows, out.data(), rows, a.tile);
-    benchmark::DoNotOptimize(out.data());
+    s.g->run_packed(pw.data(), rows, kCols, s.packed.data(), n_tok, 0, rows, s.out.data(), rows, s.tile);
+    benchmark::DoNotOptimize(s.out.data());
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(pw.size()));
   state.SetItemsProcessed(state.iterations() * rows * n_tok);
 }
 
-// The per-call GEMM of a type without a load-time packed form (the float types): activations
-// converted and packed once, run() over all rows per iteration, single-threaded.
+// The per-call GEMM of a type without a load-time packed form (the float types): the activations
+// packed and run() over all rows per iteration, single-threaded.
 void bm_gemm(benchmark::State& state, Isa isa, DType type, int64_t rows, int64_t n_tok) {
-  const IsaKernels& k = *isa_kernels(isa);
-  const GemmKernel* g = k.gemm(type);
-  const ResolvedKernels f = kernel_or_scalar(k, type);
-  const size_t row_bytes = dtype_row_bytes(type, kCols);
-  const GemmWeights w{weights(type, rows).data(), row_bytes, rows, kCols};
-  const BenchActivations a = bench_activations(f, n_tok, g->scratch_bytes(kCols));
-  std::vector<uint8_t> packed(g->packed_bytes(kCols, n_tok));
-  std::vector<float> out(static_cast<size_t>(rows * n_tok));
+  GemmSetup s;
+  setup_gemm(s, isa, type, rows, n_tok);
   for (auto _ : state) {
-    g->pack(a.rows.data(), a.bytes, kCols, n_tok, packed.data());
-    g->run(w, packed.data(), n_tok, 0, rows, out.data(), rows, a.tile);
-    benchmark::DoNotOptimize(out.data());
+    s.g->pack(s.act.data(), s.act_bytes, kCols, n_tok, s.packed.data());
+    s.g->run(s.w, s.packed.data(), n_tok, 0, rows, s.out.data(), rows, s.tile);
+    benchmark::DoNotOptimize(s.out.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * rows * n_tok);
