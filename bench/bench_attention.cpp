@@ -31,10 +31,19 @@
 namespace edgelm::kernels {
 namespace {
 
-constexpr int32_t kKvHeads = 4, kGqa = 8, kHeadDim = 64, kBlock = 16;
+constexpr int32_t kBlock = 16;
 
-size_t row_bytes(KvElem t) {
-  const int64_t n = int64_t{kKvHeads} * kHeadDim;
+// A model's attention heads: TinyLlama's (4 KV heads of 8 query heads, head_dim 64) and
+// Qwen3.5-0.8B's attention layers (2 KV heads of 4, head_dim 256).
+struct Heads {
+  int32_t kv, gqa, dim;
+  const char* name;
+};
+constexpr Heads kTinyLlama{4, 8, 64, ""};
+constexpr Heads kQwen35{2, 4, 256, "qwen35/"};
+
+size_t row_bytes(KvElem t, const Heads& h) {
+  const int64_t n = int64_t{h.kv} * h.dim;
   switch (t) {
     case KvElem::f32: return static_cast<size_t>(n) * 4;
     case KvElem::f16: return static_cast<size_t>(n) * 2;
@@ -49,11 +58,14 @@ struct Context {
   std::vector<float> q;
   size_t row = 0, layer_bytes = 0, block_stride = 0;
 
-  Context(KvElem t, int32_t n_layer, int32_t n_pos)
-      : data(HugePageBuffer::allocate(static_cast<size_t>(n_layer) * 2 * kBlock * row_bytes(t) *
+  Heads heads;
+
+  Context(KvElem t, const Heads& h, int32_t n_layer, int32_t n_pos)
+      : data(HugePageBuffer::allocate(static_cast<size_t>(n_layer) * 2 * kBlock * row_bytes(t, h) *
                                       static_cast<size_t>((n_pos + kBlock - 1) / kBlock))
-                 .value()) {
-    row = row_bytes(t);
+                 .value()),
+        heads(h) {
+    row = row_bytes(t, h);
     const int32_t n_blocks = (n_pos + kBlock - 1) / kBlock;
     block_stride = kBlock * row;
     layer_bytes = 2 * block_stride * static_cast<size_t>(n_blocks);
@@ -74,7 +86,7 @@ struct Context {
     }
     blocks.resize(static_cast<size_t>(n_blocks));
     for (int32_t i = 0; i < n_blocks; ++i) blocks[static_cast<size_t>(i)] = i;
-    q.resize(static_cast<size_t>(kKvHeads) * kGqa * kHeadDim);
+    q.resize(static_cast<size_t>(h.kv) * h.gqa * h.dim);
     for (float& x : q) x = u(rng);
   }
 
@@ -87,27 +99,28 @@ struct Context {
     kv.row_bytes = row;
     kv.block_size = kBlock;
     kv.blocks = blocks.data();
-    kv.head_dim = kHeadDim;
+    kv.head_dim = heads.dim;
     kv.k_transposed = k_transposed;  // the values are random either way
     return kv;
   }
 };
 
-void run(benchmark::State& state, Isa isa, KvElem t, bool kt, int32_t n_layer, int32_t n_pos, int32_t split) {
+void run(benchmark::State& state, Isa isa, KvElem t, bool kt, const Heads& h, int32_t n_layer, int32_t n_pos,
+         int32_t split) {
   const AttentionKernels* k = attention_kernels(isa);
   if (k == nullptr) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
-  const Context ctx(t, n_layer, n_pos);
-  const int32_t n_q = kKvHeads * kGqa;
+  const Context ctx(t, h, n_layer, n_pos);
+  const int32_t n_q = h.kv * h.gqa;
   std::vector<float> m(static_cast<size_t>(n_q)), l(static_cast<size_t>(n_q)),
-      acc(static_cast<size_t>(n_q) * kHeadDim);
+      acc(static_cast<size_t>(n_q) * h.dim);
   int32_t layer = 0;
   for (auto _ : state) {
     const AttnKv kv = ctx.layer(t, layer, kt);
     for (int32_t p0 = 0; p0 < n_pos; p0 += split)
-      attention_partial(*k, kv, ctx.q.data(), kKvHeads, kGqa, 0.125f, p0, std::min(n_pos, p0 + split),
+      attention_partial(*k, kv, ctx.q.data(), h.kv, h.gqa, 0.125f, p0, std::min(n_pos, p0 + split),
                         {m.data(), l.data(), acc.data()});
     benchmark::DoNotOptimize(acc.data());
     layer = layer + 1 == n_layer ? 0 : layer + 1;
@@ -119,8 +132,11 @@ void run(benchmark::State& state, Isa isa, KvElem t, bool kt, int32_t n_layer, i
 // (layers, positions, positions per call). 1x512 stays in L2: the kernel's own speed, least
 // disturbed by other tenants of a shared L3.
 constexpr struct Shape {
+  const Heads* heads;
   int32_t n_layer, n_pos, split;
-} kShapes[] = {{1, 512, 512}, {1, 2048, 2048}, {1, 2048, 128}, {22, 2048, 2048}, {22, 2048, 128}};
+} kShapes[] = {{&kTinyLlama, 1, 512, 512},   {&kTinyLlama, 1, 2048, 2048},  {&kTinyLlama, 1, 2048, 128},
+               {&kTinyLlama, 22, 2048, 2048}, {&kTinyLlama, 22, 2048, 128}, {&kQwen35, 1, 512, 512},
+               {&kQwen35, 6, 8192, 128}};
 
 void register_all() {
   // "_kt": K transposed in its blocks, as kv::KvStore stores f16 and f32 (AttnKv::k_transposed).
@@ -136,12 +152,12 @@ void register_all() {
   for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon}) {
     if (!isa_supported(isa)) continue;
     for (const auto& ty : types)
-      for (const auto [n_layer, n_pos, split] : kShapes) {
-        std::string name = std::string("attention/") + ty.name + "/" + std::string(isa_name(isa)) + "/" +
+      for (const auto [heads, n_layer, n_pos, split] : kShapes) {
+        std::string name = std::string("attention/") + heads->name + ty.name + "/" + std::string(isa_name(isa)) + "/" +
                            std::to_string(n_layer) + "x" + std::to_string(n_pos);
         if (split < n_pos) name += "/split" + std::to_string(split);
         benchmark::RegisterBenchmark(name.c_str(),
-                                     [=](benchmark::State& s) { run(s, isa, ty.t, ty.kt, n_layer, n_pos, split); });
+                                     [=](benchmark::State& s) { run(s, isa, ty.t, ty.kt, *heads, n_layer, n_pos, split); });
       }
   }
 }

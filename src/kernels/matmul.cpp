@@ -25,10 +25,17 @@ const IsaKernels& active_kernels() {
 // The calling thread's GEMM scratch (unpacked weight rows), 64-byte aligned. It only grows, so
 // a warm thread allocates nothing.
 // Sizes every pool thread's tile scratch for `bytes` (64-byte aligned within the buffer).
+// Grows buf to at least n bytes; never shrinks it. (A resize to each call's size would zero
+// the bytes regained whenever a call follows a smaller one: the vision attention's matmuls
+// alternate between head_dim- and token-long rows, and that memset was 3% of a SmolVLM encode.)
+void grow(std::vector<uint8_t>& buf, size_t n) {
+  if (buf.size() < n) buf.resize(n);
+}
+
 void grow_tile_scratch(MatmulScratch& scratch, int n_threads, size_t bytes) {
   if (scratch.tile.size() < static_cast<size_t>(n_threads)) scratch.tile.resize(static_cast<size_t>(n_threads));
   for (auto& buf : scratch.tile)
-    if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+    grow(buf, bytes + 64);
 }
 
 // The calling pool thread's tile scratch (grow_tile_scratch first).
@@ -114,7 +121,7 @@ void run_group(const PartPlan* parts, size_t n, const float* x, int64_t n_tok, T
   size_t act_row_bytes = static_cast<size_t>(cols) * sizeof(float);
   if (first.kernels.vec_dot_type != DType::f32) {
     act_row_bytes = dtype_row_bytes(first.kernels.vec_dot_type, cols);
-    scratch.activations.resize(act_row_bytes * static_cast<size_t>(n_tok));
+    grow(scratch.activations, act_row_bytes * static_cast<size_t>(n_tok));
     const FromFloatFn quantize = first.kernels.quantize_activation;
     uint8_t* dst = scratch.activations.data();
     auto rows = [&](size_t t0, size_t t1) {
@@ -128,7 +135,7 @@ void run_group(const PartPlan* parts, size_t n, const float* x, int64_t n_tok, T
   }
   const GemmKernel* gemm = first.gemm;
   if (gemm != nullptr) {
-    scratch.packed.resize(gemm->packed_bytes(cols, n_tok));
+    grow(scratch.packed, gemm->packed_bytes(cols, n_tok));
     gemm->pack(act, act_row_bytes, cols, n_tok, scratch.packed.data());
     // Per-call GEMMs, and packed ones that unpack, take per-thread tile scratch (possibly of 0
     // bytes: the per-thread slots must exist all the same).

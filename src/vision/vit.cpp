@@ -9,6 +9,9 @@
 #include "vision/vit_steps.h"
 
 namespace edgelm::vision {
+
+static_assert(VisionEncoder::kBatchPatches == detail::kTokenChunk, "a default batch group is one matmul chunk");
+
 namespace {
 
 using detail::for_rows;

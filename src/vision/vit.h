@@ -127,9 +127,14 @@ struct VisionScratch {
 class VisionEncoder {
  public:
   static constexpr int32_t kMaxDynamicTokens = 4096;
-  // The default patch budget of one batch group: one Gemma 3 image (4096 patches of 14 px at 896 px),
-  // four SmolVLM tiles (1024 patches of 16 px at 512 px).
-  static constexpr int64_t kBatchPatches = 4096;
+  // The default patch budget of one batch group: one matmul chunk (vit_steps.h's kTokenChunk, 1024
+  // rows), so that every row of a group shares each weight read. Larger groups share nothing more
+  // (the matmuls re-read the weights per chunk) and ran slower: four SmolVLM tiles (1024 patches
+  // of 16 px at 512 px each) as one group of 4096 took 0.88-0.96x the rate of one at a time
+  // (`bench_vision_encode --batch 4`, Q8_0, amx). An image over the budget (Gemma 3: 4096 patches
+  // of 14 px at 896 px; a SmolVLM tile) is a group of its own; smaller ones (Qwen3.5, Gemma 4 at
+  // their smaller sizes) stack.
+  static constexpr int64_t kBatchPatches = 1024;
   // Takes the file (its mapping stays alive with the encoder) and checks its config and weights.
   static Result<std::unique_ptr<VisionEncoder>> load(format::ModelFile file);
   // open_model_file + load.

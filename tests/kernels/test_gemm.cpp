@@ -443,5 +443,49 @@ TEST(Matmul, ManyEqualsOneAtATime) {
   }
 }
 
+// matmul reuses its scratch without clearing it (a call after a larger one finds that call's
+// bytes): no kernel may read what its pack or tile setup did not write. Each GEMM, on plain and
+// on load-time packed weights, gives the same bits with a fresh scratch and with one whose
+// buffers are large and full of 0xff (NaN as floats and halves).
+TEST(Matmul, ScratchContentsDoNotMatter) {
+  const auto isas = gemm_isas();
+  if (isas.empty()) GTEST_SKIP() << "no ISA with GEMM kernels on this CPU";
+  ThreadPool pool(2);
+  constexpr int64_t kRowsW = 37;
+  int checked = 0;
+  for (const IsaKernels* isa : isas)
+    for (DType type : kGemmTypes) {
+      if (isa->gemm(type) == nullptr) continue;
+      const int64_t kCols = is_float(type) ? 100 : 512;  // float rows: a padded tail too
+      const std::vector<uint8_t> w = make_weights(type, kRowsW, kCols, Data::gaussian, 61);
+      WeightMatrix m{type, kRowsW, kCols, w.data(), dtype_row_bytes(type, kCols)};
+      const PackedMatrix pm = pack_matrix_with(*isa, m, pool);
+      for (const bool packed : {false, true}) {
+        if (packed && pm.data == nullptr) continue;
+        WeightMatrix mm = m;
+        if (packed) {
+          mm.packed = pm.data.get();
+          mm.packed_kernel = pm.kernel;
+        }
+        for (const int64_t n : {int64_t{5}, int64_t{19}, int64_t{40}}) {
+          SCOPED_TRACE(std::string(isa_name(isa->isa)) + " " + std::string(dtype_name(type)) +
+                       (packed ? " packed" : "") + " tokens " + std::to_string(n));
+          const std::vector<float> x = test::normal_data(n * kCols, 62 + static_cast<uint32_t>(n));
+          std::vector<float> fresh(static_cast<size_t>(n * kRowsW)), poisoned(fresh.size());
+          MatmulScratch clean;
+          matmul_with(*isa, mm, x.data(), n, fresh.data(), pool, clean);
+          MatmulScratch dirty;
+          dirty.activations.assign(size_t{1} << 20, 0xff);
+          dirty.packed.assign(size_t{1} << 20, 0xff);
+          dirty.tile.assign(4, std::vector<uint8_t>(size_t{1} << 20, 0xff));
+          matmul_with(*isa, mm, x.data(), n, poisoned.data(), pool, dirty);
+          ASSERT_EQ(0, std::memcmp(fresh.data(), poisoned.data(), fresh.size() * sizeof(float)));
+          ++checked;
+        }
+      }
+    }
+  EXPECT_GT(checked, 0);
+}
+
 }  // namespace
 }  // namespace edgelm::kernels

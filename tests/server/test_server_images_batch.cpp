@@ -1,5 +1,5 @@
 // Concurrent image requests over real sockets coalesce in the vision encoder (serve/image_input.h):
-// with a synthetic Gemma 3 text model and a gemma3 mmproj slow enough (1024 patches, 12 layers)
+// with a synthetic Gemma 3 text model and a gemma3 mmproj slow enough (256 patches, 64 layers)
 // that one encode is still running when three more requests arrive, those three are encoded as
 // one batch (x-edgelm-image-batch 3, the encoder's counters: 2 batches for 4 images) and every
 // answer equals the one the same request gets on a fresh server one request at a time (batch 1).
@@ -20,11 +20,13 @@ class ServerImagesBatch : public VisionModelSuite {
   static void SetUpTestSuite() {
     VisionModelSuite::SetUpTestSuite();
     vision::SyntheticMmprojSpec m;
-    m.image_size = 448;  // 32 x 32 patches of 14 px -> 8 x 8 = 64 soft tokens
+    // 16 x 16 patches of 14 px -> 4 x 4 = 16 soft tokens; the three queued images (768 patches)
+    // fit one default batch group (VisionEncoder::kBatchPatches).
+    m.image_size = 224;
     m.n_embd = 64;
-    m.n_ff = 128;
+    m.n_ff = 512;  // about the work of the 1024-patch, 12-layer tower this test had before
     m.n_head = 4;
-    m.n_layer = 12;
+    m.n_layer = 64;
     m.projection_dim = kEmbd;
     m.seed = 9;
     auto file = vision::make_synthetic_mmproj(m);
