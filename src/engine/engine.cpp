@@ -156,6 +156,7 @@ Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, EngineOptions 
       drafter_(std::move(drafter)),
       disk_(std::move(disk)) {
   if (drafter_) drafter_->attach_target_kv(store_);
+  if (opts.prefault_kv) states_.reserve(opts.scheduler.max_batch_size);  // a live sequence per batch slot
   if (disk_) {
     disk_writer_.engine = this;
     pool_.set_publish_listener(&disk_writer_);

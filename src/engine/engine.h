@@ -84,7 +84,9 @@ struct EngineOptions {
   // on states; a hit then recomputes at most 255 tokens, less than one prefill step. The
   // snapshots' memory comes out of kv_memory_bytes (engine/memory_split.h).
   int32_t state_snapshot_interval = 16;
-  // Commit the KV pool's memory at create() instead of page by page as blocks are first written.
+  // Commit the KV pool's memory at create() instead of page by page as blocks are first written,
+  // and a hybrid model's recurrent-state slots for max_batch_size sequences (part of the same
+  // budget, engine/memory_split.h) instead of at each sequence's first step.
   // Off by default: a server's pool costs memory only as far as it has been used. bench
   // --concurrency turns it on because it builds a fresh engine per repetition and times what a
   // warm server does, whose pages are already there.

@@ -18,14 +18,28 @@ int32_t StateStore::acquire() {
     slot = free_.back();
     free_.pop_back();
   } else {
-    slot = static_cast<int32_t>(slots_.size());
-    slots_.emplace_back();
-    slots_.back().data = std::make_unique<float[]>(static_cast<size_t>(n_layers_) * static_cast<size_t>(layer_floats_));
+    slot = new_slot();
   }
   slots_[static_cast<size_t>(slot)].live = true;
   ++n_live_;
   reset(slot);
   return slot;
+}
+
+int32_t StateStore::new_slot() {
+  slots_.emplace_back();
+  // Not value-initialized: acquire() and reserve() zero it (reset) right after.
+  slots_.back().data = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(slot_floats()));
+  return static_cast<int32_t>(slots_.size() - 1);
+}
+
+void StateStore::reserve(int32_t n) {
+  if (!enabled()) return;
+  while (static_cast<int32_t>(slots_.size()) < n) {
+    const int32_t slot = new_slot();
+    reset(slot);
+    free_.push_back(slot);
+  }
 }
 
 void StateStore::release(int32_t slot) {

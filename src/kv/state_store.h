@@ -34,6 +34,9 @@ class StateStore {
   bool valid(int32_t slot) const;
   // Zero state at position 0 (a sequence restarting from its first token).
   void reset(int32_t slot);
+  // Allocates (and writes, so that its pages are committed) free slots until the store holds
+  // n: the slots a warm engine would already have (EngineOptions::prefault_kv).
+  void reserve(int32_t n);
 
   // Tokens the slot's state has absorbed (the position its sequence continues from).
   int32_t n_tokens(int32_t slot) const { return slots_[static_cast<size_t>(slot)].n_tokens; }
@@ -60,6 +63,8 @@ class StateStore {
   size_t n_bytes() const;  // memory held by all slots, live or free
 
  private:
+  // Appends a slot with its memory allocated (not zeroed); returns its index.
+  int32_t new_slot();
   struct Slot {
     std::unique_ptr<float[]> data;  // [n_layers, layer_floats]
     int32_t n_tokens = 0;

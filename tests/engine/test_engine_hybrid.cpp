@@ -111,6 +111,38 @@ TEST(EngineHybrid, StatesComeOutOfTheKvBudget) {
   EXPECT_NE(bad.error().message.find("recurrent state"), std::string::npos) << bad.error().message;
 }
 
+// reserve() commits slots ahead (bench --concurrency's prefault_kv): acquire then takes them
+// without allocating, zeroed whatever their last sequence left; an engine that prefaults holds
+// one per batch slot before its first step.
+TEST(EngineHybrid, ReservedStateSlotsAreReusedZeroed) {
+  const auto m = hybrid_model();
+  kv::StateStore states(m->config());
+  states.reserve(3);
+  EXPECT_EQ(states.n_bytes(), 3 * states.slot_bytes());
+  EXPECT_EQ(states.n_live(), 0);
+  const int32_t a = states.acquire();
+  std::fill(states.data(a), states.data(a) + states.slot_floats(), 7.0f);
+  states.set_n_tokens(a, 5);
+  states.release(a);
+  for (int i = 0; i < 3; ++i) {
+    const int32_t s = states.acquire();
+    EXPECT_EQ(states.n_tokens(s), 0);
+    EXPECT_TRUE(std::all_of(states.data(s), states.data(s) + states.slot_floats(), [](float x) { return x == 0.0f; }))
+        << "slot " << s;
+  }
+  EXPECT_EQ(states.n_bytes(), 3 * states.slot_bytes()) << "three acquires fit the reserve";
+  states.reserve(2);
+  EXPECT_EQ(states.n_bytes(), 3 * states.slot_bytes()) << "reserve never shrinks nor adds below the count";
+
+  ThreadPool pool(1);
+  ModelRunner runner(*m, pool);
+  EngineOptions o = hybrid_options(*m, 40, 4);
+  o.prefault_kv = true;
+  auto e = Engine::create(runner, nullptr, o).value();
+  EXPECT_EQ(e->stats().state_bytes,
+            int64_t{e->options().scheduler.max_batch_size} * static_cast<int64_t>(states.slot_bytes()));
+}
+
 TEST(EngineHybrid, WithoutSnapshotsARepeatedPromptIsRecomputed) {
   const auto m = hybrid_model();
   ThreadPool pool(2);

@@ -312,16 +312,18 @@ TEST(Gemm, PackedBatchEqualsSolo) {
       ASSERT_NE(pm.data, nullptr);
       m.packed = pm.data.get();
       m.packed_kernel = pm.kernel;
-      // Past every ISA's packed_unpack_tokens: the batch runs the unpacked tiles (amx: two AMX
-      // tiles of 16 tokens, the last token through the AVX-512 packed tile).
-      const int64_t n = 33;
-      const std::vector<float> x = test::normal_data(n * 512, 6);
-      std::vector<float> batch(static_cast<size_t>(n * 40)), solo(40);
-      matmul_with(*isa, m, x.data(), n, batch.data(), pool, scratch);
-      for (int64_t t = 0; t < n; ++t) {
-        matmul_with(*isa, m, x.data() + t * 512, 1, solo.data(), pool, scratch);
-        for (int64_t r = 0; r < 40; ++r)
-          ASSERT_EQ(solo[static_cast<size_t>(r)], batch[static_cast<size_t>(t * 40 + r)]);
+      // 33: past every ISA's packed_unpack_tokens, the batch runs the unpacked tiles (amx: two AMX
+      // tiles of 16 tokens, the last token through the AVX-512 packed tile); 9 and 29: fewer
+      // than a tile alone, and a large rest after a whole one.
+      for (const int64_t n : {int64_t{33}, int64_t{9}, int64_t{29}}) {
+        const std::vector<float> x = test::normal_data(n * 512, 6);
+        std::vector<float> batch(static_cast<size_t>(n * 40)), solo(40);
+        matmul_with(*isa, m, x.data(), n, batch.data(), pool, scratch);
+        for (int64_t t = 0; t < n; ++t) {
+          matmul_with(*isa, m, x.data() + t * 512, 1, solo.data(), pool, scratch);
+          for (int64_t r = 0; r < 40; ++r)
+            ASSERT_EQ(solo[static_cast<size_t>(r)], batch[static_cast<size_t>(t * 40 + r)]) << n << " tokens";
+        }
       }
     }
 }
