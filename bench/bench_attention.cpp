@@ -1,6 +1,8 @@
 // Micro-benchmark of the decode attention kernel (kernels/attention_kernels.h) on every ISA this
 // CPU supports: one token's query heads over a context of paged K/V rows in the stored type.
 //
+//  attention/qwen35/<kv type>/<isa>/...: Qwen3.5-0.8B's attention layers instead (2 KV heads of 4
+//    query heads, head_dim 256); 6x8192/split128 is one decode step's attention at depth 8192.
 //  attention/<kv type>/<isa>/<layers>x<positions>: TinyLlama-1.1B's attention shape (4 KV heads,
 //    8 query heads each, head_dim 64), blocks of 16 positions laid out as the engine's KvStore
 //    lays them out ([layer, K|V, block, position, row]; <type>_kt: K transposed in its blocks,
