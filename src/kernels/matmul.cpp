@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/grow.h"
 #include "kernels/isa.h"
 #include "kernels/quant_traits.h"
 
@@ -25,13 +26,6 @@ const IsaKernels& active_kernels() {
 // The calling thread's GEMM scratch (unpacked weight rows), 64-byte aligned. It only grows, so
 // a warm thread allocates nothing.
 // Sizes every pool thread's tile scratch for `bytes` (64-byte aligned within the buffer).
-// Grows buf to at least n bytes; never shrinks it. (A resize to each call's size would zero
-// the bytes regained whenever a call follows a smaller one: the vision attention's matmuls
-// alternate between head_dim- and token-long rows, and that memset was 3% of a SmolVLM encode.)
-void grow(std::vector<uint8_t>& buf, size_t n) {
-  if (buf.size() < n) buf.resize(n);
-}
-
 void grow_tile_scratch(MatmulScratch& scratch, int n_threads, size_t bytes) {
   if (scratch.tile.size() < static_cast<size_t>(n_threads)) scratch.tile.resize(static_cast<size_t>(n_threads));
   for (auto& buf : scratch.tile)

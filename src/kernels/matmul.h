@@ -52,7 +52,7 @@ bool can_matmul(DType type);
 
 // Reusable buffers of one caller (not thread-safe; one per forward pass).
 struct MatmulScratch {
-  std::vector<uint8_t> activations;  // [n_tok, row_bytes(vec_dot_type, cols)]
+  std::vector<uint8_t> activations;  // at least [n_tok, row_bytes(vec_dot_type, cols)] (core/grow.h)
   std::vector<uint8_t> packed;       // the activations in a GemmKernel's tile layout
   // Per pool thread (ThreadPool::thread_index()): a GemmKernel's tile scratch. Grown by the
   // calling thread before the loop, so a warm step allocates nothing whichever thread runs

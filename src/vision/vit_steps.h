@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "core/grow.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 
@@ -58,9 +59,6 @@ inline void matmul_many_chunked(std::initializer_list<kernels::MatmulPart> parts
   }
 }
 
-template <typename T>
-void grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
+using edgelm::grow;
 
 }  // namespace edgelm::vision::detail
