@@ -7,7 +7,7 @@
 // prefill of many tokens amortizes but a decode step (1 token) or a small batch does not. The
 // packed layouts do that rearrangement once, at load, and keep the stored bit widths, so the
 // packed matrix is about the size of the stored one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K: exactly; Q4_K: +8%,
-// Q5_K: +7%, their mins as int16 pairs; IQ4_XS: +1.5%, its scales as bytes), and every matmul, a single token included, streams it
+// Q5_K: +7%, their mins as int16 pairs; IQ4_XS: +1.5%, Q3_K: +3.6%, their scales as bytes), and every matmul, a single token included, streams it
 // once:
 //  - rows are interleaved in groups of kRows (the last group repeats its last row), blocks of a
 //    group follow each other, groups follow each other;
@@ -98,6 +98,16 @@ struct PQ6_K {
   uint16_t d[kRows];
 };
 static_assert(sizeof(PQ6_K) == sizeof(BlockQ6_K) * kRows);
+
+// Q3_K: the 2-bit quants and the high-bit mask dword-interleaved as they are stored, the 16
+// six-bit scales unpacked to ls - 32 as signed bytes: 114 bytes per row and super-block against
+// the file's 110.
+struct PQ3_K {
+  uint8_t qs[2][8][kGroupBytes];  // half h, dword k: qs[32h + 4k ..]
+  uint8_t hm[8][kGroupBytes];     // dword k: hmask[4k ..]
+  int8_t sc[16][kRows];           // 16-element sub-block scales ls - 32
+  uint16_t d[kRows];
+};
 
 // kBlock: elements per block of the layout (kQK or kQK_K).
 template <typename PB, int64_t kBlock>
@@ -220,6 +230,22 @@ void pack_block_q6_k(const BlockQ6_K* const* rows, int64_t b, PQ6_K& o) {
   }
 }
 
+void pack_block_q3_k(const BlockQ3_K* const* rows, int64_t b, PQ3_K& o) {
+  for (int i = 0; i < kRows; ++i) {
+    const BlockQ3_K& x = rows[i][b];
+    o.d[i] = x.d;
+    for (int j = 0; j < 16; ++j) {  // the 6-bit scales' packing (q3_k_unpack_scales)
+      const int low = j < 8 ? (x.scales[j] & 0x0f) : (x.scales[j - 8] >> 4);
+      const int high = (x.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+      o.sc[j][i] = static_cast<int8_t>((low | (high << 4)) - 32);
+    }
+    for (int k = 0; k < 8; ++k) {
+      copy4(o.hm[k] + 4 * i, x.hmask + 4 * k);
+      for (int h = 0; h < 2; ++h) copy4(o.qs[h][k] + 4 * i, x.qs + 32 * h + 4 * k);
+    }
+  }
+}
+
 // ---- Tiles over packed blocks --------------------------------------------------------------------
 
 // Each block's tile touches the lines of the block kPrefetchBytes ahead (at least 2 blocks): the
@@ -263,6 +289,17 @@ inline VI q6_group(const PQ6_K& w, int s, int k) {
   const VI nib = vi_and(kk < 2 ? ql : vi_srl16(ql, 4), vi_set1_8(0x0f));
   const VI top = vi_sll16(vi_and(vi_srl16(vi_load(w.qh[h][k]), 2 * kk), vi_set1_8(3)), 4);
   return vi_or(nib, top);
+}
+
+// The same for Q3_K: sub-block s = 4h + kk takes its 2 low bits from bits 2kk of chunk h and
+// its third bit (q' = q + 4 in [0, 7]) from bit s of the mask, moved to bit 2 (16-bit shifts of
+// at most 5: no bit crosses into bit 2 of a neighbouring byte).
+inline VI q3_group(const PQ3_K& w, int s, int k) {
+  const int h = s / 4, kk = s % 4;
+  const VI lo = vi_and(vi_srl16(vi_load(w.qs[h][k]), 2 * kk), vi_set1_8(3));
+  const VI m = vi_load(w.hm[k]);
+  const VI top = s < 2 ? vi_sll16(m, 2 - s) : s > 2 ? vi_srl16(m, s - 2) : m;
+  return vi_or(lo, vi_and(top, vi_set1_8(4)));
 }
 
 // Group g (elements 4g..4g+3 of every row, unsigned bytes) of a packed legacy block: the
@@ -405,33 +442,34 @@ void tile_packed_iq4_xs(const PQIQ4_XS* wb, int64_t nb, const ActQ8K* const y[T]
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
 
-template <int T>
-void tile_packed_q6_k(const PQ6_K* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+// The formats of 16-element sub-blocks with signed byte scales and a zero point 1 << kShift (Q6_K:
+// 32, Q3_K: 4), as tile_k16 over WK6 (kFlush: its int16 flush interval for the format).
+template <int T, typename PB, VI (*Group)(const PB&, int, int), int kFlush, int kShift>
+void tile_packed_k16(const PB* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
-    const PQ6_K& w = wb[b];
+    const PB& w = wb[b];
     prefetch_ahead(wb, b);
     VI acc[T], offs[T];
     for (int t = 0; t < T; ++t) acc[t] = offs[t] = vi_zero();
-      // Sub-block s = 4h + kk: low 4 bits from chunk kk & 1 (high nibbles for kk >= 2), top 2
-      // bits from bits 2kk of qh; its halves (groups 0-3, 4-7) have scales 2s and 2s + 1.
-      // Unrolled so that each sub-block's nibble half and shifts are constants.
+      // Sub-block s (32 elements): its halves (groups 0-3, 4-7) have scales 2s and 2s + 1.
+      // Unrolled so that each sub-block's bit positions and shifts are constants.
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       const int8_t* yq[T];
       for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
-      const auto q = [&w, s](int k) { return q6_group(w, s, k); };
-      sub_dot_u8<T, 2, true, true>(q, yq, mult_s8(w.sc[2 * s]), mult_s8(w.sc[2 * s + 1]), acc);
+      const auto q = [&w, s](int k) { return Group(w, s, k); };
+      sub_dot_u8<T, kFlush, true, true>(q, yq, mult_s8(w.sc[2 * s]), mult_s8(w.sc[2 * s + 1]), acc);
     }
-    // The zero point (q' = q + 32): 32 * sum over 16-element sub-blocks j of scale_j * sum_j(y).
+    // The zero point: (1 << kShift) * sum over 16-element sub-blocks j of scale_j * sum_j(y).
     for (int p = 0; p < 8; ++p) {
       const VI sc = pair_s8(w.sc[2 * p], w.sc[2 * p + 1]);
       for (int t = 0; t < T; ++t) add_in_order(offs[t], vi_madd16(sc, vi_bcast(y[t][b].b16 + 2 * p)));
     }
     const VF d = vf_half(w.d);
     for (int t = 0; t < T; ++t) {
-      const VI is = vi_sub(acc[t], vi_shl5(offs[t]));
+      const VI is = vi_sub(acc[t], vi_shl<kShift>(offs[t]));
       facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(is), facc[t]);
     }
   }
@@ -497,9 +535,11 @@ void unpack_iq4_xs(const PQIQ4_XS* wb, int64_t nb, WK4* out) {
   }
 }
 
-void unpack_q6_k(const PQ6_K* wb, int64_t nb, WK6* out) {
+// Q6_K and Q3_K (Group: q6_group / q3_group) into the per-call tiles' WK6.
+template <typename PB, VI (*Group)(const PB&, int, int)>
+void unpack_k16(const PB* wb, int64_t nb, WK6* out) {
   for (int64_t b = 0; b < nb; ++b) {
-    const PQ6_K& w = wb[b];
+    const PB& w = wb[b];
     WK6& o = out[b];
     prefetch_ahead(wb, b);
     vf_store(o.d, vf_half(w.d));
@@ -508,7 +548,7 @@ void unpack_q6_k(const PQ6_K* wb, int64_t nb, WK6* out) {
     for (int p = 0; p < 8; ++p) vi_store(o.scp[p], pair_s8(w.sc[2 * p], w.sc[2 * p + 1]));
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s)
-      for (int k = 0; k < 8; ++k) vi_store(o.q[s] + k * kGroupBytes, q6_group(w, s, k));
+      for (int k = 0; k < 8; ++k) vi_store(o.q[s] + k * kGroupBytes, Group(w, s, k));
   }
 }
 
@@ -596,9 +636,15 @@ struct Q5_KPacked {
   }
 };
 template <int T>
-struct Q6_KPacked {
+struct Q6_KPacked {  // the flush and zero point of K6Tile
   static void run(const PQ6_K* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
-    tile_packed_q6_k<T>(wb, nb, y, out, ldo, n_rows);
+    tile_packed_k16<T, PQ6_K, q6_group, 2, 5>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
+struct Q3_KPacked {  // those of K3Tile
+  static void run(const PQ3_K* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_k16<T, PQ3_K, q3_group, 4, 2>(wb, nb, y, out, ldo, n_rows);
   }
 };
 
@@ -655,10 +701,12 @@ constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
      run_packed_unpacking<PQ5_K, WK4, unpack_k4<PQ5_K>, Q5_KPacked, K4Tile<4>::Of>, kUnpackTokens},
     {DType::q6_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_q6_k, kRows, packed_bytes_of<PQ6_K, kQK_K>,
      pack_groups<BlockQ6_K, PQ6_K, kQK_K, pack_block_q6_k>,
-     run_packed_unpacking<PQ6_K, WK6, unpack_q6_k, Q6_KPacked, K6Tile>, kUnpackTokens},
+     run_packed_unpacking<PQ6_K, WK6, unpack_k16<PQ6_K, q6_group>, Q6_KPacked, K6Tile>, kUnpackTokens},
     {DType::iq4_nl, act_packed_bytes<ActQ8>, EDGELM_GEMM_IQ4_NL},
     {DType::q2_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<false, BlockQ2_K>},
-    {DType::q3_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<true, BlockQ3_K>},
+    {DType::q3_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<true, BlockQ3_K>, kRows,
+     packed_bytes_of<PQ3_K, kQK_K>, pack_groups<BlockQ3_K, PQ3_K, kQK_K, pack_block_q3_k>,
+     run_packed_unpacking<PQ3_K, WK6, unpack_k16<PQ3_K, q3_group>, Q3_KPacked, K3Tile>, kUnpackTokens},
     {DType::iq4_xs, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_iq4_xs, kRows,
      packed_bytes_of<PQIQ4_XS, kQK_K>, pack_groups<BlockIQ4_XS, PQIQ4_XS, kQK_K, pack_block_iq4_xs>,
      run_packed_unpacking<PQIQ4_XS, WK4, unpack_iq4_xs, IQ4_XSPacked, IQ4XSTile>, kUnpackTokens},
