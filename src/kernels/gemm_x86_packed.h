@@ -99,6 +99,16 @@ struct PQ6_K {
 };
 static_assert(sizeof(PQ6_K) == sizeof(BlockQ6_K) * kRows);
 
+// Q2_K: the file's bytes, the 2-bit quants dword-interleaved as Q3_K's, each 16-element sub-block's
+// scale (low nibble) and min (high nibble) byte as stored.
+struct PQ2_K {
+  uint8_t qs[2][8][kGroupBytes];  // half h, dword k: qs[32h + 4k ..]
+  uint8_t scm[16][kRows];         // sub-block j: scale | min << 4
+  uint16_t d[kRows];
+  uint16_t dmin[kRows];
+};
+static_assert(sizeof(PQ2_K) == sizeof(BlockQ2_K) * kRows);
+
 // Q3_K: the 2-bit quants and the high-bit mask dword-interleaved as they are stored, the 16
 // six-bit scales unpacked to ls - 32 as signed bytes: 114 bytes per row and super-block against
 // the file's 110.
@@ -230,6 +240,17 @@ void pack_block_q6_k(const BlockQ6_K* const* rows, int64_t b, PQ6_K& o) {
   }
 }
 
+void pack_block_q2_k(const BlockQ2_K* const* rows, int64_t b, PQ2_K& o) {
+  for (int i = 0; i < kRows; ++i) {
+    const BlockQ2_K& x = rows[i][b];
+    o.d[i] = x.d;
+    o.dmin[i] = x.dmin;
+    for (int j = 0; j < 16; ++j) o.scm[j][i] = x.scales[j];
+    for (int k = 0; k < 8; ++k)
+      for (int h = 0; h < 2; ++h) copy4(o.qs[h][k] + 4 * i, x.qs + 32 * h + 4 * k);
+  }
+}
+
 void pack_block_q3_k(const BlockQ3_K* const* rows, int64_t b, PQ3_K& o) {
   for (int i = 0; i < kRows; ++i) {
     const BlockQ3_K& x = rows[i][b];
@@ -294,9 +315,13 @@ inline VI q6_group(const PQ6_K& w, int s, int k) {
 // The same for Q3_K: sub-block s = 4h + kk takes its 2 low bits from bits 2kk of chunk h and
 // its third bit (q' = q + 4 in [0, 7]) from bit s of the mask, moved to bit 2 (16-bit shifts of
 // at most 5: no bit crosses into bit 2 of a neighbouring byte).
+template <typename PB>
+inline VI two_bits(const PB& w, int s, int k) {  // bits 2 (s % 4) of chunk s / 4: Q2_K's and Q3_K's low bits
+  return vi_and(vi_srl16(vi_load(w.qs[s / 4][k]), 2 * (s % 4)), vi_set1_8(3));
+}
+inline VI q2_group(const PQ2_K& w, int s, int k) { return two_bits(w, s, k); }
 inline VI q3_group(const PQ3_K& w, int s, int k) {
-  const int h = s / 4, kk = s % 4;
-  const VI lo = vi_and(vi_srl16(vi_load(w.qs[h][k]), 2 * kk), vi_set1_8(3));
+  const VI lo = two_bits(w, s, k);
   const VI m = vi_load(w.hm[k]);
   const VI top = s < 2 ? vi_sll16(m, 2 - s) : s > 2 ? vi_srl16(m, s - 2) : m;
   return vi_or(lo, vi_and(top, vi_set1_8(4)));
@@ -476,6 +501,42 @@ void tile_packed_k16(const PB* wb, int64_t nb, const ActQ8K* const y[T], float* 
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
 
+// Q2_K's sub-block j scale and min (its byte's nibbles) of every row, one row per 32-bit lane.
+inline VI q2_scale32(const PQ2_K& w, int j) { return vi_and(vi_u8_to_32(w.scm[j]), vi_set1(15)); }
+inline VI q2_min32(const PQ2_K& w, int j) { return vi_srl16(vi_u8_to_32(w.scm[j]), 4); }
+
+// Q2_K: q in [0, 3] times the sub-block scales, minus dmin times the mins times the activations'
+// sub-block sums, as tile_k16's kMins form over WK6 (K2Tile: the same flush and order).
+template <int T>
+void tile_packed_q2_k(const PQ2_K* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
+  for (int64_t b = 0; b < nb; ++b) {
+    const PQ2_K& w = wb[b];
+    prefetch_ahead(wb, b);
+    VI acc[T], mins[T];
+    for (int t = 0; t < T; ++t) acc[t] = mins[t] = vi_zero();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const int8_t* yq[T];
+      for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
+      const auto q = [&w, s](int k) { return q2_group(w, s, k); };
+      sub_dot_u8<T, 4, true, true>(q, yq, mult_of(q2_scale32(w, 2 * s)), mult_of(q2_scale32(w, 2 * s + 1)), acc);
+    }
+    for (int p = 0; p < 8; ++p) {
+      const VI mn = pair16(q2_min32(w, 2 * p), q2_min32(w, 2 * p + 1));
+      for (int t = 0; t < T; ++t) add_in_order(mins[t], vi_madd16(mn, vi_bcast(y[t][b].b16 + 2 * p)));
+    }
+    const VF d = vf_half(w.d), dmin = vf_half(w.dmin);
+    for (int t = 0; t < T; ++t) {
+      const VF yd = vf_set1(y[t][b].d);
+      facc[t] = vf_fmadd(vf_mul(d, yd), vf_cvt(acc[t]), facc[t]);
+      facc[t] = vf_fnmadd(vf_mul(dmin, yd), vf_cvt(mins[t]), facc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
+}
+
 // Groups of kRows rows of [r0, r1) (r0 a multiple of kRows) from the packed matrix.
 template <typename PB, typename Act, template <int> class Tile>
 void run_packed_groups(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t* packed, int64_t n_tok, int64_t r0,
@@ -549,6 +610,22 @@ void unpack_k16(const PB* wb, int64_t nb, WK6* out) {
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s)
       for (int k = 0; k < 8; ++k) vi_store(o.q[s] + k * kGroupBytes, Group(w, s, k));
+  }
+}
+
+// Q2_K into WK6 (as repack_k2): the scales as multipliers, the mins as pairs, the quants.
+void unpack_q2_k(const PQ2_K* wb, int64_t nb, WK6* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const PQ2_K& w = wb[b];
+    WK6& o = out[b];
+    prefetch_ahead(wb, b);
+    vf_store(o.d, vf_half(w.d));
+    vf_store(o.dmin, vf_half(w.dmin));
+    for (int j = 0; j < 16; ++j) vi_store(o.sc[j], mult_of(q2_scale32(w, j)));
+    for (int p = 0; p < 8; ++p) vi_store(o.scp[p], pair16(q2_min32(w, 2 * p), q2_min32(w, 2 * p + 1)));
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s)
+      for (int k = 0; k < 8; ++k) vi_store(o.q[s] + k * kGroupBytes, q2_group(w, s, k));
   }
 }
 
@@ -642,6 +719,12 @@ struct Q6_KPacked {  // the flush and zero point of K6Tile
   }
 };
 template <int T>
+struct Q2_KPacked {
+  static void run(const PQ2_K* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_q2_k<T>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
 struct Q3_KPacked {  // those of K3Tile
   static void run(const PQ3_K* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
     tile_packed_k16<T, PQ3_K, q3_group, 4, 2>(wb, nb, y, out, ldo, n_rows);
@@ -703,7 +786,9 @@ constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
      pack_groups<BlockQ6_K, PQ6_K, kQK_K, pack_block_q6_k>,
      run_packed_unpacking<PQ6_K, WK6, unpack_k16<PQ6_K, q6_group>, Q6_KPacked, K6Tile>, kUnpackTokens},
     {DType::iq4_nl, act_packed_bytes<ActQ8>, EDGELM_GEMM_IQ4_NL},
-    {DType::q2_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<false, BlockQ2_K>},
+    {DType::q2_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<false, BlockQ2_K>, kRows,
+     packed_bytes_of<PQ2_K, kQK_K>, pack_groups<BlockQ2_K, PQ2_K, kQK_K, pack_block_q2_k>,
+     run_packed_unpacking<PQ2_K, WK6, unpack_q2_k, Q2_KPacked, K2Tile>, kUnpackTokens},
     {DType::q3_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<true, BlockQ3_K>, kRows,
      packed_bytes_of<PQ3_K, kQK_K>, pack_groups<BlockQ3_K, PQ3_K, kQK_K, pack_block_q3_k>,
      run_packed_unpacking<PQ3_K, WK6, unpack_k16<PQ3_K, q3_group>, Q3_KPacked, K3Tile>, kUnpackTokens},
