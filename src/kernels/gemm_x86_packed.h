@@ -7,7 +7,8 @@
 // prefill of many tokens amortizes but a decode step (1 token) or a small batch does not. The
 // packed layouts do that rearrangement once, at load, and keep the stored bit widths, so the
 // packed matrix is about the size of the stored one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K: exactly; Q4_K: +8%,
-// Q5_K: +7%, their mins as int16 pairs; IQ4_XS: +1.5%, Q3_K: +3.6%, their scales as bytes), and every matmul, a single token included, streams it
+// Q5_K: +7%, their mins as int16 pairs; IQ4_XS: +1.5%, Q3_K: +3.6%, their scales as bytes; IQ4_NL and
+// Q2_K: exactly), and every matmul, a single token included, streams it
 // once:
 //  - rows are interleaved in groups of kRows (the last group repeats its last row), blocks of a
 //    group follow each other, groups follow each other;
@@ -343,6 +344,16 @@ inline VI group_q5(const PB& b, int g) {
   return vi_or(group_q4(b, g), vi_and(top, vi_set1_8(0x10)));
 }
 inline VI group_q8_0(const PQ8_0& b, int g) { return vi_load(b.qs[g]); }
+// IQ4_NL (packed as Q4_0: the same block bytes): the nibbles looked up in the codebook, as the
+// per-call kernels' quants (VNNI: biased to v + 128 for vpdpbusd; AVX2: signed, the sign trick).
+inline VI group_iq4_nl(const PQ4_0& b, int g) {
+  const VI book = vi_bcast16(kIq4Values);
+#if EDGELM_GEMM_VNNI
+  return vi_xor(vi_lookup16(book, group_q4(b, g)), vi_set1_8(static_cast<char>(0x80)));
+#else
+  return vi_lookup16(book, group_q4(b, g));
+#endif
+}
 
 // The integer sums are those of the per-call tiles (sub_dot_u8 / sub_dot_s8 of
 // gemm_x86_impl.h, fed from registers instead of scratch): on AVX2, int16 sums of maddubs
@@ -677,6 +688,12 @@ struct Q4_0Packed {
   }
 };
 template <int T>
+struct IQ4_NLPacked {  // signed values, as Q8_0Packed
+  static void run(const PQ4_0* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_legacy<T, PQ4_0, group_iq4_nl, true>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
 struct Q4_1Packed {
   static void run(const PQ4_1* wb, int64_t nb, const ActQ8* const* y, float* out, int64_t ldo, int n_rows) {
     tile_packed_legacy<T, PQ4_1, group_q4<PQ4_1>, false, 8, true>(wb, nb, y, out, ldo, n_rows);
@@ -785,7 +802,11 @@ constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
     {DType::q6_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_q6_k, kRows, packed_bytes_of<PQ6_K, kQK_K>,
      pack_groups<BlockQ6_K, PQ6_K, kQK_K, pack_block_q6_k>,
      run_packed_unpacking<PQ6_K, WK6, unpack_k16<PQ6_K, q6_group>, Q6_KPacked, K6Tile>, kUnpackTokens},
-    {DType::iq4_nl, act_packed_bytes<ActQ8>, EDGELM_GEMM_IQ4_NL},
+    {DType::iq4_nl, act_packed_bytes<ActQ8>, EDGELM_GEMM_IQ4_NL, kRows, packed_bytes_of<PQ4_0, kQK>,
+     pack_groups<BlockIQ4_NL, PQ4_0, kQK, pack_block_legacy<BlockIQ4_NL, PQ4_0>>,
+     run_packed_unpacking<PQ4_0, WLegacy, unpack_legacy<PQ4_0, group_iq4_nl>, IQ4_NLPacked,
+                          LegacyTile<EDGELM_GEMM_VNNI ? 8 : 0, false>::Of>,
+     kUnpackTokens},
     {DType::q2_k, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<false, BlockQ2_K>, kRows,
      packed_bytes_of<PQ2_K, kQK_K>, pack_groups<BlockQ2_K, PQ2_K, kQK_K, pack_block_q2_k>,
      run_packed_unpacking<PQ2_K, WK6, unpack_q2_k, Q2_KPacked, K2Tile>, kUnpackTokens},
