@@ -29,10 +29,11 @@
 // runs on those multiples: prompt pieces end at one when the step budget reaches it
 // (SchedulerOptions::prompt_align) and every snapshot boundary splits a run, taken or not.
 //
-// Invariants: float loops in one fixed order for a given ISA (the delta rule runs an AVX2 + FMA
-// variant when kernels::active_isa() is an x86 SIMD one, whose fused multiply-adds round
-// differently from the portable loops: both forwards dispatch alike, so they still agree
-// bit for bit on one machine and ISA); the functions touch only the channel or head
+// Invariants: float loops in one fixed order for a given ISA (the recurrent delta rule runs an
+// AVX2 + FMA variant when kernels::active_isa() is avx2 or avxvnni and an AVX-512 one for avx512
+// and amx, four state rows at a time; their fused multiply-adds and dot-product orders round
+// differently from the portable loops and from each other: both forwards dispatch alike, so
+// they still agree bit for bit on one machine and ISA); the functions touch only the channel or head
 // range they are given, so disjoint ranges may run concurrently; nothing allocates.
 #pragma once
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "sample/logit_scan.h"
 
 namespace edgelm::sample {
 namespace {
@@ -52,16 +53,11 @@ void candidates_fill(Candidates& c, std::span<const float> logits) {
 
 TokenId argmax(std::span<const float> logits) {
   EDGELM_CHECK(!logits.empty(), "argmax of an empty logit vector");
-  size_t best = 0;
-  float best_logit = kNegInf;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    // Strict '>' keeps the lowest index on ties; NaN compares false, i.e. acts as -inf.
-    if (logits[i] > best_logit) {
-      best_logit = logits[i];
-      best = i;
-    }
-  }
-  return static_cast<TokenId>(best);
+  // The lowest index of the largest value (strict '>' over the indices in order); NaN acts as
+  // -inf, and with nothing above -inf the answer is index 0.
+  const float best = max_ignoring_nan(logits);
+  if (!(best > kNegInf)) return 0;
+  return static_cast<TokenId>(first_equal(logits, best));
 }
 
 void apply_top_k(Candidates& c, int32_t k) {

@@ -2,8 +2,9 @@
 #include "sample/sampler.h"
 
 #include <cmath>
-#include <limits>
 #include <utility>
+
+#include "sample/logit_scan.h"
 
 namespace edgelm::sample {
 namespace {
@@ -77,9 +78,7 @@ void Sampler::reseed(uint64_t seed) { rng_.seed(seed); }
 float Sampler::prepare(std::span<float> logits, std::span<const TokenId> history, int32_t n_prompt_tokens) {
   EDGELM_CHECK(!logits.empty(), "Sampler: empty logit vector");
   // Sanitize first: penalties would turn NaN into NaN and argmax must see -inf.
-  for (float& l : logits) {
-    if (std::isnan(l)) l = -std::numeric_limits<float>::infinity();
-  }
+  nan_to_neg_inf(logits);
   apply_penalties(logits, history, penalty_params(params_), penalty_scratch_);
 
   const float temperature =

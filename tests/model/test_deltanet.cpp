@@ -4,15 +4,17 @@
 // decays near 0 and near 1, head sizes of the real model (128) and small ones (and one that is
 // not a multiple of 8), more value heads than key heads; and deltanet_rule's dispatch by
 // absolute position (a run split at multiples of C equals the run in one piece, bit for bit).
-// Run with EDGELM_ISA=scalar as well to cover the portable loops.
+// CTest runs it once per kernel set (deltanet_isa_*): the portable, AVX2 and AVX-512 row forms.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "model/deltanet.h"
+#include "support/requested_isa.h"
 
 namespace edgelm::model {
 namespace {
@@ -207,6 +209,52 @@ TEST_P(DeltaRule, RuleSplitsAtAlignedChunksIdentically) {
 INSTANTIATE_TEST_SUITE_P(Shapes, DeltaRule,
                          testing::Values(Shape{2, 4, 128, 128},  // Qwen3.5's head sizes, 2 value heads per key head
                                          Shape{1, 2, 16, 8},     // small
+                                         Shape{1, 3, 32, 7},     // value rows past a group of 4
                                          Shape{1, 1, 12, 20}));  // not multiples of 8: the SIMD tails
+// The causal convolution (SIMD for d_conv = 4, 8 channels at a time) equals the formula's loop
+// in float, bit for bit: state taps oldest first, then the input, separate products and sums,
+// on channel ranges that start and end off the 8-channel blocks, over runs of 1 and 5 tokens.
+TEST(DeltaNetConv, EqualsThePlainLoopBitForBit) {
+  DeltaNetConfig d;
+  d.n_k_heads = 2;
+  d.n_v_heads = 4;
+  d.head_k_dim = 16;
+  d.head_v_dim = 10;
+  d.d_conv = 4;
+  const int64_t C = d.conv_dim(), K = d.d_conv;
+  const kernels::VectorOps& ops = *kernels::vector_ops(kernels::Isa::scalar);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> w(static_cast<size_t>(C * K));
+  for (float& x : w) x = u(rng);
+  for (const int64_t n : {int64_t{1}, int64_t{5}})
+    for (const auto& [c0, c1] : {std::pair<int64_t, int64_t>{0, C}, {3, C - 5}, {17, 24}}) {
+      SCOPED_TRACE(testing::Message() << "n " << n << ", channels [" << c0 << ", " << c1 << ")");
+      std::vector<float> x(static_cast<size_t>(n * C)), state(static_cast<size_t>((K - 1) * C));
+      for (float& v : x) v = u(rng);
+      for (float& v : state) v = u(rng);
+      std::vector<float> want_x = x, want_state = state;
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t c = c0; c < c1; ++c) {
+          float* s = want_state.data();
+          const float* wc = &w[static_cast<size_t>(c * K)];
+          const float in = want_x[static_cast<size_t>(t * C + c)];
+          float sum = 0.0f;
+          sum += wc[0] * s[c];
+          sum += wc[1] * s[C + c];
+          sum += wc[2] * s[2 * C + c];
+          sum += wc[3] * in;
+          s[c] = s[C + c];
+          s[C + c] = s[2 * C + c];
+          s[2 * C + c] = in;
+          want_x[static_cast<size_t>(t * C + c)] = sum;
+        }
+      for (int64_t t = 0; t < n; ++t) ops.silu(&want_x[static_cast<size_t>(t * C + c0)], c1 - c0);
+      deltanet_conv(d, x.data(), n, C, state.data(), w.data(), c0, c1, ops);
+      EXPECT_EQ(x, want_x);
+      EXPECT_EQ(state, want_state);
+    }
+}
+
 }  // namespace
 }  // namespace edgelm::model
