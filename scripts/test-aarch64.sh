@@ -10,7 +10,8 @@
 # The golden program also links the core, format, model and SentencePiece tokenizer sources
 # (reference forward, no engine); it reads the shared data from EDGELM_TEST_DATA (default
 # /work/shared). nlohmann/json is used header-only like fmt.
-# The self-test links only the kernels sources and the core files they use (no GoogleTest: the
+# The self-test links only the kernels sources and the core files they use, plus the sampler's
+# vectorized logit scans with their check (no GoogleTest: the
 # host's -dev packages are x86-64 only), with the kernels library's flags (-ffp-contract=off
 # keeps the scalar oracle bit-exact on FMA hardware). core/result.h needs fmt: its headers are
 # architecture-independent, so they are used header-only (-DFMT_HEADER_ONLY) from a directory
@@ -38,6 +39,7 @@ sources=(
   tests/kernels/neon_selftest.cpp tests/kernels/neon_attention_check.cpp tests/kernels/vector_ops_check.cpp
   tests/kernels/neon_packed_check.cpp tests/kernels/neon_lowbit_check.cpp
   tests/kernels/neon_iqgrid_check.cpp
+  src/sample/candidates.cpp src/sample/logit_scan.cpp tests/sample/logit_scan_check.cpp
 )
 golden_sources=(
   src/core/log.cpp src/core/mmap_file.cpp src/core/byte_size.cpp src/core/huge_pages.cpp
@@ -67,7 +69,7 @@ objs=()         # the self-test: the kernels and core sources
 golden_objs=()  # the golden run: the same minus the self-test's main, plus golden_sources
 for src in "${sources[@]}"; do
   objs+=("$(obj_of "$src")")
-  case "$src" in tests/kernels/neon_selftest.cpp | tests/kernels/neon_attention_check.cpp | tests/kernels/neon_packed_check.cpp | tests/kernels/neon_lowbit_check.cpp | tests/kernels/neon_iqgrid_check.cpp) ;; *) golden_objs+=("$(obj_of "$src")") ;; esac
+  case "$src" in tests/kernels/neon_selftest.cpp | tests/kernels/neon_attention_check.cpp | tests/kernels/neon_packed_check.cpp | tests/kernels/neon_lowbit_check.cpp | tests/kernels/neon_iqgrid_check.cpp | src/sample/*.cpp | tests/sample/*.cpp) ;; *) golden_objs+=("$(obj_of "$src")") ;; esac
 done
 for src in "${golden_sources[@]}"; do golden_objs+=("$(obj_of "$src")"); done
 # Through ccache where it is installed (the Makefile sets CCACHE_BASEDIR, so a fresh clone in

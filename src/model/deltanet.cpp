@@ -48,22 +48,22 @@ void dots(const float* s, const float* k, const float* q, int64_t n, float& sk, 
   sq = rq;
 }
 
-// One value head's rows for one token (see deltanet_recur): per row r, (sk, sq) = (S_r . k,
-// S_r . q), the new value and output, then S_r = clamp(decay S_r + v_new k).
-void head_rows(float* S, const float* k, const float* q, const float* v, int64_t Dv, int64_t Dk, float decay,
-               float beta, float scale, float kq, float* o) {
-  for (int64_t r = 0; r < Dv; ++r) {
-    float* Sr = S + r * Dk;
-    float sk = 0.0f, sq = 0.0f;
-    dots(Sr, k, q, Dk, sk, sq);
-    const float v_new = beta * (v[r] - decay * sk);
-    o[r] = decay * sq * scale + v_new * kq;
-    for (int64_t c = 0; c < Dk; ++c) Sr[c] = std::clamp(decay * Sr[c] + v_new * k[c], -1e6f, 1e6f);
-  }
+// One row r of a value head's state for one token (see deltanet_recur): (sk, sq) = (S_r . k,
+// S_r . q), the new value and output, then S_r = clamp(decay S_r + v_new k). R is 1: the
+// SIMD forms' signature (v and o point at the row's entries).
+template <int R>
+void rows_portable(float* Sr, const float* k, const float* q, const float* v, int64_t Dk, float decay, float beta,
+                   float scale, float kq, float* o) {
+  static_assert(R == 1);
+  float sk = 0.0f, sq = 0.0f;
+  dots(Sr, k, q, Dk, sk, sq);
+  const float v_new = beta * (v[0] - decay * sk);
+  o[0] = decay * sq * scale + v_new * kq;
+  for (int64_t c = 0; c < Dk; ++c) Sr[c] = std::clamp(decay * Sr[c] + v_new * k[c], -1e6f, 1e6f);
 }
 
 #if defined(__x86_64__)
-// head_rows with AVX2 + FMA (head_k_dim a multiple of 8), four rows at a time so that eight
+// rows_portable with AVX2 + FMA (head_k_dim a multiple of 8), four rows at a time so that eight
 // independent dot-product chains keep the FMA units busy while a row's update waits on its own
 // sums. Each row's dots are 8 lane-wise partial sums reduced by a fixed hadd tree (lanes
 // (0+1)+(2+3), then the 128-bit halves: the same order for every row, alone or in a group of 4).
@@ -107,15 +107,7 @@ __attribute__((target("avx2,fma"))) inline void rows_avx2(float* S, const float*
   }
 }
 
-__attribute__((target("avx2,fma"))) void head_rows_avx2(float* S, const float* k, const float* q, const float* v,
-                                                        int64_t Dv, int64_t Dk, float decay, float beta, float scale,
-                                                        float kq, float* o) {
-  int64_t r = 0;
-  for (; r + 4 <= Dv; r += 4) rows_avx2<4>(S + r * Dk, k, q, v + r, Dk, decay, beta, scale, kq, o + r);
-  for (; r < Dv; ++r) rows_avx2<1>(S + r * Dk, k, q, v + r, Dk, decay, beta, scale, kq, o + r);
-}
-
-// The AVX-512 form of head_rows_avx2 (head_k_dim a multiple of 16): 16 lane-wise partial sums
+// The AVX-512 form of rows_avx2 (head_k_dim a multiple of 16): 16 lane-wise partial sums
 // per dot, their 256-bit halves added (lanes j and j + 8) before the same hadd tree. The update
 // is element-wise, so only the dots' order differs from the AVX2 form.
 template <int R>
@@ -152,17 +144,9 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) inline void rows_avx512(flo
   }
 }
 
-__attribute__((target("avx512f,avx512dq,avx2,fma"))) void head_rows_avx512(float* S, const float* k, const float* q,
-                                                                  const float* v, int64_t Dv, int64_t Dk,
-                                                                  float decay, float beta, float scale, float kq,
-                                                                  float* o) {
-  int64_t r = 0;
-  for (; r + 4 <= Dv; r += 4) rows_avx512<4>(S + r * Dk, k, q, v + r, Dk, decay, beta, scale, kq, o + r);
-  for (; r < Dv; ++r) rows_avx512<1>(S + r * Dk, k, q, v + r, Dk, decay, beta, scale, kq, o + r);
-}
 #endif
 
-// Which form of head_rows the active ISA (EDGELM_ISA, else the CPU's best) runs.
+// Which form of the rows the active ISA (EDGELM_ISA, else the CPU's best) runs.
 enum class RowsForm { portable, avx2, avx512 };
 RowsForm rows_form(int64_t Dk) {
 #if defined(__x86_64__)
@@ -259,37 +243,100 @@ void deltanet_l2norm_qk(const DeltaNetConfig& d, float* mixed, int64_t n, int64_
   }
 }
 
+namespace {
+
+// The per-token scalars of one value head's recurrence.
+struct TokenCoefs {
+  float decay, beta, kq;
+};
+
+// Tokens whose coefficients deltanet_recur computes at a time.
+constexpr int64_t kRecurTokens = 64;
+
+// Runs Rows<R> (one of the row forms) over the state rows of value head h for the nt tokens
+// from mixed, R rows at a time (the last Dv % R one at a time). Rows of S evolve independently
+// (a row's update reads only that row and the token's k, q and coefficients), so each group of
+// rows takes all the tokens while it sits in L1 (a head's whole state does not fit): the same
+// floats as token by token over the whole state.
+template <int R, template <int> class Rows>
+void recur_rows(const DeltaNetConfig& d, const float* mixed, int64_t nt, int64_t stride, const TokenCoefs* co,
+                float* S, float* out, int64_t out_stride, int32_t h, float scale) {
+  const int64_t Dk = d.head_k_dim, Dv = d.head_v_dim, key_dim = d.key_dim(), kh = h % d.n_k_heads;
+  const auto run = [&]<int G>(int64_t r) {
+    for (int64_t t = 0; t < nt; ++t) {
+      const float* row = mixed + t * stride;
+      Rows<G>::run(S + r * Dk, row + key_dim + kh * Dk, row + kh * Dk, row + 2 * key_dim + h * Dv + r, Dk,
+                   co[t].decay, co[t].beta, scale, co[t].kq, out + t * out_stride + h * Dv + r);
+    }
+  };
+  int64_t r = 0;
+  for (; r + R <= Dv; r += R) run.template operator()<R>(r);
+  for (; r < Dv; ++r) run.template operator()<1>(r);
+}
+
+template <int G>
+struct PortableRows {
+  static void run(float* S, const float* k, const float* q, const float* v, int64_t Dk, float decay, float beta,
+                  float scale, float kq, float* o) {
+    rows_portable<G>(S, k, q, v, Dk, decay, beta, scale, kq, o);
+  }
+};
+#if defined(__x86_64__)
+template <int G>
+struct Avx2Rows {
+  static void run(float* S, const float* k, const float* q, const float* v, int64_t Dk, float decay, float beta,
+                  float scale, float kq, float* o) {
+    rows_avx2<G>(S, k, q, v, Dk, decay, beta, scale, kq, o);
+  }
+};
+template <int G>
+struct Avx512Rows {
+  static void run(float* S, const float* k, const float* q, const float* v, int64_t Dk, float decay, float beta,
+                  float scale, float kq, float* o) {
+    rows_avx512<G>(S, k, q, v, Dk, decay, beta, scale, kq, o);
+  }
+};
+#endif
+
+}  // namespace
+
 void deltanet_recur(const DeltaNetConfig& d, const LayerWeights& L, const float* mixed, int64_t n, int64_t stride,
                     const float* beta_raw, const float* alpha, int64_t ba_stride, float* ssm_state, float* out,
                     int64_t out_stride, int32_t h0, int32_t h1) {
   const int64_t Dk = d.head_k_dim, Dv = d.head_v_dim, key_dim = d.key_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dk));
   const RowsForm form = rows_form(Dk);
+  TokenCoefs co[kRecurTokens];
   for (int32_t h = h0; h < h1; ++h) {
     const int64_t kh = h % d.n_k_heads;
     float* S = ssm_state + static_cast<int64_t>(h) * Dv * Dk;
-    for (int64_t t = 0; t < n; ++t) {
-      const float* row = mixed + t * stride;
-      const float* q = row + kh * Dk;
-      const float* k = row + key_dim + kh * Dk;
-      const float* v = row + 2 * key_dim + h * Dv;
-      const float g = softplus(alpha[t * ba_stride + h] + L.ssm_dt_bias[h]) * L.ssm_a[h];
-      const float beta = sigmoid(beta_raw[t * ba_stride + h]);
-      const float decay = std::exp(std::min(g, 50.0f));
-      float kq = 0.0f;
-      for (int64_t c = 0; c < Dk; ++c) kq += k[c] * (q[c] * scale);
-      float* o = out + t * out_stride + h * Dv;
+    for (int64_t t0 = 0; t0 < n; t0 += kRecurTokens) {
+      const int64_t nt = std::min(kRecurTokens, n - t0);
+      for (int64_t t = 0; t < nt; ++t) {
+        const int64_t tt = t0 + t;
+        const float* row = mixed + tt * stride;
+        const float* q = row + kh * Dk;
+        const float* k = row + key_dim + kh * Dk;
+        const float g = softplus(alpha[tt * ba_stride + h] + L.ssm_dt_bias[h]) * L.ssm_a[h];
+        co[t].beta = sigmoid(beta_raw[tt * ba_stride + h]);
+        co[t].decay = std::exp(std::min(g, 50.0f));
+        float kq = 0.0f;
+        for (int64_t c = 0; c < Dk; ++c) kq += k[c] * (q[c] * scale);
+        co[t].kq = kq;
+      }
+      const float* m = mixed + t0 * stride;
+      float* o = out + t0 * out_stride;
 #if defined(__x86_64__)
       if (form == RowsForm::avx512) {
-        head_rows_avx512(S, k, q, v, Dv, Dk, decay, beta, scale, kq, o);
+        recur_rows<4, Avx512Rows>(d, m, nt, stride, co, S, o, out_stride, h, scale);
         continue;
       }
       if (form == RowsForm::avx2) {
-        head_rows_avx2(S, k, q, v, Dv, Dk, decay, beta, scale, kq, o);
+        recur_rows<4, Avx2Rows>(d, m, nt, stride, co, S, o, out_stride, h, scale);
         continue;
       }
 #endif
-      head_rows(S, k, q, v, Dv, Dk, decay, beta, scale, kq, o);
+      recur_rows<1, PortableRows>(d, m, nt, stride, co, S, o, out_stride, h, scale);
     }
   }
 }

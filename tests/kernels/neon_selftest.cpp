@@ -59,6 +59,7 @@
 #include "kernels/quant_traits.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
+#include "../sample/logit_scan_check.h"
 #include "budget_check.h"
 #include "neon_attention_check.h"
 #include "neon_iqgrid_check.h"
@@ -702,6 +703,9 @@ int main(int argc, char** argv) {
     const CheckCounts iqgrid = check_neon_iqgrid();  // neon_iqgrid_check.cpp
     g_passed += iqgrid.passed;
     g_failed += iqgrid.failed;
+    const CheckCounts scan = edgelm::sample::check_logit_scan();  // tests/sample/logit_scan_check.cpp
+    g_passed += scan.passed;
+    g_failed += scan.failed;
   }
   std::printf("%d passed, %d failed, %d skipped\n", g_passed, g_failed, g_skipped);
   return g_failed == 0 ? 0 : 1;
