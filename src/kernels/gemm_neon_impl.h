@@ -222,9 +222,9 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
      EDGELM_NEON_PACKED_FLOAT(BF16Lanes)},
     // gemm_neon_lowbit.h
     {DType::q2_k, lowk_packed_bytes<Q2KFormat>, lowk_pack<Q2KFormat>, lowk_scratch_bytes<Q2KFormat>,
-     lowk_run<Q2KFormat>},
+     lowk_run<Q2KFormat>, EDGELM_NEON_PACKED(FmtQ2_K)},
     {DType::q3_k, lowk_packed_bytes<Q3KFormat>, lowk_pack<Q3KFormat>, lowk_scratch_bytes<Q3KFormat>,
-     lowk_run<Q3KFormat>},
+     lowk_run<Q3KFormat>, EDGELM_NEON_PACKED(FmtQ3_K)},
     {DType::iq4_xs, lowk_packed_bytes<IQ4XSFormat>, lowk_pack<IQ4XSFormat>, lowk_scratch_bytes<IQ4XSFormat>,
      lowk_run<IQ4XSFormat>},
     {DType::tq2_0, lowk_packed_bytes<TQ2Format>, lowk_pack<TQ2Format>, lowk_scratch_bytes<TQ2Format>,
@@ -232,7 +232,7 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
     {DType::tq1_0, lowk_packed_bytes<TQ1Format>, lowk_pack<TQ1Format>, lowk_scratch_bytes<TQ1Format>,
      lowk_run<TQ1Format>},
     {DType::iq4_nl, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
-     block32_run<IQ4NLFormat>},
+     block32_run<IQ4NLFormat>, EDGELM_NEON_PACKED(FmtIQ4_NL)},
     {DType::mxfp4, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
      block32_run<MXFP4Format>},
     // gemm_neon_iqgrid.h

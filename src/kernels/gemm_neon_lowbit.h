@@ -11,7 +11,9 @@
 // (row, token), as the scalar vec_dot: the sub-block dots times their integer scales summed in
 // int32 (Q2_K: and the mins times the activations' 16-element sums), then d dy qsum (- dmin dy
 // msum); per 32-element block, d dy isum. Results differ from the scalar vec_dot by float
-// reassociation of the per-block terms only.
+// reassociation of the per-block terms only. Q2_K and Q3_K also have load-time packed forms
+// (FmtQ2_K, FmtQ3_K below, on gemm_neon_packed.h's method: bit-identical to the scalar vec_dot),
+// which a loaded model uses unless EDGELM_PACK=0.
 #if !defined(EDGELM_NEON_GEMM_LEVEL)
 #error "gemm_neon_lowbit.h is a piece of the body of gemm_neon.cpp only"
 #endif
@@ -108,6 +110,124 @@ struct Q3KFormat {
     int8_t sc[16];
     q3_k_unpack_scales(x.scales, sc);
     for (int j = 0; j < 16; ++j) s.sc[j] = sc[j] - 32;
+  }
+};
+
+// ---- Load-time packed Q3_K and Q2_K (gemm_neon_packed.h's method) ------------------------------
+
+// Chunk j (32 elements of the 4 rows, 8 registers) holds sub-blocks 2j, 2j + 1 as the group
+// layout orders them; the stored bit widths are kept: a 2-bit plane (2 registers, pack_top2
+// with shift 0) and, for Q3_K, the third bit (pack_bit4 of bit 2).
+struct PQ3_K {
+  uint8_t lo[8][2 * 16];
+  uint8_t hi[8][16];
+  int8_t sc[16][kRows];  // ls - 32
+  uint16_t d[kRows];
+};
+struct PQ2_K {
+  uint8_t qs[8][2 * 16];
+  uint8_t scm[16][kRows];  // scale | min << 4, as stored
+  uint16_t d[kRows];
+  uint16_t dmin[kRows];
+};
+static_assert(sizeof(PQ3_K) == 456 && sizeof(PQ2_K) == kRows * sizeof(BlockQ2_K));
+
+template <typename F>
+void lowk_signed_quants(const typename F::Block& x, int8_t* q) {
+  LowRowScales unused;
+  F::unpack(x, q, unused);
+}
+
+struct FmtQ3_K {
+  using BX = BlockQ3_K;
+  using PB = PQ3_K;
+  using Act = ActQ8_K;
+  static constexpr int64_t kBlock = kQK_K;
+  static constexpr int kChunks = 8;
+
+  static void pack(const BX* const rows[kRows], int64_t b, PB& o) {
+    alignas(16) int8_t u[kRows * kQK_K];
+    group_block<BX, kQK_K, lowk_signed_quants<Q3KFormat>>(rows, b, u);  // q in [-4, 3]
+    for (int j = 0; j < 8; ++j) {
+      pack_top2<4, 0>(u + 128 * j, o.lo[j]);
+      pack_bit4<4, 2>(u + 128 * j, o.hi[j]);
+    }
+    for (int r = 0; r < kRows; ++r) {
+      LowRowScales s;
+      alignas(16) int8_t q[kQK_K];
+      Q3KFormat::unpack(rows[r][b], q, s);
+      o.d[r] = rows[r][b].d;
+      for (int j = 0; j < 16; ++j) o.sc[j][r] = static_cast<int8_t>(s.sc[j]);
+    }
+  }
+  static void chunk(const PB& w, int j, int8x16_t q[8]) {
+    uint8x16_t r[8];
+    load_two_bits(w.lo[j], r);
+    add_bit2(w.hi[j], r);
+    to_signed<4>(r, q);
+  }
+  template <int T>
+  static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
+    k16_tile<FmtQ3_K, T>(wb, nb, a, f, pre);
+  }
+};
+
+// Q2_K: q in [0, 3], per 16-element sub-block a 4-bit scale and a 4-bit min (times the
+// activations' 16-element sums), then (d dy) qsum - (dmin dy) msum, as the scalar vec_dot.
+struct FmtQ2_K {
+  using BX = BlockQ2_K;
+  using PB = PQ2_K;
+  using Act = ActQ8_K16;
+  static constexpr int64_t kBlock = kQK_K;
+  static constexpr int kChunks = 8;
+
+  static void pack(const BX* const rows[kRows], int64_t b, PB& o) {
+    alignas(16) int8_t u[kRows * kQK_K];
+    group_block<BX, kQK_K, lowk_signed_quants<Q2KFormat>>(rows, b, u);
+    for (int j = 0; j < 8; ++j) pack_top2<0, 0>(u + 128 * j, o.qs[j]);
+    for (int r = 0; r < kRows; ++r) {
+      o.d[r] = rows[r][b].d;
+      o.dmin[r] = rows[r][b].dmin;
+      for (int j = 0; j < 16; ++j) o.scm[j][r] = rows[r][b].scales[j];
+    }
+  }
+  static void chunk(const PB& w, int j, int8x16_t q[8]) {
+    uint8x16_t r[8];
+    load_two_bits(w.qs[j], r);
+    to_signed<0>(r, q);
+  }
+  // |qsum| <= 256 * 3 * 127 * 15 and |msum| <= 16 * 15 * 16 * 128: int32.
+  template <int T>
+  static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const PB& w = wb[b];
+      int32x4_t qs[kTok], ms[kTok];
+      for (int t = 0; t < T; ++t) qs[t] = ms[t] = vdupq_n_s32(0);
+      for (int j = 0; j < 8; ++j) {
+        const uint16x8_t s16 = vmovl_u8(vld1_u8(&w.scm[2 * j][0]));  // sub-blocks 2j, 2j + 1
+        const int32x4_t b0 = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(s16)));
+        const int32x4_t b1 = vreinterpretq_s32_u32(vmovl_u16(vget_high_u16(s16)));
+        const int32x4_t fifteen = vdupq_n_s32(15);
+        const int32x4_t sc0 = vandq_s32(b0, fifteen), sc1 = vandq_s32(b1, fifteen);
+        const int32x4_t mn0 = vshrq_n_s32(b0, 4), mn1 = vshrq_n_s32(b1, 4);
+        int8x16_t q[8];
+        chunk_or_pre<FmtQ2_K>(w, b, j, pre, q);
+        int32x4_t i0[kTok], i1[kTok];
+        subblock_regs<16, kQK_K, T>(q, a[b].qs, 32 * j, i0);
+        subblock_regs<16, kQK_K, T>(q + 4, a[b].qs, 32 * j + 16, i1);
+        for (int t = 0; t < T; ++t) {
+          qs[t] = vmlaq_s32(vmlaq_s32(qs[t], i0[t], sc0), i1[t], sc1);
+          ms[t] = vmlaq_n_s32(vmlaq_n_s32(ms[t], mn0, a[b].bsum[2 * j][t]), mn1, a[b].bsum[2 * j + 1][t]);
+        }
+      }
+      const float32x4_t d = half4(w.d), dmin = half4(w.dmin);
+      for (int t = 0; t < T; ++t) {
+        const float dy = a[b].d[t];
+        const float32x4_t v = vsubq_f32(vmulq_f32(vmulq_n_f32(d, dy), vcvtq_f32_s32(qs[t])),
+                                        vmulq_f32(vmulq_n_f32(dmin, dy), vcvtq_f32_s32(ms[t])));
+        f[t] = vaddq_f32(f[t], v);
+      }
+    }
   }
 };
 

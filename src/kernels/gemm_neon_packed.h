@@ -1,5 +1,5 @@
 // NEON load-time packed weights (gemm.h: pack_weights / run_packed) for Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q4_K, Q5_K, Q6_K, and F32, F16, BF16 (their own section below). A piece of the body
+// Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, and F32, F16, BF16 (their own section below). A piece of the body
 // gemm_neon_impl.h (see there for the per-call method and the register layouts), compiled once
 // per level with it, after gemm_neon_legacy.h, gemm_neon_k.h and gemm_neon_float.h (it uses their
 // activation tiles, unpackers and lane types); nothing else includes it. A packed matrix is only
@@ -112,21 +112,23 @@ void pack_nibbles(const int8_t* u, uint8_t* dst) {
     vst1q_u8(dst + 16 * i, vorrq_u8(vandq_u8(lo, low4), vshlq_n_u8(hi, 4)));
   }
 }
-template <int kOff>
-void pack_bit4(const int8_t* u, uint8_t* dst) {  // bit i of byte l: bit 4 of R_i[l] + kOff
+template <int kOff, int kBit = 4>
+void pack_bit4(const int8_t* u, uint8_t* dst) {  // bit i of byte l: bit kBit of R_i[l] + kOff
   uint8_t h[16] = {};
   for (int i = 0; i < 8; ++i)
     for (int l = 0; l < 16; ++l)
-      h[l] = static_cast<uint8_t>(h[l] | (((static_cast<uint8_t>(u[16 * i + l] + kOff) >> 4) & 1u) << i));
+      h[l] = static_cast<uint8_t>(h[l] | (((static_cast<uint8_t>(u[16 * i + l] + kOff) >> kBit) & 1u) << i));
   std::memcpy(dst, h, 16);
 }
-template <int kOff>
-void pack_top2(const int8_t* u, uint8_t* dst) {  // register h, bits 2i..2i+1 of byte l: bits 4-5 of R_{4h+i}[l]
+// Register h, bits 2i..2i+1 of byte l: bits kShift, kShift + 1 of R_{4h+i}[l] + kOff (Q6_K's top
+// bits: kShift 4; the 2-bit planes of Q2_K and Q3_K: 0).
+template <int kOff, int kShift = 4>
+void pack_top2(const int8_t* u, uint8_t* dst) {
   uint8_t t[32] = {};
   for (int i = 0; i < 8; ++i)
     for (int l = 0; l < 16; ++l)
       t[16 * (i / 4) + l] = static_cast<uint8_t>(
-          t[16 * (i / 4) + l] | (((static_cast<uint8_t>(u[16 * i + l] + kOff) >> 4) & 3u) << (2 * (i % 4))));
+          t[16 * (i / 4) + l] | (((static_cast<uint8_t>(u[16 * i + l] + kOff) >> kShift) & 3u) << (2 * (i % 4))));
   std::memcpy(dst, t, 32);
 }
 
@@ -152,6 +154,24 @@ inline void add_top2(const uint8_t* src, uint8x16_t r[8]) {
     r[4 * h + 3] = vorrq_u8(r[4 * h + 3], vshlq_n_u8(vshrq_n_u8(v, 6), 4));
   }
 }
+// The 2-bit plane of pack_top2<kOff, 0> back into the chunk's 8 registers (values 0..3), and
+// pack_bit4<kOff, 2>'s plane on top of it as bit 2 (Q3_K's third bit).
+inline void load_two_bits(const uint8_t* src, uint8x16_t r[8]) {
+  const uint8x16_t three = vdupq_n_u8(3);
+  for (int h = 0; h < 2; ++h) {
+    const uint8x16_t v = vld1q_u8(src + 16 * h);
+    r[4 * h] = vandq_u8(v, three);
+    r[4 * h + 1] = vandq_u8(vshrq_n_u8(v, 2), three);
+    r[4 * h + 2] = vandq_u8(vshrq_n_u8(v, 4), three);
+    r[4 * h + 3] = vshrq_n_u8(v, 6);
+  }
+}
+inline void add_bit2(const uint8_t* src, uint8x16_t r[8]) {
+  const uint8x16_t h = vld1q_u8(src);
+  for (int i = 0; i < 8; ++i)
+    r[i] = vorrq_u8(r[i], vandq_u8(vtstq_u8(h, vdupq_n_u8(static_cast<uint8_t>(1u << i))), vdupq_n_u8(4)));
+}
+
 // Unsigned quants -> the signed bytes the integer kernel takes (q - kOff).
 template <int kOff>
 inline void to_signed(const uint8x16_t r[8], int8x16_t s[8]) {
@@ -216,7 +236,10 @@ static_assert(sizeof(PQ8_0) == kRows * sizeof(BlockQ8_0) && sizeof(PQ4_0) == kRo
 
 // A legacy format: BX the stored block, PB its packed group block, Act the packed activations,
 // Unpack the per-call unpacker (signed quants, q - kOff), kOff the offset, kBits 4, 5 or 8.
-template <typename BX_, typename PB_, typename Act_, void (*Unpack)(const BX_&, int8_t*), int kOff_, int kBits>
+// kBook (IQ4_NL): the 4-bit fields are indices into kIq4Values (Unpack gives the indices), looked
+// up when a chunk is loaded.
+template <typename BX_, typename PB_, typename Act_, void (*Unpack)(const BX_&, int8_t*), int kOff_, int kBits,
+          bool kBook = false>
 struct LegacyFormat {
   using BX = BX_;
   using PB = PB_;
@@ -248,7 +271,12 @@ struct LegacyFormat {
       uint8x16_t r[8];
       load_nibbles(w.qs, r);
       if constexpr (kBits == 5) add_bit4(w.qh, r);
-      to_signed<kOff>(r, q);
+      if constexpr (kBook) {
+        const int8x16_t book = vld1q_s8(kIq4Values);
+        for (int i = 0; i < 8; ++i) q[i] = vqtbl1q_s8(book, r[i]);
+      } else {
+        to_signed<kOff>(r, q);
+      }
     }
   }
 
@@ -277,6 +305,16 @@ using FmtQ4_0 = LegacyFormat<BlockQ4_0, PQ4_0, ActQ8_0, unpack_q4_0, 8, 4>;
 using FmtQ4_1 = LegacyFormat<BlockQ4_1, PQ4_1, ActQ8_1, unpack_q4_1, 0, 4>;
 using FmtQ5_0 = LegacyFormat<BlockQ5_0, PQ5_0, ActQ8_0, unpack_q5_0, 16, 5>;
 using FmtQ5_1 = LegacyFormat<BlockQ5_1, PQ5_1, ActQ8_1, unpack_q5_1, 0, 5>;
+
+// IQ4_NL: Q4_0's block layout (fp16 d, 16 bytes of nibbles, elements 0-15 low, 16-31 high) with
+// codebook indices for quants, so Q4_0's packed bytes; scalar vec_dot (dx dy) isum per block.
+inline void unpack_iq4_nl_index(const BlockIQ4_NL& x, int8_t* q) {
+  const uint8x16_t v = vld1q_u8(x.qs);
+  vst1q_s8(q, vreinterpretq_s8_u8(low_nibbles(v)));
+  vst1q_s8(q + 16, vreinterpretq_s8_u8(high_nibbles(v)));
+}
+static_assert(sizeof(BlockIQ4_NL) == sizeof(BlockQ4_0));
+using FmtIQ4_NL = LegacyFormat<BlockIQ4_NL, PQ4_0, ActQ8_0, unpack_iq4_nl_index, 0, 4, true>;
 
 // ---- K formats (256-element super-blocks) -------------------------------------------------------
 
@@ -379,6 +417,31 @@ struct KMinFormat {
 using FmtQ4_K = KMinFormat<BlockQ4_K, PQ4_K, unpack_q4_k, false>;
 using FmtQ5_K = KMinFormat<BlockQ5_K, PQ5_K, unpack_q5_k, true>;
 
+// The super-block formats of 16 sub-blocks of 16 with a signed scale each and no minimum (Q6_K,
+// Q3_K; PB with sc[16][kRows] and d[kRows]): per super-block the sub-block dots times their
+// scales summed in int32, then (d dy) qsum, as the scalar vec_dot.
+template <typename F, int T>
+inline void k16_tile(const typename F::PB* wb, int64_t nb, const typename F::Act* a, float32x4_t f[kTok],
+                     const int8_t* pre) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const typename F::PB& w = wb[b];
+    int32x4_t qs[kTok];
+    for (int t = 0; t < T; ++t) qs[t] = vdupq_n_s32(0);
+    for (int j = 0; j < 8; ++j) {
+      const int16x8_t s16 = vmovl_s8(vld1_s8(&w.sc[2 * j][0]));  // sub-blocks 2j, 2j + 1
+      const int32x4_t sc0 = vmovl_s16(vget_low_s16(s16)), sc1 = vmovl_s16(vget_high_s16(s16));
+      int8x16_t q[8];
+      chunk_or_pre<F>(w, b, j, pre, q);
+      int32x4_t i0[kTok], i1[kTok];
+      subblock_regs<16, kQK_K, T>(q, a[b].qs, 32 * j, i0);
+      subblock_regs<16, kQK_K, T>(q + 4, a[b].qs, 32 * j + 16, i1);
+      for (int t = 0; t < T; ++t) qs[t] = vmlaq_s32(vmlaq_s32(qs[t], i0[t], sc0), i1[t], sc1);
+    }
+    const float32x4_t d = half4(w.d);
+    for (int t = 0; t < T; ++t) f[t] = vaddq_f32(f[t], vmulq_f32(vmulq_n_f32(d, a[b].d[t]), vcvtq_f32_s32(qs[t])));
+  }
+}
+
 struct FmtQ6_K {
   using BX = BlockQ6_K;
   using PB = PQ6_K;
@@ -409,24 +472,7 @@ struct FmtQ6_K {
   // |qsum| < 2^28 (16 sub-blocks of 128 * 16 * 32 * 127), as the scalar kernel's int32.
   template <int T>
   static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const PB& w = wb[b];
-      int32x4_t qs[kTok];
-      for (int t = 0; t < T; ++t) qs[t] = vdupq_n_s32(0);
-      for (int j = 0; j < 8; ++j) {
-        const int16x8_t s16 = vmovl_s8(vld1_s8(&w.sc[2 * j][0]));  // sub-blocks 2j, 2j + 1
-        const int32x4_t sc0 = vmovl_s16(vget_low_s16(s16)), sc1 = vmovl_s16(vget_high_s16(s16));
-        int8x16_t q[8];
-        chunk_or_pre<FmtQ6_K>(w, b, j, pre, q);
-        int32x4_t i0[kTok], i1[kTok];
-        subblock_regs<16, kQK_K, T>(q, a[b].qs, 32 * j, i0);
-        subblock_regs<16, kQK_K, T>(q + 4, a[b].qs, 32 * j + 16, i1);
-        for (int t = 0; t < T; ++t) qs[t] = vmlaq_s32(vmlaq_s32(qs[t], i0[t], sc0), i1[t], sc1);
-      }
-      const float32x4_t d = half4(w.d);
-      for (int t = 0; t < T; ++t)
-        f[t] = vaddq_f32(f[t], vmulq_f32(vmulq_n_f32(d, a[b].d[t]), vcvtq_f32_s32(qs[t])));
-    }
+    k16_tile<FmtQ6_K, T>(wb, nb, a, f, pre);
   }
 };
 

@@ -49,6 +49,8 @@ std::vector<size_t> half_fields(DType t) {
     case DType::q4_k:
     case DType::q5_k: return {0, 2};
     case DType::q6_k: return {sizeof(BlockQ6_K) - 2};
+    case DType::q3_k: return {sizeof(BlockQ3_K) - 2};
+    case DType::q2_k: return {sizeof(BlockQ2_K) - 4, sizeof(BlockQ2_K) - 2};
     default: return {0};
   }
 }
@@ -233,8 +235,9 @@ CheckCounts check_neon_packed() {
     NeonLevel level;
     const char* name;
   } levels[] = {{NeonLevel::base, "base"}, {NeonLevel::dotprod, "dotprod"}, {NeonLevel::i8mm, "i8mm"}};
-  const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k,
-                         DType::q5_k, DType::q6_k, DType::f32,  DType::f16,  DType::bf16};
+  const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
+                         DType::q4_k, DType::q5_k, DType::q6_k, DType::q3_k, DType::q2_k, DType::f32,
+                         DType::f16,  DType::bf16};
   ThreadPool pool(2);
   for (const auto& l : levels) {
     const IsaKernels* k = neon::neon_kernels(l.level);
@@ -248,11 +251,14 @@ CheckCounts check_neon_packed() {
       if (!has) continue;
       const int64_t bs = dtype_traits(type).block_size;
       // Size: the stored bytes of the rows rounded up to a group of 4 (K formats with 4-bit
-      // quants: their 8-bit scales and mins, 64 bytes per group against 48).
+      // quants: their 8-bit scales and mins, 64 bytes per group against 48; Q3_K: its 16 scales
+      // as bytes, 64 against 48).
       const int64_t rows = 37, cols = 4 * bs;
       const size_t stored = static_cast<size_t>((rows + 3) / 4 * 4) * dtype_row_bytes(type, cols);
       const size_t packed = g->packed_weight_bytes(rows, cols);
-      const size_t extra = type == DType::q4_k || type == DType::q5_k ? static_cast<size_t>((rows + 3) / 4 * 4) * 16 : 0;
+      const size_t extra = type == DType::q4_k || type == DType::q5_k || type == DType::q3_k
+                               ? static_cast<size_t>((rows + 3) / 4 * 4) * 16
+                               : 0;
       c.expect(packed == stored + extra, std::string("neon ") + l.name + " " + type_name(type) + " packed size " +
                                              std::to_string(packed) + " for stored " + std::to_string(stored));
       const int before = c.counts.failed;
