@@ -146,6 +146,13 @@ struct K2Tile {
     tile_k16<T, 4, 0, true>(wb, nb, y, out, ldo, n_rows);
   }
 };
+// TQ2_0: q in [0, 2], zero point 1 (1 << 0), unit scales; pairs stay below 2 * 2 * 127.
+template <int T>
+struct KT2Tile {
+  static void run(const WK6* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_k16<T, 4, 0>(wb, nb, y, out, ldo, n_rows);
+  }
+};
 template <int T>
 struct IQ4XSTile {
   static void run(const WK4* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
@@ -179,7 +186,9 @@ template <bool kThree, typename Block>
 void run_k2(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
             int64_t ldo, uint8_t* scratch) {
   const int64_t nb = w.cols / kQK_K;
-  if constexpr (kThree)
+  if constexpr (std::is_same_v<Block, BlockTQ2_0>)
+    run_groups<ActQ8K, WK6, repack_k2<true, Block>, KT2Tile>(w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
+  else if constexpr (kThree)
     run_groups<ActQ8K, WK6, repack_k2<true, Block>, K3Tile>(w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);
   else
     run_groups<ActQ8K, WK6, repack_k2<false, Block>, K2Tile>(w, packed, n_tok, r0, r1, out, ldo, scratch, nb, nb);

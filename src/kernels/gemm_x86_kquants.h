@@ -8,6 +8,7 @@
 #include "kernels/gemm_x86_blocks.h"
 #include "kernels/quants_iq4.h"
 #include "kernels/quants_k.h"
+#include "kernels/quants_ternary.h"
 
 namespace edgelm::kernels::x86 {
 namespace {
@@ -125,11 +126,14 @@ void repack_q6_k(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch)
   }
 }
 
-// Q2_K and Q3_K into WK6: sub-block s of 32 elements (128h + 32k + l, k = s % 4) are bits 2k of
-// qs[32h + l]; Q3_K adds 4 where bit s of hmask[l] is set (q' = q + 4 in [0, 7], zero point 4,
-// scales ls - 32), Q2_K keeps q in [0, 3] with its 4-bit scales and mins.
+// Q2_K, Q3_K and TQ2_0 into WK6: sub-block s of 32 elements (128h + 32k + l, k = s % 4) are bits
+// 2k of qs[32h + l]; Q3_K adds 4 where bit s of hmask[l] is set (q' = q + 4 in [0, 7], zero point
+// 4, scales ls - 32), Q2_K keeps q in [0, 3] with its 4-bit scales and mins; TQ2_0 (kThree's
+// zero-point form) keeps q in [0, 2] with zero point 1 and every scale 1, one d per 256.
 template <bool kThree, typename Block>
 void repack_k2(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
+  constexpr bool kTernary = std::is_same_v<Block, BlockTQ2_0>;
+  static_assert(kThree || !kTernary);
   const Block* rows[kRows];
   group_rows(w, r0, n_rows, rows);
   auto* out = reinterpret_cast<WK6*>(scratch);
@@ -142,7 +146,10 @@ void repack_k2(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
       _mm_prefetch(reinterpret_cast<const char*>(&x) + 2 * sizeof(Block), _MM_HINT_T0);
       o.d[i] = half(x.d);
       int sc[16], mn[16] = {};
-      if constexpr (kThree) {
+      if constexpr (kTernary) {
+        o.dmin[i] = 0.0f;
+        for (int j = 0; j < 16; ++j) sc[j] = 1;
+      } else if constexpr (kThree) {
         o.dmin[i] = 0.0f;
         for (int j = 0; j < 16; ++j) {
           const int low = j < 8 ? (x.scales[j] & 0x0f) : (x.scales[j - 8] >> 4);
@@ -169,7 +176,7 @@ void repack_k2(const GemmWeights& w, int64_t r0, int n_rows, uint8_t* scratch) {
         for (int i = 0; i < 8; ++i) {
           const Block& x = rows[8 * h + i][b];
           v[i] = _mm256_and_si256(_mm256_srl_epi16(load256(x.qs + 32 * hh), _mm_cvtsi32_si128(2 * k)), three);
-          if constexpr (kThree) {
+          if constexpr (kThree && !kTernary) {
             const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(load256(x.hmask), _mm_cvtsi32_si128(s)), one);
             v[i] = _mm256_or_si256(v[i], _mm256_slli_epi16(hb, 2));
           }

@@ -816,6 +816,7 @@ constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
     {DType::iq4_xs, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_iq4_xs, kRows,
      packed_bytes_of<PQIQ4_XS, kQK_K>, pack_groups<BlockIQ4_XS, PQIQ4_XS, kQK_K, pack_block_iq4_xs>,
      run_packed_unpacking<PQIQ4_XS, WK4, unpack_iq4_xs, IQ4_XSPacked, IQ4XSTile>, kUnpackTokens},
+    {DType::tq2_0, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<true, BlockTQ2_0>},
     {DType::iq3_s, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_iq_grid<Iq3S, true>},
     {DType::iq2_xs, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_iq_grid<Iq2Xs, false>},
     {DType::iq2_xxs, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_iq_grid<Iq2Xxs, false>},

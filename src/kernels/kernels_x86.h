@@ -42,9 +42,9 @@ extern const GemmKernel kAmxFloatGemms[kAmxFloatGemmCount];
 constexpr int kAmxRelaxedGemmCount = 1;
 extern const GemmKernel kAmxRelaxedGemms[kAmxRelaxedGemmCount];
 // Multi-token GEMMs (gemm_x86_impl.h) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
-// Q2_K, Q3_K, IQ4_XS, the seven grid IQ formats, F32, F16, BF16: of the avx2 ISA (gemm_avx2.cpp),
+// Q2_K, Q3_K, IQ4_XS, TQ2_0, the seven grid IQ formats, F32, F16, BF16: of the avx2 ISA (gemm_avx2.cpp),
 // of avxvnni (gemm_avxvnni.cpp) and of avx512 and amx (gemm_avx512.cpp, VNNI).
-constexpr int kX86GemmCount = 22;
+constexpr int kX86GemmCount = 23;
 extern const GemmKernel kAvx2Gemms[kX86GemmCount];
 extern const GemmKernel kAvxVnniGemms[kX86GemmCount];
 extern const GemmKernel kAvx512Gemms[kX86GemmCount];

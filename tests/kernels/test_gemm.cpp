@@ -33,6 +33,7 @@
 #include "kernels/quants_iq_grid.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
+#include "kernels/quants_ternary.h"
 #include "quant_test_util.h"
 
 namespace edgelm::kernels {
@@ -44,7 +45,7 @@ constexpr DType kGemmTypes[] = {DType::q8_0,   DType::q4_0,    DType::q4_1,   DT
                                 DType::q4_k,   DType::q5_k,    DType::q6_k,   DType::f32,   DType::f16,
                                 DType::bf16,   DType::q2_k,    DType::q3_k,   DType::iq4_nl, DType::iq4_xs,
                                 DType::iq3_s,  DType::iq2_xs,  DType::iq2_xxs, DType::iq2_s, DType::iq3_xxs,
-                                DType::iq1_s,  DType::iq1_m};
+                                DType::iq1_s,  DType::iq1_m,   DType::tq2_0};
 
 bool is_float(DType type) { return type == DType::f32 || type == DType::f16 || type == DType::bf16; }
 bool is_legacy(DType type) {
@@ -66,6 +67,7 @@ std::vector<size_t> k_halves(DType type) {
     case DType::iq2_s: return {offsetof(BlockIQ2_S, d)};
     case DType::iq3_xxs: return {offsetof(BlockIQ3_XXS, d)};
     case DType::iq1_s: return {offsetof(BlockIQ1_S, d)};
+    case DType::tq2_0: return {offsetof(BlockTQ2_0, d)};
     default: return {};
   }
 }
