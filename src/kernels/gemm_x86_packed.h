@@ -110,6 +110,13 @@ struct PQ2_K {
 };
 static_assert(sizeof(PQ2_K) == sizeof(BlockQ2_K) * kRows);
 
+// TQ2_0: the file's bytes, the 2-bit quants dword-interleaved as Q2_K's (the same element order).
+struct PQTQ2_0 {
+  uint8_t qs[2][8][kGroupBytes];
+  uint16_t d[kRows];
+};
+static_assert(sizeof(PQTQ2_0) == sizeof(BlockTQ2_0) * kRows);
+
 // Q3_K: the 2-bit quants and the high-bit mask dword-interleaved as they are stored, the 16
 // six-bit scales unpacked to ls - 32 as signed bytes: 114 bytes per row and super-block against
 // the file's 110.
@@ -247,6 +254,15 @@ void pack_block_q2_k(const BlockQ2_K* const* rows, int64_t b, PQ2_K& o) {
     o.d[i] = x.d;
     o.dmin[i] = x.dmin;
     for (int j = 0; j < 16; ++j) o.scm[j][i] = x.scales[j];
+    for (int k = 0; k < 8; ++k)
+      for (int h = 0; h < 2; ++h) copy4(o.qs[h][k] + 4 * i, x.qs + 32 * h + 4 * k);
+  }
+}
+
+void pack_block_tq2_0(const BlockTQ2_0* const* rows, int64_t b, PQTQ2_0& o) {
+  for (int i = 0; i < kRows; ++i) {
+    const BlockTQ2_0& x = rows[i][b];
+    o.d[i] = x.d;
     for (int k = 0; k < 8; ++k)
       for (int h = 0; h < 2; ++h) copy4(o.qs[h][k] + 4 * i, x.qs + 32 * h + 4 * k);
   }
@@ -548,6 +564,45 @@ void tile_packed_q2_k(const PQ2_K* wb, int64_t nb, const ActQ8K* const y[T], flo
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
 
+// TQ2_0: q in [0, 2] with zero point 1 and no sub-block scales: the sums of q . y unscaled, minus
+// the activations' sum; the same integer and float epilogue as KT2Tile (tile_k16 with unit
+// multipliers and kShift 0) over WK6.
+inline VI tq2_group(const PQTQ2_0& w, int s, int k) { return two_bits(w, s, k); }
+template <int T>
+void tile_packed_tq2_0(const PQTQ2_0* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo,
+                       int n_rows) {
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
+#if !EDGELM_GEMM_VNNI
+  const VI ones = _mm256_set1_epi16(1);
+#endif
+  for (int64_t b = 0; b < nb; ++b) {
+    const PQTQ2_0& w = wb[b];
+    prefetch_ahead(wb, b);
+    VI acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = vi_zero();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const int8_t* yq[T];
+      for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
+      const auto q = [&w, s](int k) { return tq2_group(w, s, k); };
+#if EDGELM_GEMM_VNNI
+      sub_dot_u8<T, 8, false>(q, yq, vi_zero(), vi_zero(), acc);
+#else
+      sub_dot_u8<T, 8, false>(q, yq, ones, ones, acc);  // pairs <= 2 * 3 * 127: 8 groups fit int16
+#endif
+    }
+    const VF d = vf_half(w.d);
+    for (int t = 0; t < T; ++t) {
+      int32_t ysum = 0;
+      for (int j = 0; j < 16; ++j) ysum += y[t][b].b16[j];
+      const VI is = vi_sub(acc[t], vi_set1(ysum));
+      facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(is), facc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
+}
+
 // Groups of kRows rows of [r0, r1) (r0 a multiple of kRows) from the packed matrix.
 template <typename PB, typename Act, template <int> class Tile>
 void run_packed_groups(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t* packed, int64_t n_tok, int64_t r0,
@@ -637,6 +692,22 @@ void unpack_q2_k(const PQ2_K* wb, int64_t nb, WK6* out) {
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s)
       for (int k = 0; k < 8; ++k) vi_store(o.q[s] + k * kGroupBytes, q2_group(w, s, k));
+  }
+}
+
+// TQ2_0 into WK6 (as repack_k2): unit multipliers and pairs, the quants.
+void unpack_tq2_0(const PQTQ2_0* wb, int64_t nb, WK6* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const PQTQ2_0& w = wb[b];
+    WK6& o = out[b];
+    prefetch_ahead(wb, b);
+    vf_store(o.d, vf_half(w.d));
+    vf_store(o.dmin, vf_zero());
+    for (int j = 0; j < 16; ++j) vi_store(o.sc[j], mult_of(vi_set1(1)));
+    for (int p = 0; p < 8; ++p) vi_store(o.scp[p], pair16(vi_set1(1), vi_set1(1)));
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s)
+      for (int k = 0; k < 8; ++k) vi_store(o.q[s] + k * kGroupBytes, tq2_group(w, s, k));
   }
 }
 
@@ -749,6 +820,12 @@ struct Q3_KPacked {  // those of K3Tile
 };
 
 template <int T>
+struct TQ2_0Packed {
+  static void run(const PQTQ2_0* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
+    tile_packed_tq2_0<T>(wb, nb, y, out, ldo, n_rows);
+  }
+};
+template <int T>
 struct IQ4_XSPacked {
   static void run(const PQIQ4_XS* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
     tile_packed_iq4_xs<T>(wb, nb, y, out, ldo, n_rows);
@@ -816,7 +893,9 @@ constinit const GemmKernel EDGELM_GEMM_TABLE[kX86GemmCount] = {
     {DType::iq4_xs, act_packed_bytes<ActQ8K>, pack_q8_k, k4_scratch, run_iq4_xs, kRows,
      packed_bytes_of<PQIQ4_XS, kQK_K>, pack_groups<BlockIQ4_XS, PQIQ4_XS, kQK_K, pack_block_iq4_xs>,
      run_packed_unpacking<PQIQ4_XS, WK4, unpack_iq4_xs, IQ4_XSPacked, IQ4XSTile>, kUnpackTokens},
-    {DType::tq2_0, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<true, BlockTQ2_0>},
+    {DType::tq2_0, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_k2<true, BlockTQ2_0>, kRows,
+     packed_bytes_of<PQTQ2_0, kQK_K>, pack_groups<BlockTQ2_0, PQTQ2_0, kQK_K, pack_block_tq2_0>,
+     run_packed_unpacking<PQTQ2_0, WK6, unpack_tq2_0, TQ2_0Packed, KT2Tile>, kUnpackTokens},
     {DType::iq3_s, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_iq_grid<Iq3S, true>},
     {DType::iq2_xs, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_iq_grid<Iq2Xs, false>},
     {DType::iq2_xxs, act_packed_bytes<ActQ8K>, pack_q8_k, k6_scratch, run_iq_grid<Iq2Xxs, false>},

@@ -306,7 +306,7 @@ TEST(Gemm, PackedBatchEqualsSolo) {
   for (const IsaKernels* isa : isas)
     for (DType type :
          {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k,
-          DType::iq4_xs, DType::q3_k, DType::q2_k, DType::iq4_nl}) {
+          DType::iq4_xs, DType::q3_k, DType::q2_k, DType::iq4_nl, DType::tq2_0}) {
       SCOPED_TRACE(std::string(isa_name(isa->isa)) + " " + std::string(dtype_name(type)));
       const std::vector<uint8_t> w = make_weights(type, 40, 512, Data::gaussian, 5);
       WeightMatrix m{type, 40, 512, w.data(), dtype_row_bytes(type, 512)};
