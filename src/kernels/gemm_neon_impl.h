@@ -228,7 +228,7 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
     {DType::iq4_xs, lowk_packed_bytes<IQ4XSFormat>, lowk_pack<IQ4XSFormat>, lowk_scratch_bytes<IQ4XSFormat>,
      lowk_run<IQ4XSFormat>},
     {DType::tq2_0, lowk_packed_bytes<TQ2Format>, lowk_pack<TQ2Format>, lowk_scratch_bytes<TQ2Format>,
-     lowk_run<TQ2Format>},
+     lowk_run<TQ2Format>, EDGELM_NEON_PACKED(FmtTQ2_0)},
     {DType::tq1_0, lowk_packed_bytes<TQ1Format>, lowk_pack<TQ1Format>, lowk_scratch_bytes<TQ1Format>,
      lowk_run<TQ1Format>},
     {DType::iq4_nl, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,

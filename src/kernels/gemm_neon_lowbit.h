@@ -11,8 +11,8 @@
 // (row, token), as the scalar vec_dot: the sub-block dots times their integer scales summed in
 // int32 (Q2_K: and the mins times the activations' 16-element sums), then d dy qsum (- dmin dy
 // msum); per 32-element block, d dy isum. Results differ from the scalar vec_dot by float
-// reassociation of the per-block terms only. Q2_K and Q3_K also have load-time packed forms
-// (FmtQ2_K, FmtQ3_K below, on gemm_neon_packed.h's method: bit-identical to the scalar vec_dot),
+// reassociation of the per-block terms only. Q2_K, Q3_K and TQ2_0 also have load-time packed forms
+// (FmtQ2_K, FmtQ3_K, FmtTQ2_0 below, on gemm_neon_packed.h's method: bit-identical to the scalar vec_dot),
 // which a loaded model uses unless EDGELM_PACK=0.
 #if !defined(EDGELM_NEON_GEMM_LEVEL)
 #error "gemm_neon_lowbit.h is a piece of the body of gemm_neon.cpp only"
@@ -231,6 +231,47 @@ struct FmtQ2_K {
   }
 };
 
+// TQ2_0: q - 1 in [-1, 1] (the 2-bit plane of q, to_signed<1>), no sub-block scales: per
+// super-block the exact int32 dot, then (d dy) isum, as the scalar vec_dot.
+struct PQTQ2_0 {
+  uint8_t qs[8][2 * 16];
+  uint16_t d[kRows];
+};
+static_assert(sizeof(PQTQ2_0) == kRows * sizeof(BlockTQ2_0));
+
+struct TQ2Format;
+struct FmtTQ2_0 {
+  using BX = BlockTQ2_0;
+  using PB = PQTQ2_0;
+  using Act = ActQ8_K;
+  static constexpr int64_t kBlock = kQK_K;
+  static constexpr int kChunks = 8;
+
+  static void pack(const BX* const rows[kRows], int64_t b, PB& o);
+  static void chunk(const PB& w, int j, int8x16_t q[8]) {
+    uint8x16_t r[8];
+    load_two_bits(w.qs[j], r);
+    to_signed<1>(r, q);
+  }
+  template <int T>
+  static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const PB& w = wb[b];
+      int32x4_t is[kTok];
+      for (int t = 0; t < T; ++t) is[t] = vdupq_n_s32(0);
+      for (int j = 0; j < 8; ++j) {
+        int8x16_t q[8];
+        chunk_or_pre<FmtTQ2_0>(w, b, j, pre, q);
+        int32x4_t isum[kTok];
+        subblock_regs<32, kQK_K, T>(q, a[b].qs, 32 * j, isum);
+        for (int t = 0; t < T; ++t) is[t] = vaddq_s32(is[t], isum[t]);
+      }
+      const float32x4_t d = half4(w.d);
+      for (int t = 0; t < T; ++t) f[t] = vaddq_f32(f[t], vmulq_f32(vmulq_n_f32(d, a[b].d[t]), vcvtq_f32_s32(is[t])));
+    }
+  }
+};
+
 struct IQ4XSFormat {
   using Block = BlockIQ4_XS;
   using Act = ActQ8_K;
@@ -292,6 +333,13 @@ struct TQ1Format {
     s.d = fp16_to_fp32(x.d);
   }
 };
+
+void FmtTQ2_0::pack(const BX* const rows[kRows], int64_t b, PB& o) {
+  alignas(16) int8_t u[kRows * kQK_K];
+  group_block<BX, kQK_K, lowk_signed_quants<TQ2Format>>(rows, b, u);  // q - 1 in [-1, 1]
+  for (int j = 0; j < 8; ++j) pack_top2<1, 0>(u + 128 * j, o.qs[j]);
+  for (int r = 0; r < kRows; ++r) o.d[r] = rows[r][b].d;
+}
 
 // ---- Super-block formats (Q8_K activations) -----------------------------------------------------
 

@@ -17,6 +17,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant_traits.h"
 #include "kernels/quants_k.h"
+#include "kernels/quants_ternary.h"
 #include "kernels/quants_legacy.h"
 
 namespace edgelm::kernels {
@@ -51,6 +52,7 @@ std::vector<size_t> half_fields(DType t) {
     case DType::q6_k: return {sizeof(BlockQ6_K) - 2};
     case DType::q3_k: return {sizeof(BlockQ3_K) - 2};
     case DType::q2_k: return {sizeof(BlockQ2_K) - 4, sizeof(BlockQ2_K) - 2};
+    case DType::tq2_0: return {sizeof(BlockTQ2_0) - 2};
     default: return {0};
   }
 }
@@ -236,8 +238,8 @@ CheckCounts check_neon_packed() {
     const char* name;
   } levels[] = {{NeonLevel::base, "base"}, {NeonLevel::dotprod, "dotprod"}, {NeonLevel::i8mm, "i8mm"}};
   const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
-                         DType::q4_k, DType::q5_k, DType::q6_k, DType::q3_k, DType::q2_k, DType::f32,
-                         DType::f16,  DType::bf16};
+                         DType::q4_k, DType::q5_k, DType::q6_k, DType::q3_k, DType::q2_k, DType::tq2_0,
+                         DType::f32,  DType::f16,  DType::bf16};
   ThreadPool pool(2);
   for (const auto& l : levels) {
     const IsaKernels* k = neon::neon_kernels(l.level);
