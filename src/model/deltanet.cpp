@@ -48,22 +48,24 @@ void dots(const float* s, const float* k, const float* q, int64_t n, float& sk, 
   sq = rq;
 }
 
-// One row r of a value head's state for one token (see deltanet_recur): (sk, sq) = (S_r . k,
-// S_r . q), the new value and output, then S_r = clamp(decay S_r + v_new k). R is 1: the
-// SIMD forms' signature (v and o point at the row's entries).
-template <int R>
-void rows_portable(float* Sr, const float* k, const float* q, const float* v, int64_t Dk, float decay, float beta,
-                   float scale, float kq, float* o) {
-  static_assert(R == 1);
-  float sk = 0.0f, sq = 0.0f;
-  dots(Sr, k, q, Dk, sk, sq);
-  const float v_new = beta * (v[0] - decay * sk);
-  o[0] = decay * sq * scale + v_new * kq;
-  for (int64_t c = 0; c < Dk; ++c) Sr[c] = std::clamp(decay * Sr[c] + v_new * k[c], -1e6f, 1e6f);
-}
+// The row forms: run<R> updates R rows of a value head's state for one token (see
+// deltanet_recur), v and o pointing at the first row's entries. Portable (R = 1): (sk, sq) =
+// (S_r . k, S_r . q), the new value and output, then S_r = clamp(decay S_r + v_new k).
+struct PortableRows {
+  template <int R>
+  static void run(float* Sr, const float* k, const float* q, const float* v, int64_t Dk, float decay, float beta,
+                  float scale, float kq, float* o) {
+    static_assert(R == 1);
+    float sk = 0.0f, sq = 0.0f;
+    dots(Sr, k, q, Dk, sk, sq);
+    const float v_new = beta * (v[0] - decay * sk);
+    o[0] = decay * sq * scale + v_new * kq;
+    for (int64_t c = 0; c < Dk; ++c) Sr[c] = std::clamp(decay * Sr[c] + v_new * k[c], -1e6f, 1e6f);
+  }
+};
 
 #if defined(__x86_64__)
-// rows_portable with AVX2 + FMA (head_k_dim a multiple of 8), four rows at a time so that eight
+// PortableRows with AVX2 + FMA (head_k_dim a multiple of 8), four rows at a time so that eight
 // independent dot-product chains keep the FMA units busy while a row's update waits on its own
 // sums. Each row's dots are 8 lane-wise partial sums reduced by a fixed hadd tree (lanes
 // (0+1)+(2+3), then the 128-bit halves: the same order for every row, alone or in a group of 4).
@@ -78,10 +80,16 @@ __attribute__((target("avx2,fma"))) inline __m256 reduce4x2(const __m256 ak[4], 
   return _mm256_add_ps(lo, hi);
 }
 
+struct Avx2Rows {
+  template <int R>
+  __attribute__((target("avx2,fma"))) static void run(float* S, const float* k, const float* q, const float* v,
+                                                      int64_t Dk, float decay, float beta, float scale, float kq,
+                                                      float* o);
+};
 template <int R>
-__attribute__((target("avx2,fma"))) inline void rows_avx2(float* S, const float* k, const float* q, const float* v,
-                                                          int64_t Dk, float decay, float beta, float scale, float kq,
-                                                          float* o) {
+__attribute__((target("avx2,fma"))) void Avx2Rows::run(float* S, const float* k, const float* q, const float* v,
+                                                       int64_t Dk, float decay, float beta, float scale, float kq,
+                                                       float* o) {
   const __m256 vd = _mm256_set1_ps(decay), lo = _mm256_set1_ps(-1e6f), hi = _mm256_set1_ps(1e6f);
   __m256 ak[4], aq[4];
   for (int r = 0; r < 4; ++r) ak[r] = aq[r] = _mm256_setzero_ps();
@@ -107,13 +115,19 @@ __attribute__((target("avx2,fma"))) inline void rows_avx2(float* S, const float*
   }
 }
 
-// The AVX-512 form of rows_avx2 (head_k_dim a multiple of 16): 16 lane-wise partial sums
+// The AVX-512 form of Avx2Rows (head_k_dim a multiple of 16): 16 lane-wise partial sums
 // per dot, their 256-bit halves added (lanes j and j + 8) before the same hadd tree. The update
 // is element-wise, so only the dots' order differs from the AVX2 form.
+struct Avx512Rows {
+  template <int R>
+  __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void run(float* S, const float* k, const float* q,
+                                                                       const float* v, int64_t Dk, float decay,
+                                                                       float beta, float scale, float kq, float* o);
+};
 template <int R>
-__attribute__((target("avx512f,avx512dq,avx2,fma"))) inline void rows_avx512(float* S, const float* k, const float* q,
-                                                                    const float* v, int64_t Dk, float decay,
-                                                                    float beta, float scale, float kq, float* o) {
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) void Avx512Rows::run(float* S, const float* k, const float* q,
+                                                                          const float* v, int64_t Dk, float decay,
+                                                                          float beta, float scale, float kq, float* o) {
   const __m512 vd = _mm512_set1_ps(decay), lo = _mm512_set1_ps(-1e6f), hi = _mm512_set1_ps(1e6f);
   __m512 ak[4], aq[4];
   for (int r = 0; r < 4; ++r) ak[r] = aq[r] = _mm512_setzero_ps();
@@ -253,19 +267,19 @@ struct TokenCoefs {
 // Tokens whose coefficients deltanet_recur computes at a time.
 constexpr int64_t kRecurTokens = 64;
 
-// Runs Rows<R> (one of the row forms) over the state rows of value head h for the nt tokens
+// Runs Rows::run<R> (one of the row forms) over the state rows of value head h for the nt tokens
 // from mixed, R rows at a time (the last Dv % R one at a time). Rows of S evolve independently
 // (a row's update reads only that row and the token's k, q and coefficients), so each group of
 // rows takes all the tokens while it sits in L1 (a head's whole state does not fit): the same
 // floats as token by token over the whole state.
-template <int R, template <int> class Rows>
+template <int R, typename Rows>
 void recur_rows(const DeltaNetConfig& d, const float* mixed, int64_t nt, int64_t stride, const TokenCoefs* co,
                 float* S, float* out, int64_t out_stride, int32_t h, float scale) {
   const int64_t Dk = d.head_k_dim, Dv = d.head_v_dim, key_dim = d.key_dim(), kh = h % d.n_k_heads;
   const auto run = [&]<int G>(int64_t r) {
     for (int64_t t = 0; t < nt; ++t) {
       const float* row = mixed + t * stride;
-      Rows<G>::run(S + r * Dk, row + key_dim + kh * Dk, row + kh * Dk, row + 2 * key_dim + h * Dv + r, Dk,
+      Rows::template run<G>(S + r * Dk, row + key_dim + kh * Dk, row + kh * Dk, row + 2 * key_dim + h * Dv + r, Dk,
                    co[t].decay, co[t].beta, scale, co[t].kq, out + t * out_stride + h * Dv + r);
     }
   };
@@ -273,30 +287,6 @@ void recur_rows(const DeltaNetConfig& d, const float* mixed, int64_t nt, int64_t
   for (; r + R <= Dv; r += R) run.template operator()<R>(r);
   for (; r < Dv; ++r) run.template operator()<1>(r);
 }
-
-template <int G>
-struct PortableRows {
-  static void run(float* S, const float* k, const float* q, const float* v, int64_t Dk, float decay, float beta,
-                  float scale, float kq, float* o) {
-    rows_portable<G>(S, k, q, v, Dk, decay, beta, scale, kq, o);
-  }
-};
-#if defined(__x86_64__)
-template <int G>
-struct Avx2Rows {
-  static void run(float* S, const float* k, const float* q, const float* v, int64_t Dk, float decay, float beta,
-                  float scale, float kq, float* o) {
-    rows_avx2<G>(S, k, q, v, Dk, decay, beta, scale, kq, o);
-  }
-};
-template <int G>
-struct Avx512Rows {
-  static void run(float* S, const float* k, const float* q, const float* v, int64_t Dk, float decay, float beta,
-                  float scale, float kq, float* o) {
-    rows_avx512<G>(S, k, q, v, Dk, decay, beta, scale, kq, o);
-  }
-};
-#endif
 
 }  // namespace
 
