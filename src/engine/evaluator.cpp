@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/timer.h"
+#include "sample/candidates.h"
 
 namespace edgelm::engine {
 namespace {
@@ -52,7 +53,7 @@ Result<TokenSeq> generate_greedy(const LoadedModel& lm, const TokenSeq& prompt, 
   EDGELM_TRY_STATUS(m.forward(prompt, cache, logits, pool));
   TokenSeq out;
   while (static_cast<int32_t>(out.size()) < n_predict) {
-    const int32_t id = argmax(logits);
+    const int32_t id = sample::argmax(logits);
     if (lm.tokenizer->vocab().is_eog(id)) break;
     out.push_back(id);
     if (static_cast<int32_t>(out.size()) == n_predict) break;  // no forward for a token we will not emit
@@ -174,7 +175,7 @@ Result<Evaluator> Evaluator::create(const LoadedModel& ref, std::string_view tex
   DecodeClock clock;
   EDGELM_TRY_STATUS(run_text(m, ev.text_tokens_, ev.n_ctx_, pool, clock, o, [&](size_t j, std::span<const float> l) {
     std::copy(l.begin(), l.end(), ev.ref_logits_.begin() + static_cast<ptrdiff_t>(j * l.size()));
-    ev.ref_top1_[j] = argmax(l);
+    ev.ref_top1_[j] = sample::argmax(l);
     log_probs[j] = log_prob_of(l, ev.text_tokens_[j + 1]);
   }));
   ev.ref_perplexity_ = perplexity(log_probs);
@@ -205,7 +206,7 @@ Result<EvalResult> Evaluator::evaluate(const LoadedModel& test, ThreadPool& pool
     const double kld = kl_divergence(ref, l);
     kld_sum += kld;
     r.kld_max = std::max(r.kld_max, kld);
-    top1[j] = argmax(l);
+    top1[j] = sample::argmax(l);
     log_probs[j] = log_prob_of(l, text_tokens_[j + 1]);
   }));
   r.perplexity = perplexity(log_probs);

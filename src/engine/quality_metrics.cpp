@@ -66,11 +66,6 @@ double kl_divergence(std::span<const float> ref_logits, std::span<const float> t
   return std::max(kl, 0.0);
 }
 
-int32_t argmax(std::span<const float> logits) {
-  EDGELM_CHECK(!logits.empty(), "argmax of empty logits");
-  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
 double top1_agreement(std::span<const int32_t> ref_top1, std::span<const int32_t> test_top1) {
   EDGELM_CHECK(ref_top1.size() == test_top1.size(), "top1_agreement: size mismatch");
   if (ref_top1.empty()) return 1.0;

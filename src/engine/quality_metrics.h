@@ -33,11 +33,9 @@ double log_prob_of(std::span<const float> logits, int32_t id);
 // p_i == 0 (underflow) contribute 0, as their limit does.
 double kl_divergence(std::span<const float> ref_logits, std::span<const float> test_logits);
 
-// Index of the largest logit; the lowest index among equal maxima (what greedy decoding picks).
-int32_t argmax(std::span<const float> logits);
-
 // Fraction of positions where the two sequences hold the same id (the sequences being the
-// argmax tokens of the two models at the same positions). Sizes must match; 1 for empty input.
+// argmax tokens of the two models at the same positions: sample::argmax, what greedy decoding
+// picks). Sizes must match; 1 for empty input.
 double top1_agreement(std::span<const int32_t> ref_top1, std::span<const int32_t> test_top1);
 
 struct BleuScore {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/quality_metrics.h"
+#include "sample/candidates.h"
 
 namespace edgelm::engine {
 namespace {
@@ -80,7 +81,7 @@ TEST(KlDivergence, NonNegativeAndStableOnExtremeLogits) {
 }
 
 TEST(Top1, ArgmaxAndAgreement) {
-  EXPECT_EQ(argmax(std::vector<float>{1.0f, 3.0f, 3.0f, -1.0f}), 1);  // lowest index on ties
+  EXPECT_EQ(sample::argmax(std::vector<float>{1.0f, 3.0f, 3.0f, -1.0f}), 1);  // lowest index on ties
   const std::vector<int32_t> a = {1, 2, 3, 4};
   const std::vector<int32_t> b = {1, 0, 3, 0};
   EXPECT_DOUBLE_EQ(top1_agreement(a, a), 1.0);
