@@ -226,7 +226,7 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
     {DType::q3_k, lowk_packed_bytes<Q3KFormat>, lowk_pack<Q3KFormat>, lowk_scratch_bytes<Q3KFormat>,
      lowk_run<Q3KFormat>, EDGELM_NEON_PACKED(FmtQ3_K)},
     {DType::iq4_xs, lowk_packed_bytes<IQ4XSFormat>, lowk_pack<IQ4XSFormat>, lowk_scratch_bytes<IQ4XSFormat>,
-     lowk_run<IQ4XSFormat>},
+     lowk_run<IQ4XSFormat>, EDGELM_NEON_PACKED(FmtIQ4_XS)},
     {DType::tq2_0, lowk_packed_bytes<TQ2Format>, lowk_pack<TQ2Format>, lowk_scratch_bytes<TQ2Format>,
      lowk_run<TQ2Format>, EDGELM_NEON_PACKED(FmtTQ2_0)},
     {DType::tq1_0, lowk_packed_bytes<TQ1Format>, lowk_pack<TQ1Format>, lowk_scratch_bytes<TQ1Format>,

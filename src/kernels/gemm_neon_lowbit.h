@@ -11,8 +11,8 @@
 // (row, token), as the scalar vec_dot: the sub-block dots times their integer scales summed in
 // int32 (Q2_K: and the mins times the activations' 16-element sums), then d dy qsum (- dmin dy
 // msum); per 32-element block, d dy isum. Results differ from the scalar vec_dot by float
-// reassociation of the per-block terms only. Q2_K, Q3_K and TQ2_0 also have load-time packed forms
-// (FmtQ2_K, FmtQ3_K, FmtTQ2_0 below, on gemm_neon_packed.h's method: bit-identical to the scalar vec_dot),
+// reassociation of the per-block terms only. Q2_K, Q3_K, TQ2_0 and IQ4_XS also have load-time
+// packed forms (FmtQ2_K, FmtQ3_K, FmtTQ2_0, FmtIQ4_XS below, on gemm_neon_packed.h's method: bit-identical to the scalar vec_dot),
 // which a loaded model uses unless EDGELM_PACK=0.
 #if !defined(EDGELM_NEON_GEMM_LEVEL)
 #error "gemm_neon_lowbit.h is a piece of the body of gemm_neon.cpp only"
@@ -153,11 +153,10 @@ struct FmtQ3_K {
       pack_bit4<4, 2>(u + 128 * j, o.hi[j]);
     }
     for (int r = 0; r < kRows; ++r) {
-      LowRowScales s;
-      alignas(16) int8_t q[kQK_K];
-      Q3KFormat::unpack(rows[r][b], q, s);
+      int8_t sc[16];
+      q3_k_unpack_scales(rows[r][b].scales, sc);
       o.d[r] = rows[r][b].d;
-      for (int j = 0; j < 16; ++j) o.sc[j][r] = static_cast<int8_t>(s.sc[j]);
+      for (int j = 0; j < 16; ++j) o.sc[j][r] = static_cast<int8_t>(sc[j] - 32);
     }
   }
   static void chunk(const PB& w, int j, int8x16_t q[8]) {
@@ -340,6 +339,67 @@ void FmtTQ2_0::pack(const BX* const rows[kRows], int64_t b, PB& o) {
   for (int j = 0; j < 8; ++j) pack_top2<1, 0>(u + 128 * j, o.qs[j]);
   for (int r = 0; r < kRows; ++r) o.d[r] = rows[r][b].d;
 }
+
+// IQ4_XS: the codebook indices as nibbles in Q4_K's chunk layout (chunk j = 32-element sub-block
+// j), looked up when a chunk is loaded; the 6-bit sub-block scales as ls - 32 bytes (+1.5%). Per
+// super-block the sub-block dots times their scales summed in int32, then (d dy) qsum, as the
+// scalar vec_dot.
+struct PQIQ4_XS {
+  uint8_t qs[8][4 * 16];
+  int8_t sc[8][kRows];
+  uint16_t d[kRows];
+};
+static_assert(sizeof(PQIQ4_XS) == 552);
+
+inline void unpack_iq4_xs_index(const BlockIQ4_XS& x, int8_t* q) {
+  for (int j = 0; j < 8; ++j) {
+    const uint8x16_t v = vld1q_u8(x.qs + 16 * j);
+    vst1q_s8(q + 32 * j, vreinterpretq_s8_u8(low_nibbles(v)));
+    vst1q_s8(q + 32 * j + 16, vreinterpretq_s8_u8(high_nibbles(v)));
+  }
+}
+
+struct FmtIQ4_XS {
+  using BX = BlockIQ4_XS;
+  using PB = PQIQ4_XS;
+  using Act = ActQ8_K;
+  static constexpr int64_t kBlock = kQK_K;
+  static constexpr int kChunks = 8;
+
+  static void pack(const BX* const rows[kRows], int64_t b, PB& o) {
+    alignas(16) int8_t u[kRows * kQK_K];
+    group_block<BX, kQK_K, unpack_iq4_xs_index>(rows, b, u);
+    for (int j = 0; j < 8; ++j) pack_nibbles<0>(u + 128 * j, o.qs[j]);
+    for (int r = 0; r < kRows; ++r) {
+      o.d[r] = rows[r][b].d;
+      for (int j = 0; j < 8; ++j) o.sc[j][r] = static_cast<int8_t>(iq4_xs_scale(rows[r][b], j) - 32);
+    }
+  }
+  static void chunk(const PB& w, int j, int8x16_t q[8]) {
+    uint8x16_t r[8];
+    load_nibbles(w.qs[j], r);
+    const int8x16_t book = vld1q_s8(kIq4Values);
+    for (int i = 0; i < 8; ++i) q[i] = vqtbl1q_s8(book, r[i]);
+  }
+  template <int T>
+  static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const PB& w = wb[b];
+      int32x4_t qs[kTok];
+      for (int t = 0; t < T; ++t) qs[t] = vdupq_n_s32(0);
+      for (int j = 0; j < 8; ++j) {
+        const int32x4_t sc = vmovl_s16(vget_low_s16(vmovl_s8(vld1_s8(&w.sc[j][0]))));  // lanes 0-3: the 4 rows
+        int8x16_t q[8];
+        chunk_or_pre<FmtIQ4_XS>(w, b, j, pre, q);
+        int32x4_t isum[kTok];
+        subblock_regs<32, kQK_K, T>(q, a[b].qs, 32 * j, isum);
+        for (int t = 0; t < T; ++t) qs[t] = vmlaq_s32(qs[t], isum[t], sc);
+      }
+      const float32x4_t d = half4(w.d);
+      for (int t = 0; t < T; ++t) f[t] = vaddq_f32(f[t], vmulq_f32(vmulq_n_f32(d, a[b].d[t]), vcvtq_f32_s32(qs[t])));
+    }
+  }
+};
 
 // ---- Super-block formats (Q8_K activations) -----------------------------------------------------
 

@@ -53,6 +53,7 @@ std::vector<size_t> half_fields(DType t) {
     case DType::q3_k: return {sizeof(BlockQ3_K) - 2};
     case DType::q2_k: return {sizeof(BlockQ2_K) - 4, sizeof(BlockQ2_K) - 2};
     case DType::tq2_0: return {sizeof(BlockTQ2_0) - 2};
+    case DType::iq4_xs: return {0};
     default: return {0};
   }
 }
@@ -239,7 +240,7 @@ CheckCounts check_neon_packed() {
   } levels[] = {{NeonLevel::base, "base"}, {NeonLevel::dotprod, "dotprod"}, {NeonLevel::i8mm, "i8mm"}};
   const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
                          DType::q4_k, DType::q5_k, DType::q6_k, DType::q3_k, DType::q2_k, DType::tq2_0,
-                         DType::f32,  DType::f16,  DType::bf16};
+                         DType::iq4_xs, DType::f32, DType::f16,  DType::bf16};
   ThreadPool pool(2);
   for (const auto& l : levels) {
     const IsaKernels* k = neon::neon_kernels(l.level);
@@ -258,9 +259,12 @@ CheckCounts check_neon_packed() {
       const int64_t rows = 37, cols = 4 * bs;
       const size_t stored = static_cast<size_t>((rows + 3) / 4 * 4) * dtype_row_bytes(type, cols);
       const size_t packed = g->packed_weight_bytes(rows, cols);
+      // IQ4_XS: its 8 six-bit scales as bytes, 40 bytes per group and super-block with d against
+      // 32, 8 bytes a row over cols = 4 super-blocks.
       const size_t extra = type == DType::q4_k || type == DType::q5_k || type == DType::q3_k
                                ? static_cast<size_t>((rows + 3) / 4 * 4) * 16
-                               : 0;
+                           : type == DType::iq4_xs ? static_cast<size_t>((rows + 3) / 4 * 4) * 8
+                                                   : 0;
       c.expect(packed == stored + extra, std::string("neon ") + l.name + " " + type_name(type) + " packed size " +
                                              std::to_string(packed) + " for stored " + std::to_string(stored));
       const int before = c.counts.failed;
