@@ -234,7 +234,7 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
     {DType::iq4_nl, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
      block32_run<IQ4NLFormat>, EDGELM_NEON_PACKED(FmtIQ4_NL)},
     {DType::mxfp4, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
-     block32_run<MXFP4Format>},
+     block32_run<MXFP4Format>, EDGELM_NEON_PACKED(FmtMXFP4)},
     // gemm_neon_iqgrid.h
     {DType::iq3_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq3S>},
     {DType::iq2_xs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2Xs>},

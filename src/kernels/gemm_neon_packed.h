@@ -1,5 +1,5 @@
 // NEON load-time packed weights (gemm.h: pack_weights / run_packed) for Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, and F32, F16, BF16 (their own section below). A piece of the body
+// Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, and F32, F16, BF16 (their own section below). A piece of the body
 // gemm_neon_impl.h (see there for the per-call method and the register layouts), compiled once
 // per level with it, after gemm_neon_legacy.h, gemm_neon_k.h and gemm_neon_float.h (it uses their
 // activation tiles, unpackers and lane types); nothing else includes it. A packed matrix is only
@@ -236,10 +236,11 @@ static_assert(sizeof(PQ8_0) == kRows * sizeof(BlockQ8_0) && sizeof(PQ4_0) == kRo
 
 // A legacy format: BX the stored block, PB its packed group block, Act the packed activations,
 // Unpack the per-call unpacker (signed quants, q - kOff), kOff the offset, kBits 4, 5 or 8.
-// kBook (IQ4_NL): the 4-bit fields are indices into kIq4Values (Unpack gives the indices), looked
-// up when a chunk is loaded.
+// kBook (IQ4_NL: kIq4Values, MXFP4: kFp4Values): the 4-bit fields are indices into that codebook
+// (Unpack gives the indices), looked up when a chunk is loaded. The block scale is the fp16 d, or
+// (MXFP4, a PB with e) the E8M0 exponent's e8m0_half.
 template <typename BX_, typename PB_, typename Act_, void (*Unpack)(const BX_&, int8_t*), int kOff_, int kBits,
-          bool kBook = false>
+          const int8_t* kBook = nullptr>
 struct LegacyFormat {
   using BX = BX_;
   using PB = PB_;
@@ -257,8 +258,19 @@ struct LegacyFormat {
       if constexpr (kBits == 5) pack_bit4<kOff>(u, o.qh);
     }
     for (int r = 0; r < kRows; ++r) {
-      o.d[r] = rows[r][b].d;
+      if constexpr (requires { o.e; })
+        o.e[r] = rows[r][b].e;
+      else
+        o.d[r] = rows[r][b].d;
       if constexpr (kWithMin<Act>) o.m[r] = rows[r][b].m;
+    }
+  }
+  static float32x4_t scale4(const PB& w) {
+    if constexpr (requires { w.e; }) {
+      const float s[kRows] = {e8m0_half(w.e[0]), e8m0_half(w.e[1]), e8m0_half(w.e[2]), e8m0_half(w.e[3])};
+      return vld1q_f32(s);
+    } else {
+      return half4(w.d);
     }
   }
 
@@ -271,8 +283,8 @@ struct LegacyFormat {
       uint8x16_t r[8];
       load_nibbles(w.qs, r);
       if constexpr (kBits == 5) add_bit4(w.qh, r);
-      if constexpr (kBook) {
-        const int8x16_t book = vld1q_s8(kIq4Values);
+      if constexpr (kBook != nullptr) {
+        const int8x16_t book = vld1q_s8(kBook);
         for (int i = 0; i < 8; ++i) q[i] = vqtbl1q_s8(book, r[i]);
       } else {
         to_signed<kOff>(r, q);
@@ -290,7 +302,7 @@ struct LegacyFormat {
       chunk_or_pre<LegacyFormat>(w, b, 0, pre, q);
       int32x4_t isum[kTok];
       subblock_regs<kQK, kQK, T>(q, a[b].qs, 0, isum);
-      const float32x4_t dw = half4(w.d);
+      const float32x4_t dw = scale4(w);
       for (int t = 0; t < T; ++t) {
         float32x4_t v = vmulq_f32(vmulq_n_f32(dw, a[b].d[t]), vcvtq_f32_s32(isum[t]));
         if constexpr (kWithMin<Act>) v = vaddq_f32(v, vmulq_n_f32(half4(w.m), a[b].s[t]));
@@ -306,15 +318,23 @@ using FmtQ4_1 = LegacyFormat<BlockQ4_1, PQ4_1, ActQ8_1, unpack_q4_1, 0, 4>;
 using FmtQ5_0 = LegacyFormat<BlockQ5_0, PQ5_0, ActQ8_0, unpack_q5_0, 16, 5>;
 using FmtQ5_1 = LegacyFormat<BlockQ5_1, PQ5_1, ActQ8_1, unpack_q5_1, 0, 5>;
 
-// IQ4_NL: Q4_0's block layout (fp16 d, 16 bytes of nibbles, elements 0-15 low, 16-31 high) with
-// codebook indices for quants, so Q4_0's packed bytes; scalar vec_dot (dx dy) isum per block.
-inline void unpack_iq4_nl_index(const BlockIQ4_NL& x, int8_t* q) {
+// IQ4_NL and MXFP4: Q4_0's nibble order (16 bytes, elements 0-15 low, 16-31 high) with codebook
+// indices for quants, so Q4_0's packed nibbles; IQ4_NL keeps its fp16 d (Q4_0's packed bytes),
+// MXFP4 its E8M0 exponent byte (the file's 17 bytes a block). Scalar vec_dot: (scale dy) isum per
+// block.
+template <typename BX>
+inline void unpack_nibble_index(const BX& x, int8_t* q) {
   const uint8x16_t v = vld1q_u8(x.qs);
   vst1q_s8(q, vreinterpretq_s8_u8(low_nibbles(v)));
   vst1q_s8(q + 16, vreinterpretq_s8_u8(high_nibbles(v)));
 }
-static_assert(sizeof(BlockIQ4_NL) == sizeof(BlockQ4_0));
-using FmtIQ4_NL = LegacyFormat<BlockIQ4_NL, PQ4_0, ActQ8_0, unpack_iq4_nl_index, 0, 4, true>;
+struct PQMXFP4 {
+  uint8_t qs[4 * 16];
+  uint8_t e[kRows];
+};
+static_assert(sizeof(BlockIQ4_NL) == sizeof(BlockQ4_0) && sizeof(PQMXFP4) == kRows * sizeof(BlockMXFP4));
+using FmtIQ4_NL = LegacyFormat<BlockIQ4_NL, PQ4_0, ActQ8_0, unpack_nibble_index<BlockIQ4_NL>, 0, 4, kIq4Values>;
+using FmtMXFP4 = LegacyFormat<BlockMXFP4, PQMXFP4, ActQ8_0, unpack_nibble_index<BlockMXFP4>, 0, 4, kFp4Values>;
 
 // ---- K formats (256-element super-blocks) -------------------------------------------------------
 

@@ -17,6 +17,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant_traits.h"
 #include "kernels/quants_k.h"
+#include "kernels/quants_fp4.h"
 #include "kernels/quants_ternary.h"
 #include "kernels/quants_legacy.h"
 
@@ -54,6 +55,7 @@ std::vector<size_t> half_fields(DType t) {
     case DType::q2_k: return {sizeof(BlockQ2_K) - 4, sizeof(BlockQ2_K) - 2};
     case DType::tq2_0: return {sizeof(BlockTQ2_0) - 2};
     case DType::iq4_xs: return {0};
+    case DType::mxfp4: return {};  // its scale is an E8M0 byte, not fp16
     default: return {0};
   }
 }
@@ -91,9 +93,14 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data d
           if (blk[i] == 0x80) blk[i] = 0x81;  // -128 is outside Q8_0's range
       const uint16_t d = fp32_to_fp16(0.01f * static_cast<float>(rng() % 100 + 1));
       for (size_t at : half_fields(type)) std::memcpy(blk + at, &d, 2);
+      if (type == DType::mxfp4) blk[0] = static_cast<uint8_t>(110 + rng() % 30);  // E8M0: 2^-18 .. 2^11
     } else if (data == Data::zero_blocks && b % 3 == 1) {
       std::memset(blk, 0, bs);
     } else if (data == Data::extreme_scales) {
+      if (type == DType::mxfp4) {  // the largest and smallest finite E8M0 exponents
+        blk[0] = b % 2 == 0 ? 254 : 0;
+        continue;
+      }
       const uint16_t h = (b % 2 == 0) ? fp32_to_fp16(65504.0f) : uint16_t{0x0400};
       std::memcpy(blk + half_fields(type)[0], &h, 2);
     }
@@ -240,7 +247,7 @@ CheckCounts check_neon_packed() {
   } levels[] = {{NeonLevel::base, "base"}, {NeonLevel::dotprod, "dotprod"}, {NeonLevel::i8mm, "i8mm"}};
   const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
                          DType::q4_k, DType::q5_k, DType::q6_k, DType::q3_k, DType::q2_k, DType::tq2_0,
-                         DType::iq4_xs, DType::f32, DType::f16,  DType::bf16};
+                         DType::iq4_xs, DType::mxfp4, DType::f32, DType::f16, DType::bf16};
   ThreadPool pool(2);
   for (const auto& l : levels) {
     const IsaKernels* k = neon::neon_kernels(l.level);
