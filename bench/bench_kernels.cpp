@@ -32,6 +32,7 @@
 #include "kernels/gemm.h"
 #include "kernels/isa.h"
 #include "kernels/quant_traits.h"
+#include "kernels/quants_iq4.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_legacy.h"
 
@@ -43,7 +44,8 @@ constexpr int64_t kMaxRows = 4096;
 constexpr int64_t kDramRows = 32768;  // packed/ only: 32768 rows (Q4_0: 72 MiB) stream from DRAM, past any L3
 
 const DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::q4_0, DType::q4_1, DType::q5_0,
-                              DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+                              DType::q5_1, DType::q8_0, DType::q2_k, DType::q3_k, DType::q4_k,
+                              DType::q5_k, DType::q6_k, DType::iq4_xs};
 const DType kActivationTypes[] = {DType::q8_0, DType::q8_1, DType::q8_k};
 
 // Offsets of the fp16 fields of each block format.
@@ -54,7 +56,9 @@ std::vector<size_t> half_fields(DType t) {
     case DType::q4_k: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
     case DType::q5_k: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
     case DType::q6_k: return {offsetof(BlockQ6_K, d)};
-    default: return {0};  // Q4_0, Q5_0, Q8_0: d first
+    case DType::q2_k: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case DType::q3_k: return {offsetof(BlockQ3_K, d)};
+    default: return {0};  // Q4_0, Q5_0, Q8_0, IQ4_XS: d first
   }
 }
 

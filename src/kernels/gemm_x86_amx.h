@@ -149,7 +149,7 @@ void amx_legacy(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t 
     const PB* wb = reinterpret_cast<const PB*>(pw) + (g0 / kRows) * nb;
     const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
     for (int64_t b = 0; b < nb; ++b) {
-      prefetch_ahead(wb, b);
+      prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
       for (int g = 0; g < 8; ++g) {
         VI q;
         if constexpr (std::is_same_v<PB, PQ8_0>)
@@ -195,7 +195,7 @@ inline void amx_extract(const SuperBlock<F>* wb, int64_t nb, uint8_t* scratch) {
   [[maybe_unused]] const VI book = vi_bcast16(kIq4Values);
   for (int64_t b = 0; b < nb; ++b) {
     const auto& w = wb[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s)
       for (int k = 0; k < 8; ++k) {

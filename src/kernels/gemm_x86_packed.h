@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "kernels/gemm_x86_impl.h"
+#include "kernels/prefetch.h"
 
 namespace edgelm::kernels::x86 {
 namespace {
@@ -286,20 +287,23 @@ void pack_block_q3_k(const BlockQ3_K* const* rows, int64_t b, PQ3_K& o) {
 
 // ---- Tiles over packed blocks --------------------------------------------------------------------
 
-// Each block's tile touches the lines of the block kPrefetchBytes ahead (at least 2 blocks): the
-// packed matrix streams from DRAM, and a tile of several tokens computes for long enough per
-// block that the out-of-order window reaches only a block or two ahead. Blocks ahead by count
-// (4 Q4_0 blocks of 16 rows were 1.1 KiB) kept too few lines in flight for the DRAM latency: the
-// memory time then added to the compute time instead of hiding under it. A distance in bytes
-// holds the same lines in flight for every format; 8 KiB is a quarter of a 32 KiB L1D.
-// bench_kernels packed/<type>/<isa>/32768x4096 (DRAM, one thread, Zen 5 VM): Q4_0 avx512 t8
-// 6.2 -> 3.4 ms, t1 2.2 -> 1.6; Q8_0 avx512 t8 6.9 -> 4.3; Q4_0 avx2 t8 11.7 -> 8.0; Q4_K and
-// Q6_K (whose 2 blocks were already 5-7 KiB on avx512) about unchanged.
-constexpr int64_t kPrefetchBytes = 8192;
+// Each block's tile touches the lines `ahead` bytes past the block (prefetch.h: 8 KiB for a tile
+// of several tokens, the CPU's decode distance for one token; 0 touches the block itself, in
+// effect none; no branch for it: GCC 12 drops the prefetch loop behind an early return). The packed matrix streams
+// from DRAM, and a tile of several tokens computes for long enough per block that the
+// out-of-order window reaches only a block or two ahead. Blocks ahead by count (4 Q4_0 blocks of
+// 16 rows were 1.1 KiB) kept too few lines in flight for the DRAM latency: the memory time then
+// added to the compute time instead of hiding under it. A distance in bytes holds the same lines
+// in flight for every format. bench_kernels packed/<type>/<isa>/32768x4096 (DRAM, one thread,
+// Zen 5 VM): Q4_0 avx512 t8 6.2 -> 3.4 ms, t1 2.2 -> 1.6; Q8_0 avx512 t8 6.9 -> 4.3; Q4_0 avx2 t8
+// 11.7 -> 8.0; Q4_K and Q6_K (whose 2 blocks were already 5-7 KiB on avx512) about unchanged.
+template <int T>
+inline int64_t prefetch_bytes() {
+  return T == 1 ? decode_prefetch_bytes() : kMultiTokenPrefetchBytes;
+}
 template <typename PB>
-inline void prefetch_ahead(const PB* wb, int64_t b) {
-  constexpr int64_t kAhead = kPrefetchBytes / static_cast<int64_t>(sizeof(PB));
-  const char* c = reinterpret_cast<const char*>(wb + b + (kAhead > 2 ? kAhead : 2));
+inline void prefetch_ahead(const PB* wb, int64_t b, int64_t ahead) {
+  const char* c = reinterpret_cast<const char*>(wb + b) + ahead;
   for (size_t off = 0; off < sizeof(PB); off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
 }
 
@@ -381,10 +385,11 @@ inline VI group_iq4_nl(const PQ4_0& b, int g) {
 // (Q4_1, Q5_1).
 template <int T, typename PB, VI (*Group)(const PB&, int), bool kSigned, int kFlush = 8, bool kMin = false>
 void tile_packed_legacy(const PB* wb, int64_t nb, const ActQ8* const y[T], float* out, int64_t ldo, int n_rows) {
+  const int64_t ahead = prefetch_bytes<T>();
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, ahead);
     const int8_t* yq[T];
     VI a[T];
     for (int t = 0; t < T; ++t) {
@@ -417,12 +422,13 @@ void tile_packed_legacy(const PB* wb, int64_t nb, const ActQ8* const y[T], float
 // groups on AVX2 (a product pair reaches 2 * 31 * 127), as in the per-call tile.
 template <int T, typename PB>
 void tile_packed_k4(const PB* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  const int64_t ahead = prefetch_bytes<T>();
   constexpr bool kFive = std::is_same_v<PB, PQ5_K>;
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
     const PB& w = wb[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, ahead);
     VI acc[T], mins[T];
     for (int t = 0; t < T; ++t) acc[t] = mins[t] = vi_zero();
       // Sub-block s = 2c + 1 takes the high nibbles of chunk c.
@@ -459,12 +465,13 @@ inline VI iq4_xs_group(const PQIQ4_XS& w, VI book, int s, int k) {
 template <int T>
 void tile_packed_iq4_xs(const PQIQ4_XS* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo,
                         int n_rows) {
+  const int64_t ahead = prefetch_bytes<T>();
   const VI book = vi_bcast16(kIq4Values);
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
     const PQIQ4_XS& w = wb[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, ahead);
     VI acc[T];
     for (int t = 0; t < T; ++t) acc[t] = vi_zero();
 #pragma GCC unroll 8
@@ -498,11 +505,12 @@ void tile_packed_iq4_xs(const PQIQ4_XS* wb, int64_t nb, const ActQ8K* const y[T]
 // 32, Q3_K: 4), as tile_k16 over WK6 (kFlush: its int16 flush interval for the format).
 template <int T, typename PB, VI (*Group)(const PB&, int, int), int kFlush, int kShift>
 void tile_packed_k16(const PB* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  const int64_t ahead = prefetch_bytes<T>();
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
     const PB& w = wb[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, ahead);
     VI acc[T], offs[T];
     for (int t = 0; t < T; ++t) acc[t] = offs[t] = vi_zero();
       // Sub-block s (32 elements): its halves (groups 0-3, 4-7) have scales 2s and 2s + 1.
@@ -536,11 +544,12 @@ inline VI q2_min32(const PQ2_K& w, int j) { return vi_srl16(vi_u8_to_32(w.scm[j]
 // sub-block sums, as tile_k16's kMins form over WK6 (K2Tile: the same flush and order).
 template <int T>
 void tile_packed_q2_k(const PQ2_K* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  const int64_t ahead = prefetch_bytes<T>();
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
   for (int64_t b = 0; b < nb; ++b) {
     const PQ2_K& w = wb[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, ahead);
     VI acc[T], mins[T];
     for (int t = 0; t < T; ++t) acc[t] = mins[t] = vi_zero();
 #pragma GCC unroll 8
@@ -571,6 +580,7 @@ inline VI tq2_group(const PQTQ2_0& w, int s, int k) { return two_bits(w, s, k); 
 template <int T>
 void tile_packed_tq2_0(const PQTQ2_0* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo,
                        int n_rows) {
+  const int64_t ahead = prefetch_bytes<T>();
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
 #if !EDGELM_GEMM_VNNI
@@ -578,7 +588,7 @@ void tile_packed_tq2_0(const PQTQ2_0* wb, int64_t nb, const ActQ8K* const y[T], 
 #endif
   for (int64_t b = 0; b < nb; ++b) {
     const PQTQ2_0& w = wb[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, ahead);
     VI acc[T];
     for (int t = 0; t < T; ++t) acc[t] = vi_zero();
 #pragma GCC unroll 8
@@ -632,7 +642,7 @@ void unpack_k4(const PB* wb, int64_t nb, WK4* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const PB& w = wb[b];
     WK4& o = out[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
     vf_store(o.d, vf_half(w.d));
     vf_store(o.dmin, vf_half(w.dmin));
     for (int p = 0; p < 4; ++p) vi_store(o.mn[p], vi_load(w.mn[p]));
@@ -650,7 +660,7 @@ void unpack_iq4_xs(const PQIQ4_XS* wb, int64_t nb, WK4* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const PQIQ4_XS& w = wb[b];
     WK4& o = out[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
     vf_store(o.d, vf_half(w.d));
     vf_store(o.dmin, vf_zero());
     for (int p = 0; p < 4; ++p) vi_store(o.mn[p], pair_s8(w.sc[2 * p], w.sc[2 * p + 1]));
@@ -668,7 +678,7 @@ void unpack_k16(const PB* wb, int64_t nb, WK6* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const PB& w = wb[b];
     WK6& o = out[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
     vf_store(o.d, vf_half(w.d));
     vf_store(o.dmin, vf_zero());
     for (int j = 0; j < 16; ++j) vi_store(o.sc[j], mult_s8(w.sc[j]));
@@ -684,7 +694,7 @@ void unpack_q2_k(const PQ2_K* wb, int64_t nb, WK6* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const PQ2_K& w = wb[b];
     WK6& o = out[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
     vf_store(o.d, vf_half(w.d));
     vf_store(o.dmin, vf_half(w.dmin));
     for (int j = 0; j < 16; ++j) vi_store(o.sc[j], mult_of(q2_scale32(w, j)));
@@ -700,7 +710,7 @@ void unpack_tq2_0(const PQTQ2_0* wb, int64_t nb, WK6* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const PQTQ2_0& w = wb[b];
     WK6& o = out[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
     vf_store(o.d, vf_half(w.d));
     vf_store(o.dmin, vf_zero());
     for (int j = 0; j < 16; ++j) vi_store(o.sc[j], mult_of(vi_set1(1)));
@@ -718,7 +728,7 @@ void unpack_legacy(const PB* wb, int64_t nb, WLegacy* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const PB& w = wb[b];
     WLegacy& o = out[b];
-    prefetch_ahead(wb, b);
+    prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
     vf_store(o.d, vf_half(w.d));
     if constexpr (requires { w.m; })
       vf_store(o.m, vf_half(w.m));
