@@ -14,8 +14,9 @@
 //    (32-element blocks, Q8_0);
 //  - gemm_neon_iqgrid.h: IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M (grid IQ formats,
 //    decoded by iq_grid_neon.h; Q8_K activations);
-//  - gemm_neon_packed.h: the load-time packed layouts of the first three families (pack_weights /
-//    run_packed), which decode (one token) and prefill read directly.
+//  - gemm_neon_packed.h: the load-time packed layouts of the first three families and IQ4_NL,
+//    MXFP4 (pack_weights / run_packed), which decode (one token) and prefill read directly;
+//    gemm_neon_lowbit.h adds those of Q2_K, Q3_K, IQ4_XS, TQ2_0, TQ1_0 on the same method.
 // The pieces, like this file, are compiled once per level; the table of the level, kGemms, is at
 // the end of this file.
 //
@@ -230,7 +231,7 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
     {DType::tq2_0, lowk_packed_bytes<TQ2Format>, lowk_pack<TQ2Format>, lowk_scratch_bytes<TQ2Format>,
      lowk_run<TQ2Format>, EDGELM_NEON_PACKED(FmtTQ2_0)},
     {DType::tq1_0, lowk_packed_bytes<TQ1Format>, lowk_pack<TQ1Format>, lowk_scratch_bytes<TQ1Format>,
-     lowk_run<TQ1Format>},
+     lowk_run<TQ1Format>, EDGELM_NEON_PACKED(FmtTQ1_0)},
     {DType::iq4_nl, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
      block32_run<IQ4NLFormat>, EDGELM_NEON_PACKED(FmtIQ4_NL)},
     {DType::mxfp4, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,

@@ -11,9 +11,10 @@
 // (row, token), as the scalar vec_dot: the sub-block dots times their integer scales summed in
 // int32 (Q2_K: and the mins times the activations' 16-element sums), then d dy qsum (- dmin dy
 // msum); per 32-element block, d dy isum. Results differ from the scalar vec_dot by float
-// reassociation of the per-block terms only. Q2_K, Q3_K, TQ2_0 and IQ4_XS also have load-time
-// packed forms (FmtQ2_K, FmtQ3_K, FmtTQ2_0, FmtIQ4_XS below, on gemm_neon_packed.h's method: bit-identical to the scalar vec_dot),
-// which a loaded model uses unless EDGELM_PACK=0.
+// reassociation of the per-block terms only. Q2_K, Q3_K, TQ2_0, TQ1_0 and IQ4_XS also have
+// load-time packed forms (FmtQ2_K, FmtQ3_K, FmtTQ2_0, FmtTQ1_0, FmtIQ4_XS below, on
+// gemm_neon_packed.h's method: bit-identical to the scalar vec_dot; IQ4_NL's and MXFP4's are in
+// gemm_neon_packed.h), which a loaded model uses unless EDGELM_PACK=0.
 #if !defined(EDGELM_NEON_GEMM_LEVEL)
 #error "gemm_neon_lowbit.h is a piece of the body of gemm_neon.cpp only"
 #endif
@@ -230,8 +231,29 @@ struct FmtQ2_K {
   }
 };
 
-// TQ2_0: q - 1 in [-1, 1] (the 2-bit plane of q, to_signed<1>), no sub-block scales: per
-// super-block the exact int32 dot, then (d dy) isum, as the scalar vec_dot.
+// The ternary formats (TQ2_0, TQ1_0; PB with d[kRows]): q - 1 in [-1, 1], no sub-block scales:
+// per super-block the exact int32 dot (|isum| <= 256 * 128), then (d dy) isum, as the scalar
+// vec_dot.
+template <typename F, int T>
+inline void ternary_tile(const typename F::PB* wb, int64_t nb, const typename F::Act* a, float32x4_t f[kTok],
+                         const int8_t* pre) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const typename F::PB& w = wb[b];
+    int32x4_t is[kTok];
+    for (int t = 0; t < T; ++t) is[t] = vdupq_n_s32(0);
+    for (int j = 0; j < 8; ++j) {
+      int8x16_t q[8];
+      chunk_or_pre<F>(w, b, j, pre, q);
+      int32x4_t isum[kTok];
+      subblock_regs<32, kQK_K, T>(q, a[b].qs, 32 * j, isum);
+      for (int t = 0; t < T; ++t) is[t] = vaddq_s32(is[t], isum[t]);
+    }
+    const float32x4_t d = half4(w.d);
+    for (int t = 0; t < T; ++t) f[t] = vaddq_f32(f[t], vmulq_f32(vmulq_n_f32(d, a[b].d[t]), vcvtq_f32_s32(is[t])));
+  }
+}
+
+// TQ2_0: the 2-bit plane of q (to_signed<1>).
 struct PQTQ2_0 {
   uint8_t qs[8][2 * 16];
   uint16_t d[kRows];
@@ -254,20 +276,7 @@ struct FmtTQ2_0 {
   }
   template <int T>
   static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const PB& w = wb[b];
-      int32x4_t is[kTok];
-      for (int t = 0; t < T; ++t) is[t] = vdupq_n_s32(0);
-      for (int j = 0; j < 8; ++j) {
-        int8x16_t q[8];
-        chunk_or_pre<FmtTQ2_0>(w, b, j, pre, q);
-        int32x4_t isum[kTok];
-        subblock_regs<32, kQK_K, T>(q, a[b].qs, 32 * j, isum);
-        for (int t = 0; t < T; ++t) is[t] = vaddq_s32(is[t], isum[t]);
-      }
-      const float32x4_t d = half4(w.d);
-      for (int t = 0; t < T; ++t) f[t] = vaddq_f32(f[t], vmulq_f32(vmulq_n_f32(d, a[b].d[t]), vcvtq_f32_s32(is[t])));
-    }
+    ternary_tile<FmtTQ2_0, T>(wb, nb, a, f, pre);
   }
 };
 
@@ -339,6 +348,83 @@ void FmtTQ2_0::pack(const BX* const rows[kRows], int64_t b, PB& o) {
   for (int j = 0; j < 8; ++j) pack_top2<1, 0>(u + 128 * j, o.qs[j]);
   for (int r = 0; r < kRows; ++r) o.d[r] = rows[r][b].d;
 }
+
+// TQ1_0: the file's base-3 bytes, regrouped so that one lb_trit per register decodes a chunk.
+// Every chunk's registers 0-3 hold its elements 0-15 and registers 4-7 the same (row, lane)
+// places' elements 16-31 (interleave(), both levels' layouts), so:
+//  - chunk j < 5 is digit j of qs bytes 0..31: those 32 bytes of the 4 rows in the group layout
+//    of 32 elements (lo, 8 registers), each register decoded with 3^j;
+//  - chunks 5, 6 are digits 0, 1 and 2, 3 of qs bytes 32..47 (elements 160 + 16p + l): those 16
+//    bytes in the group layout of 16 elements (hi, 4 registers), decoded into registers 0-3 with
+//    the first digit and 4-7 with the second; chunk 7's registers 0-3 are their digit 4;
+//  - chunk 7's registers 4-7 (elements 240 + 4p + l, digit p of qh[l]) come from the 4 rows'
+//    qh as stored, [row][4] in one register: levels 0, 1 (register 4 + p: elements 240 + 4p ..
+//    243 + 4p of rows 0..3, a row per dword) decode it with 3^p; level 2 (register 4 + 2c + p:
+//    elements 240 + 8c .. 247 + 8c of rows 2p, 2p + 1) repeats each row's dword and decodes
+//    digit 2c in its first 4 lanes, 2c + 1 in the next 4.
+struct PQTQ1_0 {
+  uint8_t lo[8 * 16];
+  uint8_t hi[4 * 16];
+  uint8_t qh[kRows][4];
+  uint16_t d[kRows];
+};
+static_assert(sizeof(PQTQ1_0) == kRows * sizeof(BlockTQ1_0));
+
+struct FmtTQ1_0 {
+  using BX = BlockTQ1_0;
+  using PB = PQTQ1_0;
+  using Act = ActQ8_K;
+  static constexpr int64_t kBlock = kQK_K;
+  static constexpr int kChunks = 8;
+
+  static void pack(const BX* const rows[kRows], int64_t b, PB& o) {
+    const int8_t* lo[kRows];
+    const int8_t* hi[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      lo[r] = reinterpret_cast<const int8_t*>(rows[r][b].qs);
+      hi[r] = lo[r] + 32;
+      std::memcpy(o.qh[r], rows[r][b].qh, 4);
+      o.d[r] = rows[r][b].d;
+    }
+    interleave(lo, 32, reinterpret_cast<int8_t*>(o.lo));
+    interleave(hi, 16, reinterpret_cast<int8_t*>(o.hi));
+  }
+  static void chunk(const PB& w, int j, int8x16_t q[8]) {
+    static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+    if (j < 5) {
+      const uint8x16_t pw = vdupq_n_u8(kPow3[j]);
+      for (int i = 0; i < 8; ++i) q[i] = lb_trit(vld1q_u8(w.lo + 16 * i), pw);
+      return;
+    }
+    const int p = 2 * (j - 5);  // the digit of hi in registers 0-3
+    const uint8x16_t pw0 = vdupq_n_u8(kPow3[p]);
+    for (int i = 0; i < 4; ++i) {
+      const uint8x16_t v = vld1q_u8(w.hi + 16 * i);
+      q[i] = lb_trit(v, pw0);
+      if (j < 7) q[i + 4] = lb_trit(v, vdupq_n_u8(kPow3[p + 1]));
+    }
+    if (j < 7) return;
+    const uint8x16_t h = vld1q_u8(&w.qh[0][0]);
+    if constexpr (!kMmla) {
+      for (int k = 0; k < 4; ++k) q[4 + k] = lb_trit(h, vdupq_n_u8(kPow3[k]));
+    } else {
+      static constexpr uint8_t kPw[2][16] = {{1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},
+                                             {9, 9, 9, 9, 27, 27, 27, 27, 9, 9, 9, 9, 27, 27, 27, 27}};
+      const uint32x4_t h32 = vreinterpretq_u32_u8(h);
+      const uint8x16_t r01 = vreinterpretq_u8_u32(vzip1q_u32(h32, h32));  // rows 0, 0, 1, 1
+      const uint8x16_t r23 = vreinterpretq_u8_u32(vzip2q_u32(h32, h32));  // rows 2, 2, 3, 3
+      for (int c = 0; c < 2; ++c) {
+        const uint8x16_t pw = vld1q_u8(kPw[c]);
+        q[4 + 2 * c] = lb_trit(r01, pw);
+        q[5 + 2 * c] = lb_trit(r23, pw);
+      }
+    }
+  }
+  template <int T>
+  static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
+    ternary_tile<FmtTQ1_0, T>(wb, nb, a, f, pre);
+  }
+};
 
 // IQ4_XS: the codebook indices as nibbles in Q4_K's chunk layout (chunk j = 32-element sub-block
 // j), looked up when a chunk is loaded; the 6-bit sub-block scales as ls - 32 bytes (+1.5%). Per

@@ -11,9 +11,9 @@
 //
 // The vec_dot rows (single-token decode of matrices not packed at load) and the multi-token
 // GEMMs (gemm_neon.cpp) cover the same weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q4_K, Q5_K, Q6_K (these with load-time packed layouts, which every matmul of a packed
-// matrix takes, decode included), Q2_K, Q3_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4
-// (kernels_neon_lowbit.cpp, gemm_neon_lowbit.h) and the grid IQ formats (IQ3_S, IQ2_XS, IQ2_XXS,
+// Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4 (these with load-time
+// packed layouts, which every matmul of a packed matrix takes, decode included; the low-bit ones
+// from Q2_K on: kernels_neon_lowbit.cpp, gemm_neon_lowbit.h) and the grid IQ formats (IQ3_S, IQ2_XS, IQ2_XXS,
 // IQ3_XXS, IQ2_S, IQ1_S, IQ1_M: kernels_neon_iqgrid.cpp, gemm_neon_iqgrid.h); every activation
 // type they use (Q8_0, Q8_1, Q8_K, F16, BF16) has a NEON quantizer. Other types run the scalar
 // vec_dot. The GEMMs come in three

@@ -54,6 +54,7 @@ std::vector<size_t> half_fields(DType t) {
     case DType::q3_k: return {sizeof(BlockQ3_K) - 2};
     case DType::q2_k: return {sizeof(BlockQ2_K) - 4, sizeof(BlockQ2_K) - 2};
     case DType::tq2_0: return {sizeof(BlockTQ2_0) - 2};
+    case DType::tq1_0: return {sizeof(BlockTQ1_0) - 2};
     case DType::iq4_xs: return {0};
     case DType::mxfp4: return {};  // its scale is an E8M0 byte, not fp16
     default: return {0};
@@ -247,7 +248,7 @@ CheckCounts check_neon_packed() {
   } levels[] = {{NeonLevel::base, "base"}, {NeonLevel::dotprod, "dotprod"}, {NeonLevel::i8mm, "i8mm"}};
   const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
                          DType::q4_k, DType::q5_k, DType::q6_k, DType::q3_k, DType::q2_k, DType::tq2_0,
-                         DType::iq4_xs, DType::mxfp4, DType::f32, DType::f16, DType::bf16};
+                         DType::tq1_0, DType::iq4_xs, DType::mxfp4, DType::f32, DType::f16, DType::bf16};
   ThreadPool pool(2);
   for (const auto& l : levels) {
     const IsaKernels* k = neon::neon_kernels(l.level);
