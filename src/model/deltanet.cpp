@@ -295,7 +295,7 @@ void deltanet_recur(const DeltaNetConfig& d, const LayerWeights& L, const float*
                     int64_t out_stride, int32_t h0, int32_t h1) {
   const int64_t Dk = d.head_k_dim, Dv = d.head_v_dim, key_dim = d.key_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dk));
-  const RowsForm form = rows_form(Dk);
+  [[maybe_unused]] const RowsForm form = rows_form(Dk);  // portable only off x86
   TokenCoefs co[kRecurTokens];
   for (int32_t h = h0; h < h1; ++h) {
     const int64_t kh = h % d.n_k_heads;
