@@ -20,6 +20,7 @@
 #include "engine/generator.h"
 #include "format/model_file.h"
 #include "kernels/isa.h"
+#include "kernels/prefetch.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/bench_concurrency.h"
@@ -275,15 +276,22 @@ int run(const BenchOptions& o) {
                      {"membw_gb_s", membw},
                      {"reps", o.reps},
                      {"kv_type", kv_type},
-                     {"isa", kernels::isa_name(kernels::active_isa())}});
+                     {"isa", kernels::isa_name(kernels::active_isa())},
+                     {"decode_prefetch_bytes", kernels::decode_prefetch_bytes()}});
       if (r.n_depth > 0) out.back()["n_depth"] = r.n_depth;
     }
     std::printf("%s\n", out.dump(2).c_str());
   } else {
+    // The x86 packed tiles' single-token prefetch distance (kernels/prefetch.h), for reproducing a row.
+    const kernels::Isa isa = kernels::active_isa();
+    const std::string prefetch =
+        isa == kernels::Isa::scalar || isa == kernels::Isa::neon
+            ? std::string()
+            : " (decode prefetch " + std::to_string(kernels::decode_prefetch_bytes()) + " B)";
     std::printf(
-        "model: %s (%s, %.1f MiB read per token), kernels %s, %s KV, memory read bandwidth %.2f GB/s, %d reps\n\n",
+        "model: %s (%s, %.1f MiB read per token), kernels %s%s, %s KV, memory read bandwidth %.2f GB/s, %d reps\n\n",
         o.model_path.c_str(), type.c_str(), bytes_per_token / (1024.0 * 1024.0),
-        std::string(kernels::isa_name(kernels::active_isa())).c_str(), kv_type.c_str(), membw, o.reps);
+        std::string(kernels::isa_name(isa)).c_str(), prefetch.c_str(), kv_type.c_str(), membw, o.reps);
     std::printf("| type | threads | test | tok/s (median) | min | max | GB/s | of bandwidth |\n");
     std::printf("|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : results) {

@@ -284,6 +284,21 @@ TEST(Cli, BenchReportsEveryField) {
     EXPECT_GT(t.at("gb_s").get<double>(), 0.0);
     EXPECT_GT(t.at("bw_fraction").get<double>(), 0.0);
   }
+  // The decode prefetch distance in force (kernels/prefetch.h): EDGELM_DECODE_PREFETCH, or a
+  // warning and the CPU's default for a bad value.
+  auto p = run_process({"/usr/bin/env", "EDGELM_DECODE_PREFETCH=2048", EDGELM_BIN, "bench", "-m",
+                        model("stories260K-f32.gguf"), "-p", "0", "-n", "2", "-r", "1", "-t", "1", "-o", "json",
+                        "--membw-gbs", "10"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(nlohmann::json::parse(p.out).at(0).at("decode_prefetch_bytes"), 2048);
+  auto bad = run_process({"/usr/bin/env", "EDGELM_DECODE_PREFETCH=2k", EDGELM_BIN, "bench", "-m",
+                          model("stories260K-f32.gguf"), "-p", "0", "-n", "2", "-r", "1", "-t", "1", "--membw-gbs",
+                          "10"});
+  ASSERT_EQ(bad.exit_code, 0) << bad.err;
+  EXPECT_NE(bad.err.find("EDGELM_DECODE_PREFETCH=2k ignored"), std::string::npos) << bad.err;
+  if (bad.out.find("kernels scalar") == std::string::npos && bad.out.find("kernels neon") == std::string::npos) {
+    EXPECT_NE(bad.out.find("(decode prefetch "), std::string::npos) << bad.out;
+  }
   // Depth rows: the engine's context is sized past the model's trained 512 positions.
   auto d = edgelm({"bench", "-m", model("stories260K-f32.gguf"), "-p", "8", "-n", "2", "-d", "0,600", "-r", "1", "-t",
                    "1", "-o", "json", "--membw-gbs", "10", "--kv-type", "q8_0"});
