@@ -289,9 +289,9 @@ void pack_block_q3_k(const BlockQ3_K* const* rows, int64_t b, PQ3_K& o) {
 
 // Each block's tile touches the lines `ahead` bytes past the block (prefetch.h: 8 KiB for a tile
 // of several tokens, the CPU's decode distance for one token; 0 touches the block itself, in
-// effect none; no branch for it: GCC 12 drops the prefetch loop behind an early return). The packed matrix streams
-// from DRAM, and a tile of several tokens computes for long enough per block that the
-// out-of-order window reaches only a block or two ahead. Blocks ahead by count (4 Q4_0 blocks of
+// effect none, with no branch: GCC 12 drops the prefetch loop behind an early return). The
+// packed matrix streams from DRAM, and a tile of several tokens computes for long enough per
+// block that the out-of-order window reaches only a block or two ahead. Blocks ahead by count (4 Q4_0 blocks of
 // 16 rows were 1.1 KiB) kept too few lines in flight for the DRAM latency: the memory time then
 // added to the compute time instead of hiding under it. A distance in bytes holds the same lines
 // in flight for every format. bench_kernels packed/<type>/<isa>/32768x4096 (DRAM, one thread,
