@@ -231,25 +231,31 @@ struct FmtQ2_K {
   }
 };
 
-// The ternary formats (TQ2_0, TQ1_0; PB with d[kRows]): q - 1 in [-1, 1], no sub-block scales:
-// per super-block the exact int32 dot (|isum| <= 256 * 128), then (d dy) isum, as the scalar
-// vec_dot.
+// The super-block formats of 8 chunks of 32 with one signed byte scale per chunk or none (IQ4_XS:
+// PB with sc[8][kRows]; TQ2_0, TQ1_0: q - 1 in [-1, 1], kChunkScales false), PB with d[kRows]:
+// per super-block the chunk dots (times their scales) summed in int32 (|.| < 2^24), then (d dy)
+// qsum, as the scalar vec_dot.
 template <typename F, int T>
-inline void ternary_tile(const typename F::PB* wb, int64_t nb, const typename F::Act* a, float32x4_t f[kTok],
+inline void chunk32_tile(const typename F::PB* wb, int64_t nb, const typename F::Act* a, float32x4_t f[kTok],
                          const int8_t* pre) {
   for (int64_t b = 0; b < nb; ++b) {
     const typename F::PB& w = wb[b];
-    int32x4_t is[kTok];
-    for (int t = 0; t < T; ++t) is[t] = vdupq_n_s32(0);
+    int32x4_t qs[kTok];
+    for (int t = 0; t < T; ++t) qs[t] = vdupq_n_s32(0);
     for (int j = 0; j < 8; ++j) {
       int8x16_t q[8];
       chunk_or_pre<F>(w, b, j, pre, q);
       int32x4_t isum[kTok];
       subblock_regs<32, kQK_K, T>(q, a[b].qs, 32 * j, isum);
-      for (int t = 0; t < T; ++t) is[t] = vaddq_s32(is[t], isum[t]);
+      if constexpr (F::kChunkScales) {
+        const int32x4_t sc = vmovl_s16(vget_low_s16(vmovl_s8(vld1_s8(&w.sc[j][0]))));  // lanes 0-3: the 4 rows
+        for (int t = 0; t < T; ++t) qs[t] = vmlaq_s32(qs[t], isum[t], sc);
+      } else {
+        for (int t = 0; t < T; ++t) qs[t] = vaddq_s32(qs[t], isum[t]);
+      }
     }
     const float32x4_t d = half4(w.d);
-    for (int t = 0; t < T; ++t) f[t] = vaddq_f32(f[t], vmulq_f32(vmulq_n_f32(d, a[b].d[t]), vcvtq_f32_s32(is[t])));
+    for (int t = 0; t < T; ++t) f[t] = vaddq_f32(f[t], vmulq_f32(vmulq_n_f32(d, a[b].d[t]), vcvtq_f32_s32(qs[t])));
   }
 }
 
@@ -267,6 +273,7 @@ struct FmtTQ2_0 {
   using Act = ActQ8_K;
   static constexpr int64_t kBlock = kQK_K;
   static constexpr int kChunks = 8;
+  static constexpr bool kChunkScales = false;
 
   static void pack(const BX* const rows[kRows], int64_t b, PB& o);
   static void chunk(const PB& w, int j, int8x16_t q[8]) {
@@ -276,7 +283,7 @@ struct FmtTQ2_0 {
   }
   template <int T>
   static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
-    ternary_tile<FmtTQ2_0, T>(wb, nb, a, f, pre);
+    chunk32_tile<FmtTQ2_0, T>(wb, nb, a, f, pre);
   }
 };
 
@@ -376,6 +383,7 @@ struct FmtTQ1_0 {
   using Act = ActQ8_K;
   static constexpr int64_t kBlock = kQK_K;
   static constexpr int kChunks = 8;
+  static constexpr bool kChunkScales = false;
 
   static void pack(const BX* const rows[kRows], int64_t b, PB& o) {
     const int8_t* lo[kRows];
@@ -422,7 +430,7 @@ struct FmtTQ1_0 {
   }
   template <int T>
   static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
-    ternary_tile<FmtTQ1_0, T>(wb, nb, a, f, pre);
+    chunk32_tile<FmtTQ1_0, T>(wb, nb, a, f, pre);
   }
 };
 
@@ -451,6 +459,7 @@ struct FmtIQ4_XS {
   using Act = ActQ8_K;
   static constexpr int64_t kBlock = kQK_K;
   static constexpr int kChunks = 8;
+  static constexpr bool kChunkScales = true;
 
   static void pack(const BX* const rows[kRows], int64_t b, PB& o) {
     alignas(16) int8_t u[kRows * kQK_K];
@@ -469,21 +478,7 @@ struct FmtIQ4_XS {
   }
   template <int T>
   static void tile(const PB* wb, int64_t nb, const Act* a, float32x4_t f[kTok], const int8_t* pre) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const PB& w = wb[b];
-      int32x4_t qs[kTok];
-      for (int t = 0; t < T; ++t) qs[t] = vdupq_n_s32(0);
-      for (int j = 0; j < 8; ++j) {
-        const int32x4_t sc = vmovl_s16(vget_low_s16(vmovl_s8(vld1_s8(&w.sc[j][0]))));  // lanes 0-3: the 4 rows
-        int8x16_t q[8];
-        chunk_or_pre<FmtIQ4_XS>(w, b, j, pre, q);
-        int32x4_t isum[kTok];
-        subblock_regs<32, kQK_K, T>(q, a[b].qs, 32 * j, isum);
-        for (int t = 0; t < T; ++t) qs[t] = vmlaq_s32(qs[t], isum[t], sc);
-      }
-      const float32x4_t d = half4(w.d);
-      for (int t = 0; t < T; ++t) f[t] = vaddq_f32(f[t], vmulq_f32(vmulq_n_f32(d, a[b].d[t]), vcvtq_f32_s32(qs[t])));
-    }
+    chunk32_tile<FmtIQ4_XS, T>(wb, nb, a, f, pre);
   }
 };
 
