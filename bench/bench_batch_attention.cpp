@@ -7,7 +7,10 @@
 //    (the engine's default), n sequences each decoding one token after `depth` positions of
 //    context. Each iteration runs one layer (the layer advances every iteration, so the 22
 //    layers' K/V, 46 MB at f16 and depth 2048, come from DRAM as in a real decode step):
-//    split-K chunks over the threads, the folds, the finish. Where bench_attention
+//    split-K chunks over the threads, the folds, the finish.
+//  batch_attention/qwen35/...: Qwen3.5-0.8B's 6 attention layers instead (8 query heads over 2 KV
+//    heads, head_dim 256): t2/n1xd8192 is the attention of one decode step at depth 8192, 101 MB
+//    of f16 K/V a token. Where bench_attention
 //    times the kernel, this times what the engine adds around it (balance over the threads,
 //    dispatches, folds); it is the figure behind `edgelm bench -d 2048` minus the weights.
 //
@@ -30,7 +33,15 @@
 namespace edgelm::engine {
 namespace {
 
-constexpr int32_t kLayers = 22, kBlock = 16;
+constexpr int32_t kBlock = 16;
+
+// The attention heads of a model: TinyLlama-1.1B's and Qwen3.5-0.8B's attention layers.
+struct Heads {
+  int32_t n_layer, n_head, n_head_kv, head_dim;
+  const char* name;
+};
+constexpr Heads kTinyLlama{22, 32, 4, 64, ""};
+constexpr Heads kQwen35{36, 8, 2, 256, "qwen35/"};
 
 struct Context {
   model::ModelConfig c;
@@ -40,18 +51,18 @@ struct Context {
   std::vector<int32_t> tok_seq, tok_pos;
   std::vector<float> q, out;
 
-  static model::ModelConfig shape() {
+  static model::ModelConfig shape(const Heads& h) {
     model::ModelConfig c;
-    c.n_layer = kLayers;
-    c.n_head = 32;
-    c.n_head_kv = 4;
-    c.head_dim = 64;
-    c.n_embd = 2048;
+    c.n_layer = h.n_layer;
+    c.n_head = h.n_head;
+    c.n_head_kv = h.n_head_kv;
+    c.head_dim = h.head_dim;
+    c.n_embd = h.n_head * h.head_dim;
     return c;
   }
 
-  Context(kv::KvType type, int32_t n_seqs, int32_t depth)
-      : c(shape()), store(kv::KvStore::create(c, n_seqs * ((depth + kBlock) / kBlock), kBlock, type).value()) {
+  Context(const Heads& h, kv::KvType type, int32_t n_seqs, int32_t depth)
+      : c(shape(h)), store(kv::KvStore::create(c, n_seqs * ((depth + kBlock) / kBlock), kBlock, type).value()) {
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> k(static_cast<size_t>(c.n_embd_kv())), v(k.size());
@@ -61,7 +72,7 @@ struct Context {
       auto& t = tables.emplace_back();
       for (int32_t b = 0; b < per_seq; ++b) t.push_back(next++);
       for (int32_t pos = 0; pos <= depth; ++pos)
-        for (int32_t l = 0; l < kLayers; ++l) {
+        for (int32_t l = 0; l < c.n_layer; ++l) {
           for (auto& x : k) x = nd(rng);
           for (auto& x : v) x = nd(rng);
           store.write(l, t[static_cast<size_t>(pos / kBlock)], pos % kBlock, k.data(), v.data());
@@ -83,13 +94,14 @@ struct Context {
   }
 };
 
-void run(benchmark::State& state, kernels::Isa isa, kv::KvType type, int threads, int32_t n_seqs, int32_t depth) {
+void run(benchmark::State& state, const Heads& h, kernels::Isa isa, kv::KvType type, int threads, int32_t n_seqs,
+         int32_t depth) {
   const kernels::AttentionKernels* k = kernels::attention_kernels(isa);
   if (k == nullptr) {
     state.SkipWithError("ISA not supported by this CPU");
     return;
   }
-  Context ctx(type, n_seqs, depth);
+  Context ctx(h, type, n_seqs, depth);
   ThreadPool pool(threads);
   AttnScratch s;
   const auto n = static_cast<int64_t>(ctx.tok_seq.size());
@@ -101,7 +113,7 @@ void run(benchmark::State& state, kernels::Isa isa, kv::KvType type, int threads
                       ctx.c.n_head_kv,    ctx.c.head_dim, 0.125f,          k};
     attention_run(a, s, pool);
     benchmark::DoNotOptimize(ctx.out.data());
-    layer = (layer + 1) % kLayers;
+    layer = (layer + 1) % ctx.c.n_layer;
   }
   state.counters["positions"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * n_seqs * (depth + 1), benchmark::Counter::kIsRate);
@@ -116,13 +128,14 @@ void register_all() {
     for (const kernels::Isa isa :
          {kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::neon, kernels::Isa::scalar}) {
       if (kernels::attention_kernels(isa) == nullptr) continue;
-      for (const auto& [threads, n_seqs, depth] :
-           {std::tuple{2, 1, 2048}, std::tuple{2, 8, 512}, std::tuple{1, 1, 2048}}) {
-        const std::string name = std::string("batch_attention/") + ty.name + "/" + std::string(kernels::isa_name(isa)) +
+      for (const auto& [heads, threads, n_seqs, depth] :
+           {std::tuple{&kTinyLlama, 2, 1, 2048}, std::tuple{&kTinyLlama, 2, 8, 512}, std::tuple{&kTinyLlama, 1, 1, 2048},
+            std::tuple{&kQwen35, 2, 1, 8192}}) {
+        const std::string name = std::string("batch_attention/") + heads->name + ty.name + "/" + std::string(kernels::isa_name(isa)) +
                                  "/t" + std::to_string(threads) + "/n" + std::to_string(n_seqs) + "xd" +
                                  std::to_string(depth);
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
-          run(st, isa, ty.t, threads, n_seqs, depth);
+          run(st, *heads, isa, ty.t, threads, n_seqs, depth);
         })->Unit(benchmark::kMicrosecond);
       }
     }

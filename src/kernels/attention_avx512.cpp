@@ -19,9 +19,10 @@
 //      to 16, the lanes outside the tile get -inf), one head dimension at a time, the keys of the
 //      16 positions are one load and each query head's element one embedded-broadcast FMA into
 //      that head's accumulator, whose lanes are then the 16 scores (w[g][t]): no reduction;
-//      softmax runs across the positions' lanes, one head at a time.
-//   V: per 16 columns, the NQ output accumulators stay in registers over the tile's rows, each
-//      row's weights broadcast straight from w.
+//      softmax runs across the positions' lanes, one head at a time. A group of at most 4
+//      heads scores two 16-position groups in one pass (kKtPass): 8 FMA chains, not 4.
+//   V: per 16 columns (32 for at most 4 heads, again 8 chains), the NQ output accumulators stay
+//      in registers over the tile's rows, each row's weights broadcast straight from w.
 // K transposed (f16, f32): a range's first tile is touched into L1; while each tile is
 // computed, its FMA loops prefetch the next tile's K and V lines one at a time (LineCursor).
 // K as rows: f16 and f32 rows are touched before the tile, q8_0 rows prefetched while the tile
@@ -151,27 +152,33 @@ inline void dot_step(const std::byte* r0, const std::byte* r1, int64_t col, int6
   }
 }
 
-// acc [NQ, D] columns [j, j + 16) = acc * corr + sum_t w(t, g) v_t, the weight of position t
-// and head g at w[t * kTS + g * kGS].
-template <KvElem T, int NQ, bool kTail, int kTS, int kGS>
+// acc [NQ, D] columns [j, j + 16 * C) = acc * corr + sum_t w(t, g) v_t, the weight of position t
+// and head g at w[t * kTS + g * kGS]; C column chunks at once (kTail: one chunk of 8 columns).
+template <KvElem T, int NQ, int C, bool kTail, int kTS, int kGS>
 inline void value_step(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t j, int64_t D, const float* w,
                        const float* corr, float* acc, LineCursor* pf = nullptr) {
-  __m512 o[NQ];
-  for (int g = 0; g < NQ; ++g) o[g] = _mm512_mul_ps(loadq<kTail>(acc + g * D + j), _mm512_set1_ps(corr[g]));
+  static_assert(!kTail || C == 1);
+  __m512 o[C][NQ];
+  for (int x = 0; x < C; ++x)
+    for (int g = 0; g < NQ; ++g)
+      o[x][g] = _mm512_mul_ps(loadq<kTail>(acc + g * D + j + 16 * x), _mm512_set1_ps(corr[g]));
   LineCursor c = LineCursor::local(pf);
   for (int32_t t = 0; t < n; ++t) {
-    const __m512 v = load16<T, kTail>(v_rows[t], col + j);
-    c.step();
-    for (int g = 0; g < NQ; ++g) o[g] = _mm512_fmadd_ps(_mm512_set1_ps(w[t * kTS + g * kGS]), v, o[g]);
-  }
-  LineCursor::store(pf, c);
-  for (int g = 0; g < NQ; ++g) {
-    if (kTail) {
-      _mm512_mask_storeu_ps(acc + g * D + j, 0x00FF, o[g]);
-    } else {
-      _mm512_storeu_ps(acc + g * D + j, o[g]);
+    for (int x = 0; x < C; ++x) {
+      const __m512 v = load16<T, kTail>(v_rows[t], col + j + 16 * x);
+      c.step();
+      for (int g = 0; g < NQ; ++g) o[x][g] = _mm512_fmadd_ps(_mm512_set1_ps(w[t * kTS + g * kGS]), v, o[x][g]);
     }
   }
+  LineCursor::store(pf, c);
+  for (int x = 0; x < C; ++x)
+    for (int g = 0; g < NQ; ++g) {
+      if (kTail) {
+        _mm512_mask_storeu_ps(acc + g * D + j + 16 * x, 0x00FF, o[x][g]);
+      } else {
+        _mm512_storeu_ps(acc + g * D + j + 16 * x, o[x][g]);
+      }
+    }
 }
 
 // cap * tanh(s / cap) per lane, tanh |t| as (1 - e^(-2|t|)) / (1 + e^(-2|t|)) with the sign of t.
@@ -197,16 +204,26 @@ constexpr int kW = kAttnTile + 16;
 template <KvElem T, int NQ, int kTS, int kGS>
 inline void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, const float* w, const float* corr,
                    float* acc, LineCursor* pf = nullptr) {
+  // Two column chunks at once when the group has at most 4 heads: 8 FMA chains (see kKtPass).
+  constexpr int C = NQ <= 4 ? 2 : 1;
   const int64_t D16 = D & ~int64_t{15};
-  for (int64_t j = 0; j < D16; j += 16) value_step<T, NQ, false, kTS, kGS>(v_rows, n, col, j, D, w, corr, acc, pf);
-  if (D16 < D) value_step<T, NQ, true, kTS, kGS>(v_rows, n, col, D16, D, w, corr, acc, pf);
+  int64_t j = 0;
+  for (; j + 16 * C <= D16; j += 16 * C) value_step<T, NQ, C, false, kTS, kGS>(v_rows, n, col, j, D, w, corr, acc, pf);
+  for (; j < D16; j += 16) value_step<T, NQ, 1, false, kTS, kGS>(v_rows, n, col, j, D, w, corr, acc, pf);
+  if (D16 < D) value_step<T, NQ, 1, true, kTS, kGS>(v_rows, n, col, D16, D, w, corr, acc, pf);
 }
+
+// Groups of 16 positions scored in one pass of the head dimensions: two when a group has at most
+// 4 query heads, so 8 FMA chains are in flight (4 chains wait on the FMA latency: bench_attention
+// qwen35 f16_kt 1x512, 4 heads of 256 dims), else one (8 chains already; two groups of 8 heads
+// measured no faster).
+template <int NQ>
+constexpr int kKtPass = NQ <= 4 ? 2 : 1;
 
 // K transposed: the scores of positions [t0, t0 + n) (one tile) for NQ query heads into
 // w[g][off + t], off = t0 % 16, in groups of 16 positions aligned to 16 (inside one block, as
 // block_size % kAttnKtBlock == 0); the lanes of the groups outside the tile are -inf. Returns
-// the number of groups. (Two groups at a time, for 16 independent accumulators instead of 8,
-// measured no faster.)
+// the number of groups. Every score is the same sum in the same order whatever the pass width.
 template <KvElem T, int NQ>
 int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t D, const float* q, __m512 vscale,
                   float softcap, float (*w)[kW], LineCursor* pf) {
@@ -214,32 +231,45 @@ int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t 
   const int32_t p_first = t0 & ~15, off = t0 - p_first, n_groups = (off + n + 15) / 16;
   const size_t dim_stride = static_cast<size_t>(kv.block_size) * kElem;  // bytes from one dimension to the next
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
-  for (int32_t i = 0; i < n_groups; ++i) {
+  auto group_keys = [&](int32_t i) {
     const int32_t p = p_first + 16 * i;
-    const std::byte* keys =
-        kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride +
-        (static_cast<size_t>(col) * static_cast<size_t>(kv.block_size) + static_cast<size_t>(p % kv.block_size)) *
-            kElem;
-    __m512 a[NQ];
-    for (int g = 0; g < NQ; ++g) a[g] = _mm512_setzero_ps();
+    return kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride +
+           (static_cast<size_t>(col) * static_cast<size_t>(kv.block_size) + static_cast<size_t>(p % kv.block_size)) *
+               kElem;
+  };
+  // Groups [i, i + G): one pass over the dimensions, then the scores out.
+  auto pass = [&]<int G>(int32_t i) {
+    const std::byte* keys[G];
+    __m512 a[G][NQ];
+    for (int x = 0; x < G; ++x) {
+      keys[x] = group_keys(i + x);
+      for (int g = 0; g < NQ; ++g) a[x][g] = _mm512_setzero_ps();
+    }
     LineCursor c = LineCursor::local(pf);
     for (int64_t d = 0; d < D; ++d) {
-      const __m512 k = load16<T, false>(keys + static_cast<size_t>(d) * dim_stride, 0);
-      if (d % 2 == 0) c.step();
-      for (int g = 0; g < NQ; ++g) a[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * D + d]), k, a[g]);
+      for (int x = 0; x < G; ++x) {
+        const __m512 k = load16<T, false>(keys[x] + static_cast<size_t>(d) * dim_stride, 0);
+        if (G == 2 || d % 2 == 0) c.step();
+        for (int g = 0; g < NQ; ++g) a[x][g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * D + d]), k, a[x][g]);
+      }
     }
     LineCursor::store(pf, c);
-    // Lane L is tile position 16 * i + L - off: inside the tile when 0 <= it < n.
-    const int32_t lo = off - 16 * i, hi = off + n - 16 * i;
-    const uint32_t below = lo <= 0 ? 0u : (1u << lo) - 1u;       // lo < 16
-    const uint32_t upto = hi >= 16 ? 0xFFFFu : (1u << hi) - 1u;  // hi > 0
-    const auto outside = static_cast<__mmask16>(~(upto & ~below) & 0xFFFFu);
-    for (int g = 0; g < NQ; ++g) {
-      __m512 s = _mm512_mul_ps(a[g], vscale);
-      if (softcap > 0.0f) s = softcap512(s, softcap);
-      _mm512_store_ps(&w[g][16 * i], _mm512_mask_mov_ps(s, outside, neg_inf));
+    for (int x = 0; x < G; ++x) {
+      // Lane L is tile position 16 * (i + x) + L - off: inside the tile when 0 <= it < n.
+      const int32_t lo = off - 16 * (i + x), hi = off + n - 16 * (i + x);
+      const uint32_t below = lo <= 0 ? 0u : (1u << lo) - 1u;       // lo < 16
+      const uint32_t upto = hi >= 16 ? 0xFFFFu : (1u << hi) - 1u;  // hi > 0
+      const auto outside = static_cast<__mmask16>(~(upto & ~below) & 0xFFFFu);
+      for (int g = 0; g < NQ; ++g) {
+        __m512 s = _mm512_mul_ps(a[x][g], vscale);
+        if (softcap > 0.0f) s = softcap512(s, softcap);
+        _mm512_store_ps(&w[g][16 * (i + x)], _mm512_mask_mov_ps(s, outside, neg_inf));
+      }
     }
-  }
+  };
+  int32_t i = 0;
+  for (; i + kKtPass<NQ> <= n_groups; i += kKtPass<NQ>) pass.template operator()<kKtPass<NQ>>(i);
+  for (; i < n_groups; ++i) pass.template operator()<1>(i);
   return n_groups;
 }
 
