@@ -8,9 +8,11 @@
 //    context. Each iteration runs one layer (the layer advances every iteration, so the 22
 //    layers' K/V, 46 MB at f16 and depth 2048, come from DRAM as in a real decode step):
 //    split-K chunks over the threads, the folds, the finish.
-//  batch_attention/qwen35/...: Qwen3.5-0.8B's 6 attention layers instead (8 query heads over 2 KV
-//    heads, head_dim 256): t2/n1xd8192 is the attention of one decode step at depth 8192, 101 MB
-//    of f16 K/V a token. Where bench_attention
+//  batch_attention/qwen35/...: Qwen3.5-0.8B's attention layers instead (8 query heads over 2 KV
+//    heads, head_dim 256): t2/n1xd8192 is one layer of a decode step at depth 8192, 16.8 MB of
+//    f16 K/V. The model has 6 such layers (101 MB); the benchmark cycles through 36 (605 MB) so
+//    they come from DRAM even under a 480 MB L3, as they do in decode, where the weights stream
+//    between them. Where bench_attention
 //    times the kernel, this times what the engine adds around it (balance over the threads,
 //    dispatches, folds); it is the figure behind `edgelm bench -d 2048` minus the weights.
 //
