@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets in the asan preset's tree (clang, ASan+UBSan: the same objects
 # as the sanitizer tests, so CI compiles the libraries once for both) and runs each for a bounded
 # time from a seed corpus: the small real GGUFs in shared/ plus tiny synthetic models of each architecture
-# and of each grid IQ tensor type (scripts/gguf_retype.py).
+# and of each tensor type of the low-bit formats (grid IQ types retyped by scripts/gguf_retype.py,
+# the others written by edgelm quantize).
 # Usage: scripts/fuzz.sh [SHARED_DIR] [SECONDS_PER_TARGET]
 set -euo pipefail
 shared=$(realpath "${1:-../shared}")
@@ -28,6 +29,12 @@ head -c 16384 "$shared/models/stories260K-f16.gguf" > "$work/gguf/stories-head.g
 for t in iq2_xxs:16 iq2_xs:17 iq3_xxs:18 iq1_s:19 iq3_s:21 iq2_s:22 iq1_m:29; do
   cp "$work/iq-base.gguf" "$work/gguf/${t%%:*}.gguf"
   python3 scripts/gguf_retype.py "$work/gguf/${t%%:*}.gguf" 'blk\.0\.ffn_down\.weight' "${t##*:}"
+done
+# And one per type that edgelm quantize writes beyond the legacy and K types: the same tensor
+# quantized to it (about 46 KB each).
+for t in q2_k q3_k iq4_nl iq4_xs tq1_0 tq2_0 mxfp4; do
+  ./build/release/src/tools/edgelm quantize "$work/iq-base.gguf" "$work/gguf/$t.gguf" f16 \
+    --tensor-type "blk\.0\.ffn_down\.weight=$t" > /dev/null
 done
 
 # Text seeds: the reference tokenizer test strings, each prefixed by a selector byte.
