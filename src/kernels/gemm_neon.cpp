@@ -1,9 +1,9 @@
 // NEON multi-token GEMM tables (gemm.h) for AArch64: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
 // Q6_K, F32, F16, BF16, Q2_K, Q3_K, IQ4_XS, TQ2_0, TQ1_0, IQ4_NL, MXFP4 and the grid IQ formats
 // (IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M) in three variants, one per instruction
-// set, all but the grid IQ formats with load-time packed layouts, from one body (gemm_neon_impl.h with
-// its pieces gemm_neon_legacy.h, gemm_neon_k.h, gemm_neon_float.h, gemm_neon_lowbit.h,
-// gemm_neon_iqgrid.h, gemm_neon_packed.h; see gemm_neon_impl.h for the method):
+// set, all with load-time packed layouts, from one body (gemm_neon_impl.h with its pieces
+// gemm_neon_legacy.h, gemm_neon_k.h, gemm_neon_float.h, gemm_neon_lowbit.h, gemm_neon_iqgrid.h,
+// gemm_neon_packed.h, gemm_neon_iqgrid_packed.h; see gemm_neon_impl.h for the method):
 //  - kNeonBaseGemms: baseline ARMv8.0 (vmull_s8 + vpadalq_s16), runs on every AArch64 CPU;
 //  - kNeonDotprodGemms: SDOT, compiled under `#pragma GCC target("arch=armv8.2-a+dotprod")`;
 //  - kNeonI8mmGemms: SMMLA, under `arch=armv8.2-a+i8mm`.

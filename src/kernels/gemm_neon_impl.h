@@ -16,7 +16,8 @@
 //    decoded by iq_grid_neon.h; Q8_K activations);
 //  - gemm_neon_packed.h: the load-time packed layouts of the first three families and IQ4_NL,
 //    MXFP4 (pack_weights / run_packed), which decode (one token) and prefill read directly;
-//    gemm_neon_lowbit.h adds those of Q2_K, Q3_K, IQ4_XS, TQ2_0, TQ1_0 on the same method.
+//    gemm_neon_lowbit.h adds those of Q2_K, Q3_K, IQ4_XS, TQ2_0, TQ1_0 on the same method, and
+//    gemm_neon_iqgrid_packed.h those of the grid IQ formats.
 // The pieces, like this file, are compiled once per level; the table of the level, kGemms, is at
 // the end of this file.
 //
@@ -197,6 +198,7 @@ inline void store_rows(float* out, float32x4_t v, int n_rows) {
 #include "kernels/gemm_neon_legacy.h"
 #include "kernels/gemm_neon_packed.h"  // load-time packing of the integer rows (after the two above)
 #include "kernels/gemm_neon_lowbit.h"  // after gemm_neon_k.h and gemm_neon_legacy.h: uses their packing
+#include "kernels/gemm_neon_iqgrid_packed.h"  // after gemm_neon_packed.h: the grid IQ formats' packing
 
 // The GEMM rows of this variant (gemm_neon.cpp gathers them into the tables).
 constexpr GemmKernel kGemms[kNeonGemmCount] = {
@@ -237,11 +239,18 @@ constexpr GemmKernel kGemms[kNeonGemmCount] = {
     {DType::mxfp4, legacy_packed_bytes<ActQ8_0>, legacy_pack<BlockQ8_0, ActQ8_0>, legacy_scratch_bytes,
      block32_run<MXFP4Format>, EDGELM_NEON_PACKED(FmtMXFP4)},
     // gemm_neon_iqgrid.h
-    {DType::iq3_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq3S>},
-    {DType::iq2_xs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2Xs>},
-    {DType::iq2_xxs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2Xxs>},
-    {DType::iq3_xxs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq3Xxs>},
-    {DType::iq2_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2S>},
-    {DType::iq1_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq1S>},
-    {DType::iq1_m, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq1M>},
+    {DType::iq3_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq3S>,
+     EDGELM_NEON_PACKED(FmtIQ3_S)},
+    {DType::iq2_xs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2Xs>,
+     EDGELM_NEON_PACKED(FmtIQ2_XS)},
+    {DType::iq2_xxs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2Xxs>,
+     EDGELM_NEON_PACKED(FmtIQ2_XXS)},
+    {DType::iq3_xxs, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq3Xxs>,
+     EDGELM_NEON_PACKED(FmtIQ3_XXS)},
+    {DType::iq2_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq2S>,
+     EDGELM_NEON_PACKED(FmtIQ2_S)},
+    {DType::iq1_s, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq1S>,
+     EDGELM_NEON_PACKED(FmtIQ1_S)},
+    {DType::iq1_m, q8_k_packed_bytes, q8_k_pack, grid_scratch_bytes, grid_run<iqgrid::Iq1M>,
+     EDGELM_NEON_PACKED(FmtIQ1_M)},
 };

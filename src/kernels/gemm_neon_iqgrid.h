@@ -9,7 +9,9 @@
 // elements where the format has one scale per 32, else of 16) times their scales summed in int32
 // (|qsum| <= 256 * 62 * 128 * 31 < 2^26), the scalar vec_dot's exact isum, then one FMA with
 // d * d_y. The result differs from the scalar vec_dot by float reassociation of the per-block
-// terms only (tests/kernels/neon_iqgrid_check.cpp).
+// terms only (tests/kernels/neon_iqgrid_check.cpp). Their load-time packed forms, bit-identical to
+// the scalar vec_dot, which a loaded model uses unless EDGELM_PACK=0, are in
+// gemm_neon_iqgrid_packed.h.
 #if !defined(EDGELM_NEON_GEMM_LEVEL)
 #error "gemm_neon_iqgrid.h is a piece of the body of gemm_neon.cpp only"
 #endif

@@ -1,6 +1,7 @@
 #include "neon_packed_check.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "kernels/quant_traits.h"
 #include "kernels/quants_k.h"
 #include "kernels/quants_fp4.h"
+#include "kernels/quants_iq_grid.h"
 #include "kernels/quants_ternary.h"
 #include "kernels/quants_legacy.h"
 
@@ -64,8 +66,48 @@ std::vector<size_t> half_fields(DType t) {
 // A [rows, cols] matrix of `type` per `data` (as neon_selftest.cpp's gemm_weights).
 bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 
+bool is_grid(DType t) {
+  return t == DType::iq3_s || t == DType::iq2_xs || t == DType::iq2_xxs || t == DType::iq3_xxs || t == DType::iq2_s ||
+         t == DType::iq1_s || t == DType::iq1_m;
+}
+
+// The fp16 scale of a grid IQ block: its first field, or IQ1_M's, spread over the top nibbles of
+// its four scale words.
+void set_grid_d(DType type, uint8_t* blk, uint16_t d) {
+  if (type != DType::iq1_m) {
+    std::memcpy(blk, &d, 2);
+    return;
+  }
+  for (int k = 0; k < 4; ++k) {
+    uint16_t sc;
+    std::memcpy(&sc, blk + offsetof(BlockIQ1_M, scales) + 2 * k, 2);
+    sc = static_cast<uint16_t>((sc & 0x0fff) | (((d >> (4 * k)) & 0xf) << 12));
+    std::memcpy(blk + offsetof(BlockIQ1_M, scales) + 2 * k, &sc, 2);
+  }
+}
+
+// Grid IQ rows: random bits (every index, sign, scale and delta pattern is a valid block; most of
+// these types have no quantizer without an importance matrix), fp16 d of either sign in
+// [0.01, 2) (random_bits: up to 100), or per `data` zero blocks or the largest and smallest
+// normal fp16 scales.
+std::vector<uint8_t> make_grid_weights(DType type, int64_t rows, int64_t cols, Data data, std::mt19937& rng) {
+  std::vector<uint8_t> w(dtype_row_bytes(type, cols) * static_cast<size_t>(rows));
+  for (uint8_t& v : w) v = static_cast<uint8_t>(rng());
+  const size_t bs = dtype_traits(type).type_size;
+  for (size_t b = 0; b < w.size() / bs; ++b) {
+    uint8_t* blk = w.data() + b * bs;
+    const float mod = 0.01f * static_cast<float>(rng() % (data == Data::random_bits ? 10000 : 200) + 1);
+    uint16_t d = data == Data::extreme_scales ? (b % 2 == 0 ? uint16_t{0x7bff} : uint16_t{0x0400}) : fp32_to_fp16(mod);
+    d = static_cast<uint16_t>(d | ((rng() & 1) << 15));
+    set_grid_d(type, blk, d);
+    if (data == Data::zero_blocks && b % 3 == 1) std::memset(blk, 0, bs);
+  }
+  return w;
+}
+
 std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, Data data, uint32_t seed) {
   std::mt19937 rng(seed);
+  if (is_grid(type)) return make_grid_weights(type, rows, cols, data, rng);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const size_t rb = dtype_row_bytes(type, cols);
   std::vector<uint8_t> w(rb * static_cast<size_t>(rows));
@@ -246,9 +288,11 @@ CheckCounts check_neon_packed() {
     NeonLevel level;
     const char* name;
   } levels[] = {{NeonLevel::base, "base"}, {NeonLevel::dotprod, "dotprod"}, {NeonLevel::i8mm, "i8mm"}};
-  const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
-                         DType::q4_k, DType::q5_k, DType::q6_k, DType::q3_k, DType::q2_k, DType::tq2_0,
-                         DType::tq1_0, DType::iq4_xs, DType::mxfp4, DType::f32, DType::f16, DType::bf16};
+  const DType types[] = {DType::q8_0,    DType::q4_0,    DType::q4_1,  DType::q5_0,   DType::q5_1,
+                         DType::iq4_nl,  DType::q4_k,    DType::q5_k,  DType::q6_k,   DType::q3_k,
+                         DType::q2_k,    DType::tq2_0,   DType::tq1_0, DType::iq4_xs, DType::mxfp4,
+                         DType::f32,     DType::f16,     DType::bf16,  DType::iq3_s,  DType::iq2_xs,
+                         DType::iq2_xxs, DType::iq3_xxs, DType::iq2_s, DType::iq1_s,  DType::iq1_m};
   ThreadPool pool(2);
   for (const auto& l : levels) {
     const IsaKernels* k = neon::neon_kernels(l.level);
@@ -263,7 +307,7 @@ CheckCounts check_neon_packed() {
       const int64_t bs = dtype_traits(type).block_size;
       // Size: the stored bytes of the rows rounded up to a group of 4 (K formats with 4-bit
       // quants: their 8-bit scales and mins, 64 bytes per group against 48; Q3_K: its 16 scales
-      // as bytes, 64 against 48).
+      // as bytes, 64 against 48; the grid IQ formats: exactly the stored bytes, regrouped).
       const int64_t rows = 37, cols = 4 * bs;
       const size_t stored = static_cast<size_t>((rows + 3) / 4 * 4) * dtype_row_bytes(type, cols);
       const size_t packed = g->packed_weight_bytes(rows, cols);

@@ -3,10 +3,11 @@
 //
 // For every GEMM level the running CPU has (base, dotprod, i8mm) and every packed type (Q8_0,
 // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, TQ2_0, TQ1_0, IQ4_XS, MXFP4;
-// F32, F16, BF16):
+// F32, F16, BF16; the grid IQ formats IQ3_S, IQ2_XS, IQ2_XXS, IQ3_XXS, IQ2_S, IQ1_S, IQ1_M, as
+// random bits since most have no quantizer without an importance matrix):
 //  - the row has the packed members (row group 4, dividing kGemmRowTile), and the packed size is
-//    the stored size (Q4_K +2.8%, Q5_K +2.3%, Q3_K and IQ4_XS their scales as bytes; groups of 4
-//    rows, a last short group padded);
+//    the stored size (Q4_K +2.8%, Q5_K +2.3%, Q3_K and IQ4_XS their scales as bytes, the grid
+//    IQ formats exactly; groups of 4 rows, a last short group padded);
 //  - matmul_with(level) over pack_matrix_with(level)'s matrix equals matmul_with(scalar), which
 //    runs the scalar vec_dot per (row, token), bit for bit (the packed kernels evaluate the
 //    scalar float expression in its order), for n_tok 1..17 on row counts that are not

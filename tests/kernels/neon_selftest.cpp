@@ -27,8 +27,8 @@
 //    nb the sub-blocks of a row (16-element ones for Q6_K, single elements for the float types),
 //    mag = sum_i (|w_i| + 2 |min_i|) |a_i| (min_i: the min part of Q4_1, Q5_1, Q4_K, Q5_K).
 //  - Load-time packed GEMMs (gemm_neon_packed.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4,
-//    Q4_K, Q5_K, Q6_K, F32, F16, BF16; gemm_neon_lowbit.h: Q2_K, Q3_K, TQ2_0, TQ1_0, IQ4_XS),
-//    each variant the CPU has: bit-identical to the scalar matmul for 1..17 tokens, sizes, decode
+//    Q4_K, Q5_K, Q6_K, F32, F16, BF16; gemm_neon_lowbit.h: Q2_K, Q3_K, TQ2_0, TQ1_0, IQ4_XS;
+//    gemm_neon_iqgrid_packed.h: the 7 grid IQ formats), each variant the CPU has: bit-identical to the scalar matmul for 1..17 tokens, sizes, decode
 //    reading the packed bytes (neon_packed_check.cpp, which says how).
 //  - The low-bit formats (Q2_K, Q3_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4): vec_dot bit-identical
 //    and the GEMMs within the same budget, in neon_lowbit_check.cpp (which says how); their
