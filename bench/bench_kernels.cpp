@@ -34,6 +34,7 @@
 #include "kernels/quant_traits.h"
 #include "kernels/quants_iq4.h"
 #include "kernels/quants_k.h"
+#include "kernels/quants_ternary.h"
 #include "kernels/quants_legacy.h"
 
 namespace edgelm::kernels {
@@ -45,7 +46,7 @@ constexpr int64_t kDramRows = 32768;  // packed/ only: 32768 rows (Q4_0: 72 MiB)
 
 const DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::q4_0, DType::q4_1, DType::q5_0,
                               DType::q5_1, DType::q8_0, DType::q2_k, DType::q3_k, DType::q4_k,
-                              DType::q5_k, DType::q6_k, DType::iq4_xs};
+                              DType::q5_k, DType::q6_k, DType::iq4_xs, DType::tq2_0};
 const DType kActivationTypes[] = {DType::q8_0, DType::q8_1, DType::q8_k};
 
 // Offsets of the fp16 fields of each block format.
@@ -58,6 +59,7 @@ std::vector<size_t> half_fields(DType t) {
     case DType::q6_k: return {offsetof(BlockQ6_K, d)};
     case DType::q2_k: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
     case DType::q3_k: return {offsetof(BlockQ3_K, d)};
+    case DType::tq2_0: return {offsetof(BlockTQ2_0, d)};
     default: return {0};  // Q4_0, Q5_0, Q8_0, IQ4_XS: d first
   }
 }

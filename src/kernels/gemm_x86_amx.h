@@ -276,6 +276,58 @@ void amx_super(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n
   _tile_release();
 }
 
+// TQ2_0: one scale per 256 elements and no sub-block scales, so its products take the tile's
+// full depth (K 64, two 32-element groups of tq2_group) and the four of a block add up in int32;
+// the block's float update is then tile_packed_tq2_0's (sums minus the activations' sum, times d
+// y.d). The quants (0..2) are extracted once per group of rows into scratch as
+// [block][8 sub-blocks][8 groups][64 bytes], so a product's B tile is 1024 contiguous bytes.
+void amx_tq2_0(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_full, int64_t r0, int64_t r1,
+               float* out, int64_t ldo, uint8_t* scratch) {
+  constexpr int kDepth = 2 * kQK;                 // elements per product
+  constexpr int kProducts = kQK_K / kDepth;       // products per block
+  const int64_t nb = cols / kQK_K;
+  const int64_t a_stride = nb * static_cast<int64_t>(sizeof(ActQ8K));
+  const auto* act = reinterpret_cast<const ActQ8K*>(packed);
+  amx_configure(kDepth);
+  for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
+    const PQTQ2_0* wb = reinterpret_cast<const PQTQ2_0*>(pw) + (g0 / kRows) * nb;
+    const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
+    for (int64_t b = 0; b < nb; ++b) {
+      prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s)
+        for (int k = 0; k < 8; ++k) vi_store(scratch + ((b * 8 + s) * 8 + k) * kGroupBytes, tq2_group(wb[b], s, k));
+    }
+    for (int64_t t0 = 0; t0 < n_full; t0 += kAmxTok) {
+      const ActQ8K* y = act + t0 * nb;
+      VF facc[kAmxTok];
+      VI acc[kAmxTok];
+      for (int t = 0; t < kAmxTok; ++t) facc[t] = vf_zero(), acc[t] = vi_zero();
+      const auto ops = [&](int64_t i) {
+        const int64_t b = i / kProducts, j = i % kProducts;
+        return AmxOperands{y[b].qs + kDepth * j, scratch + (b * 8 + 2 * j) * 8 * kGroupBytes};
+      };
+      const auto consume = [&](int64_t i, const int32_t* isum) {
+#pragma GCC unroll 16
+        for (int t = 0; t < kAmxTok; ++t) acc[t] = vi_add(acc[t], isum_row(isum, t));
+        if (i % kProducts != kProducts - 1) return;
+        const int64_t b = i / kProducts;
+        const VF d = vf_half(wb[b].d);
+        for (int t = 0; t < kAmxTok; ++t) {
+          const ActQ8K& yt = y[t * nb + b];
+          int32_t ysum = 0;
+          for (int j = 0; j < 16; ++j) ysum += yt.b16[j];
+          facc[t] = vf_fmadd(vf_mul(d, vf_set1(yt.d)), vf_cvt(vi_sub(acc[t], vi_set1(ysum))), facc[t]);
+          acc[t] = vi_zero();
+        }
+      };
+      amx_products<false>(nb * kProducts, a_stride, ops, consume);
+      for (int t = 0; t < kAmxTok; ++t) vf_store_rows(out + (t0 + t) * ldo + g0, facc[t], n_rows);
+    }
+  }
+  _tile_release();
+}
+
 // This table's run_packed of `type` (the AVX-512 packed tiles).
 inline decltype(GemmKernel::run_packed) avx512_run_packed(DType type) {
   for (const GemmKernel& g : EDGELM_GEMM_TABLE)
@@ -307,6 +359,7 @@ constinit const AmxRunPacked kAmxRunPacked[kAmxGemmCount] = {
     {DType::q4_k, run_packed_amx<DType::q4_k, ActQ8K, amx_super<SuperFormat::q4_k>>},
     {DType::q5_k, run_packed_amx<DType::q5_k, ActQ8K, amx_super<SuperFormat::q5_k>>},
     {DType::iq4_xs, run_packed_amx<DType::iq4_xs, ActQ8K, amx_super<SuperFormat::iq4_xs>>},
+    {DType::tq2_0, run_packed_amx<DType::tq2_0, ActQ8K, amx_tq2_0>},
 };
 
 }  // namespace edgelm::kernels::x86

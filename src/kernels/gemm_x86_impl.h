@@ -146,11 +146,11 @@ struct K2Tile {
     tile_k16<T, 4, 0, true>(wb, nb, y, out, ldo, n_rows);
   }
 };
-// TQ2_0: q in [0, 2], zero point 1 (1 << 0), unit scales; pairs stay below 2 * 2 * 127.
+// TQ2_0: q in [0, 2], zero point 1, no sub-block scales (tile_tq2_0).
 template <int T>
 struct KT2Tile {
   static void run(const WK6* wb, int64_t nb, const ActQ8K* const* y, float* out, int64_t ldo, int n_rows) {
-    tile_k16<T, 4, 0>(wb, nb, y, out, ldo, n_rows);
+    tile_tq2_0<T>(wb, nb, y, out, ldo, n_rows);
   }
 };
 template <int T>

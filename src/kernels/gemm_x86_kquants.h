@@ -288,6 +288,45 @@ void tile_k16(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, i
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
 
+// One TQ2_0 block b for T tokens: q in [0, 2] with zero point 1 and no sub-block scales, so the
+// sums of q . y unscaled (AVX2: the 8 groups' maddubs pairs summed in int16, 8 * 2 * 2 * 127 <
+// 2^15), minus the activations' sum, then facc += (d y.d) times that. groups(s): sub-block s's
+// groups (the unpacked scratch or the packed layout's lambda), d: the block's scales.
+template <int T, typename Groups>
+inline void tq2_block(Groups groups, VF d, const ActQ8K* const y[T], int64_t b, VF facc[T]) {
+#if !EDGELM_GEMM_VNNI
+  const VI ones = _mm256_set1_epi16(1);
+#else
+  const VI ones = vi_zero();  // unused
+#endif
+  VI acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = vi_zero();
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; ++s) {
+    const int8_t* yq[T];
+    for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
+    sub_dot_u8<T, 8, false>(groups(s), yq, ones, ones, acc);
+  }
+  for (int t = 0; t < T; ++t) {
+    int32_t ysum = 0;
+    for (int j = 0; j < 16; ++j) ysum += y[t][b].b16[j];
+    facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(vi_sub(acc[t], vi_set1(ysum))), facc[t]);
+  }
+}
+
+// TQ2_0 over WK6 (repack_k2 / unpack_tq2_0: the quants as bytes, d as floats; the unit
+// multipliers unused): tq2_block per block, as tile_packed_tq2_0, so the same bits.
+template <int T>
+void tile_tq2_0(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
+  VF facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = vf_zero();
+  for (int64_t b = 0; b < nb; ++b) {
+    const WK6& w = wb[b];
+    tq2_block<T>([&w](int s) { return from_scratch(w.q[s]); }, vf_load(w.d), y, b, facc);
+  }
+  for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
+}
+
 template <int T, int kFlush>
 void tile_q6_k(const WK6* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo, int n_rows) {
   tile_k16<T, kFlush, 5>(wb, nb, y, out, ldo, n_rows);

@@ -573,9 +573,8 @@ void tile_packed_q2_k(const PQ2_K* wb, int64_t nb, const ActQ8K* const y[T], flo
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
 
-// TQ2_0: q in [0, 2] with zero point 1 and no sub-block scales: the sums of q . y unscaled, minus
-// the activations' sum; the same integer and float epilogue as KT2Tile (tile_k16 with unit
-// multipliers and kShift 0) over WK6.
+// TQ2_0: tq2_block (gemm_x86_kquants.h) per block over the 2-bit planes in registers, the
+// arithmetic of tile_tq2_0 over the unpacked scratch, so the same bits at any token count.
 inline VI tq2_group(const PQTQ2_0& w, int s, int k) { return two_bits(w, s, k); }
 template <int T>
 void tile_packed_tq2_0(const PQTQ2_0* wb, int64_t nb, const ActQ8K* const y[T], float* out, int64_t ldo,
@@ -583,32 +582,11 @@ void tile_packed_tq2_0(const PQTQ2_0* wb, int64_t nb, const ActQ8K* const y[T], 
   const int64_t ahead = prefetch_bytes<T>();
   VF facc[T];
   for (int t = 0; t < T; ++t) facc[t] = vf_zero();
-#if !EDGELM_GEMM_VNNI
-  const VI ones = _mm256_set1_epi16(1);
-#endif
   for (int64_t b = 0; b < nb; ++b) {
     const PQTQ2_0& w = wb[b];
     prefetch_ahead(wb, b, ahead);
-    VI acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = vi_zero();
-#pragma GCC unroll 8
-    for (int s = 0; s < 8; ++s) {
-      const int8_t* yq[T];
-      for (int t = 0; t < T; ++t) yq[t] = y[t][b].qs + 32 * s;
-      const auto q = [&w, s](int k) { return tq2_group(w, s, k); };
-#if EDGELM_GEMM_VNNI
-      sub_dot_u8<T, 8, false>(q, yq, vi_zero(), vi_zero(), acc);
-#else
-      sub_dot_u8<T, 8, false>(q, yq, ones, ones, acc);  // pairs <= 2 * 3 * 127: 8 groups fit int16
-#endif
-    }
-    const VF d = vf_half(w.d);
-    for (int t = 0; t < T; ++t) {
-      int32_t ysum = 0;
-      for (int j = 0; j < 16; ++j) ysum += y[t][b].b16[j];
-      const VI is = vi_sub(acc[t], vi_set1(ysum));
-      facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t][b].d)), vf_cvt(is), facc[t]);
-    }
+    const auto groups = [&w](int s) { return [&w, s](int k) { return tq2_group(w, s, k); }; };
+    tq2_block<T>(groups, vf_half(w.d), y, b, facc);
   }
   for (int t = 0; t < T; ++t) vf_store_rows(out + t * ldo, facc[t], n_rows);
 }
