@@ -62,12 +62,8 @@ size_t legacy_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK) * s
 size_t k4_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK_K) * sizeof(WK4); }
 size_t k6_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK_K) * sizeof(WK6); }
 
-// Tokens per tile of Tile: kTok, or more for a tile specialized below.
-template <template <int> class Tile>
-inline constexpr int kTileTok = kTok;
-
-// Tile<n>::run for the last n < kTileTok<Tile> tokens of a group.
-template <template <int> class Tile, int T = kTileTok<Tile> - 1, typename WB, typename Act>
+// Tile<n>::run for the last n < kTok tokens of a group.
+template <template <int> class Tile, int T = kTok - 1, typename WB, typename Act>
 inline void run_tail(int n, const WB* wb, int64_t n_wb, const Act* const* y, float* out, int64_t ldo, int n_rows) {
   if constexpr (T >= 1) {
     if (n == T)
@@ -81,15 +77,14 @@ inline void run_tail(int n, const WB* wb, int64_t n_wb, const Act* const* y, flo
 template <template <int> class Tile, typename WB, typename Act>
 void run_tiles(const WB* wb, int64_t n_wb, const Act* act, int64_t n_act, int64_t n_tok, float* out, int64_t ldo,
                int n_rows) {
-  constexpr int K = kTileTok<Tile>;
   int64_t t = 0;
-  for (; t + K <= n_tok; t += K) {
-    const Act* y[K];
-    for (int j = 0; j < K; ++j) y[j] = act + (t + j) * n_act;
-    Tile<K>::run(wb, n_wb, y, out + t * ldo, ldo, n_rows);
+  for (; t + kTok <= n_tok; t += kTok) {
+    const Act* y[kTok];
+    for (int j = 0; j < kTok; ++j) y[j] = act + (t + j) * n_act;
+    Tile<kTok>::run(wb, n_wb, y, out + t * ldo, ldo, n_rows);
   }
   if (t < n_tok) {
-    const Act* y[K];
+    const Act* y[kTok];
     for (int j = 0; t + j < n_tok; ++j) y[j] = act + (t + j) * n_act;
     run_tail<Tile>(static_cast<int>(n_tok - t), wb, n_wb, y, out + t * ldo, ldo, n_rows);
   }
@@ -164,12 +159,6 @@ struct IQ4XSTile {
     tile_iq4_xs<T>(wb, nb, y, out, ldo, n_rows);
   }
 };
-// IQ4_XS's tile shares each group's |w| (one vpsignb on AVX2) among its tokens: 8 a tile on AVX2
-// too, 14 of the 16 ymm registers (bench_kernels packed/IQ4_XS/avx2/4096x4096, CPU time,
-// alternating: t32 8.1-8.3 -> 7.5-7.7 ms, t128 30.5-31.1 -> 29.4-29.8; Q4_K's tiles measured no
-// faster with 8, so the others keep kTok).
-template <>
-inline constexpr int kTileTok<IQ4XSTile> = 8;
 
 template <typename BX, __m256i (*Quants)(const BX&), int kFlush, bool kMin>
 void run_legacy(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, int64_t r0, int64_t r1, float* out,
