@@ -76,6 +76,13 @@ inline void grid_xxs_scales(const uint32_t* aux4, int32x4_t& lo, int32x4_t& hi) 
   lo = hi = grid_odd(vshrq_n_u32(vld1q_u32(aux4), 28));
 }
 
+// Row r's field into dst[i][r] for its N sub-blocks (or scale words) i: sizeof(F) bytes at
+// src + i * stride (by default the field's pieces are adjacent in the block).
+template <int N, typename F>
+inline void regroup(F (&dst)[N][kRows], int r, const void* src, size_t stride = sizeof(F)) {
+  for (int i = 0; i < N; ++i) std::memcpy(&dst[i][r], static_cast<const uint8_t*>(src) + i * stride, sizeof(F));
+}
+
 // ---- The formats: PG the packed block of a group, rows() the chunk's decode per row -------------
 // Each: Block, PG, kScale32 (one scale per 32 elements), pack, d4 (the 4 rows' float d),
 // scales(w, j, lo, hi): the 4 rows' odd scales of sub-block j's two 16-element halves (lo = hi
@@ -94,10 +101,8 @@ struct GridIq2Xxs {
       const Block& x = rows[r][b];
       const auto* q = reinterpret_cast<const uint8_t*>(x.qs);
       o.d[r] = x.d;
-      for (int ib = 0; ib < 8; ++ib) {
-        std::memcpy(o.idx[ib][r], q + 8 * ib, 4);
-        std::memcpy(&o.aux[ib][r], q + 8 * ib + 4, 4);
-      }
+      regroup(o.idx, r, q, 8);
+      regroup(o.aux, r, q + 4, 8);
     }
   }
   static float32x4_t d4(const PG& w) { return vmulq_n_f32(half4(w.d), 0.125f); }
@@ -125,10 +130,8 @@ struct GridIq3Xxs {
     for (int r = 0; r < kRows; ++r) {
       const Block& x = rows[r][b];
       o.d[r] = x.d;
-      for (int ib = 0; ib < 8; ++ib) {
-        std::memcpy(o.idx[ib][r], x.qs + 8 * ib, 8);
-        std::memcpy(&o.aux[ib][r], x.scales_and_signs + 4 * ib, 4);
-      }
+      regroup(o.idx, r, x.qs);
+      regroup(o.aux, r, x.scales_and_signs);
     }
   }
   static float32x4_t d4(const PG& w) { return vmulq_n_f32(half4(w.d), 0.25f); }
@@ -156,10 +159,8 @@ struct GridIq2Xs {
     for (int r = 0; r < kRows; ++r) {
       const Block& x = rows[r][b];
       o.d[r] = x.d;
-      for (int ib = 0; ib < 8; ++ib) {
-        std::memcpy(o.qs[ib][r], x.qs + 4 * ib, 8);
-        o.sc[ib][r] = x.scales[ib];
-      }
+      regroup(o.qs, r, x.qs);
+      regroup(o.sc, r, x.scales);
     }
   }
   static float32x4_t d4(const PG& w) { return vmulq_n_f32(half4(w.d), 0.125f); }
@@ -191,12 +192,10 @@ struct GridIq2S {
     for (int r = 0; r < kRows; ++r) {
       const Block& x = rows[r][b];
       o.d[r] = x.d;
-      for (int ib = 0; ib < 8; ++ib) {
-        std::memcpy(o.qs[ib][r], x.qs + 4 * ib, 4);
-        std::memcpy(o.signs[ib][r], x.signs + 4 * ib, 4);
-        o.qh[ib][r] = x.qh[ib];
-        o.sc[ib][r] = x.scales[ib];
-      }
+      regroup(o.qs, r, x.qs);
+      regroup(o.signs, r, x.signs);
+      regroup(o.qh, r, x.qh);
+      regroup(o.sc, r, x.scales);
     }
   }
   static float32x4_t d4(const PG& w) { return vmulq_n_f32(half4(w.d), 0.125f); }
@@ -226,12 +225,10 @@ struct GridIq3S {
     for (int r = 0; r < kRows; ++r) {
       const Block& x = rows[r][b];
       o.d[r] = x.d;
-      for (int ib = 0; ib < 8; ++ib) {
-        std::memcpy(o.qs[ib][r], x.qs + 8 * ib, 8);
-        std::memcpy(o.signs[ib][r], x.signs + 4 * ib, 4);
-        o.qh[ib][r] = x.qh[ib];
-      }
-      for (int k = 0; k < 4; ++k) o.sc[k][r] = x.scales[k];
+      regroup(o.qs, r, x.qs);
+      regroup(o.signs, r, x.signs);
+      regroup(o.qh, r, x.qh);
+      regroup(o.sc, r, x.scales);
     }
   }
   static float32x4_t d4(const PG& w) { return half4(w.d); }
@@ -265,10 +262,8 @@ struct GridIq1S {
     for (int r = 0; r < kRows; ++r) {
       const Block& x = rows[r][b];
       o.d[r] = x.d;
-      for (int ib = 0; ib < 8; ++ib) {
-        std::memcpy(o.qs[ib][r], x.qs + 4 * ib, 4);
-        o.qh[ib][r] = x.qh[ib];
-      }
+      regroup(o.qs, r, x.qs);
+      regroup(o.qh, r, x.qh);
     }
   }
   static float32x4_t d4(const PG& w) { return vmulq_n_f32(half4(w.d), 0.125f); }
@@ -299,11 +294,9 @@ struct GridIq1M {
   static void pack(const Block* const rows[kRows], int64_t b, PG& o) {
     for (int r = 0; r < kRows; ++r) {
       const Block& x = rows[r][b];
-      for (int k = 0; k < 4; ++k) std::memcpy(&o.sc[k][r], x.scales + 2 * k, 2);
-      for (int ib = 0; ib < 8; ++ib) {
-        std::memcpy(o.qs[ib][r], x.qs + 4 * ib, 4);
-        std::memcpy(o.qh[ib][r], x.qh + 2 * ib, 2);
-      }
+      regroup(o.sc, r, x.scales);
+      regroup(o.qs, r, x.qs);
+      regroup(o.qh, r, x.qh);
     }
   }
   static float32x4_t d4(const PG& w) {
