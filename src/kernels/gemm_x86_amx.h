@@ -184,11 +184,13 @@ void amx_legacy(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t 
 // AVX-512 tiles: its scales cover 16 elements, so each TDPBSUD would do a quarter of a tile's
 // work for a whole epilogue; bench_kernels packed/Q6_K 128x4096 t128 measured 523 us on AMX
 // against 395 on AVX-512.)
-enum class SuperFormat { q4_k, q5_k, iq4_xs };
+// (TQ2_0 shares the extraction only: amx_tq2_0 below.)
+enum class SuperFormat { q4_k, q5_k, iq4_xs, tq2_0 };
 
 template <SuperFormat F>
-using SuperBlock = std::conditional_t<F == SuperFormat::q4_k, PQ4_K,
-                                      std::conditional_t<F == SuperFormat::q5_k, PQ5_K, PQIQ4_XS>>;
+using SuperBlock = std::conditional_t<
+    F == SuperFormat::q4_k, PQ4_K,
+    std::conditional_t<F == SuperFormat::q5_k, PQ5_K, std::conditional_t<F == SuperFormat::iq4_xs, PQIQ4_XS, PQTQ2_0>>>;
 
 template <SuperFormat F>
 inline void amx_extract(const SuperBlock<F>* wb, int64_t nb, uint8_t* scratch) {
@@ -202,6 +204,8 @@ inline void amx_extract(const SuperBlock<F>* wb, int64_t nb, uint8_t* scratch) {
         VI q;
         if constexpr (F == SuperFormat::iq4_xs)
           q = iq4_xs_group(w, book, s, k);
+        else if constexpr (F == SuperFormat::tq2_0)
+          q = tq2_group(w, s, k);
         else
           q = k4_group(w, s, k);
         vi_store(scratch + ((b * 8 + s) * 8 + k) * kGroupBytes, q);
@@ -279,8 +283,8 @@ void amx_super(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n
 // TQ2_0: one scale per 256 elements and no sub-block scales, so its products take the tile's
 // full depth (K 64, two 32-element groups of tq2_group) and the four of a block add up in int32;
 // the block's float update is then tile_packed_tq2_0's (sums minus the activations' sum, times d
-// y.d). The quants (0..2) are extracted once per group of rows into scratch as
-// [block][8 sub-blocks][8 groups][64 bytes], so a product's B tile is 1024 contiguous bytes.
+// y.d). The quants (0..2) are extracted once per group of rows into scratch as amx_super's are
+// ([block][8 sub-blocks][8 groups][64 bytes]), so a product's B tile is 1024 contiguous bytes.
 void amx_tq2_0(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_full, int64_t r0, int64_t r1,
                float* out, int64_t ldo, uint8_t* scratch) {
   constexpr int kDepth = 2 * kQK;                 // elements per product
@@ -292,12 +296,7 @@ void amx_tq2_0(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n
   for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
     const PQTQ2_0* wb = reinterpret_cast<const PQTQ2_0*>(pw) + (g0 / kRows) * nb;
     const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
-    for (int64_t b = 0; b < nb; ++b) {
-      prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
-#pragma GCC unroll 8
-      for (int s = 0; s < 8; ++s)
-        for (int k = 0; k < 8; ++k) vi_store(scratch + ((b * 8 + s) * 8 + k) * kGroupBytes, tq2_group(wb[b], s, k));
-    }
+    amx_extract<SuperFormat::tq2_0>(wb, nb, scratch);
     for (int64_t t0 = 0; t0 < n_full; t0 += kAmxTok) {
       const ActQ8K* y = act + t0 * nb;
       VF facc[kAmxTok];
