@@ -62,7 +62,7 @@ struct Context {
 
   Heads heads;
 
-  Context(KvElem t, const Heads& h, int32_t n_layer, int32_t n_pos)
+  Context(KvElem t, bool kt, const Heads& h, int32_t n_layer, int32_t n_pos)
       : data(HugePageBuffer::allocate(static_cast<size_t>(n_layer) * 2 * kBlock * row_bytes(t, h) *
                                       static_cast<size_t>((n_pos + kBlock - 1) / kBlock))
                  .value()),
@@ -76,6 +76,12 @@ struct Context {
     if (t == KvElem::f16) {
       auto* h = reinterpret_cast<uint16_t*>(data.data());
       for (size_t i = 0; i < data.size() / 2; ++i) h[i] = fp32_to_fp16(u(rng));
+    } else if (t == KvElem::q8_0 && kt) {  // groups of 32 elements: 16 slots' scales, then quants (KtLayout)
+      for (size_t b = 0; b + 34 * kBlock <= data.size(); b += 34 * kBlock) {
+        const uint16_t d = fp32_to_fp16(0.01f);
+        for (size_t s = 0; s < kBlock; ++s) std::memcpy(data.data() + b + 2 * s, &d, 2);
+        for (size_t i = 2 * kBlock; i < 34 * kBlock; ++i) data.data()[b + i] = static_cast<std::byte>(rng() & 0x7f);
+      }
     } else if (t == KvElem::q8_0) {
       for (size_t b = 0; b + 34 <= data.size(); b += 34) {
         const uint16_t d = fp32_to_fp16(0.01f);
@@ -114,7 +120,7 @@ void run(benchmark::State& state, Isa isa, KvElem t, bool kt, const Heads& h, in
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
-  const Context ctx(t, h, n_layer, n_pos);
+  const Context ctx(t, kt, h, n_layer, n_pos);
   const int32_t n_q = h.kv * h.gqa;
   std::vector<float> m(static_cast<size_t>(n_q)), l(static_cast<size_t>(n_q)),
       acc(static_cast<size_t>(n_q) * h.dim);
@@ -141,13 +147,14 @@ constexpr struct Shape {
                {&kQwen35, 6, 8192, 128}};
 
 void register_all() {
-  // "_kt": K transposed in its blocks, as kv::KvStore stores f16 and f32 (AttnKv::k_transposed).
+  // "_kt": K transposed in its blocks, as kv::KvStore stores it (AttnKv::k_transposed).
   const struct {
     KvElem t;
     bool kt;
     const char* name;
   } types[] = {{KvElem::f16, true, "f16_kt"},
                {KvElem::f16, false, "f16"},
+               {KvElem::q8_0, true, "q8_0_kt"},
                {KvElem::q8_0, false, "q8_0"},
                {KvElem::f32, true, "f32_kt"},
                {KvElem::f32, false, "f32"}};

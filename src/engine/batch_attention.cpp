@@ -28,15 +28,6 @@ T* grow(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
-kernels::KvElem kv_elem(kv::KvType t) {
-  switch (t) {
-    case kv::KvType::f32: return kernels::KvElem::f32;
-    case kv::KvType::f16: return kernels::KvElem::f16;
-    case kv::KvType::q8_0: return kernels::KvElem::q8_0;
-  }
-  return kernels::KvElem::f32;
-}
-
 struct Pass {
   const AttnLayer& a;
   AttnScratch& s;
@@ -57,7 +48,7 @@ struct Pass {
     const AttnScratch::Item& it = s.items[static_cast<size_t>(i)];
     const BatchSeq& seq = a.seqs[a.tok_seq[it.tok]];
     kernels::AttnKv kv;
-    kv.type = kv_elem(a.store.type());
+    kv.type = kv::kv_elem(a.store.type());
     kv.k_base = a.store.k_rows(a.layer, 0);
     kv.v_base = a.store.v_rows(a.layer, 0);
     kv.block_stride = a.store.block_bytes(a.layer);

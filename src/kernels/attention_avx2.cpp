@@ -10,9 +10,10 @@
 //      accumulators, one per query head, so the row is read once for the whole group; the NQ
 //      sums are reduced into one vector whose lane g is head g's score (w[t][g]); softmax runs
 //      across the heads' lanes, one vector per position.
-//   K transposed (AttnKv::k_transposed, f32 and f16): per 16 positions of one block (aligned
+//   K transposed (AttnKv::k_transposed): per 16 positions of one block (aligned
 //      to 16, the lanes outside the tile get -inf) and 4 query heads, one head dimension at a
-//      time, the keys of the positions are two 8-lane loads and each head's element one
+//      time, the keys of the positions are two 8-lane loads (q8_0: 16 quants times the slots'
+//      scales of their group of 32 dimensions) and each head's element one
 //      broadcast FMA into each half's accumulator, whose lanes are then the scores (w[g][t]): no
 //      horizontal sums. softmax runs
 //      across the positions' lanes, one head at a time. (bench_attention on Zen 5, f16, depth
@@ -112,22 +113,44 @@ __m256 scores_rows(const std::byte* const* k_rows, int32_t n, int64_t col, int64
 // (one head's 8 chains with 8 broadcasts per dimension ran at 44 cycles per position, these at
 // 35, measured apart on Zen 5).
 template <KvElem T, int HN>
-inline void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const float* q, __m256 vscale, float softcap,
-                     int32_t lo, int32_t hi, float (*w)[kW], LineCursor* pf) {
-  constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
+inline void scores16(const std::byte* head, size_t slot, size_t bs, int64_t D, const float* q, __m256 vscale,
+                     float softcap, int32_t lo, int32_t hi, float (*w)[kW], LineCursor* pf) {
   __m256 a[2 * HN];
 #pragma GCC unroll 8
   for (int g = 0; g < 2 * HN; ++g) a[g] = _mm256_setzero_ps();
   LineCursor c = LineCursor::local(pf);
-  for (int64_t d = 0; d < D; ++d) {
-    const std::byte* kd = keys + static_cast<size_t>(d) * dim_stride;
-    const __m256 k0 = load8<T>(kd, 0), k1 = load8<T>(kd + 8 * kElem, 0);
-    if (d % 4 == 0) c.step();
+  auto fma_dim = [&](const float* qd, __m256 k0, __m256 k1) {
 #pragma GCC unroll 4
     for (int g = 0; g < HN; ++g) {
-      const __m256 b = _mm256_broadcast_ss(q + g * D + d);
+      const __m256 b = _mm256_broadcast_ss(qd + g * D);
       a[g] = _mm256_fmadd_ps(b, k0, a[g]);
       a[HN + g] = _mm256_fmadd_ps(b, k1, a[HN + g]);
+    }
+  };
+  if constexpr (T == KvElem::q8_0) {
+    // Per group of 32 dimensions (KtLayout) the 16 slots' scales, then each dimension's quants
+    // times them (the values row_elem gives).
+    for (int64_t d0 = 0; d0 < D; d0 += kKtQ8Group) {
+      const std::byte* group = head + static_cast<size_t>(d0 / kKtQ8Group) * (2 + kKtQ8Group) * bs;
+      const __m256 s0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + 2 * slot)));
+      const __m256 s1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + 2 * slot + 16)));
+      const std::byte* qd = group + 2 * bs + slot;  // the slot's quant of the group's first dimension
+      for (int j = 0; j < kKtQ8Group; ++j, qd += bs) {
+        const __m128i q16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qd));
+        const __m256 k0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q16)), s0);
+        const __m256 k1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(q16, q16))), s1);
+        if (j % 8 == 0) c.step();
+        fma_dim(q + d0 + j, k0, k1);
+      }
+    }
+  } else {
+    constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
+    const std::byte* keys = head + slot * kElem;
+    for (int64_t d = 0; d < D; ++d) {
+      const std::byte* kd = keys + static_cast<size_t>(d) * bs * kElem;
+      const __m256 k0 = load8<T>(kd, 0), k1 = load8<T>(kd + 8 * kElem, 0);
+      if (d % 4 == 0) c.step();
+      fma_dim(q + d, k0, k1);
     }
   }
   LineCursor::store(pf, c);
@@ -156,22 +179,20 @@ inline void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const 
 template <KvElem T, int NQ>
 int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t D, const float* q, __m256 vscale,
                   float softcap, float (*w)[kW], LineCursor* pf) {
-  constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
   const int32_t p_first = t0 & ~15, off = t0 - p_first, n_groups = (off + n + 15) / 16;
-  const size_t dim_stride = static_cast<size_t>(kv.block_size) * kElem;  // bytes from one dimension to the next
+  const auto bs = static_cast<size_t>(kv.block_size);
   for (int32_t i = 0; i < n_groups; ++i) {
     const int32_t p = p_first + 16 * i;
-    const std::byte* keys =
-        kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride +
-        (static_cast<size_t>(col) * static_cast<size_t>(kv.block_size) + static_cast<size_t>(p % kv.block_size)) *
-            kElem;
+    const std::byte* head =
+        kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride + kv.kt().span(col);
+    const auto slot = static_cast<size_t>(p % kv.block_size);
     const int32_t lo = off - 16 * i, hi = off + n - 16 * i;  // lanes of the tile: [lo, hi)
     float(*wi)[kW] = reinterpret_cast<float(*)[kW]>(&w[0][16 * i]);
-    if constexpr (NQ >= 4) scores16<T, 4>(keys, dim_stride, D, q, vscale, softcap, lo, hi, wi, pf);
-    if constexpr (NQ >= 8) scores16<T, 4>(keys, dim_stride, D, q + 4 * D, vscale, softcap, lo, hi, wi + 4, pf);
+    if constexpr (NQ >= 4) scores16<T, 4>(head, slot, bs, D, q, vscale, softcap, lo, hi, wi, pf);
+    if constexpr (NQ >= 8) scores16<T, 4>(head, slot, bs, D, q + 4 * D, vscale, softcap, lo, hi, wi + 4, pf);
     constexpr int kRest = NQ % 4, kDone = NQ - kRest;
     if constexpr (kRest > 0)
-      scores16<T, kRest>(keys, dim_stride, D, q + kDone * D, vscale, softcap, lo, hi, wi + kDone, pf);
+      scores16<T, kRest>(head, slot, bs, D, q + kDone * D, vscale, softcap, lo, hi, wi + kDone, pf);
   }
   return 2 * n_groups;
 }
@@ -201,10 +222,22 @@ inline void values_block(const std::byte* const* v_rows, int32_t n, int64_t col,
     const int g = g0 + x / C, c = x % C;
     o[x] = _mm256_mul_ps(_mm256_loadu_ps(acc + g * D + j + 8 * c), _mm256_broadcast_ss(&corr[g]));
   }
+  // q8_0, 16 columns inside one block (C == 2, col + j % 16 == 0): the scale converted once.
+  const bool q8_pair = T == KvElem::q8_0 && C == 2 && (col + j) % 16 == 0;
   for (int32_t t = 0; t < n; ++t) {
     __m256 v[C];
+    if (q8_pair) {
+      const std::byte* b = v_rows[t] + ((col + j) / kQ8Block) * kQ8BlockBytes;
+      uint16_t h;
+      __builtin_memcpy(&h, b, sizeof h);
+      const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + (col + j) % kQ8Block));
+      v[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+      v[C - 1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(q, q))), d);
+    } else {
 #pragma GCC unroll 3
-    for (int c = 0; c < C; ++c) v[c] = load8<T>(v_rows[t], col + j + 8 * c);
+      for (int c = 0; c < C; ++c) v[c] = load8<T>(v_rows[t], col + j + 8 * c);
+    }
     if (t % 2 == 0) pf.step();
 #pragma GCC unroll 4
     for (int h = 0; h < HN; ++h) {
@@ -230,6 +263,12 @@ void values(const std::byte* const* v_rows, int32_t n, int64_t col, int64_t D, c
   LineCursor c = LineCursor::local(pf);
   constexpr int kFirst = NQ < 4 ? NQ : 4, kSecond = NQ - kFirst < 4 ? NQ - kFirst : 4;
   int64_t j = 0;
+  if constexpr (T == KvElem::q8_0) {  // 16 columns a block, one scale for both halves (see values_block)
+    for (; j + 16 <= D && (col + j) % 16 == 0; j += 16) {
+      values_block<T, kFirst, 2, kTS, kGS>(v_rows, n, col, j, D, 0, w, corr, acc, c);
+      if constexpr (kSecond > 0) values_block<T, kSecond, 2, kTS, kGS>(v_rows, n, col, j, D, 4, w, corr, acc, c);
+    }
+  }
   for (; j + 24 <= D; j += 24) {
     values_block<T, kFirst, 3, kTS, kGS>(v_rows, n, col, j, D, 0, w, corr, acc, c);
     if constexpr (kSecond > 0) values_block<T, kSecond, 3, kTS, kGS>(v_rows, n, col, j, D, 4, w, corr, acc, c);
@@ -254,33 +293,31 @@ void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, co
                 int64_t col, int64_t D, const float* q, __m256 vscale, float softcap, float* m8, float* l8, float* acc,
                 LineCursor* pf) {
   alignas(32) float corr[8];
-  if constexpr (T != KvElem::q8_0) {
-    if (kv.k_transposed) {
-      alignas(32) float w[NQ][kW];  // [head, lane of the tile's groups] scores, then weights
-      const int32_t n_groups = scores_kt<T, NQ>(kv, t0, n, col, D, q, vscale, softcap, w, pf);  // of 8 lanes
-      alignas(32) float tmax[8] = {};
-      for (int g = 0; g < NQ; ++g) {
-        __m256 x = _mm256_load_ps(w[g]);
-        for (int32_t i = 1; i < n_groups; ++i) x = _mm256_max_ps(x, _mm256_load_ps(&w[g][8 * i]));
-        tmax[g] = hmax8(x);
-      }
-      softmax_update(_mm256_load_ps(tmax), m8, l8, corr, [&](const float* m_new) {
-        alignas(32) float sums[8] = {};
-        for (int g = 0; g < NQ; ++g) {
-          const __m256 mg = _mm256_broadcast_ss(&m_new[g]);
-          __m256 sum = _mm256_setzero_ps();
-          for (int32_t i = 0; i < n_groups; ++i) {
-            const __m256 p = exp256(_mm256_sub_ps(_mm256_load_ps(&w[g][8 * i]), mg));  // -inf lanes: 0
-            _mm256_store_ps(&w[g][8 * i], p);
-            sum = _mm256_add_ps(sum, p);
-          }
-          sums[g] = hsum8(sum);
-        }
-        return _mm256_load_ps(sums);
-      });
-      values<T, NQ, 1, kW>(v_rows, n, col, D, &w[0][t0 % 16], corr, acc, pf);
-      return;
+  if (kv.k_transposed) {
+    alignas(32) float w[NQ][kW];  // [head, lane of the tile's groups] scores, then weights
+    const int32_t n_groups = scores_kt<T, NQ>(kv, t0, n, col, D, q, vscale, softcap, w, pf);  // of 8 lanes
+    alignas(32) float tmax[8] = {};
+    for (int g = 0; g < NQ; ++g) {
+      __m256 x = _mm256_load_ps(w[g]);
+      for (int32_t i = 1; i < n_groups; ++i) x = _mm256_max_ps(x, _mm256_load_ps(&w[g][8 * i]));
+      tmax[g] = hmax8(x);
     }
+    softmax_update(_mm256_load_ps(tmax), m8, l8, corr, [&](const float* m_new) {
+      alignas(32) float sums[8] = {};
+      for (int g = 0; g < NQ; ++g) {
+        const __m256 mg = _mm256_broadcast_ss(&m_new[g]);
+        __m256 sum = _mm256_setzero_ps();
+        for (int32_t i = 0; i < n_groups; ++i) {
+          const __m256 p = exp256(_mm256_sub_ps(_mm256_load_ps(&w[g][8 * i]), mg));  // -inf lanes: 0
+          _mm256_store_ps(&w[g][8 * i], p);
+          sum = _mm256_add_ps(sum, p);
+        }
+        sums[g] = hsum8(sum);
+      }
+      return _mm256_load_ps(sums);
+    });
+    values<T, NQ, 1, kW>(v_rows, n, col, D, &w[0][t0 % 16], corr, acc, pf);
+    return;
   }
   alignas(32) float w[kAttnTile][8];  // [position in tile, head] scores, then softmax weights
   const __m256 tile_max = scores_rows<T, NQ>(k_rows, n, col, D, q, vscale, softcap, w);

@@ -15,15 +15,16 @@
 //      vector whose lane p * 8 + g is head g's score at position t + p (w[t][g] in memory, the
 //      AVX2 kernel's layout). A lone last position gets -inf in its half (weight 0).
 //   softmax: max over the tile per head, then e^(s - m) for 16 (position, head) lanes at once.
-//   K transposed (AttnKv::k_transposed, f32 and f16): per 16 positions of one block (aligned
+//   K transposed (AttnKv::k_transposed): per 16 positions of one block (aligned
 //      to 16, the lanes outside the tile get -inf), one head dimension at a time, the keys of the
-//      16 positions are one load and each query head's element one embedded-broadcast FMA into
+//      16 positions are one load (q8_0: 16 quants, their sums over a group of 32 dimensions
+//      then times the 16 slots' scales) and each query head's element one embedded-broadcast FMA into
 //      that head's accumulator, whose lanes are then the 16 scores (w[g][t]): no reduction;
 //      softmax runs across the positions' lanes, one head at a time. A group of at most 4
 //      heads scores two 16-position groups in one pass (kKtPass): 8 FMA chains, not 4.
 //   V: per 16 columns (32 for at most 4 heads, again 8 chains), the NQ output accumulators stay
 //      in registers over the tile's rows, each row's weights broadcast straight from w.
-// K transposed (f16, f32): a range's first tile is touched into L1; while each tile is
+// K transposed: a range's first tile is touched into L1; while each tile is
 // computed, its FMA loops prefetch the next tile's K and V lines one at a time (LineCursor).
 // K as rows: f16 and f32 rows are touched before the tile, q8_0 rows prefetched while the tile
 // before is computed: see kPrefetch.
@@ -163,11 +164,28 @@ inline void value_step(const std::byte* const* v_rows, int32_t n, int64_t col, i
     for (int g = 0; g < NQ; ++g)
       o[x][g] = _mm512_mul_ps(loadq<kTail>(acc + g * D + j + 16 * x), _mm512_set1_ps(corr[g]));
   LineCursor c = LineCursor::local(pf);
-  for (int32_t t = 0; t < n; ++t) {
-    for (int x = 0; x < C; ++x) {
-      const __m512 v = load16<T, kTail>(v_rows[t], col + j + 16 * x);
-      c.step();
-      for (int g = 0; g < NQ; ++g) o[x][g] = _mm512_fmadd_ps(_mm512_set1_ps(w[t * kTS + g * kGS]), v, o[x][g]);
+  // q8_0, two chunks that are one whole block (C == 2, col + j on a block boundary): the block's
+  // scale converted once for both.
+  const bool q8_pair = T == KvElem::q8_0 && C == 2 && (col + j) % kQ8Block == 0;
+  for (int64_t t = 0; t < n; ++t) {
+    __m512 v[C];
+    if (q8_pair) {
+      const std::byte* b = v_rows[t] + ((col + j) / kQ8Block) * kQ8BlockBytes;
+      uint16_t h;
+      __builtin_memcpy(&h, b, sizeof h);
+      const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(h)));
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+      v[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))), d);
+      v[C - 1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))), d);
+    } else {
+      for (int x = 0; x < C; ++x) v[x] = load16<T, kTail>(v_rows[t], col + j + 16 * x);
+    }
+    // One line prefetched per chunk (q8_0: per row, its 32 columns are half a line).
+    for (int x = 0; x < (T == KvElem::q8_0 ? 1 : C); ++x) c.step();
+    const float* wt = w + t * kTS;
+    for (int g = 0; g < NQ; ++g) {
+      const __m512 wb = _mm512_set1_ps(wt[g * kGS]);
+      for (int x = 0; x < C; ++x) o[x][g] = _mm512_fmadd_ps(wb, v[x], o[x][g]);
     }
   }
   LineCursor::store(pf, c);
@@ -227,30 +245,68 @@ constexpr int kKtPass = NQ <= 4 ? 2 : 1;
 template <KvElem T, int NQ>
 int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t D, const float* q, __m512 vscale,
                   float softcap, float (*w)[kW], LineCursor* pf) {
-  constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
+  const KtLayout kt = kv.kt();
   const int32_t p_first = t0 & ~15, off = t0 - p_first, n_groups = (off + n + 15) / 16;
-  const size_t dim_stride = static_cast<size_t>(kv.block_size) * kElem;  // bytes from one dimension to the next
+  const size_t bs = static_cast<size_t>(kv.block_size);
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
-  auto group_keys = [&](int32_t i) {
+  // The head's keys in the block of group i's positions, and the group's first slot there.
+  auto head_keys = [&](int32_t i) {
     const int32_t p = p_first + 16 * i;
-    return kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride +
-           (static_cast<size_t>(col) * static_cast<size_t>(kv.block_size) + static_cast<size_t>(p % kv.block_size)) *
-               kElem;
+    return kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride + kt.span(col);
   };
+  auto first_slot = [&](int32_t i) { return static_cast<size_t>((p_first + 16 * i) % kv.block_size); };
   // Groups [i, i + G): one pass over the dimensions, then the scores out.
   auto pass = [&]<int G>(int32_t i) {
-    const std::byte* keys[G];
     __m512 a[G][NQ];
-    for (int x = 0; x < G; ++x) {
-      keys[x] = group_keys(i + x);
+    for (int x = 0; x < G; ++x)
       for (int g = 0; g < NQ; ++g) a[x][g] = _mm512_setzero_ps();
-    }
     LineCursor c = LineCursor::local(pf);
-    for (int64_t d = 0; d < D; ++d) {
-      for (int x = 0; x < G; ++x) {
-        const __m512 k = load16<T, false>(keys[x] + static_cast<size_t>(d) * dim_stride, 0);
-        if (G == 2 || d % 2 == 0) c.step();
-        for (int g = 0; g < NQ; ++g) a[x][g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * D + d]), k, a[x][g]);
+    if constexpr (T == KvElem::q8_0) {
+      // Per group of 32 dimensions: each dimension's 16 quants (as floats) FMA'd into per-group
+      // sums, which are then scaled by the 16 slots' scales into the scores: sum_g d_g (q . k_g)
+      // rather than the oracle's sum of q_i (k_i d_g), the same up to float rounding.
+      for (int64_t d0 = 0; d0 < D; d0 += kKtQ8Group) {
+        const std::byte* quants[G];
+        __m512 part[G][NQ];
+        for (int x = 0; x < G; ++x) {
+          quants[x] = head_keys(i + x) + kt.span(d0) + 2 * bs + first_slot(i + x);
+          for (int g = 0; g < NQ; ++g) part[x][g] = _mm512_setzero_ps();
+        }
+        // Two dimensions a step, and one line prefetched per 32 (G == 2) or 64 bytes of quants read
+        // (the cursor's branch outside the FMAs: between them GCC spilled the broadcasts).
+        for (int j = 0; j < kKtQ8Group; j += 2) {
+          if (G == 2 || j % 4 == 0) c.step();
+#pragma GCC unroll 2
+          for (int jj = j; jj < j + 2; ++jj) {
+            __m512 k[G];
+            for (int x = 0; x < G; ++x) {
+              const __m128i q8 =
+                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(quants[x] + static_cast<size_t>(jj) * bs));
+              k[x] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q8));
+            }
+            for (int g = 0; g < NQ; ++g) {
+              const __m512 qb = _mm512_set1_ps(q[g * D + d0 + jj]);
+              for (int x = 0; x < G; ++x) part[x][g] = _mm512_fmadd_ps(qb, k[x], part[x][g]);
+            }
+          }
+        }
+        for (int x = 0; x < G; ++x) {
+          const __m512 scales = _mm512_cvtph_ps(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(head_keys(i + x) + kt.span(d0) + 2 * first_slot(i + x))));
+          for (int g = 0; g < NQ; ++g) a[x][g] = _mm512_fmadd_ps(part[x][g], scales, a[x][g]);
+        }
+      }
+    } else {
+      constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
+      const size_t dim_stride = bs * kElem;  // bytes from one dimension to the next
+      const std::byte* keys[G];
+      for (int x = 0; x < G; ++x) keys[x] = head_keys(i + x) + first_slot(i + x) * kElem;
+      for (int64_t d = 0; d < D; ++d) {
+        for (int x = 0; x < G; ++x) {
+          const __m512 k = load16<T, false>(keys[x] + static_cast<size_t>(d) * dim_stride, 0);
+          if (G == 2 || d % 2 == 0) c.step();
+          for (int g = 0; g < NQ; ++g) a[x][g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * D + d]), k, a[x][g]);
+        }
       }
     }
     LineCursor::store(pf, c);
@@ -281,36 +337,34 @@ void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, co
                 int64_t col, int64_t D, const float* q, __m512 vscale, float softcap, float* m8, float* l8, float* acc,
                 LineCursor* pf) {
   alignas(32) float corr[8];
-  if constexpr (T != KvElem::q8_0) {
-    if (kv.k_transposed) {
-      alignas(64) float w[NQ][kW];  // [head, lane of the tile's groups] scores, then weights
-      const int32_t n_groups = scores_kt<T, NQ>(kv, t0, n, col, D, q, vscale, softcap, w, pf);
-      alignas(32) float tmax[8] = {}, m_new[8], sums[8] = {};
-      for (int g = 0; g < NQ; ++g) {
-        __m512 x = _mm512_load_ps(w[g]);
-        for (int32_t i = 1; i < n_groups; ++i) x = _mm512_max_ps(x, _mm512_load_ps(&w[g][16 * i]));
-        tmax[g] = _mm512_reduce_max_ps(x);
-      }
-      const __m256 m = _mm256_load_ps(m8);
-      const __m256 mn = _mm256_max_ps(m, _mm256_load_ps(tmax));
-      const __m256 c = _mm512_castps512_ps256(exp512_softmax(_mm512_castps256_ps512(_mm256_sub_ps(m, mn))));
-      _mm256_store_ps(m_new, mn);
-      for (int g = 0; g < NQ; ++g) {
-        const __m512 mg = _mm512_set1_ps(m_new[g]);
-        __m512 sum = _mm512_setzero_ps();
-        for (int32_t i = 0; i < n_groups; ++i) {
-          const __m512 p = exp512_softmax(_mm512_sub_ps(_mm512_load_ps(&w[g][16 * i]), mg));  // -inf lanes: 0
-          _mm512_store_ps(&w[g][16 * i], p);
-          sum = _mm512_add_ps(sum, p);
-        }
-        sums[g] = _mm512_reduce_add_ps(sum);
-      }
-      _mm256_store_ps(l8, _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(l8), c), _mm256_load_ps(sums)));
-      _mm256_store_ps(m8, mn);
-      _mm256_store_ps(corr, c);
-      values<T, NQ, 1, kW>(v_rows, n, col, D, &w[0][t0 % 16], corr, acc, pf);
-      return;
+  if (kv.k_transposed) {
+    alignas(64) float w[NQ][kW];  // [head, lane of the tile's groups] scores, then weights
+    const int32_t n_groups = scores_kt<T, NQ>(kv, t0, n, col, D, q, vscale, softcap, w, pf);
+    alignas(32) float tmax[8] = {}, m_new[8], sums[8] = {};
+    for (int g = 0; g < NQ; ++g) {
+      __m512 x = _mm512_load_ps(w[g]);
+      for (int32_t i = 1; i < n_groups; ++i) x = _mm512_max_ps(x, _mm512_load_ps(&w[g][16 * i]));
+      tmax[g] = _mm512_reduce_max_ps(x);
     }
+    const __m256 m = _mm256_load_ps(m8);
+    const __m256 mn = _mm256_max_ps(m, _mm256_load_ps(tmax));
+    const __m256 c = _mm512_castps512_ps256(exp512_softmax(_mm512_castps256_ps512(_mm256_sub_ps(m, mn))));
+    _mm256_store_ps(m_new, mn);
+    for (int g = 0; g < NQ; ++g) {
+      const __m512 mg = _mm512_set1_ps(m_new[g]);
+      __m512 sum = _mm512_setzero_ps();
+      for (int32_t i = 0; i < n_groups; ++i) {
+        const __m512 p = exp512_softmax(_mm512_sub_ps(_mm512_load_ps(&w[g][16 * i]), mg));  // -inf lanes: 0
+        _mm512_store_ps(&w[g][16 * i], p);
+        sum = _mm512_add_ps(sum, p);
+      }
+      sums[g] = _mm512_reduce_add_ps(sum);
+    }
+    _mm256_store_ps(l8, _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(l8), c), _mm256_load_ps(sums)));
+    _mm256_store_ps(m8, mn);
+    _mm256_store_ps(corr, c);
+    values<T, NQ, 1, kW>(v_rows, n, col, D, &w[0][t0 % 16], corr, acc, pf);
+    return;
   }
   alignas(64) float w[kAttnTile][8];  // [position in tile, head] scores, then softmax weights
   const int64_t D16 = D & ~int64_t{15};
@@ -425,29 +479,27 @@ void partial_typed(const AttnKv& kv, const float* q, int32_t n_kv, int32_t gqa, 
     const std::byte* const* v_rows = rows[cur][1];
     LineCursor cursor;
     LineCursor* pf = nullptr;
-    if constexpr (!kPrefetch<T>) {
-      if (kv.k_transposed) {
-        if (t0 == p0) {  // the first tile is touched; each one prefetches the next from its FMA loops
-          touch_k_blocks(kv, t0, n, int64_t{n_kv} * D);
-          touch_rows(v_rows, n, kv.row_bytes);
-        }
-        if (more) {
-          const int32_t f0 = t0 + kAttnTile, f1 = f0 + kAttnTile < p1 ? f0 + kAttnTile : p1;
-          add_tile_runs(kv, f0, f1, int64_t{n_kv} * D, cursor);
-          pf = &cursor;
-        } else if (kv.prefetch_end > p1) {  // the last tile: the first of the caller's next range
-          add_tile_runs(kv, p1, p1 + kAttnTile < kv.prefetch_end ? p1 + kAttnTile : kv.prefetch_end, int64_t{n_kv} * D,
-                        cursor);
-          pf = &cursor;
-        }
-      } else {
-        touch_rows(k_rows, n, kv.row_bytes);
+    if (kv.k_transposed) {
+      if (t0 == p0) {  // the first tile is touched; each one prefetches the next from its FMA loops
+        touch_k_blocks(kv, t0, n, int64_t{n_kv} * D);
         touch_rows(v_rows, n, kv.row_bytes);
       }
+      if (more) {
+        const int32_t f0 = t0 + kAttnTile, f1 = f0 + kAttnTile < p1 ? f0 + kAttnTile : p1;
+        add_tile_runs(kv, f0, f1, int64_t{n_kv} * D, cursor);
+        pf = &cursor;
+      } else if (kv.prefetch_end > p1) {  // the last tile: the first of the caller's next range
+        add_tile_runs(kv, p1, p1 + kAttnTile < kv.prefetch_end ? p1 + kAttnTile : kv.prefetch_end, int64_t{n_kv} * D,
+                      cursor);
+        pf = &cursor;
+      }
+    } else if (!kPrefetch<T>) {
+      touch_rows(k_rows, n, kv.row_bytes);
+      touch_rows(v_rows, n, kv.row_bytes);
     }
     for (int32_t h = 0, gi = 0; h < n_kv; ++h)
       for (int32_t g = 0; g < gqa; g += kAttnGroupHeads, ++gi) {
-        if (kPrefetch<T> && more) {  // this group's share of the far tile's rows
+        if (kPrefetch<T> && more && !kv.k_transposed) {  // this group's share of the far tile's rows
           const size_t b0 = (kv.row_bytes * gi / n_groups) & ~size_t{63};
           const size_t b1 = gi + 1 == n_groups ? kv.row_bytes : (kv.row_bytes * (gi + 1) / n_groups) & ~size_t{63};
           prefetch_rows(rows[far][0], n_rows[far], b0, b1);

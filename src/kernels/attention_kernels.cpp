@@ -46,7 +46,12 @@ float row_elem(KvElem type, const std::byte* row, int64_t i) {
 float k_elem(const AttnKv& kv, int32_t pos, int64_t i) {
   if (!kv.k_transposed) return row_elem(kv.type, kv.k_base + kv.offset(pos), i);
   const std::byte* block = kv.k_base + static_cast<size_t>(kv.blocks[pos / kv.block_size]) * kv.block_stride;
-  return row_elem(kv.type, block, i * kv.block_size + pos % kv.block_size);
+  const int32_t slot = pos % kv.block_size;
+  if (kv.type != KvElem::q8_0) return row_elem(kv.type, block, i * kv.block_size + slot);
+  uint16_t d;
+  std::memcpy(&d, block + kv.kt().q8_scale(i, slot), sizeof d);
+  const auto q = static_cast<int8_t>(block[kv.kt().elem(i, slot)]);
+  return static_cast<float>(q) * fp16_to_fp32(d);  // as row_elem
 }
 
 constexpr AttentionKernels kScalarAttention{Isa::scalar, &detail::attention_partial_scalar,

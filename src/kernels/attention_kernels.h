@@ -25,8 +25,9 @@
 //    kernels_avx512.cpp), internal linkage, reached only through attention_kernels() after the
 //    CPU check of isa.h, and the NEON one (attention_neon.cpp, baseline AArch64) need
 //    head_dim % 8 == 0 and fall back to scalar otherwise.
-//  - q8_0 rows are whole 32-element blocks (kv::KvStore guarantees it); a head's slice may start
-//    anywhere in a row (col0), e.g. inside a block when head_dim is not a multiple of 32.
+//  - q8_0 rows are whole 32-element blocks (kv::KvStore guarantees it); with K as rows a head's
+//    slice may start anywhere in a row (col0), e.g. inside a block when head_dim is not a
+//    multiple of 32; transposed q8_0 K needs col0 and head_dim multiples of 32.
 #pragma once
 
 #include <cstddef>
@@ -48,14 +49,46 @@ constexpr int32_t kAttnGroupHeads = 8;
 // Most (KV head, group of query heads) pairs one kernel call takes (attention_partial splits).
 constexpr int32_t kAttnMaxGroups = 64;
 
+// A transposed K block (AttnKv::k_transposed): the keys of block_size slots, one row element
+// after another, so the keys of a block's positions for one head dimension are adjacent and a
+// score over 8 or 16 positions is FMAs of broadcast query elements with no horizontal sums.
+//   f32, f16: [row element, slot]: element i of slot s at (i * block_size + s) * element bytes.
+//   q8_0: [group of kKtQ8Group elements][block_size fp16 scales, then kKtQ8Group x block_size
+//         int8 quants]: group g = i / 32 starts at span(32 * g); slot s's scale (the d of its
+//         row's BlockQ8_0 g) at + 2 * s, its quant of element i at + 2 * block_size + (i % 32) *
+//         block_size + s. The value is quant * d, as in the row layout; the same bytes a block
+//         as its rows take (34 per 32 elements and slot).
+constexpr int32_t kKtQ8Group = 32;
+struct KtLayout {
+  KvElem type;
+  int32_t block_size;
+  // Bytes of elements [0, n) of a block (n % kKtQ8Group == 0 for q8_0): where element n's keys
+  // (f32, f16) or group (q8_0) start.
+  size_t span(int64_t n) const {
+    const auto bs = static_cast<size_t>(block_size), un = static_cast<size_t>(n);
+    switch (type) {
+      case KvElem::f32: return un * bs * 4;
+      case KvElem::f16: return un * bs * 2;
+      case KvElem::q8_0: return un / kKtQ8Group * (2 + kKtQ8Group) * bs;
+    }
+    return 0;
+  }
+  // Offset of element i of slot s (f32, f16: its key; q8_0: its int8 quant) and, for q8_0, of
+  // the slot's scale for that element's group.
+  size_t elem(int64_t i, int32_t s) const {
+    if (type != KvElem::q8_0) return span(i) + static_cast<size_t>(s) * (type == KvElem::f32 ? 4 : 2);
+    const int64_t g = i - i % kKtQ8Group;
+    return span(g) + 2 * static_cast<size_t>(block_size) +
+           static_cast<size_t>(i % kKtQ8Group) * static_cast<size_t>(block_size) + static_cast<size_t>(s);
+  }
+  size_t q8_scale(int64_t i, int32_t s) const { return span(i - i % kKtQ8Group) + 2 * static_cast<size_t>(s); }
+};
+
 // One layer's K and V of one sequence in a paged store: position p is slot p % block_size of
 // block blocks[p / block_size]. V is stored as rows: the V of position p at v_base + offset(p).
-// K is stored as rows the same way, or transposed (k_transposed: f32 and f16 with block_size %
-// kAttnKtBlock == 0): a block's K is then [row element, slot], element i of the K row of
-// position p at k_base + blocks[p / block_size] * block_stride + (i * block_size + p %
-// block_size) * element bytes, so the keys of a block's positions for one head dimension are
-// adjacent and a score over 8 or 16 positions is FMAs of broadcast query elements with no
-// horizontal sums.
+// K is stored as rows the same way, or transposed (k_transposed: block_size % kAttnKtBlock ==
+// 0, and for q8_0 col0 and head_dim multiples of kKtQ8Group): block blocks[p / block_size]'s K
+// at k_base + blocks[p / block_size] * block_stride in the layout of KtLayout.
 struct AttnKv {
   KvElem type = KvElem::f32;
   const std::byte* k_base = nullptr;  // the layer's K rows of block 0
@@ -73,6 +106,7 @@ struct AttnKv {
   // tile, so the next call does not start on a cold tile. Never read otherwise.
   int32_t prefetch_end = 0;
 
+  KtLayout kt() const { return {type, block_size}; }
   size_t offset(int32_t pos) const {
     return static_cast<size_t>(blocks[pos / block_size]) * block_stride +
            static_cast<size_t>(pos % block_size) * row_bytes;

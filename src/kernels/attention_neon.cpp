@@ -5,12 +5,13 @@
 //
 // The algorithm is the scalar oracle's, per tile of kAttnTile positions, for each KV head and
 // each group of NQ <= 8 of its query heads:
-//   K transposed (f32, f16: AttnKv::k_transposed): per 16 positions of one block (aligned to 16;
+//   K transposed (AttnKv::k_transposed): per 16 positions of one block (aligned to 16;
 //      lanes outside the tile get -inf) and 4 query heads, 4 head dimensions at a time: the 4
 //      query elements of each head are one register, and for each dimension the keys of the 16
-//      positions (4 registers, converted from f16 as they are loaded) are multiplied by a lane of
-//      it (FMLA by element) into 16 accumulators whose lanes are the scores: no horizontal sums.
-//   K as rows (q8_0, and f32/f16 stores whose block size is not a multiple of 16): each row's
+//      positions (4 registers, converted from f16 or from q8_0 quants times their slots' scales
+//      as they are loaded) are multiplied by a lane of it (FMLA by element) into 16 accumulators
+//      whose lanes are the scores: no horizontal sums.
+//   K as rows (block sizes not a multiple of 16; q8_0 heads not whole groups of 32): each row's
 //      head slice is loaded 4 elements at a time and FMA'd into NQ accumulators, one per query
 //      head (the row read once for the group), each reduced with one horizontal add.
 //   softmax: per head, the tile max, m' = max(m, tile max), the weights e^(s - m') (a polynomial
@@ -84,21 +85,43 @@ inline void fma_dim(float32x4_t (*a)[4], const float32x4_t* k, const float32x4_t
 // K transposed, 16 positions ([D dimensions] x 16 adjacent positions at keys, dim_stride bytes
 // apart) for HN <= 4 query heads (q [HN, D]): w[g][0..16) = the scores, lanes outside [lo, hi)
 // -inf.
+// The 16 keys of positions [slot, slot + 16) of a transposed block (KtLayout) for element d of
+// the head whose keys start at head: f32 / f16 loaded, q8_0 quants times the slots' scales of
+// their group (s: those scales, loaded by the caller once per group).
+template <KvElem T>
+inline void keys16(const std::byte* head, size_t slot, size_t bs, int64_t d, const float32x4_t* s, float32x4_t* k) {
+  if constexpr (T == KvElem::q8_0) {
+    const std::byte* group = head + static_cast<size_t>(d / kKtQ8Group) * (2 + kKtQ8Group) * bs;
+    const int8x16_t q8 =
+        vld1q_s8(reinterpret_cast<const int8_t*>(group + 2 * bs + static_cast<size_t>(d % kKtQ8Group) * bs + slot));
+    const int16x8_t lo = vmovl_s8(vget_low_s8(q8)), hi = vmovl_s8(vget_high_s8(q8));
+    k[0] = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), s[0]);
+    k[1] = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), s[1]);
+    k[2] = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), s[2]);
+    k[3] = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), s[3]);
+  } else {
+    constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
+    const std::byte* kd = head + (static_cast<size_t>(d) * bs + slot) * kElem;
+    for (int v = 0; v < 4; ++v) k[v] = load4<T>(kd + 4 * v * kElem, 0);
+  }
+}
+
 template <KvElem T, int HN>
-void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const float* q, float scale, float softcap,
+void scores16(const std::byte* head, size_t slot, size_t bs, int64_t D, const float* q, float scale, float softcap,
               int32_t lo, int32_t hi, float (*w)[kW]) {
-  constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
   float32x4_t a[HN][4];
   for (int g = 0; g < HN; ++g)
     for (int v = 0; v < 4; ++v) a[g][v] = vdupq_n_f32(0.0f);
+  float32x4_t s[4] = {};  // q8_0: the slots' scales of the current group
   for (int64_t d = 0; d < D; d += 4) {
+    if (T == KvElem::q8_0 && d % kKtQ8Group == 0) {
+      const std::byte* group = head + static_cast<size_t>(d / kKtQ8Group) * (2 + kKtQ8Group) * bs;
+      for (int v = 0; v < 4; ++v) s[v] = load4<KvElem::f16>(group + 2 * slot, 4 * v);
+    }
     float32x4_t qv[HN];
     for (int g = 0; g < HN; ++g) qv[g] = vld1q_f32(q + g * D + d);
     float32x4_t k[4][4];
-    for (int j = 0; j < 4; ++j) {
-      const std::byte* kd = keys + static_cast<size_t>(d + j) * dim_stride;
-      for (int v = 0; v < 4; ++v) k[j][v] = load4<T>(kd + 4 * v * kElem, 0);
-    }
+    for (int j = 0; j < 4; ++j) keys16<T>(head, slot, bs, d + j, s, k[j]);
     fma_dim<HN, 0>(a, k[0], qv);
     fma_dim<HN, 1>(a, k[1], qv);
     fma_dim<HN, 2>(a, k[2], qv);
@@ -120,22 +143,20 @@ void scores16(const std::byte* keys, size_t dim_stride, int64_t D, const float* 
 template <KvElem T, int NQ>
 int32_t scores_kt(const AttnKv& kv, int32_t t0, int32_t n, int64_t col, int64_t D, const float* q, float scale,
                   float (*w)[kW]) {
-  constexpr size_t kElem = T == KvElem::f32 ? 4 : 2;
   const int32_t p_first = t0 & ~15, off = t0 - p_first, n_groups = (off + n + 15) / 16;
-  const size_t dim_stride = static_cast<size_t>(kv.block_size) * kElem;
+  const auto bs = static_cast<size_t>(kv.block_size);
   for (int32_t i = 0; i < n_groups; ++i) {
     const int32_t p = p_first + 16 * i;
-    const std::byte* keys =
-        kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride +
-        (static_cast<size_t>(col) * static_cast<size_t>(kv.block_size) + static_cast<size_t>(p % kv.block_size)) *
-            kElem;
+    const std::byte* head =
+        kv.k_base + static_cast<size_t>(kv.blocks[p / kv.block_size]) * kv.block_stride + kv.kt().span(col);
+    const auto slot = static_cast<size_t>(p % kv.block_size);
     const int32_t lo = off - 16 * i, hi = off + n - 16 * i;
     auto* wi = reinterpret_cast<float(*)[kW]>(&w[0][16 * i]);
-    if constexpr (NQ >= 4) scores16<T, 4>(keys, dim_stride, D, q, scale, kv.softcap, lo, hi, wi);
-    if constexpr (NQ >= 8) scores16<T, 4>(keys, dim_stride, D, q + 4 * D, scale, kv.softcap, lo, hi, wi + 4);
+    if constexpr (NQ >= 4) scores16<T, 4>(head, slot, bs, D, q, scale, kv.softcap, lo, hi, wi);
+    if constexpr (NQ >= 8) scores16<T, 4>(head, slot, bs, D, q + 4 * D, scale, kv.softcap, lo, hi, wi + 4);
     constexpr int kRest = NQ % 4, kDone = NQ - kRest;
     if constexpr (kRest > 0)
-      scores16<T, kRest>(keys, dim_stride, D, q + kDone * D, scale, kv.softcap, lo, hi, wi + kDone);
+      scores16<T, kRest>(head, slot, bs, D, q + kDone * D, scale, kv.softcap, lo, hi, wi + kDone);
   }
   return 16 * n_groups;
 }
@@ -179,13 +200,12 @@ void tile_group(const AttnKv& kv, int32_t t0, const std::byte* const* k_rows, co
                 int64_t col, int64_t D, const float* q, float scale, float* m, float* l, float* acc) {
   alignas(16) float w[NQ][kW];
   int32_t off = 0, lanes = n;  // w[g][off + t] is position t0 + t; [0, lanes) written
-  if constexpr (T != KvElem::q8_0) {
-    if (kv.k_transposed) {
-      off = t0 % 16;
-      lanes = scores_kt<T, NQ>(kv, t0, n, col, D, q, scale, w);
-    }
+  if (kv.k_transposed) {
+    off = t0 % 16;
+    lanes = scores_kt<T, NQ>(kv, t0, n, col, D, q, scale, w);
+  } else {
+    scores_rows<T, NQ>(k_rows, n, col, D, q, scale, kv.softcap, w);
   }
-  if (!kv.k_transposed || T == KvElem::q8_0) scores_rows<T, NQ>(k_rows, n, col, D, q, scale, kv.softcap, w);
   float corr[NQ];
   for (int g = 0; g < NQ; ++g) {
     float tile_max = -INFINITY;

@@ -36,9 +36,7 @@ inline void touch_rows(const std::byte* const* r, int32_t n, size_t row_bytes) {
 // [kv.col0, kv.col0 + n_cols) of every block that positions [t0, t0 + n) are in (one run per
 // block: a block's keys of consecutive elements are adjacent).
 inline void touch_k_blocks(const AttnKv& kv, int32_t t0, int32_t n, int64_t n_cols) {
-  const size_t elem = kv.type == KvElem::f32 ? 4 : 2;
-  const size_t run_bytes = static_cast<size_t>(n_cols) * static_cast<size_t>(kv.block_size) * elem;
-  const size_t run_off = static_cast<size_t>(kv.col0) * static_cast<size_t>(kv.block_size) * elem;
+  const size_t run_bytes = kv.kt().span(n_cols), run_off = kv.kt().span(kv.col0);
   for (int32_t b = t0 / kv.block_size; b <= (t0 + n - 1) / kv.block_size; ++b) {
     const std::byte* run = kv.k_base + static_cast<size_t>(kv.blocks[b]) * kv.block_stride + run_off;
     touch_rows(&run, 1, run_bytes);
@@ -86,9 +84,7 @@ struct LineCursor {
 // K transposed: the runs of bytes that positions [f0, f1) read, per block: the keys of elements
 // [kv.col0, kv.col0 + n_cols) (adjacent in a block) and the V rows (adjacent too).
 inline void add_tile_runs(const AttnKv& kv, int32_t f0, int32_t f1, int64_t n_cols, LineCursor& c) {
-  const size_t elem = kv.type == KvElem::f32 ? 4 : 2;
-  const size_t k_bytes = static_cast<size_t>(n_cols) * static_cast<size_t>(kv.block_size) * elem;
-  const size_t k_off = static_cast<size_t>(kv.col0) * static_cast<size_t>(kv.block_size) * elem;
+  const size_t k_bytes = kv.kt().span(n_cols), k_off = kv.kt().span(kv.col0);
   for (int32_t b = f0 / kv.block_size; b <= (f1 - 1) / kv.block_size; ++b) {
     const size_t blk = static_cast<size_t>(kv.blocks[b]) * kv.block_stride;
     c.add(kv.k_base + blk + k_off, k_bytes);

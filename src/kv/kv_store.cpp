@@ -75,7 +75,11 @@ Result<KvStore> KvStore::create(const model::ModelConfig& config, int32_t n_bloc
   s.n_layer_ = config.n_kv_layers();
   s.n_blocks_ = n_blocks;
   s.block_size_ = block_size;
-  s.k_transposed_ = type != KvType::q8_0 && block_size % kernels::kAttnKtBlock == 0;
+  // q8_0 keys transposed in groups of 32 elements: every head's slice must be whole groups.
+  bool whole_groups = true;
+  for (int32_t l = 0; l < config.n_kv_layers(); ++l)
+    whole_groups = whole_groups && config.layer_head_dim(config.kv_index_layer(l)) % kernels::kKtQ8Group == 0;
+  s.k_transposed_ = block_size % kernels::kAttnKtBlock == 0 && (type != KvType::q8_0 || whole_groups);
   const auto block_bytes = mul(kv_bytes_per_token(config, type), static_cast<size_t>(block_size));
   const auto total = block_bytes ? mul(*block_bytes, static_cast<size_t>(n_blocks)) : std::nullopt;
   if (!total || *total > static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()))
@@ -162,6 +166,17 @@ void KvStore::decode(const std::byte* src, float* out, int32_t n) const {
   }
 }
 
+kernels::KvElem kv_elem(KvType type) {
+  switch (type) {
+    case KvType::f32: return kernels::KvElem::f32;
+    case KvType::f16: return kernels::KvElem::f16;
+    case KvType::q8_0: return kernels::KvElem::q8_0;
+  }
+  return kernels::KvElem::f32;
+}
+
+kernels::KtLayout KvStore::kt_layout() const { return {kv_elem(type_), block_size_}; }
+
 void KvStore::write(int32_t layer, BlockId block, int32_t slot, const float* k, const float* v) {
   check_layer(*this, layer);
   const int32_t n = n_embd_kv(layer);
@@ -170,15 +185,24 @@ void KvStore::write(int32_t layer, BlockId block, int32_t slot, const float* k, 
     encode(k, row(layer, block, 0, slot), n);
     return;
   }
-  // Element i of the row goes to [i, slot] of the block's [n_embd_kv, block_size] keys.
-  std::byte* keys = row(layer, block, 0, 0) + static_cast<size_t>(slot) * elem_bytes();
-  const size_t stride = static_cast<size_t>(block_size_) * elem_bytes();
-  for (int32_t i = 0; i < n; ++i, keys += stride) {
+  // Element i of the row goes to slot's place in the block's transposed keys (kernels::KtLayout).
+  std::byte* keys = row(layer, block, 0, 0);
+  const kernels::KtLayout kt = kt_layout();
+  if (type_ == KvType::q8_0) {
+    for (int32_t g = 0; g < n; g += kernels::kQK) {  // one BlockQ8_0 of the row at a time
+      kernels::BlockQ8_0 b;
+      kernels::q8_0_from_float(k + g, &b, kernels::kQK);
+      std::memcpy(keys + kt.q8_scale(g, slot), &b.d, sizeof b.d);
+      for (int32_t j = 0; j < kernels::kQK; ++j) std::memcpy(keys + kt.elem(g + j, slot), &b.qs[j], 1);
+    }
+    return;
+  }
+  for (int32_t i = 0; i < n; ++i) {
     if (type_ == KvType::f32) {
-      std::memcpy(keys, &k[i], sizeof(float));
+      std::memcpy(keys + kt.elem(i, slot), &k[i], sizeof(float));
     } else {
       const uint16_t h = kernels::fp32_to_fp16(k[i]);
-      std::memcpy(keys, &h, sizeof h);
+      std::memcpy(keys + kt.elem(i, slot), &h, sizeof h);
     }
   }
 }
@@ -190,16 +214,21 @@ void KvStore::read_k(int32_t layer, BlockId block, int32_t slot, float* out) con
     decode(row(layer, block, 0, slot), out, n);
     return;
   }
-  const std::byte* keys = row(layer, block, 0, 0) + static_cast<size_t>(slot) * elem_bytes();
-  const size_t stride = static_cast<size_t>(block_size_) * elem_bytes();
-  for (int32_t i = 0; i < n; ++i, keys += stride) {
+  const std::byte* keys = row(layer, block, 0, 0);
+  const kernels::KtLayout kt = kt_layout();
+  for (int32_t i = 0; i < n; ++i) {
     if (type_ == KvType::f32) {
-      std::memcpy(&out[i], keys, sizeof(float));
-    } else {
-      uint16_t h;
-      std::memcpy(&h, keys, sizeof h);
-      out[i] = kernels::fp16_to_fp32(h);
+      std::memcpy(&out[i], keys + kt.elem(i, slot), sizeof(float));
+      continue;
     }
+    uint16_t h;
+    if (type_ == KvType::f16) {
+      std::memcpy(&h, keys + kt.elem(i, slot), sizeof h);
+      out[i] = kernels::fp16_to_fp32(h);
+      continue;
+    }
+    std::memcpy(&h, keys + kt.q8_scale(i, slot), sizeof h);
+    out[i] = static_cast<float>(static_cast<int8_t>(keys[kt.elem(i, slot)])) * kernels::fp16_to_fp32(h);  // as q8_0_to_float
   }
 }
 

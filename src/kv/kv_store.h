@@ -7,11 +7,12 @@
 // Layout (layer-major):
 //   data_ [n_layer, 2 (K then V), n_blocks, block_size, row_bytes(layer)]
 //   row_bytes = n_embd_kv * 4 (f32), * 2 (f16), / 32 * 34 (q8_0: n_embd_kv / 32 BlockQ8_0)
-// so for one layer the V rows of a block are a [block_size, n_embd_kv] matrix, and so are its K
-// rows for q8_0 (and for block sizes that are not a multiple of kernels::kAttnKtBlock); f32 and
-// f16 K is stored transposed, [n_embd_kv, block_size] (k_transposed(), kernels::AttnKv): the
-// attention kernels score 8 or 16 positions per FMA with no horizontal sums (bench_attention:
-// see the README's attention section). Consecutive blocks of one layer's K (or V) are adjacent: attention over a
+// so for one layer the V rows of a block are a [block_size, n_embd_kv] matrix. Its K is stored
+// transposed (k_transposed(): kernels::KtLayout, [n_embd_kv, block_size] for f32 and f16, groups
+// of 32 elements with their scales for q8_0) when block_size is a multiple of
+// kernels::kAttnKtBlock (and, for q8_0, every layer's head_dim of 32): the attention kernels
+// score 8 or 16 positions per FMA with no horizontal sums (bench_attention: see the README's
+// attention section); otherwise as rows like V. Consecutive blocks of one layer's K (or V) are adjacent: attention over a
 // sequence whose blocks were allocated in order streams one contiguous run per layer instead
 // of a block_size-row piece every n_layer * 2 pieces (measured: the block-major layout kept
 // decode at depth 2048 latency-bound on the scattered pieces). copy_block copies the block's
@@ -40,6 +41,7 @@
 
 #include "core/huge_pages.h"
 #include "core/result.h"
+#include "kernels/attention_kernels.h"
 #include "kv/block_pool.h"
 #include "model/arch.h"
 
@@ -50,6 +52,8 @@ enum class KvType { f32, f16, q8_0 };
 // "f32", "f16" or "q8_0"; an error lists the valid names.
 Result<KvType> kv_type_from_name(std::string_view name);
 std::string_view kv_type_name(KvType type);
+// The attention kernels' name for the type.
+kernels::KvElem kv_elem(KvType type);
 
 // Bytes one token occupies in the cache: all layers, K and V. (For q8_0 with n_embd_kv not a
 // multiple of 32, which create() refuses, rows are rounded up to whole quant blocks.)
@@ -106,7 +110,7 @@ class KvStore {
   const std::byte* row(int32_t layer, BlockId block, int kv, int32_t slot) const;
   void encode(const float* x, std::byte* dst, int32_t n) const;
   void decode(const std::byte* src, float* out, int32_t n) const;
-  size_t elem_bytes() const { return type_ == KvType::f32 ? sizeof(float) : sizeof(uint16_t); }  // f32, f16
+  kernels::KtLayout kt_layout() const;  // of K when k_transposed()
 
   KvType type_ = KvType::f32;
   struct Layer {

@@ -1,7 +1,7 @@
 // Batch attention over the paged store (engine/batch_attention.h) against the scalar oracle
 // model::attention_head run on the rows the store decodes to f32 (KvStore::read_k / read_v):
-// f32, f16 and q8_0 stores, K as rows and transposed (f32 and f16 in blocks of 16 or 32: KvStore's
-// layout; block size 12: rows); MHA, GQA (also groups of more than 8 query heads, and more KV
+// f32, f16 and q8_0 stores, K as rows and transposed (in blocks of 16 or 32, q8_0 with heads of
+// a multiple of 32: KvStore's layout; block size 12 and q8_0 heads of 20, 24, 40: rows); MHA, GQA (also groups of more than 8 query heads, and more KV
 // heads than one kernel call takes); head dims that
 // are and are not multiples of 8 or 32; contexts that cross block boundaries in shuffled block
 // tables; split-K on (small chunks, many folds) and off; 1 and 3 threads; each kernel on its
@@ -269,7 +269,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"f32_gqa3_d48", {6, 2, 48}, KvType::f32},
                       Case{"f16_gqa4_d64_k_rows_blocks_of_12", {8, 2, 64}, KvType::f16, 12},
                       Case{"f32_gqa8_d64_k_rows_blocks_of_8", {32, 4, 64}, KvType::f32, 8},
-                      Case{"f16_gqa8_d64_blocks_of_32", {32, 4, 64}, KvType::f16, 32})),
+                      Case{"f16_gqa8_d64_blocks_of_32", {32, 4, 64}, KvType::f16, 32},
+                      Case{"q8_0_gqa8_d64_blocks_of_32", {32, 4, 64}, KvType::q8_0, 32},
+                      Case{"q8_0_gqa4_d64_k_rows_blocks_of_12", {8, 2, 64}, KvType::q8_0, 12},
+                      Case{"q8_0_gqa4_d256_qwen35", {8, 2, 256}, KvType::q8_0},
+                      Case{"q8_0_gqa3_d96_groups_of_32", {6, 2, 96}, KvType::q8_0})),
     [](const auto& info) {
       return std::string(kernels::isa_name(std::get<0>(info.param))) + "_" + std::get<1>(info.param).name;
     });

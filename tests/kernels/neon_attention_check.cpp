@@ -3,8 +3,8 @@
 //
 // A paged K/V context is laid out by hand as kv::KvStore lays it out (the self-test links no
 // kv library): blocks in a shuffled table, V as rows, K as rows or transposed in its blocks
-// ([row element, slot]: f32 and f16 with a block size that is a multiple of 16), rows in the
-// stored type (f32, f16, q8_0). Both kernels read the same stored values, so they differ by
+// (kernels::KtLayout, with a block size that is a multiple of 16; q8_0 with heads of whole
+// groups of 32), rows in the stored type (f32, f16, q8_0). Both kernels read the same stored values, so they differ by
 // float reassociation only: every output element (acc / l, the finished attention) within
 // 2e-5 of the largest |V|, and each head's running max within 1e-4 (the scores' rounding).
 // Cases: MHA and GQA (groups of 1, 4, 5, 8 and 12 query heads: more than one group of 8), head
@@ -80,6 +80,15 @@ Context make_context(const Layout& lay, int32_t n_embd_kv, int32_t n_pos, uint32
     put_row(c.v.data() + base + slot * row_bytes, vr);
     if (!lay.transposed) {
       put_row(c.k.data() + base + slot * row_bytes, kr);
+    } else if (lay.type == KvElem::q8_0) {  // the row's BlockQ8_0s scattered as KtLayout places them
+      const KtLayout kt{KvElem::q8_0, bs};
+      std::vector<BlockQ8_0> qb(static_cast<size_t>(n_embd_kv / kQK));
+      q8_0_from_float(kr.data(), qb.data(), n_embd_kv);
+      for (int32_t i = 0; i < n_embd_kv; ++i) {
+        const BlockQ8_0& b = qb[static_cast<size_t>(i / kQK)];
+        std::memcpy(c.k.data() + base + kt.q8_scale(i, static_cast<int32_t>(slot)), &b.d, 2);
+        std::memcpy(c.k.data() + base + kt.elem(i, static_cast<int32_t>(slot)), &b.qs[i % kQK], 1);
+      }
     } else {
       for (int32_t i = 0; i < n_embd_kv; ++i) {
         std::byte* dst = c.k.data() + base + (static_cast<size_t>(i) * static_cast<size_t>(bs) + slot) * elem;
@@ -145,7 +154,8 @@ CheckCounts check_neon_attention() {
          "attention_kernels(neon) is the NEON kernel, not a fallback");
   if (k == nullptr) return counts;
   const Layout layouts[] = {{KvElem::f32, true, 16},  {KvElem::f16, true, 16},  {KvElem::f16, true, 32},
-                            {KvElem::f32, false, 12}, {KvElem::f16, false, 12}, {KvElem::q8_0, false, 16}};
+                            {KvElem::f32, false, 12}, {KvElem::f16, false, 12}, {KvElem::q8_0, false, 16},
+                            {KvElem::q8_0, true, 16}, {KvElem::q8_0, true, 32}};
   const Case cases[] = {
       {4, 8, 64, 0, 200, 0.0f, 0},   // TinyLlama's grouping, several tiles
       {2, 8, 64, 5, 77, 0.0f, 0},    // starts and ends inside tiles and blocks
@@ -161,6 +171,10 @@ CheckCounts check_neon_attention() {
     for (const Case& c : cases) {
       const int32_t n_embd_kv = static_cast<int32_t>(c.col0) + c.n_kv * c.head_dim;
       if (lay.type == KvElem::q8_0 && n_embd_kv % kQK != 0) continue;
+      // Transposed q8_0 keys are groups of 32 elements: heads of whole groups only (KvStore keeps
+      // K as rows otherwise).
+      if (lay.type == KvElem::q8_0 && lay.transposed && (c.head_dim % kKtQ8Group != 0 || c.col0 % kKtQ8Group != 0))
+        continue;
       Context ctx = make_context(lay, n_embd_kv, c.p1, seed++, c.softcap > 0 ? 8.0f : 1.0f);
       ctx.kv.head_dim = c.head_dim;
       ctx.kv.softcap = c.softcap;

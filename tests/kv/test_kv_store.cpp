@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "kernels/fp16.h"
+#include "kernels/quants_legacy.h"
 #include "kv/kv_store.h"
 
 namespace edgelm::kv {
@@ -163,8 +164,8 @@ TEST(KvStore, F16RoundTripWithinHalfPrecision) {
 
 // f32 and f16 in blocks of a multiple of 16 store K transposed: element i of slot's K row at
 // [i, slot] of the block's [n_embd_kv, block_size] keys (what the attention kernels read), V as
-// rows; every slot round-trips and the others are left alone. Other block sizes and q8_0 keep
-// K as rows.
+// rows; every slot round-trips and the others are left alone. Other block sizes, and q8_0 with
+// heads that are not whole groups of 32, keep K as rows.
 TEST(KvStore, F32AndF16KeysAreStoredTransposedInBlocksOf16) {
   const auto c = config(2, 2, 8);  // n_embd_kv 16
   for (const KvType type : {KvType::f32, KvType::f16}) {
@@ -204,6 +205,42 @@ TEST(KvStore, F32AndF16KeysAreStoredTransposedInBlocksOf16) {
   }
   EXPECT_FALSE(make_store(c, 3, 12, KvType::f16).k_transposed());
   EXPECT_FALSE(make_store(config(2, 2, 16), 3, 16, KvType::q8_0).k_transposed());
+}
+
+// q8_0 with heads of a multiple of 32 elements in blocks of 16 stores K transposed in groups of
+// 32 elements: per group, the 16 slots' fp16 scales, then 32 x 16 int8 quants (element-major),
+// each slot's quants and scale those of its row's BlockQ8_0 (so a key reads back exactly as the
+// row layout's q8_0_to_float gives it). The addresses are spelled out here, not taken from
+// kernels::KtLayout, so a wrong layout there fails.
+TEST(KvStore, Q8_0KeysAreStoredTransposedInGroupsOf32) {
+  const auto c = config(2, 2, 32);  // n_embd_kv 64: two groups
+  KvStore s = make_store(c, 3, 16, KvType::q8_0);
+  ASSERT_TRUE(s.k_transposed());
+  std::vector<std::vector<float>> ks;
+  for (int32_t slot = 0; slot < 16; ++slot) {
+    ks.push_back(random_row(64, 140 + static_cast<uint32_t>(slot), 1.0f + static_cast<float>(slot)));
+    const auto v = random_row(64, 190 + static_cast<uint32_t>(slot), 2.0f);
+    s.write(1, 2, slot, ks.back().data(), v.data());
+  }
+  std::vector<float> out(64), want(64);
+  for (int32_t slot = 0; slot < 16; ++slot) {
+    const auto& k = ks[static_cast<size_t>(slot)];
+    kernels::BlockQ8_0 row[2];
+    kernels::q8_0_from_float(k.data(), row, 64);
+    kernels::q8_0_to_float(row, want.data(), 64);
+    s.read_k(1, 2, slot, out.data());
+    EXPECT_EQ(out, want) << "slot " << slot;
+    for (int g = 0; g < 2; ++g) {
+      const std::byte* group = s.k_rows(1, 2) + static_cast<size_t>(g) * 34 * 16;
+      uint16_t d;
+      std::memcpy(&d, group + 2 * slot, 2);
+      EXPECT_EQ(d, row[g].d) << "slot " << slot << " group " << g;
+      for (int j = 0; j < 32; ++j)
+        EXPECT_EQ(static_cast<int8_t>(group[32 + j * 16 + slot]), row[g].qs[j]) << slot << " " << g << " " << j;
+    }
+  }
+  EXPECT_FALSE(make_store(c, 3, 12, KvType::q8_0).k_transposed());          // blocks not of 16
+  EXPECT_FALSE(make_store(config(2, 2, 48), 3, 16, KvType::q8_0).k_transposed());  // heads not of 32
 }
 
 TEST(KvStore, Q8_0RoundTripWithinBudget) {
