@@ -1,6 +1,7 @@
 #include "kv/state_store.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/check.h"
 
@@ -28,8 +29,22 @@ int32_t StateStore::acquire() {
 
 int32_t StateStore::new_slot() {
   slots_.emplace_back();
+  Slot& s = slots_.back();
   // Not value-initialized: acquire() and reserve() zero it (reset) right after.
-  slots_.back().data = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(slot_floats()));
+  const size_t bytes = slot_bytes();
+  if (bytes >= HugePageBuffer::kHugePage) {
+    if (auto mem = HugePageBuffer::allocate(bytes); mem.ok()) {
+      s.huge = std::move(*mem);
+      // The part past the last whole huge page in small pages, so that it commits what is used.
+      const size_t whole = bytes / HugePageBuffer::kHugePage * HugePageBuffer::kHugePage;
+      s.huge.small_pages(whole, bytes - whole);
+      s.data = reinterpret_cast<float*>(s.huge.data());
+    }
+  }
+  if (s.data == nullptr) {
+    s.heap = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(slot_floats()));
+    s.data = s.heap.get();
+  }
   return static_cast<int32_t>(slots_.size() - 1);
 }
 
@@ -55,14 +70,14 @@ bool StateStore::valid(int32_t slot) const {
 
 void StateStore::reset(int32_t slot) {
   Slot& s = slots_[static_cast<size_t>(slot)];
-  std::fill(s.data.get(), s.data.get() + static_cast<size_t>(n_layers_) * static_cast<size_t>(layer_floats_), 0.0f);
+  std::fill(s.data, s.data + static_cast<size_t>(n_layers_) * static_cast<size_t>(layer_floats_), 0.0f);
   s.n_tokens = 0;
 }
 
 void StateStore::load(int32_t slot, const float* src, int32_t n_tokens) {
   EDGELM_CHECK(valid(slot), "StateStore::load into slot ", slot, ", which is not live");
   Slot& s = slots_[static_cast<size_t>(slot)];
-  std::copy_n(src, slot_floats(), s.data.get());
+  std::copy_n(src, slot_floats(), s.data);
   s.n_tokens = n_tokens;
 }
 

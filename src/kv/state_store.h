@@ -6,7 +6,8 @@
 // and the number of tokens the state has absorbed, so that a forward can refuse to continue a
 // sequence from any other position (a recurrent state cannot be rewound or shared like KV blocks).
 //
-// Invariants: a slot's memory is allocated on first use and reused after release (a warm engine
+// Invariants: a slot's memory is allocated on first use (in huge pages when it is at least one)
+// and reused after release (a warm engine
 // allocates nothing per step); slots are addressed by small ints, valid from acquire() to
 // release(); the store of a model without recurrent layers has no slots (enabled() false).
 // Single-threaded except conv()/ssm() of distinct slots, which forwards use concurrently.
@@ -17,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "model/arch.h"
 
 namespace edgelm::kv {
@@ -44,12 +46,12 @@ class StateStore {
 
   // rec: a recurrent layer's index (ModelConfig::recurrent_index).
   float* conv(int32_t slot, int32_t rec) {
-    return slots_[static_cast<size_t>(slot)].data.get() + static_cast<size_t>(rec) * static_cast<size_t>(layer_floats_);
+    return slots_[static_cast<size_t>(slot)].data + static_cast<size_t>(rec) * static_cast<size_t>(layer_floats_);
   }
   float* ssm(int32_t slot, int32_t rec) { return conv(slot, rec) + conv_floats_; }
   // The whole slot: [n_layers, layer_floats], each layer's conv tail then its delta-rule matrices
   // (the layout StateCapture and StateSnapshots copy).
-  float* data(int32_t slot) { return slots_[static_cast<size_t>(slot)].data.get(); }
+  float* data(int32_t slot) { return slots_[static_cast<size_t>(slot)].data; }
   int64_t slot_floats() const { return int64_t{n_layers_} * layer_floats_; }
   int64_t layer_floats() const { return layer_floats_; }
   int64_t conv_floats() const { return conv_floats_; }
@@ -65,8 +67,13 @@ class StateStore {
  private:
   // Appends a slot with its memory allocated (not zeroed); returns its index.
   int32_t new_slot();
+  // A slot of at least a huge page lives in huge pages (HugePageBuffer: every decode step streams
+  // the whole state in and out, and on 4 KiB pages each page is a TLB miss), a smaller one (and
+  // any where the mapping fails) on the heap.
   struct Slot {
-    std::unique_ptr<float[]> data;  // [n_layers, layer_floats]
+    HugePageBuffer huge;
+    std::unique_ptr<float[]> heap;
+    float* data = nullptr;  // [n_layers, layer_floats], in one of the two
     int32_t n_tokens = 0;
     bool live = false;
   };
