@@ -215,6 +215,12 @@ Result<ModelFile> parse_gguf(const uint8_t* data, size_t size, std::shared_ptr<c
                         t.offset, t.offset + t.n_bytes, data_size);
     }
     t.data = data + data_start + t.offset;
+    // general.alignment may be 1 or 2, but the kernels read a tensor's blocks in place, whose
+    // fields are fp16 and float: a tensor must start on a 4-byte boundary (every file llama.cpp
+    // or gguf-py writes does, at 32).
+    if (reinterpret_cast<uintptr_t>(t.data) % kTensorDataAlign != 0)
+      return make_error("tensor '{}': its data (offset {}, general.alignment {}) does not start on a {}-byte boundary",
+                        t.name, t.offset, align, kTensorDataAlign);
   }
   if (keep_alive) file.keep_alive(std::move(keep_alive));
   return file;

@@ -19,8 +19,12 @@ namespace edgelm::format {
 
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint32_t kGgufDefaultAlignment = 32;
+// Where every tensor's data must start (an address multiple): the kernels read quant blocks in
+// place, and their scales are fp16 and float.
+constexpr uintptr_t kTensorDataAlign = 4;
 
-// Parses a GGUF image held in memory. `keep_alive` (optional) owns the bytes.
+// Parses a GGUF image held in memory (`data` as mmap or operator new give it: the tensors' data
+// addresses are checked against kTensorDataAlign). `keep_alive` (optional) owns the bytes.
 Result<ModelFile> parse_gguf(const uint8_t* data, size_t size, std::shared_ptr<const void> keep_alive = {});
 
 // Maps (or with options.no_mmap reads) and parses a GGUF file.

@@ -212,6 +212,33 @@ TEST(GgufReader, RejectsCorruptTensorInfos) {
   EXPECT_NE(error_of(dup).find("twice"), std::string::npos);
 }
 
+// general.alignment 1 lets a tensor start at any byte, but the kernels read quant blocks in place
+// (fp16 and float fields): a tensor that does not start on a 4-byte boundary is refused, naming
+// it; one that does loads (found by fuzz_gguf: a Q3_K tensor at an odd address).
+TEST(GgufReader, RejectsTensorDataOffTheFourByteBoundary) {
+  auto file = [](uint64_t offset) {
+    GgufBytes b;
+    b.header(1, 1).kv_u32("general.alignment", 1).tensor("t", {4}, 0, offset);
+    return b;
+  };
+  const size_t data_start = file(0).size();  // alignment 1: the data follows the infos at once
+  for (const uint64_t skew : {0u, 1u, 2u, 3u}) {
+    const uint64_t offset = (4 - data_start % 4) % 4 + skew;
+    GgufBytes b = file(offset);
+    b.zeros(static_cast<size_t>(offset) + 16);
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(b.bytes().data()) % 16, 0u);  // operator new's alignment
+    auto f = parse(b);
+    if (skew == 0) {
+      ASSERT_TRUE(f.ok()) << f.error().message;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(f->tensors[0].data) % 4, 0u);
+    } else {
+      ASSERT_FALSE(f.ok()) << "skew " << skew;
+      EXPECT_NE(f.error().message.find("tensor 't'"), std::string::npos) << f.error().message;
+      EXPECT_NE(f.error().message.find("4-byte boundary"), std::string::npos) << f.error().message;
+    }
+  }
+}
+
 // Every prefix of a valid file must parse as an error (or, for the full file, succeed):
 // never crash, hang, or read out of bounds (ASan checks the last).
 TEST(GgufReader, EveryTruncationIsAnError) {
