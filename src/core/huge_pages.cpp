@@ -42,6 +42,21 @@ void HugePageBuffer::small_pages(size_t offset, size_t bytes) {
 #endif
 }
 
+bool HugePageBuffer::huge_pages(size_t offset, size_t bytes) {
+#ifndef MADV_COLLAPSE
+  constexpr int MADV_COLLAPSE = 25;  // linux/mman.h, 6.1
+#endif
+  constexpr size_t kPage = 4096;
+  if (data_ == nullptr || offset >= mapped_ || bytes == 0) return false;
+  const size_t begin = offset / kPage * kPage;
+  const size_t end = std::min(mapped_, (offset + std::min(bytes, mapped_ - offset) + kPage - 1) / kPage * kPage);
+#if defined(MADV_HUGEPAGE)
+  if (madvise(data_ + begin, end - begin, MADV_HUGEPAGE) != 0) return false;
+#endif
+  const size_t first = (begin + kHugePage - 1) / kHugePage * kHugePage, last = end / kHugePage * kHugePage;
+  return first < last && madvise(data_ + first, last - first, MADV_COLLAPSE) == 0;
+}
+
 void HugePageBuffer::prefault() {
   constexpr size_t kPage = 4096;  // the smallest page size; a huge page takes its first write only
   for (size_t i = 0; i < mapped_; i += kPage) {

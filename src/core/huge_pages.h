@@ -50,6 +50,13 @@ class HugePageBuffer {
   // all a short use touches (e.g. each KV layer's first blocks), so that memory grows with use;
   // beyond the range the huge pages stay. Best effort, like the huge-page advice itself.
   void small_pages(size_t offset, size_t bytes);
+  // Undoes small_pages on [offset, offset + bytes) (clamped, widened to whole 4 KiB pages) and
+  // collapses the 2 MiB pages inside the range into huge pages now, contents kept
+  // (MADV_COLLAPSE, Linux 6.1): for a small-page region whose use has grown past it. A frame
+  // collapses only when one small_pages range covers all of it (the kernel needs it inside one
+  // mapping). Best effort: false when a frame stays in small pages (no THP, an older kernel, a
+  // transient failure), and khugepaged may still collapse it later.
+  bool huge_pages(size_t offset, size_t bytes);
 
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }  // the bytes asked for

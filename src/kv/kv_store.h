@@ -6,6 +6,7 @@
 //
 // Layout (layer-major):
 //   data_ [n_layer, 2 (K then V), n_blocks, block_size, row_bytes(layer)]
+//   (a layer's K or V region of 2 MiB or more starts on a 2 MiB boundary: huge pages, below)
 //   row_bytes = n_embd_kv * 4 (f32), * 2 (f16), / 32 * 34 (q8_0: n_embd_kv / 32 BlockQ8_0)
 // so for one layer the V rows of a block are a [block_size, n_embd_kv] matrix. Its K is stored
 // transposed (k_transposed(): kernels::KtLayout, [n_embd_kv, block_size] for f32 and f16, groups
@@ -32,6 +33,7 @@
 // Reading a row that was never written yields unspecified values (the memory is not cleared).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -113,21 +115,28 @@ class KvStore {
   kernels::KtLayout kt_layout() const;  // of K when k_transposed()
 
   KvType type_ = KvType::f32;
+  // Once a write reaches block small_blocks of the layer, its K and V regions' first huge pages
+  // go from small pages to huge ones (HugePageBuffer::huge_pages), once.
+  void promote_layer(int32_t layer);
+
   struct Layer {
-    int32_t n_embd_kv = 0;  // floats per row
-    size_t row_bytes = 0;   // bytes per row in the stored type
-    size_t offset = 0;      // bytes from data_ to the layer's K pieces (then its V pieces)
+    int32_t n_embd_kv = 0;    // floats per row
+    size_t row_bytes = 0;     // bytes per row in the stored type
+    size_t offset[2] = {};    // bytes from data_ to the layer's K pieces, its V pieces
+    int32_t small_blocks = 0; // blocks that start in a region's small-page first huge page
   };
   int32_t n_layer_ = 0;
-  std::vector<Layer> layers_;  // [n_layer]
+  std::vector<Layer> layers_;                      // [n_layer]
+  std::unique_ptr<std::atomic<bool>[]> promoted_;  // [n_layer]: promote_layer done
   int32_t n_blocks_ = 0;
   int32_t block_size_ = 0;
   bool k_transposed_ = false;
   size_t n_bytes_ = 0;   // n_blocks * block_bytes
-  HugePageBuffer data_;  // [n_layer, 2, n_blocks, block_size, row_bytes(layer)]; huge pages: attention walks
-                         // a sequence's blocks layer by layer, with 4 KiB pages each a TLB miss; but
-                         // the first 2 MiB of each layer's K and of its V have small pages, so a
-                         // short use commits what it writes, not n_layer * 2 huge pages
+  HugePageBuffer data_;  // [n_layer, 2, n_blocks, block_size, row_bytes(layer)], regions of a huge page or
+                         // more starting on a huge page; huge pages: attention walks a sequence's
+                         // blocks layer by layer, with 4 KiB pages each a TLB miss; but the first 2
+                         // MiB of each layer's K and of its V have small pages until use grows past
+                         // them, so a short use commits what it writes, not n_layer * 2 huge pages
 };
 
 }  // namespace edgelm::kv

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include <cstdio>
 #include <cstring>
 
 #include <sys/mman.h>
@@ -121,6 +122,86 @@ TEST(KvStore, OneTokenPerLayerCommitsSmallPagesOnly) {
   const size_t resident = resident_pages(s.k_rows(0, 0), s.n_bytes()) * page;
   EXPECT_GE(resident, 6u * 2u * page);  // each layer's K and V page
   EXPECT_LE(resident, 6u * 2u * 4u * page) << "one token per layer committed " << resident << " bytes";
+}
+
+// The resident and the huge-page kB (Rss, AnonHugePages in /proc/self/smaps) of the mapping
+// that holds p; {-1, -1} when no mapping does.
+struct MappingKb {
+  long rss = -1, huge = -1;
+};
+MappingKb mapping_kb(const void* p) {
+  MappingKb m;
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return m;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  char line[512];
+  bool in = false;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    long kb = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
+      if (in) break;
+      in = a >= lo && a < hi;
+    } else if (in && std::sscanf(line, "Rss: %ld kB", &kb) == 1) {
+      m.rss = kb;
+    } else if (in && std::sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) {
+      m.huge = kb;
+    }
+  }
+  std::fclose(f);
+  return m;
+}
+
+// Whether MADV_COLLAPSE turns a touched 2 MiB of small pages into a huge page here.
+bool kernel_collapses() {
+  constexpr size_t kHuge = HugePageBuffer::kHugePage;
+  void* raw = mmap(nullptr, 2 * kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return false;
+  auto* p = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(raw) + kHuge - 1) / kHuge * kHuge);
+  std::memset(p, 1, kHuge);
+  const bool ok = madvise(p, kHuge, 25 /* MADV_COLLAPSE */) == 0 && mapping_kb(p).huge > 0;
+  munmap(raw, 2 * kHuge);
+  return ok;
+}
+
+// A region of 2 MiB or more starts on a huge page, its first huge page in small pages; a write
+// past that page turns the page into a huge one (contents kept), for that layer's K and V.
+// Smaller regions are packed one after another.
+TEST(KvStore, FirstHugePageOfARegionGoesHugeOnceUsePassesIt) {
+  constexpr size_t kHuge = HugePageBuffer::kHugePage;
+  const auto c = config(3, 1, 256);  // f16 rows of 512 bytes: 16-token blocks of 8 KiB
+  {
+    KvStore small = make_store(c, 40, 16, KvType::f16);  // 320 KiB regions
+    EXPECT_EQ(small.v_rows(0, 0) - small.k_rows(0, 0), 40 * 8192);
+    EXPECT_EQ(small.k_rows(1, 0) - small.v_rows(0, 0), 40 * 8192);
+  }
+  KvStore s = make_store(c, 600, 16, KvType::f16);  // 4.7 MiB regions
+  for (int32_t l = 0; l < 3; ++l)
+    for (const std::byte* r : {s.k_rows(l, 0), s.v_rows(l, 0)})
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(r) % kHuge, 0u) << "layer " << l;
+  const auto k0 = random_row(256, 1), v0 = random_row(256, 2);
+  for (int32_t l = 0; l < 3; ++l) s.write(l, 0, 0, k0.data(), v0.data());
+  EXPECT_EQ(mapping_kb(s.k_rows(0, 0)).huge, 0) << "the first huge page of a region starts in small pages";
+  const int32_t past = static_cast<int32_t>(kHuge / 8192);  // block 256 starts the second huge page
+  s.write(1, past - 1, 3, k0.data(), v0.data());
+  EXPECT_EQ(mapping_kb(s.k_rows(1, 0)).huge, 0) << "a write inside the first huge page leaves it small";
+  s.write(1, past, 0, k0.data(), v0.data());
+  std::vector<float> k(256), v(256);
+  s.read_k(1, 0, 0, k.data());
+  s.read_v(1, 0, 0, v.data());
+  for (int i = 0; i < 256; ++i) {
+    ASSERT_EQ(k[i], kernels::fp16_to_fp32(kernels::fp32_to_fp16(k0[i]))) << i;
+    ASSERT_EQ(v[i], kernels::fp16_to_fp32(kernels::fp32_to_fp16(v0[i]))) << i;
+  }
+  EXPECT_EQ(mapping_kb(s.k_rows(0, 0)).huge, 0) << "layer 0 has not grown";
+  if (!kernel_collapses()) GTEST_SKIP() << "SKIPPED: this kernel cannot collapse small pages (MADV_COLLAPSE, Linux 6.1, THP)";
+  // Every resident page of the mappings that hold the first huge pages is huge: they were
+  // collapsed (and merged with the huge rest of the region, where the kernel merges them).
+  for (const std::byte* r : {s.k_rows(1, 0), s.v_rows(1, 0)}) {
+    const MappingKb m = mapping_kb(r);
+    EXPECT_GE(m.huge, 2048);
+    EXPECT_EQ(m.huge, m.rss);
+  }
 }
 
 TEST(KvStore, F32RoundTripIsExactAndSlotsAreIndependent) {
