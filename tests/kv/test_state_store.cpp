@@ -33,7 +33,9 @@ TEST_P(StateStoreSizes, SlotsAreZeroedDistinctAndReused) {
   const int32_t a = s.acquire(), b = s.acquire();
   ASSERT_NE(a, b);
   for (const int32_t slot : {a, b}) {
-    if (huge) EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data(slot)) % HugePageBuffer::kHugePage, 0u);
+    if (huge) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data(slot)) % HugePageBuffer::kHugePage, 0u);
+    }
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(s.data(slot)[i], 0.0f) << slot << " " << i;
     EXPECT_EQ(s.n_tokens(slot), 0);
   }
