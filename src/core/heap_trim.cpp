@@ -1,5 +1,7 @@
 #include "core/heap_trim.h"
 
+#include <cstdlib>  // defines __GLIBC__ (features.h) for the test below: without a libc header it is unset
+
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define EDGELM_SANITIZED_HEAP 1

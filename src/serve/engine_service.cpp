@@ -225,6 +225,9 @@ Status EngineService::load() {
     if (!st.ok()) return make_error("model '{}': {}", slot->name, st.error().message);
   }
   slots_.push_back(slot);
+  // load_model handed back what loading freed; the set-up since (speculation, the engine's
+  // buffers, the encoder's self-check) frees into malloc's arenas too.
+  release_free_heap();
   std::lock_guard lock(mutex_);
   current_ = std::move(slot);
   return ok_status();
