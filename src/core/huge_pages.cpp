@@ -8,6 +8,21 @@
 #include <cstring>
 
 namespace edgelm {
+namespace {
+
+constexpr size_t kPage = 4096;  // the smallest page size
+
+// [begin, end) of [offset, offset + bytes) clamped to the `mapped` bytes and widened to whole
+// small pages; empty (begin == end) when nothing of it is mapped.
+struct PageSpan {
+  size_t begin = 0, end = 0;
+};
+PageSpan page_span(size_t mapped, size_t offset, size_t bytes) {
+  if (offset >= mapped || bytes == 0) return {};
+  return {offset / kPage * kPage, std::min(mapped, (offset + std::min(bytes, mapped - offset) + kPage - 1) / kPage * kPage)};
+}
+
+}  // namespace
 
 Result<HugePageBuffer> HugePageBuffer::allocate(size_t bytes) {
   HugePageBuffer b;
@@ -33,12 +48,9 @@ Result<HugePageBuffer> HugePageBuffer::allocate(size_t bytes) {
 }
 
 void HugePageBuffer::small_pages(size_t offset, size_t bytes) {
-  constexpr size_t kPage = 4096;
-  if (data_ == nullptr || offset >= mapped_) return;
-  const size_t begin = offset / kPage * kPage;
-  const size_t end = std::min(mapped_, (offset + std::min(bytes, mapped_ - offset) + kPage - 1) / kPage * kPage);
+  [[maybe_unused]] const PageSpan p = page_span(mapped_, offset, bytes);
 #if defined(MADV_NOHUGEPAGE)
-  if (end > begin) madvise(data_ + begin, end - begin, MADV_NOHUGEPAGE);  // best effort, as MADV_HUGEPAGE
+  if (p.end > p.begin) madvise(data_ + p.begin, p.end - p.begin, MADV_NOHUGEPAGE);  // best effort, as MADV_HUGEPAGE
 #endif
 }
 
@@ -46,19 +58,17 @@ bool HugePageBuffer::huge_pages(size_t offset, size_t bytes) {
 #ifndef MADV_COLLAPSE
   constexpr int MADV_COLLAPSE = 25;  // linux/mman.h, 6.1
 #endif
-  constexpr size_t kPage = 4096;
-  if (data_ == nullptr || offset >= mapped_ || bytes == 0) return false;
-  const size_t begin = offset / kPage * kPage;
-  const size_t end = std::min(mapped_, (offset + std::min(bytes, mapped_ - offset) + kPage - 1) / kPage * kPage);
+  const PageSpan p = page_span(mapped_, offset, bytes);
+  if (p.end == p.begin) return false;
 #if defined(MADV_HUGEPAGE)
-  if (madvise(data_ + begin, end - begin, MADV_HUGEPAGE) != 0) return false;
+  if (madvise(data_ + p.begin, p.end - p.begin, MADV_HUGEPAGE) != 0) return false;
 #endif
-  const size_t first = (begin + kHugePage - 1) / kHugePage * kHugePage, last = end / kHugePage * kHugePage;
+  const size_t first = (p.begin + kHugePage - 1) / kHugePage * kHugePage, last = p.end / kHugePage * kHugePage;
   return first < last && madvise(data_ + first, last - first, MADV_COLLAPSE) == 0;
 }
 
 void HugePageBuffer::prefault() {
-  constexpr size_t kPage = 4096;  // the smallest page size; a huge page takes its first write only
+  // Each small page's first byte: a huge page takes its first write only.
   for (size_t i = 0; i < mapped_; i += kPage) {
     volatile std::byte* p = data_ + i;
     *p = *p;
@@ -69,11 +79,8 @@ bool HugePageBuffer::populate(size_t offset, size_t bytes) {
 #ifndef MADV_POPULATE_WRITE
   constexpr int MADV_POPULATE_WRITE = 23;  // linux/mman.h, 5.14
 #endif
-  constexpr size_t kPage = 4096;
-  if (data_ == nullptr || offset >= mapped_ || bytes == 0) return false;
-  const size_t begin = offset / kPage * kPage;
-  const size_t end = std::min(mapped_, (offset + std::min(bytes, mapped_ - offset) + kPage - 1) / kPage * kPage);
-  return madvise(data_ + begin, end - begin, MADV_POPULATE_WRITE) == 0;
+  const PageSpan p = page_span(mapped_, offset, bytes);
+  return p.end > p.begin && madvise(data_ + p.begin, p.end - p.begin, MADV_POPULATE_WRITE) == 0;
 }
 
 HugePageBuffer::~HugePageBuffer() {
