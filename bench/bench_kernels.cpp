@@ -126,15 +126,21 @@ void bm_vec_dot(benchmark::State& state, Isa isa, DType type, int64_t rows) {
 
 // One GEMM benchmark's inputs: the ISA's kernel for `type`, rows x kCols weights, n_tok copies of
 // the activation row converted to the weights' vec_dot_type as matmul does (rows of act_bytes),
-// the packed-activation and output buffers, and a 64-byte aligned tile scratch as matmul's.
+// the packed-activation and output buffers, and 64-byte aligned packed activations and tile
+// scratch as matmul's.
 struct GemmSetup {
   const GemmKernel* g = nullptr;
   GemmWeights w{};
   size_t act_bytes = 0;
   std::vector<uint8_t> act, packed, tile_buf;
   std::vector<float> out;
+  uint8_t* packed_at = nullptr;
   uint8_t* tile = nullptr;
 };
+
+uint8_t* aligned64(std::vector<uint8_t>& buf) {
+  return buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+}
 void setup_gemm(GemmSetup& s, Isa isa, DType type, int64_t rows, int64_t n_tok) {
   const IsaKernels& k = *isa_kernels(isa);
   const ResolvedKernels f = kernel_or_scalar(k, type);
@@ -149,10 +155,11 @@ void setup_gemm(GemmSetup& s, Isa isa, DType type, int64_t rows, int64_t n_tok) 
     else
       f.quantize_activation(x.data(), s.act.data() + t * s.act_bytes, kCols);
   }
-  s.packed.resize(s.g->packed_bytes(kCols, n_tok));
+  s.packed.resize(s.g->packed_bytes(kCols, n_tok) + 64);
+  s.packed_at = aligned64(s.packed);
   s.out.resize(static_cast<size_t>(rows * n_tok));
   s.tile_buf.resize(s.g->scratch_bytes(kCols) + 64);
-  s.tile = s.tile_buf.data() + (64 - reinterpret_cast<uintptr_t>(s.tile_buf.data()) % 64) % 64;
+  s.tile = aligned64(s.tile_buf);
 }
 
 void bm_packed(benchmark::State& state, Isa isa, DType type, int64_t rows, int64_t n_tok) {
@@ -163,9 +170,9 @@ void bm_packed(benchmark::State& state, Isa isa, DType type, int64_t rows, int64
   HugePageBuffer pw = HugePageBuffer::allocate(s.g->packed_weight_bytes(rows, kCols)).value();
   auto* pwd = reinterpret_cast<uint8_t*>(pw.data());
   s.g->pack_weights(s.w, 0, rows, pwd);
-  s.g->pack(s.act.data(), s.act_bytes, kCols, n_tok, s.packed.data());
+  s.g->pack(s.act.data(), s.act_bytes, kCols, n_tok, s.packed_at);
   for (auto _ : state) {
-    s.g->run_packed(pwd, rows, kCols, s.packed.data(), n_tok, 0, rows, s.out.data(), rows, s.tile);
+    s.g->run_packed(pwd, rows, kCols, s.packed_at, n_tok, 0, rows, s.out.data(), rows, s.tile);
     benchmark::DoNotOptimize(s.out.data());
     benchmark::ClobberMemory();
   }
@@ -179,8 +186,8 @@ void bm_gemm(benchmark::State& state, Isa isa, DType type, int64_t rows, int64_t
   GemmSetup s;
   setup_gemm(s, isa, type, rows, n_tok);
   for (auto _ : state) {
-    s.g->pack(s.act.data(), s.act_bytes, kCols, n_tok, s.packed.data());
-    s.g->run(s.w, s.packed.data(), n_tok, 0, rows, s.out.data(), rows, s.tile);
+    s.g->pack(s.act.data(), s.act_bytes, kCols, n_tok, s.packed_at);
+    s.g->run(s.w, s.packed_at, n_tok, 0, rows, s.out.data(), rows, s.tile);
     benchmark::DoNotOptimize(s.out.data());
     benchmark::ClobberMemory();
   }

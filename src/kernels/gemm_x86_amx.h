@@ -16,17 +16,21 @@
 // So a token's outputs are the same bits whether it is computed alone (AVX-512) or in a batch
 // (AMX), and the tokens past the last full 16 go through the AVX-512 tiles.
 //
-// Tiles: 0-1 accumulators C (16 tokens x 16 rows, int32), 2-3 activations A (16 tokens x 32
-// bytes, read in place from the packed activations with the token stride), 4-5 weights B (8
-// rows x 64 bytes). Two accumulators alternate so that the next block's product overlaps the
-// epilogue of the current one.
+// Tiles (amx_legacy, amx_iq4_xs, amx_tq2_0): 0-1 accumulators C (16 tokens x 16 rows, int32),
+// 2-3 activations A (16 tokens x 32 bytes, read in place from the packed activations with the
+// token stride), 4-5 weights B (8 rows x 64 bytes). Two accumulators alternate so that the next
+// block's product overlaps the epilogue of the current one. Q4_K and Q5_K (amx_k4) instead fold
+// their sub-block multipliers into two copies of the weights and take full-depth products.
 //
 // What bounds it: a block scale every 32 elements makes every product a half-depth tile (K 32
 // of 64) followed by an epilogue over its 256 sums, which reach it through a tile store and
 // reloads. bench_kernels packed/<type>/<isa>/128x4096/t128 (2-core Xeon VM with AMX, CPU time,
 // loaded), AVX-512 tiles -> AMX: Q4_0 336 -> 227 us, Q8_0 298 -> 239, Q4_K 331 -> 251, Q5_K 309
 // -> 274; consuming each tile store right after it instead of one step later: 255, 284, 329,
-// 270; without any epilogue the Q4_0 products alone: 141.
+// 270; without any epilogue the Q4_0 products alone: 141. With split multipliers (amx_k4) and
+// 64-byte aligned activations: Q4_K 268-273 -> 177-184 us, Q5_K 277-278 -> 174-180; at
+// 4096x4096 t128 9.5-9.8 -> 5.8-6.4 ms and 9.5-9.8 -> 6.2 ms. The tile loads need aligned rows:
+// a 64-byte row split over two lines (malloc's 16-byte alignment) cost 10-12%.
 #pragma once
 #if !EDGELM_GEMM_VNNI || !EDGELM_GEMM_ZMM
 #error "gemm_x86_amx.h is part of gemm_avx512.cpp only"
@@ -38,7 +42,8 @@ namespace {
 constexpr int kAmxTok = 16;  // tokens of an AMX tile (A and C rows)
 static_assert(kRows == 16, "an AMX B tile row holds 16 weight rows of 4 bytes");
 // The extracted groups fit the per-call scratch of the same type (scratch_bytes(cols)).
-static_assert(sizeof(WLegacy) >= 8 * kGroupBytes && sizeof(WK4) >= 64 * kGroupBytes && sizeof(WK6) >= 64 * kGroupBytes);
+static_assert(sizeof(WLegacy) >= 8 * kGroupBytes && sizeof(WK4) >= 64 * kGroupBytes && sizeof(WK6) >= 64 * kGroupBytes &&
+              2 * kQK_K * kRows == 128 * kGroupBytes);  // k4_scratch: amx_k4's split copies
 
 // Keeps the compiler from moving plain loads and stores across a tile instruction whose asm
 // does not declare the memory it reads or writes.
@@ -177,14 +182,8 @@ void amx_legacy(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t 
   _tile_release();
 }
 
-// The super-block formats Q4_K, Q5_K, IQ4_XS: 8 sub-blocks of 32 with a multiplier each, as
-// tile_packed_k4 / tile_packed_iq4_xs. Their groups (unsigned bytes: k4_group, iq4_xs_group
-// biased) are extracted once per group of rows into scratch as [block][8 sub-blocks][8
-// groups][64 bytes], so the B tile of a sub-block is 512 contiguous bytes. (Q6_K stays on the
-// AVX-512 tiles: its scales cover 16 elements, so each TDPBSUD would do a quarter of a tile's
-// work for a whole epilogue; bench_kernels packed/Q6_K 128x4096 t128 measured 523 us on AMX
-// against 395 on AVX-512.)
-// (TQ2_0 shares the extraction only: amx_tq2_0 below.)
+// The super-block formats: 8 sub-blocks of 32 with a multiplier each (Q4_K, Q5_K, IQ4_XS), or
+// one scale a block (TQ2_0).
 enum class SuperFormat { q4_k, q5_k, iq4_xs, tq2_0 };
 
 template <SuperFormat F>
@@ -192,8 +191,143 @@ using SuperBlock = std::conditional_t<
     F == SuperFormat::q4_k, PQ4_K,
     std::conditional_t<F == SuperFormat::q5_k, PQ5_K, std::conditional_t<F == SuperFormat::iq4_xs, PQIQ4_XS, PQTQ2_0>>>;
 
+// Q4_K and Q5_K: split multipliers. A sub-block's multiplier m (6 bits) is 8 * hi + lo with hi
+// and lo in 0..7, and a quant (at most 31) times either fits a byte. So the groups are extracted
+// once per group of rows into scratch twice, as quant * lo and quant * hi (unsigned bytes), and
+// for each 64 elements two full-depth products (TDPBSUD, K 64) add them over the whole
+// super-block: the multipliers are applied by the tiles themselves, and per super-block and token
+// the epilogue takes lo + (hi << 3), the very integer sum of multiplier * sub-block sum that
+// tile_packed_k4 forms with VPMULLD per sub-block, before its minimums and float update (so
+// the same bits as the AVX-512 tiles). Before: a half-depth product and an epilogue of 16
+// VPMULLD per sub-block, 8 of them per super-block. bench_kernels packed/<type>/amx/t128 (2-core
+// Xeon VM with AMX, CPU time): see the README's AMX paragraph.
+constexpr int kSplitShift = 3;
+constexpr int64_t kSplitTileBytes = 16 * kGroupBytes;            // one B tile: 64 elements of 16 rows
+constexpr int64_t kSplitBlockBytes = 2 * (kQK_K / 64) * kSplitTileBytes;  // [4 depths][lo, hi][B tile]
+
+// Scratch of a super-block: for depth step p (elements 64p ..) the lo tile then the hi tile,
+// each the 16 groups of sub-blocks 2p and 2p + 1.
+template <SuperFormat F>
+inline void amx_extract_split(const SuperBlock<F>* wb, int64_t nb, uint8_t* scratch) {
+  static_assert(F == SuperFormat::q4_k || F == SuperFormat::q5_k);
+  const VI low = _mm512_set1_epi16(7);
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto& w = wb[b];
+    prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
+    uint8_t* out = scratch + b * kSplitBlockBytes;
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const VI m = vi_u8_to_32(w.sc[s]);
+      const VI m16 = vi_or(m, vi_shl16(m));  // row r's multiplier in both 16-bit halves of lane r
+      const VI lo = vi_and(m16, low), hi = _mm512_srli_epi16(m16, kSplitShift);
+      uint8_t* o = out + (s / 2) * 2 * kSplitTileBytes + (s % 2) * kSubBytes;
+      for (int k = 0; k < 8; ++k) {
+        // A 16-bit product of two such bytes and a multiplier below 8 carries nothing from the
+        // low byte into the high one: both bytes are multiplied at once.
+        const VI q = k4_group(w, s, k);
+        vi_store(o + k * kGroupBytes, _mm512_mullo_epi16(q, lo));
+        vi_store(o + kSplitTileBytes + k * kGroupBytes, _mm512_mullo_epi16(q, hi));
+      }
+    }
+  }
+}
+
+// Tiles: 0-1 the (lo, hi) accumulators, 2-3 activations (16 tokens x 64 bytes) of even and odd
+// depth steps, 4-5 and 6-7 the lo and hi weights (16 x 64 bytes) of even and odd depth steps.
+inline void amx_configure_split() {
+  TileConfig c;
+  std::memset(&c, 0, sizeof c);
+  c.palette_id = 1;
+  for (int t = 0; t < 8; ++t) {
+    c.rows[t] = kAmxTok;
+    c.colsb[t] = 64;
+  }
+  amx_barrier();
+  _tile_loadconfig(&c);
+}
+
+#define EDGELM_AMX_SPLIT_STEP(A, BL, BH, P)                \
+  _tile_loadd(A, a + 64 * (P), a_stride);                  \
+  _tile_loadd(BL, b + (2 * (P)) * kSplitTileBytes, 64);    \
+  _tile_dpbsud(0, A, BL);                                  \
+  _tile_loadd(BH, b + (2 * (P) + 1) * kSplitTileBytes, 64); \
+  _tile_dpbsud(1, A, BH)
+// A super-block's products into the accumulators (activations a, 16 tokens a_stride apart; split
+// weights b), then the store of their sums into isum [lo, hi][16 tokens x 16 rows].
+inline void amx_split_block(const int8_t* a, const uint8_t* b, int64_t a_stride, int32_t* isum) {
+  static_assert(kQK_K == 4 * 64);
+  amx_barrier();
+  _tile_zero(0);
+  _tile_zero(1);
+  EDGELM_AMX_SPLIT_STEP(2, 4, 5, 0);
+  EDGELM_AMX_SPLIT_STEP(3, 6, 7, 1);
+  EDGELM_AMX_SPLIT_STEP(2, 4, 5, 2);
+  EDGELM_AMX_SPLIT_STEP(3, 6, 7, 3);
+  _tile_stored(0, isum, kRows * 4);
+  _tile_stored(1, isum + kAmxTok * kRows, kRows * 4);
+  amx_barrier();
+}
+#undef EDGELM_AMX_SPLIT_STEP
+
+template <SuperFormat F>
+void amx_k4(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_full, int64_t r0, int64_t r1,
+            float* out, int64_t ldo, uint8_t* scratch) {
+  using PB = SuperBlock<F>;
+  const int64_t nb = cols / kQK_K;
+  const int64_t a_stride = nb * static_cast<int64_t>(sizeof(ActQ8K));
+  const auto* act = reinterpret_cast<const ActQ8K*>(packed);
+  amx_configure_split();
+  for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
+    const PB* wb = reinterpret_cast<const PB*>(pw) + (g0 / kRows) * nb;
+    const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
+    amx_extract_split<F>(wb, nb, scratch);
+    for (int64_t t0 = 0; t0 < n_full; t0 += kAmxTok) {
+      const ActQ8K* y = act + t0 * nb;
+      VF facc[kAmxTok];
+      for (VF& f : facc) f = vf_zero();
+      alignas(64) int32_t isum[3][2 * kAmxTok * kRows];
+      const auto block = [&](int64_t b) {
+        amx_split_block(y[b].qs, scratch + b * kSplitBlockBytes, a_stride, isum[b % 3]);
+      };
+      // The super-block's integer sum, then tile_packed_k4's minimums and float update.
+      const auto consume = [&](int64_t b, const int32_t* sums) {
+        const PB& w = wb[b];
+        const VF d = vf_half(w.d), dmin = vf_half(w.dmin);
+#pragma GCC unroll 16
+        for (int t = 0; t < kAmxTok; ++t) {
+          const ActQ8K& yt = y[t * nb + b];
+          const VF yd = vf_set1(yt.d);
+          const VI is = vi_add(isum_row(sums, t), vi_shl<kSplitShift>(isum_row(sums + kAmxTok * kRows, t)));
+          VI mins = vi_zero();
+          for (int p = 0; p < 4; ++p) mins = vi_add(mins, vi_madd16(vi_load(w.mn[p]), vi_bcast(yt.b32 + 2 * p)));
+          facc[t] = vf_fmadd(vf_mul(d, yd), vf_cvt(is), facc[t]);
+          facc[t] = vf_fnmadd(vf_mul(dmin, yd), vf_cvt(mins), facc[t]);
+        }
+      };
+      // Super-blocks b + 1 and b + 2 multiply while b's sums are consumed.
+      block(0);
+      if (nb > 1) block(1);
+      for (int64_t b = 0; b < nb; ++b) {
+        if (b + 2 < nb) block(b + 2);
+        consume(b, isum[b % 3]);
+      }
+      for (int t = 0; t < kAmxTok; ++t) vf_store_rows(out + (t0 + t) * ldo + g0, facc[t], n_rows);
+    }
+  }
+  _tile_release();
+}
+
+// IQ4_XS: its values are signed and its multipliers too (-32..31), so no split keeps products in
+// bytes; its groups (unsigned bytes: iq4_xs_group biased) are extracted once per group of rows
+// into scratch as [block][8 sub-blocks][8 groups][64 bytes], so the B tile of a sub-block is 512
+// contiguous bytes, and every sub-block is a half-depth product with its own epilogue (16
+// VPMULLD). (Q6_K stays on the AVX-512 tiles: its scales cover 16 elements, so each TDPBSUD
+// would do a quarter of a tile's work for a whole epilogue; bench_kernels packed/Q6_K 128x4096
+// t128 measured 523 us on AMX against 395 on AVX-512.)
+// (TQ2_0 shares the extraction only: amx_tq2_0 below.)
 template <SuperFormat F>
 inline void amx_extract(const SuperBlock<F>* wb, int64_t nb, uint8_t* scratch) {
+  static_assert(F == SuperFormat::iq4_xs || F == SuperFormat::tq2_0);
   [[maybe_unused]] const VI book = vi_bcast16(kIq4Values);
   for (int64_t b = 0; b < nb; ++b) {
     const auto& w = wb[b];
@@ -204,19 +338,16 @@ inline void amx_extract(const SuperBlock<F>* wb, int64_t nb, uint8_t* scratch) {
         VI q;
         if constexpr (F == SuperFormat::iq4_xs)
           q = iq4_xs_group(w, book, s, k);
-        else if constexpr (F == SuperFormat::tq2_0)
-          q = tq2_group(w, s, k);
         else
-          q = k4_group(w, s, k);
+          q = tq2_group(w, s, k);
         vi_store(scratch + ((b * 8 + s) * 8 + k) * kGroupBytes, q);
       }
   }
 }
 
-template <SuperFormat F>
-void amx_super(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_full, int64_t r0, int64_t r1,
-               float* out, int64_t ldo, uint8_t* scratch) {
-  using PB = SuperBlock<F>;
+void amx_iq4_xs(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_full, int64_t r0, int64_t r1,
+                float* out, int64_t ldo, uint8_t* scratch) {
+  using PB = PQIQ4_XS;
   constexpr int kSubs = kQK_K / kQK;  // products (sub-blocks) per super-block
   const int64_t nb = cols / kQK_K;
   const int64_t a_stride = nb * static_cast<int64_t>(sizeof(ActQ8K));
@@ -225,7 +356,7 @@ void amx_super(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n
   for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
     const PB* wb = reinterpret_cast<const PB*>(pw) + (g0 / kRows) * nb;
     const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
-    amx_extract<F>(wb, nb, scratch);
+    amx_extract<SuperFormat::iq4_xs>(wb, nb, scratch);
     for (int64_t t0 = 0; t0 < n_full; t0 += kAmxTok) {
       const ActQ8K* y = act + t0 * nb;
       alignas(64) float facc[kAmxTok * kRows] = {};
@@ -235,8 +366,8 @@ void amx_super(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n
         const int64_t b = i / kSubs, j = i % kSubs;
         return AmxOperands{y[b].qs + kQK * j, scratch + (b * kSubs + j) * 8 * kGroupBytes};
       };
-      // The super-block's integer sum is complete: its zero point or minimums, then the float
-      // update of tile_packed_k4 / tile_packed_iq4_xs.
+      // The super-block's integer sum is complete: its zero point, then the float update of
+      // tile_packed_iq4_xs.
       const auto finish = [&](int64_t b) {
         const PB& w = wb[b];
         const VF d = vf_half(w.d);
@@ -244,31 +375,17 @@ void amx_super(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n
           const ActQ8K& yt = y[t * nb + b];
           const VF yd = vf_set1(yt.d);
           float* f = facc + t * kRows;
-          VF fv = vf_load(f);
-          if constexpr (F == SuperFormat::q4_k || F == SuperFormat::q5_k) {
-            VI mins = vi_zero();
-            for (int p = 0; p < 4; ++p) mins = vi_add(mins, vi_madd16(vi_load(w.mn[p]), vi_bcast(yt.b32 + 2 * p)));
-            fv = vf_fmadd(vf_mul(d, yd), vf_cvt(acc[t]), fv);
-            fv = vf_fnmadd(vf_mul(vf_half(w.dmin), yd), vf_cvt(mins), fv);
-          } else {
-            VI offs = vi_zero();
-            for (int p = 0; p < 4; ++p)
-              offs = vi_add(offs, vi_madd16(pair_s8(w.sc[2 * p], w.sc[2 * p + 1]), vi_bcast(yt.b32 + 2 * p)));
-            fv = vf_fmadd(vf_mul(d, yd), vf_cvt(vi_sub(acc[t], vi_shl<7>(offs))), fv);
-          }
-          vf_store(f, fv);
+          VI offs = vi_zero();
+          for (int p = 0; p < 4; ++p)
+            offs = vi_add(offs, vi_madd16(pair_s8(w.sc[2 * p], w.sc[2 * p + 1]), vi_bcast(yt.b32 + 2 * p)));
+          vf_store(f, vf_fmadd(vf_mul(d, yd), vf_cvt(vi_sub(acc[t], vi_shl<7>(offs))), vf_load(f)));
           acc[t] = vi_zero();
         }
       };
       const auto consume = [&](int64_t i, const int32_t* isum) {
         const int64_t b = i / kSubs;
         const int j = static_cast<int>(i % kSubs);
-        const PB& w = wb[b];
-        VI m;
-        if constexpr (F == SuperFormat::iq4_xs)
-          m = mult_s8(w.sc[j]);
-        else
-          m = mult_u8(w.sc[j]);
+        const VI m = mult_s8(wb[b].sc[j]);
 #pragma GCC unroll 16
         for (int t = 0; t < kAmxTok; ++t) acc[t] = vi_add(acc[t], vi_mullo(isum_row(isum, t), m));
         if (j == kSubs - 1) finish(b);
@@ -355,9 +472,9 @@ void run_packed_amx(const uint8_t* pw, int64_t rows, int64_t cols, const uint8_t
 constinit const AmxRunPacked kAmxRunPacked[kAmxGemmCount] = {
     {DType::q8_0, run_packed_amx<DType::q8_0, ActQ8, amx_legacy<PQ8_0>>},
     {DType::q4_0, run_packed_amx<DType::q4_0, ActQ8, amx_legacy<PQ4_0>>},
-    {DType::q4_k, run_packed_amx<DType::q4_k, ActQ8K, amx_super<SuperFormat::q4_k>>},
-    {DType::q5_k, run_packed_amx<DType::q5_k, ActQ8K, amx_super<SuperFormat::q5_k>>},
-    {DType::iq4_xs, run_packed_amx<DType::iq4_xs, ActQ8K, amx_super<SuperFormat::iq4_xs>>},
+    {DType::q4_k, run_packed_amx<DType::q4_k, ActQ8K, amx_k4<SuperFormat::q4_k>>},
+    {DType::q5_k, run_packed_amx<DType::q5_k, ActQ8K, amx_k4<SuperFormat::q5_k>>},
+    {DType::iq4_xs, run_packed_amx<DType::iq4_xs, ActQ8K, amx_iq4_xs>},
     {DType::tq2_0, run_packed_amx<DType::tq2_0, ActQ8K, amx_tq2_0>},
 };
 

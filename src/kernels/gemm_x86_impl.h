@@ -49,6 +49,8 @@
 #endif
 #pragma once
 
+#include <algorithm>
+
 #include "kernels/gemm_x86_float.h"
 #include "kernels/gemm_x86_kquants.h"
 #include "kernels/gemm_x86_iqgrid.h"
@@ -59,7 +61,11 @@ namespace {
 // ---- Drivers -----------------------------------------------------------------------------------
 
 size_t legacy_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK) * sizeof(WLegacy); }
-size_t k4_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK_K) * sizeof(WK4); }
+// (Q4_K and Q5_K on the AMX tiles extract a super-block of kRows rows into two copies of its
+// quants, 2 * kQK_K * kRows bytes: gemm_x86_amx.h's split multipliers.)
+size_t k4_scratch(int64_t cols) {
+  return static_cast<size_t>(cols / kQK_K) * std::max(sizeof(WK4), size_t{2} * kQK_K * kRows);
+}
 size_t k6_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK_K) * sizeof(WK6); }
 
 // Tile<n>::run for the last n < kTok tokens of a group.

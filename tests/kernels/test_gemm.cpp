@@ -41,11 +41,11 @@ namespace {
 
 using test::traits_of;
 
-constexpr DType kGemmTypes[] = {DType::q8_0,   DType::q4_0,    DType::q4_1,   DType::q5_0,  DType::q5_1,
-                                DType::q4_k,   DType::q5_k,    DType::q6_k,   DType::f32,   DType::f16,
-                                DType::bf16,   DType::q2_k,    DType::q3_k,   DType::iq4_nl, DType::iq4_xs,
-                                DType::iq3_s,  DType::iq2_xs,  DType::iq2_xxs, DType::iq2_s, DType::iq3_xxs,
-                                DType::iq1_s,  DType::iq1_m,   DType::tq2_0};
+constexpr DType kGemmTypes[] = {DType::q8_0,  DType::q4_0,   DType::q4_1,    DType::q5_0,   DType::q5_1,
+                                DType::q4_k,  DType::q5_k,   DType::q6_k,    DType::f32,    DType::f16,
+                                DType::bf16,  DType::q2_k,   DType::q3_k,    DType::iq4_nl, DType::iq4_xs,
+                                DType::iq3_s, DType::iq2_xs, DType::iq2_xxs, DType::iq2_s,  DType::iq3_xxs,
+                                DType::iq1_s, DType::iq1_m,  DType::tq2_0};
 
 bool is_float(DType type) { return type == DType::f32 || type == DType::f16 || type == DType::bf16; }
 bool is_legacy(DType type) {
@@ -280,9 +280,9 @@ TEST(Gemm, PackedWeightsMatchScalar) {
   const auto isas = gemm_isas();
   if (isas.empty()) GTEST_SKIP() << "no ISA with GEMM kernels on this CPU";
   const Case cases[] = {
-      {37, 256, 1, Data::gaussian, 1.0f},    {16, 512, 2, Data::random_bits, 3.0f},
-      {33, 768, 9, Data::zero_blocks, 1.0f}, {5, 256, 17, Data::extreme_scales, 1.0f},
-      {70, 2560, 3, Data::gaussian, 100.0f}, {1, 256, 1, Data::gaussian, 1.0f},
+      {37, 256, 1, Data::gaussian, 1.0f},     {16, 512, 2, Data::random_bits, 3.0f},
+      {33, 768, 9, Data::zero_blocks, 1.0f},  {5, 256, 17, Data::extreme_scales, 1.0f},
+      {70, 2560, 3, Data::gaussian, 100.0f},  {1, 256, 1, Data::gaussian, 1.0f},
       {21, 512, 40, Data::random_bits, 3.0f},  // two AMX tiles of 16 tokens and 8 past them
   };
   uint32_t seed = 900;
@@ -304,27 +304,31 @@ TEST(Gemm, PackedBatchEqualsSolo) {
   ThreadPool pool(1);
   MatmulScratch scratch;
   for (const IsaKernels* isa : isas)
-    for (DType type :
-         {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k,
-          DType::iq4_xs, DType::q3_k, DType::q2_k, DType::iq4_nl, DType::tq2_0}) {
-      SCOPED_TRACE(std::string(isa_name(isa->isa)) + " " + std::string(dtype_name(type)));
-      const std::vector<uint8_t> w = make_weights(type, 40, 512, Data::gaussian, 5);
-      WeightMatrix m{type, 40, 512, w.data(), dtype_row_bytes(type, 512)};
-      const PackedMatrix pm = pack_matrix_with(*isa, m, pool);
-      ASSERT_NE(pm.data, nullptr);
-      m.packed = pm.data.get();
-      m.packed_kernel = pm.kernel;
-      // 33: past every ISA's packed_unpack_tokens, the batch runs the unpacked tiles (amx: two AMX
-      // tiles of 16 tokens, the last token through the AVX-512 packed tile); 9 and 29: fewer
-      // than a tile alone, and a large rest after a whole one.
-      for (const int64_t n : {int64_t{33}, int64_t{9}, int64_t{29}}) {
-        const std::vector<float> x = test::normal_data(n * 512, 6);
-        std::vector<float> batch(static_cast<size_t>(n * 40)), solo(40);
-        matmul_with(*isa, m, x.data(), n, batch.data(), pool, scratch);
-        for (int64_t t = 0; t < n; ++t) {
-          matmul_with(*isa, m, x.data() + t * 512, 1, solo.data(), pool, scratch);
-          for (int64_t r = 0; r < 40; ++r)
-            ASSERT_EQ(solo[static_cast<size_t>(r)], batch[static_cast<size_t>(t * 40 + r)]) << n << " tokens";
+    for (DType type : {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k,
+                       DType::q6_k, DType::iq4_xs, DType::q3_k, DType::q2_k, DType::iq4_nl, DType::tq2_0}) {
+      // 512 columns: two super-blocks; 768: three (an odd count ends the AMX pipelines of
+      // accumulator pairs on the first of a pair).
+      for (const int64_t cols : {int64_t{512}, int64_t{768}}) {
+        SCOPED_TRACE(std::string(isa_name(isa->isa)) + " " + std::string(dtype_name(type)) + " " +
+                     std::to_string(cols));
+        const std::vector<uint8_t> w = make_weights(type, 40, cols, Data::gaussian, 5);
+        WeightMatrix m{type, 40, cols, w.data(), dtype_row_bytes(type, cols)};
+        const PackedMatrix pm = pack_matrix_with(*isa, m, pool);
+        ASSERT_NE(pm.data, nullptr);
+        m.packed = pm.data.get();
+        m.packed_kernel = pm.kernel;
+        // 33: past every ISA's packed_unpack_tokens, the batch runs the unpacked tiles (amx: two AMX
+        // tiles of 16 tokens, the last token through the AVX-512 packed tile); 9 and 29: fewer
+        // than a tile alone, and a large rest after a whole one.
+        for (const int64_t n : {int64_t{33}, int64_t{9}, int64_t{29}}) {
+          const std::vector<float> x = test::normal_data(n * cols, 6);
+          std::vector<float> batch(static_cast<size_t>(n * 40)), solo(40);
+          matmul_with(*isa, m, x.data(), n, batch.data(), pool, scratch);
+          for (int64_t t = 0; t < n; ++t) {
+            matmul_with(*isa, m, x.data() + t * cols, 1, solo.data(), pool, scratch);
+            for (int64_t r = 0; r < 40; ++r)
+              ASSERT_EQ(solo[static_cast<size_t>(r)], batch[static_cast<size_t>(t * 40 + r)]) << n << " tokens";
+          }
         }
       }
     }
