@@ -317,13 +317,129 @@ void amx_k4(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_fu
   _tile_release();
 }
 
+// Q6_K: the same folding for signed scales of 16 elements. A scale (-128..127) is d0 + 8 d1 +
+// 64 d2 with digits in -3..4 (d_i = ((x + 3) & 7) - 3 of what the lower digits leave), and a
+// centred quant q - 32 (-32..31) times such a digit fits a signed byte. So the groups are
+// extracted three times, as (q - 32) * d_i of their 16-element sub-block's scale, and each 64
+// elements take three full-depth TDPBSSD; per super-block and token the epilogue takes
+// C0 + (C1 << 3) + (C2 << 6), which is sum_j scale_j * (sum_j(q y) - 32 sum_j(y)), the integer
+// tile_packed_k16 forms from its products and zero point, before the same float update.
+// (Before: the AVX-512 tiles, since a product per 16-element sub-block measured slower there.)
+constexpr int kQ6Parts = 3;
+constexpr int64_t kQ6BlockBytes = kQ6Parts * (kQK_K / 64) * kSplitTileBytes;  // [4 depths][3 parts][B tile]
+static_assert(kQ6BlockBytes == 3 * kQK_K * kRows);  // k6_scratch
+
+// A digit of the scales in every row's lane, as amx_extract_q6_k applies it: |d| in both 16-bit
+// halves (for the byte products), 32 |d| in every byte (the centring), all ones where d < 0.
+struct Q6Digit {
+  VI abs16, centre, neg;
+};
+inline Q6Digit q6_digit(VI d) {
+  const VI a = _mm512_abs_epi32(d);
+  return {vi_or(a, vi_shl16(a)), _mm512_mullo_epi32(vi_shl5(a), vi_set1(0x01010101)), _mm512_srai_epi32(d, 31)};
+}
+
+// Scratch of a super-block: for depth step p the three part tiles, each the 16 groups of
+// sub-blocks 2p and 2p + 1.
+inline void amx_extract_q6_k(const PQ6_K* wb, int64_t nb, uint8_t* scratch) {
+  const VI three = vi_set1(3), seven = vi_set1(7);
+  for (int64_t b = 0; b < nb; ++b) {
+    const PQ6_K& w = wb[b];
+    prefetch_ahead(wb, b, kMultiTokenPrefetchBytes);
+    uint8_t* out = scratch + b * kQ6BlockBytes;
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s)
+      for (int half = 0; half < 2; ++half) {
+        VI x = vi_s8_to_32(w.sc[2 * s + half]);
+        Q6Digit dig[kQ6Parts];
+        for (int i = 0; i < kQ6Parts; ++i) {
+          const VI d = vi_sub(vi_and(vi_add(x, three), seven), three);
+          dig[i] = q6_digit(d);
+          x = _mm512_srai_epi32(vi_sub(x, d), 3);
+        }
+        for (int k = 4 * half; k < 4 * half + 4; ++k) {
+          // Quants 0..63 times |d| <= 4 stay below 256: the 16-bit product leaves each byte its own.
+          const VI q = q6_group(w, s, k);
+          for (int i = 0; i < kQ6Parts; ++i) {
+            const VI c = _mm512_sub_epi8(_mm512_mullo_epi16(q, dig[i].abs16), dig[i].centre);
+            vi_store(out + ((s / 2) * kQ6Parts + i) * kSplitTileBytes + ((s % 2) * 8 + k) * kGroupBytes,
+                     _mm512_sub_epi8(vi_xor(c, dig[i].neg), dig[i].neg));
+          }
+        }
+      }
+  }
+}
+
+// Tiles: 0-2 the parts' accumulators, 3 and 7 activations of even and odd depth steps, 4-6 the
+// parts' weights (all 16 x 64 bytes: amx_configure_split).
+#define EDGELM_AMX_Q6_STEP(A, P)                                    \
+  _tile_loadd(A, a + 64 * (P), a_stride);                           \
+  _tile_loadd(4, b + (kQ6Parts * (P)) * kSplitTileBytes, 64);       \
+  _tile_dpbssd(0, A, 4);                                            \
+  _tile_loadd(5, b + (kQ6Parts * (P) + 1) * kSplitTileBytes, 64);   \
+  _tile_dpbssd(1, A, 5);                                            \
+  _tile_loadd(6, b + (kQ6Parts * (P) + 2) * kSplitTileBytes, 64);   \
+  _tile_dpbssd(2, A, 6)
+inline void amx_q6_block(const int8_t* a, const uint8_t* b, int64_t a_stride, int32_t* isum) {
+  amx_barrier();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  EDGELM_AMX_Q6_STEP(3, 0);
+  EDGELM_AMX_Q6_STEP(7, 1);
+  EDGELM_AMX_Q6_STEP(3, 2);
+  EDGELM_AMX_Q6_STEP(7, 3);
+  _tile_stored(0, isum, kRows * 4);
+  _tile_stored(1, isum + kAmxTok * kRows, kRows * 4);
+  _tile_stored(2, isum + 2 * kAmxTok * kRows, kRows * 4);
+  amx_barrier();
+}
+#undef EDGELM_AMX_Q6_STEP
+
+void amx_q6_k(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_full, int64_t r0, int64_t r1,
+              float* out, int64_t ldo, uint8_t* scratch) {
+  const int64_t nb = cols / kQK_K;
+  const int64_t a_stride = nb * static_cast<int64_t>(sizeof(ActQ8K));
+  const auto* act = reinterpret_cast<const ActQ8K*>(packed);
+  amx_configure_split();
+  for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
+    const PQ6_K* wb = reinterpret_cast<const PQ6_K*>(pw) + (g0 / kRows) * nb;
+    const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
+    amx_extract_q6_k(wb, nb, scratch);
+    for (int64_t t0 = 0; t0 < n_full; t0 += kAmxTok) {
+      const ActQ8K* y = act + t0 * nb;
+      VF facc[kAmxTok];
+      for (VF& f : facc) f = vf_zero();
+      alignas(64) int32_t isum[3][kQ6Parts * kAmxTok * kRows];
+      const auto block = [&](int64_t b) {
+        amx_q6_block(y[b].qs, scratch + b * kQ6BlockBytes, a_stride, isum[b % 3]);
+      };
+      const auto consume = [&](int64_t b, const int32_t* sums) {
+        const VF d = vf_half(wb[b].d);
+#pragma GCC unroll 16
+        for (int t = 0; t < kAmxTok; ++t) {
+          const VI is = vi_add(vi_add(isum_row(sums, t), vi_shl<3>(isum_row(sums + kAmxTok * kRows, t))),
+                               vi_shl<6>(isum_row(sums + 2 * kAmxTok * kRows, t)));
+          facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t * nb + b].d)), vf_cvt(is), facc[t]);
+        }
+      };
+      block(0);
+      if (nb > 1) block(1);
+      for (int64_t b = 0; b < nb; ++b) {
+        if (b + 2 < nb) block(b + 2);
+        consume(b, isum[b % 3]);
+      }
+      for (int t = 0; t < kAmxTok; ++t) vf_store_rows(out + (t0 + t) * ldo + g0, facc[t], n_rows);
+    }
+  }
+  _tile_release();
+}
+
 // IQ4_XS: its values are signed and its multipliers too (-32..31), so no split keeps products in
 // bytes; its groups (unsigned bytes: iq4_xs_group biased) are extracted once per group of rows
 // into scratch as [block][8 sub-blocks][8 groups][64 bytes], so the B tile of a sub-block is 512
 // contiguous bytes, and every sub-block is a half-depth product with its own epilogue (16
-// VPMULLD). (Q6_K stays on the AVX-512 tiles: its scales cover 16 elements, so each TDPBSUD
-// would do a quarter of a tile's work for a whole epilogue; bench_kernels packed/Q6_K 128x4096
-// t128 measured 523 us on AMX against 395 on AVX-512.)
+// VPMULLD).
 // (TQ2_0 shares the extraction only: amx_tq2_0 below.)
 template <SuperFormat F>
 inline void amx_extract(const SuperBlock<F>* wb, int64_t nb, uint8_t* scratch) {
@@ -474,6 +590,7 @@ constinit const AmxRunPacked kAmxRunPacked[kAmxGemmCount] = {
     {DType::q4_0, run_packed_amx<DType::q4_0, ActQ8, amx_legacy<PQ4_0>>},
     {DType::q4_k, run_packed_amx<DType::q4_k, ActQ8K, amx_k4<SuperFormat::q4_k>>},
     {DType::q5_k, run_packed_amx<DType::q5_k, ActQ8K, amx_k4<SuperFormat::q5_k>>},
+    {DType::q6_k, run_packed_amx<DType::q6_k, ActQ8K, amx_q6_k>},
     {DType::iq4_xs, run_packed_amx<DType::iq4_xs, ActQ8K, amx_iq4_xs>},
     {DType::tq2_0, run_packed_amx<DType::tq2_0, ActQ8K, amx_tq2_0>},
 };

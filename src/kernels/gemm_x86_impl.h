@@ -66,7 +66,10 @@ size_t legacy_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK) * s
 size_t k4_scratch(int64_t cols) {
   return static_cast<size_t>(cols / kQK_K) * std::max(sizeof(WK4), size_t{2} * kQK_K * kRows);
 }
-size_t k6_scratch(int64_t cols) { return static_cast<size_t>(cols / kQK_K) * sizeof(WK6); }
+// (Q6_K on the AMX tiles: three copies, gemm_x86_amx.h's amx_q6_k.)
+size_t k6_scratch(int64_t cols) {
+  return static_cast<size_t>(cols / kQK_K) * std::max(sizeof(WK6), size_t{3} * kQK_K * kRows);
+}
 
 // Tile<n>::run for the last n < kTok tokens of a group.
 template <template <int> class Tile, int T = kTok - 1, typename WB, typename Act>

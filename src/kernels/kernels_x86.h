@@ -22,14 +22,14 @@ namespace edgelm::kernels::x86 {
 #if defined(EDGELM_HAVE_X86_KERNELS)
 extern const IsaKernels kAvx2Kernels;    // kernels_avx2.cpp
 extern const IsaKernels kAvx512Kernels;  // kernels_avx512.cpp
-// The amx ISA's run_packed for Q8_0, Q4_0, Q4_K, Q5_K, IQ4_XS and TQ2_0 (gemm_x86_amx.h, part of
+// The amx ISA's run_packed for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS and TQ2_0 (gemm_x86_amx.h, part of
 // gemm_avx512.cpp): AMX-INT8 tiles over the avx512 packed layouts from 16 tokens on, the avx512
 // packed tiles below; the amx table is avx512's with these in place of its run_packed.
 struct AmxRunPacked {
   DType type;
   decltype(GemmKernel::run_packed) run_packed;
 };
-constexpr int kAmxGemmCount = 6;
+constexpr int kAmxGemmCount = 7;
 constexpr int64_t kAmxTokens = 16;  // tokens of an AMX tile: from here on run_packed needs its scratch
 extern const AmxRunPacked kAmxRunPacked[kAmxGemmCount];
 // The amx ISA's GEMMs for F16 and BF16 weights (gemm_x86_amx_float.h, part of gemm_avx512.cpp):
