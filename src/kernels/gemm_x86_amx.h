@@ -20,7 +20,8 @@
 // 2-3 activations A (16 tokens x 32 bytes, read in place from the packed activations with the
 // token stride), 4-5 weights B (8 rows x 64 bytes). Two accumulators alternate so that the next
 // block's product overlaps the epilogue of the current one. Q4_K and Q5_K (amx_k4) instead fold
-// their sub-block multipliers into two copies of the weights and take full-depth products.
+// their sub-block multipliers into two copies of the weights, Q6_K (amx_q6_k) its scales into
+// three, and take full-depth products (their own tiles below).
 //
 // What bounds it: a block scale every 32 elements makes every product a half-depth tile (K 32
 // of 64) followed by an epilogue over its 256 sums, which reach it through a tile store and
