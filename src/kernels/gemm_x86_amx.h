@@ -300,7 +300,8 @@ void amx_k4(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_fu
           const VF yd = vf_set1(yt.d);
           const VI is = vi_add(isum_row(sums, t), vi_shl<kSplitShift>(isum_row(sums + kAmxTok * kRows, t)));
           VI mins = vi_zero();
-          for (int p = 0; p < 4; ++p) mins = vi_add(mins, vi_madd16(vi_load(w.mn[p]), vi_bcast(yt.b32 + 2 * p)));
+          // VPDPWSSD: the pair products and their sum in one instruction (no wrap: |sum| < 2^20).
+          for (int p = 0; p < 4; ++p) mins = _mm512_dpwssd_epi32(mins, vi_load(w.mn[p]), vi_bcast(yt.b32 + 2 * p));
           facc[t] = vf_fmadd(vf_mul(d, yd), vf_cvt(is), facc[t]);
           facc[t] = vf_fnmadd(vf_mul(dmin, yd), vf_cvt(mins), facc[t]);
         }
