@@ -231,7 +231,10 @@ Result<ModelFile> read_gguf(const std::string& path, const LoadOptions& options)
   auto shared = std::make_shared<MappedFile>(std::move(mapped));
   auto parsed = parse_gguf(shared->data(), shared->size(), shared);
   if (!parsed.ok()) return make_error("{}: {}", path, parsed.error().message);
-  if (shared->maps_file()) release_header_pages(*shared, *parsed);
+  if (shared->maps_file()) {
+    release_header_pages(*shared, *parsed);
+    parsed->set_file_mapping(shared->data(), shared->size());
+  }
   return parsed;
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,8 +36,8 @@ struct TensorInfo {
 
 class ModelFile {
  public:
-  uint32_t version = 3;      // GGUF version (3 for converted files)
-  uint32_t alignment = 32;   // general.alignment
+  uint32_t version = 3;     // GGUF version (3 for converted files)
+  uint32_t alignment = 32;  // general.alignment
   GgufMetadata metadata;
   std::vector<TensorInfo> tensors;
 
@@ -44,9 +45,17 @@ class ModelFile {
 
   // Keeps the storage behind TensorInfo::data alive as long as this file.
   void keep_alive(std::shared_ptr<const void> storage) { storage_.push_back(std::move(storage)); }
+  // The bytes that are a read-only mapping of the file itself (empty when the file was read into
+  // memory): pages there can be dropped from the process and read again from the file.
+  void set_file_mapping(const uint8_t* data, size_t size) { mapping_ = {data, size}; }
+  bool in_file_mapping(const void* p, size_t n) const {
+    const auto b = reinterpret_cast<uintptr_t>(p), m = reinterpret_cast<uintptr_t>(mapping_.data());
+    return !mapping_.empty() && b >= m && b - m <= mapping_.size() && n <= mapping_.size() - (b - m);
+  }
 
  private:
   std::vector<std::shared_ptr<const void>> storage_;
+  std::span<const uint8_t> mapping_;
 };
 
 // How a model file's bytes are brought into memory.
