@@ -233,9 +233,10 @@ inline void amx_extract_split(const SuperBlock<F>* wb, int64_t nb, uint8_t* scra
   }
 }
 
-// Tiles: 0-1 the (lo, hi) accumulators, 2-3 activations (16 tokens x 64 bytes) of even and odd
-// depth steps, 4-5 and 6-7 the lo and hi weights (16 x 64 bytes) of even and odd depth steps.
-inline void amx_configure_split() {
+// Every tile 16 rows x 64 bytes (amx_k4, amx_q6_k and the AMX-BF16 tiles of gemm_x86_amx_float.h).
+// amx_k4's tiles: 0-1 the (lo, hi) accumulators, 2-3 activations (16 tokens x 64 bytes) of even and
+// odd depth steps, 4-5 and 6-7 the lo and hi weights (16 x 64 bytes) of even and odd depth steps.
+inline void amx_configure_full() {
   TileConfig c;
   std::memset(&c, 0, sizeof c);
   c.palette_id = 1;
@@ -270,6 +271,18 @@ inline void amx_split_block(const int8_t* a, const uint8_t* b, int64_t a_stride,
 }
 #undef EDGELM_AMX_SPLIT_STEP
 
+// block(b) for super-blocks b in [0, nb), each two ahead of consume(b): b + 1 and b + 2 multiply
+// while b's sums (stored by block(b) into slot b % 3) are consumed.
+template <typename Block, typename Consume>
+inline void amx_blocks_ahead(int64_t nb, Block block, Consume consume) {
+  block(0);
+  if (nb > 1) block(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    if (b + 2 < nb) block(b + 2);
+    consume(b);
+  }
+}
+
 template <SuperFormat F>
 void amx_k4(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_full, int64_t r0, int64_t r1,
             float* out, int64_t ldo, uint8_t* scratch) {
@@ -277,7 +290,7 @@ void amx_k4(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_fu
   const int64_t nb = cols / kQK_K;
   const int64_t a_stride = nb * static_cast<int64_t>(sizeof(ActQ8K));
   const auto* act = reinterpret_cast<const ActQ8K*>(packed);
-  amx_configure_split();
+  amx_configure_full();
   for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
     const PB* wb = reinterpret_cast<const PB*>(pw) + (g0 / kRows) * nb;
     const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
@@ -306,13 +319,7 @@ void amx_k4(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_fu
           facc[t] = vf_fnmadd(vf_mul(dmin, yd), vf_cvt(mins), facc[t]);
         }
       };
-      // Super-blocks b + 1 and b + 2 multiply while b's sums are consumed.
-      block(0);
-      if (nb > 1) block(1);
-      for (int64_t b = 0; b < nb; ++b) {
-        if (b + 2 < nb) block(b + 2);
-        consume(b, isum[b % 3]);
-      }
+      amx_blocks_ahead(nb, block, [&](int64_t b) { consume(b, isum[b % 3]); });
       for (int t = 0; t < kAmxTok; ++t) vf_store_rows(out + (t0 + t) * ldo + g0, facc[t], n_rows);
     }
   }
@@ -373,7 +380,7 @@ inline void amx_extract_q6_k(const PQ6_K* wb, int64_t nb, uint8_t* scratch) {
 }
 
 // Tiles: 0-2 the parts' accumulators, 3 and 7 activations of even and odd depth steps, 4-6 the
-// parts' weights (all 16 x 64 bytes: amx_configure_split).
+// parts' weights (all 16 x 64 bytes: amx_configure_full).
 #define EDGELM_AMX_Q6_STEP(A, P)                                    \
   _tile_loadd(A, a + 64 * (P), a_stride);                           \
   _tile_loadd(4, b + (kQ6Parts * (P)) * kSplitTileBytes, 64);       \
@@ -403,7 +410,7 @@ void amx_q6_k(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_
   const int64_t nb = cols / kQK_K;
   const int64_t a_stride = nb * static_cast<int64_t>(sizeof(ActQ8K));
   const auto* act = reinterpret_cast<const ActQ8K*>(packed);
-  amx_configure_split();
+  amx_configure_full();
   for (int64_t g0 = r0; g0 < r1; g0 += kRows) {
     const PQ6_K* wb = reinterpret_cast<const PQ6_K*>(pw) + (g0 / kRows) * nb;
     const int n_rows = static_cast<int>(min64(kRows, r1 - g0));
@@ -425,12 +432,7 @@ void amx_q6_k(const uint8_t* pw, int64_t cols, const uint8_t* packed, int64_t n_
           facc[t] = vf_fmadd(vf_mul(d, vf_set1(y[t * nb + b].d)), vf_cvt(is), facc[t]);
         }
       };
-      block(0);
-      if (nb > 1) block(1);
-      for (int64_t b = 0; b < nb; ++b) {
-        if (b + 2 < nb) block(b + 2);
-        consume(b, isum[b % 3]);
-      }
+      amx_blocks_ahead(nb, block, [&](int64_t b) { consume(b, isum[b % 3]); });
       for (int t = 0; t < kAmxTok; ++t) vf_store_rows(out + (t0 + t) * ldo + g0, facc[t], n_rows);
     }
   }

@@ -176,18 +176,6 @@ void extract_group(const GemmWeights& w, int64_t r, int n_rows, int64_t kp, uint
     }
 }
 
-inline void amx_configure_float() {
-  TileConfig c;
-  std::memset(&c, 0, sizeof c);
-  c.palette_id = 1;
-  for (int t = 0; t < 8; ++t) {
-    c.rows[t] = kAmxTok;
-    c.colsb[t] = 64;
-  }
-  amx_barrier();
-  _tile_loadconfig(&c);
-}
-
 // _tile_stored of accumulator C (the intrinsic takes the tile number as a literal).
 template <int C>
 inline void tile_store(float* p, int64_t stride_bytes) {
@@ -251,7 +239,7 @@ void run_amx_float(const GemmWeights& w, const uint8_t* packed, int64_t n_tok, i
   const int64_t group_bytes = 32 * kp;
   auto* rows = reinterpret_cast<uint16_t*>(scratch + block_groups * group_bytes);
   const auto* act = reinterpret_cast<const uint16_t*>(packed);
-  amx_configure_float();
+  amx_configure_full();
   for (int64_t rb0 = r0; rb0 < r1; rb0 += block_groups * kRows) {
     const int64_t rb1 = min64(r1, rb0 + block_groups * kRows);
     for (int64_t g = rb0; g < rb1; g += kRows)
